@@ -1,0 +1,97 @@
+"""Turn the finished spans of one trace into ordered tool calls and handoffs.
+
+Spans are walked in end-time order. Each tool call gets its agent (from the span, or the
+nearest agent ancestor) and its model turn (model spans that ended before it), so the parallel
+calls of one turn form a batch. The trace's prompt template and conversation are picked up
+from any of its spans.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from otel_loopguard.adapters import (
+    DEFAULT_ADAPTERS,
+    agent_of,
+    conversation_of,
+    is_model_turn,
+    prompt_template_of,
+    to_event,
+)
+from otel_loopguard.config import LoopGuardConfig
+from otel_loopguard.types import Handoff, SpanAdapter, SpanRecord, ToolCall
+
+__all__ = ["AssembledTrace", "TraceEvent", "assemble_trace"]
+
+_MAX_ANCESTRY = 64
+
+
+@dataclass(frozen=True, slots=True)
+class TraceEvent:
+    """A tool call or handoff of a trace, with the agent span that owns it."""
+
+    event: ToolCall | Handoff
+    agent_span_id: str | None
+
+
+@dataclass(slots=True)
+class AssembledTrace:
+    """The tool calls and handoffs of one trace, in end-time order, and its run identity."""
+
+    trace_id: str
+    events: list[TraceEvent] = field(default_factory=list)
+    prompt_template: str | None = None
+    conversation: str | None = None
+    first_start_ns: int = 0
+
+
+def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuardConfig,
+                   adapters: Sequence[SpanAdapter] = DEFAULT_ADAPTERS) -> AssembledTrace:
+    """Return the ordered events of one trace's spans (any order in, end order out)."""
+    ordered = sorted(spans, key=lambda s: (s.end_time_ns, s.start_time_ns))
+    by_id = {s.span_id: s for s in ordered}
+    agents = {s.span_id: name for s in ordered if (name := agent_of(s.name, s.attributes))}
+    out = AssembledTrace(trace_id=trace_id,
+                         first_start_ns=min((s.start_time_ns for s in ordered), default=0))
+    out.prompt_template = _first_template(ordered, config)
+    out.conversation = _first(conversation_of(s.attributes, config.conversation_keys)
+                              for s in ordered)
+    has_model = any(is_model_turn(s.name, s.attributes) for s in ordered)
+    turns = 0
+    for span in ordered:
+        if is_model_turn(span.name, span.attributes):
+            turns += 1
+            continue
+        event = to_event(span, adapters)
+        if event is None:
+            continue
+        owner, owner_name = _owning_agent(span, by_id, agents)
+        if isinstance(event, ToolCall):
+            event = dataclasses.replace(event, agent=event.agent or owner_name,
+                                        turn=turns if has_model else None)
+        out.events.append(TraceEvent(event, owner))
+    return out
+
+
+def _first(values: Iterable[str | None]) -> str | None:
+    return next((v for v in values if v), None)
+
+
+def _first_template(spans: Sequence[SpanRecord], config: LoopGuardConfig) -> str | None:
+    keys, versions = config.prompt_name_keys, config.prompt_version_keys
+    return _first(prompt_template_of(s.attributes, keys, versions) for s in spans)
+
+
+def _owning_agent(span: SpanRecord, by_id: dict[str, SpanRecord],
+                  agents: dict[str, str]) -> tuple[str | None, str | None]:
+    parent = span.parent_span_id
+    for _ in range(_MAX_ANCESTRY):
+        if parent is None:
+            return None, None
+        if parent in agents:
+            return parent, agents[parent]
+        record = by_id.get(parent)
+        parent = record.parent_span_id if record is not None else None
+    return None, None

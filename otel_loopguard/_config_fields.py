@@ -1,0 +1,203 @@
+"""The table of settings: name, type, default, allowed range and documentation."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from otel_loopguard.exceptions import ConfigError
+from otel_loopguard.signature import DEFAULT_VOLATILE_KEYS
+
+_DETECTORS: Final = ("stagnation", "repeat", "cycle", "failure", "mutating_failure", "reread",
+                     "batch", "handoff", "near_duplicate", "budget")
+
+
+@dataclass(frozen=True, slots=True)
+class FieldRule:
+    """How one setting is typed, bounded and documented."""
+
+    kind: str
+    """``int``, ``float``, ``bool``, ``str``, ``choice`` or ``list``."""
+    default: Any
+    doc: str
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] = ()
+    optional: bool = False
+    """True when None (off) is allowed."""
+
+    def allowed(self) -> str:
+        """Return the allowed values in words, for error messages and docs."""
+        if self.kind == "choice":
+            return f"one of {self.choices}"
+        if self.kind in ("int", "float"):
+            top = "" if self.maximum is None else f" and <= {self.maximum:g}"
+            off = " (or unset to turn it off)" if self.optional else ""
+            return f"a number >= {self.minimum:g}{top}{off}" if self.kind == "float" else (
+                f"an integer >= {self.minimum:g}{top}{off}")
+        if self.kind == "list":
+            return "a list of strings (comma-separated in env vars)"
+        return f"a {self.kind}"
+
+    def check(self, name: str, value: Any) -> Any:
+        """Return ``value`` converted and validated.
+
+        Raises:
+            ConfigError: naming ``name`` and the allowed range.
+        """
+        if value is None and self.optional:
+            return None
+        bad = ConfigError(f"{name} must be {self.allowed()}, got {value!r}")
+        if self.kind == "bool":
+            if not isinstance(value, bool):
+                raise bad
+            return value
+        if self.kind == "choice":
+            if value not in self.choices:
+                raise bad
+            return value
+        if self.kind == "str":
+            if not isinstance(value, str):
+                raise bad
+            return value
+        if self.kind == "list":
+            if isinstance(value, str) or not isinstance(value, Sequence) or not all(
+                    isinstance(v, str) for v in value):
+                raise bad
+            return tuple(value)
+        return self._check_number(value, bad)
+
+    def _check_number(self, value: Any, bad: ConfigError) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise bad
+        if self.kind == "int" and not float(value).is_integer():
+            raise bad
+        if self.minimum is not None and value < self.minimum:
+            raise bad
+        if self.maximum is not None and value > self.maximum:
+            raise bad
+        return int(value) if self.kind == "int" else float(value)
+
+
+def parse_env_value(var: str, rule: FieldRule, raw: str) -> Any:
+    """Return the typed value of environment variable ``var``.
+
+    Raises:
+        ConfigError: naming the variable and what it accepts.
+    """
+    text = raw.strip()
+    try:
+        if rule.kind == "bool":
+            lowered = text.lower()
+            if lowered not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+                raise ValueError
+            return lowered in ("true", "1", "yes", "on")
+        if rule.kind == "int":
+            return None if rule.optional and text.lower() in ("none", "off") else int(text)
+        if rule.kind == "float":
+            return None if rule.optional and text.lower() in ("none", "off") else float(text)
+        if rule.kind == "list":
+            return tuple(p.strip() for p in text.split(",") if p.strip())
+    except ValueError:
+        raise ConfigError(f"{var} must be {rule.allowed()}, got {raw!r}") from None
+    return text
+
+
+def _int(default: int | None, doc: str, minimum: int = 1, maximum: int | None = None,
+         optional: bool = False) -> FieldRule:
+    return FieldRule("int", default, doc, minimum, maximum, optional=optional)
+
+
+FIELDS: Final[dict[str, FieldRule]] = {
+    # general
+    "mode": FieldRule("choice", "observe", "observe: only report; enforce: guards block looping "
+                      "calls and stop is sticky for the run", choices=("observe", "enforce")),
+    "run_key": FieldRule("choice", "trace", "How tool calls are grouped into runs: trace id, "
+                         "conversation/session id, or nearest agent span",
+                         choices=("trace", "conversation", "agent")),
+    "enforcement": FieldRule("choice", "abort", "What an enforce-mode guard does on stop",
+                             choices=("abort", "hint", "hint_then_abort")),
+    "hint_on_warn": FieldRule("bool", False, "Enforce mode: also hand the model a hint on warn "
+                              "(the tool still runs)"),
+    "detectors": FieldRule("list", _DETECTORS, "Detectors that run (all by default)"),
+    # windows and thresholds
+    "window_size": _int(12, "Recent tool calls that stagnation and repeat look at", 2, 1000),
+    "stagnation_warn": _int(3, "Same call, same result: warn at this count", 2),
+    "stagnation_replan": _int(4, "Same call, same result: replan at this count", 2),
+    "stagnation_stop": _int(5, "Same call, same result: stop at this count", 2),
+    "repeat_warn": _int(3, "Same call, results not captured: warn at this count", 2),
+    "repeat_replan": _int(5, "Same call, results not captured: replan at this count", 2),
+    "cycle_max_length": _int(8, "Longest cycle (in steps) the cycle detector looks for", 2, 1000),
+    "cycle_warn": _int(2, "Cycle repetitions for warn", 2),
+    "cycle_stop": _int(3, "Cycle repetitions for stop", 2),
+    "failure_permanent_same_args_stop": _int(
+        2, "Permanent failure with identical arguments: stop at this count", 2),
+    "failure_permanent_warn": _int(2, "Same permanent error, other arguments: warn", 2),
+    "failure_permanent_stop": _int(3, "Same permanent error, other arguments: stop", 2),
+    "failure_retryable_warn": _int(3, "Same retryable error: warn at this count", 2),
+    "failure_retryable_stop": _int(5, "Same retryable error: stop at this count", 2),
+    "mutating_failure_warn": _int(2, "Mutating tool failing identically: warn", 2),
+    "mutating_failure_stop": _int(3, "Mutating tool failing identically: stop", 2),
+    "reread_warn": _int(3, "Same read with unchanged content anywhere in the run: warn", 2),
+    "batch_warn": _int(3, "Same parallel batch with unchanged results in consecutive turns", 2),
+    "handoff_window": _int(16, "Recent handoffs the handoff detector looks at", 4, 1000),
+    "handoff_max_cycle": _int(5, "Longest handoff cycle (agents)", 2, 64),
+    "handoff_stop": _int(2, "Closed handoff cycles for stop", 2),
+    "near_duplicate_window": _int(6, "Recent calls the near-duplicate detector looks at", 3, 100),
+    "near_duplicate_min": _int(3, "Near-duplicate calls for replan", 2),
+    "near_duplicate_jaccard": FieldRule("float", 0.5, "Token overlap for multi-word text "
+                                        "arguments to count as a paraphrase", 0.0, 1.0),
+    "poll_warn": _int(5, "Poll tools: unchanged results in a row for warn", 2),
+    "poll_stop": _int(10, "Poll tools: unchanged results in a row for stop", 2),
+    "max_tool_calls_warn": _int(50, "Tool calls per run: warn", optional=True),
+    "max_tool_calls_stop": _int(None, "Tool calls per run: stop (off by default)", optional=True),
+    "max_calls_per_tool_warn": _int(None, "Calls of one tool per run: warn", optional=True),
+    "max_calls_per_tool_stop": _int(None, "Calls of one tool per run: stop", optional=True),
+    "max_run_seconds_warn": FieldRule("float", None, "Wall-clock seconds per run: warn", 0.0,
+                                      optional=True),
+    "max_run_seconds_stop": FieldRule("float", None, "Wall-clock seconds per run: stop", 0.0,
+                                      optional=True),
+    # tool kinds
+    "mutating_tools": FieldRule("list", ("edit_file", "write_file", "delete_file", "bash",
+                                         "patch", "terminal", "apply_patch"),
+                                "Tools that change the world (MCP names ending in __<name> too)"),
+    "read_tools": FieldRule("list", ("read_file", "read_many_files"),
+                            "Tools whose re-reads the reread detector watches"),
+    "poll_tool_patterns": FieldRule("list", ("*status*", "poll*", "wait*", "*progress*",
+                                             "check_job*", "get_job*"),
+                                    "Tool-name globs treated as poll tools"),
+    "volatile_keys": FieldRule("list", DEFAULT_VOLATILE_KEYS,
+                               "Result keys ignored when comparing results (globs)"),
+    "max_value_chars": _int(4096, "Strings longer than this are hashed in signatures", 64),
+    # runs and memory
+    "max_runs": _int(10_000, "Open runs kept in memory (least recently used evicted)", 1),
+    "run_ttl_seconds": FieldRule("float", 3600.0, "Idle seconds before a run is dropped", 1.0),
+    # prompt templates and conversations
+    "prompt_name_keys": FieldRule("list", ("gen_ai.prompt.name", "langfuse.observation.prompt.name",
+                                           "traceloop.prompt.key", "llm.prompt_template.template"),
+                                  "Attributes that name the prompt template, in order"),
+    "prompt_version_keys": FieldRule("list", ("gen_ai.prompt.version",
+                                              "langfuse.observation.prompt.version",
+                                              "traceloop.prompt.version",
+                                              "llm.prompt_template.version"),
+                                     "Attributes that carry its version, in order"),
+    "conversation_keys": FieldRule("list", ("gen_ai.conversation.id", "session.id",
+                                            "traceloop.association.properties.session_id"),
+                                   "Attributes that identify a conversation (run_key = conversation)"),
+    # metrics
+    "max_prompt_templates": _int(200, "Distinct prompt_template label values before 'other'", 1),
+    "max_tools": _int(200, "Distinct tool label values before 'other'", 1),
+    "metrics_addr": FieldRule("str", "127.0.0.1", "Address of the /metrics server"),
+    "metrics_port": _int(None, "Port of the /metrics server (off unless set)", 0, 65535,
+                         optional=True),
+}
+
+TOOL_THRESHOLDS: Final = frozenset(
+    name for name, rule in FIELDS.items()
+    if rule.kind in ("int", "float") and name not in (
+        "max_runs", "run_ttl_seconds", "max_prompt_templates", "max_tools", "metrics_port",
+        "max_value_chars", "handoff_window", "handoff_max_cycle", "max_tool_calls_warn",
+        "max_tool_calls_stop", "max_run_seconds_warn", "max_run_seconds_stop",
+        "cycle_max_length", "window_size", "near_duplicate_window"))
+"""Thresholds that may be overridden per tool."""

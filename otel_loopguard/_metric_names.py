@@ -1,0 +1,30 @@
+"""Names of every metric otel-loopguard exports (the contract dashboards and alerts rely on)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+TOOL_CALLS: Final = "loopguard_tool_calls_total"
+"""Counter {prompt_template, tool}: tool calls seen."""
+LOOP_DETECTED: Final = "loopguard_loop_detected_total"
+"""Counter {prompt_template, detector, action, mode}: one per loop-detected hint (finding)."""
+RUNS: Final = "loopguard_runs_total"
+"""Counter {prompt_template}: runs seen (counted at their first tool call)."""
+RUNS_FLAGGED: Final = "loopguard_runs_flagged_total"
+"""Counter {prompt_template, action}: runs that reached at least ``action`` (each run at most once per action)."""
+ENFORCED: Final = "loopguard_enforced_total"
+"""Counter {prompt_template, enforcement}: enforcement actions taken (abort, hint)."""
+OPEN_RUNS: Final = "loopguard_open_runs"
+"""Gauge: runs currently held in memory."""
+EVICTED_RUNS: Final = "loopguard_evicted_runs_total"
+"""Counter {reason}: runs dropped before their root span ended (capacity, ttl)."""
+INTERNAL_ERRORS: Final = "loopguard_internal_errors_total"
+"""Counter {kind}: errors inside loopguard that were contained."""
+LABEL_OVERFLOW: Final = "loopguard_label_overflow_total"
+"""Counter {label}: label values folded into ``other`` because the cap was reached."""
+
+METRIC_NAMES: Final = frozenset(
+    {TOOL_CALLS, LOOP_DETECTED, RUNS, RUNS_FLAGGED, ENFORCED, OPEN_RUNS, EVICTED_RUNS,
+     INTERNAL_ERRORS, LABEL_OVERFLOW}
+)
+"""Every series name as it appears in PromQL."""

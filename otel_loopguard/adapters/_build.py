@@ -1,0 +1,45 @@
+"""Build a ``ToolCall`` from a span once an adapter has picked the keys."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from otel_loopguard.adapters import _keys as k
+from otel_loopguard.adapters._unwrap import unwrap_arguments, unwrap_result
+from otel_loopguard.types import STATUS_ERROR, SpanRecord, ToolCall
+
+__all__ = ["build_tool_call", "error_message"]
+
+_MISSING = object()
+
+
+def error_message(span: SpanRecord) -> str:
+    """Return the best description of a failed span: status, ``error.type``, exception event."""
+    if span.status_message:
+        return span.status_message
+    for name, attrs in span.events:
+        if name == "exception":
+            text = f"{attrs.get('exception.type', '')}: {attrs.get('exception.message', '')}"
+            return text.strip(": ")
+    etype = span.attributes.get(k.ERROR_TYPE)
+    return str(etype) if etype and etype != "_OTHER" else ""
+
+
+def build_tool_call(span: SpanRecord, tool: Any, args_key: str, result_key: str,
+                    agent: Any = None) -> ToolCall:
+    """Return the tool call of ``span`` reading arguments and result from the given keys."""
+    attrs: Mapping[str, Any] = span.attributes
+    raw_args = attrs.get(args_key)
+    raw_result = attrs.get(result_key, _MISSING)
+    has_result = raw_result is not _MISSING
+    result, envelope_error = unwrap_result(raw_result) if has_result else (None, False)
+    failed = span.status_code == STATUS_ERROR or envelope_error
+    message = error_message(span) if span.status_code == STATUS_ERROR else ""
+    if envelope_error and not message:
+        message = str(result)[:500]
+    return ToolCall(
+        tool=str(tool), arguments=unwrap_arguments(raw_args), result=result,
+        has_result=has_result, error=failed, error_message=message,
+        agent=str(agent) if agent else None, span_id=span.span_id, trace_id=span.trace_id,
+        start_time_ns=span.start_time_ns, end_time_ns=span.end_time_ns)

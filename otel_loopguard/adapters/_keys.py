@@ -1,0 +1,99 @@
+"""Attribute keys we read, one constant each, with the convention that defines it.
+
+Sources: OTel GenAI semantic conventions (open-telemetry/semantic-conventions-genai,
+``gen-ai-spans.md``, "Development"); OpenInference semantic conventions 0.1.42
+(``SpanAttributes``); OpenLLMetry ``opentelemetry-semantic-conventions-ai`` 0.5.1
+(``SpanAttributes``); Langfuse 5.0 ``_client/attributes.py``; Logfire's openai-agents
+integration. We keep our own constants so no runtime dependency on those packages is needed
+(``tests/test_keys_upstream.py`` cross-checks them when the packages are installed).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- OTel GenAI ---------------------------------------------------------------------------
+GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
+"""GenAI: operation; ``execute_tool`` marks a tool span, ``invoke_agent`` an agent span."""
+GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
+"""GenAI: name of the tool (required on execute_tool spans)."""
+GEN_AI_TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
+"""GenAI: the model's tool-call id (recommended; absent in most instrumentations)."""
+GEN_AI_TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
+"""GenAI: arguments, opt-in; an object or a JSON string."""
+GEN_AI_TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"
+"""GenAI: result, opt-in; an object or a JSON string."""
+GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
+"""GenAI: agent name, on invoke_agent spans (LangChain's official instrumentation: tool spans too)."""
+GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
+"""GenAI: conversation (session/thread) id."""
+GEN_AI_PROMPT_NAME: Final = "gen_ai.prompt.name"
+"""GenAI registry: name of the prompt (template) used."""
+GEN_AI_HANDOFF_FROM: Final = "gen_ai.handoff.from_agent"
+"""OpenLLMetry (Traceloop openai-agents): agent handing off; span has operation ``handoff``."""
+GEN_AI_HANDOFF_TO: Final = "gen_ai.handoff.to_agent"
+"""OpenLLMetry (Traceloop openai-agents): agent receiving the handoff."""
+ERROR_TYPE: Final = "error.type"
+"""OTel stable: class of the error (``_OTHER`` when unknown)."""
+
+OP_EXECUTE_TOOL: Final = "execute_tool"
+OP_INVOKE_AGENT: Final = "invoke_agent"
+OP_HANDOFF: Final = "handoff"
+MODEL_OPERATIONS: Final = frozenset({"chat", "generate_content", "text_completion", "responses"})
+"""GenAI operations that are a model turn (they end before the tools they request start)."""
+
+# --- OpenInference ------------------------------------------------------------------------
+OI_SPAN_KIND: Final = "openinference.span.kind"
+"""OpenInference: ``TOOL``, ``AGENT``, ``LLM``, ``CHAIN``... (handoffs are TOOL spans too)."""
+OI_TOOL_NAME: Final = "tool.name"
+"""OpenInference: tool name."""
+OI_INPUT_VALUE: Final = "input.value"
+"""OpenInference: input; a JSON string, or a bare value for single-argument LangChain tools."""
+OI_OUTPUT_VALUE: Final = "output.value"
+"""OpenInference: output; LangChain serialises a ToolMessage here."""
+OI_AGENT_NAME: Final = "agent.name"
+"""OpenInference: agent name."""
+OI_GRAPH_NODE_ID: Final = "graph.node.id"
+"""OpenInference: LangGraph node id (used as agent name when nothing better exists)."""
+OI_SESSION_ID: Final = "session.id"
+"""OpenInference / Langfuse: session id."""
+OI_PROMPT_TEMPLATE: Final = "llm.prompt_template.template"
+"""OpenInference: the template text itself (hashed to ``tpl-xxxxxxxx`` for labels)."""
+OI_PROMPT_TEMPLATE_VERSION: Final = "llm.prompt_template.version"
+"""OpenInference: the template version."""
+
+# --- OpenLLMetry / Traceloop --------------------------------------------------------------
+TL_SPAN_KIND: Final = "traceloop.span.kind"
+"""OpenLLMetry: ``workflow``, ``task``, ``agent``, ``tool``."""
+TL_ENTITY_NAME: Final = "traceloop.entity.name"
+"""OpenLLMetry: entity (tool, agent) name."""
+TL_ENTITY_INPUT: Final = "traceloop.entity.input"
+"""OpenLLMetry: entity input (decorator-based tools)."""
+TL_ENTITY_OUTPUT: Final = "traceloop.entity.output"
+"""OpenLLMetry: entity output."""
+TL_PROMPT_KEY: Final = "traceloop.prompt.key"
+"""OpenLLMetry: managed prompt key."""
+TL_PROMPT_VERSION: Final = "traceloop.prompt.version"
+"""OpenLLMetry: managed prompt version."""
+TL_SESSION_ID: Final = "traceloop.association.properties.session_id"
+"""OpenLLMetry: association property used as session id."""
+
+# --- Langfuse -----------------------------------------------------------------------------
+LANGFUSE_PROMPT_NAME: Final = "langfuse.observation.prompt.name"
+"""Langfuse: prompt name linked to the observation."""
+LANGFUSE_PROMPT_VERSION: Final = "langfuse.observation.prompt.version"
+"""Langfuse: prompt version."""
+
+# --- OpenAI Agents SDK via Logfire ----------------------------------------------------------
+LOGFIRE_FUNCTION_PREFIX: Final = "Function: "
+"""Logfire: span name prefix of an openai-agents function (tool) span."""
+LOGFIRE_HANDOFF_PREFIX: Final = "Handoff: "
+"""Logfire: span name prefix of a handoff span (``Handoff: a -> b``)."""
+LOGFIRE_AGENT_PREFIX: Final = "Agent run: "
+"""Logfire: span name prefix of an agent run (``Agent run: 'triage'``)."""
+AGENTS_NAME: Final = "name"
+"""openai-agents ``FunctionSpanData.name`` as exported by Logfire."""
+AGENTS_INPUT: Final = "input"
+"""openai-agents ``FunctionSpanData.input`` (raw JSON arguments)."""
+AGENTS_OUTPUT: Final = "output"
+"""openai-agents ``FunctionSpanData.output``."""

@@ -1,0 +1,91 @@
+"""Unwrap the envelopes real instrumentations put around tool arguments and results."""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+__all__ = ["parse_maybe_json", "unwrap_arguments", "unwrap_result"]
+
+_MAX_PARSE: Final = 1 << 20
+_CALL_KEYS: Final = frozenset({"tool_call_id", "run_id", "callbacks", "run_manager", "metadata",
+                               "tags", "config", "id", "call_id"})
+"""Per-call ids and per-step metadata: never part of a signature."""
+
+
+def parse_maybe_json(value: Any) -> Any:
+    """Return ``value`` parsed when it is a JSON (or Python-literal) object/array string."""
+    if not isinstance(value, str) or len(value) > _MAX_PARSE:
+        return value
+    text = value.strip()
+    if not text or text[0] not in "{[" or text[-1] not in "}]":
+        return value
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        pass
+    if len(text) <= 65536:
+        try:
+            return ast.literal_eval(text)  # LangChain's input_str is a Python repr
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            return value
+    return value
+
+
+def unwrap_arguments(value: Any) -> Any:
+    """Return the real arguments of a tool call.
+
+    Handles Traceloop's LangChain envelope (``{"input_str":.., "inputs":.., "kwargs":..,
+    "metadata":..}``), per-call ids inside it (``kwargs.tool_call_id``), and JSON strings. A
+    bare value (OpenInference's single-argument LangChain tools) is returned as is.
+    """
+    parsed = parse_maybe_json(value)
+    if not isinstance(parsed, Mapping):
+        return parsed
+    if "input_str" in parsed or "inputs" in parsed:
+        inputs = parsed.get("inputs")
+        if isinstance(inputs, Mapping) and inputs:
+            return _strip_call_keys(inputs)
+        inner = parse_maybe_json(parsed.get("input_str"))
+        return _strip_call_keys(inner) if isinstance(inner, Mapping) else inner
+    return _strip_call_keys(parsed) if _CALL_KEYS & parsed.keys() else parsed
+
+
+def _strip_call_keys(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in mapping.items() if k not in _CALL_KEYS}
+
+
+def unwrap_result(value: Any) -> tuple[Any, bool]:
+    """Return (the real result, whether the envelope says the call failed).
+
+    Handles LangChain ToolMessages serialised by OpenInference (``{"lc": 1, "type":
+    "constructor", "id": [..., "ToolMessage"], "kwargs": {"content": .., "status": ..}}``), and
+    Traceloop's ``{"output": ..}`` envelope around them.
+    """
+    parsed = parse_maybe_json(value)
+    if not isinstance(parsed, Mapping):
+        return value, False
+    if "output" in parsed and len(parsed) <= 3 and ("kwargs" in parsed or len(parsed) == 1):
+        inner = parse_maybe_json(parsed["output"])
+        if isinstance(inner, Mapping) and _is_tool_message(inner):
+            return _message_content(inner)
+        return (inner if inner is not None else value), False
+    if _is_tool_message(parsed):
+        return _message_content(parsed)
+    return value, False
+
+
+def _is_tool_message(mapping: Mapping[str, Any]) -> bool:
+    ident = mapping.get("id")
+    if mapping.get("lc") == 1 and isinstance(ident, list) and ident and ident[-1] == "ToolMessage":
+        return True
+    return mapping.get("type") == "tool" and "content" in mapping and "tool_call_id" in mapping
+
+
+def _message_content(message: Mapping[str, Any]) -> tuple[Any, bool]:
+    body = message.get("kwargs", message)
+    if not isinstance(body, Mapping):
+        return message, False
+    return body.get("content"), body.get("status") == "error"

@@ -1,0 +1,74 @@
+"""The ``otel-loopguard`` command line: ``check``, ``demo`` and ``serve``.
+
+Exit codes: 0 clean, 1 a run reached ``--fail-on`` (``check``), 2 usage or input error.
+Results go to stdout, diagnostics to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from otel_loopguard.exceptions import ConfigError, LoopGuardError
+
+__all__ = ["main"]
+
+EXIT_OK = 0
+EXIT_LOOPS = 1
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]  # never returns
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="otel-loopguard",
+                     description="Catch AI agents stuck in tool-call loops, from their "
+                                 "OpenTelemetry spans.")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    from otel_loopguard.cli import _check
+
+    _check.add_parser(commands)
+    try:
+        from otel_loopguard.cli import _demo
+    except ImportError:  # pragma: no cover - optional until the demo lands
+        pass
+    else:
+        _demo.add_parser(commands)
+    try:
+        from otel_loopguard.cli import _serve
+    except ImportError:  # pragma: no cover
+        pass
+    else:
+        _serve.add_parser(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line and return its exit code."""
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    if args.version:
+        from otel_loopguard import __version__
+
+        print(f"otel-loopguard {__version__}")
+        return EXIT_OK
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        code: int = args.handler(args)
+    except ConfigError as exc:
+        print(f"otel-loopguard: config error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except LoopGuardError as exc:
+        print(f"otel-loopguard: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    return code

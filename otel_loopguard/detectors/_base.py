@@ -1,0 +1,51 @@
+"""Helpers shared by the detectors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from otel_loopguard.config import LoopGuardConfig
+from otel_loopguard.types import Action, Evidence
+
+__all__ = ["DetectorBase", "ladder", "occurrence_details"]
+
+_MAX_LISTED = 10
+"""Call indices and span ids listed in evidence (the most recent ones)."""
+
+
+def ladder(count: int, warn: int | None, replan: int | None = None,
+           stop: int | None = None) -> Action:
+    """Return the action that ``count`` reaches on a warn/replan/stop ladder (None = off)."""
+    if stop is not None and count >= stop:
+        return Action.STOP
+    if replan is not None and count >= replan:
+        return Action.REPLAN
+    if warn is not None and count >= warn:
+        return Action.WARN
+    return Action.CONTINUE
+
+
+def occurrence_details(occurrences: Iterable[tuple[int, str]], **extra: Any) -> dict[str, Any]:
+    """Return evidence details listing the call indices and the earlier calls' span ids."""
+    items = list(occurrences)[-_MAX_LISTED:]
+    return {"call_indices": [i for i, _ in items],
+            "repeats_span_ids": [s for _, s in items[:-1] if s], **extra}
+
+
+class DetectorBase:
+    """Common constructor: a detector reads its thresholds from a ``LoopGuardConfig``."""
+
+    name = ""
+
+    def __init__(self, config: LoopGuardConfig | None = None) -> None:
+        """Bind the detector to ``config`` (defaults when None)."""
+        self.config = config or LoopGuardConfig()
+
+    def evidence(self, code: str, action: Action, tool: str, count: int,
+                 details: dict[str, Any]) -> Evidence | None:
+        """Return evidence, or None when ``action`` is continue."""
+        if action is Action.CONTINUE:
+            return None
+        return Evidence(detector=self.name, code=code, action=action, tool=tool, count=count,
+                        details=details)

@@ -1,0 +1,78 @@
+"""The normalised view of one tool call that every detector reads."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["CountingWindow", "Step"]
+
+
+@dataclass(slots=True)
+class Step:
+    """One tool call as the detectors see it: digests and facts, no raw payloads."""
+
+    index: int
+    """1-based position in the run (end-time order)."""
+    tool: str
+    kind: str
+    """``read``, ``mutating``, ``poll``, ``exempt`` or ``default``."""
+    call_sig: str
+    """Digest of tool name + canonical arguments."""
+    has_result: bool
+    result_sig: str
+    """Digest of the result (volatile fields stripped); ``""`` when not captured."""
+    error: str | None
+    """Normalised error text when the call failed (span status or structured error)."""
+    error_class: str | None
+    """``permanent`` or ``retryable`` (unknown errors count as retryable)."""
+    error_reason: str
+    """The code or phrase that classified the error, e.g. ``401`` or ``permission denied``."""
+    empty: bool
+    span_id: str
+    start_time_ns: int
+    end_time_ns: int
+    new_batch: bool
+    """True when this call starts a new model turn (batch)."""
+    arguments: Any = None
+    """Parsed arguments, kept only while the call is being observed (near-duplicates)."""
+
+    @property
+    def pair(self) -> str:
+        """Return the key of (call, outcome): the call alone when results are not captured."""
+        return self.call_sig + ":" + self.result_sig if self.has_result else self.call_sig
+
+
+class CountingWindow:
+    """The last ``size`` keys with, per key, the (index, span id) of each occurrence.
+
+    Not thread-safe: used under the run's lock. Memory is O(size).
+    """
+
+    __slots__ = ("_members", "_order")
+
+    def __init__(self, size: int) -> None:
+        """Create an empty window of ``size`` entries."""
+        self._order: deque[str] = deque(maxlen=size)
+        self._members: dict[str, deque[tuple[int, str]]] = {}
+
+    def push(self, key: str, index: int, span_id: str) -> deque[tuple[int, str]]:
+        """Add an occurrence and return every occurrence of ``key`` still in the window."""
+        order = self._order
+        if order.maxlen is not None and len(order) == order.maxlen:
+            old = order[0]
+            members = self._members[old]
+            members.popleft()
+            if not members:
+                del self._members[old]
+        order.append(key)
+        occurrences = self._members.get(key)
+        if occurrences is None:
+            occurrences = self._members[key] = deque()
+        occurrences.append((index, span_id))
+        return occurrences
+
+    def skip(self, index: int) -> None:
+        """Advance the window by one call that takes part in no key (keeps positions aligned)."""
+        self.push("\x00skip", index, "")

@@ -1,0 +1,173 @@
+"""Detectors of repeating sequences: tool-call cycles and agent handoff ping-pong.
+
+Both use :class:`PeriodMatcher`, which keeps, for every period ``p`` up to the maximum, the
+length of the current suffix where ``step[i] == step[i - p]``. Each new step updates those
+counters in O(max period), so the cost per call is constant in the run length and linear (not
+quadratic) in the longest cycle looked for.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from otel_loopguard.detectors._base import DetectorBase, ladder
+from otel_loopguard.detectors._step import Step
+from otel_loopguard.types import Action, Evidence, Handoff
+
+__all__ = ["CycleDetector", "HandoffDetector", "PeriodMatcher"]
+
+
+class PeriodMatcher:
+    """Incremental detector of the smallest period of the latest steps.
+
+    Not thread-safe: used under the run's lock. Memory is O(max_period).
+    """
+
+    __slots__ = ("_history", "_match", "_previous", "max_period")
+
+    def __init__(self, max_period: int) -> None:
+        """Track periods 1..``max_period``."""
+        self.max_period = max_period
+        self._history: deque[tuple[str, Any]] = deque(maxlen=max_period)
+        self._match = [0] * (max_period + 1)
+        self._previous = self._match
+
+    def push(self, key: str, payload: Any = None) -> None:
+        """Append a step identified by ``key`` (``payload`` travels with it for evidence)."""
+        history, match = self._history, list(self._match)
+        self._previous = self._match
+        size = len(history)
+        for period in range(1, self.max_period + 1):
+            if period <= size and history[-period][0] == key:
+                match[period] += 1
+            else:
+                match[period] = 0
+        history.append((key, payload))
+        self._match = match
+
+    def replace_last(self, key: str, payload: Any = None) -> None:
+        """Replace the latest step (a batch that grew by one call)."""
+        if self._history:
+            self._history.pop()
+            self._match = self._previous
+        self.push(key, payload)
+
+    def reset(self) -> None:
+        """Forget everything (a broken chain)."""
+        self._history.clear()
+        self._match = [0] * (self.max_period + 1)
+        self._previous = self._match
+
+    def period(self, min_period: int = 2) -> tuple[int, int]:
+        """Return (period, matched steps) of the smallest repeating period, or (0, 0).
+
+        A period below ``min_period`` (e.g. the same step again and again) returns (0, 0): that
+        is another detector's business.
+        """
+        match = self._match
+        for period in range(1, self.max_period + 1):
+            if match[period] >= period:
+                return (period, match[period]) if period >= min_period else (0, 0)
+        return 0, 0
+
+    def last_payloads(self, count: int) -> list[Any]:
+        """Return the payloads of the latest ``count`` steps, oldest first."""
+        return [payload for _, payload in list(self._history)[-count:]]
+
+
+class _CycleState:
+    __slots__ = ("batch", "matcher")
+
+    def __init__(self, max_period: int) -> None:
+        self.matcher = PeriodMatcher(max_period)
+        self.batch: list[tuple[str, int, str, str]] = []
+
+
+class CycleDetector(DetectorBase):
+    """A sequence of 2 to ``cycle_max_length`` (call, result) steps repeating back to back.
+
+    The parallel calls of one batch form a single step. With results captured: warn at 2
+    repetitions, stop at 3, reported when a repetition completes. Without results the calls
+    alone are compared, with the quieter repeat ladder (warn at 3, replan at 5, no stop).
+    """
+
+    name = "cycle"
+
+    def new_state(self) -> _CycleState:
+        """Return the run's period matcher."""
+        return _CycleState(self.config.cycle_max_length)
+
+    def observe(self, state: _CycleState, step: Step) -> Evidence | None:
+        """Add the call (to its batch's step) and report a completed repetition."""
+        member = (step.pair, step.index, step.span_id, step.tool)
+        if step.new_batch or not state.batch:
+            state.batch = [member]
+            state.matcher.push(step.pair, tuple(state.batch))
+        else:
+            state.batch.append(member)
+            key = "|".join(sorted(m[0] for m in state.batch))
+            state.matcher.replace_last(key, tuple(state.batch))
+        period, matched = state.matcher.period()
+        if not period or matched % period or step.kind in ("exempt", "poll"):
+            return None
+        reps = matched // period + 1
+        cfg = self.config
+        if step.has_result:
+            action = ladder(reps, cfg.threshold(step.tool, "cycle_warn"), None,
+                            cfg.threshold(step.tool, "cycle_stop"))
+        else:
+            action = ladder(reps, cfg.threshold(step.tool, "repeat_warn"),
+                            cfg.threshold(step.tool, "repeat_replan"))
+        return self.evidence("CYCLE_DETECTED", action, step.tool, reps,
+                             self._details(state, period, reps, step.has_result))
+
+    @staticmethod
+    def _details(state: _CycleState, period: int, reps: int, outcomes: bool) -> dict[str, Any]:
+        steps = state.matcher.last_payloads(period)
+        members = [m for batch in steps for m in batch]
+        return {"cycle_length": period, "repetitions": reps, "outcomes_compared": outcomes,
+                "cycle_tools": [m[3] for m in members],
+                "call_indices": [m[1] for m in members],
+                "repeats_span_ids": [m[2] for m in members if m[2]]}
+
+
+class _HandoffState:
+    __slots__ = ("last_to", "matcher")
+
+    def __init__(self, max_period: int) -> None:
+        self.matcher = PeriodMatcher(max_period)
+        self.last_to: str | None = None
+
+
+class HandoffDetector(DetectorBase):
+    """A closed cycle of agent handoffs (A→B→A, A→B→C→A) repeated: stop at 2 cycles.
+
+    Only chained handoffs count (each one leaves from the agent the previous one reached), so a
+    supervisor handing work to the same worker again and again is not a ping-pong.
+    """
+
+    name = "handoff"
+
+    def new_state(self) -> _HandoffState:
+        """Return the run's handoff matcher."""
+        return _HandoffState(self.config.handoff_max_cycle)
+
+    def observe(self, state: _HandoffState, step: Handoff) -> Evidence | None:
+        """Add one handoff and report a repeated closed cycle."""
+        if state.last_to is not None and step.from_agent != state.last_to:
+            state.matcher.reset()
+        state.last_to = step.to_agent
+        state.matcher.push(step.from_agent + "\x00" + step.to_agent,
+                           (step.from_agent, step.to_agent, step.span_id))
+        period, matched = state.matcher.period()
+        if not period:
+            return None
+        matched = min(matched, self.config.handoff_window - period)
+        cycles = matched // period + 1
+        action = Action.STOP if cycles >= self.config.handoff_stop else Action.CONTINUE
+        edges = state.matcher.last_payloads(period)
+        agents = [edge[0] for edge in edges] + [edges[0][0]]
+        return self.evidence("HANDOFF_LOOP", action, "handoff", cycles, {
+            "cycle": agents, "cycles": cycles,
+            "repeats_span_ids": [edge[2] for edge in edges if edge[2]]})

@@ -1,0 +1,139 @@
+"""Detectors of repeated failures: any tool failing the same way, and failing mutations."""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from otel_loopguard.detectors._base import DetectorBase, ladder, occurrence_details
+from otel_loopguard.detectors._step import Step
+from otel_loopguard.types import Action, Evidence
+
+__all__ = ["FailureDetector", "MutatingFailureDetector", "classify_error"]
+
+_CODE_RE: Final = re.compile(r"(?<![\d.])([45]\d\d)(?![\d.])")
+_PERMANENT_RE: Final = re.compile(
+    r"unauthori[sz]ed|unauthenticated|authenticat|\bauth\b|forbidden|permission denied|"
+    r"access denied|eacces|eperm|enoent|invalid|schema|validation error|unprocessable|"
+    r"not found|no such file|unknown tool|does not exist|bad request|not allowed",
+    re.IGNORECASE)
+_RETRYABLE_RE: Final = re.compile(
+    r"rate.?limit|too many requests|time.?out|timed out|temporar|unavailable|try again|"
+    r"overloaded|connection (?:reset|refused|error)|econnreset|etimedout|busy",
+    re.IGNORECASE)
+
+
+def classify_error(text: str) -> tuple[str, str]:
+    """Return (``permanent`` | ``retryable``, reason) for an error message.
+
+    HTTP-like codes win: 408, 429 and 5xx are retryable, other 4xx permanent. Then phrases:
+    authentication, permission, validation and not-found errors are permanent; rate limits,
+    timeouts and unavailability retryable. Anything else counts as retryable (the lenient ladder).
+    """
+    code = _CODE_RE.search(text)
+    if code is not None:
+        value = int(code.group(1))
+        kind = "retryable" if value in (408, 429) or value >= 500 else "permanent"
+        return kind, code.group(1)
+    hit = _PERMANENT_RE.search(text)
+    if hit is not None:
+        return "permanent", hit.group(0).lower()
+    hit = _RETRYABLE_RE.search(text)
+    if hit is not None:
+        return "retryable", hit.group(0).lower()
+    return "retryable", "error"
+
+
+class _ToolFailures:
+    __slots__ = ("by_call", "by_error")
+
+    def __init__(self) -> None:
+        self.by_error: dict[str, tuple[int, list[tuple[int, str]]]] = {}
+        self.by_call: dict[str, int] = {}
+
+
+class FailureDetector(DetectorBase):
+    """A tool failing the same way again; a success of that tool resets its count.
+
+    Permanent errors with identical arguments stop at 2; the same permanent error with other
+    arguments warns at 2 and stops at 3; retryable errors warn at 3 and stop at 5.
+    """
+
+    name = "failure"
+
+    def new_state(self) -> dict[str, _ToolFailures]:
+        """Return the run's failures since each tool's last success."""
+        return {}
+
+    def observe(self, state: dict[str, _ToolFailures], step: Step) -> Evidence | None:
+        """Count this failure, or reset the tool on success."""
+        if step.error is None:
+            state.pop(step.tool, None)
+            return None
+        if step.kind == "exempt":
+            return None
+        failures = state.get(step.tool)
+        if failures is None:
+            if len(state) >= 256:
+                del state[next(iter(state))]
+            failures = state[step.tool] = _ToolFailures()
+        key = (step.error_class or "") + ":" + step.error
+        count, occ = failures.by_error.get(key) or (0, [])
+        occ.append((step.index, step.span_id))
+        del occ[:-10]
+        failures.by_error[key] = (count + 1, occ)
+        same_call = failures.by_call[step.call_sig + key] = (
+            failures.by_call.get(step.call_sig + key, 0) + 1)
+        if len(failures.by_call) > 256:
+            del failures.by_call[next(iter(failures.by_call))]
+        if len(failures.by_error) > 256:
+            del failures.by_error[next(iter(failures.by_error))]
+        return self._decide(step, count + 1, same_call, occ)
+
+    def _decide(self, step: Step, count: int, same_call: int,
+                occ: list[tuple[int, str]]) -> Evidence | None:
+        cfg, tool = self.config, step.tool
+        details = occurrence_details(occ, error_class=step.error_class,
+                                     error_reason=step.error_reason, same_arguments=same_call)
+        if step.error_class == "permanent":
+            action = ladder(count, cfg.threshold(tool, "failure_permanent_warn"), None,
+                            cfg.threshold(tool, "failure_permanent_stop"))
+            if same_call >= cfg.threshold(tool, "failure_permanent_same_args_stop"):
+                action = Action.STOP
+            return self.evidence("PERMANENT_FAILURE", action, tool, max(count, same_call),
+                                 details)
+        action = ladder(count, cfg.threshold(tool, "failure_retryable_warn"), None,
+                        cfg.threshold(tool, "failure_retryable_stop"))
+        return self.evidence("REPEATED_FAILURE", action, tool, count, details)
+
+
+class MutatingFailureDetector(DetectorBase):
+    """A mutating tool failing identically, with identical arguments, in consecutive calls."""
+
+    name = "mutating_failure"
+
+    def new_state(self) -> dict[str, tuple[str, int, list[tuple[int, str]]]]:
+        """Return each mutating tool's current streak of identical failures."""
+        return {}
+
+    def observe(self, state: dict[str, tuple[str, int, list[tuple[int, str]]]],
+                step: Step) -> Evidence | None:
+        """Extend or reset the tool's streak."""
+        if step.kind != "mutating":
+            return None
+        if step.error is None:
+            state.pop(step.tool, None)
+            return None
+        key = step.call_sig + ":" + step.error
+        previous = state.pop(step.tool, None)
+        count, streak = (previous[1], previous[2]) if previous and previous[0] == key else (0, [])
+        streak.append((step.index, step.span_id))
+        del streak[:-10]
+        state[step.tool] = (key, count + 1, streak)
+        if len(state) > 256:
+            del state[next(iter(state))]
+        cfg, tool = self.config, step.tool
+        action = ladder(count + 1, cfg.threshold(tool, "mutating_failure_warn"), None,
+                        cfg.threshold(tool, "mutating_failure_stop"))
+        return self.evidence("MUTATING_FAILURE", action, tool, count + 1, occurrence_details(
+            streak, error_class=step.error_class, error_reason=step.error_reason))

@@ -1,0 +1,128 @@
+"""Near-duplicate calls: reworded arguments that bring nothing new."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
+
+from otel_loopguard.config import LoopGuardConfig
+from otel_loopguard.detectors._base import DetectorBase, ladder, occurrence_details
+from otel_loopguard.detectors._step import Step
+from otel_loopguard.signature import digest
+from otel_loopguard.types import Action, Evidence
+
+__all__ = ["Embedder", "NearDuplicateDetector", "argument_features"]
+
+Embedder = Callable[[str], Sequence[float]]
+"""Maps a text to a vector; cosine similarity >= ``embedding_threshold`` counts as a paraphrase."""
+
+_WORD_RE: Final = re.compile(r"\w+", re.UNICODE)
+_MAX_TOKENS: Final = 64
+_MAX_KEYS: Final = 16
+
+Feature = tuple[str, Any, str]
+"""(kind, value, text): kind ``exact``, ``word`` (one word) or ``text`` (several words)."""
+
+
+def argument_features(arguments: Any) -> dict[str, Feature]:
+    """Return, per top-level argument, what near-duplicate comparison needs (bounded)."""
+    items = arguments.items() if isinstance(arguments, Mapping) else [("", arguments)]
+    features: dict[str, Feature] = {}
+    for count, (key, value) in enumerate(items):
+        if count >= _MAX_KEYS:
+            break
+        if isinstance(value, str):
+            tokens = _WORD_RE.findall(value.lower())[:_MAX_TOKENS]
+            if len(tokens) > 1:
+                features[str(key)] = ("text", frozenset(tokens), value[:512])
+            else:
+                features[str(key)] = ("word", "".join(tokens), value[:512])
+        else:
+            features[str(key)] = ("exact", digest(repr(value)[:4096]), "")
+    return features
+
+
+class NearDuplicateDetector(DetectorBase):
+    """Arguments near-identical but not equal, for the same tool, with no progress.
+
+    Text arguments are compared up to case, punctuation, whitespace and word order, and
+    multi-word ones also by token overlap (Jaccard >= ``near_duplicate_jaccard``) or by an
+    optional embedder. Single-word values (ids, paths, numbers) must match up to case and
+    punctuation. Fires (replan) when at least ``near_duplicate_min`` such calls sit within the
+    last ``near_duplicate_window`` calls and each result is empty or one an earlier call of the
+    group already returned. Without captured results it compares calls alone and only warns.
+    """
+
+    name = "near_duplicate"
+
+    def __init__(self, config: LoopGuardConfig | None = None, *, embedder: Embedder | None = None,
+                 embedding_threshold: float = 0.8) -> None:
+        """Bind to ``config``; ``embedder`` replaces token overlap for multi-word text."""
+        super().__init__(config)
+        self.embedder = embedder
+        self.embedding_threshold = embedding_threshold
+
+    def new_state(self) -> deque[tuple[Step, dict[str, Feature]]]:
+        """Return the run's recent calls with their features."""
+        return deque(maxlen=self.config.near_duplicate_window - 1)
+
+    def observe(self, state: deque[tuple[Step, dict[str, Feature]]],
+                step: Step) -> Evidence | None:
+        """Group this call with its recent near-duplicates and judge their progress."""
+        features = argument_features(step.arguments)
+        step.arguments = None  # keep no raw payload in the window
+        group = [old for old, feats in state if old.tool == step.tool
+                 and self._near(features, feats)]
+        state.append((step, features))
+        if step.kind in ("exempt", "poll") or step.error is not None:
+            return None
+        group.append(step)
+        if len(group) < self.config.threshold(step.tool, "near_duplicate_min"):
+            return None
+        if len({s.call_sig for s in group}) < 2:
+            return None
+        if not step.has_result:
+            action = ladder(len(group), self.config.threshold(step.tool, "repeat_warn"))
+        elif self._no_progress(group):
+            action = Action.REPLAN
+        else:
+            return None
+        return self.evidence("NEAR_DUPLICATE", action, step.tool, len(group), occurrence_details(
+            ((s.index, s.span_id) for s in group), distinct_arguments=len(
+                {s.call_sig for s in group})))
+
+    @staticmethod
+    def _no_progress(group: list[Step]) -> bool:
+        seen: set[str] = set()
+        for member in group:
+            if not (member.empty or member.result_sig in seen):
+                return False
+            seen.add(member.result_sig)
+        return True
+
+    def _near(self, left: dict[str, Feature], right: dict[str, Feature]) -> bool:
+        if left.keys() != right.keys():
+            return False
+        return all(self._near_value(left[key], right[key]) for key in left)
+
+    def _near_value(self, left: Feature, right: Feature) -> bool:
+        if left[0] != right[0]:
+            return False
+        if left[0] != "text":
+            return bool(left[1] == right[1])
+        if left[1] == right[1]:
+            return True
+        if self.embedder is not None:
+            return self._cosine(left[2], right[2]) >= self.embedding_threshold
+        union = len(left[1] | right[1])
+        return union > 0 and len(left[1] & right[1]) / union >= self.config.near_duplicate_jaccard
+
+    def _cosine(self, left: str, right: str) -> float:
+        assert self.embedder is not None
+        a, b = self.embedder(left), self.embedder(right)
+        dot = sum(x * y for x, y in zip(a, b, strict=False))
+        norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+        return dot / norm if norm else 0.0

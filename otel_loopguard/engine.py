@@ -1,0 +1,210 @@
+"""The detection engine: per-run state, tool calls in, decisions out.
+
+The engine is shared by the span processor, ``check`` and ``serve``. It holds no runs itself:
+callers keep one :class:`RunState` per run and serialise calls on it (``RunState.lock``).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+from otel_loopguard.config import LoopGuardConfig
+from otel_loopguard.detectors import HandoffDetector, make_default_detectors
+from otel_loopguard.detectors._step import Step
+from otel_loopguard.detectors.failure import classify_error
+from otel_loopguard.policy import Policy
+from otel_loopguard.signature import (
+    ResultInfo,
+    VolatileMatcher,
+    analyze_result,
+    normalize_args,
+    tool_signature,
+)
+from otel_loopguard.types import Action, Decision, Detector, Evidence, Handoff, ToolCall
+
+__all__ = ["LoopEngine", "RunState"]
+
+_MASK_RE: Final = re.compile(r"\b[0-9a-f]{12,}\b|\d{5,}|\d{4}-\d{2}-\d{2}[T ][\d:.]+\S*",
+                             re.IGNORECASE)
+_NO_RESULT: Final = ResultInfo(digest="")
+
+
+class RunState:
+    """Everything the engine remembers about one run. Bounded; guarded by ``lock``."""
+
+    __slots__ = ("calls", "explicit_handoffs", "handoff_state", "highest", "last_agent",
+                 "last_end_ns", "last_turn", "lock", "states", "stopped", "tool_calls_by_kind")
+
+    def __init__(self, states: tuple[Any, ...], handoff_state: Any) -> None:
+        """Hold fresh detector states."""
+        self.lock = threading.Lock()
+        self.states = states
+        self.handoff_state = handoff_state
+        self.calls = 0
+        self.highest = Action.CONTINUE
+        self.stopped: Decision | None = None
+        self.last_end_ns = -1
+        self.last_turn: int | None = None
+        self.last_agent: str | None = None
+        self.explicit_handoffs = False
+        self.tool_calls_by_kind: dict[str, int] = {}
+
+
+class LoopEngine:
+    """Runs the detectors and the policy over the tool calls of runs.
+
+    Thread-safe as long as each ``RunState`` is used by one thread at a time (hold its lock).
+    ``on_decision`` (seed 004's hook) receives every decision above continue; an exception in it
+    is contained and counted in ``callback_errors``.
+    """
+
+    def __init__(self, config: LoopGuardConfig | None = None, *,
+                 detectors: Sequence[Detector] | None = None, policy: Policy | None = None,
+                 on_decision: Callable[[Decision], object] | None = None) -> None:
+        """Build the engine; detectors default to ``make_default_detectors(config)``."""
+        self.config = config or LoopGuardConfig()
+        self.detectors = tuple(detectors if detectors is not None
+                               else make_default_detectors(self.config))
+        self.handoffs = HandoffDetector(self.config) if "handoff" in self.config.detectors \
+            else None
+        self.policy = policy or Policy()
+        self.on_decision = on_decision
+        self.callback_errors = 0
+        self._volatile = VolatileMatcher(self.config.volatile_keys)
+        self._kinds: dict[str, str] = {}
+        self._in_callback = threading.local()
+
+    def new_run(self) -> RunState:
+        """Return the state of a new run."""
+        return RunState(tuple(d.new_state() for d in self.detectors),
+                        self.handoffs.new_state() if self.handoffs else None)
+
+    def process(self, run: RunState, call: ToolCall) -> Decision:
+        """Observe one finished tool call of ``run`` and return the decision on it."""
+        step = self.make_step(run, call)
+        evidence: list[Evidence] = []
+        if call.agent:
+            implicit = self._agent_change(run, call)
+            if implicit is not None:
+                evidence.append(implicit)
+        for detector, state in zip(self.detectors, run.states, strict=True):
+            found = detector.observe(state, step)
+            if found is not None:
+                evidence.append(found)
+        return self._finish(run, evidence, step.tool, step.index, step.span_id)
+
+    def process_handoff(self, run: RunState, handoff: Handoff) -> Decision:
+        """Observe one explicit handoff of ``run``."""
+        run.explicit_handoffs = True
+        run.last_agent = handoff.to_agent
+        found = self.handoffs.observe(run.handoff_state, handoff) if self.handoffs else None
+        return self._finish(run, [found] if found else [], "handoff", run.calls, handoff.span_id)
+
+    def make_step(self, run: RunState, call: ToolCall) -> Step:
+        """Return the normalised step of ``call`` and advance the run's counters."""
+        cfg = self.config
+        run.calls += 1
+        info = (analyze_result(call.result, self._volatile, max_value_chars=cfg.max_value_chars)
+                if call.has_result else _NO_RESULT)
+        error = self._error_text(call, info)
+        error_class, reason = classify_error(error) if error is not None else (None, "")
+        new_batch = self._new_batch(run, call)
+        return Step(
+            index=run.calls, tool=call.tool, kind=self.tool_kind(call.tool, info),
+            call_sig=tool_signature(call.tool, call.arguments, max_value_chars=cfg.max_value_chars),
+            has_result=call.has_result, result_sig=info.digest, error=error,
+            error_class=error_class, error_reason=reason, empty=info.empty,
+            span_id=call.span_id, start_time_ns=call.start_time_ns, end_time_ns=call.end_time_ns,
+            new_batch=new_batch, arguments=self._parsed_args(call.arguments))
+
+    def tool_kind(self, tool: str, info: ResultInfo = _NO_RESULT) -> str:
+        """Return ``read``, ``mutating``, ``poll``, ``exempt`` or ``default`` for ``tool``."""
+        kind = self._kinds.get(tool)
+        if kind is None:
+            kind = self._infer_kind(tool)
+            if len(self._kinds) < 4096:
+                self._kinds[tool] = kind
+        if kind == "default" and info.in_progress and self.config.tool_kind(tool) is None:
+            return "poll"
+        return kind
+
+    def _infer_kind(self, tool: str) -> str:
+        cfg = self.config
+        configured = cfg.tool_kind(tool)
+        if configured is not None:
+            return configured
+        base = tool.rsplit("__", 1)[-1]
+        if tool in cfg.mutating_tools or base in cfg.mutating_tools:
+            return "mutating"
+        if tool in cfg.read_tools or base in cfg.read_tools:
+            return "read"
+        lowered = tool.lower()
+        if any(fnmatch.fnmatchcase(lowered, p) for p in cfg.poll_tool_patterns):
+            return "poll"
+        return "default"
+
+    def _parsed_args(self, arguments: Any) -> Any:
+        if "near_duplicate" not in self.config.detectors:
+            return None
+        return normalize_args(arguments, max_value_chars=self.config.max_value_chars)
+
+    @staticmethod
+    def _error_text(call: ToolCall, info: ResultInfo) -> str | None:
+        if call.error:
+            text = call.error_message or (str(call.result)[:500] if call.has_result else "") or \
+                "error"
+        elif info.error is not None:
+            text = info.error
+        else:
+            return None
+        return " ".join(_MASK_RE.sub("#", text[:500]).split())
+
+    @staticmethod
+    def _new_batch(run: RunState, call: ToolCall) -> bool:
+        if call.turn is not None:
+            new = call.turn != run.last_turn
+            run.last_turn = call.turn
+        else:
+            new = call.start_time_ns >= run.last_end_ns or call.start_time_ns == 0
+        run.last_end_ns = max(run.last_end_ns, call.end_time_ns)
+        return new
+
+    def _agent_change(self, run: RunState, call: ToolCall) -> Evidence | None:
+        previous, run.last_agent = run.last_agent, call.agent
+        if (previous is None or previous == call.agent or run.explicit_handoffs
+                or self.handoffs is None or call.agent is None):
+            return None
+        handoff = Handoff(from_agent=previous, to_agent=call.agent, span_id=call.span_id,
+                          end_time_ns=call.end_time_ns, explicit=False)
+        return self.handoffs.observe(run.handoff_state, handoff)
+
+    def _finish(self, run: RunState, evidence: list[Evidence], tool: str, index: int,
+                span_id: str) -> Decision:
+        decision = self.policy.decide(evidence, tool=tool, call_index=index, span_id=span_id)
+        if self.config.mode == "enforce" and run.stopped is not None and \
+                decision.action < Action.STOP:
+            prior = run.stopped
+            decision = Decision(action=Action.STOP, code=prior.code, evidence=prior.evidence,
+                                hint=prior.hint, call_index=index, tool=tool, span_id=span_id)
+        if decision.action > run.highest:
+            run.highest = decision.action
+        if decision.action is Action.STOP and run.stopped is None:
+            run.stopped = decision
+        if decision.action > Action.CONTINUE and self.on_decision is not None:
+            self._notify(decision)
+        return decision
+
+    def _notify(self, decision: Decision) -> None:
+        if getattr(self._in_callback, "active", False):
+            return  # a callback must not re-enter the engine on the same thread
+        self._in_callback.active = True
+        try:
+            self.on_decision(decision)  # type: ignore[misc]  # checked by the caller
+        except Exception:  # noqa: BLE001 - user callbacks never break the agent
+            self.callback_errors += 1
+        finally:
+            self._in_callback.active = False

@@ -1,0 +1,114 @@
+"""The policy: combine the detectors' evidence on one call into a decision with a hint."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+from otel_loopguard.types import Action, Decision, Evidence
+
+__all__ = ["NO_PROGRESS_DETECTORS", "PATTERN_DETECTORS", "Policy", "render_hint"]
+
+PATTERN_DETECTORS: Final = frozenset({"repeat", "cycle", "near_duplicate"})
+"""Evidence that the agent repeats a pattern."""
+NO_PROGRESS_DETECTORS: Final = frozenset({"stagnation", "failure", "mutating_failure"})
+"""Evidence that the agent makes no progress."""
+_PRIORITY: Final = ("handoff", "failure", "mutating_failure", "stagnation", "cycle",
+                    "near_duplicate", "repeat", "reread", "batch", "budget")
+
+_ADVICE: Final = {
+    Action.WARN: "Consider a different approach.",
+    Action.REPLAN: "Stop and re-plan: change the arguments, use a different tool or source, "
+                   "or report what is blocking you.",
+    Action.STOP: "Do not call it again: answer with what you have, or report the blocker.",
+}
+
+
+def _tools(details: Any) -> str:
+    tools = list(dict.fromkeys(details.get("cycle_tools", [])))
+    return " -> ".join(tools) if tools else "tools"
+
+
+_TEMPLATES: Final[dict[str, Callable[[Evidence], str]]] = {
+    "STAGNANT_RESULT": lambda e: (
+        f'You have called "{e.tool}" with the same arguments {e.count} times and got the same '
+        "result each time; repeating it will not change the result."),
+    "POLL_STAGNANT": lambda e: (
+        f'"{e.tool}" has reported the same state {e.count} times in a row; the job may be stuck. '
+        "Wait longer between checks or report that it is not progressing."),
+    "REPEATED_CALL": lambda e: (
+        f'You have called "{e.tool}" with identical arguments {e.count} times in the last '
+        f'{e.details.get("window", "few")} calls.'),
+    "CYCLE_DETECTED": lambda e: (
+        f"You are repeating the same sequence of {e.details.get('cycle_length')} steps "
+        f"({_tools(e.details)}) for the {e.count}th time with the same results; break the cycle."),
+    "PERMANENT_FAILURE": lambda e: (
+        f'"{e.tool}" failed {e.count} times with the same permanent error '
+        f'({e.details.get("error_reason")}); retrying will fail again. Fix the arguments or '
+        "permissions, or use another tool."),
+    "REPEATED_FAILURE": lambda e: (
+        f'"{e.tool}" keeps failing with the same error ({e.details.get("error_reason")}), '
+        f"{e.count} times now. Wait before retrying or use another source; if it persists, "
+        "report that the service is unavailable."),
+    "MUTATING_FAILURE": lambda e: (
+        f'"{e.tool}" failed {e.count} times in a row with identical arguments and the same '
+        "error; the change cannot apply as written. Re-read the current state before trying a "
+        "different change."),
+    "REPEATED_READ": lambda e: (
+        f'You have read the same unchanged content with "{e.tool}" {e.count} times in this run; '
+        "use what you already read instead of reading it again."),
+    "REPEATED_BATCH": lambda e: (
+        f"You issued the same {e.details.get('batch_size')} parallel tool calls {e.count} turns "
+        "in a row with unchanged results; change the calls or proceed with what you have."),
+    "HANDOFF_LOOP": lambda e: (
+        f"The task has been handed around {' -> '.join(e.details.get('cycle', []))} "
+        f"{e.count} times without progress; the current agent should finish it or report "
+        "what is missing."),
+    "NEAR_DUPLICATE": lambda e: (
+        f'You have called "{e.tool}" {e.count} times with reworded arguments that return '
+        "nothing new; rewording will not help. Try a different tool or source, or report that "
+        "the information is not available."),
+    "BUDGET_WARNING": lambda e: (
+        f"This run has used {e.count} tool calls ({e.details.get('budget')} budget "
+        f"{e.details.get('limit')}); wrap up soon."),
+    "BUDGET_EXHAUSTED": lambda e: (
+        f"This run has exhausted its {e.details.get('budget')} budget "
+        f"({e.details.get('limit')})."),
+}
+
+
+def render_hint(evidence: Evidence, action: Action) -> str:
+    """Return the model-ready hint for ``evidence`` at ``action``: what repeats, what to do."""
+    template = _TEMPLATES.get(evidence.code)
+    text = template(evidence) if template else f'Loop detected on "{evidence.tool}".'
+    return f"{text} {_ADVICE.get(action, '')}".strip()
+
+
+def _rank(evidence: Evidence) -> tuple[int, int]:
+    order = _PRIORITY.index(evidence.detector) if evidence.detector in _PRIORITY else 99
+    return -int(evidence.action), order
+
+
+class Policy:
+    """Combines evidence into a decision: the strongest action wins, escalated one level when a
+    repeating pattern and no progress are seen on the same call.
+
+    Thread-safe: stateless.
+    """
+
+    def decide(self, evidence: Sequence[Evidence], *, tool: str, call_index: int,
+               span_id: str) -> Decision:
+        """Return the decision for one call (``continue`` when there is no evidence)."""
+        if not evidence:
+            return Decision(action=Action.CONTINUE, call_index=call_index, tool=tool,
+                            span_id=span_id)
+        ranked = tuple(sorted(evidence, key=_rank))
+        action = ranked[0].action
+        detectors = {e.detector for e in ranked}
+        escalated = bool(detectors & PATTERN_DETECTORS and detectors & NO_PROGRESS_DETECTORS
+                         and action < Action.STOP)
+        if escalated:
+            action = Action(action + 1)
+        return Decision(action=action, code=ranked[0].code, evidence=ranked,
+                        hint=render_hint(ranked[0], action), call_index=call_index, tool=tool,
+                        span_id=span_id, escalated=escalated)

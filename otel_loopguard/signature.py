@@ -1,0 +1,299 @@
+"""Canonical signatures of tool arguments and results.
+
+A signature is a short digest of a canonical form: JSON strings parsed, mapping keys sorted,
+strings trimmed with inner whitespace collapsed (no case folding), volatile result fields
+stripped, and oversized values replaced by their hash. Only digests are kept, so memory per call
+is bounded whatever the payload, and no input raises.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+__all__ = [
+    "DEFAULT_VOLATILE_KEYS",
+    "ResultInfo",
+    "VolatileMatcher",
+    "analyze_result",
+    "digest",
+    "normalize_args",
+    "normalize_value",
+    "tool_signature",
+]
+
+_DEFAULT_MAX_VALUE_CHARS: Final = 4096
+_MAX_DEPTH: Final = 32
+_MAX_ITEMS: Final = 2048
+"""Items kept per container; the rest are folded into one hash so time stays bounded."""
+
+DEFAULT_VOLATILE_KEYS: Final = (
+    "*_at",
+    "*_time",
+    "timestamp",
+    "expires*",
+    "request_id",
+    "*request_id",
+    "trace_id",
+    "span_id",
+    "nonce",
+    "etag",
+)
+"""Result keys whose values are a moment or a per-request identity; ``date`` is handled apart."""
+
+_DATETIME_RE: Final = re.compile(
+    r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?\s*(?:Z|[+-]\d{2}:?\d{2})?",
+    re.ASCII | re.IGNORECASE,
+)
+_CAMEL_RE: Final = re.compile(r"(?<=[a-z0-9])([A-Z])")
+_DATETIME_TOKEN: Final = "<datetime>"
+_IN_PROGRESS: Final = frozenset({"pending", "queued", "running", "in_progress", "in progress",
+                                 "processing", "started", "waiting"})
+_EMPTY_TEXTS: Final = frozenset({
+    "", "none", "null", "no results", "no result", "no results found", "nothing found",
+    "not found", "0 results", "no matches", "no match", "no data", "empty", "[]", "{}",
+})
+
+
+def digest(text: str) -> str:
+    """Return a 16-hex-digit digest of ``text`` (stable across processes)."""
+    data = text.encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(data, digest_size=8).hexdigest()
+
+
+def _hashed(text: str) -> str:
+    return "\x00h:" + digest(text)
+
+
+def _parse_json_text(text: str) -> Any:
+    """Return the parsed value when ``text`` is a JSON object or array, else ``text``."""
+    stripped = text.strip()
+    if stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]"):
+        try:
+            return json.loads(stripped)
+        except (ValueError, RecursionError):
+            return text
+    return text
+
+
+class VolatileMatcher:
+    """Decides which mapping keys of a result are volatile (moments, per-request ids).
+
+    Thread-safe: the per-key cache is a plain dict whose races only repeat work.
+    """
+
+    __slots__ = ("_cache", "_regex")
+
+    def __init__(self, patterns: Iterable[str] = DEFAULT_VOLATILE_KEYS) -> None:
+        """Compile glob ``patterns`` (``*`` wildcard, case-insensitive, camelCase folded)."""
+        parts = [re.escape(p.lower()).replace(r"\*", ".*") for p in patterns]
+        self._regex = re.compile("(?:" + "|".join(parts) + r")\Z") if parts else None
+        self._cache: dict[str, bool] = {}
+
+    def is_volatile(self, key: str, value: Any) -> bool:
+        """Return True when ``key`` (with ``value``) should be ignored when comparing results."""
+        hit = self._cache.get(key)
+        if hit is None:
+            snake = _CAMEL_RE.sub(r"_\1", key).lower().replace("-", "_")
+            hit = bool(self._regex and self._regex.match(snake))
+            if len(self._cache) < 4096:
+                self._cache[key] = hit
+        if hit:
+            return True
+        if key.lower() == "date" and isinstance(value, str):
+            return _DATETIME_RE.search(value) is not None
+        return False
+
+
+def normalize_value(
+    value: Any,
+    *,
+    volatile: VolatileMatcher | None = None,
+    max_value_chars: int = _DEFAULT_MAX_VALUE_CHARS,
+    _depth: int = 0,
+) -> Any:
+    """Return a canonical, bounded, JSON-ready form of ``value``.
+
+    Args:
+        value: anything; arguments or a result as the instrumentation captured it.
+        volatile: when given, volatile keys are dropped and date-time strings masked (results).
+        max_value_chars: strings longer than this are replaced by their hash.
+
+    Returns:
+        Nested dicts (sorted keys), lists, strings, numbers, bools or None. Never raises for
+        ordinary Python values.
+    """
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, str):
+        return _normalize_str(value, volatile, max_value_chars)
+    if isinstance(value, bytes | bytearray | memoryview):
+        raw = bytes(value)
+        if len(raw) > max_value_chars:
+            return "\x00h:" + hashlib.blake2b(raw, digest_size=8).hexdigest()
+        return _normalize_str(raw.decode("utf-8", "replace"), volatile, max_value_chars)
+    if _depth >= _MAX_DEPTH:
+        return "\x00deep"
+    if isinstance(value, Mapping):
+        return _normalize_mapping(value, volatile, max_value_chars, _depth)
+    if isinstance(value, list | tuple | set | frozenset):
+        items = list(value)[:_MAX_ITEMS] if not isinstance(value, set | frozenset) else sorted(
+            (normalize_value(v, volatile=volatile, max_value_chars=max_value_chars,
+                             _depth=_depth + 1) for v in list(value)[:_MAX_ITEMS]),
+            key=repr)
+        if isinstance(value, set | frozenset):
+            return items
+        return [normalize_value(v, volatile=volatile, max_value_chars=max_value_chars,
+                                _depth=_depth + 1) for v in items]
+    return _normalize_str(_safe_str(value), volatile, max_value_chars)
+
+
+def _safe_str(value: Any) -> str:
+    try:
+        return f"<{type(value).__name__}>{value}"[:_DEFAULT_MAX_VALUE_CHARS]
+    except Exception:  # noqa: BLE001 - a user object's __str__ may raise anything
+        return f"<{type(value).__name__}>"
+
+
+def _normalize_str(text: str, volatile: VolatileMatcher | None, max_chars: int) -> Any:
+    if len(text) > max_chars:
+        return _hashed(text)
+    if volatile is not None and 15 < len(text) < 45 and _DATETIME_RE.fullmatch(text.strip()):
+        return _DATETIME_TOKEN
+    return " ".join(text.split())
+
+
+def _normalize_mapping(
+    value: Mapping[Any, Any], volatile: VolatileMatcher | None, max_chars: int, depth: int
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for count, (key, item) in enumerate(value.items()):
+        if count >= _MAX_ITEMS:
+            out["\x00more"] = len(value) - _MAX_ITEMS
+            break
+        skey = key if isinstance(key, str) else str(key)
+        if volatile is not None and volatile.is_volatile(skey, item):
+            continue
+        out[skey] = normalize_value(item, volatile=volatile, max_value_chars=max_chars,
+                                    _depth=depth + 1)
+    return dict(sorted(out.items()))
+
+
+def _canonical(normalized: Any) -> str:
+    return json.dumps(normalized, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      default=str)
+
+
+def normalize_args(arguments: Any, *, max_value_chars: int = _DEFAULT_MAX_VALUE_CHARS) -> Any:
+    """Return the canonical form of tool arguments (a JSON string is parsed first)."""
+    if isinstance(arguments, str) and len(arguments) <= max_value_chars * 16:
+        arguments = _parse_json_text(arguments)
+    return normalize_value(arguments, max_value_chars=max_value_chars)
+
+
+def tool_signature(tool: str, arguments: Any, *,
+                   max_value_chars: int = _DEFAULT_MAX_VALUE_CHARS) -> str:
+    """Return the signature of a call: a digest of the tool name and canonical arguments."""
+    try:
+        canonical = _canonical(normalize_args(arguments, max_value_chars=max_value_chars))
+    except (ValueError, TypeError, RecursionError) as exc:  # pathological values still sign
+        canonical = "\x00unsignable:" + type(exc).__name__
+    return digest(tool + "\x00" + canonical)
+
+
+@dataclass(frozen=True, slots=True)
+class ResultInfo:
+    """What the detectors need to know about one result, computed once per call."""
+
+    digest: str
+    """Signature of the result with volatile fields stripped."""
+    error: str | None = None
+    """Error text when the result is a structured error (``error``, ``status>=400``, ``ok: false``)."""
+    in_progress: bool = False
+    """True when the result reports a job still pending, queued or running."""
+    empty: bool = False
+    """True when the result carries nothing (empty, ``null``, ``"no results"``...)."""
+
+
+def analyze_result(
+    result: Any,
+    volatile: VolatileMatcher,
+    *,
+    max_value_chars: int = _DEFAULT_MAX_VALUE_CHARS,
+) -> ResultInfo:
+    """Return the signature and structured facts of a tool result; never raises."""
+    try:
+        parsed = result
+        if isinstance(result, str) and len(result) <= max_value_chars * 16:
+            parsed = _parse_json_text(result)
+        elif isinstance(result, bytes | bytearray) and len(result) <= max_value_chars * 16:
+            parsed = _parse_json_text(bytes(result).decode("utf-8", "replace"))
+        normalized = normalize_value(parsed, volatile=volatile, max_value_chars=max_value_chars)
+        sig = digest(_canonical(normalized))
+    except (ValueError, TypeError, RecursionError) as exc:
+        return ResultInfo(digest=digest("\x00unsignable:" + type(exc).__name__))
+    return ResultInfo(
+        digest=sig,
+        error=_structured_error(normalized),
+        in_progress=_in_progress(normalized),
+        empty=_is_empty(normalized),
+    )
+
+
+def _structured_error(value: Any) -> str | None:
+    if not isinstance(value, dict):
+        return None
+    err = value.get("error")
+    if err not in (None, False, "", {}, []):
+        return _canonical(err) if not isinstance(err, str) else err
+    for key in ("status", "status_code", "statusCode", "code"):
+        code = _as_int(value.get(key))
+        if code is not None and 400 <= code <= 599:
+            message = value.get("message") or value.get("detail") or ""
+            return f"{code} {message}".strip()
+    if value.get("ok") is False or value.get("success") is False:
+        return str(value.get("message") or value.get("detail") or "ok: false")
+    return None
+
+
+def _as_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.isdigit() and len(value) == 3:
+        return int(value)
+    return None
+
+
+def _in_progress(value: Any) -> bool:
+    if isinstance(value, dict):
+        for key in ("status", "state", "phase"):
+            state = value.get(key)
+            if isinstance(state, str) and state.lower() in _IN_PROGRESS:
+                return True
+        return False
+    if isinstance(value, str):
+        head = value[:40].lower().lstrip()
+        return any(head.startswith(word) for word in _IN_PROGRESS)
+    return False
+
+
+def _is_empty(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, str):
+        return value.strip(" .!").lower() in _EMPTY_TEXTS
+    if isinstance(value, list):
+        return all(_is_empty(v) for v in value)
+    if isinstance(value, dict):
+        return all(_is_empty(v) or isinstance(v, int | float) and not isinstance(v, bool)
+                   and v == 0 for v in value.values())
+    return False

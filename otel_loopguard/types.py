@@ -1,0 +1,196 @@
+"""Value objects and extension-point protocols shared by every part of otel-loopguard."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = [
+    "Action",
+    "Clock",
+    "Decision",
+    "Detector",
+    "Evidence",
+    "Handoff",
+    "SpanAdapter",
+    "SpanRecord",
+    "ToolCall",
+]
+
+
+class Action(enum.IntEnum):
+    """What the policy recommends for a tool call, ordered by severity."""
+
+    CONTINUE = 0
+    WARN = 1
+    REPLAN = 2
+    STOP = 3
+
+    @property
+    def label(self) -> str:
+        """Return the lower-case name used in JSON, metrics and span attributes."""
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, value: str) -> Action:
+        """Return the action named ``value`` (case-insensitive).
+
+        Raises:
+            ValueError: if ``value`` names no action.
+        """
+        try:
+            return cls[value.strip().upper()]
+        except KeyError:
+            allowed = tuple(a.label for a in cls)
+            raise ValueError(f"action must be one of {allowed}, got {value!r}") from None
+
+
+STATUS_UNSET = 0
+STATUS_OK = 1
+STATUS_ERROR = 2
+
+
+@dataclass(frozen=True, slots=True)
+class SpanRecord:
+    """A finished span in a neutral shape, whatever produced it (SDK, OTLP/JSON, OTLP protobuf)."""
+
+    trace_id: str
+    """32 lower-case hex digits."""
+    span_id: str
+    """16 lower-case hex digits."""
+    parent_span_id: str | None
+    """16 hex digits, or None for a root span."""
+    name: str
+    start_time_ns: int
+    end_time_ns: int
+    attributes: Mapping[str, Any]
+    status_code: int = STATUS_UNSET
+    """0 unset, 1 ok, 2 error (the OTLP numbering)."""
+    status_message: str = ""
+    scope_name: str = ""
+    resource: Mapping[str, Any] = field(default_factory=dict)
+    events: tuple[tuple[str, Mapping[str, Any]], ...] = ()
+    """(name, attributes) of each span event, e.g. ``exception``."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool span, normalised by an adapter."""
+
+    tool: str
+    arguments: Any = None
+    """Real arguments (unwrapped from instrumentation envelopes), or None when not captured."""
+    result: Any = None
+    """Real result, or None when ``has_result`` is False."""
+    has_result: bool = False
+    """True when the instrumentation captured a result (even an empty one)."""
+    error: bool = False
+    """True when the span status is ERROR."""
+    error_message: str = ""
+    """Status description, ``error.type`` or exception message, when the span failed."""
+    agent: str | None = None
+    """Name of the agent that invoked the tool, when known."""
+    span_id: str = ""
+    trace_id: str = ""
+    start_time_ns: int = 0
+    end_time_ns: int = 0
+    turn: int | None = None
+    """Model turn that issued the call (calls of one turn form a batch); None when unknown."""
+
+
+@dataclass(frozen=True, slots=True)
+class Handoff:
+    """Control passing from one agent to another."""
+
+    from_agent: str
+    to_agent: str
+    span_id: str = ""
+    end_time_ns: int = 0
+    explicit: bool = True
+    """False when inferred from a change of the agent invoking tools."""
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """What one detector saw on one tool call or handoff."""
+
+    detector: str
+    code: str
+    action: Action
+    tool: str
+    count: int
+    """Count of the repeated element, this one included."""
+    details: Mapping[str, Any] = field(default_factory=dict)
+    """JSON-ready facts (call indices, hashes, thresholds). Never raw arguments or results."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The policy's verdict on one tool call or handoff."""
+
+    action: Action
+    code: str = "OK"
+    evidence: tuple[Evidence, ...] = ()
+    """All evidence on this call, strongest first."""
+    hint: str = ""
+    """Message phrased for the model: what it repeats and what to do instead."""
+    call_index: int = 0
+    """1-based position of the call within its run (end-time order)."""
+    tool: str = ""
+    span_id: str = ""
+    escalated: bool = False
+    """True when the policy raised the action one level for pattern + no-progress evidence."""
+
+    @property
+    def detector(self) -> str:
+        """Return the detector of the strongest evidence, or ``""`` for a clean call."""
+        return self.evidence[0].detector if self.evidence else ""
+
+    @property
+    def flagged(self) -> bool:
+        """Return True when the action is above ``continue``."""
+        return self.action > Action.CONTINUE
+
+
+class Clock(Protocol):
+    """**Protocol:** a monotonic clock in nanoseconds, called on any thread."""
+
+    def __call__(self) -> int:
+        """Return the current time in nanoseconds."""
+        ...
+
+
+@runtime_checkable
+class Detector(Protocol):
+    """**Protocol:** one loop detector.
+
+    The engine calls ``new_state`` once per run and ``observe`` once per tool call of that run,
+    on the thread that ends the span, while it holds the run's lock; ``observe`` mutates only the
+    state it is given and must not block or call out.
+    """
+
+    name: str
+
+    def new_state(self) -> Any:
+        """Return fresh, bounded per-run state."""
+        ...
+
+    def observe(self, state: Any, step: Any) -> Evidence | None:
+        """Update ``state`` with one normalised step and return evidence, if any."""
+        ...
+
+
+class SpanAdapter(Protocol):
+    """**Protocol:** turns spans of one instrumentation convention into tool calls and handoffs.
+
+    Called on the thread that ends the span (processor) or on the reader thread (``check``,
+    ``serve``); must never raise on odd attribute values.
+    """
+
+    name: str
+
+    def to_event(self, span: SpanRecord) -> ToolCall | Handoff | None:
+        """Return the tool call or handoff this span stands for, or None."""
+        ...

@@ -1,0 +1,319 @@
+"""Contract tests for the Grafana dashboard and the Prometheus rules in ``dashboards/``."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from otel_loopguard._metric_names import (
+    ENFORCED,
+    LOOP_DETECTED,
+    METRIC_NAMES,
+    RUNS,
+    RUNS_FLAGGED,
+    TOOL_CALLS,
+)
+
+DASHBOARDS = Path(__file__).resolve().parent.parent / "dashboards"
+DASHBOARD = DASHBOARDS / "loopguard.json"
+ALERTS = DASHBOARDS / "alerts.yaml"
+ALERTS_TEST = DASHBOARDS / "alerts_test.yaml"
+DATASOURCE_UID = "${datasource}"
+PROMPT_TEMPLATE_FILTER = 'prompt_template=~"$prompt_template"'
+TEMPLATED_METRICS = frozenset({TOOL_CALLS, LOOP_DETECTED, RUNS, RUNS_FLAGGED, ENFORCED})
+"""Metrics carrying a ``prompt_template`` label, which every dashboard selector must filter on."""
+
+PROMTOOL = shutil.which("promtool")
+requires_promtool = pytest.mark.skipif(
+    PROMTOOL is None, reason="promtool not found (apt-get install prometheus); CI installs it"
+)
+
+# --- PromQL metric-name extraction ---------------------------------------------------------------------
+
+_STRINGS = re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|`[^`]*`')
+_NAME_MATCHERS = re.compile(r'__name__\s*=\s*"([^"]+)"')
+_BRACES = re.compile(r"\{[^{}]*\}")
+_BRACKETS = re.compile(r"\[[^\[\]]*\]")
+_GROUPING = re.compile(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^()]*\)", re.IGNORECASE)
+_IDENTIFIER = re.compile(r"(?<![\w:.$])([A-Za-z_:][\w:]*)(?![\w:])(?!\s*\()")
+_KEYWORDS = frozenset(
+    {
+        # aggregation operators (they can be followed by `by (...)` instead of `(`)
+        "sum", "min", "max", "avg", "group", "stddev", "stdvar", "count", "count_values",
+        "bottomk", "topk", "quantile", "limitk", "limit_ratio",
+        # modifiers, set and comparison operators, literals
+        "by", "without", "on", "ignoring", "group_left", "group_right", "offset", "bool",
+        "and", "or", "unless", "atan2", "inf", "nan",
+    }
+)  # fmt: skip
+_GRAFANA_MACROS = {"__rate_interval": "1m", "__range": "1h", "__interval": "15s"}
+_MACRO = re.compile(r"\$\{?(__rate_interval|__range|__interval)\}?(?!\w)")
+_VARIABLE = re.compile(r"\$\{\w+(?::\w+)?\}|\$\w+")
+_LABEL_VALUES = re.compile(r"label_values\(\s*([A-Za-z_:][\w:]*)\s*,")
+
+
+def metric_names(expr: str) -> set[str]:
+    """Return the metric names a PromQL expression selects (functions, labels, keywords, durations skipped)."""
+    names = set(_NAME_MATCHERS.findall(expr))
+    stripped = _BRACKETS.sub("", _BRACES.sub("", _STRINGS.sub('""', expr)))
+    stripped = _GROUPING.sub(r"\1", stripped)
+    names.update(n for n in _IDENTIFIER.findall(stripped) if n.lower() not in _KEYWORDS)
+    return names
+
+
+def substitute_macros(expr: str) -> str:
+    """Replace Grafana macros with fixed durations and template variables with ``.*``, giving plain PromQL."""
+    return _VARIABLE.sub(".*", _MACRO.sub(lambda m: _GRAFANA_MACROS[m[1]], expr))
+
+
+# --- Loading -------------------------------------------------------------------------------------------
+
+
+def iter_panels(panels: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Yield every panel, including panels nested in collapsed rows."""
+    for panel in panels:
+        yield panel
+        yield from iter_panels(panel.get("panels", []))
+
+
+def load_dashboard(path: Path = DASHBOARD) -> dict[str, Any]:
+    """Parse a dashboard JSON file."""
+    return dict(json.loads(path.read_text()))
+
+
+def dashboard_targets(dashboard: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Return ``(panel, target)`` for every query target of the dashboard."""
+    return [(p, t) for p in iter_panels(dashboard["panels"]) for t in p.get("targets", [])]
+
+
+def dashboard_exprs(dashboard: dict[str, Any]) -> list[tuple[str, str]]:
+    """Return ``(id, expr)`` for every PromQL target expression, id being ``panel-<id>-<refId>``."""
+    return [(f"panel-{p['id']}-{t['refId']}", t["expr"]) for p, t in dashboard_targets(dashboard)]
+
+
+def load_rules(path: Path = ALERTS) -> list[dict[str, Any]]:
+    """Return every rule (recording and alerting) of a Prometheus rule file."""
+    doc = yaml.safe_load(path.read_text())
+    return [rule for group in doc["groups"] for rule in group["rules"]]
+
+
+def recording_rule_names() -> set[str]:
+    """Return the names of the recording rules defined in alerts.yaml."""
+    return {rule["record"] for rule in load_rules() if "record" in rule}
+
+
+def alert_rules() -> dict[str, dict[str, Any]]:
+    """Return the alerting rules of alerts.yaml by alert name."""
+    return {rule["alert"]: rule for rule in load_rules() if "alert" in rule}
+
+
+def run_promtool(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run promtool and capture its combined output."""
+    assert PROMTOOL is not None
+    return subprocess.run([PROMTOOL, *args], capture_output=True, text=True, check=False, timeout=120)
+
+
+def check_exprs_with_promtool(exprs: list[tuple[str, str]], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """Write macro-substituted expressions as recording rules and run ``promtool check rules`` on them."""
+    rules = [{"record": f"dashboard:{name.replace('-', '_')}", "expr": substitute_macros(e)} for name, e in exprs]
+    path = tmp_path / "dashboard_exprs.yaml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
+    return run_promtool("check", "rules", str(path))
+
+
+@pytest.fixture(name="dashboard")
+def _dashboard() -> dict[str, Any]:
+    return load_dashboard()
+
+
+# --- Tests ---------------------------------------------------------------------------------------------
+
+
+class TestMetricNames:
+    """The PromQL metric-name extractor the contract tests rely on."""
+
+    @pytest.mark.parametrize(
+        ("expr", "expected"),
+        [
+            ("loopguard_runs_total", {"loopguard_runs_total"}),
+            ('sum by (prompt_template, tool) (rate(a_total{tool="x_total",p=~"$v"}[$__rate_interval]))', {"a_total"}),
+            ("sum without (instance) (b) / ignoring (kind) group_left (x) c", {"b", "c"}),
+            ("rate(a[1h] offset 1h) > 3 * on (p) b and c > 0.1 unless d offset 10m", {"a", "b", "c", "d"}),
+            ("loopguard:loop_detected:rate10m > 1e3 or vector(0)", {"loopguard:loop_detected:rate10m"}),
+            ('topk(10, sum by (p) (increase(x[$__range]))) and on (p) {__name__="y"}', {"x", "y"}),
+            ("sum by (le) (rate(h_bucket[5m:1m])) > bool Inf", {"h_bucket"}),
+        ],
+        ids=["bare", "functions-labels-strings", "grouping", "offsets-durations", "recording-rule", "name-matcher",
+             "subquery-literals"],
+    )  # fmt: skip
+    def test_extracts_only_metric_names(self, expr: str, expected: set[str]) -> None:
+        """Only selected metric names come out; functions, labels, keywords, durations and numbers do not."""
+        assert metric_names(expr) == expected
+
+    def test_substitutes_grafana_macros(self) -> None:
+        """Grafana macros become fixed durations and template variables become a match-all regex."""
+        expr = 'rate(a{p=~"$prompt_template",d="${datasource}"}[$__rate_interval]) + b[$__range] + c[${__interval}]'
+        assert substitute_macros(expr) == 'rate(a{p=~".*",d=".*"}[1m]) + b[1h] + c[15s]'
+
+
+class TestDashboardStructure:
+    """The JSON structure of dashboards/loopguard.json."""
+
+    def test_uid_is_stable(self, dashboard: dict[str, Any]) -> None:
+        """The dashboard keeps the uid that links and provisioning refer to."""
+        assert dashboard["uid"] == "otel-loopguard"
+        assert dashboard["id"] is None
+        assert dashboard["schemaVersion"] >= 39
+
+    def test_uids_are_unique_across_dashboards(self) -> None:
+        """No two dashboards in dashboards/ share a uid."""
+        uids = [load_dashboard(path).get("uid") for path in sorted(DASHBOARDS.glob("*.json"))]
+        assert all(uids)
+        assert len(uids) == len(set(uids))
+
+    def test_has_datasource_variable(self, dashboard: dict[str, Any]) -> None:
+        """A `datasource` variable of type datasource lets the user pick any Prometheus."""
+        variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+        assert variables["datasource"]["type"] == "datasource"
+        assert variables["datasource"]["query"] == "prometheus"
+
+    def test_has_prompt_template_variable(self, dashboard: dict[str, Any]) -> None:
+        """A multi-value `prompt_template` variable with an All option (`.*`) queries label values."""
+        variable = {v["name"]: v for v in dashboard["templating"]["list"]}["prompt_template"]
+        assert variable["type"] == "query"
+        assert variable["datasource"]["uid"] == DATASOURCE_UID
+        assert variable["definition"] == f"label_values({TOOL_CALLS}, prompt_template)"
+        assert (variable["multi"], variable["includeAll"], variable["allValue"]) == (True, True, ".*")
+
+    def test_every_panel_has_title_and_description(self, dashboard: dict[str, Any]) -> None:
+        """Every panel has a title, and every non-row panel a description of the question it answers."""
+        for panel in iter_panels(dashboard["panels"]):
+            assert panel.get("title"), panel
+            assert panel["type"] == "row" or panel.get("description"), panel["title"]
+
+    def test_panel_ids_are_unique_and_fit_the_grid(self, dashboard: dict[str, Any]) -> None:
+        """Panel ids are unique and every panel lies inside Grafana's 24-column grid."""
+        panels = list(iter_panels(dashboard["panels"]))
+        assert len({p["id"] for p in panels}) == len(panels)
+        for panel in panels:
+            assert panel["gridPos"]["x"] + panel["gridPos"]["w"] <= 24, panel["title"]
+
+    def test_every_target_has_expr_and_uses_datasource_variable(self, dashboard: dict[str, Any]) -> None:
+        """Every query target has a non-empty `expr` and points at the `${datasource}` variable."""
+        targets = dashboard_targets(dashboard)
+        assert len(targets) >= 10
+        for panel, target in targets:
+            assert target.get("expr", "").strip(), panel["title"]
+            assert target["datasource"] == {"type": "prometheus", "uid": DATASOURCE_UID}, panel["title"]
+
+    def test_every_query_panel_uses_datasource_variable(self, dashboard: dict[str, Any]) -> None:
+        """Every panel with queries has `${datasource}` as its panel datasource."""
+        for panel in iter_panels(dashboard["panels"]):
+            if panel.get("targets"):
+                assert panel["datasource"] == {"type": "prometheus", "uid": DATASOURCE_UID}, panel["title"]
+
+    def test_templated_metrics_filter_on_prompt_template(self, dashboard: dict[str, Any]) -> None:
+        """Every selector of a metric with a prompt_template label is filtered by the `$prompt_template` variable."""
+        selector = re.compile(r"(\w+)(\{[^{}]*\})?")
+        for name, expr in dashboard_exprs(dashboard):
+            for metric, labels in selector.findall(expr):
+                if metric in TEMPLATED_METRICS:
+                    assert PROMPT_TEMPLATE_FILTER in labels, f"{name}: {metric}{labels}"
+
+    def test_ranges_use_grafana_macros(self, dashboard: dict[str, Any]) -> None:
+        """Every range selector uses `$__rate_interval` or `$__range`, never a hard-coded window."""
+        for name, expr in dashboard_exprs(dashboard):
+            for window in re.findall(r"\[([^\]]*)\]", expr):
+                assert window in {"$__rate_interval", "$__range"}, f"{name}: [{window}]"
+
+
+class TestMetricContract:
+    """Dashboards and rules reference only metrics that otel-loopguard exports (style point 37)."""
+
+    def test_dashboard_references_only_exported_metrics(self, dashboard: dict[str, Any]) -> None:
+        """Every metric name in a dashboard expression is in METRIC_NAMES or is a loopguard recording rule."""
+        known = METRIC_NAMES | recording_rule_names()
+        for name, expr in dashboard_exprs(dashboard):
+            names = metric_names(substitute_macros(expr))
+            assert names, f"{name}: no metric found in {expr!r}"
+            assert names <= known, f"{name}: unknown {sorted(names - known)} in {expr!r}"
+
+    def test_variable_queries_reference_exported_metrics(self, dashboard: dict[str, Any]) -> None:
+        """The metric in every `label_values(...)` variable query is exported."""
+        queries = [v["definition"] for v in dashboard["templating"]["list"] if v["type"] == "query"]
+        assert queries
+        for query in queries:
+            assert set(_LABEL_VALUES.findall(query)) <= METRIC_NAMES, query
+
+    def test_dashboard_shows_every_exported_metric(self, dashboard: dict[str, Any]) -> None:
+        """Every exported metric appears on at least one panel, so no metric ships without a view."""
+        used = set().union(*(metric_names(substitute_macros(e)) for _, e in dashboard_exprs(dashboard)))
+        assert METRIC_NAMES - used == set()
+
+    def test_rules_reference_only_exported_metrics(self) -> None:
+        """Every metric name in a rule expression is in METRIC_NAMES or a recording rule of the same file."""
+        known = METRIC_NAMES | recording_rule_names()
+        for rule in load_rules():
+            names = metric_names(rule["expr"])
+            assert names, rule
+            assert names <= known, f"{rule.get('record') or rule['alert']}: unknown {sorted(names - known)}"
+
+    def test_recording_rules_are_namespaced(self) -> None:
+        """Recording rule names start with `loopguard:` and have the level:metric:operation shape."""
+        for name in recording_rule_names():
+            assert re.fullmatch(r"loopguard:\w+:\w+", name), name
+
+    def test_rule_group_and_alerts(self) -> None:
+        """alerts.yaml has the `otel-loopguard` group with the three documented alerts."""
+        doc = yaml.safe_load(ALERTS.read_text())
+        assert [g["name"] for g in doc["groups"]] == ["otel-loopguard"]
+        assert set(alert_rules()) == {"LoopGuardBrokenPromptTemplate", "LoopGuardLoopSpike", "LoopGuardInternalErrors"}
+
+    def test_alerts_have_severity_and_annotations(self) -> None:
+        """Every alert carries a severity label and a summary and description annotation."""
+        for name, rule in alert_rules().items():
+            assert rule["labels"]["severity"] in {"critical", "warning"}, name
+            assert {"summary", "description"} <= set(rule["annotations"]), name
+
+    def test_every_alert_is_tested_firing_and_not_firing(self) -> None:
+        """alerts_test.yaml has, for every alert, a case where it fires and a case where it does not."""
+        cases = [c for t in yaml.safe_load(ALERTS_TEST.read_text())["tests"] for c in t.get("alert_rule_test", [])]
+        for name in alert_rules():
+            outcomes = {bool(c.get("exp_alerts")) for c in cases if c["alertname"] == name}
+            assert outcomes == {True, False}, name
+
+
+@requires_promtool
+class TestPromtool:
+    """promtool accepts the rules, their unit tests and every dashboard expression."""
+
+    def test_check_rules(self) -> None:
+        """`promtool check rules dashboards/alerts.yaml` succeeds."""
+        result = run_promtool("check", "rules", str(ALERTS))
+        assert result.returncode == 0, result.stdout + result.stderr
+
+    def test_rule_unit_tests(self) -> None:
+        """`promtool test rules dashboards/alerts_test.yaml` succeeds."""
+        result = run_promtool("test", "rules", str(ALERTS_TEST))
+        assert result.returncode == 0, result.stdout + result.stderr
+
+    def test_dashboard_exprs_parse(self, dashboard: dict[str, Any], tmp_path: Path) -> None:
+        """Every dashboard expression, with Grafana macros substituted, parses as a recording rule."""
+        result = check_exprs_with_promtool(dashboard_exprs(dashboard), tmp_path)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+    def test_broken_dashboard_expr_fails(self, dashboard: dict[str, Any], tmp_path: Path) -> None:
+        """A dashboard expression with an unbalanced parenthesis makes the same check fail."""
+        name, expr = dashboard_exprs(dashboard)[0]
+        broken = expr[: expr.rindex(")")] + expr[expr.rindex(")") + 1 :]
+        result = check_exprs_with_promtool([(name, broken)], tmp_path)
+        assert result.returncode != 0
+        assert "parse error" in result.stdout + result.stderr
