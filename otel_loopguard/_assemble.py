@@ -72,7 +72,40 @@ def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuard
             event = dataclasses.replace(event, agent=event.agent or owner_name,
                                         turn=turns if has_model else None)
         out.events.append(TraceEvent(event, owner))
+    if not any(isinstance(item.event, Handoff) for item in out.events):
+        _add_sibling_handoffs(out, ordered, agents)
     return out
+
+
+def _add_sibling_handoffs(out: AssembledTrace, spans: Sequence[SpanRecord],
+                          agents: dict[str, str]) -> None:
+    """Infer handoffs from consecutive sibling agent spans (triage, then billing, ...).
+
+    Used only when the trace has no explicit handoff: the official GenAI instrumentations emit
+    none, and Traceloop's handoff spans do not name the target. Nested agent spans are
+    delegation, not handoffs, so only siblings count.
+    """
+    siblings: dict[str | None, list[SpanRecord]] = {}
+    for span in spans:
+        if span.span_id in agents:
+            siblings.setdefault(span.parent_span_id, []).append(span)
+    inferred: list[tuple[int, TraceEvent]] = []
+    for group in siblings.values():
+        group.sort(key=lambda s: s.start_time_ns)
+        for before, after in zip(group, group[1:], strict=False):
+            source, target = agents[before.span_id], agents[after.span_id]
+            if source != target:
+                handoff = Handoff(from_agent=source, to_agent=target, span_id=after.span_id,
+                                  end_time_ns=after.start_time_ns, explicit=False)
+                inferred.append((after.start_time_ns, TraceEvent(handoff, before.parent_span_id)))
+    if inferred:
+        timed = [(_event_time(item), item) for item in out.events] + inferred
+        timed.sort(key=lambda pair: pair[0])
+        out.events = [item for _, item in timed]
+
+
+def _event_time(item: TraceEvent) -> int:
+    return item.event.end_time_ns
 
 
 def _first(values: Iterable[str | None]) -> str | None:

@@ -12,6 +12,7 @@ import pytest
 from google.protobuf.json_format import MessageToDict
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -30,7 +31,7 @@ _ID_KEYS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_
 def make_sdk_spans() -> tuple[ReadableSpan, ...]:
     """Emit a small agent-like trace with the real SDK and return its finished spans."""
     exporter = InMemorySpanExporter()
-    provider = TracerProvider()
+    provider = TracerProvider(resource=Resource.create({"service.name": "agent-under-test"}))
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = provider.get_tracer("agent.tests", "1.0")
     attributes = {
@@ -145,7 +146,7 @@ class TestSpansFromJsonRequest:
         assert tool.attributes["tags"] == ("a", "b")
         assert tool.attributes["nested"] == {"k": "v", "n": (1.5,)}
         assert tool.events == (("exception", {"exception.message": "boom", "exception.type": "E"}),)
-        assert tool.resource["service.name"] == "unknown_service:python"
+        assert tool.resource["service.name"] == "agent-under-test"
 
     def test_times_as_integers(self) -> None:
         """Timestamps given as JSON integers are accepted like decimal strings."""

@@ -60,9 +60,10 @@ def _strip_call_keys(mapping: Mapping[str, Any]) -> dict[str, Any]:
 def unwrap_result(value: Any) -> tuple[Any, bool]:
     """Return (the real result, whether the envelope says the call failed).
 
-    Handles LangChain ToolMessages serialised by OpenInference (``{"lc": 1, "type":
-    "constructor", "id": [..., "ToolMessage"], "kwargs": {"content": .., "status": ..}}``), and
-    Traceloop's ``{"output": ..}`` envelope around them.
+    Handles LangChain ToolMessages as OpenInference serialises them (``{"type": "tool",
+    "data": {"content": .., "tool_call_id": .., "status": ..}}``) and as Traceloop does
+    (``{"output": {"lc": 1, "id": [..., "ToolMessage"], "kwargs": {"content": ..}}, "kwargs":
+    ..}``).
     """
     parsed = parse_maybe_json(value)
     if not isinstance(parsed, Mapping):
@@ -81,11 +82,14 @@ def _is_tool_message(mapping: Mapping[str, Any]) -> bool:
     ident = mapping.get("id")
     if mapping.get("lc") == 1 and isinstance(ident, list) and ident and ident[-1] == "ToolMessage":
         return True
-    return mapping.get("type") == "tool" and "content" in mapping and "tool_call_id" in mapping
+    if mapping.get("type") != "tool":
+        return False
+    body = mapping.get("data", mapping)
+    return isinstance(body, Mapping) and "content" in body and "tool_call_id" in body
 
 
 def _message_content(message: Mapping[str, Any]) -> tuple[Any, bool]:
-    body = message.get("kwargs", message)
+    body = message.get("kwargs") or message.get("data") or message
     if not isinstance(body, Mapping):
         return message, False
     return body.get("content"), body.get("status") == "error"
