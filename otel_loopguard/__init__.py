@@ -9,7 +9,9 @@ from otel_loopguard.config import LoopGuardConfig, ToolOverride
 from otel_loopguard.detectors import make_default_detectors
 from otel_loopguard.engine import LoopEngine, RunState
 from otel_loopguard.exceptions import ConfigError, LoopGuardError, ToolLoopError, TraceFileError
+from otel_loopguard.metrics import LoopGuardMetrics, start_metrics_server
 from otel_loopguard.policy import Policy
+from otel_loopguard.processor import LoopGuardSpanProcessor, install
 from otel_loopguard.signature import tool_signature
 from otel_loopguard.types import Action, Decision, Evidence, Handoff, SpanRecord, ToolCall
 
@@ -23,6 +25,8 @@ __all__ = [
     "LoopEngine",
     "LoopGuardConfig",
     "LoopGuardError",
+    "LoopGuardMetrics",
+    "LoopGuardSpanProcessor",
     "Policy",
     "RunReport",
     "RunState",
@@ -31,7 +35,9 @@ __all__ = [
     "ToolLoopError",
     "ToolOverride",
     "TraceFileError",
+    "install",
     "make_default_detectors",
+    "start_metrics_server",
     "tool_signature",
 ]
 

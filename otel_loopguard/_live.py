@@ -1,0 +1,81 @@
+"""The spans that are still open, so tool calls can find their agent and its span."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Final
+
+from otel_loopguard.adapters import agent_of
+
+__all__ = ["LiveSpans"]
+
+_MAX_OPEN: Final = 100_000
+_MAX_DEPTH: Final = 64
+
+
+class LiveSpans:
+    """Open spans by span id (bounded: the oldest are forgotten past ``max_open``).
+
+    Thread-safe for the operations used: single dict stores, pops and reads, which are atomic
+    in CPython; a walk that races with an ending span just stops early.
+    """
+
+    def __init__(self, max_open: int = _MAX_OPEN) -> None:
+        """Create an empty table."""
+        self._spans: dict[int, Any] = {}
+        self.max_open = max_open
+
+    def __len__(self) -> int:
+        """Return how many spans are open."""
+        return len(self._spans)
+
+    def add(self, span: Any) -> None:
+        """Remember an open span."""
+        spans = self._spans
+        spans[span.context.span_id] = span
+        if len(spans) > self.max_open:
+            try:
+                del spans[next(iter(spans))]
+            except (KeyError, StopIteration, RuntimeError):
+                pass
+
+    def remove(self, span_id: int) -> None:
+        """Forget an ended span."""
+        self._spans.pop(span_id, None)
+
+    def ancestors(self, parent_id: int | None) -> Iterator[Any]:
+        """Yield the open ancestors, nearest first, starting at ``parent_id``."""
+        for _ in range(_MAX_DEPTH):
+            if parent_id is None:
+                return
+            span = self._spans.get(parent_id)
+            if span is None:
+                return
+            yield span
+            parent = span.parent
+            parent_id = parent.span_id if parent is not None and not parent.is_remote else None
+
+    def agent_span(self, parent_id: int | None) -> Any:
+        """Return the nearest open agent span, or None."""
+        for span in self.ancestors(parent_id):
+            if agent_of(span.name, span.attributes or {}) is not None:
+                return span
+        return None
+
+    def agent_name(self, parent_id: int | None) -> str | None:
+        """Return the name of the nearest open agent span, or None."""
+        span = self.agent_span(parent_id)
+        return agent_of(span.name, span.attributes or {}) if span is not None else None
+
+    def agent_span_id(self, parent_id: int | None) -> str | None:
+        """Return the hex id of the nearest open agent span, or None."""
+        span = self.agent_span(parent_id)
+        return format(span.context.span_id, "016x") if span is not None else None
+
+    def root_span(self, span: Any) -> Any:
+        """Return the outermost open ancestor of ``span``, or None."""
+        parent = span.parent
+        last = None
+        for last in self.ancestors(parent.span_id if parent is not None else None):  # noqa: B007
+            pass
+        return last

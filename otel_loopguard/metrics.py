@@ -1,0 +1,195 @@
+"""Prometheus metrics: loop-detected hints per prompt template, runs, enforcement, self-health.
+
+Label values are bounded: ``prompt_template`` and ``tool`` keep at most ``max_prompt_templates``
+and ``max_tools`` distinct values (default 200 each); later values are counted under ``other``
+and in ``loopguard_label_overflow_total``. A missing template is ``unknown``. Run ids, trace
+ids, arguments and results never become labels.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, Final
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from otel_loopguard._metric_names import (
+    ENFORCED,
+    EVICTED_RUNS,
+    INTERNAL_ERRORS,
+    LABEL_OVERFLOW,
+    LOOP_DETECTED,
+    METRIC_NAMES,
+    OPEN_RUNS,
+    RUNS,
+    RUNS_FLAGGED,
+    TOOL_CALLS,
+)
+from otel_loopguard.types import Action
+
+__all__ = ["METRIC_NAMES", "LabelCap", "LoopGuardMetrics", "start_metrics_server"]
+
+UNKNOWN: Final = "unknown"
+OTHER: Final = "other"
+_ACTIONS: Final = (Action.WARN, Action.REPLAN, Action.STOP)
+
+
+def _base(name: str) -> str:
+    return name.removesuffix("_total")
+
+
+class LabelCap:
+    """Keeps at most ``limit`` distinct values of one label; the rest become ``other``.
+
+    Thread-safe: the set only grows under a lock; lookups of known values take no lock.
+    """
+
+    def __init__(self, label: str, limit: int, on_overflow: Callable[[str], None]) -> None:
+        """Cap ``label`` at ``limit`` values, calling ``on_overflow(label)`` when folding."""
+        self.label, self.limit = label, limit
+        self._known: frozenset[str] = frozenset({UNKNOWN, OTHER})
+        self._lock = threading.Lock()
+        self._on_overflow = on_overflow
+
+    def __call__(self, value: str | None) -> str:
+        """Return ``value`` if it fits under the cap, ``other`` when it does not."""
+        if not value:
+            return UNKNOWN
+        if value in self._known:
+            return value
+        with self._lock:
+            if value not in self._known and len(self._known) - 2 < self.limit:
+                self._known = self._known | {value}
+        if value in self._known:
+            return value
+        self._on_overflow(self.label)
+        return OTHER
+
+
+class _OpenRunsCollector(Collector):
+    """Reports ``loopguard_open_runs`` at scrape time from a size callback."""
+
+    def __init__(self, sizes: list[Callable[[], int]]) -> None:
+        self._sizes = sizes
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        total = 0
+        for size in list(self._sizes):
+            try:
+                total += size()
+            except Exception:  # noqa: BLE001 - a scrape must not fail on a dead store
+                continue
+        yield GaugeMetricFamily(OPEN_RUNS, "Runs currently held in memory.", value=total)
+
+
+class LoopGuardMetrics:
+    """All of loopguard's Prometheus metrics on one registry.
+
+    Thread-safe. Counters are updated on the thread that ends a span, outside every loopguard
+    lock; the open-runs gauge is computed at scrape time (or, under
+    ``PROMETHEUS_MULTIPROC_DIR``, kept as a ``livesum`` gauge).
+
+    Args:
+        registry: where metrics are registered; default ``prometheus_client.REGISTRY``. Tests
+            pass a fresh ``CollectorRegistry()``.
+        max_prompt_templates: distinct ``prompt_template`` values before ``other`` (200).
+        max_tools: distinct ``tool`` values before ``other`` (200).
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = REGISTRY, *,
+                 max_prompt_templates: int = 200, max_tools: int = 200) -> None:
+        """Create and register every metric."""
+        reg = registry
+        self.multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+        self.tool_calls = Counter(_base(TOOL_CALLS), "Tool calls seen.",
+                                  ["prompt_template", "tool"], registry=reg)
+        self.loop_detected = Counter(_base(LOOP_DETECTED),
+                                     "Loop-detected hints (findings), one per flagged tool call.",
+                                     ["prompt_template", "detector", "action", "mode"],
+                                     registry=reg)
+        self.runs = Counter(_base(RUNS), "Runs seen (counted at their first tool call).",
+                            ["prompt_template"], registry=reg)
+        self.runs_flagged = Counter(_base(RUNS_FLAGGED),
+                                    "Runs that reached at least this action (once per run "
+                                    "and action).", ["prompt_template", "action"], registry=reg)
+        self.enforced = Counter(_base(ENFORCED), "Enforcement actions taken (abort, hint).",
+                                ["prompt_template", "enforcement"], registry=reg)
+        self.evicted = Counter(_base(EVICTED_RUNS), "Runs dropped before their root span "
+                               "ended.", ["reason"], registry=reg)
+        self.internal_errors = Counter(_base(INTERNAL_ERRORS), "Errors inside loopguard that "
+                                       "were contained.", ["kind"], registry=reg)
+        self.label_overflow = Counter(_base(LABEL_OVERFLOW), "Label values folded into 'other' "
+                                      "because the cap was reached.", ["label"], registry=reg)
+        self._sizes: list[Callable[[], int]] = []
+        self._open_gauge: Gauge | None = None
+        if self.multiprocess:
+            self._open_gauge = Gauge(OPEN_RUNS, "Runs currently held in memory.",
+                                     registry=reg, multiprocess_mode="livesum")
+        elif reg is not None:
+            reg.register(_OpenRunsCollector(self._sizes))
+        self.template = LabelCap("prompt_template", max_prompt_templates, self._overflow)
+        self.tool = LabelCap("tool", max_tools, self._overflow)
+
+    def _overflow(self, label: str) -> None:
+        self.label_overflow.labels(label).inc()
+
+    def track_open_runs(self, size: Callable[[], int]) -> None:
+        """Report ``size()`` as (part of) ``loopguard_open_runs`` at scrape time."""
+        self._sizes.append(size)
+
+    def set_open_runs(self, value: int) -> None:
+        """Set the open-runs gauge directly (multiprocess mode only; no-op otherwise)."""
+        if self._open_gauge is not None:
+            self._open_gauge.set(value)
+
+    def record_call(self, template: str | None, tool: str, *, first: bool) -> None:
+        """Count one tool call, and the run when it is the run's first call."""
+        label = self.template(template)
+        self.tool_calls.labels(label, self.tool(tool)).inc()
+        if first:
+            self.runs.labels(label).inc()
+
+    def record_finding(self, template: str | None, detector: str, action: Action,
+                       mode: str, previous: Action) -> None:
+        """Count one loop-detected hint, and the run's new highest action if it rose."""
+        label = self.template(template)
+        self.loop_detected.labels(label, detector, action.label, mode).inc()
+        for level in _ACTIONS:
+            if previous < level <= action:
+                self.runs_flagged.labels(label, level.label).inc()
+
+    def record_enforcement(self, template: str | None, enforcement: str) -> None:
+        """Count one enforcement action (``abort`` or ``hint``)."""
+        self.enforced.labels(self.template(template), enforcement).inc()
+
+    def record_eviction(self, reason: str, count: int = 1) -> None:
+        """Count runs dropped for ``reason`` (``capacity`` or ``ttl``)."""
+        self.evicted.labels(reason).inc(count)
+
+    def record_internal_error(self, kind: str) -> None:
+        """Count one contained internal error of ``kind``."""
+        self.internal_errors.labels(kind).inc()
+
+
+def start_metrics_server(port: int = 9464, addr: str = "127.0.0.1",
+                         registry: CollectorRegistry = REGISTRY) -> Any:
+    """Serve ``/metrics`` on ``addr:port`` (127.0.0.1 by default, unlike prometheus-client).
+
+    Under ``PROMETHEUS_MULTIPROC_DIR`` the served registry merges every process's files.
+
+    Returns:
+        The WSGI server; call ``.shutdown()`` to stop it. ``.server_port`` is the bound port.
+    """
+    from prometheus_client import start_http_server
+
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR") and registry is REGISTRY:
+        from prometheus_client import multiprocess
+
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+    server, _thread = start_http_server(port, addr=addr, registry=registry)
+    return server

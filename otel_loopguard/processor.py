@@ -1,0 +1,337 @@
+"""``LoopGuardSpanProcessor``: watch tool-call spans live and annotate them with loop evidence.
+
+Install it with one line::
+
+    provider.add_span_processor(
+        LoopGuardSpanProcessor(downstream=BatchSpanProcessor(OTLPSpanExporter())))
+
+With ``downstream=`` the flagged tool span reaches the exporter carrying ``loopguard.*``
+attributes (SDK spans are immutable once ended, so loopguard hands the downstream processor a
+copy). Without it, each finding is added as a ``loopguard.loop_detected`` event on the run's
+still-open agent span.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+
+from otel_loopguard._guard import InternalErrorGuard
+from otel_loopguard._live import LiveSpans
+from otel_loopguard._otlp import span_record_from_readable
+from otel_loopguard.adapters import (
+    DEFAULT_ADAPTERS,
+    agent_of,
+    is_candidate,
+    is_model_turn,
+    prompt_template_of,
+    to_event,
+)
+from otel_loopguard.config import LoopGuardConfig
+from otel_loopguard.engine import LoopEngine
+from otel_loopguard.metrics import LoopGuardMetrics
+from otel_loopguard.state import InMemoryRunStateStore, RunEntry
+from otel_loopguard.types import Action, Decision, Handoff, SpanAdapter, ToolCall
+
+__all__ = ["LoopGuardSpanProcessor", "evidence_attributes", "install"]
+
+EVENT_NAME: Final = "loopguard.loop_detected"
+
+
+def evidence_attributes(decision: Decision, run_id: str, mode: str) -> dict[str, Any]:
+    """Return the ``loopguard.*`` attributes describing a decision (no raw payloads)."""
+    top = decision.evidence[0] if decision.evidence else None
+    attrs: dict[str, Any] = {
+        "loopguard.action": decision.action.label, "loopguard.code": decision.code,
+        "loopguard.detector": decision.detector, "loopguard.run_id": run_id,
+        "loopguard.hint": decision.hint, "loopguard.mode": mode,
+        "loopguard.call_index": decision.call_index,
+        "loopguard.escalated": decision.escalated,
+    }
+    if top is not None:
+        attrs["loopguard.count"] = top.count
+        repeats = top.details.get("repeats_span_ids")
+        if repeats:
+            attrs["loopguard.repeats_span_ids"] = [str(s) for s in repeats]
+        for key in ("call", "result"):
+            if key in top.details:
+                attrs[f"loopguard.{key}_signature"] = str(top.details[key])
+    return attrs
+
+
+class LoopGuardSpanProcessor(SpanProcessor):
+    """Runs the loop detectors on tool-call spans as they end, inside the agent's process.
+
+    Thread-safe: hooks run concurrently on the application's threads; per-run state is guarded
+    by a per-run lock, the run store by one short lock. ``on_start`` and ``on_end`` never block
+    on I/O and never raise into the application (internal errors are logged once per kind and
+    counted in ``loopguard_internal_errors_total``), unless ``raise_internal_errors`` is set.
+
+    Args:
+        config: settings; default ``LoopGuardConfig.load()`` (``LOOPGUARD_*`` variables and
+            ``LOOPGUARD_CONFIG_FILE``).
+        downstream: the export processor to wrap (e.g. a ``BatchSpanProcessor``); flagged spans
+            reach it with ``loopguard.*`` attributes. Default None: evidence goes on the open
+            agent span as a ``loopguard.loop_detected`` event.
+        metrics: a ``LoopGuardMetrics``; default one on ``registry``.
+        registry: Prometheus registry for the default metrics; default the global REGISTRY.
+            Pass None to disable metrics.
+        engine: a ``LoopEngine``; default one built from ``config``.
+        adapters: span adapters, in order; default GenAI, OpenInference, OpenLLMetry, Logfire.
+        on_decision: called with every decision above continue; errors in it are contained.
+        clock: monotonic nanoseconds, for run TTLs; default ``time.monotonic_ns``.
+        raise_internal_errors: let internal errors propagate (for tests). Default False.
+    """
+
+    def __init__(self, config: LoopGuardConfig | None = None, *,
+                 downstream: SpanProcessor | None = None,
+                 metrics: LoopGuardMetrics | None = None, registry: Any = "default",
+                 engine: LoopEngine | None = None,
+                 adapters: Sequence[SpanAdapter] = DEFAULT_ADAPTERS,
+                 on_decision: Callable[[Decision], object] | None = None,
+                 clock: Callable[[], int] = time.monotonic_ns,
+                 raise_internal_errors: bool = False) -> None:
+        """Build the processor (see the class docstring for each argument)."""
+        self.config = config or LoopGuardConfig.load()
+        self.downstream = downstream
+        self.engine = engine or LoopEngine(self.config, on_decision=on_decision)
+        self.metrics = metrics if metrics is not None else self._default_metrics(registry)
+        self.adapters = tuple(adapters)
+        self.guard = InternalErrorGuard(
+            self.metrics.record_internal_error if self.metrics else None,
+            raise_errors=raise_internal_errors)
+        self.store = InMemoryRunStateStore(
+            self.engine.new_run, max_runs=self.config.max_runs,
+            ttl_seconds=self.config.run_ttl_seconds, clock=clock, on_evict=self._evicted)
+        if self.metrics is not None:
+            self.metrics.track_open_runs(self.store.__len__)
+        self.live = LiveSpans()
+        self._trace_runs: OrderedDict[int, str] = OrderedDict()
+        self._trace_lock = threading.Lock()
+        self._mode = self.config.mode
+
+    def _default_metrics(self, registry: Any) -> LoopGuardMetrics | None:
+        if registry is None:
+            return None
+        kwargs = {"max_prompt_templates": self.config.max_prompt_templates,
+                  "max_tools": self.config.max_tools}
+        if registry == "default":
+            return LoopGuardMetrics(**kwargs)
+        return LoopGuardMetrics(registry, **kwargs)
+
+    # --- SpanProcessor hooks ---------------------------------------------------------------
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        """Remember the open span (agent lookup, evidence events); infer sibling handoffs."""
+        try:
+            self.live.add(span)
+            name = span.name
+            if name.startswith(("invoke_agent", "Agent run")) or span.attributes and (
+                    "traceloop.span.kind" in span.attributes
+                    or "openinference.span.kind" in span.attributes):
+                self._agent_started(span)
+        except Exception as exc:  # noqa: BLE001 - never raise into the application
+            self.guard.handle("on_start", exc)
+        if self.downstream is not None:
+            self.downstream.on_start(span, parent_context)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        """Run the detectors on a finished tool span and pass the span on."""
+        out = span
+        try:
+            out = self._observe(span) or span
+        except Exception as exc:  # noqa: BLE001 - never raise into the application
+            self.guard.handle("on_end", exc)
+        if self.downstream is not None:
+            self.downstream.on_end(out)
+
+    def shutdown(self) -> None:
+        """Shut the downstream processor down."""
+        if self.downstream is not None:
+            self.downstream.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Flush the downstream processor."""
+        return self.downstream.force_flush(timeout_millis) if self.downstream else True
+
+    # --- internals -------------------------------------------------------------------------
+    def _observe(self, span: ReadableSpan) -> ReadableSpan | None:
+        context = span.context
+        if context is None:
+            return None
+        self.live.remove(context.span_id)
+        attrs = span.attributes or {}
+        is_root = span.parent is None or span.parent.is_remote
+        result = None
+        if is_candidate(span.name, attrs):
+            result = self._candidate(span, attrs)
+        if is_root:
+            self._release(context.trace_id)
+        return result
+
+    def _candidate(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> ReadableSpan | None:
+        if is_model_turn(span.name, attrs):
+            entry, _ = self.store.get_or_create(self._run_id(span, attrs))
+            with entry.state.lock:
+                entry.model_turns += 1
+                entry.seen_model = True
+            return None
+        record = span_record_from_readable(span)
+        event = to_event(record, self.adapters)
+        if event is None:
+            return None
+        run_id = self._run_id(span, attrs)
+        entry, created = self.store.get_or_create(run_id)
+        decision, previous, template, first = self._decide(entry, event, attrs, span)
+        if isinstance(event, ToolCall) and self.metrics is not None:
+            self.metrics.record_call(template, event.tool, first=first)
+        if not decision.flagged:
+            return None
+        if self.metrics is not None:
+            self.metrics.record_finding(template, decision.detector, decision.action,
+                                        self._mode, previous)
+        return self._annotate(span, decision, run_id)
+
+    def _decide(self, entry: RunEntry, event: ToolCall | Handoff, attrs: Mapping[str, Any],
+                span: ReadableSpan) -> tuple[Decision, Action, str | None, bool]:
+        parent_id = span.parent.span_id if span.parent is not None else None
+        with entry.state.lock:
+            if entry.template is None:
+                entry.template = self._template(attrs, parent_id)
+            previous = entry.state.highest
+            if isinstance(event, ToolCall):
+                if event.agent is None:
+                    event = _with(event, agent=self.live.agent_name(parent_id))
+                if entry.seen_model:
+                    event = _with(event, turn=entry.model_turns)
+                entry.tool_calls += 1
+                decision = self.engine.process(entry.state, event)
+            else:
+                entry.explicit_handoffs = True
+                decision = self.engine.process_handoff(entry.state, event)
+            return decision, previous, entry.template, entry.tool_calls == 1
+
+    def _template(self, attrs: Mapping[str, Any], parent_id: int | None) -> str | None:
+        cfg = self.config
+        found = prompt_template_of(attrs, cfg.prompt_name_keys, cfg.prompt_version_keys)
+        if found is None:
+            for ancestor in self.live.ancestors(parent_id):
+                found = prompt_template_of(ancestor.attributes or {}, cfg.prompt_name_keys,
+                                           cfg.prompt_version_keys)
+                if found:
+                    break
+        return found
+
+    def _run_id(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> str:
+        trace_id = span.context.trace_id if span.context else 0
+        key = self.config.run_key
+        if key == "trace":
+            return format(trace_id, "032x")
+        cached = self._trace_runs.get(trace_id)
+        if cached is not None:
+            return cached
+        parent_id = span.parent.span_id if span.parent is not None else None
+        run_id = self._conversation(attrs, parent_id) if key == "conversation" else \
+            self.live.agent_span_id(parent_id)
+        run_id = run_id or format(trace_id, "032x")
+        with self._trace_lock:
+            self._trace_runs[trace_id] = run_id
+            while len(self._trace_runs) > self.config.max_runs:
+                self._trace_runs.popitem(last=False)
+        return run_id
+
+    def _conversation(self, attrs: Mapping[str, Any], parent_id: int | None) -> str | None:
+        keys = self.config.conversation_keys
+        for source in (attrs, *(s.attributes or {} for s in self.live.ancestors(parent_id))):
+            for key in keys:
+                value = source.get(key)
+                if value:
+                    return str(value)
+        return None
+
+    def _agent_started(self, span: Span) -> None:
+        """Infer a handoff when a sibling agent span with another name starts."""
+        name = agent_of(span.name, span.attributes or {})
+        if name is None or span.parent is None or self.config.run_key != "trace":
+            return
+        run_id = format(span.context.trace_id, "032x")
+        entry, _ = self.store.get_or_create(run_id)
+        parent = format(span.parent.span_id, "016x")
+        with entry.state.lock:
+            previous = entry.agent_children.get(parent)
+            entry.agent_children[parent] = name
+            if previous is None or previous == name or entry.explicit_handoffs:
+                return
+            handoff = Handoff(from_agent=previous, to_agent=name,
+                              span_id=format(span.context.span_id, "016x"), explicit=False)
+            old = entry.state.highest
+            decision = self.engine.process_handoff(entry.state, handoff)
+            entry.state.explicit_handoffs = False
+        if decision.flagged:
+            span.set_attributes(evidence_attributes(decision, run_id, self._mode))
+            if self.metrics is not None:
+                self.metrics.record_finding(entry.template, decision.detector, decision.action,
+                                            self._mode, old)
+
+    def _annotate(self, span: ReadableSpan, decision: Decision, run_id: str) -> ReadableSpan:
+        evidence = evidence_attributes(decision, run_id, self._mode)
+        if self.downstream is None:
+            parent_id = span.parent.span_id if span.parent is not None else None
+            target = self.live.agent_span(parent_id) or self.live.root_span(span)
+            if target is not None:
+                target.add_event(EVENT_NAME, {**evidence, "loopguard.span_id":
+                                              format(span.context.span_id, "016x")})
+            return span
+        return ReadableSpan(
+            name=span.name, context=span.context, parent=span.parent, resource=span.resource,
+            attributes={**(span.attributes or {}), **evidence}, events=span.events,
+            links=span.links, kind=span.kind, status=span.status, start_time=span.start_time,
+            end_time=span.end_time, instrumentation_scope=span.instrumentation_scope)
+
+    def _release(self, trace_id: int) -> None:
+        if self.config.run_key == "conversation":
+            return  # conversations span traces: released by TTL / LRU
+        with self._trace_lock:
+            run_id = self._trace_runs.pop(trace_id, None)
+        self.store.release(run_id or format(trace_id, "032x"))
+
+    def _evicted(self, reason: str, count: int) -> None:
+        if self.metrics is not None:
+            self.metrics.record_eviction(reason, count)
+
+
+def _with(call: ToolCall, **changes: Any) -> ToolCall:
+    import dataclasses
+
+    return dataclasses.replace(call, **changes)
+
+
+def install(config: LoopGuardConfig | None = None, *,
+            tracer_provider: TracerProvider | None = None,
+            downstream: SpanProcessor | None = None, **kwargs: Any) -> LoopGuardSpanProcessor:
+    """Add a ``LoopGuardSpanProcessor`` to the global (or given) SDK tracer provider.
+
+    Starts the ``/metrics`` server when ``metrics_port`` is configured
+    (``LOOPGUARD_METRICS_PORT``), bound to ``metrics_addr`` (127.0.0.1 by default).
+
+    Raises:
+        TypeError: when the global provider is not an SDK ``TracerProvider``.
+    """
+    provider = tracer_provider or trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        raise TypeError("otel-loopguard needs the SDK TracerProvider; set one with "
+                        "trace.set_tracer_provider(TracerProvider()) first")
+    processor = LoopGuardSpanProcessor(config, downstream=downstream, **kwargs)
+    provider.add_span_processor(processor)
+    cfg = processor.config
+    if cfg.metrics_port is not None:
+        from otel_loopguard.metrics import start_metrics_server
+
+        start_metrics_server(cfg.metrics_port, cfg.metrics_addr)
+    return processor

@@ -1,0 +1,120 @@
+"""Where open runs live: ``InMemoryRunStateStore``, bounded by count (LRU) and idle time."""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from otel_loopguard.engine import RunState
+from otel_loopguard.types import Clock
+
+__all__ = ["InMemoryRunStateStore", "RunEntry"]
+
+
+@dataclass(slots=True)
+class RunEntry:
+    """One open run: the engine's state plus what the processor tracks around it."""
+
+    run_id: str
+    state: RunState
+    last_touch_ns: int
+    template: str | None = None
+    tool_calls: int = 0
+    model_turns: int = 0
+    seen_model: bool = False
+    explicit_handoffs: bool = False
+    agent_children: dict[str, str] = field(default_factory=dict)
+    """Parent span id → name of the latest agent span started under it (sibling handoffs)."""
+
+
+class InMemoryRunStateStore:
+    """Open runs, least recently used first, at most ``max_runs`` and ``ttl_seconds`` idle.
+
+    Thread-safe: one short lock, held only to look up, insert, move or drop entries; never
+    while detectors, metrics or callbacks run. ``on_evict(reason, count)`` is called after the
+    lock is released. Fork-safe: the child process starts with an empty store and a new lock.
+    """
+
+    def __init__(self, new_state: Callable[[], RunState], *, max_runs: int = 10_000,
+                 ttl_seconds: float = 3600.0, clock: Clock | None = None,
+                 on_evict: Callable[[str, int], None] | None = None) -> None:
+        """Create an empty store; ``new_state`` makes the engine state of a new run."""
+        import time
+
+        self._new_state = new_state
+        self.max_runs = max_runs
+        self._ttl_ns = int(ttl_seconds * 1e9)
+        self._clock: Clock = clock or time.monotonic_ns
+        self._on_evict = on_evict
+        self._runs: OrderedDict[str, RunEntry] = OrderedDict()
+        self._lock = threading.Lock()
+        reinit = weakref.WeakMethod(self._reinit_after_fork)
+
+        def _after_fork() -> None:
+            method = reinit()
+            if method is not None:
+                method()
+
+        os.register_at_fork(after_in_child=_after_fork)
+
+    def __len__(self) -> int:
+        """Return the number of open runs."""
+        return len(self._runs)
+
+    def get_or_create(self, run_id: str) -> tuple[RunEntry, bool]:
+        """Return the run's entry (created if new) and whether it was created."""
+        now = self._clock()
+        evicted: list[tuple[str, int]] = []
+        with self._lock:
+            entry = self._runs.get(run_id)
+            created = entry is None
+            if entry is None:
+                entry = RunEntry(run_id=run_id, state=self._new_state(), last_touch_ns=now)
+                self._runs[run_id] = entry
+                evicted = self._evict_locked(now)
+            else:
+                entry.last_touch_ns = now
+                self._runs.move_to_end(run_id)
+        self._report(evicted)
+        return entry, created
+
+    def get(self, run_id: str) -> RunEntry | None:
+        """Return the run's entry, or None."""
+        return self._runs.get(run_id)
+
+    def release(self, run_id: str) -> RunEntry | None:
+        """Drop a finished run (its root span ended) and return it."""
+        with self._lock:
+            return self._runs.pop(run_id, None)
+
+    def expire(self) -> None:
+        """Drop runs idle for longer than the TTL (also done on every insert)."""
+        with self._lock:
+            evicted = self._evict_locked(self._clock())
+        self._report(evicted)
+
+    def _evict_locked(self, now: int) -> list[tuple[str, int]]:
+        runs, ttl, capacity = self._runs, 0, 0
+        while runs:
+            oldest = next(iter(runs.values()))
+            if now - oldest.last_touch_ns <= self._ttl_ns:
+                break
+            runs.popitem(last=False)
+            ttl += 1
+        while len(runs) > self.max_runs:
+            runs.popitem(last=False)
+            capacity += 1
+        return [(reason, n) for reason, n in (("ttl", ttl), ("capacity", capacity)) if n]
+
+    def _report(self, evicted: list[tuple[str, int]]) -> None:
+        if self._on_evict is not None:
+            for reason, count in evicted:
+                self._on_evict(reason, count)
+
+    def _reinit_after_fork(self) -> None:
+        self._lock = threading.Lock()
+        self._runs = OrderedDict()

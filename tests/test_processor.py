@@ -1,0 +1,248 @@
+"""LoopGuardSpanProcessor on a real TracerProvider."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from prometheus_client import CollectorRegistry
+
+from otel_loopguard import LoopGuardConfig
+from otel_loopguard.processor import EVENT_NAME, LoopGuardSpanProcessor
+from otel_loopguard.testing import FakeClock
+
+AGENT = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "triage",
+         "gen_ai.prompt.name": "support", "gen_ai.prompt.version": "v3"}
+
+
+class Setup:
+    def __init__(self, *, downstream: bool = True, **config: Any) -> None:
+        self.registry = CollectorRegistry()
+        self.exporter = InMemorySpanExporter()
+        self.clock = FakeClock()
+        self.provider = TracerProvider()
+        export = SimpleSpanProcessor(self.exporter)
+        self.processor = LoopGuardSpanProcessor(
+            LoopGuardConfig.create(**config), downstream=export if downstream else None,
+            registry=self.registry, clock=self.clock, raise_internal_errors=True)
+        self.provider.add_span_processor(self.processor)
+        if not downstream:
+            self.provider.add_span_processor(export)
+        self.tracer = self.provider.get_tracer("test")
+
+    def tool(self, name: str, args: Any, result: Any = None, **extra: Any) -> None:
+        attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
+                 "gen_ai.tool.call.arguments": args, **extra}
+        with self.tracer.start_as_current_span(f"execute_tool {name}", attributes=attrs) as span:
+            if result is not None:
+                span.set_attribute("gen_ai.tool.call.result", result)
+
+    def sample(self, name: str, **labels: str) -> float:
+        return self.registry.get_sample_value(name, labels) or 0.0
+
+    def spans(self) -> list[ReadableSpan]:
+        return list(self.exporter.get_finished_spans())
+
+
+@pytest.fixture(name="setup")
+def _setup() -> Iterator[Setup]:
+    s = Setup()
+    yield s
+    s.provider.shutdown()
+
+
+def _loop(setup: Setup, n: int = 5, attrs: dict[str, Any] | None = None) -> None:
+    with setup.tracer.start_as_current_span("invoke_agent triage", attributes=attrs or AGENT):
+        for _ in range(n):
+            setup.tool("search", '{"q": "refund policy"}', "no results")
+
+
+class TestEvidenceOnSpans:
+    def test_flagged_tool_span_carries_evidence(self, setup: Setup) -> None:
+        """With downstream=, the flagged tool span reaches the exporter with loopguard.* attrs."""
+        _loop(setup)
+        tools = [s for s in setup.spans() if s.name == "execute_tool search"]
+        actions = [s.attributes.get("loopguard.action") for s in tools]
+        assert actions == [None, None, "warn", "replan", "stop"]
+        third = tools[2].attributes
+        assert third["loopguard.code"] == "STAGNANT_RESULT"
+        assert third["loopguard.detector"] == "stagnation"
+        assert third["loopguard.count"] == 3
+        assert list(third["loopguard.repeats_span_ids"]) == [
+            format(s.context.span_id, "016x") for s in tools[:2]]
+        evidence = {k: v for k, v in third.items() if k.startswith("loopguard.")}
+        assert "refund" not in str(evidence)  # no raw arguments or results in the evidence
+
+    def test_unflagged_spans_pass_unchanged_and_in_order(self, setup: Setup) -> None:
+        """Spans that are not flagged are the very same objects, in end order."""
+        _loop(setup, n=2)
+        spans = setup.spans()
+        assert [s.name for s in spans] == ["execute_tool search"] * 2 + ["invoke_agent triage"]
+        assert all(not any(k.startswith("loopguard.") for k in s.attributes) for s in spans)
+
+    def test_event_on_agent_span_without_downstream(self) -> None:
+        """Without downstream=, each finding becomes an event on the open agent span."""
+        setup = Setup(downstream=False)
+        _loop(setup)
+        agent = next(s for s in setup.spans() if s.name == "invoke_agent triage")
+        events = [e for e in agent.events if e.name == EVENT_NAME]
+        assert [e.attributes["loopguard.action"] for e in events] == ["warn", "replan", "stop"]
+        assert all(e.attributes["loopguard.span_id"] for e in events)
+
+    def test_healthy_agent_is_not_flagged(self, setup: Setup) -> None:
+        """Different queries with different results produce no evidence and no finding."""
+        with setup.tracer.start_as_current_span("invoke_agent triage", attributes=AGENT):
+            for city in ("paris", "london", "tokyo"):
+                setup.tool("search", f'{{"q": "{city}"}}', f"{city} facts")
+        assert not any("loopguard.action" in s.attributes for s in setup.spans())
+        assert setup.sample("loopguard_tool_calls_total", prompt_template="support@v3",
+                            tool="search") == 3
+
+
+class TestMetricsFromProcessor:
+    def test_counts_runs_calls_and_findings(self, setup: Setup) -> None:
+        """One looping run: 5 calls, 3 findings, flagged once per reached action."""
+        _loop(setup)
+        assert setup.sample("loopguard_runs_total", prompt_template="support@v3") == 1
+        assert setup.sample("loopguard_loop_detected_total", prompt_template="support@v3",
+                            detector="stagnation", action="stop", mode="observe") == 1
+        for action in ("warn", "replan", "stop"):
+            assert setup.sample("loopguard_runs_flagged_total", prompt_template="support@v3",
+                                action=action) == 1
+
+    def test_template_cardinality_is_capped(self) -> None:
+        """Past max_prompt_templates, templates count under 'other' and the overflow counter."""
+        setup = Setup(max_prompt_templates=2)
+        for i in range(4):
+            _loop(setup, n=1, attrs={**AGENT, "gen_ai.prompt.name": f"t{i}"})
+        assert setup.sample("loopguard_runs_total", prompt_template="other") == 2
+        assert setup.sample("loopguard_label_overflow_total", label="prompt_template") == 2
+
+
+class TestRunStore:
+    def test_run_released_when_root_ends(self, setup: Setup) -> None:
+        """A run's state is dropped when its root span ends."""
+        _loop(setup, n=2)
+        assert len(setup.processor.store) == 0
+        assert setup.sample("loopguard_open_runs") == 0
+
+    def test_capacity_evictions_are_counted(self) -> None:
+        """Past max_runs open runs, the least recently used is evicted and counted."""
+        setup = Setup(max_runs=2)
+        roots = [setup.tracer.start_span("invoke_agent triage", attributes=AGENT)
+                 for _ in range(3)]
+        from opentelemetry import trace
+
+        for root in roots:
+            with trace.use_span(root):
+                setup.tool("search", '{"q": 1}', "r")
+        assert len(setup.processor.store) == 2
+        assert setup.sample("loopguard_evicted_runs_total", reason="capacity") == 1
+        for root in roots:
+            root.end()
+
+    def test_idle_runs_expire(self) -> None:
+        """Runs idle longer than run_ttl_seconds are dropped and counted as ttl evictions."""
+        setup = Setup(run_ttl_seconds=10.0)
+        from opentelemetry import trace
+
+        root = setup.tracer.start_span("invoke_agent triage", attributes=AGENT)
+        with trace.use_span(root):
+            setup.tool("search", '{"q": 1}', "r")
+        setup.clock.advance(11)
+        setup.processor.store.expire()
+        assert len(setup.processor.store) == 0
+        assert setup.sample("loopguard_evicted_runs_total", reason="ttl") == 1
+        root.end()
+
+    def test_conversation_runs_span_traces(self) -> None:
+        """With run_key=conversation, calls of two traces sharing a conversation add up."""
+        setup = Setup(run_key="conversation")
+        for _ in range(2):
+            with setup.tracer.start_as_current_span("invoke_agent triage", attributes={
+                    **AGENT, "gen_ai.conversation.id": "conv-1"}):
+                for _ in range(2):
+                    setup.tool("search", '{"q": "x"}', "none")
+        flagged = [s for s in setup.spans() if "loopguard.action" in s.attributes]
+        assert [s.attributes["loopguard.call_index"] for s in flagged] == [3, 4]
+        assert flagged[0].attributes["loopguard.run_id"] == "conv-1"
+
+    @pytest.mark.skipif(sys.platform == "win32", reason="fork")
+    def test_store_is_empty_in_a_forked_child(self, setup: Setup) -> None:
+        """After os.fork the child starts with an empty store (no inherited runs)."""
+        from opentelemetry import trace
+
+        root = setup.tracer.start_span("invoke_agent triage", attributes=AGENT)
+        with trace.use_span(root):
+            setup.tool("search", '{"q": 1}', "r")
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - child
+            os.write(write, str(len(setup.processor.store)).encode())
+            os._exit(0)
+        os.waitpid(pid, 0)
+        assert os.read(read, 16) == b"0"
+        assert len(setup.processor.store) == 1
+        root.end()
+
+
+class TestNeverBreaksTheAgent:
+    @pytest.mark.parametrize("value", [
+        b"\xff\xfe", 12345, 3.5, True, ["a", "b"], "{not json", "x" * 5_000_000, "", "[" * 5000,
+    ], ids=["bytes", "int", "float", "bool", "list", "bad-json", "5MB", "empty", "deep"])
+    def test_malformed_attribute_values(self, setup: Setup, value: Any) -> None:
+        """Odd argument/result values are signed, never raised, and detection keeps working."""
+        with setup.tracer.start_as_current_span("invoke_agent triage", attributes=AGENT):
+            for _ in range(3):
+                setup.tool("search", value, value)
+        assert setup.processor.guard.errors == 0
+        assert setup.sample("loopguard_tool_calls_total", prompt_template="support@v3",
+                            tool="search") == 3
+
+    def test_internal_errors_are_contained_and_counted(self) -> None:
+        """A failing adapter never reaches the application; it is counted once per call."""
+
+        class Broken:
+            name = "broken"
+
+            def to_event(self, span: Any) -> Any:
+                raise RuntimeError("adapter bug")
+
+        registry = CollectorRegistry()
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(LoopGuardSpanProcessor(
+            LoopGuardConfig(), downstream=SimpleSpanProcessor(exporter), registry=registry,
+            adapters=[Broken()]))
+        tracer = provider.get_tracer("t")
+        for _ in range(3):
+            with tracer.start_as_current_span("execute_tool x", attributes={
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "x"}):
+                pass
+        assert len(exporter.get_finished_spans()) == 3  # export not lost
+        assert registry.get_sample_value("loopguard_internal_errors_total",
+                                         {"kind": "on_end"}) == 3
+
+    def test_raise_internal_errors_surfaces_bugs(self) -> None:
+        """With raise_internal_errors=True a bug propagates, so tests see it."""
+
+        class Broken:
+            name = "broken"
+
+            def to_event(self, span: Any) -> Any:
+                raise RuntimeError("adapter bug")
+
+        provider = TracerProvider()
+        provider.add_span_processor(LoopGuardSpanProcessor(
+            LoopGuardConfig(), registry=CollectorRegistry(), adapters=[Broken()],
+            raise_internal_errors=True))
+        with pytest.raises(RuntimeError, match="adapter bug"), \
+                provider.get_tracer("t").start_as_current_span("execute_tool x", attributes={
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "x"}):
+            pass
