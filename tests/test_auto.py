@@ -1,0 +1,67 @@
+"""Zero-code install through opentelemetry-instrument (the post_instrument entry point)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+SCRIPT = textwrap.dedent("""
+    from opentelemetry import trace
+    tracer = trace.get_tracer("app")
+    with tracer.start_as_current_span("invoke_agent triage", attributes={
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "triage"}):
+        for _ in range(3):
+            with tracer.start_as_current_span("execute_tool search", attributes={
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search",
+                    "gen_ai.tool.call.arguments": '{"q": "x"}',
+                    "gen_ai.tool.call.result": "no results"}):
+                pass
+""")
+
+
+def _instrument() -> str | None:
+    found = shutil.which("opentelemetry-instrument", path=str(Path(sys.executable).parent))
+    return found or shutil.which("opentelemetry-instrument")
+
+
+@pytest.mark.skipif(_instrument() is None, reason="opentelemetry-instrument not installed")
+class TestOpentelemetryInstrument:
+    def _run(self, tmp_path: Path, **env: str) -> str:
+        script = tmp_path / "app.py"
+        script.write_text(SCRIPT)
+        environ = {**os.environ, "OTEL_TRACES_EXPORTER": "console",
+                   "OTEL_METRICS_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "none",
+                   "OTEL_SERVICE_NAME": "agent", **env}
+        done = subprocess.run([_instrument() or "", sys.executable, str(script)], env=environ,
+                              capture_output=True, text=True, timeout=60, check=True)
+        return done.stdout
+
+    def _agent_events(self, stdout: str) -> list[dict[str, object]]:
+        decoder, spans, text = json.JSONDecoder(), [], stdout.strip()
+        while text:
+            span, end = decoder.raw_decode(text)
+            spans.append(span)
+            text = text[end:].strip()
+        agent = next(s for s in spans if s["name"] == "invoke_agent triage")
+        return [e for e in agent["events"] if e["name"] == "loopguard.loop_detected"]
+
+    def test_loopguard_is_installed_without_code(self, tmp_path: Path) -> None:
+        """opentelemetry-instrument installs loopguard; the finding lands on the agent span."""
+        events = self._agent_events(self._run(tmp_path))
+        assert [e["attributes"]["loopguard.action"] for e in events] == ["warn"]
+
+    def test_loopguard_variables_configure_it(self, tmp_path: Path) -> None:
+        """LOOPGUARD_* variables reach the auto-installed processor."""
+        events = self._agent_events(self._run(tmp_path, LOOPGUARD_STAGNATION_WARN="2"))
+        assert [e["attributes"]["loopguard.action"] for e in events] == ["warn", "warn"]
+
+    def test_can_be_disabled(self, tmp_path: Path) -> None:
+        """LOOPGUARD_ENABLED=false keeps it out."""
+        assert self._agent_events(self._run(tmp_path, LOOPGUARD_ENABLED="false")) == []
