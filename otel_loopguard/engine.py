@@ -21,8 +21,8 @@ from otel_loopguard.signature import (
     ResultInfo,
     VolatileMatcher,
     analyze_result,
-    normalize_args,
-    tool_signature,
+    canonical_args,
+    digest,
 )
 from otel_loopguard.types import Action, Decision, Detector, Evidence, Handoff, ToolCall
 
@@ -77,6 +77,7 @@ class LoopEngine:
         self._volatile = VolatileMatcher(self.config.volatile_keys)
         self._kinds: dict[str, str] = {}
         self._in_callback = threading.local()
+        self._near_duplicates = "near_duplicate" in self.config.detectors
 
     def new_run(self) -> RunState:
         """Return the state of a new run."""
@@ -113,13 +114,14 @@ class LoopEngine:
         error = self._error_text(call, info)
         error_class, reason = classify_error(error) if error is not None else (None, "")
         new_batch = self._new_batch(run, call)
+        args, canonical = self._canonical_args(call.arguments)
         return Step(
             index=run.calls, tool=call.tool, kind=self.tool_kind(call.tool, info),
-            call_sig=tool_signature(call.tool, call.arguments, max_value_chars=cfg.max_value_chars),
+            call_sig=digest(call.tool + "\x00" + canonical),
             has_result=call.has_result, result_sig=info.digest, error=error,
             error_class=error_class, error_reason=reason, empty=info.empty,
             span_id=call.span_id, start_time_ns=call.start_time_ns, end_time_ns=call.end_time_ns,
-            new_batch=new_batch, arguments=self._parsed_args(call.arguments))
+            new_batch=new_batch, arguments=args if self._near_duplicates else None)
 
     def tool_kind(self, tool: str, info: ResultInfo = _NO_RESULT) -> str:
         """Return ``read``, ``mutating``, ``poll``, ``exempt`` or ``default`` for ``tool``."""
@@ -147,10 +149,11 @@ class LoopEngine:
             return "poll"
         return "default"
 
-    def _parsed_args(self, arguments: Any) -> Any:
-        if "near_duplicate" not in self.config.detectors:
-            return None
-        return normalize_args(arguments, max_value_chars=self.config.max_value_chars)
+    def _canonical_args(self, arguments: Any) -> tuple[Any, str]:
+        try:
+            return canonical_args(arguments, max_value_chars=self.config.max_value_chars)
+        except (ValueError, TypeError, RecursionError) as exc:  # pathological values still sign
+            return None, "\x00unsignable:" + type(exc).__name__
 
     @staticmethod
     def _error_text(call: ToolCall, info: ResultInfo) -> str | None:

@@ -21,6 +21,7 @@ __all__ = [
     "ResultInfo",
     "VolatileMatcher",
     "analyze_result",
+    "canonical_args",
     "digest",
     "normalize_args",
     "normalize_value",
@@ -191,6 +192,79 @@ def _canonical(normalized: Any) -> str:
                       default=str)
 
 
+_WS_BY_QUOTE_RE: Final = re.compile(r'(?<=")\s+|\s+(?=")')
+_WS_RUN_RE: Final = re.compile(r"\s{2,}")
+_DATETIME_IN_JSON_RE: Final = re.compile(
+    r'"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?\s*(?:Z|[+-]\d{2}:?\d{2})?"',
+    re.ASCII | re.IGNORECASE)
+
+
+def _fast_json(text: str, volatile: VolatileMatcher | None, max_chars: int) -> Any:
+    """Parse a JSON object/array text into canonical form in (mostly) C code.
+
+    Whitespace runs are collapsed and whitespace next to quotes dropped on the raw text (the
+    same normalisation as ``normalize_value``, applied before parsing); for results, ISO
+    date-times are masked on the raw text and volatile keys dropped by the parser's object
+    hook. Returns None when the text is not JSON or holds long strings (the slow path
+    hashes those).
+    """
+    if "\\" in text:
+        return _NOT_JSON  # escaped whitespace (\n, \u3000...) needs the per-string path
+    folded = _WS_RUN_RE.sub(" ", _WS_BY_QUOTE_RE.sub("", text.strip()))
+    if volatile is not None:
+        folded = _DATETIME_IN_JSON_RE.sub('"' + _DATETIME_TOKEN + '"', folded)
+
+        def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+            return {k: v for k, v in pairs
+                    if not (volatile.is_volatile(k, v) or (k.lower() == "date"
+                                                            and v == _DATETIME_TOKEN))}
+    else:
+        hook = dict  # type: ignore[assignment]  # same call shape
+    try:
+        parsed = json.loads(folded, object_pairs_hook=hook)
+    except (ValueError, RecursionError):
+        return _NOT_JSON
+    if len(folded) > max_chars and _has_long_string(parsed, max_chars, 0):
+        return _NOT_JSON
+    return parsed
+
+
+_NOT_JSON: Final = object()
+
+
+def _has_long_string(value: Any, max_chars: int, depth: int) -> bool:
+    if isinstance(value, str):
+        return len(value) > max_chars
+    if depth > _MAX_DEPTH:
+        return True
+    if isinstance(value, dict):
+        return any(_has_long_string(v, max_chars, depth + 1) for v in value.values())
+    if isinstance(value, list):
+        return len(value) > _MAX_ITEMS or any(
+            _has_long_string(v, max_chars, depth + 1) for v in value)
+    return False
+
+
+def _json_text(value: Any, max_chars: int) -> str | None:
+    if isinstance(value, str) and len(value) <= max_chars * 16:
+        head = value.lstrip()[:1]
+        if head in ("{", "["):
+            return value
+    return None
+
+
+def canonical_args(arguments: Any, *, max_value_chars: int = _DEFAULT_MAX_VALUE_CHARS,
+                   ) -> tuple[Any, str]:
+    """Return (canonical arguments, their canonical JSON text), fast for JSON strings."""
+    text = _json_text(arguments, max_value_chars)
+    if text is not None:
+        parsed = _fast_json(text, None, max_value_chars)
+        if parsed is not _NOT_JSON:
+            return parsed, _canonical(parsed)
+    normalized = normalize_args(arguments, max_value_chars=max_value_chars)
+    return normalized, _canonical(normalized)
+
+
 def normalize_args(arguments: Any, *, max_value_chars: int = _DEFAULT_MAX_VALUE_CHARS) -> Any:
     """Return the canonical form of tool arguments (a JSON string is parsed first)."""
     if isinstance(arguments, str) and len(arguments) <= max_value_chars * 16:
@@ -202,7 +276,7 @@ def tool_signature(tool: str, arguments: Any, *,
                    max_value_chars: int = _DEFAULT_MAX_VALUE_CHARS) -> str:
     """Return the signature of a call: a digest of the tool name and canonical arguments."""
     try:
-        canonical = _canonical(normalize_args(arguments, max_value_chars=max_value_chars))
+        canonical = canonical_args(arguments, max_value_chars=max_value_chars)[1]
     except (ValueError, TypeError, RecursionError) as exc:  # pathological values still sign
         canonical = "\x00unsignable:" + type(exc).__name__
     return digest(tool + "\x00" + canonical)
@@ -230,6 +304,10 @@ def analyze_result(
 ) -> ResultInfo:
     """Return the signature and structured facts of a tool result; never raises."""
     try:
+        text = _json_text(result, max_value_chars)
+        fast = _fast_json(text, volatile, max_value_chars) if text is not None else _NOT_JSON
+        if fast is not _NOT_JSON:
+            return _result_info(fast)
         parsed = result
         if isinstance(result, str) and len(result) <= max_value_chars * 16:
             parsed = _parse_json_text(result)
@@ -245,6 +323,11 @@ def analyze_result(
         in_progress=_in_progress(normalized),
         empty=_is_empty(normalized),
     )
+
+
+def _result_info(normalized: Any) -> ResultInfo:
+    return ResultInfo(digest=digest(_canonical(normalized)), error=_structured_error(normalized),
+                      in_progress=_in_progress(normalized), empty=_is_empty(normalized))
 
 
 def _structured_error(value: Any) -> str | None:

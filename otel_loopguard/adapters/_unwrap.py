@@ -13,6 +13,11 @@ _MAX_PARSE: Final = 1 << 20
 _CALL_KEYS: Final = frozenset({"tool_call_id", "run_id", "callbacks", "run_manager", "metadata",
                                "tags", "config", "id", "call_id"})
 """Per-call ids and per-step metadata: never part of a signature."""
+_ARG_MARKERS: Final = ('"input_str"', '"inputs"', "tool_call_id", '"run_id"', '"metadata"',
+                       '"callbacks"', '"call_id"')
+"""Substrings without which a JSON argument string cannot hold an envelope or call ids."""
+_RESULT_MARKERS: Final = ("ToolMessage", '"tool_call_id"')
+"""Substrings without which a result string cannot be a serialised ToolMessage."""
 
 
 def parse_maybe_json(value: Any) -> Any:
@@ -41,6 +46,8 @@ def unwrap_arguments(value: Any) -> Any:
     "metadata":..}``), per-call ids inside it (``kwargs.tool_call_id``), and JSON strings. A
     bare value (OpenInference's single-argument LangChain tools) is returned as is.
     """
+    if isinstance(value, str) and not any(m in value for m in _ARG_MARKERS):
+        return value  # no envelope: the engine parses the JSON once, canonically
     parsed = parse_maybe_json(value)
     if not isinstance(parsed, Mapping):
         return parsed
@@ -65,6 +72,8 @@ def unwrap_result(value: Any) -> tuple[Any, bool]:
     (``{"output": {"lc": 1, "id": [..., "ToolMessage"], "kwargs": {"content": ..}}, "kwargs":
     ..}``).
     """
+    if isinstance(value, str) and not any(m in value for m in _RESULT_MARKERS):
+        return value, False
     parsed = parse_maybe_json(value)
     if not isinstance(parsed, Mapping):
         return value, False

@@ -1,0 +1,144 @@
+"""Cost of LoopGuardSpanProcessor per span, and memory with 100,000 open runs.
+
+Run: python benchmarks/bench_processor.py [--spans 20000] [--repeat 5]
+
+Each configuration runs in a fresh process (warm-up skews in-process comparisons), several
+times; the medians are reported. Exporting goes to a null exporter behind a BatchSpanProcessor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+ARGS = json.dumps({"query": "refund policy for damaged items", "limit": 10, "lang": "en",
+                   "filters": {"region": "eu"}})
+RESULT = json.dumps({"results": [{"id": i, "title": f"Policy section {i}",
+                                  "snippet": "Items damaged in transit may be returned " * 2}
+                                 for i in range(6)], "total": 6})
+
+
+def _provider(config: str) -> Any:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    class Null(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    batch = BatchSpanProcessor(Null(), max_queue_size=1 << 20)
+    if config == "batch":
+        provider.add_span_processor(batch)
+    else:
+        from prometheus_client import CollectorRegistry
+
+        from otel_loopguard import LoopGuardConfig, LoopGuardSpanProcessor
+
+        provider.add_span_processor(LoopGuardSpanProcessor(
+            LoopGuardConfig(), downstream=batch, registry=CollectorRegistry()))
+    return provider
+
+
+def child(config: str, kind: str, spans: int) -> None:
+    """Emit spans in this process and print spans per second."""
+    provider = _provider(config)
+    tracer = provider.get_tracer("bench")
+    if kind == "plain":
+        attrs: dict[str, Any] = {"http.method": "GET", "http.route": "/x"}
+    else:
+        attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search_kb",
+                 "gen_ai.tool.call.arguments": ARGS}
+    per_trace = 20
+    for _ in range(2):  # warm-up pass, then the timed pass
+        started = time.perf_counter()
+        for t in range(spans // per_trace):
+            with tracer.start_as_current_span("invoke_agent a"):
+                for i in range(per_trace):
+                    with tracer.start_as_current_span("execute_tool search_kb",
+                                                      attributes=attrs) as span:
+                        if kind == "tool":
+                            span.set_attribute("gen_ai.tool.call.result",
+                                               RESULT if (t + i) % 3 else RESULT + " ")
+        elapsed = time.perf_counter() - started
+    provider.shutdown()
+    print(json.dumps({"spans_per_s": spans / elapsed, "us_per_span": elapsed / spans * 1e6}))
+
+
+def memory_child(runs: int) -> None:
+    """Open ``runs`` runs (root spans not ended, one tool call each) and print peak RSS."""
+    import resource
+
+    from prometheus_client import CollectorRegistry
+
+    from otel_loopguard import LoopGuardConfig, LoopGuardSpanProcessor
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+
+    provider = TracerProvider()
+    processor = LoopGuardSpanProcessor(LoopGuardConfig.create(max_runs=runs),
+                                       registry=CollectorRegistry())
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("bench")
+    roots = []
+    for i in range(runs):
+        root = tracer.start_span("invoke_agent a")
+        with trace.use_span(root), tracer.start_as_current_span("execute_tool s", attributes={
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search_kb",
+                "gen_ai.tool.call.arguments": f'{{"q": {i}}}',
+                "gen_ai.tool.call.result": "ok"}):
+            pass
+        roots.append(root)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"open_runs": len(processor.store), "peak_rss_mb": peak / 1024,
+                      "delta_mb": (peak - before) / 1024}))
+
+
+def _spawn(*args: str) -> dict[str, float]:
+    out = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True,
+                         check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def main() -> None:
+    """Run every configuration in fresh processes and print the medians."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--spans", type=int, default=20_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=100_000)
+    parser.add_argument("--child", nargs=2)
+    parser.add_argument("--memory-child", type=int)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child[0], args.child[1], args.spans)
+        return
+    if args.memory_child:
+        memory_child(args.memory_child)
+        return
+    results: dict[str, list[float]] = {}
+    for _ in range(args.repeat):  # interleave configurations against drift
+        for kind in ("plain", "tool"):
+            for config in ("batch", "loopguard"):
+                got = _spawn("--child", config, kind, "--spans", str(args.spans))
+                results.setdefault(f"{kind}/{config}", []).append(got["us_per_span"])
+    med = {k: statistics.median(v) for k, v in results.items()}
+    for key in sorted(med):
+        print(f"{key:18} median {med[key]:7.2f} us/span  ({1e6 / med[key]:,.0f} spans/s)  "
+              f"runs: {', '.join(f'{x:.2f}' for x in results[key])}")
+    for kind in ("plain", "tool"):
+        base, ours = med[f"{kind}/batch"], med[f"{kind}/loopguard"]
+        print(f"{kind}: loopguard adds {ours - base:+.2f} us/span ({(ours / base - 1) * 100:+.1f}%)")
+    mem = _spawn("--memory-child", str(args.runs))
+    print(f"memory: {mem['open_runs']:,} open runs, peak RSS {mem['peak_rss_mb']:.0f} MB "
+          f"(+{mem['delta_mb']:.0f} MB over the interpreter with loopguard imported)")
+
+
+if __name__ == "__main__":
+    main()
