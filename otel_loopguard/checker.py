@@ -52,13 +52,17 @@ class Checker:
     def __init__(self, config: LoopGuardConfig | None = None, *,
                  adapters: Sequence[SpanAdapter] = DEFAULT_ADAPTERS,
                  engine: LoopEngine | None = None, grace_spans: int = _DEFAULT_GRACE_SPANS,
-                 on_decision: Callable[[RunReport, Decision, Any], object] | None = None) -> None:
-        """Build a checker; ``on_decision(report, decision, event)`` sees each flagged call."""
+                 on_event: Callable[[RunReport, Decision, Any], object] | None = None) -> None:
+        """Build a checker.
+
+        ``on_event(report, decision, event)`` is called for every tool call and handoff, flagged
+        or not, in run order (``serve`` feeds its metrics from it).
+        """
         self.config = config or LoopGuardConfig()
         self.engine = engine or LoopEngine(self.config)
         self.adapters = adapters
         self.grace_spans = grace_spans
-        self.on_decision = on_decision
+        self.on_event = on_event
         self._traces: OrderedDict[str, _OpenTrace] = OrderedDict()
         self._runs: OrderedDict[str, tuple[RunState, RunReport]] = OrderedDict()
         self._seen = 0
@@ -151,16 +155,17 @@ class Checker:
             else:
                 decision = self.engine.process_handoff(state, event)
             if decision.flagged:
-                self._record(report, decision, event)
+                self._record(report, decision)
+            if self.on_event is not None:
+                self.on_event(report, decision, event)
 
-    def _record(self, report: RunReport, decision: Decision, event: Any) -> None:
+    @staticmethod
+    def _record(report: RunReport, decision: Decision) -> None:
         report.action = max(report.action, decision.action)
         if len(report.findings) < _MAX_FINDINGS:
             report.findings.append(decision)
         else:
             report.findings_dropped += 1
-        if self.on_decision is not None:
-            self.on_decision(report, decision, event)
 
 
 def report_to_json(report: RunReport) -> dict[str, Any]:
