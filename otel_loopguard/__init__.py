@@ -7,6 +7,7 @@ from typing import Any
 from otel_loopguard.checker import Checker, RunReport
 from otel_loopguard.config import LoopGuardConfig, ToolOverride
 from otel_loopguard.detectors import make_default_detectors
+from otel_loopguard.enforce import LoopDetectedResult, ToolGuard
 from otel_loopguard.engine import LoopEngine, RunState
 from otel_loopguard.exceptions import ConfigError, LoopGuardError, ToolLoopError, TraceFileError
 from otel_loopguard.metrics import LoopGuardMetrics, start_metrics_server
@@ -22,6 +23,7 @@ __all__ = [
     "Decision",
     "Evidence",
     "Handoff",
+    "LoopDetectedResult",
     "LoopEngine",
     "LoopGuardConfig",
     "LoopGuardError",
@@ -32,6 +34,7 @@ __all__ = [
     "RunState",
     "SpanRecord",
     "ToolCall",
+    "ToolGuard",
     "ToolLoopError",
     "ToolOverride",
     "TraceFileError",

@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.detectors import HandoffDetector, make_default_detectors
+from otel_loopguard.detectors._base import ladder
 from otel_loopguard.detectors._step import Step
 from otel_loopguard.detectors.failure import classify_error
 from otel_loopguard.policy import Policy
@@ -36,8 +37,9 @@ _NO_RESULT: Final = ResultInfo(digest="")
 class RunState:
     """Everything the engine remembers about one run. Bounded; guarded by ``lock``."""
 
-    __slots__ = ("calls", "explicit_handoffs", "handoff_state", "highest", "last_agent",
-                 "last_end_ns", "last_turn", "lock", "states", "stopped", "tool_calls_by_kind")
+    __slots__ = ("calls", "explicit_handoffs", "handoff_state", "highest", "hinted",
+                 "last_agent", "last_end_ns", "last_turn", "lock", "outcomes", "per_tool",
+                 "states", "stopped")
 
     def __init__(self, states: tuple[Any, ...], handoff_state: Any) -> None:
         """Hold fresh detector states."""
@@ -51,7 +53,24 @@ class RunState:
         self.last_turn: int | None = None
         self.last_agent: str | None = None
         self.explicit_handoffs = False
-        self.tool_calls_by_kind: dict[str, int] = {}
+        self.outcomes: dict[str, _Outcome] = {}
+        """Call signature → its latest outcome streak, for ``precheck`` (bounded)."""
+        self.per_tool: dict[str, int] = {}
+        self.hinted = False
+        """Enforce mode, ``hint_then_abort``: a hint was already given in this run."""
+
+
+class _Outcome:
+    """The streak of identical outcomes of one call signature (successes or failures)."""
+
+    __slots__ = ("error_class", "error_key", "result", "streak")
+
+    def __init__(self, result: str, error_key: str | None, error_class: str | None) -> None:
+        self.result, self.error_key, self.error_class, self.streak = (
+            result, error_key, error_class, 1)
+
+    def same_as(self, result: str, error_key: str | None) -> bool:
+        return self.result == result and self.error_key == error_key
 
 
 class LoopEngine:
@@ -87,6 +106,7 @@ class LoopEngine:
     def process(self, run: RunState, call: ToolCall) -> Decision:
         """Observe one finished tool call of ``run`` and return the decision on it."""
         step = self.make_step(run, call)
+        self._remember_outcome(run, step)
         evidence: list[Evidence] = []
         if call.agent:
             implicit = self._agent_change(run, call)
@@ -97,6 +117,93 @@ class LoopEngine:
             if found is not None:
                 evidence.append(found)
         return self._finish(run, evidence, step.tool, step.index, step.span_id)
+
+    def precheck(self, run: RunState, tool: str, arguments: Any) -> Decision:
+        """Return what running this call *again* would lead to, before it runs (enforce mode).
+
+        Assumes the call repeats its latest outcome (the same result, or the same error): a
+        call whose next identical outcome would reach a threshold gets that action now, so a
+        guard can block the call that would be one too many. Budgets count this call. Does not
+        change the run's state.
+        """
+        call_sig = digest(tool + "\x00" + self._canonical_args(arguments)[1])
+        kind = self.tool_kind(tool)
+        if kind == "exempt":
+            return self.policy.decide((), tool=tool, call_index=run.calls + 1, span_id="")
+        evidence = [e for e in (self._predict_outcome(run, tool, kind, call_sig),
+                                self._predict_budget(run, tool)) if e is not None]
+        decision = self.policy.decide(evidence, tool=tool, call_index=run.calls + 1,
+                                      span_id="")
+        if self.config.mode == "enforce" and run.stopped is not None and \
+                decision.action < Action.STOP:
+            prior = run.stopped
+            decision = Decision(action=Action.STOP, code=prior.code, evidence=prior.evidence,
+                                hint=prior.hint, call_index=run.calls + 1, tool=tool)
+        return decision
+
+    def _predict_outcome(self, run: RunState, tool: str, kind: str,
+                         call_sig: str) -> Evidence | None:
+        outcome = run.outcomes.get(call_sig)
+        if outcome is None:
+            return None
+        cfg, count = self.config, outcome.streak + 1
+        details: dict[str, Any] = {"call": call_sig[:8], "predicted": True}
+        if outcome.error_key is not None:
+            if kind == "mutating":
+                action = ladder(count, cfg.threshold(tool, "mutating_failure_warn"), None,
+                                cfg.threshold(tool, "mutating_failure_stop"))
+                if action is Action.STOP:
+                    return Evidence("mutating_failure", "MUTATING_FAILURE", action, tool, count,
+                                    details)
+            if outcome.error_class == "permanent":
+                action = ladder(count, None, None,
+                                cfg.threshold(tool, "failure_permanent_same_args_stop"))
+                return Evidence("failure", "PERMANENT_FAILURE", action, tool, count,
+                                {**details, "error_class": "permanent"}) if action else None
+            action = ladder(count, cfg.threshold(tool, "failure_retryable_warn"), None,
+                            cfg.threshold(tool, "failure_retryable_stop"))
+            return Evidence("failure", "REPEATED_FAILURE", action, tool, count,
+                            {**details, "error_class": "retryable"}) if action else None
+        if not outcome.result:
+            return None  # results not captured: repetition alone never stops
+        if kind == "poll":
+            action = ladder(count, cfg.threshold(tool, "poll_warn"), None,
+                            cfg.threshold(tool, "poll_stop"))
+            code = "POLL_STAGNANT"
+        else:
+            action = ladder(count, cfg.threshold(tool, "stagnation_warn"),
+                            cfg.threshold(tool, "stagnation_replan"),
+                            cfg.threshold(tool, "stagnation_stop"))
+            code = "STAGNANT_RESULT"
+        return Evidence("stagnation", code, action, tool, count, details) if action else None
+
+    def _predict_budget(self, run: RunState, tool: str) -> Evidence | None:
+        cfg = self.config
+        limit = cfg.max_tool_calls_stop
+        if limit is not None and run.calls + 1 >= limit:
+            return Evidence("budget", "BUDGET_EXHAUSTED", Action.STOP, tool, run.calls + 1,
+                            {"budget": "run", "limit": limit, "predicted": True})
+        limit = cfg.threshold(tool, "max_calls_per_tool_stop")
+        count = run.per_tool.get(tool, 0) + 1
+        if limit is not None and count >= limit:
+            return Evidence("budget", "BUDGET_EXHAUSTED", Action.STOP, tool, count,
+                            {"budget": "tool", "limit": limit, "predicted": True})
+        return None
+
+    @staticmethod
+    def _remember_outcome(run: RunState, step: Step) -> None:
+        run.per_tool[step.tool] = run.per_tool.get(step.tool, 0) + 1
+        outcome = run.outcomes.pop(step.call_sig, None)
+        error_key = step.error
+        if outcome is not None and outcome.same_as(step.result_sig, error_key):
+            outcome.streak += 1
+        else:
+            outcome = _Outcome(step.result_sig, error_key, step.error_class)
+        run.outcomes[step.call_sig] = outcome
+        if len(run.outcomes) > 1024:
+            del run.outcomes[next(iter(run.outcomes))]
+        if len(run.per_tool) > 1024:
+            del run.per_tool[next(iter(run.per_tool))]
 
     def process_handoff(self, run: RunState, handoff: Handoff) -> Decision:
         """Observe one explicit handoff of ``run``."""

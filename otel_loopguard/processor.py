@@ -182,6 +182,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 entry.model_turns += 1
                 entry.seen_model = True
             return None
+        if attrs.get("loopguard.blocked"):
+            return None  # the guard blocked it: the tool never ran
         record = span_record_from_readable(span)
         event = to_event(record, self.adapters)
         if event is None:
@@ -300,6 +302,22 @@ class LoopGuardSpanProcessor(SpanProcessor):
         with self._trace_lock:
             run_id = self._trace_runs.pop(trace_id, None)
         self.store.release(run_id or format(trace_id, "032x"))
+
+    def run_for_span(self, span: Any) -> tuple[str, RunEntry]:
+        """Return the run id and entry of a live span (used by the enforce-mode guard)."""
+        attrs = span.attributes or {}
+        run_id = self._run_id(span, attrs)
+        entry, _ = self.store.get_or_create(run_id)
+        with entry.state.lock:
+            if entry.template is None:
+                parent = span.parent.span_id if span.parent is not None else None
+                entry.template = self._template(attrs, parent)
+        return run_id, entry
+
+    def record_enforcement(self, entry: RunEntry, enforcement: str) -> None:
+        """Count an enforcement action (``abort`` or ``hint``) for the run's template."""
+        if self.metrics is not None:
+            self.metrics.record_enforcement(entry.template, enforcement)
 
     def _evicted(self, reason: str, count: int) -> None:
         if self.metrics is not None:

@@ -1,0 +1,213 @@
+"""Enforce mode for tool code you call directly: a decorator and a context manager.
+
+``ToolGuard`` opens an OTel GenAI ``execute_tool`` span for each call (so the tool needs no other
+instrumentation), asks the run's state *before* the call runs whether it would be one call too
+many, and then, in enforce mode, aborts with ``ToolLoopError``, or skips the tool and hands the
+model a ``[loop-detected]`` hint. In observe mode the tool always runs and the span records what
+enforce would have done.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, Final, ParamSpec, TypeVar, cast
+
+from opentelemetry import trace
+from opentelemetry.trace import Span, Status, StatusCode
+
+from otel_loopguard.exceptions import ToolLoopError
+from otel_loopguard.processor import LoopGuardSpanProcessor, evidence_attributes
+from otel_loopguard.types import Action, Decision
+
+__all__ = ["LoopDetectedResult", "ToolCallScope", "ToolGuard"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+BLOCKED: Final = "loopguard.blocked"
+"""Span attribute: the tool body did not run because the guard blocked it."""
+LOOP_DETECTED: Final = "loop-detected"
+
+
+class LoopDetectedResult(str):
+    """The synthetic tool result of hint mode: ``[loop-detected] ...`` for the model.
+
+    It is a ``str`` (so frameworks pass it to the model as the tool's output) carrying
+    ``error == "loop-detected"`` and the ``decision``, so callers can tell it from a real
+    result.
+    """
+
+    error: str
+    decision: Decision
+
+    def __new__(cls, decision: Decision) -> LoopDetectedResult:
+        """Build the hint text from ``decision``."""
+        text = f"[loop-detected] {decision.hint}"
+        obj = super().__new__(cls, text)
+        obj.error = LOOP_DETECTED
+        obj.decision = decision
+        return obj
+
+
+class ToolCallScope:
+    """One guarded call: record its result (or error) on the span."""
+
+    def __init__(self, span: Span, decision: Decision, blocked: LoopDetectedResult | None,
+                 capture: bool) -> None:
+        """Wrap the call's span."""
+        self.span = span
+        self.decision = decision
+        """The precheck decision for this call."""
+        self.blocked = blocked
+        """In hint mode: the synthetic result to return instead of running the tool."""
+        self._capture = capture
+
+    def set_result(self, result: Any) -> None:
+        """Record the tool's result (``gen_ai.tool.call.result``) on the span."""
+        if self._capture:
+            self.span.set_attribute("gen_ai.tool.call.result", _encode(result))
+
+
+def _encode(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, default=str, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+class ToolGuard:
+    """Guards direct tool calls with the state of a ``LoopGuardSpanProcessor``.
+
+    Thread-safe; the decorator works on sync and async functions and keeps their signature.
+
+    Args:
+        processor: the installed processor whose runs and settings are used (``mode``,
+            ``enforcement``, ``hint_on_warn``).
+        tracer_provider: provider that makes the tool spans; default the global one. It must
+            be the provider ``processor`` is installed on, or the calls are never observed.
+        capture_content: record arguments and results on the spans (needed for detection;
+            default True).
+    """
+
+    def __init__(self, processor: LoopGuardSpanProcessor, *,
+                 tracer_provider: trace.TracerProvider | None = None,
+                 capture_content: bool = True) -> None:
+        """Bind the guard to ``processor``."""
+        self.processor = processor
+        self.config = processor.config
+        self._tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer(
+            "otel_loopguard.enforce")
+        self._capture = capture_content
+
+    @contextmanager
+    def call(self, tool: str, arguments: Any = None) -> Iterator[ToolCallScope]:
+        """Open the tool span and check the call before it runs.
+
+        Raises:
+            ToolLoopError: in enforce mode with ``abort`` (or the second stop of
+                ``hint_then_abort``), before the body runs.
+        """
+        attrs: dict[str, Any] = {"gen_ai.operation.name": "execute_tool",
+                                 "gen_ai.tool.name": tool}
+        if self._capture and arguments is not None:
+            attrs["gen_ai.tool.call.arguments"] = _encode(arguments)
+        with self._tracer.start_as_current_span(f"execute_tool {tool}", attributes=attrs,
+                                                record_exception=True) as span:
+            decision, blocked = self._check(span, tool, arguments)
+            yield ToolCallScope(span, decision, blocked, self._capture)
+
+    def _check(self, span: Span, tool: str,
+               arguments: Any) -> tuple[Decision, LoopDetectedResult | None]:
+        run_id, entry = self.processor.run_for_span(span)
+        with entry.state.lock:
+            decision = self.processor.engine.precheck(entry.state, tool, arguments)
+            if decision.action < Action.STOP or self.config.mode != "enforce":
+                enforcement = None
+            elif self.config.enforcement == "hint_then_abort":
+                enforcement = "abort" if entry.state.hinted else "hint"
+                entry.state.hinted = True
+            else:
+                enforcement = self.config.enforcement
+        if decision.flagged:
+            self._annotate(span, decision, run_id, enforcement)
+        if enforcement is None:
+            return decision, None
+        self.processor.record_enforcement(entry, enforcement)
+        if enforcement == "abort":
+            span.set_status(Status(StatusCode.ERROR, decision.code))
+            raise ToolLoopError(decision)
+        return decision, LoopDetectedResult(decision)
+
+    def _annotate(self, span: Span, decision: Decision, run_id: str,
+                  enforcement: str | None) -> None:
+        attrs = {key.replace("loopguard.", "loopguard.precheck.", 1): value
+                 for key, value in evidence_attributes(
+                     decision, run_id, self.config.mode).items()}
+        if enforcement is not None:
+            attrs[BLOCKED] = True
+            attrs["loopguard.enforcement"] = enforcement
+            attrs["loopguard.hint"] = decision.hint
+        elif decision.action is Action.STOP:
+            attrs["loopguard.would_block"] = True
+        span.set_attributes(attrs)
+
+    def tool(self, func: Callable[P, R] | None = None, *,
+             name: str | None = None) -> Any:
+        """Decorate a tool function (sync or async); ``@guard.tool`` or ``@guard.tool(name=)``.
+
+        Keyword arguments (and positional ones, by parameter name) become the recorded
+        arguments. In hint mode a blocked call returns a ``LoopDetectedResult`` instead of
+        running the function.
+        """
+        if func is None:
+            return functools.partial(self.tool, name=name)
+        return self._wrap(func, name or func.__name__)
+
+    def _wrap(self, func: Callable[P, R], tool: str) -> Callable[P, R]:
+        signature = inspect.signature(func)
+
+        def bound(*args: Any, **kwargs: Any) -> dict[str, Any]:
+            try:
+                ba = signature.bind(*args, **kwargs)
+            except TypeError:
+                return {"args": list(args), **kwargs}
+            return dict(ba.arguments)
+
+        if inspect.iscoroutinefunction(func):
+            async_func = cast(Callable[..., Awaitable[Any]], func)
+
+            @functools.wraps(func)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                with self.call(tool, bound(*args, **kwargs)) as scope:
+                    if scope.blocked is not None:
+                        return scope.blocked
+                    result = await async_func(*args, **kwargs)
+                    scope.set_result(result)
+                    return self._maybe_warn(scope, result)
+
+            return cast(Callable[P, R], async_wrapper)
+
+        @functools.wraps(func)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            with self.call(tool, bound(*args, **kwargs)) as scope:
+                if scope.blocked is not None:
+                    return cast(R, scope.blocked)
+                result = func(*args, **kwargs)
+                scope.set_result(result)
+                return cast(R, self._maybe_warn(scope, result))
+
+        return wrapper
+
+    def _maybe_warn(self, scope: ToolCallScope, result: Any) -> Any:
+        """With ``hint_on_warn``, append the hint to a string result (the tool still ran)."""
+        if (self.config.hint_on_warn and self.config.mode == "enforce"
+                and Action.WARN <= scope.decision.action < Action.STOP
+                and isinstance(result, str)):
+            return f"{result}\n\n[loop-warning] {scope.decision.hint}"
+        return result
