@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from types import MappingProxyType
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
@@ -17,6 +18,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
+from otel_loopguard import environment_variables as _env
 from otel_loopguard._config_fields import FIELDS, TOOL_THRESHOLDS, FieldRule, parse_env_value
 from otel_loopguard.exceptions import ConfigError
 
@@ -65,9 +67,13 @@ class LoopGuardConfig:
         for name, value in self.values.items():
             merged[name] = _validate(name, value)
         _check_ladders(merged)
+        unknown = sorted(set(merged["detectors"]) - set(FIELDS["detectors"].default))
+        if unknown:
+            raise ConfigError(f"detectors: unknown detector {unknown[0]!r}; known detectors are "
+                              f"{', '.join(FIELDS['detectors'].default)}")
         tools = {str(k): _validate_tool(str(k), v) for k, v in self.tools.items()}
-        object.__setattr__(self, "values", merged)
-        object.__setattr__(self, "tools", tools)
+        object.__setattr__(self, "values", MappingProxyType(merged))
+        object.__setattr__(self, "tools", MappingProxyType(tools))
 
     def __getattr__(self, name: str) -> Any:
         """Return the setting ``name``."""
@@ -134,10 +140,15 @@ class LoopGuardConfig:
             **overrides: explicit settings, which win over everything else.
         """
         env = os.environ if environ is None else environ
-        path = config_file or env.get(_ENV_PREFIX + "CONFIG_FILE") or None
+        path = config_file or env.get(_env.LOOPGUARD_CONFIG_FILE) or None
         base = cls.from_file(path) if path else cls()
         values = {**base.values, **_env_values(env), **overrides}
-        tools = {**base.tools, **_env_tools(env), **overrides.pop("tools", {})}
+        tools: dict[str, Any] = dict(base.tools)
+        for tool, override in _env_tools(env).items():  # env sets the kind, keeps thresholds
+            kept = base.tools.get(tool)
+            tools[tool] = ToolOverride(kind=override.kind,
+                                       thresholds=kept.thresholds if kept else {})
+        tools.update(overrides.pop("tools", {}))
         values.pop("tools", None)
         return cls(values=values, tools=tools)
 
@@ -196,13 +207,14 @@ def _env_values(environ: Mapping[str, str]) -> dict[str, Any]:
     for name, rule in FIELDS.items():
         raw = environ.get(_ENV_PREFIX + name.upper())
         if raw is not None and raw.strip() != "":
-            values[name] = parse_env_value(_ENV_PREFIX + name.upper(), rule, raw)
+            var = _ENV_PREFIX + name.upper()
+            values[name] = rule.check(var, parse_env_value(var, rule, raw))
     return values
 
 
 def _env_tools(environ: Mapping[str, str]) -> dict[str, ToolOverride]:
     """Parse ``LOOPGUARD_TOOL_KINDS="poll_job=poll,deploy=mutating"``."""
-    raw = environ.get(_ENV_PREFIX + "TOOL_KINDS", "").strip()
+    raw = environ.get(_env.LOOPGUARD_TOOL_KINDS, "").strip()
     tools: dict[str, ToolOverride] = {}
     for item in filter(None, (p.strip() for p in raw.split(","))):
         tool, sep, kind = item.partition("=")

@@ -40,8 +40,10 @@ _TEMPLATES: Final[dict[str, Callable[[Evidence], str]]] = {
         f'You have called "{e.tool}" with identical arguments {e.count} times in the last '
         f'{e.details.get("window", "few")} calls.'),
     "CYCLE_DETECTED": lambda e: (
-        f"You are repeating the same sequence of {e.details.get('cycle_length')} steps "
-        f"({_tools(e.details)}) for the {e.count}th time with the same results; break the cycle."),
+        f"You have repeated the same sequence of {e.details.get('cycle_length')} steps "
+        f"({_tools(e.details)}) {e.count} times in a row"
+        + (" with the same results" if e.details.get("outcomes_compared", True) else "")
+        + "; break the cycle."),
     "PERMANENT_FAILURE": lambda e: (
         f'"{e.tool}" failed {e.count} times with the same permanent error '
         f'({e.details.get("error_reason")}); retrying will fail again. Fix the arguments or '
@@ -99,6 +101,7 @@ class Policy:
     def decide(self, evidence: Sequence[Evidence], *, tool: str, call_index: int,
                span_id: str) -> Decision:
         """Return the decision for one call (``continue`` when there is no evidence)."""
+        evidence = [e for e in evidence if e.action > Action.CONTINUE]
         if not evidence:
             return Decision(action=Action.CONTINUE, call_index=call_index, tool=tool,
                             span_id=span_id)

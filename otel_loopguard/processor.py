@@ -116,6 +116,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         self._trace_runs: OrderedDict[int, str] = OrderedDict()
         self._trace_lock = threading.Lock()
         self._mode = self.config.mode
+        self._multiprocess = self.metrics is not None and self.metrics.multiprocess
 
     def _default_metrics(self, registry: Any) -> LoopGuardMetrics | None:
         if registry is None:
@@ -190,6 +191,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
             return None
         run_id = self._run_id(span, attrs)
         entry, created = self.store.get_or_create(run_id)
+        if created and self._multiprocess:
+            self.metrics.set_open_runs(len(self.store))  # type: ignore[union-attr]  # checked
         decision, previous, template, first = self._decide(entry, event, attrs, span)
         if isinstance(event, ToolCall) and self.metrics is not None:
             self.metrics.record_call(template, event.tool, first=first)
@@ -302,6 +305,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
         with self._trace_lock:
             run_id = self._trace_runs.pop(trace_id, None)
         self.store.release(run_id or format(trace_id, "032x"))
+        if self._multiprocess:
+            self.metrics.set_open_runs(len(self.store))  # type: ignore[union-attr]  # checked
 
     def run_for_span(self, span: Any) -> tuple[str, RunEntry]:
         """Return the run id and entry of a live span (used by the enforce-mode guard)."""

@@ -179,7 +179,7 @@ def _normalize_mapping(
         if count >= _MAX_ITEMS:
             out["\x00more"] = len(value) - _MAX_ITEMS
             break
-        skey = key if isinstance(key, str) else str(key)
+        skey = " ".join((key if isinstance(key, str) else _safe_str(key)).split())
         if volatile is not None and volatile.is_volatile(skey, item):
             continue
         out[skey] = normalize_value(item, volatile=volatile, max_value_chars=max_chars,
@@ -193,7 +193,7 @@ def _canonical(normalized: Any) -> str:
 
 
 _WS_BY_QUOTE_RE: Final = re.compile(r'(?<=")\s+|\s+(?=")')
-_WS_RUN_RE: Final = re.compile(r"\s{2,}")
+_WS_RUN_RE: Final = re.compile(r"[^\S ]|\s{2,}")
 _DATETIME_IN_JSON_RE: Final = re.compile(
     r'"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?\s*(?:Z|[+-]\d{2}:?\d{2})?"',
     re.ASCII | re.IGNORECASE)
@@ -221,7 +221,7 @@ def _fast_json(text: str, volatile: VolatileMatcher | None, max_chars: int) -> A
     else:
         hook = dict  # type: ignore[assignment]  # same call shape
     try:
-        parsed = json.loads(folded, object_pairs_hook=hook)
+        parsed = json.loads(folded, object_pairs_hook=hook, parse_constant=_constant)
     except (ValueError, RecursionError):
         return _NOT_JSON
     if len(folded) > max_chars and _has_long_string(parsed, max_chars, 0):
@@ -230,6 +230,10 @@ def _fast_json(text: str, volatile: VolatileMatcher | None, max_chars: int) -> A
 
 
 _NOT_JSON: Final = object()
+
+
+def _constant(name: str) -> str:
+    return repr(float(name))  # NaN/Infinity sign like non-finite floats in normalize_value
 
 
 def _has_long_string(value: Any, max_chars: int, depth: int) -> bool:

@@ -49,12 +49,16 @@ class BudgetDetector(DetectorBase):
             ("tool", per_tool, cfg.threshold(step.tool, "max_calls_per_tool_warn"),
              cfg.threshold(step.tool, "max_calls_per_tool_stop")),
         )
+        warned: Evidence | None = None
         for scope, count, warn, stop in checks:
             if stop is not None and count >= stop:
                 return self._hit(step, scope, count, stop, Action.STOP)
-            if warn is not None and count == warn:
-                return self._hit(step, scope, count, warn, Action.WARN)
-        return self._seconds(step, seconds, state)
+            if warn is not None and count == warn and warned is None:
+                warned = self._hit(step, scope, count, warn, Action.WARN)
+        by_time = self._seconds(step, seconds, state)
+        if by_time is not None and (warned is None or by_time.action > warned.action):
+            return by_time
+        return warned
 
     def _seconds(self, step: Step, seconds: float, state: _BudgetState) -> Evidence | None:
         cfg = self.config

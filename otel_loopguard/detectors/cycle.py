@@ -17,6 +17,9 @@ from otel_loopguard.types import Action, Evidence, Handoff
 
 __all__ = ["CycleDetector", "HandoffDetector", "PeriodMatcher"]
 
+_MAX_BATCH = 32
+"""Calls of one model turn merged into one cycle step; a larger turn starts a new step."""
+
 
 class PeriodMatcher:
     """Incremental detector of the smallest period of the latest steps.
@@ -101,7 +104,7 @@ class CycleDetector(DetectorBase):
     def observe(self, state: _CycleState, step: Step) -> Evidence | None:
         """Add the call (to its batch's step) and report a completed repetition."""
         member = (step.pair, step.index, step.span_id, step.tool)
-        if step.new_batch or not state.batch:
+        if step.new_batch or not state.batch or len(state.batch) >= _MAX_BATCH:
             state.batch = [member]
             state.matcher.push(step.pair, tuple(state.batch))
         else:

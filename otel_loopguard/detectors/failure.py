@@ -13,13 +13,15 @@ __all__ = ["FailureDetector", "MutatingFailureDetector", "classify_error"]
 
 _CODE_RE: Final = re.compile(r"(?<![\d.])([45]\d\d)(?![\d.])")
 _PERMANENT_RE: Final = re.compile(
-    r"unauthori[sz]ed|unauthenticated|authenticat|\bauth\b|forbidden|permission denied|"
-    r"access denied|eacces|eperm|enoent|invalid|schema|validation error|unprocessable|"
-    r"not found|no such file|unknown tool|does not exist|bad request|not allowed",
+    r"unauthori[sz]ed|unauthenticated|authenticat|\bauth\b|forbidden|permission[ _]?denied|"
+    r"permission[ _]?error|access[ _]?denied|eacces|eperm|enoent|invalid|schema|"
+    r"validation[ _]?error|unprocessable|not[ _]?found|no[ _]?such[ _]?file|unknown[ _]?tool|"
+    r"does not exist|bad[ _]?request|not allowed|key[ _]?error|type[ _]?error|value[ _]?error",
     re.IGNORECASE)
 _RETRYABLE_RE: Final = re.compile(
-    r"rate.?limit|too many requests|time.?out|timed out|temporar|unavailable|try again|"
-    r"overloaded|connection (?:reset|refused|error)|econnreset|etimedout|busy",
+    r"rate.?limit|too[ _]?many[ _]?requests|time.?out|timed out|temporar|unavailable|"
+    r"try again|overloaded|connection[ _]?(?:reset|refused|error|aborted)|econnreset|"
+    r"etimedout|busy",
     re.IGNORECASE)
 
 

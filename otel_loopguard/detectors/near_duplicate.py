@@ -19,7 +19,7 @@ __all__ = ["Embedder", "NearDuplicateDetector", "argument_features"]
 Embedder = Callable[[str], Sequence[float]]
 """Maps a text to a vector; cosine similarity >= ``embedding_threshold`` counts as a paraphrase."""
 
-_WORD_RE: Final = re.compile(r"\w+", re.UNICODE)
+_PUNCT_RE: Final = re.compile(r"[^\w]|_", re.UNICODE)
 _MAX_TOKENS: Final = 64
 _MAX_KEYS: Final = 16
 
@@ -35,11 +35,12 @@ def argument_features(arguments: Any) -> dict[str, Feature]:
         if count >= _MAX_KEYS:
             break
         if isinstance(value, str):
-            tokens = _WORD_RE.findall(value.lower())[:_MAX_TOKENS]
-            if len(tokens) > 1:
-                features[str(key)] = ("text", frozenset(tokens), value[:512])
-            else:
-                features[str(key)] = ("word", "".join(tokens), value[:512])
+            words = [w for w in (_PUNCT_RE.sub("", w) for w in value.lower().split()[:_MAX_TOKENS])
+                     if w]
+            if len(words) > 1:
+                features[str(key)] = ("text", frozenset(words), value[:512])
+            else:  # one word (id, path, date, number): equal up to case and punctuation
+                features[str(key)] = ("word", "".join(words), value[:512])
         else:
             features[str(key)] = ("exact", digest(repr(value)[:4096]), "")
     return features

@@ -10,6 +10,8 @@ from otel_loopguard.types import Evidence
 
 __all__ = ["BatchDetector", "RepeatDetector", "RereadDetector", "StagnationDetector"]
 
+_MAX_BATCH = 64
+"""Parallel calls of one turn the batch detector compares; larger turns are skipped."""
 _MAX_TRACKED = 1024
 """Distinct keys a run-wide counter keeps (oldest dropped first)."""
 
@@ -84,7 +86,7 @@ class RepeatDetector(DetectorBase):
 
     def observe(self, state: CountingWindow, step: Step) -> Evidence | None:
         """Count this call when its result is absent."""
-        if step.has_result or step.kind in ("exempt", "poll"):
+        if step.has_result or step.error is not None or step.kind in ("exempt", "poll"):
             state.skip(step.index)
             return None
         occ = state.push(step.call_sig, step.index, step.span_id)
@@ -143,6 +145,9 @@ class BatchDetector(DetectorBase):
         """Add the call to its batch and compare the batch with the turns before it."""
         if step.new_batch:
             self._close(state)
+        if len(state.current) >= _MAX_BATCH:
+            state.current_fired = True  # a turn this large is not compared (bounded state)
+            return None
         state.current.add(step.pair)
         if (state.current_fired or len(state.current) < 2 or step.kind in ("exempt", "poll")
                 or frozenset(state.current) != state.previous):

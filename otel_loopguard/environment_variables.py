@@ -1,0 +1,420 @@
+"""The ``LOOPGUARD_*`` environment variables, one ``Final`` constant each.
+
+Every setting of :class:`~otel_loopguard.LoopGuardConfig` (``NAME``) can be set with
+``LOOPGUARD_<NAME>``, plus ``LOOPGUARD_CONFIG_FILE`` and ``LOOPGUARD_TOOL_KINDS``. Variables are
+read only when :meth:`LoopGuardConfig.from_env` or :meth:`LoopGuardConfig.load` is called, never
+at import. An environment variable wins over the TOML file and loses to an explicit argument.
+
+Value formats: integers and floats as written (``3``, ``0.5``); ``off`` or ``none`` turns an
+optional limit off; booleans are ``true``/``false`` (also ``1``/``0``, ``yes``/``no``,
+``on``/``off``); lists are comma-separated (``read_file,read_many_files``). An empty variable
+counts as unset. A malformed value raises ``ConfigError`` at start-up; it is never silently
+defaulted. ``docs/configuration.md`` has the same list as a table, checked by
+``tests/test_environment_variables.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "LOOPGUARD_BATCH_WARN",
+    "LOOPGUARD_CONFIG_FILE",
+    "LOOPGUARD_CONVERSATION_KEYS",
+    "LOOPGUARD_CYCLE_MAX_LENGTH",
+    "LOOPGUARD_CYCLE_STOP",
+    "LOOPGUARD_CYCLE_WARN",
+    "LOOPGUARD_DETECTORS",
+    "LOOPGUARD_ENFORCEMENT",
+    "LOOPGUARD_FAILURE_PERMANENT_SAME_ARGS_STOP",
+    "LOOPGUARD_FAILURE_PERMANENT_STOP",
+    "LOOPGUARD_FAILURE_PERMANENT_WARN",
+    "LOOPGUARD_FAILURE_RETRYABLE_STOP",
+    "LOOPGUARD_FAILURE_RETRYABLE_WARN",
+    "LOOPGUARD_HANDOFF_MAX_CYCLE",
+    "LOOPGUARD_HANDOFF_STOP",
+    "LOOPGUARD_HANDOFF_WINDOW",
+    "LOOPGUARD_HINT_ON_WARN",
+    "LOOPGUARD_MAX_CALLS_PER_TOOL_STOP",
+    "LOOPGUARD_MAX_CALLS_PER_TOOL_WARN",
+    "LOOPGUARD_MAX_PROMPT_TEMPLATES",
+    "LOOPGUARD_MAX_RUNS",
+    "LOOPGUARD_MAX_RUN_SECONDS_STOP",
+    "LOOPGUARD_MAX_RUN_SECONDS_WARN",
+    "LOOPGUARD_MAX_TOOLS",
+    "LOOPGUARD_MAX_TOOL_CALLS_STOP",
+    "LOOPGUARD_MAX_TOOL_CALLS_WARN",
+    "LOOPGUARD_MAX_VALUE_CHARS",
+    "LOOPGUARD_METRICS_ADDR",
+    "LOOPGUARD_METRICS_PORT",
+    "LOOPGUARD_MODE",
+    "LOOPGUARD_MUTATING_FAILURE_STOP",
+    "LOOPGUARD_MUTATING_FAILURE_WARN",
+    "LOOPGUARD_MUTATING_TOOLS",
+    "LOOPGUARD_NEAR_DUPLICATE_JACCARD",
+    "LOOPGUARD_NEAR_DUPLICATE_MIN",
+    "LOOPGUARD_NEAR_DUPLICATE_WINDOW",
+    "LOOPGUARD_POLL_STOP",
+    "LOOPGUARD_POLL_TOOL_PATTERNS",
+    "LOOPGUARD_POLL_WARN",
+    "LOOPGUARD_PROMPT_NAME_KEYS",
+    "LOOPGUARD_PROMPT_VERSION_KEYS",
+    "LOOPGUARD_READ_TOOLS",
+    "LOOPGUARD_REPEAT_REPLAN",
+    "LOOPGUARD_REPEAT_WARN",
+    "LOOPGUARD_REREAD_WARN",
+    "LOOPGUARD_RUN_KEY",
+    "LOOPGUARD_RUN_TTL_SECONDS",
+    "LOOPGUARD_STAGNATION_REPLAN",
+    "LOOPGUARD_STAGNATION_STOP",
+    "LOOPGUARD_STAGNATION_WARN",
+    "LOOPGUARD_TOOL_KINDS",
+    "LOOPGUARD_VOLATILE_KEYS",
+    "LOOPGUARD_WINDOW_SIZE",
+]
+
+LOOPGUARD_CONFIG_FILE: Final = "LOOPGUARD_CONFIG_FILE"
+"""Path of a TOML config file, read by ``LoopGuardConfig.load`` when no ``config_file`` is given.
+
+The file holds a ``[loopguard]`` table (or the settings at top level) and optional
+``[loopguard.tools.<name>]`` tables. Default: unset (no file). Allowed: a path to a readable TOML
+file; a missing file or invalid TOML raises ``ConfigError``.
+"""
+
+LOOPGUARD_TOOL_KINDS: Final = "LOOPGUARD_TOOL_KINDS"
+"""Per-tool kinds, as ``tool=kind`` pairs separated by commas: ``poll_job=poll,deploy=mutating``.
+
+Setting ``tools`` (the ``kind`` of each listed tool; per-tool thresholds need the TOML file or
+code). Default: unset (kinds are inferred from tool names and results). Allowed kinds: ``read``,
+``mutating``, ``poll``, ``exempt``, ``default``. A pair without ``=`` or with another kind raises
+``ConfigError``.
+"""
+
+LOOPGUARD_MODE: Final = "LOOPGUARD_MODE"
+"""Observe mode only reports; enforce mode lets guards block looping calls, and stop is sticky.
+
+Setting ``mode``. Default: ``observe``. Allowed: one of ``observe``, ``enforce``.
+"""
+
+LOOPGUARD_RUN_KEY: Final = "LOOPGUARD_RUN_KEY"
+"""How tool calls are grouped into runs: trace id, conversation/session id, or nearest agent span.
+
+Setting ``run_key``. Default: ``trace``. Allowed: one of ``trace``, ``conversation``, ``agent``.
+"""
+
+LOOPGUARD_ENFORCEMENT: Final = "LOOPGUARD_ENFORCEMENT"
+"""What an enforce-mode guard does on stop.
+
+Setting ``enforcement``. Default: ``abort``. Allowed: one of ``abort``, ``hint``,
+``hint_then_abort``.
+"""
+
+LOOPGUARD_HINT_ON_WARN: Final = "LOOPGUARD_HINT_ON_WARN"
+"""Enforce mode: also hand the model a hint on warn (the tool still runs).
+
+Setting ``hint_on_warn``. Default: ``false``. Allowed: ``true`` or ``false`` (also ``1``/``0``,
+``yes``/``no``, ``on``/``off``).
+"""
+
+LOOPGUARD_DETECTORS: Final = "LOOPGUARD_DETECTORS"
+"""Detectors that run (all by default).
+
+Setting ``detectors``. Default: ``stagnation``, ``repeat``, ``cycle``, ``failure``,
+``mutating_failure``, ``reread``, ``batch``, ``handoff``, ``near_duplicate``, ``budget``.
+Allowed: a comma-separated list of detector names: ``stagnation``, ``repeat``, ``cycle``,
+``failure``, ``mutating_failure``, ``reread``, ``batch``, ``handoff``, ``near_duplicate``,
+``budget``.
+"""
+
+LOOPGUARD_WINDOW_SIZE: Final = "LOOPGUARD_WINDOW_SIZE"
+"""Recent tool calls that stagnation and repeat look at.
+
+Setting ``window_size``. Default: ``12``. Allowed: an integer >= 2 and <= 1000.
+"""
+
+LOOPGUARD_STAGNATION_WARN: Final = "LOOPGUARD_STAGNATION_WARN"
+"""Same call, same result: warn at this count.
+
+Setting ``stagnation_warn``. Default: ``3``. Allowed: an integer >= 2.
+"""
+
+LOOPGUARD_STAGNATION_REPLAN: Final = "LOOPGUARD_STAGNATION_REPLAN"
+"""Same call, same result: replan at this count.
+
+Setting ``stagnation_replan``. Default: ``4``. Allowed: an integer >= 2.
+"""
+
+LOOPGUARD_STAGNATION_STOP: Final = "LOOPGUARD_STAGNATION_STOP"
+"""Same call, same result: stop at this count.
+
+Setting ``stagnation_stop``. Default: ``5``. Allowed: an integer >= 2.
+"""
+
+LOOPGUARD_REPEAT_WARN: Final = "LOOPGUARD_REPEAT_WARN"
+"""Same call, results not captured: warn at this count.
+
+Setting ``repeat_warn``. Default: ``3``. Allowed: an integer >= 2.
+"""
+
+LOOPGUARD_REPEAT_REPLAN: Final = "LOOPGUARD_REPEAT_REPLAN"
+"""Same call, results not captured: replan at this count.
+
+Setting ``repeat_replan``. Default: ``5``. Allowed: an integer >= 2.
+"""
+
+LOOPGUARD_CYCLE_MAX_LENGTH: Final = "LOOPGUARD_CYCLE_MAX_LENGTH"
+"""Longest cycle (in steps) the cycle detector looks for.
+
+Setting ``cycle_max_length``. Default: ``8``. Allowed: an integer >= 2 and <= 1000.
+"""
+
+LOOPGUARD_CYCLE_WARN: Final = "LOOPGUARD_CYCLE_WARN"
+"""Cycle repetitions for warn.
+
+Setting ``cycle_warn``. Default: ``2``. Allowed: an integer >= 2.
+"""
+
+LOOPGUARD_CYCLE_STOP: Final = "LOOPGUARD_CYCLE_STOP"
+"""Cycle repetitions for stop.
+
+Setting ``cycle_stop``. Default: ``3``. Allowed: an integer >= 2.
+"""
+
+LOOPGUARD_FAILURE_PERMANENT_SAME_ARGS_STOP: Final = "LOOPGUARD_FAILURE_PERMANENT_SAME_ARGS_STOP"
+"""Permanent failure with identical arguments: stop at this count.
+
+Setting ``failure_permanent_same_args_stop``. Default: ``2``. Allowed: an integer >= 2.
+"""
+
+LOOPGUARD_FAILURE_PERMANENT_WARN: Final = "LOOPGUARD_FAILURE_PERMANENT_WARN"
+"""Same permanent error, other arguments: warn.
+
+Setting ``failure_permanent_warn``. Default: ``2``. Allowed: an integer >= 2.
+"""
+
+LOOPGUARD_FAILURE_PERMANENT_STOP: Final = "LOOPGUARD_FAILURE_PERMANENT_STOP"
+"""Same permanent error, other arguments: stop.
+
+Setting ``failure_permanent_stop``. Default: ``3``. Allowed: an integer >= 2.
+"""
+
+LOOPGUARD_FAILURE_RETRYABLE_WARN: Final = "LOOPGUARD_FAILURE_RETRYABLE_WARN"
+"""Same retryable error: warn at this count.
+
+Setting ``failure_retryable_warn``. Default: ``3``. Allowed: an integer >= 2.
+"""
+
+LOOPGUARD_FAILURE_RETRYABLE_STOP: Final = "LOOPGUARD_FAILURE_RETRYABLE_STOP"
+"""Same retryable error: stop at this count.
+
+Setting ``failure_retryable_stop``. Default: ``5``. Allowed: an integer >= 2.
+"""
+
+LOOPGUARD_MUTATING_FAILURE_WARN: Final = "LOOPGUARD_MUTATING_FAILURE_WARN"
+"""Mutating tool failing identically: warn.
+
+Setting ``mutating_failure_warn``. Default: ``2``. Allowed: an integer >= 2.
+"""
+
+LOOPGUARD_MUTATING_FAILURE_STOP: Final = "LOOPGUARD_MUTATING_FAILURE_STOP"
+"""Mutating tool failing identically: stop.
+
+Setting ``mutating_failure_stop``. Default: ``3``. Allowed: an integer >= 2.
+"""
+
+LOOPGUARD_REREAD_WARN: Final = "LOOPGUARD_REREAD_WARN"
+"""Same read with unchanged content anywhere in the run: warn.
+
+Setting ``reread_warn``. Default: ``3``. Allowed: an integer >= 2.
+"""
+
+LOOPGUARD_BATCH_WARN: Final = "LOOPGUARD_BATCH_WARN"
+"""Same parallel batch with unchanged results in consecutive turns.
+
+Setting ``batch_warn``. Default: ``3``. Allowed: an integer >= 2.
+"""
+
+LOOPGUARD_HANDOFF_WINDOW: Final = "LOOPGUARD_HANDOFF_WINDOW"
+"""Recent handoffs the handoff detector looks at.
+
+Setting ``handoff_window``. Default: ``16``. Allowed: an integer >= 4 and <= 1000.
+"""
+
+LOOPGUARD_HANDOFF_MAX_CYCLE: Final = "LOOPGUARD_HANDOFF_MAX_CYCLE"
+"""Longest handoff cycle (agents).
+
+Setting ``handoff_max_cycle``. Default: ``5``. Allowed: an integer >= 2 and <= 64.
+"""
+
+LOOPGUARD_HANDOFF_STOP: Final = "LOOPGUARD_HANDOFF_STOP"
+"""Closed handoff cycles for stop.
+
+Setting ``handoff_stop``. Default: ``2``. Allowed: an integer >= 2.
+"""
+
+LOOPGUARD_NEAR_DUPLICATE_WINDOW: Final = "LOOPGUARD_NEAR_DUPLICATE_WINDOW"
+"""Recent calls the near-duplicate detector looks at.
+
+Setting ``near_duplicate_window``. Default: ``6``. Allowed: an integer >= 3 and <= 100.
+"""
+
+LOOPGUARD_NEAR_DUPLICATE_MIN: Final = "LOOPGUARD_NEAR_DUPLICATE_MIN"
+"""Near-duplicate calls for replan.
+
+Setting ``near_duplicate_min``. Default: ``3``. Allowed: an integer >= 2.
+"""
+
+LOOPGUARD_NEAR_DUPLICATE_JACCARD: Final = "LOOPGUARD_NEAR_DUPLICATE_JACCARD"
+"""Token overlap for multi-word text arguments to count as a paraphrase.
+
+Setting ``near_duplicate_jaccard``. Default: ``0.5``. Allowed: a number >= 0 and <= 1.
+"""
+
+LOOPGUARD_POLL_WARN: Final = "LOOPGUARD_POLL_WARN"
+"""Poll tools: unchanged results in a row for warn.
+
+Setting ``poll_warn``. Default: ``5``. Allowed: an integer >= 2.
+"""
+
+LOOPGUARD_POLL_STOP: Final = "LOOPGUARD_POLL_STOP"
+"""Poll tools: unchanged results in a row for stop.
+
+Setting ``poll_stop``. Default: ``10``. Allowed: an integer >= 2.
+"""
+
+LOOPGUARD_MAX_TOOL_CALLS_WARN: Final = "LOOPGUARD_MAX_TOOL_CALLS_WARN"
+"""Tool calls per run: warn.
+
+Setting ``max_tool_calls_warn``. Default: ``50``. Allowed: an integer >= 1; ``off`` or ``none``
+turns it off.
+"""
+
+LOOPGUARD_MAX_TOOL_CALLS_STOP: Final = "LOOPGUARD_MAX_TOOL_CALLS_STOP"
+"""Tool calls per run: stop (off by default).
+
+Setting ``max_tool_calls_stop``. Default: unset (off). Allowed: an integer >= 1; ``off`` or
+``none`` turns it off.
+"""
+
+LOOPGUARD_MAX_CALLS_PER_TOOL_WARN: Final = "LOOPGUARD_MAX_CALLS_PER_TOOL_WARN"
+"""Calls of one tool per run: warn.
+
+Setting ``max_calls_per_tool_warn``. Default: unset (off). Allowed: an integer >= 1; ``off`` or
+``none`` turns it off.
+"""
+
+LOOPGUARD_MAX_CALLS_PER_TOOL_STOP: Final = "LOOPGUARD_MAX_CALLS_PER_TOOL_STOP"
+"""Calls of one tool per run: stop.
+
+Setting ``max_calls_per_tool_stop``. Default: unset (off). Allowed: an integer >= 1; ``off`` or
+``none`` turns it off.
+"""
+
+LOOPGUARD_MAX_RUN_SECONDS_WARN: Final = "LOOPGUARD_MAX_RUN_SECONDS_WARN"
+"""Wall-clock seconds per run: warn.
+
+Setting ``max_run_seconds_warn``. Default: unset (off). Allowed: a number >= 0; ``off`` or
+``none`` turns it off.
+"""
+
+LOOPGUARD_MAX_RUN_SECONDS_STOP: Final = "LOOPGUARD_MAX_RUN_SECONDS_STOP"
+"""Wall-clock seconds per run: stop.
+
+Setting ``max_run_seconds_stop``. Default: unset (off). Allowed: a number >= 0; ``off`` or
+``none`` turns it off.
+"""
+
+LOOPGUARD_MUTATING_TOOLS: Final = "LOOPGUARD_MUTATING_TOOLS"
+"""Tools that change the world (MCP names ending in __<name> too).
+
+Setting ``mutating_tools``. Default: ``edit_file``, ``write_file``, ``delete_file``, ``bash``,
+``patch``, ``terminal``, ``apply_patch``. Allowed: a comma-separated list.
+"""
+
+LOOPGUARD_READ_TOOLS: Final = "LOOPGUARD_READ_TOOLS"
+"""Tools whose re-reads the reread detector watches.
+
+Setting ``read_tools``. Default: ``read_file``, ``read_many_files``. Allowed: a comma-separated
+list.
+"""
+
+LOOPGUARD_POLL_TOOL_PATTERNS: Final = "LOOPGUARD_POLL_TOOL_PATTERNS"
+"""Tool-name globs treated as poll tools.
+
+Setting ``poll_tool_patterns``. Default: ``*status*``, ``poll*``, ``wait*``, ``*progress*``,
+``check_job*``, ``get_job*``. Allowed: a comma-separated list.
+"""
+
+LOOPGUARD_VOLATILE_KEYS: Final = "LOOPGUARD_VOLATILE_KEYS"
+"""Result keys ignored when comparing results (globs).
+
+Setting ``volatile_keys``. Default: ``*_at``, ``*_time``, ``timestamp``, ``expires*``,
+``request_id``, ``*request_id``, ``trace_id``, ``span_id``, ``nonce``, ``etag``. Allowed: a
+comma-separated list.
+"""
+
+LOOPGUARD_MAX_VALUE_CHARS: Final = "LOOPGUARD_MAX_VALUE_CHARS"
+"""Strings longer than this are hashed in signatures.
+
+Setting ``max_value_chars``. Default: ``4096``. Allowed: an integer >= 64.
+"""
+
+LOOPGUARD_MAX_RUNS: Final = "LOOPGUARD_MAX_RUNS"
+"""Open runs kept in memory (least recently used evicted).
+
+Setting ``max_runs``. Default: ``10000``. Allowed: an integer >= 1.
+"""
+
+LOOPGUARD_RUN_TTL_SECONDS: Final = "LOOPGUARD_RUN_TTL_SECONDS"
+"""Idle seconds before a run is dropped.
+
+Setting ``run_ttl_seconds``. Default: ``3600.0``. Allowed: a number >= 1.
+"""
+
+LOOPGUARD_PROMPT_NAME_KEYS: Final = "LOOPGUARD_PROMPT_NAME_KEYS"
+"""Attributes that name the prompt template, in order.
+
+Setting ``prompt_name_keys``. Default: ``gen_ai.prompt.name``,
+``langfuse.observation.prompt.name``, ``traceloop.prompt.key``,
+``llm.prompt_template.template``. Allowed: a comma-separated list.
+"""
+
+LOOPGUARD_PROMPT_VERSION_KEYS: Final = "LOOPGUARD_PROMPT_VERSION_KEYS"
+"""Attributes that carry its version, in order.
+
+Setting ``prompt_version_keys``. Default: ``gen_ai.prompt.version``,
+``langfuse.observation.prompt.version``, ``traceloop.prompt.version``,
+``llm.prompt_template.version``. Allowed: a comma-separated list.
+"""
+
+LOOPGUARD_CONVERSATION_KEYS: Final = "LOOPGUARD_CONVERSATION_KEYS"
+"""Attributes that identify a conversation (run_key = conversation).
+
+Setting ``conversation_keys``. Default: ``gen_ai.conversation.id``, ``session.id``,
+``traceloop.association.properties.session_id``. Allowed: a comma-separated list.
+"""
+
+LOOPGUARD_MAX_PROMPT_TEMPLATES: Final = "LOOPGUARD_MAX_PROMPT_TEMPLATES"
+"""Distinct prompt_template label values before 'other'.
+
+Setting ``max_prompt_templates``. Default: ``200``. Allowed: an integer >= 1.
+"""
+
+LOOPGUARD_MAX_TOOLS: Final = "LOOPGUARD_MAX_TOOLS"
+"""Distinct tool label values before 'other'.
+
+Setting ``max_tools``. Default: ``200``. Allowed: an integer >= 1.
+"""
+
+LOOPGUARD_METRICS_ADDR: Final = "LOOPGUARD_METRICS_ADDR"
+"""Address of the /metrics server.
+
+Setting ``metrics_addr``. Default: ``127.0.0.1``. Allowed: any text.
+"""
+
+LOOPGUARD_METRICS_PORT: Final = "LOOPGUARD_METRICS_PORT"
+"""Port of the /metrics server (off unless set).
+
+Setting ``metrics_port``. Default: unset (off). Allowed: an integer >= 0 and <= 65535; ``off``
+or ``none`` turns it off.
+"""

@@ -1,0 +1,318 @@
+"""``otel-loopguard check``: exit codes, text and JSON output, input errors, run keys."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.protobuf.json_format import MessageToDict
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+from otel_loopguard.cli import main
+from otel_loopguard.testing import AgentScript, LoopGuardHarness
+
+ROOT = Path(__file__).resolve().parent.parent
+HEALTHY = str(ROOT / "examples" / "traces" / "healthy_agent.jsonl")
+LOOPING = str(ROOT / "examples" / "traces" / "looping_agent.jsonl")
+
+RUN_KEYS = {"run_id", "trace_ids", "prompt_template", "tool_calls", "action", "findings"}
+FINDING_KEYS = {"detector", "code", "action", "tool", "call_index", "span_id", "hint",
+                "evidence", "escalated"}
+ACTIONS = ["continue", "warn", "replan", "stop"]
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``check`` reads ``LOOPGUARD_*`` variables; the developer's own must not leak in."""
+    for name in list(os.environ):
+        if name.startswith("LOOPGUARD_"):
+            monkeypatch.delenv(name)
+
+
+def _hex_ids(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: (base64.b64decode(v).hex() if k in ("traceId", "spanId", "parentSpanId")
+                    else _hex_ids(v)) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_hex_ids(v) for v in node]
+    return node
+
+
+@pytest.fixture(name="write_trace")
+def _write_trace(tmp_path: Path) -> Iterator[Callable[..., str]]:
+    """Script runs with a real ``TracerProvider`` and write them as OTLP/JSON lines."""
+    harnesses: list[LoopGuardHarness] = []
+
+    def write(*runs: tuple[dict[str, Any], Callable[[AgentScript], None]],
+              name: str = "trace.jsonl") -> str:
+        harness = LoopGuardHarness()
+        harnesses.append(harness)
+        for options, body in runs:
+            with harness.run(**options) as agent:
+                body(agent)
+        doc = _hex_ids(MessageToDict(encode_spans(harness.exporter.get_finished_spans())))
+        path = tmp_path / name
+        path.write_text(json.dumps(doc, separators=(",", ":")) + "\n", encoding="utf-8")
+        return str(path)
+
+    yield write
+    for harness in harnesses:
+        harness.shutdown()
+
+
+def _same_search(times: int) -> Callable[[AgentScript], None]:
+    def body(agent: AgentScript) -> None:
+        for _ in range(times):
+            agent.turn()
+            agent.tool("search", {"q": "refunds"}, "no results")
+
+    return body
+
+
+def _json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, dict[str, Any]]:
+    code = main(["check", "--format", "json", *argv])
+    return code, json.loads(capsys.readouterr().out)
+
+
+class TestExitCodes:
+    def test_healthy_example_exits_0(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """The healthy example has no loop: exit 0 and an ``ok`` line."""
+        assert main(["check", HEALTHY]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith("ok    run 3ca5fe047262230b8092163bef8e409a: 6 tool calls")
+        assert out.endswith("1 run(s), 6 tool call(s); 0 flagged\n")
+
+    def test_looping_example_exits_1(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """The looping example reaches stop: exit 1 and the findings with their hints."""
+        assert main(["check", LOOPING]) == 1
+        out = capsys.readouterr().out
+        assert "STOP  run 6143f831f09ff9b0e86f1d11d41297b6 [support_triage@v3]: 7 tool calls" \
+            in out
+        assert "  - stop at call 7 (PERMANENT_FAILURE, failure): crm_lookup - calls 6, 7" in out
+        assert out.count("    hint: ") == 4
+
+    @pytest.mark.parametrize(("fail_on", "expected"), [
+        ("stop", 0), ("replan", 0), ("warn", 1)], ids=["stop", "replan", "warn"])
+    def test_fail_on(self, write_trace: Callable[..., str], fail_on: str, expected: int,
+                     capsys: pytest.CaptureFixture[str]) -> None:
+        """``--fail-on`` sets the lowest run action that makes the exit code 1."""
+        path = write_trace(({}, _same_search(3)))
+        assert main(["check", "--fail-on", fail_on, path]) == expected
+        assert "WARN  run" in capsys.readouterr().out
+
+    def test_fail_on_warn_healthy(self) -> None:
+        """Even ``--fail-on warn`` passes a healthy run."""
+        assert main(["check", "--fail-on", "warn", HEALTHY]) == 0
+
+    def test_no_command_is_a_usage_error(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """Without a command the help goes to stderr and the exit code is 2."""
+        assert main([]) == 2
+        assert "usage: otel-loopguard" in capsys.readouterr().err
+
+    def test_bad_flag_is_a_usage_error(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """An unknown choice exits 2 with argparse's one-line error."""
+        with pytest.raises(SystemExit) as info:
+            main(["check", "--format", "xml", HEALTHY])
+        assert info.value.code == 2
+        assert "invalid choice: 'xml'" in capsys.readouterr().err
+
+    def test_version(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """``--version`` prints the version and exits 0."""
+        assert main(["--version"]) == 0
+        assert capsys.readouterr().out.startswith("otel-loopguard ")
+
+
+class TestJsonOutput:
+    def test_shape(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """Every run and finding has exactly the documented keys and id formats."""
+        code, doc = _json(capsys, [HEALTHY, LOOPING])
+        assert code == 1
+        assert set(doc) == {"runs", "summary"}
+        for run in doc["runs"]:
+            assert set(run) == RUN_KEYS
+            assert run["action"] in ACTIONS
+            assert all(re.fullmatch(r"[0-9a-f]{32}", t) for t in run["trace_ids"])
+            for finding in run["findings"]:
+                assert set(finding) == FINDING_KEYS
+                assert re.fullmatch(r"[0-9a-f]{16}", finding["span_id"])
+                assert finding["action"] in ACTIONS[1:]
+                assert isinstance(finding["call_index"], int) and finding["call_index"] >= 1
+                assert finding["detector"] in finding["evidence"]
+                assert finding["hint"]
+
+    def test_every_run_appears(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """Clean runs are listed too, with their template and an empty findings list."""
+        _, doc = _json(capsys, [HEALTHY, LOOPING])
+        runs = {r["run_id"]: r for r in doc["runs"]}
+        assert runs["3ca5fe047262230b8092163bef8e409a"] == {
+            "run_id": "3ca5fe047262230b8092163bef8e409a",
+            "trace_ids": ["3ca5fe047262230b8092163bef8e409a"],
+            "prompt_template": "order_status@v1", "tool_calls": 6, "action": "continue",
+            "findings": []}
+        looping = runs["6143f831f09ff9b0e86f1d11d41297b6"]
+        assert looping["action"] == "stop"
+        assert [(f["call_index"], f["code"], f["action"]) for f in looping["findings"]] == [
+            (3, "STAGNANT_RESULT", "warn"), (4, "STAGNANT_RESULT", "replan"),
+            (5, "STAGNANT_RESULT", "stop"), (7, "PERMANENT_FAILURE", "stop")]
+
+    def test_summary_counts(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """The summary counts runs, tool calls and runs by highest action."""
+        _, doc = _json(capsys, [HEALTHY, LOOPING])
+        assert doc["summary"] == {"runs": 2, "tool_calls": 13, "actions": {
+            "continue": 1, "warn": 0, "replan": 0, "stop": 1}}
+
+    def test_evidence_holds_no_payloads(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """Arguments and results never appear in the output, only digests and counts."""
+        _, doc = _json(capsys, [LOOPING])
+        text = json.dumps([f["evidence"] for r in doc["runs"] for f in r["findings"]])
+        assert "refund policy" not in text and "unauthorized" not in text
+
+
+class TestInputErrors:
+    def test_missing_file(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """A missing file is one line on stderr and exit 2, never a traceback."""
+        missing = str(tmp_path / "nope.jsonl")
+        assert main(["check", missing]) == 2
+        captured = capsys.readouterr()
+        assert captured.err == f"otel-loopguard: {missing}: no such file\n"
+        assert "Traceback" not in captured.err
+
+    @pytest.fixture(name="one_bad_line")
+    def _one_bad_line(self, tmp_path: Path) -> str:
+        lines = [Path(HEALTHY).read_text().strip(), '{"resourceSpans": [ bad',
+                 Path(LOOPING).read_text().strip()]
+        path = tmp_path / "mixed.jsonl"
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        return str(path)
+
+    def test_bad_line_is_skipped(self, one_bad_line: str,
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+        """A bad line is reported as ``file:line: ...``, the good lines are still checked."""
+        assert main(["check", one_bad_line]) == 2
+        captured = capsys.readouterr()
+        assert "2 run(s), 13 tool call(s); 1 flagged" in captured.out
+        errors = captured.err.splitlines()
+        assert errors[0].startswith(f"otel-loopguard: {one_bad_line}:2: invalid JSON")
+        assert errors[1] == "otel-loopguard: 1 bad input record(s) skipped"
+        assert "Traceback" not in captured.err
+
+    def test_strict_stops_at_the_bad_line(self, one_bad_line: str,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+        """``--strict`` ends the check at the first bad line with exit 2 and one message."""
+        assert main(["check", "--strict", one_bad_line]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert len(captured.err.splitlines()) == 1
+        assert captured.err.startswith(f"otel-loopguard: {one_bad_line}:2: invalid JSON")
+
+    def test_strict_on_clean_input(self) -> None:
+        """``--strict`` changes nothing on clean input."""
+        assert main(["check", "--strict", LOOPING]) == 1
+
+    def test_bad_config(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """Invalid TOML in ``--config`` is a one-line config error and exit 2."""
+        config = tmp_path / "bad.toml"
+        config.write_text("[loopguard\n", encoding="utf-8")
+        assert main(["check", "--config", str(config), HEALTHY]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"otel-loopguard: config error: {config}: invalid TOML")
+        assert len(err.splitlines()) == 1
+
+    def test_bad_config_value(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """An out-of-range value in ``--config`` names the setting."""
+        config = tmp_path / "c.toml"
+        config.write_text("[loopguard]\nstagnation_warn = 1\n", encoding="utf-8")
+        assert main(["check", "--config", str(config), HEALTHY]) == 2
+        assert "stagnation_warn must be an integer >= 2, got 1" in capsys.readouterr().err
+
+
+class TestInputs:
+    def test_stdin(self, monkeypatch: pytest.MonkeyPatch,
+                   capsys: pytest.CaptureFixture[str]) -> None:
+        """``-`` reads the trace from standard input."""
+        class Stdin:
+            buffer = io.BytesIO(Path(LOOPING).read_bytes())
+
+        monkeypatch.setattr(sys, "stdin", Stdin())
+        code, doc = _json(capsys, ["-"])
+        assert code == 1
+        assert [r["run_id"] for r in doc["runs"]] == ["6143f831f09ff9b0e86f1d11d41297b6"]
+
+    def test_several_files(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """Several paths are checked together."""
+        _, doc = _json(capsys, [HEALTHY, LOOPING])
+        assert doc["summary"]["runs"] == 2
+
+    def test_config_file_applies(self, tmp_path: Path) -> None:
+        """``--config`` changes the verdict: exempt tools are never flagged."""
+        config = tmp_path / "c.toml"
+        config.write_text("[loopguard.tools.search_kb]\nkind = \"exempt\"\n"
+                          "[loopguard.tools.crm_lookup]\nkind = \"exempt\"\n", encoding="utf-8")
+        assert main(["check", "--config", str(config), LOOPING]) == 0
+
+    def test_config_file_from_environment(self, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+        """Without ``--config``, ``LOOPGUARD_CONFIG_FILE`` is used."""
+        config = tmp_path / "c.toml"
+        config.write_text("[loopguard]\ndetectors = [\"budget\"]\n", encoding="utf-8")
+        monkeypatch.setenv("LOOPGUARD_CONFIG_FILE", str(config))
+        assert main(["check", LOOPING]) == 0
+
+    def test_quiet_lists_flagged_runs_only(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """``--quiet`` drops the ``ok`` lines but keeps the flagged runs and the summary."""
+        main(["check", "-q", HEALTHY, LOOPING])
+        out = capsys.readouterr().out
+        assert "ok    run" not in out
+        assert "STOP  run" in out and "2 run(s)" in out
+
+
+class TestRunKey:
+    def test_conversation_merges_traces(self, write_trace: Callable[..., str],
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+        """Two traces of one conversation form one run under ``--run-key conversation``."""
+        path = write_trace(({"conversation": "conv-9"}, _same_search(2)),
+                           ({"conversation": "conv-9"}, _same_search(2)))
+        code, doc = _json(capsys, ["--run-key", "conversation", path])
+        assert code == 0
+        (run,) = doc["runs"]
+        assert run["run_id"] == "conv-9"
+        assert len(run["trace_ids"]) == 2 and len(set(run["trace_ids"])) == 2
+        assert run["tool_calls"] == 4
+        assert run["action"] == "replan"
+        assert [f["call_index"] for f in run["findings"]] == [3, 4]
+
+    def test_trace_key_keeps_traces_apart(self, write_trace: Callable[..., str],
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+        """By default each trace is its own run, so nothing accumulates across them."""
+        path = write_trace(({"conversation": "conv-9"}, _same_search(2)),
+                           ({"conversation": "conv-9"}, _same_search(2)))
+        code, doc = _json(capsys, [path])
+        assert code == 0
+        assert [r["action"] for r in doc["runs"]] == ["continue", "continue"]
+
+    def test_agent_key(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """``--run-key agent`` names each run after its trace and agent span."""
+        _, doc = _json(capsys, ["--run-key", "agent", LOOPING])
+        assert [r["run_id"] for r in doc["runs"]] == [
+            "6143f831f09ff9b0e86f1d11d41297b6/a4e7c6717154f990"]
+
+
+class TestModule:
+    def test_python_dash_m_help(self) -> None:
+        """``python -m otel_loopguard --help`` exits 0 and prints the usage."""
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            [str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        done = subprocess.run([sys.executable, "-m", "otel_loopguard", "--help"], cwd=ROOT,
+                              env=env, capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("usage: otel-loopguard")
+        assert "check" in done.stdout

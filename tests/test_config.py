@@ -1,0 +1,397 @@
+"""``LoopGuardConfig``: defaults, construction, file, environment, precedence and validation."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from otel_loopguard import ConfigError, LoopGuardConfig, ToolOverride
+from otel_loopguard._config_fields import FIELDS, TOOL_THRESHOLDS
+
+TOML = """
+[loopguard]
+mode = "enforce"
+stagnation_warn = 4
+detectors = ["stagnation", "repeat"]
+max_tool_calls_stop = 300
+
+[loopguard.tools.poll_job]
+kind = "poll"
+poll_warn = 8
+
+[loopguard.tools.heartbeat]
+kind = "exempt"
+"""
+
+
+@pytest.fixture(name="config_file")
+def _config_file(tmp_path: Path) -> Path:
+    path = tmp_path / "loopguard.toml"
+    path.write_text(TOML, encoding="utf-8")
+    return path
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "c.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+class TestDefaults:
+    def test_every_setting_has_its_default(self) -> None:
+        """A bare config holds the default of every setting in ``FIELDS``."""
+        config = LoopGuardConfig()
+        assert dict(config.values) == {name: rule.default for name, rule in FIELDS.items()}
+        assert config.tools == {}
+
+    @pytest.mark.parametrize(("name", "value"), [
+        ("mode", "observe"), ("run_key", "trace"), ("window_size", 12),
+        ("stagnation_warn", 3), ("stagnation_replan", 4), ("stagnation_stop", 5),
+        ("repeat_warn", 3), ("repeat_replan", 5), ("cycle_warn", 2), ("cycle_stop", 3),
+        ("failure_permanent_same_args_stop", 2), ("failure_permanent_warn", 2),
+        ("failure_permanent_stop", 3), ("failure_retryable_warn", 3),
+        ("failure_retryable_stop", 5), ("mutating_failure_warn", 2),
+        ("mutating_failure_stop", 3), ("reread_warn", 3), ("batch_warn", 3),
+        ("handoff_window", 16), ("handoff_max_cycle", 5), ("handoff_stop", 2),
+        ("near_duplicate_window", 6), ("near_duplicate_min", 3),
+        ("near_duplicate_jaccard", 0.5), ("poll_warn", 5), ("poll_stop", 10),
+        ("max_tool_calls_warn", 50), ("max_tool_calls_stop", None),
+    ], ids=str)
+    def test_spec_defaults(self, name: str, value: Any) -> None:
+        """The defaults are the detection spec's starting contract."""
+        assert getattr(LoopGuardConfig(), name) == value
+
+    def test_unknown_attribute(self) -> None:
+        """Reading a setting that does not exist raises ``AttributeError``."""
+        with pytest.raises(AttributeError):
+            _ = LoopGuardConfig().no_such_setting
+
+
+class TestCreateAndReplace:
+    def test_create_sets_values_and_tools(self) -> None:
+        """``create`` takes settings as keywords and tools as tables."""
+        config = LoopGuardConfig.create(mode="enforce", stagnation_warn=4,
+                                        tools={"poll_job": {"kind": "poll", "poll_warn": 7}})
+        assert config.mode == "enforce"
+        assert config.stagnation_warn == 4
+        assert config.tools["poll_job"] == ToolOverride(kind="poll",
+                                                        thresholds={"poll_warn": 7})
+
+    def test_create_accepts_tool_override_objects(self) -> None:
+        """A ``ToolOverride`` works wherever a tool table does."""
+        config = LoopGuardConfig.create(tools={"x": ToolOverride(kind="exempt")})
+        assert config.tool_kind("x") == "exempt"
+
+    def test_replace_returns_a_validated_copy(self) -> None:
+        """``replace`` changes some settings in a new config and leaves the original alone."""
+        base = LoopGuardConfig.create(tools={"x": {"kind": "read"}})
+        changed = base.replace(stagnation_stop=7)
+        assert changed.stagnation_stop == 7
+        assert base.stagnation_stop == 5
+        assert changed.tool_kind("x") == "read"
+        with pytest.raises(ConfigError, match="stagnation_stop"):
+            base.replace(stagnation_stop=1)
+
+    def test_replace_tools(self) -> None:
+        """``replace(tools=...)`` swaps the per-tool tables."""
+        config = LoopGuardConfig().replace(tools={"y": {"kind": "poll"}})
+        assert config.tool_kind("y") == "poll"
+
+    def test_ints_given_as_whole_floats(self) -> None:
+        """A whole float for an integer setting is accepted and stored as an int."""
+        value = LoopGuardConfig.create(stagnation_warn=4.0).stagnation_warn
+        assert value == 4 and isinstance(value, int)
+
+    def test_threshold_honours_tool_override(self) -> None:
+        """``threshold`` returns the tool's override, else the global value."""
+        config = LoopGuardConfig.create(tools={"a": {"stagnation_warn": 6}})
+        assert config.threshold("a", "stagnation_warn") == 6
+        assert config.threshold("b", "stagnation_warn") == 3
+
+    def test_tool_kind_unconfigured(self) -> None:
+        """An unconfigured tool, or one with thresholds only, has no configured kind."""
+        config = LoopGuardConfig.create(tools={"a": {"stagnation_warn": 6}})
+        assert config.tool_kind("a") is None
+        assert config.tool_kind("b") is None
+
+
+class TestFrozen:
+    def test_fields_cannot_be_assigned(self) -> None:
+        """Assigning ``values`` or ``tools`` raises ``FrozenInstanceError``."""
+        config = LoopGuardConfig()
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            config.values = {}  # type: ignore[misc]
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            config.tools = {}  # type: ignore[misc]
+
+    def test_settings_cannot_be_assigned(self) -> None:
+        """Assigning a setting raises and leaves the value unchanged."""
+        config = LoopGuardConfig()
+        # TypeError on Pythons affected by CPython gh-105936 (frozen + slots dataclasses).
+        with pytest.raises((AttributeError, TypeError)):
+            config.mode = "enforce"
+        assert config.mode == "observe"
+
+    def test_values_mapping_is_read_only(self) -> None:
+        """The mapping of settings cannot be changed in place."""
+        config = LoopGuardConfig()
+        with pytest.raises(TypeError):
+            config.values["stagnation_warn"] = 1  # type: ignore[index]
+        assert config.stagnation_warn == 3
+
+
+class TestFromFile:
+    def test_reads_loopguard_table_and_tools(self, config_file: Path) -> None:
+        """A ``[loopguard]`` table and ``[loopguard.tools.<name>]`` tables are read."""
+        config = LoopGuardConfig.from_file(config_file)
+        assert config.mode == "enforce"
+        assert config.stagnation_warn == 4
+        assert config.detectors == ("stagnation", "repeat")
+        assert config.max_tool_calls_stop == 300
+        assert config.tool_kind("poll_job") == "poll"
+        assert config.threshold("poll_job", "poll_warn") == 8
+        assert config.tool_kind("heartbeat") == "exempt"
+
+    def test_reads_top_level_settings(self, tmp_path: Path) -> None:
+        """Settings may sit at the top level of the file, without the table."""
+        config = LoopGuardConfig.from_file(_write(tmp_path, "cycle_stop = 4\n"))
+        assert config.cycle_stop == 4
+
+    def test_missing_file(self, tmp_path: Path) -> None:
+        """A missing file raises ``ConfigError`` naming it."""
+        missing = tmp_path / "nope.toml"
+        with pytest.raises(ConfigError, match=r"nope\.toml: config file not found"):
+            LoopGuardConfig.from_file(missing)
+
+    def test_invalid_toml(self, tmp_path: Path) -> None:
+        """Broken TOML raises ``ConfigError`` naming the file and the position."""
+        with pytest.raises(ConfigError, match=r"c\.toml: invalid TOML: .*line 1"):
+            LoopGuardConfig.from_file(_write(tmp_path, "[loopguard\n"))
+
+    def test_unknown_top_level_key(self, tmp_path: Path) -> None:
+        """An unknown setting in the file is named in the error."""
+        with pytest.raises(ConfigError, match=r"c\.toml: unknown setting 'windw'"):
+            LoopGuardConfig.from_file(_write(tmp_path, "[loopguard]\nwindw = 3\n"))
+
+    def test_unknown_tool_key(self, tmp_path: Path) -> None:
+        """An unknown per-tool setting is named with its tool, and the allowed ones listed."""
+        text = "[loopguard.tools.x]\nwindow_size = 3\n"
+        with pytest.raises(ConfigError, match=r"tools\.x: unknown setting 'window_size'; "
+                                              r"per-tool settings are kind and batch_warn"):
+            LoopGuardConfig.from_file(_write(tmp_path, text))
+
+    def test_tools_must_be_a_table(self, tmp_path: Path) -> None:
+        """``tools`` that is not a table is rejected."""
+        with pytest.raises(ConfigError, match="tools must be a table"):
+            LoopGuardConfig.from_file(_write(tmp_path, "[loopguard]\ntools = 3\n"))
+
+    def test_out_of_range_in_file(self, tmp_path: Path) -> None:
+        """A value out of range in the file names the setting and its range."""
+        with pytest.raises(ConfigError, match=r"poll_stop must be an integer >= 2, got 0"):
+            LoopGuardConfig.from_file(_write(tmp_path, "[loopguard]\npoll_stop = 0\n"))
+
+
+class TestFromEnv:
+    def test_reads_only_loopguard_variables(self) -> None:
+        """``from_env`` reads ``LOOPGUARD_*`` variables from the given mapping only."""
+        config = LoopGuardConfig.from_env({"LOOPGUARD_MODE": "enforce", "MODE": "x",
+                                           "OTEL_SERVICE_NAME": "svc"})
+        assert config.mode == "enforce"
+
+    def test_typed_values(self) -> None:
+        """Integers, floats, booleans and lists are parsed from their text."""
+        config = LoopGuardConfig.from_env({
+            "LOOPGUARD_STAGNATION_WARN": " 4 ", "LOOPGUARD_NEAR_DUPLICATE_JACCARD": "0.6",
+            "LOOPGUARD_HINT_ON_WARN": "yes", "LOOPGUARD_READ_TOOLS": "cat, head ,",
+        })
+        assert config.stagnation_warn == 4
+        assert config.near_duplicate_jaccard == 0.6
+        assert config.hint_on_warn is True
+        assert config.read_tools == ("cat", "head")
+
+    def test_does_not_read_the_file(self, config_file: Path) -> None:
+        """``from_env`` ignores ``LOOPGUARD_CONFIG_FILE``; ``load`` reads it."""
+        config = LoopGuardConfig.from_env({"LOOPGUARD_CONFIG_FILE": str(config_file)})
+        assert config.mode == "observe"
+
+    @pytest.mark.parametrize(("env", "message"), [
+        ({"LOOPGUARD_STAGNATION_WARN": "three"},
+         "LOOPGUARD_STAGNATION_WARN must be an integer >= 2, got 'three'"),
+        ({"LOOPGUARD_NEAR_DUPLICATE_JACCARD": "half"},
+         "LOOPGUARD_NEAR_DUPLICATE_JACCARD must be a number >= 0 and <= 1"),
+        ({"LOOPGUARD_HINT_ON_WARN": "maybe"}, "LOOPGUARD_HINT_ON_WARN must be a bool"),
+        ({"LOOPGUARD_TOOL_KINDS": "poll_job:poll"},
+         "LOOPGUARD_TOOL_KINDS entries must look like tool=kind"),
+        ({"LOOPGUARD_TOOL_KINDS": "poll_job=polling"}, "got 'poll_job=polling'"),
+        ({"LOOPGUARD_STAGNATION_WARN": "1"}, "LOOPGUARD_STAGNATION_WARN must be an integer >= 2, got 1"),
+        ({"LOOPGUARD_MODE": "enforced"}, "one of ('observe', 'enforce'), got 'enforced'"),
+    ], ids=["int-text", "float-text", "bool-text", "tool-kinds-sep", "tool-kinds-kind",
+            "int-range", "choice"])
+    def test_bad_values(self, env: dict[str, str], message: str) -> None:
+        """A malformed variable raises ``ConfigError`` saying what is accepted."""
+        with pytest.raises(ConfigError) as info:
+            LoopGuardConfig.from_env(env)
+        assert message in str(info.value)
+
+    @pytest.mark.parametrize(("env", "var"), [
+        ({"LOOPGUARD_MODE": "enforced"}, "LOOPGUARD_MODE"),
+        ({"LOOPGUARD_METRICS_PORT": "70000"}, "LOOPGUARD_METRICS_PORT"),
+    ], ids=["choice", "range"])
+    def test_bad_values_name_the_variable(self, env: dict[str, str], var: str) -> None:
+        """Every invalid variable value is reported under the variable's own name."""
+        with pytest.raises(ConfigError, match=f"^{var} must be"):
+            LoopGuardConfig.from_env(env)
+
+
+class TestLoadPrecedence:
+    @pytest.fixture(name="sources")
+    def _sources(self, tmp_path: Path) -> dict[str, Any]:
+        path = _write(tmp_path, "[loopguard]\nstagnation_stop = 6\n")
+        return {"file": path, "env": {"LOOPGUARD_STAGNATION_STOP": "7"}, "arg": 8}
+
+    def test_default_alone(self) -> None:
+        """With no source, the default applies."""
+        assert LoopGuardConfig.load(environ={}).stagnation_stop == 5
+
+    def test_file_beats_default(self, sources: dict[str, Any]) -> None:
+        """A file value wins over the default."""
+        assert LoopGuardConfig.load(sources["file"], environ={}).stagnation_stop == 6
+
+    def test_env_beats_default(self, sources: dict[str, Any]) -> None:
+        """An environment value wins over the default."""
+        assert LoopGuardConfig.load(environ=sources["env"]).stagnation_stop == 7
+
+    def test_env_beats_file(self, sources: dict[str, Any]) -> None:
+        """An environment value wins over the file."""
+        config = LoopGuardConfig.load(sources["file"], environ=sources["env"])
+        assert config.stagnation_stop == 7
+
+    def test_argument_beats_file(self, sources: dict[str, Any]) -> None:
+        """An explicit argument wins over the file."""
+        config = LoopGuardConfig.load(sources["file"], environ={},
+                                      stagnation_stop=sources["arg"])
+        assert config.stagnation_stop == 8
+
+    def test_argument_beats_env(self, sources: dict[str, Any]) -> None:
+        """An explicit argument wins over the environment."""
+        config = LoopGuardConfig.load(environ=sources["env"], stagnation_stop=sources["arg"])
+        assert config.stagnation_stop == 8
+
+    def test_argument_beats_env_and_file(self, sources: dict[str, Any]) -> None:
+        """With all three sources set, the argument wins."""
+        config = LoopGuardConfig.load(sources["file"], environ=sources["env"],
+                                      stagnation_stop=sources["arg"])
+        assert config.stagnation_stop == 8
+
+    def test_sources_merge_per_setting(self, sources: dict[str, Any]) -> None:
+        """Each setting comes from the highest source that sets it; the others keep theirs."""
+        env = {**sources["env"], "LOOPGUARD_MODE": "enforce"}
+        config = LoopGuardConfig.load(sources["file"], environ=env, cycle_stop=4)
+        assert (config.stagnation_stop, config.mode, config.cycle_stop) == (7, "enforce", 4)
+
+    def test_config_file_variable(self, sources: dict[str, Any]) -> None:
+        """Without ``config_file``, ``LOOPGUARD_CONFIG_FILE`` names the file."""
+        config = LoopGuardConfig.load(environ={"LOOPGUARD_CONFIG_FILE": str(sources["file"])})
+        assert config.stagnation_stop == 6
+
+    def test_config_file_argument_beats_variable(self, sources: dict[str, Any],
+                                                 tmp_path: Path) -> None:
+        """An explicit ``config_file`` wins over ``LOOPGUARD_CONFIG_FILE``."""
+        env = {"LOOPGUARD_CONFIG_FILE": str(tmp_path / "missing.toml")}
+        assert LoopGuardConfig.load(sources["file"], environ=env).stagnation_stop == 6
+
+    def test_ladders_checked_on_the_merged_result(self, tmp_path: Path) -> None:
+        """A file and an environment that are each valid but disagree fail together."""
+        path = _write(tmp_path, "[loopguard]\nstagnation_warn = 4\n")
+        with pytest.raises(ConfigError, match="stagnation_replan must be >= stagnation_warn"):
+            LoopGuardConfig.load(path, environ={"LOOPGUARD_STAGNATION_REPLAN": "3"})
+
+    def test_tool_kinds_from_env_merge_with_file_tools(self, config_file: Path) -> None:
+        """``LOOPGUARD_TOOL_KINDS`` adds tools to those of the file."""
+        config = LoopGuardConfig.load(config_file, environ={"LOOPGUARD_TOOL_KINDS": "x=read"})
+        assert config.tool_kind("x") == "read"
+        assert config.tool_kind("heartbeat") == "exempt"
+
+    def test_tool_kind_from_env_keeps_file_thresholds(self, config_file: Path) -> None:
+        """Setting a tool's kind through the environment keeps the file's thresholds for it."""
+        config = LoopGuardConfig.load(config_file,
+                                      environ={"LOOPGUARD_TOOL_KINDS": "poll_job=poll"})
+        assert config.threshold("poll_job", "poll_warn") == 8
+
+
+class TestValidation:
+    @pytest.mark.parametrize(("values", "message"), [
+        ({"mode": "enforced"}, "mode must be one of ('observe', 'enforce'), got 'enforced'"),
+        ({"stagnation_warn": 1}, "stagnation_warn must be an integer >= 2, got 1"),
+        ({"window_size": 5000}, "window_size must be an integer >= 2 and <= 1000, got 5000"),
+        ({"near_duplicate_jaccard": 1.5},
+         "near_duplicate_jaccard must be a number >= 0 and <= 1, got 1.5"),
+        ({"run_ttl_seconds": 0.5}, "run_ttl_seconds must be a number >= 1, got 0.5"),
+        ({"stagnation_warn": 3.5}, "stagnation_warn must be an integer >= 2, got 3.5"),
+        ({"stagnation_warn": True}, "stagnation_warn must be an integer >= 2, got True"),
+        ({"stagnation_warn": "3"}, "stagnation_warn must be an integer >= 2, got '3'"),
+        ({"hint_on_warn": "yes"}, "hint_on_warn must be a bool, got 'yes'"),
+        ({"read_tools": "read_file"}, "read_tools must be a list of strings"),
+        ({"read_tools": ["a", 1]}, "read_tools must be a list of strings"),
+        ({"metrics_port": 70000}, "metrics_port must be an integer >= 0 and <= 65535 "
+                                  "(or unset to turn it off), got 70000"),
+        ({"stagnaton_warn": 3}, "unknown setting 'stagnaton_warn'; known settings are listed "
+                                "in docs/configuration.md"),
+    ], ids=["choice", "below-min", "above-max", "float-above-max", "float-below-min",
+            "fractional-int", "bool-for-int", "str-for-int", "str-for-bool", "str-for-list",
+            "mixed-list", "port-range", "unknown"])
+    def test_bad_values_name_key_and_range(self, values: dict[str, Any], message: str) -> None:
+        """A bad value raises ``ConfigError`` naming the setting and its allowed range."""
+        with pytest.raises(ConfigError) as info:
+            LoopGuardConfig.create(**values)
+        assert str(info.value) == message or message in str(info.value)
+
+    @pytest.mark.parametrize(("low", "high"), [
+        ("stagnation_warn", "stagnation_replan"), ("stagnation_replan", "stagnation_stop"),
+        ("repeat_warn", "repeat_replan"), ("cycle_warn", "cycle_stop"),
+        ("poll_warn", "poll_stop"), ("failure_permanent_warn", "failure_permanent_stop"),
+        ("failure_retryable_warn", "failure_retryable_stop"),
+        ("mutating_failure_warn", "mutating_failure_stop"),
+    ], ids=str)
+    def test_ladder_order(self, low: str, high: str) -> None:
+        """A higher rung set below a lower one is rejected, naming both."""
+        lower = FIELDS[low].default
+        with pytest.raises(ConfigError, match=f"{high} must be >= {low} \\({lower + 1}\\)"):
+            LoopGuardConfig.create(**{low: lower + 1, high: lower})
+
+    def test_ladder_rungs_may_be_equal(self) -> None:
+        """Equal rungs are allowed (warn and stop on the same count: stop wins)."""
+        assert LoopGuardConfig.create(cycle_warn=3, cycle_stop=3).cycle_stop == 3
+
+    def test_optional_limits_accept_none(self) -> None:
+        """Optional budgets accept None (off)."""
+        assert LoopGuardConfig.create(max_tool_calls_warn=None).max_tool_calls_warn is None
+
+    @pytest.mark.parametrize(("tools", "message"), [
+        ({"x": {"kind": "polling"}}, "tools.x.kind must be one of ('read', 'mutating', "
+                                     "'poll', 'exempt', 'default'), got 'polling'"),
+        ({"x": {"window_size": 5}}, "tools.x: unknown setting 'window_size'"),
+        ({"x": {"stagnation_warn": 1}}, "tools.x.stagnation_warn must be an integer >= 2, got 1"),
+        ({"x": 3}, "tools.x must be a table, got int"),
+    ], ids=["kind", "run-wide-setting", "range", "not-a-table"])
+    def test_bad_tool_tables(self, tools: dict[str, Any], message: str) -> None:
+        """Per-tool errors name the tool and the key."""
+        with pytest.raises(ConfigError) as info:
+            LoopGuardConfig.create(tools=tools)
+        assert message in str(info.value)
+
+    @pytest.mark.parametrize("name", sorted(TOOL_THRESHOLDS))
+    def test_every_tool_threshold_accepted(self, name: str) -> None:
+        """Every name in ``TOOL_THRESHOLDS`` may be overridden per tool."""
+        rule = FIELDS[name]
+        value = rule.default if rule.default is not None else 7
+        config = LoopGuardConfig.create(tools={"x": {name: value}})
+        assert config.threshold("x", name) == value
+
+    def test_unknown_detector_name(self) -> None:
+        """An unknown detector name is rejected."""
+        with pytest.raises(ConfigError, match="detectors"):
+            LoopGuardConfig.create(detectors=["stagnation", "stagnaton"])

@@ -1,0 +1,136 @@
+"""``otel-loopguard demo``: the simulated fleet, its summary and its live /metrics."""
+
+from __future__ import annotations
+
+import re
+import socket
+import threading
+import time
+import urllib.request
+from typing import Any
+
+import pytest
+from _prometheus import free_port
+from prometheus_client.parser import text_string_to_metric_families
+
+from otel_loopguard._metric_names import LOOP_DETECTED, RUNS, RUNS_FLAGGED
+from otel_loopguard.cli import main
+
+BROKEN = "support_triage@v3"
+HEALTHY = "order_status@v1"
+TEMPLATES = ("order_status@v1", "refund_flow@v2", "research@v1", "support_triage@v3")
+_ROW = re.compile(r"^(\S+@v\d+)\s+(\d+)\s+(\d+)\s+([\d.]+)%\s+([\d.]+)%\s+(\d+)/(\d+)/(\d+)$", re.M)
+_URL = re.compile(r"serving metrics on http://127\.0\.0\.1:(\d+)/metrics")
+
+
+def _final_rows(out: str) -> dict[str, dict[str, float]]:
+    """Parse the rows of the final summary table, by prompt template."""
+    final = out.split("final summary:", 1)[1]
+    keys = ("runs", "tool_calls", "flagged", "replan", "warn_hints", "replan_hints", "stop_hints")
+    return {
+        m[1]: dict(zip(keys, map(float, m.groups()[1:]), strict=True)) for m in _ROW.finditer(final)
+    }
+
+
+def _samples(port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """Scrape /metrics and return every sample value by (name, labels)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def _total(samples: dict[Any, float], name: str, **labels: str) -> float:
+    """Sum the samples of ``name`` whose labels include ``labels``."""
+    want = set(labels.items())
+    return sum(v for (n, lbls), v in samples.items() if n == name and want <= lbls)
+
+
+class TestDemoCommand:
+    """main(["demo", ...]) end to end."""
+
+    def test_quiet_run_prints_final_summary(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """A quiet 1 s run exits 0; its summary lists every template, the broken one flagged."""
+        started = time.monotonic()
+        code = main(["demo", "--duration", "1", "--metrics-port", "0", "--quiet", "--seed", "7"])
+        assert code == 0
+        assert time.monotonic() - started < 5
+        out = capsys.readouterr().out
+        assert _URL.search(out)
+        assert out.count("otel-loopguard demo:") == 1  # quiet: no live tables
+        rows = _final_rows(out)
+        assert sorted(rows) == list(TEMPLATES)
+        assert rows[BROKEN]["runs"] > 0
+        assert rows[BROKEN]["replan"] > 30.0
+        assert rows[BROKEN]["replan_hints"] > 0
+        assert rows[HEALTHY]["runs"] > 0
+        assert rows[HEALTHY]["flagged"] == 0.0
+
+    def test_live_table_printed_every_second(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """Without --quiet, a table is printed each second before the final summary."""
+        assert main(["demo", "--duration", "2", "--metrics-port", "0", "--agents", "2"]) == 0
+        out = capsys.readouterr().out
+        assert out.count("otel-loopguard demo:") == 3  # at 1 s, at 2 s, and the final summary
+        assert out.index("final summary:") > out.index("otel-loopguard demo:")
+
+    def test_shuts_down_server_and_agents(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """After the command returns, its /metrics port is closed and no agent thread is left."""
+        assert main(["demo", "--duration", "0.3", "--metrics-port", "0", "--quiet"]) == 0
+        match = _URL.search(capsys.readouterr().out)
+        assert match is not None
+        with socket.socket() as sock, pytest.raises(ConnectionRefusedError):
+            sock.connect(("127.0.0.1", int(match[1])))
+        assert not [t for t in threading.enumerate() if t.name.startswith("loopguard-demo-agent")]
+
+    @pytest.mark.parametrize(
+        "argv",
+        [["--duration", "0"], ["--metrics-port", "70000"], ["--agents", "0"]],
+        ids=["zero-duration", "bad-port", "no-agents"],
+    )
+    def test_bad_arguments_exit_2(
+        self, argv: list[str], capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Invalid flag values are a usage error (exit 2) with a one-line message."""
+        with pytest.raises(SystemExit) as exc:
+            main(["demo", *argv])
+        assert exc.value.code == 2
+        assert "error:" in capsys.readouterr().err
+
+
+class TestDemoMetrics:
+    """The demo's /metrics while it runs."""
+
+    def test_scrape_while_running(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """Mid-run, the broken template has loop hints; the healthy one no run flagged at replan."""
+        port = free_port()
+        codes: list[int] = []
+        thread = threading.Thread(
+            target=lambda: codes.append(
+                main(["demo", "--duration", "3", "--metrics-port", str(port), "--quiet"])
+            )
+        )
+        thread.start()
+        try:
+            deadline = time.monotonic() + 10
+            samples: dict[Any, float] = {}
+            while time.monotonic() < deadline:
+                time.sleep(0.3)
+                try:
+                    samples = _samples(port)
+                except OSError:
+                    continue
+                if _total(samples, LOOP_DETECTED, prompt_template=BROKEN) and _total(
+                    samples, RUNS, prompt_template=HEALTHY
+                ):
+                    break
+        finally:
+            thread.join(15)
+        assert codes == [0]
+        assert _total(samples, LOOP_DETECTED, prompt_template=BROKEN) > 0
+        assert _total(samples, RUNS_FLAGGED, prompt_template=BROKEN, action="replan") > 0
+        assert _total(samples, RUNS, prompt_template=HEALTHY) > 0
+        assert _total(samples, RUNS_FLAGGED, prompt_template=HEALTHY, action="replan") == 0
+        capsys.readouterr()

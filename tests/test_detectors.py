@@ -1,0 +1,666 @@
+"""Each detector on its own: truth tables, per-tool overrides, selection, bounded state, cost.
+
+The spec's scenario catalogue lives in ``test_scenarios.py``; these tests pin the edges around it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from otel_loopguard import (
+    Action,
+    Decision,
+    Handoff,
+    LoopEngine,
+    LoopGuardConfig,
+    ToolCall,
+    make_default_detectors,
+)
+from otel_loopguard.detectors import NearDuplicateDetector, RepeatDetector
+from otel_loopguard.detectors.cycle import PeriodMatcher
+from otel_loopguard.detectors.failure import classify_error
+
+NO_RESULT = object()
+
+
+def _call(tool: str, arguments: Any = None, result: Any = NO_RESULT, *,
+          error: str | None = None, turn: int | None = None, agent: str | None = None,
+          start: int | None = None, end: int | None = None) -> dict[str, Any]:
+    call: dict[str, Any] = {"tool": tool, "arguments": arguments, "turn": turn, "agent": agent}
+    if result is not NO_RESULT:
+        call.update(result=result, has_result=True)
+    if error is not None:
+        call.update(error=True, error_message=error)
+    if start is not None:
+        call.update(start_time_ns=start, end_time_ns=end if end is not None else start + 1)
+    return call
+
+
+def _run(calls: Sequence[dict[str, Any]], config: LoopGuardConfig | None = None,
+         engine: LoopEngine | None = None) -> list[Decision]:
+    engine = engine or LoopEngine(config)
+    run = engine.new_run()
+    out = []
+    for index, call in enumerate(calls):
+        out.append(engine.process(run, ToolCall(**{
+            "start_time_ns": 10 * index + 1, "end_time_ns": 10 * index + 2,
+            "span_id": f"{index + 1:016x}", **call})))
+    return out
+
+
+def _by(decisions: Sequence[Decision], detector: str) -> dict[int, str]:
+    """Return call index -> action of ``detector``'s evidence, for the calls it fired on."""
+    return {d.call_index: e.action.label for d in decisions for e in d.evidence
+            if e.detector == detector}
+
+
+def _codes(decisions: Sequence[Decision]) -> set[str]:
+    return {e.code for d in decisions for e in d.evidence}
+
+
+def _filler(count: int, start: int = 0) -> list[dict[str, Any]]:
+    return [_call(f"other_{i}", {"n": i}, f"r{i}") for i in range(start, start + count)]
+
+
+class TestStagnationDetector:
+    @pytest.mark.parametrize(("gap", "expected"), [(0, {3: "warn"}), (4, {11: "warn"}),
+                                                   (5, {})],
+                             ids=["consecutive", "gap-4-in-window", "gap-5-out-of-window"])
+    def test_counts_within_the_window(self, gap: int, expected: dict[int, str]) -> None:
+        """Three identical (call, result) pairs count only while all sit in the last 12 calls."""
+        same = _call("web_search", {"q": "pricing"}, "no results")
+        calls = [same, *_filler(gap, 0), same, *_filler(gap, 100), same]
+        assert _by(_run(calls), "stagnation") == expected
+
+    def test_failed_calls_are_left_to_failure(self) -> None:
+        """The same failing call with the same output is never stagnation."""
+        calls = [_call("fetch", {"id": 1}, "Too Many Requests", error="HTTP 429")] * 5
+        decisions = _run(calls)
+        assert _by(decisions, "stagnation") == {}
+        assert _by(decisions, "failure") == {3: "warn", 4: "warn", 5: "stop"}
+
+    def test_structured_errors_are_left_to_failure(self) -> None:
+        """A result that is a structured error is not stagnation either."""
+        calls = [_call("crm", {"id": 1}, {"ok": False, "message": "quota"})] * 3
+        assert _by(_run(calls), "stagnation") == {}
+
+    def test_quiet_without_results(self) -> None:
+        """Calls whose result was not captured are repeat's business, not stagnation's."""
+        assert _by(_run([_call("search", {"q": "x"})] * 6), "stagnation") == {}
+
+    def test_in_progress_result_makes_a_poll(self) -> None:
+        """A default tool reporting "running" is judged as a poll: warn at 5 in a row, not 3."""
+        decisions = _run([_call("export", {"id": 9}, {"status": "running"})] * 5)
+        assert _by(decisions, "stagnation") == {5: "warn"}
+        assert decisions[-1].code == "POLL_STAGNANT"
+
+    def test_poll_streak_restarts_on_change(self) -> None:
+        """A poll whose state changes restarts its count."""
+        states = ["pending"] * 4 + ["running"] + ["pending"] * 4
+        assert _by(_run([_call("poll_job", {"id": 1}, s) for s in states]), "stagnation") == {}
+
+    def test_poll_streak_ignores_other_tools(self) -> None:
+        """Other calls between two polls do not break the streak of unchanged results."""
+        calls = []
+        for i in range(5):
+            calls += [_call("poll_job", {"id": 1}, "pending"), *_filler(1, i)]
+        decisions = _run(calls)
+        assert _by(decisions, "stagnation") == {9: "warn"}
+
+
+class TestRepeatDetector:
+    def test_never_stops_by_itself(self) -> None:
+        """Twenty identical calls without results reach replan and no further."""
+        decisions = _run([_call("search", {"q": "x"})] * 20)
+        assert _by(decisions, "repeat")[3] == "warn"
+        assert set(_by(decisions, "repeat").values()) == {"warn", "replan"}
+        assert max(d.action for d in decisions) is Action.REPLAN
+
+    @pytest.mark.parametrize("result", ["", None, "no results"], ids=["empty", "null", "none"])
+    def test_quiet_when_results_are_captured(self, result: Any) -> None:
+        """A captured result, even an empty one, hands the call to stagnation."""
+        decisions = _run([_call("search", {"q": "x"}, result)] * 3)
+        assert _by(decisions, "repeat") == {}
+        assert _by(decisions, "stagnation") == {3: "warn"}
+
+    @pytest.mark.parametrize("kind", ["poll", "exempt"])
+    def test_skips_poll_and_exempt(self, kind: str) -> None:
+        """Poll and exempt tools are never flagged for repetition."""
+        config = LoopGuardConfig.create(tools={"tick": {"kind": kind}})
+        assert _by(_run([_call("tick", {})] * 8, config), "repeat") == {}
+
+    def test_without_arguments_every_call_is_the_same(self) -> None:
+        """Without captured arguments, three calls of a tool in the window warn."""
+        assert _by(_run([_call("search")] * 3), "repeat") == {3: "warn"}
+
+
+class TestCycleDetector:
+    @pytest.mark.parametrize(("length", "max_length", "expected"), [
+        (2, 8, {4: "warn", 6: "stop"}),
+        (8, 8, {16: "warn", 24: "stop"}),
+        (9, 8, {}),
+        (9, 9, {18: "warn", 27: "stop"}),
+    ], ids=["2-steps", "8-steps", "9-steps-too-long", "9-steps-allowed"])
+    def test_cycle_lengths(self, length: int, max_length: int,
+                           expected: dict[int, str]) -> None:
+        """Cycles up to ``cycle_max_length`` steps are reported when a repetition completes."""
+        steps = [_call(f"t{i}", {"i": i}, f"r{i}") for i in range(length)]
+        config = LoopGuardConfig.create(cycle_max_length=max_length)
+        assert _by(_run(steps * 3, config), "cycle") == expected
+
+    def test_changing_results_break_the_cycle(self) -> None:
+        """A B A B with advancing results is not a cycle."""
+        calls = [_call(t, {}, f"r{i}") for i, t in enumerate("ABABAB")]
+        assert _by(_run(calls), "cycle") == {}
+
+    def test_without_results_uses_the_repeat_ladder(self) -> None:
+        """Without results: warn at 3 repetitions, replan at 5, never stop."""
+        calls = [_call(t, {}) for t in "AB" * 6]
+        cycle = _by(_run(calls), "cycle")
+        assert cycle == {6: "warn", 8: "warn", 10: "replan", 12: "replan"}
+
+    def test_batch_is_one_step(self) -> None:
+        """The parallel calls of one turn form one step, in any order."""
+        a, b, c = (_call("get", {"k": k}, k) for k in "abc")
+        turns = [[a, b], [c], [b, a], [c]]
+        calls = [{**call, "turn": turn} for turn, batch in enumerate(turns) for call in batch]
+        assert _by(_run(calls), "cycle") == {6: "warn"}
+
+    def test_same_step_repeated_is_not_a_cycle(self) -> None:
+        """Period 1 (the same call again and again) is left to stagnation and repeat."""
+        assert _by(_run([_call("A", {}, "r")] * 6), "cycle") == {}
+
+    @pytest.mark.parametrize("kind", ["poll", "exempt"])
+    def test_quiet_when_completed_by_poll_or_exempt(self, kind: str) -> None:
+        """A repetition completed by a poll or exempt call is not reported."""
+        config = LoopGuardConfig.create(tools={"B": {"kind": kind}})
+        calls = [_call(t, {}, "same") for t in "ABAB"]
+        assert _by(_run(calls, config), "cycle") == {}
+
+
+class TestCycleCost:
+    def test_history_is_bounded_by_the_longest_period(self) -> None:
+        """The matcher keeps at most ``max_period`` steps whatever the run length."""
+        matcher = PeriodMatcher(8)
+        for i in range(10_000):
+            matcher.push(str(i % 7))
+            assert len(matcher._history) <= 8
+        assert matcher.period() == (7, 10_000 - 7)
+
+    @pytest.mark.parametrize("steps", [100, 10_000])
+    def test_comparisons_per_step_do_not_grow(self, steps: int) -> None:
+        """Each push compares at most ``max_period`` keys, for short and long runs alike."""
+        comparisons = 0
+
+        class Key(str):
+            __hash__ = str.__hash__
+
+            def __eq__(self, other: object) -> bool:
+                nonlocal comparisons
+                comparisons += 1
+                return str.__eq__(self, other)
+
+        matcher = PeriodMatcher(8)
+        for i in range(steps):
+            matcher.push(Key(i % 3))
+        assert comparisons <= 8 * steps
+
+    def test_detector_state_is_bounded(self) -> None:
+        """The cycle detector's own state stays O(``cycle_max_length``) over a long run."""
+        engine = LoopEngine(LoopGuardConfig.create(detectors=["cycle"]))
+        run = engine.new_run()
+        for i in range(5_000):
+            engine.process(run, ToolCall(tool=f"t{i % 13}", arguments={"i": i}, result=i,
+                                         has_result=True, turn=i))
+        state = run.states[0]
+        assert len(state.matcher._history) <= engine.config.cycle_max_length
+        assert len(state.batch) == 1
+
+
+class TestFailureDetector:
+    @pytest.mark.parametrize(("text", "kind", "reason"), [
+        ("HTTP 401 Unauthorized", "permanent", "401"),
+        ("403 Forbidden", "permanent", "403"),
+        ("404 page not found", "permanent", "404"),
+        ("HTTP 408 Request Timeout", "retryable", "408"),
+        ("429 Too Many Requests", "retryable", "429"),
+        ("502 Bad Gateway", "retryable", "502"),
+        ("EACCES: permission denied, open '/etc/app.conf'", "permanent", "eacces"),
+        ("1 validation error for SearchArgs", "permanent", "validation error"),
+        ("Unknown tool: frobnicate", "permanent", "unknown tool"),
+        ("rate limit exceeded", "retryable", "rate limit"),
+        ("request timed out after 30s", "retryable", "timed out"),
+        ("service temporarily unavailable", "retryable", "temporar"),
+        ("merge conflict", "retryable", "error"),
+        ("An error occurred while running the tool. Please try again.", "retryable",
+         "try again"),
+        ("Tool execution failed. Error details are redacted.", "retryable", "error"),
+        ("version 4.0.1 failed", "retryable", "error"),
+    ], ids=["401", "403", "404", "408", "429", "502", "eacces", "validation", "unknown-tool",
+            "rate-limit", "timed-out", "temporarily", "unclassified", "agents-sdk-result",
+            "agents-sdk-status", "dotted-number"])
+    def test_classification(self, text: str, kind: str, reason: str) -> None:
+        """Codes win, then permanent phrases, then retryable ones; the rest is retryable."""
+        assert classify_error(text) == (kind, reason)
+
+    @pytest.mark.parametrize("text", ["ValidationError", "PermissionError", "FileNotFoundError"])
+    def test_exception_type_names(self, text: str) -> None:
+        """Exception type names of permanent errors classify as permanent."""
+        assert classify_error(text)[0] == "permanent"
+
+    def test_success_resets(self) -> None:
+        """A success of the tool resets its failures."""
+        fail, ok = _call("fetch", {"id": 1}, error="HTTP 429"), _call("fetch", {"id": 1}, "ok")
+        assert _by(_run([fail, fail, ok, fail, fail]), "failure") == {}
+
+    def test_other_tools_do_not_reset(self) -> None:
+        """Another tool's success between two failures does not reset the count."""
+        fail = _call("fetch", {"id": 1}, error="HTTP 429")
+        calls = [fail, _call("search", {"q": "x"}, "hit"), fail, fail]
+        assert _by(_run(calls), "failure") == {4: "warn"}
+
+    def test_volatile_parts_of_errors_are_masked(self) -> None:
+        """Errors that differ only in request numbers are the same error."""
+        calls = [_call("get", {"id": i}, error=f"record {n} not found")
+                 for i, n in enumerate((81723, 99102, 55210))]
+        assert _by(_run(calls), "failure") == {2: "warn", 3: "stop"}
+
+    def test_different_errors_do_not_add_up(self) -> None:
+        """Different permanent errors of one tool are counted apart."""
+        calls = [_call("get", {"id": 1}, error="not found"),
+                 _call("get", {"id": 2}, error="permission denied")]
+        assert _by(_run(calls), "failure") == {}
+
+    def test_structured_error_on_an_ok_span(self) -> None:
+        """A structured error result counts as a failure even when the span is OK."""
+        calls = [_call("crm", {"id": 42}, {"status": 403, "message": "forbidden"})] * 2
+        assert _by(_run(calls), "failure") == {2: "stop"}
+
+    def test_exempt_is_never_flagged(self) -> None:
+        """An exempt tool failing identically is not flagged."""
+        config = LoopGuardConfig.create(tools={"fetch": {"kind": "exempt"}})
+        decisions = _run([_call("fetch", {"id": 1}, error="HTTP 401")] * 4, config)
+        assert all(d.action is Action.CONTINUE for d in decisions)
+
+    def test_redacted_agents_sdk_errors_look_retryable(self) -> None:
+        """The Agents SDK's redacted errors follow the retryable ladder: nothing at 2, warn at 3."""
+        status = ("Error running tool (non-fatal): {'tool_name': 'fetch_account', 'error': "
+                  "'Tool execution failed. Error details are redacted.'}")
+        call = _call("fetch_account", {"account_id": 42},
+                     "An error occurred while running the tool. Please try again.", error=status)
+        assert _by(_run([call] * 3), "failure") == {3: "warn"}
+
+
+class TestMutatingFailureDetector:
+    def test_mcp_suffix_is_mutating(self) -> None:
+        """An MCP tool whose name ends in ``__edit_file`` is mutating."""
+        calls = [_call("fs__edit_file", {"path": "a"}, error="old_text not in file")] * 3
+        assert _by(_run(calls), "mutating_failure") == {2: "warn", 3: "stop"}
+
+    def test_other_arguments_restart_the_streak(self) -> None:
+        """A failure with other arguments starts a new streak."""
+        calls = [_call("edit_file", {"path": p}, error="old_text not in file") for p in "aba"]
+        assert _by(_run(calls), "mutating_failure") == {}
+
+    def test_success_restarts_the_streak(self) -> None:
+        """A success of the tool restarts the streak."""
+        fail = _call("edit_file", {"path": "a"}, error="old_text not in file")
+        calls = [fail, _call("edit_file", {"path": "a"}, "ok"), fail]
+        assert _by(_run(calls), "mutating_failure") == {}
+
+    def test_other_tools_in_between(self) -> None:
+        """Other tools' calls between two identical failures do not break the streak."""
+        fail = _call("edit_file", {"path": "a"}, error="old_text not in file")
+        calls = [fail, _call("read_file", {"path": "a"}, "text"), fail]
+        assert _by(_run(calls), "mutating_failure") == {3: "warn"}
+
+    def test_non_mutating_tools_are_ignored(self) -> None:
+        """A tool that is not mutating never gets this evidence."""
+        calls = [_call("search", {"q": "x"}, error="conflict")] * 3
+        assert _by(_run(calls), "mutating_failure") == {}
+
+
+class TestRereadDetector:
+    def test_counts_anywhere_in_the_run(self) -> None:
+        """Three identical reads far apart warn, although stagnation's window lost them."""
+        read = _call("read_file", {"path": "a.py", "range": "0-100"}, "content")
+        decisions = _run([read, *_filler(15), read, *_filler(15, 50), read])
+        assert _by(decisions, "reread") == {33: "warn"}
+        assert _by(decisions, "stagnation") == {}
+
+    def test_changed_content_is_a_new_read(self) -> None:
+        """The same read returning new content does not count."""
+        calls = [_call("read_file", {"path": "a.py"}, f"v{i}") for i in range(4)]
+        assert _by(_run(calls), "reread") == {}
+
+    @pytest.mark.parametrize("config", [
+        LoopGuardConfig.create(read_tools=["cat"]),
+        LoopGuardConfig.create(tools={"cat": {"kind": "read"}}),
+    ], ids=["read_tools", "kind"])
+    def test_read_tools_are_configurable(self, config: LoopGuardConfig) -> None:
+        """A tool listed in ``read_tools`` or given kind read is watched."""
+        read = _call("cat", {"path": "a"}, "x")
+        decisions = _run([read, *_filler(15), read, *_filler(15, 50), read], config)
+        assert _by(decisions, "reread") == {33: "warn"}
+
+    def test_quiet_without_results(self) -> None:
+        """Reads whose content was not captured are not rereads."""
+        read = _call("read_file", {"path": "a.py"})
+        assert _by(_run([read, *_filler(15), read, *_filler(15, 50), read]), "reread") == {}
+
+
+class TestBatchDetector:
+    @staticmethod
+    def _turns(*batches: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{**call, "turn": turn} for turn, batch in enumerate(batches) for call in batch]
+
+    def test_order_insensitive(self) -> None:
+        """The same two calls in any order, three turns in a row, warn once."""
+        a, b = _call("price", {"s": 1}, "12"), _call("stock", {"s": 1}, "0")
+        decisions = _run(self._turns([a, b], [b, a], [a, b]), LoopGuardConfig.create(
+            detectors=["batch"]))
+        assert _by(decisions, "batch") == {6: "warn"}
+
+    def test_a_different_turn_breaks_the_streak(self) -> None:
+        """Another batch between repeats restarts the count."""
+        a, b = _call("price", {"s": 1}, "12"), _call("stock", {"s": 1}, "0")
+        c, d = _call("price", {"s": 2}, "7"), _call("stock", {"s": 2}, "3")
+        calls = self._turns([a, b], [a, b], [c, d], [a, b])
+        assert _by(_run(calls), "batch") == {}
+
+    def test_single_calls_are_not_batches(self) -> None:
+        """One call per turn never makes a repeated batch."""
+        assert _by(_run(self._turns(*[[_call("x", {}, "r")]] * 5)), "batch") == {}
+
+    def test_overlapping_times_form_a_batch(self) -> None:
+        """Without model turns, calls that overlap in time form one batch."""
+        calls = []
+        for turn in range(3):
+            base = 1_000 * (turn + 1)
+            calls += [_call("price", {"s": 1}, "12", start=base, end=base + 50),
+                      _call("stock", {"s": 1}, "0", start=base + 10, end=base + 60)]
+        assert _by(_run(calls, LoopGuardConfig.create(detectors=["batch"])), "batch") == {
+            6: "warn"}
+
+
+class TestHandoffDetector:
+    @staticmethod
+    def _handoffs(pairs: Sequence[tuple[str, str]],
+                  config: LoopGuardConfig | None = None) -> list[Decision]:
+        engine = LoopEngine(config)
+        run = engine.new_run()
+        return [engine.process_handoff(run, Handoff(from_agent=a, to_agent=b, span_id=f"{i:016x}"))
+                for i, (a, b) in enumerate(pairs)]
+
+    @pytest.mark.parametrize(("pairs", "first_stop"), [
+        ([("a", "b"), ("b", "a")] * 2, 4),
+        ([("a", "b"), ("b", "c"), ("c", "a")] * 2, 6),
+        ([("s", "w")] * 6, None),
+        ([("a", "b"), ("b", "a"), ("a", "c"), ("c", "a")], None),
+    ], ids=["ping-pong", "three-agents", "not-chained", "different-cycles"])
+    def test_closed_cycles(self, pairs: list[tuple[str, str]], first_stop: int | None) -> None:
+        """The second identical closed cycle of chained handoffs stops."""
+        decisions = self._handoffs(pairs)
+        stops = [i + 1 for i, d in enumerate(decisions) if d.action is Action.STOP]
+        assert (stops[0] if stops else None) == first_stop
+        if stops:
+            assert decisions[stops[0] - 1].code == "HANDOFF_LOOP"
+
+    def test_cycle_longer_than_the_maximum(self) -> None:
+        """A cycle of more agents than ``handoff_max_cycle`` is not reported."""
+        ring = [(f"a{i}", f"a{(i + 1) % 6}") for i in range(6)] * 2
+        assert all(d.action is Action.CONTINUE for d in self._handoffs(ring))
+        config = LoopGuardConfig.create(handoff_max_cycle=6)
+        assert self._handoffs(ring, config)[-1].action is Action.STOP
+
+    def test_agent_change_of_tool_calls(self) -> None:
+        """Without handoff spans, tool calls alternating between agents are a ping-pong."""
+        calls = [_call("lookup", {"n": i}, f"r{i}", agent=agent)
+                 for i, agent in enumerate(["triage", "billing"] * 3)]
+        decisions = _run(calls)
+        assert _by(decisions, "handoff") == {5: "stop", 6: "stop"}
+
+    def test_explicit_handoffs_disable_inference(self) -> None:
+        """Once a run has explicit handoffs, agent changes of tool calls are not handoffs."""
+        engine = LoopEngine()
+        run = engine.new_run()
+        engine.process_handoff(run, Handoff(from_agent="triage", to_agent="billing"))
+        flagged = [engine.process(run, ToolCall(tool="lookup", arguments={"n": i}, agent=agent,
+                                                result=i, has_result=True)).flagged
+                   for i, agent in enumerate(["triage", "billing"] * 3)]
+        assert not any(flagged)
+
+    def test_disabled(self) -> None:
+        """With ``handoff`` off there is no handoff detector at all."""
+        config = LoopGuardConfig.create(detectors=["stagnation"])
+        assert all(d.action is Action.CONTINUE
+                   for d in self._handoffs([("a", "b"), ("b", "a")] * 3, config))
+
+
+class TestNearDuplicateDetector:
+    @pytest.mark.parametrize(("values", "fires"), [
+        (["Paris", "paris!", "PARIS"], True),
+        (["cheap flights to rome", "Rome cheap flights", "flights to Rome, cheap"], True),
+        (["42", "43", "44"], False),
+        (["order-42", "order-43", "order-44"], False),
+        (["paris", "london", "tokyo"], False),
+        (["weather in paris", "best hotels in rome", "train tickets to oslo"], False),
+    ], ids=["case-punct", "word-order", "numbers", "ids", "distinct-words", "distinct-text"])
+    def test_similarity(self, values: list[str], fires: bool) -> None:
+        """Case, punctuation, word order and paraphrase match; distinct values do not."""
+        calls = [_call("lookup", {"q": v}, "no results") for v in values]
+        assert (_by(_run(calls), "near_duplicate") == {3: "replan"}) is fires
+
+    @pytest.mark.parametrize("values", [
+        ["2025-03-17", "2025-03-18", "2025-03-19"],
+        ["/src/a/b.py", "/src/a/c.py", "/src/a/d.py"],
+        ["INV-2025-0001", "INV-2025-0002", "INV-2025-0003"],
+    ], ids=["dates", "paths", "ids"])
+    def test_single_word_values_must_match(self, values: list[str]) -> None:
+        """Different dates, paths or ids are not near-duplicates of each other."""
+        calls = [_call("lookup", {"q": v}, "no results") for v in values]
+        assert _by(_run(calls), "near_duplicate") == {}
+
+    def test_progress_keeps_it_quiet(self) -> None:
+        """A rewording that finds something new is progress."""
+        calls = [_call("search", {"q": q}, r) for q, r in [
+            ("weather in Paris", "no results"), ("Paris weather", "no results"),
+            ("paris weather today", "sunny, 21C")]]
+        assert _by(_run(calls), "near_duplicate") == {}
+
+    def test_without_results_only_warns(self) -> None:
+        """Without captured results, near-duplicates warn instead of replan."""
+        calls = [_call("search", {"q": q}) for q in
+                 ("weather in Paris", "Paris weather", "paris weather today")]
+        assert _by(_run(calls), "near_duplicate") == {3: "warn"}
+
+    def test_without_arguments_is_quiet(self) -> None:
+        """Without captured arguments there is nothing to compare."""
+        assert _by(_run([_call("search", None, "no results")] * 4), "near_duplicate") == {}
+
+    def test_argument_names_must_match(self) -> None:
+        """Calls with different argument names are not near-duplicates."""
+        calls = [_call("search", {k: "paris weather"}, "no results")
+                 for k in ("q", "query", "text")]
+        assert _by(_run(calls), "near_duplicate") == {}
+
+    def test_pluggable_embedder(self) -> None:
+        """An embedder replaces token overlap for multi-word text."""
+        config = LoopGuardConfig.create(detectors=["near_duplicate"])
+        detector = NearDuplicateDetector(config, embedder=lambda text: [1.0, 0.0])
+        engine = LoopEngine(config, detectors=[detector])
+        calls = [_call("search", {"q": q}, "no results") for q in
+                 ("cheap flights", "hotel deals", "car rental")]
+        assert _by(_run(calls, engine=engine), "near_duplicate") == {3: "replan"}
+
+    def test_jaccard_threshold(self) -> None:
+        """Raising ``near_duplicate_jaccard`` turns a paraphrase into distinct text."""
+        calls = [_call("search", {"q": q}, "no results") for q in
+                 ("weather in Paris", "Paris weather", "paris weather today")]
+        strict = LoopGuardConfig.create(near_duplicate_jaccard=0.9)
+        assert _by(_run(calls, strict), "near_duplicate") == {}
+
+
+class TestBudgetDetector:
+    def test_warn_fires_once(self) -> None:
+        """The tool-call budget warns on the 50th call only."""
+        decisions = _run([_call(f"t{i % 9}", {"n": i}, f"r{i}") for i in range(60)])
+        assert _by(decisions, "budget") == {50: "warn"}
+
+    def test_stop_fires_on_every_call_past_it(self) -> None:
+        """A stop budget holds on each call at or past it."""
+        config = LoopGuardConfig.create(max_tool_calls_warn=None, max_tool_calls_stop=5)
+        decisions = _run([_call(f"t{i}", {"n": i}, f"r{i}") for i in range(8)], config)
+        assert _by(decisions, "budget") == {i: "stop" for i in (5, 6, 7, 8)}
+        assert {d.code for d in decisions[4:]} == {"BUDGET_EXHAUSTED"}
+
+    def test_per_tool_budget_and_override(self) -> None:
+        """Per-tool budgets count one tool, and one tool may have its own."""
+        config = LoopGuardConfig.create(max_calls_per_tool_warn=3,
+                                        tools={"search": {"max_calls_per_tool_warn": 2}})
+        calls = [_call(t, {"n": i}, f"r{i}") for i, t in enumerate(["search", "fetch"] * 3)]
+        assert _by(_run(calls, config), "budget") == {3: "warn", 6: "warn"}
+
+    def test_seconds_budget(self) -> None:
+        """The wall-clock budget warns once and stops on every later call."""
+        config = LoopGuardConfig.create(max_run_seconds_warn=2.0, max_run_seconds_stop=4.0)
+        second = 1_000_000_000
+        calls = [_call(f"t{i}", {"n": i}, f"r{i}", start=i * second, end=i * second + 1)
+                 for i in range(1, 8)]
+        assert _by(_run(calls, config), "budget") == {3: "warn", 5: "stop", 6: "stop", 7: "stop"}
+
+    def test_exempt_counts_but_is_not_flagged(self) -> None:
+        """Exempt calls count toward the budget, and the next other call is flagged."""
+        config = LoopGuardConfig.create(max_tool_calls_warn=3, max_tool_calls_stop=4,
+                                        tools={"hb": {"kind": "exempt"}})
+        calls = [_call("hb", {}, "ok"), _call("hb", {}, "ok"), _call("hb", {}, "ok"),
+                 _call("search", {"q": 1}, "r")]
+        assert _by(_run(calls, config), "budget") == {4: "stop"}
+
+    def test_stop_wins_over_warn_on_the_same_call(self) -> None:
+        """When a warn and a stop budget are reached on one call, the call stops."""
+        config = LoopGuardConfig.create(max_tool_calls_warn=3, max_calls_per_tool_stop=3)
+        calls = [_call("search", {"n": i}, f"r{i}") for i in range(3)]
+        assert _by(_run(calls, config), "budget") == {3: "stop"}
+
+
+class TestToolOverrides:
+    def test_exempt_counted_never_flagged(self) -> None:
+        """An exempt tool repeated ten times stays clean."""
+        config = LoopGuardConfig.create(tools={"hb": {"kind": "exempt"}})
+        decisions = _run([_call("hb", {}, "ok")] * 10, config)
+        assert all(not d.flagged for d in decisions)
+        assert decisions[-1].call_index == 10
+
+    def test_poll_gets_more_room(self) -> None:
+        """A tool declared poll warns at 5 unchanged results and stops at 10."""
+        config = LoopGuardConfig.create(tools={"fetch": {"kind": "poll"}})
+        decisions = _run([_call("fetch", {}, "same")] * 10, config)
+        assert _by(decisions, "stagnation") == {i: "warn" for i in range(5, 10)} | {10: "stop"}
+        assert _codes(decisions) == {"POLL_STAGNANT"}
+
+    def test_mutating_kind(self) -> None:
+        """A tool declared mutating gets the mutating-failure ladder."""
+        config = LoopGuardConfig.create(tools={"deploy": {"kind": "mutating"}})
+        decisions = _run([_call("deploy", {"v": 1}, error="conflict")] * 3, config)
+        assert _by(decisions, "mutating_failure") == {2: "warn", 3: "stop"}
+
+    def test_configured_default_beats_name_inference(self) -> None:
+        """``kind = "default"`` turns off the poll inference of a ``*status*`` name."""
+        config = LoopGuardConfig.create(tools={"get_status": {"kind": "default"}})
+        calls = [_call("get_status", {"id": 1}, {"status": "running"})] * 3
+        assert _by(_run(calls, config), "stagnation") == {3: "warn"}
+        assert _by(_run(calls), "stagnation") == {}
+
+    def test_threshold_override(self) -> None:
+        """A per-tool threshold replaces the global one for that tool only."""
+        config = LoopGuardConfig.create(tools={"fetch": {"stagnation_warn": 2}})
+        assert _by(_run([_call("fetch", {}, "same")] * 2, config), "stagnation") == {2: "warn"}
+        assert _by(_run([_call("other", {}, "same")] * 2, config), "stagnation") == {}
+
+    def test_override_by_mcp_base_name(self) -> None:
+        """A tool whose MCP base name is in ``mutating_tools`` is mutating."""
+        config = LoopGuardConfig.create(mutating_tools=["deploy"])
+        calls = [_call("ops__deploy", {"v": 1}, error="conflict")] * 2
+        assert _by(_run(calls, config), "mutating_failure") == {2: "warn"}
+
+
+class TestDetectorSelection:
+    @pytest.mark.parametrize("enabled", [["repeat"], ["stagnation", "cycle"], []],
+                             ids=["one", "two", "none"])
+    def test_only_enabled_detectors_run(self, enabled: list[str]) -> None:
+        """``detectors=[...]`` decides which detectors the engine builds."""
+        config = LoopGuardConfig.create(detectors=enabled)
+        assert [d.name for d in make_default_detectors(config)] == enabled
+
+    def test_disabled_detector_is_silent(self) -> None:
+        """With stagnation off, five identical (call, result) pairs are not flagged by it."""
+        config = LoopGuardConfig.create(detectors=["repeat", "failure"])
+        decisions = _run([_call("search", {"q": "x"}, "none")] * 5, config)
+        assert all(not d.flagged for d in decisions)
+
+    def test_handoff_toggle(self) -> None:
+        """The handoff detector exists only when ``handoff`` is enabled."""
+        assert LoopEngine(LoopGuardConfig.create(detectors=["handoff"])).handoffs is not None
+        assert LoopEngine(LoopGuardConfig.create(detectors=["repeat"])).handoffs is None
+
+    def test_explicit_detectors_override_config(self) -> None:
+        """Detectors passed to the engine replace the configured set."""
+        engine = LoopEngine(detectors=[RepeatDetector()])
+        assert [d.name for d in engine.detectors] == ["repeat"]
+
+
+def _sizes(state: Any) -> list[int]:
+    """Return the sizes of every container inside a detector state (one level of nesting)."""
+    sizes: list[int] = []
+    attrs = [getattr(state, s) for s in getattr(state, "__slots__", ())] or [state]
+    for value in attrs:
+        for item in itertools.chain([value], getattr(value, "__slots__", ()) and [
+                getattr(value, s) for s in value.__slots__]):
+            if isinstance(item, dict | list | set | frozenset) or hasattr(item, "maxlen"):
+                sizes.append(len(item))
+                if isinstance(item, dict):
+                    sizes += [len(v) for v in item.values() if hasattr(v, "__len__")]
+                    sizes += [len(x) for v in item.values() if hasattr(v, "__slots__")
+                              for x in (getattr(v, s) for s in v.__slots__)
+                              if hasattr(x, "__len__")]
+    return sizes
+
+
+class TestBoundedState:
+    @pytest.mark.slow
+    def test_hundred_thousand_distinct_calls(self) -> None:
+        """Detector state stays under a constant size over 100,000 distinct calls of one run."""
+        config = LoopGuardConfig.create(max_tool_calls_warn=None, max_calls_per_tool_warn=10**9)
+        engine = LoopEngine(config)
+        run = engine.new_run()
+        for i in range(100_000):
+            kind = i % 4
+            if kind == 0:
+                call = _call("read_file", {"path": f"f{i}.py"}, f"content {i}")
+            elif kind == 1:
+                call = _call(f"fetch_{i % 700}", {"id": i}, error=f"failure kind {i % 997}")
+            elif kind == 2:
+                call = _call(f"srv{i % 500}__edit_file", {"p": i}, error="old_text missing")
+            else:
+                call = _call(f"tool_{i}", {"n": i}, f"r{i}")
+            engine.process(run, ToolCall(**{**call, "turn": i, "span_id": f"{i:016x}",
+                                            "start_time_ns": 10 * i + 1,
+                                            "end_time_ns": 10 * i + 2}))
+        for detector, state in zip(engine.detectors, run.states, strict=True):
+            assert max(_sizes(state), default=0) <= 1025, detector.name
+        assert len(engine._kinds) <= 4096
+
+    def test_one_endless_turn_stays_bounded(self) -> None:
+        """Calls that all belong to one model turn still keep bounded state."""
+        engine = LoopEngine(LoopGuardConfig.create(max_tool_calls_warn=None))
+        run = engine.new_run()
+        for i in range(2_000):
+            engine.process(run, ToolCall(tool=f"t{i % 50}", arguments={"i": i}, result=i,
+                                         has_result=True, turn=1))
+        for detector, state in zip(engine.detectors, run.states, strict=True):
+            assert max(_sizes(state), default=0) <= 1025, detector.name

@@ -1,0 +1,336 @@
+"""LoopGuardMetrics: capped labels, at-least flags, scrape-time gauge, exposition, multiprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from prometheus_client import CollectorRegistry, generate_latest
+
+from otel_loopguard import LoopGuardConfig
+from otel_loopguard._metric_names import (
+    ENFORCED,
+    EVICTED_RUNS,
+    INTERNAL_ERRORS,
+    LABEL_OVERFLOW,
+    LOOP_DETECTED,
+    METRIC_NAMES,
+    OPEN_RUNS,
+    RUNS,
+    RUNS_FLAGGED,
+    TOOL_CALLS,
+)
+from otel_loopguard.metrics import LabelCap, LoopGuardMetrics
+from otel_loopguard.processor import LoopGuardSpanProcessor
+from otel_loopguard.types import Action
+
+PROMTOOL = shutil.which("promtool")
+REPO = Path(__file__).resolve().parent.parent
+TPL = "support_triage@v3"
+
+
+@pytest.fixture(name="registry")
+def _registry() -> CollectorRegistry:
+    return CollectorRegistry()
+
+
+@pytest.fixture(name="metrics")
+def _metrics(registry: CollectorRegistry) -> LoopGuardMetrics:
+    return LoopGuardMetrics(registry, max_prompt_templates=3, max_tools=2)
+
+
+def _value(registry: CollectorRegistry, name: str, **labels: str) -> float:
+    return registry.get_sample_value(name, labels) or 0.0
+
+
+def _exercise(metrics: LoopGuardMetrics) -> None:
+    """Touch every metric once (overflow by a third tool over max_tools=2)."""
+    for tool in ("search_kb", "crm_lookup", "get_ticket"):
+        metrics.record_call(TPL, tool, first=tool == "search_kb")
+    metrics.record_finding(TPL, "stagnation", Action.STOP, "observe", Action.CONTINUE)
+    metrics.record_enforcement(TPL, "abort")
+    metrics.record_eviction("ttl", 2)
+    metrics.record_internal_error("on_end")
+    metrics.track_open_runs(lambda: 4)
+
+
+class TestLabelCap:
+    """LabelCap bounds one label's values."""
+
+    def test_keeps_values_up_to_limit_then_other(self) -> None:
+        """The first `limit` values pass; later ones become `other` and call on_overflow."""
+        overflowed: list[str] = []
+        cap = LabelCap("tool", 2, overflowed.append)
+        assert [cap(v) for v in ("a", "b", "a", "c", "b", "d")] == [
+            "a",
+            "b",
+            "a",
+            "other",
+            "b",
+            "other",
+        ]
+        assert overflowed == ["tool", "tool"]
+
+    @pytest.mark.parametrize("value", [None, ""], ids=["none", "empty"])
+    def test_missing_value_is_unknown(self, value: str | None) -> None:
+        """A missing or empty value is `unknown` and does not use up the cap."""
+        cap = LabelCap("prompt_template", 1, lambda _: None)
+        assert cap(value) == "unknown"
+        assert cap("x@v1") == "x@v1"
+
+    def test_reserved_values_never_overflow(self) -> None:
+        """`unknown` and `other` themselves always pass, even when the cap is full."""
+        overflowed: list[str] = []
+        cap = LabelCap("tool", 1, overflowed.append)
+        cap("a")
+        assert (cap("unknown"), cap("other")) == ("unknown", "other")
+        assert overflowed == []
+
+    def test_concurrent_values_respect_limit(self) -> None:
+        """32 threads adding distinct values get exactly `limit` of them through."""
+        cap = LabelCap("tool", 10, lambda _: None)
+        results: list[str] = []
+        lock = threading.Lock()
+
+        def add(i: int) -> None:
+            value = cap(f"tool-{i}")
+            with lock:
+                results.append(value)
+
+        threads = [threading.Thread(target=add, args=(i,)) for i in range(32)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len([r for r in results if r != "other"]) == 10
+
+    def test_overflow_counter(self, metrics: LoopGuardMetrics, registry: CollectorRegistry) -> None:
+        """Tools over max_tools count as `other` and in label_overflow_total{label="tool"}."""
+        for tool in ("a", "b", "c", "d"):
+            metrics.record_call(TPL, tool, first=False)
+        assert _value(registry, TOOL_CALLS, prompt_template=TPL, tool="other") == 2
+        assert _value(registry, LABEL_OVERFLOW, label="tool") == 2
+        assert _value(registry, LABEL_OVERFLOW, label="prompt_template") == 0
+
+    def test_template_cap(self, metrics: LoopGuardMetrics, registry: CollectorRegistry) -> None:
+        """Templates over max_prompt_templates become `other`; a missing one is `unknown`."""
+        for template in ("a@v1", "b@v1", "c@v1", "d@v1", None):
+            metrics.record_call(template, "t", first=True)
+        assert _value(registry, RUNS, prompt_template="other") == 1
+        assert _value(registry, RUNS, prompt_template="unknown") == 1
+        assert _value(registry, LABEL_OVERFLOW, label="prompt_template") == 1
+
+
+class TestRecordFinding:
+    """record_finding counts hints, and each run once per action it reached."""
+
+    def test_warn_then_stop_counts_each_level_once(
+        self, metrics: LoopGuardMetrics, registry: CollectorRegistry
+    ) -> None:
+        """A run going warn then stop counts once each in runs_flagged for warn, replan, stop."""
+        metrics.record_finding(TPL, "stagnation", Action.WARN, "observe", Action.CONTINUE)
+        metrics.record_finding(TPL, "stagnation", Action.STOP, "observe", Action.WARN)
+        flagged = {
+            a: _value(registry, RUNS_FLAGGED, prompt_template=TPL, action=a)
+            for a in ("warn", "replan", "stop")
+        }
+        assert flagged == {"warn": 1, "replan": 1, "stop": 1}
+        assert (
+            _value(
+                registry,
+                LOOP_DETECTED,
+                prompt_template=TPL,
+                detector="stagnation",
+                action="stop",
+                mode="observe",
+            )
+            == 1
+        )
+
+    def test_second_stop_counts_hint_only(
+        self, metrics: LoopGuardMetrics, registry: CollectorRegistry
+    ) -> None:
+        """A second stop in the same run adds a hint but no runs_flagged sample."""
+        metrics.record_finding(TPL, "failure", Action.STOP, "observe", Action.CONTINUE)
+        metrics.record_finding(TPL, "failure", Action.STOP, "observe", Action.STOP)
+        for action in ("warn", "replan", "stop"):
+            assert _value(registry, RUNS_FLAGGED, prompt_template=TPL, action=action) == 1
+        assert (
+            _value(
+                registry,
+                LOOP_DETECTED,
+                prompt_template=TPL,
+                detector="failure",
+                action="stop",
+                mode="observe",
+            )
+            == 2
+        )
+
+    def test_lower_action_after_higher_counts_nothing(
+        self, metrics: LoopGuardMetrics, registry: CollectorRegistry
+    ) -> None:
+        """A warn after the run already reached replan leaves runs_flagged unchanged."""
+        metrics.record_finding(TPL, "cycle", Action.REPLAN, "observe", Action.CONTINUE)
+        metrics.record_finding(TPL, "cycle", Action.WARN, "observe", Action.REPLAN)
+        assert _value(registry, RUNS_FLAGGED, prompt_template=TPL, action="warn") == 1
+        assert _value(registry, RUNS_FLAGGED, prompt_template=TPL, action="replan") == 1
+        assert _value(registry, RUNS_FLAGGED, prompt_template=TPL, action="stop") == 0
+
+
+class TestOpenRuns:
+    """loopguard_open_runs is computed at scrape time."""
+
+    def test_reads_sizes_at_scrape(
+        self, metrics: LoopGuardMetrics, registry: CollectorRegistry
+    ) -> None:
+        """The gauge sums every tracked size callback each time the registry is collected."""
+        sizes = [1, 2]
+        metrics.track_open_runs(lambda: sizes[0])
+        metrics.track_open_runs(lambda: sizes[1])
+        assert _value(registry, OPEN_RUNS) == 3
+        sizes[:] = [5, 0]
+        assert _value(registry, OPEN_RUNS) == 5
+
+    def test_failing_size_is_skipped(
+        self, metrics: LoopGuardMetrics, registry: CollectorRegistry
+    ) -> None:
+        """A size callback that raises is ignored, so the scrape still succeeds."""
+        metrics.track_open_runs(lambda: 1 // 0)
+        metrics.track_open_runs(lambda: 2)
+        assert _value(registry, OPEN_RUNS) == 2
+
+    def test_follows_processor_runs(self, registry: CollectorRegistry) -> None:
+        """With a real TracerProvider, a run is open while its root span is, gone once it ends."""
+        provider = TracerProvider()
+        provider.add_span_processor(
+            LoopGuardSpanProcessor(LoopGuardConfig(), registry=registry, raise_internal_errors=True)
+        )
+        tracer = provider.get_tracer("test")
+        try:
+            attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"}
+            with tracer.start_as_current_span("invoke_agent a", attributes=attrs):
+                tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search_kb"}
+                with tracer.start_as_current_span("execute_tool search_kb", attributes=tool):
+                    pass
+                assert _value(registry, OPEN_RUNS) == 1
+            assert _value(registry, OPEN_RUNS) == 0
+        finally:
+            provider.shutdown()
+
+
+class TestExposition:
+    """The text exposition of a registry."""
+
+    def test_every_metric_name_exposed(
+        self, metrics: LoopGuardMetrics, registry: CollectorRegistry
+    ) -> None:
+        """After each metric is exercised, every name in METRIC_NAMES appears as a sample name."""
+        _exercise(metrics)
+        names = {s.name for family in registry.collect() for s in family.samples}
+        assert names >= METRIC_NAMES
+        assert {
+            TOOL_CALLS,
+            LOOP_DETECTED,
+            RUNS,
+            RUNS_FLAGGED,
+            ENFORCED,
+            EVICTED_RUNS,
+            INTERNAL_ERRORS,
+            LABEL_OVERFLOW,
+            OPEN_RUNS,
+        } == METRIC_NAMES
+
+    @pytest.mark.skipif(PROMTOOL is None, reason="promtool not found (apt-get install prometheus)")
+    def test_promtool_check_metrics(
+        self, metrics: LoopGuardMetrics, registry: CollectorRegistry
+    ) -> None:
+        """`promtool check metrics` accepts the exposition with no lint findings."""
+        _exercise(metrics)
+        assert PROMTOOL is not None
+        proc = subprocess.run(
+            [PROMTOOL, "check", "metrics"],
+            input=generate_latest(registry),
+            capture_output=True,
+            check=False,
+            timeout=60,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert proc.stdout + proc.stderr == b""
+
+
+_MULTIPROCESS_SCRIPT = textwrap.dedent(
+    """
+    import json, os
+    from prometheus_client import CollectorRegistry, multiprocess
+    from otel_loopguard.metrics import LoopGuardMetrics
+
+    metrics = LoopGuardMetrics(registry=None)  # created before fork, as with gunicorn --preload
+    pids = []
+    for _ in range(3):
+        pid = os.fork()
+        if pid == 0:
+            for i in range(100):
+                metrics.record_call("tpl@v1", "search_kb", first=i == 0)
+            metrics.set_open_runs(2)
+            os._exit(0)
+        pids.append(pid)
+    for pid in pids:
+        assert os.waitpid(pid, 0)[1] == 0
+
+    def sample(name, **labels):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)  # reads the .db files at each collect
+        return registry.get_sample_value(name, labels)
+
+    result = {
+        "multiprocess": metrics.multiprocess,
+        "tool_calls": sample(
+            "loopguard_tool_calls_total", prompt_template="tpl@v1", tool="search_kb"),
+        "runs": sample("loopguard_runs_total", prompt_template="tpl@v1"),
+        "open_before": sample("loopguard_open_runs"),
+    }
+    for pid in pids:
+        multiprocess.mark_process_dead(pid)
+    result["open_after"] = sample("loopguard_open_runs")
+    result["tool_calls_after"] = sample(
+        "loopguard_tool_calls_total", prompt_template="tpl@v1", tool="search_kb")
+    print(json.dumps(result))
+    """
+)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+class TestMultiprocess:
+    """PROMETHEUS_MULTIPROC_DIR mode, in a subprocess: the env var precedes every metric."""
+
+    def test_forked_workers_sum(self, tmp_path: Path) -> None:
+        """3 forked workers x 100 calls sum to 300; open_runs is a livesum cleared when they die."""
+        env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
+        proc = subprocess.run(
+            [sys.executable, "-c", _MULTIPROCESS_SCRIPT],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+        assert proc.returncode == 0, proc.stderr
+        result = json.loads(proc.stdout)
+        assert result == {
+            "multiprocess": True,
+            "tool_calls": 300.0,
+            "runs": 3.0,
+            "open_before": 6.0,
+            "open_after": 0.0,
+            "tool_calls_after": 300.0,
+        }
+        assert len(list(tmp_path.glob("counter_*.db"))) == 3  # one file per worker process

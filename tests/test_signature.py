@@ -1,0 +1,298 @@
+"""Signatures of arguments and results: canonical forms, volatile fields, bounded and total."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from otel_loopguard import LoopEngine, LoopGuardConfig, ToolCall
+from otel_loopguard.signature import (
+    DEFAULT_VOLATILE_KEYS,
+    VolatileMatcher,
+    analyze_result,
+    normalize_args,
+    tool_signature,
+)
+
+_TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=20)
+_KEYS = st.text(alphabet="abcdefghij_", min_size=1, max_size=8)
+_SCALARS = st.none() | st.booleans() | st.integers(-10**12, 10**12) | st.floats(
+    allow_nan=False, allow_infinity=False) | _TEXT
+JSONISH = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+    _KEYS, inner, max_size=4), max_leaves=20)
+"""Values a JSON document can hold."""
+
+
+class _BadStr:
+    """An object whose ``__str__`` raises."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no str for you")
+
+    def __repr__(self) -> str:
+        return "_BadStr()"
+
+
+class _BadStrAndRepr(_BadStr):
+    """An object whose ``__str__`` and ``__repr__`` both raise."""
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr for you")
+
+
+def _nested(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+ANYTHING = st.recursive(
+    _SCALARS | st.binary(max_size=64) | st.just(float("nan")) | st.just(float("-inf"))
+    | st.builds(_BadStr) | st.builds(lambda: "x" * 70_000)
+    | st.builds(_nested, st.just(10_000)) | st.builds(lambda: "[" * 5_000 + "]" * 5_000),
+    lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner) | st.dictionaries(
+        _KEYS, inner, max_size=4) | st.frozensets(st.integers() | _TEXT, max_size=3),
+    max_leaves=12)
+"""Anything an instrumentation may hand over, including the pathological."""
+
+
+def _spaced(text: str, pad: str) -> str:
+    return pad + pad.join(text.split(" ")) + pad
+
+
+def _respace(value: Any, pad: str) -> Any:
+    if isinstance(value, str):
+        return _spaced(value, pad)
+    if isinstance(value, list):
+        return [_respace(v, pad) for v in value]
+    if isinstance(value, dict):
+        return {k: _respace(v, pad) for k, v in value.items()}
+    return value
+
+
+@pytest.fixture(name="volatile")
+def _volatile() -> VolatileMatcher:
+    return VolatileMatcher(DEFAULT_VOLATILE_KEYS)
+
+
+def _sig(result: Any, volatile: VolatileMatcher) -> str:
+    return analyze_result(result, volatile).digest
+
+
+class TestToolSignature:
+    @given(st.dictionaries(_KEYS, JSONISH, max_size=6))
+    def test_key_order_is_ignored(self, arguments: dict[str, Any]) -> None:
+        """Reversing the insertion order of keys gives the same signature."""
+        reordered = dict(reversed(list(arguments.items())))
+        assert tool_signature("t", arguments) == tool_signature("t", reordered)
+
+    @given(JSONISH, st.sampled_from(["  ", "\t", " \n ", "\u3000"]))
+    def test_surrounding_and_inner_whitespace_is_ignored(self, value: Any, pad: str) -> None:
+        """Padding strings and widening the spaces inside them leaves the signature unchanged."""
+        normal = _respace(value, " ")
+        assert tool_signature("t", {"v": normal}) == tool_signature(
+            "t", {"v": _respace(value, pad)})
+
+    @given(st.dictionaries(_KEYS, JSONISH, max_size=6))
+    def test_json_string_signs_like_the_dict(self, arguments: dict[str, Any]) -> None:
+        """Arguments given as a JSON string sign the same as the equivalent dict."""
+        assert tool_signature("t", json.dumps(arguments)) == tool_signature("t", arguments)
+
+    @pytest.mark.parametrize("arguments", [
+        {"a  b": 1}, {" key": "v"}, {"v": "a\u00a0b"}, {"v": "a\u3000b"}, {"v": "x\x85y"},
+        {"v": [math.nan]},
+    ], ids=["inner-space-key", "padded-key", "nbsp", "ideographic-space", "nel", "nan"])
+    def test_json_text_signs_like_the_dict_edge_cases(self, arguments: dict[str, Any]) -> None:
+        """Keys with spaces, raw Unicode whitespace and NaN sign alike as JSON text or dict."""
+        text = json.dumps(arguments, ensure_ascii=False)
+        assert tool_signature("t", text) == tool_signature("t", arguments)
+        volatile = VolatileMatcher()
+        assert _sig(text, volatile) == _sig(arguments, volatile)
+
+    @given(st.text(alphabet="abcXYZ/._", min_size=1, max_size=12))
+    def test_case_is_preserved(self, text: str) -> None:
+        """Arguments differing only in case get different signatures (paths are case-sensitive)."""
+        swapped = text.swapcase()
+        if swapped != text:
+            assert tool_signature("t", {"p": text}) != tool_signature("t", {"p": swapped})
+
+    @given(st.sampled_from(["page", "cursor", "offset", "page_token", "next_token"]),
+           st.integers(0, 10**6), st.integers(0, 10**6))
+    def test_pagination_keys_change_the_signature(self, key: str, one: int, two: int) -> None:
+        """Two pages of the same query are two different calls."""
+        if one != two:
+            assert tool_signature("s", {"q": "docs", key: one}) != tool_signature(
+                "s", {"q": "docs", key: two})
+
+    def test_tool_name_is_part_of_the_signature(self) -> None:
+        """The same arguments to two tools are two different calls."""
+        assert tool_signature("a", {"x": 1}) != tool_signature("b", {"x": 1})
+
+    @given(ANYTHING)
+    @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow],
+              deadline=None)
+    def test_never_raises(self, value: Any) -> None:
+        """Any input at all gives a 16-hex-digit signature."""
+        sig = tool_signature("t", value)
+        assert len(sig) == 16 and int(sig, 16) >= 0
+
+    def test_fifty_megabyte_string(self) -> None:
+        """A 50 MB argument is hashed into an ordinary signature."""
+        big = "a" * (50 * 1024 * 1024)
+        sig = tool_signature("t", big)
+        assert len(sig) == 16
+        assert sig != tool_signature("t", big[:-1] + "b")
+
+    def test_oversized_values_are_hashed(self) -> None:
+        """Strings beyond ``max_value_chars`` are kept only as a digest."""
+        normal = normalize_args({"blob": "z" * 10_000}, max_value_chars=64)
+        assert len(normal["blob"]) < 64
+        assert normalize_args({"blob": "z" * 10}, max_value_chars=64) == {"blob": "z" * 10}
+
+    def test_deep_nesting_is_cut(self) -> None:
+        """Nesting past the limit is folded, so a 10,000-deep list signs without recursion."""
+        assert len(tool_signature("t", _nested(10_000))) == 16
+        assert json.dumps(normalize_args(_nested(10_000))).count("[") <= 64
+
+    def test_object_with_raising_str(self) -> None:
+        """An object whose ``__str__`` raises signs as its type name, as a value and as a key."""
+        assert len(tool_signature("t", {"x": _BadStr()})) == 16
+        assert len(tool_signature("t", [_BadStrAndRepr(), {_BadStrAndRepr()}])) == 16
+        assert len(analyze_result(_BadStrAndRepr(), VolatileMatcher()).digest) == 16
+
+    def test_object_with_raising_str_as_key(self) -> None:
+        """A mapping key whose ``__str__`` raises still gives a signature."""
+        assert len(tool_signature("t", {_BadStr(): 1})) == 16
+
+    def test_nan_is_stable(self) -> None:
+        """NaN signs the same every time (it is not equal to itself, its signature is)."""
+        assert tool_signature("t", {"x": math.nan}) == tool_signature("t", {"x": float("nan")})
+
+
+class TestAnalyzeResult:
+    @given(st.dictionaries(_KEYS, JSONISH, max_size=4), st.sampled_from(
+        ["fetched_at", "createdAt", "timestamp", "expires_in", "request_id", "x_request_id",
+         "trace_id", "span_id", "nonce", "etag", "response_time"]), _TEXT)
+    def test_volatile_keys_are_ignored(self, body: dict[str, Any], key: str, noise: str) -> None:
+        """A volatile key added to a result does not change its signature."""
+        volatile = VolatileMatcher()
+        clean = {k: v for k, v in body.items() if not volatile.is_volatile(k, v)}
+        assert _sig({**clean, key: noise}, volatile) == _sig(clean, volatile)
+
+    @given(st.integers(2000, 2099), st.integers(1, 12), st.integers(1, 28),
+           st.integers(0, 23), st.integers(0, 59), st.sampled_from(["Z", "+02:00", ""]))
+    def test_datetime_values_are_ignored(self, year: int, month: int, day: int, hour: int,
+                                         minute: int, zone: str) -> None:
+        """A value that is an ISO date-time with a time of day compares equal to any other."""
+        volatile = VolatileMatcher()
+        moment = f"{year}-{month:02}-{day:02}T{hour:02}:{minute:02}:00{zone}"
+        assert _sig({"as_of": moment}, volatile) == _sig({"as_of": "2001-01-01T00:00:00Z"},
+                                                         volatile)
+        assert _sig({"date": moment}, volatile) == _sig({}, volatile)
+
+    @given(st.dates(), st.dates())
+    def test_plain_dates_are_data(self, one: Any, two: Any) -> None:
+        """A plain date (no time of day) is data: two different dates are two different results."""
+        volatile = VolatileMatcher()
+        if one != two:
+            assert _sig({"date": one.isoformat()}, volatile) != _sig({"date": two.isoformat()},
+                                                                     volatile)
+            assert _sig(one.isoformat(), volatile) != _sig(two.isoformat(), volatile)
+
+    def test_volatile_keys_are_configurable(self) -> None:
+        """A custom volatile key list replaces the defaults."""
+        custom = VolatileMatcher(["seq*"])
+        assert _sig({"a": 1, "seq_no": 5}, custom) == _sig({"a": 1, "seq_no": 6}, custom)
+        assert _sig({"a": 1, "timestamp": 5}, custom) != _sig({"a": 1, "timestamp": 6}, custom)
+
+    def test_json_text_result_equals_object(self, volatile: VolatileMatcher) -> None:
+        """A result given as JSON text compares equal to the same object."""
+        assert _sig('{"b": 2, "a": [1]}', volatile) == _sig({"a": [1], "b": 2}, volatile)
+
+    @given(ANYTHING)
+    @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow],
+              deadline=None)
+    def test_never_raises(self, value: Any) -> None:
+        """Any result at all is analysed without raising."""
+        info = analyze_result(value, VolatileMatcher())
+        assert len(info.digest) == 16
+
+    def test_fifty_megabyte_result(self, volatile: VolatileMatcher) -> None:
+        """A 50 MB result is hashed into an ordinary digest."""
+        assert len(_sig("r" * (50 * 1024 * 1024), volatile)) == 16
+
+    @pytest.mark.parametrize(("result", "error"), [
+        ({"error": "boom"}, "boom"),
+        ({"error": {"code": 401, "message": "unauthorized"}}, '{"code":401,"message":'
+                                                                '"unauthorized"}'),
+        ({"status": 404, "message": "no such order"}, "404 no such order"),
+        ({"status_code": "503"}, "503"),
+        ({"statusCode": 429, "detail": "slow down"}, "429 slow down"),
+        ({"ok": False, "message": "quota"}, "quota"),
+        ({"success": False}, "ok: false"),
+        ('{"error": "as json text"}', "as json text"),
+    ], ids=["error-key", "error-object", "status-404", "status-code-str", "camel-status",
+            "ok-false", "success-false", "json-text"])
+    def test_structured_errors(self, volatile: VolatileMatcher, result: Any, error: str) -> None:
+        """A top-level error key, a status >= 400 or ok: false makes the result an error."""
+        assert analyze_result(result, volatile).error == error
+
+    @pytest.mark.parametrize("result", [
+        "error: this is just text",
+        "Go handles error values explicitly",
+        {"text": "error handling in go", "hits": 3},
+        {"status": 200, "ok": True, "body": "no error"},
+        {"status": "error-free"},
+        {"error": None},
+        {"error": ""},
+        {"error": {}},
+        {"ok": True},
+        [{"error": "nested, not top level"}],
+    ], ids=["text-prefix", "word-in-text", "word-in-field", "status-200", "status-str",
+            "error-none", "error-empty", "error-empty-object", "ok-true", "nested"])
+    def test_successes_mentioning_error(self, volatile: VolatileMatcher, result: Any) -> None:
+        """A successful result that contains the word "error" is not an error."""
+        assert analyze_result(result, volatile).error is None
+
+    @pytest.mark.parametrize(("result", "expected"), [
+        ({"status": "running"}, True), ({"state": "queued"}, True), ("pending...", True),
+        ({"status": "done"}, False), ("completed", False),
+    ], ids=["status-running", "state-queued", "text-pending", "status-done", "text-completed"])
+    def test_in_progress(self, volatile: VolatileMatcher, result: Any, expected: bool) -> None:
+        """Results that report a job still pending, queued or running are in progress."""
+        assert analyze_result(result, volatile).in_progress is expected
+
+    @pytest.mark.parametrize(("result", "expected"), [
+        (None, True), ("", True), ("No results.", True), ([], True),
+        ({"results": [], "total": 0}, True), ("3 results", False), ({"results": ["a"]}, False),
+    ], ids=["none", "empty-str", "no-results", "empty-list", "empty-fields", "some", "one-hit"])
+    def test_empty(self, volatile: VolatileMatcher, result: Any, expected: bool) -> None:
+        """Empty results (nothing, "no results", empty containers) are recognised."""
+        assert analyze_result(result, volatile).empty is expected
+
+
+def _distinct_results() -> st.SearchStrategy[list[Any]]:
+    volatile = VolatileMatcher()
+    return st.lists(JSONISH, min_size=2, max_size=25,
+                    unique_by=lambda r: analyze_result(r, volatile).digest)
+
+
+class TestChangedResultIsNeverStagnation:
+    @given(_distinct_results(), st.booleans())
+    @settings(max_examples=60, deadline=None)
+    def test_same_call_with_changing_results(self, results: list[Any], poll: bool) -> None:
+        """The same call returning pairwise different results never yields stagnation evidence."""
+        tools = {"probe": {"kind": "poll"}} if poll else {}
+        engine = LoopEngine(LoopGuardConfig.create(tools=tools))
+        run = engine.new_run()
+        for index, result in enumerate(results):
+            decision = engine.process(run, ToolCall(
+                tool="probe", arguments={"q": "same"}, result=result, has_result=True,
+                start_time_ns=10 * index + 1, end_time_ns=10 * index + 2))
+            assert all(e.detector != "stagnation" for e in decision.evidence), decision
