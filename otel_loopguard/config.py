@@ -95,9 +95,10 @@ class LoopGuardConfig:
 
     def threshold(self, tool: str, name: str) -> Any:
         """Return threshold ``name`` for ``tool``, honouring per-tool overrides."""
-        override = self.tools.get(tool)
-        if override is not None and name in override.thresholds:
-            return override.thresholds[name]
+        if self.tools:
+            override = self.tools.get(tool)
+            if override is not None and name in override.thresholds:
+                return override.thresholds[name]
         return self.values[name]
 
     def tool_kind(self, tool: str) -> str | None:

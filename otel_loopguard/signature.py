@@ -96,15 +96,25 @@ class VolatileMatcher:
         self._regex = re.compile("(?:" + "|".join(parts) + r")\Z") if parts else None
         self._cache: dict[str, bool] = {}
 
-    def is_volatile(self, key: str, value: Any) -> bool:
-        """Return True when ``key`` (with ``value``) should be ignored when comparing results."""
+    def any_candidate(self, keys: Iterable[str]) -> bool:
+        """Return True when any of ``keys`` may be volatile (``date`` depends on its value)."""
+        for key in set(keys):
+            if self._key_hit(key) or key.lower() == "date":
+                return True
+        return False
+
+    def _key_hit(self, key: str) -> bool:
         hit = self._cache.get(key)
         if hit is None:
             snake = _CAMEL_RE.sub(r"_\1", key).lower().replace("-", "_")
             hit = bool(self._regex and self._regex.match(snake))
             if len(self._cache) < 4096:
                 self._cache[key] = hit
-        if hit:
+        return hit
+
+    def is_volatile(self, key: str, value: Any) -> bool:
+        """Return True when ``key`` (with ``value``) should be ignored when comparing results."""
+        if self._key_hit(key):
             return True
         if key.lower() == "date" and isinstance(value, str):
             return _DATETIME_RE.search(value) is not None
@@ -192,43 +202,44 @@ def _canonical(normalized: Any) -> str:
                       default=str)
 
 
-_WS_BY_QUOTE_RE: Final = re.compile(r'(?<=")\s+|\s+(?=")')
-_WS_RUN_RE: Final = re.compile(r"[^\S ]|\s{2,}")
 _DATETIME_IN_JSON_RE: Final = re.compile(
     r'"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?\s*(?:Z|[+-]\d{2}:?\d{2})?"',
     re.ASCII | re.IGNORECASE)
 
 
-def _fast_json(text: str, volatile: VolatileMatcher | None, max_chars: int) -> Any:
-    """Parse a JSON object/array text into canonical form in (mostly) C code.
+def _fast_json(text: str, volatile: VolatileMatcher | None,
+               max_chars: int) -> tuple[Any, str] | object:
+    """Return (parsed, canonical JSON text) of a JSON object/array text, in (mostly) C code.
 
-    Whitespace runs are collapsed and whitespace next to quotes dropped on the raw text (the
-    same normalisation as ``normalize_value``, applied before parsing); for results, ISO
-    date-times are masked on the raw text and volatile keys dropped by the parser's object
-    hook. Returns None when the text is not JSON or holds long strings (the slow path
-    hashes those).
+    The text is parsed (volatile keys dropped by the parser's object hook, for results) and
+    dumped compactly with sorted keys, so the only whitespace left is inside strings. When none
+    of it needs normalising (no doubled, leading, trailing or non-space whitespace, no escapes)
+    and nothing is oversized or too deep, that text is already the canonical form the slow
+    path (``normalize_value``) would produce; otherwise ``_NOT_JSON`` sends the value there.
     """
-    if "\\" in text:
-        return _NOT_JSON  # escaped whitespace (\n, \u3000...) needs the per-string path
-    folded = _WS_RUN_RE.sub(" ", _WS_BY_QUOTE_RE.sub("", text.strip()))
-    if volatile is not None:
-        folded = _DATETIME_IN_JSON_RE.sub('"' + _DATETIME_TOKEN + '"', folded)
-
+    hook: Any = None
+    if volatile is not None and volatile.any_candidate(_KEY_RE.findall(text)):
         def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-            return {k: v for k, v in pairs
-                    if not (volatile.is_volatile(k, v) or (k.lower() == "date"
-                                                            and v == _DATETIME_TOKEN))}
-    else:
-        hook = dict  # type: ignore[assignment]  # same call shape
+            return {k: v for k, v in pairs if not volatile.is_volatile(k, v)}
     try:
-        parsed = json.loads(folded, object_pairs_hook=hook, parse_constant=_constant)
-    except (ValueError, RecursionError):
+        parsed = json.loads(text, object_pairs_hook=hook, parse_constant=_constant)
+        canonical = json.dumps(parsed, sort_keys=True, separators=(",", ":"),
+                               ensure_ascii=False)
+    except (ValueError, TypeError, RecursionError):
         return _NOT_JSON
-    if len(folded) > max_chars and _has_long_string(parsed, max_chars, 0):
+    if ("\\" in canonical or "  " in canonical or '" ' in canonical or ' "' in canonical
+            or (not canonical.isascii() and _ODD_WS_RE.search(canonical))):
         return _NOT_JSON
-    return parsed
+    if (len(canonical) > max_chars or canonical.count("[") + canonical.count("{") > _MAX_DEPTH
+            ) and _has_long_string(parsed, max_chars, 0):
+        return _NOT_JSON
+    if volatile is not None and "-" in canonical:
+        canonical = _DATETIME_IN_JSON_RE.sub('"' + _DATETIME_TOKEN + '"', canonical)
+    return parsed, canonical
 
 
+_ODD_WS_RE: Final = re.compile(r"[^\S ]")
+_KEY_RE: Final = re.compile(r'"([^"\\]{1,128})"\s*:')
 _NOT_JSON: Final = object()
 
 
@@ -262,9 +273,9 @@ def canonical_args(arguments: Any, *, max_value_chars: int = _DEFAULT_MAX_VALUE_
     """Return (canonical arguments, their canonical JSON text), fast for JSON strings."""
     text = _json_text(arguments, max_value_chars)
     if text is not None:
-        parsed = _fast_json(text, None, max_value_chars)
-        if parsed is not _NOT_JSON:
-            return parsed, _canonical(parsed)
+        fast = _fast_json(text, None, max_value_chars)
+        if isinstance(fast, tuple):
+            return fast
     normalized = normalize_args(arguments, max_value_chars=max_value_chars)
     return normalized, _canonical(normalized)
 
@@ -310,8 +321,8 @@ def analyze_result(
     try:
         text = _json_text(result, max_value_chars)
         fast = _fast_json(text, volatile, max_value_chars) if text is not None else _NOT_JSON
-        if fast is not _NOT_JSON:
-            return _result_info(fast)
+        if isinstance(fast, tuple):
+            return _result_info(*fast)
         parsed = result
         if isinstance(result, str) and len(result) <= max_value_chars * 16:
             parsed = _parse_json_text(result)
@@ -329,9 +340,9 @@ def analyze_result(
     )
 
 
-def _result_info(normalized: Any) -> ResultInfo:
-    return ResultInfo(digest=digest(_canonical(normalized)), error=_structured_error(normalized),
-                      in_progress=_in_progress(normalized), empty=_is_empty(normalized))
+def _result_info(parsed: Any, canonical: str) -> ResultInfo:
+    return ResultInfo(digest=digest(canonical), error=_structured_error(parsed),
+                      in_progress=_in_progress(parsed), empty=_is_empty(parsed))
 
 
 def _structured_error(value: Any) -> str | None:
@@ -373,14 +384,17 @@ def _in_progress(value: Any) -> bool:
     return False
 
 
-def _is_empty(value: Any) -> bool:
+def _is_empty(value: Any, depth: int = 0) -> bool:
+    """Return True for a result that carries nothing: null, "no results", [], {"items": []}."""
     if value is None:
         return True
     if isinstance(value, str):
-        return value.strip(" .!").lower() in _EMPTY_TEXTS
+        return len(value) < 40 and value.strip(" .!").lower() in _EMPTY_TEXTS
+    if depth >= 2:
+        return isinstance(value, list | dict) and not value
     if isinstance(value, list):
-        return all(_is_empty(v) for v in value)
+        return all(_is_empty(v, depth + 1) for v in value)
     if isinstance(value, dict):
-        return all(_is_empty(v) or isinstance(v, int | float) and not isinstance(v, bool)
-                   and v == 0 for v in value.values())
+        return all(_is_empty(v, depth + 1) or (isinstance(v, int | float)
+                   and not isinstance(v, bool) and v == 0) for v in value.values())
     return False

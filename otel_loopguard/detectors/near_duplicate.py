@@ -46,6 +46,13 @@ def argument_features(arguments: Any) -> dict[str, Feature]:
     return features
 
 
+def _features(entry: list[Any]) -> dict[str, Feature]:
+    """Return an entry's features, computing them from its kept arguments on first use."""
+    if entry[1] is None:
+        entry[1], entry[2] = argument_features(entry[2]), None
+    return entry[1]  # type: ignore[no-any-return]  # set just above
+
+
 class NearDuplicateDetector(DetectorBase):
     """Arguments near-identical but not equal, for the same tool, with no progress.
 
@@ -66,22 +73,26 @@ class NearDuplicateDetector(DetectorBase):
         self.embedder = embedder
         self.embedding_threshold = embedding_threshold
 
-    def new_state(self) -> deque[tuple[Step, dict[str, Feature]]]:
-        """Return the run's recent calls with their features."""
+    def new_state(self) -> deque[list[Any]]:
+        """Return the run's recent calls: [step, features or None, arguments until featured]."""
         return deque(maxlen=self.config.near_duplicate_window - 1)
 
-    def observe(self, state: deque[tuple[Step, dict[str, Feature]]],
-                step: Step) -> Evidence | None:
+    def observe(self, state: deque[list[Any]], step: Step) -> Evidence | None:
         """Group this call with its recent near-duplicates and judge their progress."""
-        features = argument_features(step.arguments)
-        step.arguments = None  # keep no raw payload in the window
-        group = [old for old, feats in state if old.tool == step.tool
-                 and self._near(features, feats)]
-        state.append((step, features))
+        same_tool = [entry for entry in state if entry[0].tool == step.tool]
+        minimum = self.config.threshold(step.tool, "near_duplicate_min")
+        group: list[Step] = []
+        if len(same_tool) + 1 >= minimum:  # features only when a group is possible
+            features = argument_features(step.arguments)
+            group = [entry[0] for entry in same_tool if self._near(features, _features(entry))]
+            state.append([step, features, None])
+        else:
+            state.append([step, None, step.arguments])
+        step.arguments = None
         if step.kind in ("exempt", "poll") or step.error is not None:
             return None
         group.append(step)
-        if len(group) < self.config.threshold(step.tool, "near_duplicate_min"):
+        if len(group) < minimum:
             return None
         if len({s.call_sig for s in group}) < 2:
             return None
