@@ -50,21 +50,23 @@ def child(config: str, kind: str, spans: int) -> None:
     provider = _provider(config)
     tracer = provider.get_tracer("bench")
     if kind == "plain":
-        attrs: dict[str, Any] = {"http.method": "GET", "http.route": "/x"}
-    else:
-        attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search_kb",
-                 "gen_ai.tool.call.arguments": ARGS}
+        attrs: list[dict[str, Any]] = [{"http.method": "GET", "http.route": "/x"}] * 64
+    else:  # a healthy agent: distinct arguments and results (loops are the rare case)
+        attrs = [{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": f"tool_{i % 4}",
+                  "gen_ai.tool.call.arguments": ARGS.replace("refund", f"refund {i}")}
+                 for i in range(64)]
+    results = [RESULT.replace('"total": 6', f'"total": {i}') for i in range(64)]
     per_trace = 20
     for _ in range(2):  # warm-up pass, then the timed pass
         started = time.perf_counter()
         for t in range(spans // per_trace):
             with tracer.start_as_current_span("invoke_agent a"):
                 for i in range(per_trace):
+                    n = (t * per_trace + i) % 64
                     with tracer.start_as_current_span("execute_tool search_kb",
-                                                      attributes=attrs) as span:
+                                                      attributes=attrs[n]) as span:
                         if kind == "tool":
-                            span.set_attribute("gen_ai.tool.call.result",
-                                               RESULT if (t + i) % 3 else RESULT + " ")
+                            span.set_attribute("gen_ai.tool.call.result", results[n])
         elapsed = time.perf_counter() - started
     provider.shutdown()
     print(json.dumps({"spans_per_s": spans / elapsed, "us_per_span": elapsed / spans * 1e6}))

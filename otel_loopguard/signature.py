@@ -82,26 +82,62 @@ def _parse_json_text(text: str) -> Any:
     return text
 
 
+def _needles(pattern: str) -> set[str]:
+    """Return substrings one of which every JSON key matching ``pattern`` contains.
+
+    These are the camelCase spellings, searched case-sensitively (``*_at`` gives ``At"``,
+    ``trace_id`` gives ``"traceId"`` and ``"TraceId"``); ``_lower_needle`` covers the rest on
+    lower-cased text.
+    """
+    words = pattern.lower().replace("-", "_").split("_")
+    camel = words[0] + "".join(w.capitalize() for w in words[1:])
+    spellings = {camel, camel[:1].upper() + camel[1:]}
+    out: set[str] = set()
+    for spelling in spellings:
+        if spelling.startswith("*"):
+            out.add(spelling.lstrip("*") + '"')
+            if spelling.startswith("*_"):  # camelCase form of a suffix: createdAt
+                rest = spelling[2:]
+                out.add(rest[:1].upper() + rest[1:] + '"')
+        elif spelling.endswith("*"):
+            out.add('"' + spelling.rstrip("*"))
+        else:
+            out.add('"' + spelling + '"')
+    return out
+
+
+def _lower_needle(pattern: str) -> str:
+    """Return the substring a matching key contains in lower-cased JSON text."""
+    pattern = pattern.lower()
+    if pattern.startswith("*"):
+        return pattern.lstrip("*") + '"'
+    if pattern.endswith("*"):
+        return '"' + pattern.rstrip("*")
+    return '"' + pattern + '"'
+
+
 class VolatileMatcher:
     """Decides which mapping keys of a result are volatile (moments, per-request ids).
 
     Thread-safe: the per-key cache is a plain dict whose races only repeat work.
     """
 
-    __slots__ = ("_cache", "_regex")
+    __slots__ = ("_cache", "_lower_needles", "_needles", "_regex")
 
     def __init__(self, patterns: Iterable[str] = DEFAULT_VOLATILE_KEYS) -> None:
         """Compile glob ``patterns`` (``*`` wildcard, case-insensitive, camelCase folded)."""
         parts = [re.escape(p.lower()).replace(r"\*", ".*") for p in patterns]
         self._regex = re.compile("(?:" + "|".join(parts) + r")\Z") if parts else None
         self._cache: dict[str, bool] = {}
+        self._needles = tuple(set().union(*(_needles(p) for p in patterns)))
+        self._lower_needles = tuple({_lower_needle(p) for p in patterns} | {'"date"'})
 
-    def any_candidate(self, keys: Iterable[str]) -> bool:
-        """Return True when any of ``keys`` may be volatile (``date`` depends on its value)."""
-        for key in set(keys):
-            if self._key_hit(key) or key.lower() == "date":
-                return True
-        return False
+    def may_match(self, text: str) -> bool:
+        """Return False only when no key in the JSON ``text`` can be volatile (a C-speed scan)."""
+        if any(needle in text for needle in self._needles):
+            return True
+        lowered = text.lower()
+        return any(needle in lowered for needle in self._lower_needles)
 
     def _key_hit(self, key: str) -> bool:
         hit = self._cache.get(key)
@@ -174,11 +210,9 @@ def _safe_str(value: Any) -> str:
 
 
 def _normalize_str(text: str, volatile: VolatileMatcher | None, max_chars: int) -> Any:
-    if len(text) > max_chars:
-        return _hashed(text)
-    if volatile is not None and 15 < len(text) < 45 and _DATETIME_RE.fullmatch(text.strip()):
-        return _DATETIME_TOKEN
-    return " ".join(text.split())
+    """Hash oversized strings; whitespace and date-times are folded later, on the JSON text."""
+    del volatile
+    return _hashed(text) if len(text) > max_chars else text
 
 
 def _normalize_mapping(
@@ -189,7 +223,7 @@ def _normalize_mapping(
         if count >= _MAX_ITEMS:
             out["\x00more"] = len(value) - _MAX_ITEMS
             break
-        skey = " ".join((key if isinstance(key, str) else _safe_str(key)).split())
+        skey = key if isinstance(key, str) else _safe_str(key)
         if volatile is not None and volatile.is_volatile(skey, item):
             continue
         out[skey] = normalize_value(item, volatile=volatile, max_value_chars=max_chars,
@@ -197,9 +231,55 @@ def _normalize_mapping(
     return dict(sorted(out.items()))
 
 
-def _canonical(normalized: Any) -> str:
-    return json.dumps(normalized, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+def _canonical(normalized: Any, *, result: bool = False) -> str:
+    """Return the canonical JSON text: sorted keys, compact, whitespace inside strings folded.
+
+    Compact JSON has whitespace only inside strings, so folding runs the text once: runs of
+    whitespace (raw, or escaped as ``\\n``, ``\\t``...) become one space, and a space next to a
+    string's opening or closing quote is dropped. For results, ISO date-time strings are
+    masked. Both the JSON-text fast path and the object path end here, so they agree.
+    """
+    text = json.dumps(normalized, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                       default=str)
+    if "  " in text or "\\" in text or '" ' in text or ' "' in text or not text.isascii():
+        text = _fold_whitespace(text)
+    if result and "-" in text:
+        text = _DATETIME_IN_JSON_RE.sub('"' + _DATETIME_TOKEN + '"', text)
+    return text
+
+
+_ESCAPED_WS: Final = ("\\n", "\\r", "\\t", "\\f", "\\u000b", "\\u001c", "\\u001d",
+                      "\\u001e", "\\u001f")
+"""How json.dumps writes whitespace control characters inside strings."""
+_OPENERS: Final = ('{" ', '[" ', '," ', ':" ')
+_CLOSERS: Final = (' ",', ' "}', ' "]', ' ":')
+
+
+def _fold_whitespace(text: str) -> str:
+    """Fold whitespace inside the strings of compact JSON text, with C-speed replaces only.
+
+    Compact JSON has whitespace only inside strings, and a quote that is not escaped is always
+    next to one of ``{[,:`` or the ends, so these replaces touch string contents only.
+    """
+    if "\\" in text:
+        for escaped in _ESCAPED_WS:
+            if escaped in text:
+                text = text.replace(escaped, " ")
+    if not text.isascii():
+        text = _ODD_WS_RE.sub(" ", text)
+    while "  " in text:
+        text = text.replace("  ", " ")
+    for opener in _OPENERS:
+        if opener in text:
+            text = text.replace(opener, opener[:2])
+    for closer in _CLOSERS:
+        if closer in text:
+            text = text.replace(closer, closer[1:])
+    if text.startswith('" '):
+        text = '"' + text[2:]
+    if text.endswith(' "'):
+        text = text[:-2] + '"'
+    return text
 
 
 _DATETIME_IN_JSON_RE: Final = re.compile(
@@ -218,28 +298,23 @@ def _fast_json(text: str, volatile: VolatileMatcher | None,
     path (``normalize_value``) would produce; otherwise ``_NOT_JSON`` sends the value there.
     """
     hook: Any = None
-    if volatile is not None and volatile.any_candidate(_KEY_RE.findall(text)):
+    if volatile is not None and volatile.may_match(text):
         def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             return {k: v for k, v in pairs if not volatile.is_volatile(k, v)}
     try:
         parsed = json.loads(text, object_pairs_hook=hook, parse_constant=_constant)
-        canonical = json.dumps(parsed, sort_keys=True, separators=(",", ":"),
-                               ensure_ascii=False)
-    except (ValueError, TypeError, RecursionError):
+    except (ValueError, RecursionError):
         return _NOT_JSON
-    if ("\\" in canonical or "  " in canonical or '" ' in canonical or ' "' in canonical
-            or (not canonical.isascii() and _ODD_WS_RE.search(canonical))):
-        return _NOT_JSON
-    if (len(canonical) > max_chars or canonical.count("[") + canonical.count("{") > _MAX_DEPTH
+    if (len(text) > max_chars or text.count("[") + text.count("{") > _MAX_DEPTH
             ) and _has_long_string(parsed, max_chars, 0):
         return _NOT_JSON
-    if volatile is not None and "-" in canonical:
-        canonical = _DATETIME_IN_JSON_RE.sub('"' + _DATETIME_TOKEN + '"', canonical)
-    return parsed, canonical
+    try:
+        return parsed, _canonical(parsed, result=volatile is not None)
+    except (ValueError, TypeError, RecursionError):
+        return _NOT_JSON
 
 
 _ODD_WS_RE: Final = re.compile(r"[^\S ]")
-_KEY_RE: Final = re.compile(r'"([^"\\]{1,128})"\s*:')
 _NOT_JSON: Final = object()
 
 
@@ -281,7 +356,11 @@ def canonical_args(arguments: Any, *, max_value_chars: int = _DEFAULT_MAX_VALUE_
 
 
 def normalize_args(arguments: Any, *, max_value_chars: int = _DEFAULT_MAX_VALUE_CHARS) -> Any:
-    """Return the canonical form of tool arguments (a JSON string is parsed first)."""
+    """Return the canonical structure of tool arguments (a JSON string is parsed first).
+
+    Keys are sorted and oversized strings hashed; whitespace inside strings is folded when the
+    structure is written as canonical JSON text (``canonical_args``).
+    """
     if isinstance(arguments, str) and len(arguments) <= max_value_chars * 16:
         arguments = _parse_json_text(arguments)
     return normalize_value(arguments, max_value_chars=max_value_chars)
@@ -329,7 +408,7 @@ def analyze_result(
         elif isinstance(result, bytes | bytearray) and len(result) <= max_value_chars * 16:
             parsed = _parse_json_text(bytes(result).decode("utf-8", "replace"))
         normalized = normalize_value(parsed, volatile=volatile, max_value_chars=max_value_chars)
-        sig = digest(_canonical(normalized))
+        sig = digest(_canonical(normalized, result=True))
     except (ValueError, TypeError, RecursionError) as exc:
         return ResultInfo(digest=digest("\x00unsignable:" + type(exc).__name__))
     return ResultInfo(
