@@ -14,7 +14,7 @@ import inspect
 import json
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Final, ParamSpec, TypeVar, cast
+from typing import Any, Final, ParamSpec, TypeVar, cast, overload
 
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
@@ -124,6 +124,16 @@ class ToolGuard:
 
     def _check(self, span: Span, tool: str,
                arguments: Any) -> tuple[Decision, LoopDetectedResult | None]:
+        try:
+            return self._precheck(span, tool, arguments)
+        except ToolLoopError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a loopguard bug must not stop the tool
+            self.processor.guard.handle("enforce", exc)
+            return Decision(action=Action.CONTINUE, tool=tool), None
+
+    def _precheck(self, span: Span, tool: str,
+                  arguments: Any) -> tuple[Decision, LoopDetectedResult | None]:
         run_id, entry = self.processor.run_for_span(span)
         with entry.state.lock:
             decision = self.processor.engine.precheck(entry.state, tool, arguments)
@@ -156,6 +166,13 @@ class ToolGuard:
         elif decision.action is Action.STOP:
             attrs["loopguard.would_block"] = True
         span.set_attributes(attrs)
+
+    @overload
+    def tool(self, func: Callable[P, R], *, name: str | None = None) -> Callable[P, R]: ...
+
+    @overload
+    def tool(self, func: None = None, *,
+             name: str | None = None) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 
     def tool(self, func: Callable[P, R] | None = None, *,
              name: str | None = None) -> Any:

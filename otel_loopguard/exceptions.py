@@ -48,8 +48,18 @@ class ToolLoopError(LoopGuardError):
         self.decision = decision
         self.tool_name = decision.tool
         self.repeats = decision.evidence[0].count if decision.evidence else 0
-        super().__init__(
-            message
-            or f'Tool "{self.tool_name}" was called {self.repeats} times with identical arguments'
-            " - aborting to prevent a loop"
-        )
+        super().__init__(message or _message(decision, self.tool_name, self.repeats))
+
+
+def _message(decision: Decision, tool: str, repeats: int) -> str:
+    code = decision.code
+    if code in ("STAGNANT_RESULT", "POLL_STAGNANT", "REPEATED_CALL"):
+        what = f"was called {repeats} times with identical arguments"
+    elif code in ("PERMANENT_FAILURE", "REPEATED_FAILURE", "MUTATING_FAILURE"):
+        what = f"failed {repeats - 1} times with the same error and would be retried again"
+    elif code == "BUDGET_EXHAUSTED":
+        what = f"would exceed the run's tool-call budget ({repeats} calls)"
+    else:
+        what = f"would continue a loop ({code}, {repeats} repeats)"
+    return f'Tool "{tool}" {what} - aborting to prevent a loop'
+

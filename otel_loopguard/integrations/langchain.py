@@ -1,0 +1,523 @@
+"""LangChain / LangGraph: stop a looping tool call before it runs.
+
+Two ways in, a few lines each::
+
+    from otel_loopguard.integrations.langchain import LoopGuardMiddleware, guard_tool
+
+    # LangChain 1.x agents (create_agent builds a LangGraph graph):
+    agent = create_agent(model, tools, middleware=[LoopGuardMiddleware(processor)])
+
+    # Any LangGraph ToolNode, or anything else that runs LangChain tools:
+    node = ToolNode([guard_tool(search, processor)])
+
+Before each call, the guard asks the processor's run whether the call would be one too many. In
+enforce mode it then raises ``ToolLoopError`` (``abort``; the run ends with it) or skips the tool
+and returns the ``[loop-detected] ...`` hint as the ``ToolMessage`` content (``hint``; the
+message has ``status="error"`` and an ``artifact`` with ``error == "loop-detected"``). In observe
+mode the tool always runs and the guard only reports.
+
+The run is the current OpenTelemetry trace. When LangChain is instrumented (OpenInference,
+OpenLLMetry or the official GenAI instrumentation on the provider that holds the processor),
+the instrumentation records every tool call and the guard uses its spans. Otherwise the guard
+records each call itself in a GenAI ``execute_tool`` span, under the span that is current or,
+when none is, under a synthetic parent: one trace per agent invocation (the middleware keeps a
+run id in the agent state) or per message thread (``guard_tool`` and plain ``ToolNode``).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import random
+import sys
+import uuid
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from typing import Annotated, Any, Final
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.context import Context
+
+from otel_loopguard.enforce import ToolCallScope, ToolGuard
+from otel_loopguard.integrations._common import (
+    OWN_SCOPE,
+    GuardVerdict,
+    annotate,
+    blocked_span,
+    check,
+    is_instrumentation_tool_span,
+    observed,
+    record_result,
+    release_run,
+    scope_name,
+    synthetic_context,
+    warn_once,
+    warning,
+)
+from otel_loopguard.processor import LoopGuardSpanProcessor
+from otel_loopguard.types import Action, Decision
+
+try:
+    from langchain_core.messages import ToolMessage  # type: ignore[import-not-found, unused-ignore]
+    from langchain_core.tools import (  # type: ignore[import-not-found, unused-ignore]
+        BaseTool,
+        StructuredTool,
+        Tool,
+    )
+except ImportError:  # the module stays importable; using it raises ImportError
+    _HAVE_LANGCHAIN = False
+else:
+    _HAVE_LANGCHAIN = True
+
+__all__ = ["GuardVerdict", "LoopGuardMiddleware", "LoopGuardToolCallWrapper", "guard_tool"]
+
+RUN_KEY: Final = "loopguard_run_id"
+"""Agent-state key where ``LoopGuardMiddleware`` keeps the id of the current invocation."""
+_INJECTED: Final = frozenset({"config", "callbacks", "run_manager"})
+"""Parameters LangChain injects into a tool function: never part of the call's arguments."""
+
+
+def _require_langchain() -> None:
+    if not _HAVE_LANGCHAIN:
+        raise ImportError("otel_loopguard.integrations.langchain needs langchain-core: "
+                          "pip install langchain")
+
+
+def _argument_forms(arguments: Any) -> list[Any]:
+    """Return the argument forms to precheck: the call's own, and what instrumentations record.
+
+    OpenInference records a single-string-argument LangChain tool's input as the bare value.
+    """
+    forms = [arguments]
+    if isinstance(arguments, Mapping) and len(arguments) == 1:
+        (value,) = arguments.values()
+        if isinstance(value, str):
+            forms.append(value)
+    return forms
+
+
+def _openinference_span() -> Any:
+    """Return OpenInference's span of the current LangChain run, when it is instrumented.
+
+    OpenInference does not make its spans current; it offers this lookup instead.
+    """
+    module = sys.modules.get("openinference.instrumentation.langchain")
+    if module is None:
+        return None
+    try:
+        span = module.get_current_span()
+    except Exception:
+        return None
+    return span if span is not None and span.is_recording() else None
+
+
+def _is_langchain_instrumentation(span: Any) -> bool:
+    name = scope_name(span)
+    return span.is_recording() and name != OWN_SCOPE and ("langchain" in name or
+                                                          "langgraph" in name)
+
+
+def _thread_trace_id(state: Any) -> int | None:
+    """Return a trace id for the run from the agent state: our run id, else the first message."""
+    if isinstance(state, Mapping):
+        run = state.get(RUN_KEY)
+        if isinstance(run, str):
+            try:
+                return int(run, 16)
+            except ValueError:
+                pass
+        messages = state.get("messages")
+    else:
+        messages = getattr(state, "messages", None)
+    if isinstance(messages, list) and messages:
+        first = getattr(messages[0], "id", None)
+        if first:
+            return int.from_bytes(hashlib.sha256(str(first).encode()).digest()[:16], "big")
+    return None
+
+
+@contextmanager
+def _attached(ctx: Context | None) -> Iterator[None]:
+    if ctx is None:
+        yield
+        return
+    token = otel_context.attach(ctx)
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
+
+
+def _hint_message(verdict: GuardVerdict, tool_call: Mapping[str, Any]) -> ToolMessage:
+    decision = verdict.decision
+    return ToolMessage(
+        content=str(verdict.hint_result()), tool_call_id=tool_call.get("id") or "",
+        name=tool_call.get("name"), status="error",
+        artifact={"error": "loop-detected", "code": decision.code,
+                  "action": decision.action.label, "tool": decision.tool,
+                  "count": decision.evidence[0].count if decision.evidence else 0})
+
+
+def _message_outcome(message: Any) -> tuple[Any, str | None]:
+    """Return (result, error text or None) of a tool node's answer."""
+    if isinstance(message, ToolMessage):
+        content = message.content
+        return content, (str(content) or "error") if message.status == "error" else None
+    return None, None
+
+
+def _with_warning(message: Any, verdict: GuardVerdict, config: Any) -> Any:
+    suffix = warning(verdict, config)
+    if suffix is not None and isinstance(message, ToolMessage) and isinstance(message.content,
+                                                                               str):
+        return message.model_copy(update={"content": message.content + suffix})
+    return message
+
+
+@dataclass
+class _Plan:
+    """How one call is guarded: through the instrumentation's spans, or a span of our own."""
+
+    tool: str
+    arguments: Any
+    verdict: GuardVerdict | None = None
+    parent: Context | None = None
+
+
+class LoopGuardToolCallWrapper:
+    """The guard as a LangGraph tool-call wrapper; ``LoopGuardMiddleware`` uses it too.
+
+    ``ToolNode(tools, wrap_tool_call=wrapper, awrap_tool_call=wrapper.awrap)``.
+
+    Args:
+        processor: the installed ``LoopGuardSpanProcessor`` (its runs and settings are used).
+        tracer_provider: the provider the processor is installed on, for the spans loopguard
+            opens; default the global provider.
+        capture_content: record arguments and results on those spans (needed for detection).
+        record: True: always record calls in loopguard's own spans; False: never (an
+            instrumentation records them); None (default): record unless a LangChain
+            instrumentation's span is found.
+    """
+
+    def __init__(self, processor: LoopGuardSpanProcessor, *,
+                 tracer_provider: trace.TracerProvider | None = None,
+                 capture_content: bool = True, record: bool | None = None) -> None:
+        """Bind the wrapper to ``processor``.
+
+        Raises:
+            ImportError: when langchain-core is not installed.
+        """
+        _require_langchain()
+        self.processor = processor
+        self.config = processor.config
+        self.record = record
+        self._capture = capture_content
+        provider = tracer_provider or trace.get_tracer_provider()
+        self._tracer = provider.get_tracer(OWN_SCOPE)
+        self._guard = ToolGuard(processor, tracer_provider=provider,
+                                capture_content=capture_content)
+        self._warned: set[str] = set()
+
+    # --- ToolNode / middleware entry points --------------------------------------------------
+    def __call__(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """Guard one tool call (sync): ``handler(request)`` runs the tool."""
+        plan = self._plan(request)
+        if plan.verdict is not None:  # instrumented: the instrumentation records the call
+            blocked = self._enforce(plan, request)
+            return blocked if blocked is not None else self._finish(plan, handler(request))
+        with _attached(plan.parent), self._guard.call(plan.tool, plan.arguments) as scope:
+            if scope.blocked is not None:
+                return _hint_message(self._scope_verdict(scope), request.tool_call)
+            return self._record(scope, handler(request))
+
+    async def awrap(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        """Guard one tool call (async): ``await handler(request)`` runs the tool."""
+        plan = self._plan(request)
+        if plan.verdict is not None:
+            blocked = self._enforce(plan, request)
+            return blocked if blocked is not None else self._finish(plan,
+                                                                    await handler(request))
+        with _attached(plan.parent), self._guard.call(plan.tool, plan.arguments) as scope:
+            if scope.blocked is not None:
+                return _hint_message(self._scope_verdict(scope), request.tool_call)
+            return self._record(scope, await handler(request))
+
+    # --- internals ---------------------------------------------------------------------------
+    def _plan(self, request: Any) -> _Plan:
+        call = request.tool_call
+        plan = _Plan(str(call.get("name")), call.get("args") or {})
+        span = self._instrumentation_span()
+        if span is not None and self.record is not True:
+            try:
+                plan.verdict = check(self.processor, span, plan.tool,
+                                     _argument_forms(plan.arguments))
+            except Exception as exc:
+                self.processor.guard.handle("enforce", exc)
+                plan.verdict = GuardVerdict(Decision(Action.CONTINUE, tool=plan.tool),
+                                            self.config.mode, None, "")
+            plan.parent = trace.set_span_in_context(span)
+            return plan
+        if span is None and self.record is False:
+            warn_once(self._warned, "record", "otel-loopguard: record=False but no LangChain "
+                      "instrumentation span was found; this call is not checked")
+        if not trace.get_current_span().get_span_context().is_valid:
+            trace_id = _thread_trace_id(getattr(request, "state", None))
+            if trace_id is None:
+                warn_once(self._warned, "run", (
+                    "otel-loopguard: no span is open around the agent run and the state has no "
+                    "messages, so tool calls cannot be grouped into runs; open a span around the "
+                    "run or use LoopGuardMiddleware"))
+                trace_id = random.getrandbits(128)
+            plan.parent = synthetic_context(trace_id)
+        return plan
+
+    def _instrumentation_span(self) -> Any:
+        current = trace.get_current_span()
+        if _is_langchain_instrumentation(current) and observed(self.processor, current):
+            return current
+        span = _openinference_span()
+        return span if span is not None and observed(self.processor, span) else None
+
+    def _enforce(self, plan: _Plan, request: Any) -> Any:
+        verdict = plan.verdict
+        assert verdict is not None
+        if not verdict.blocked:
+            return None
+        blocked_span(self._tracer, plan.parent, plan.tool, plan.arguments, verdict,
+                     capture=self._capture)
+        if verdict.enforcement == "abort":
+            raise verdict.error()
+        return _hint_message(verdict, request.tool_call)
+
+    def _finish(self, plan: _Plan, message: Any) -> Any:
+        assert plan.verdict is not None
+        return _with_warning(message, plan.verdict, self.config)
+
+    def _record(self, scope: ToolCallScope, message: Any) -> Any:
+        result, error = _message_outcome(message)
+        record_result(scope.span, result, capture=self._capture, error=error)
+        return _with_warning(message, self._scope_verdict(scope), self.config)
+
+    def _scope_verdict(self, scope: ToolCallScope) -> GuardVerdict:
+        enforcement = "hint" if scope.blocked is not None else None
+        return GuardVerdict(scope.decision, self.config.mode, enforcement, "")
+
+
+# --- guard_tool ------------------------------------------------------------------------------
+def guard_tool(tool: BaseTool, processor: LoopGuardSpanProcessor, *,
+               tracer_provider: trace.TracerProvider | None = None,
+               capture_content: bool = True) -> BaseTool:
+    """Return a copy of ``tool`` whose calls are guarded (a ``StructuredTool`` or ``Tool``).
+
+    The copy keeps the tool's name, description, schema and settings; its function prechecks
+    each call. In enforce mode a blocked call raises ``ToolLoopError`` (abort) or returns the
+    ``[loop-detected]`` hint as its result (hint). Inside an instrumented LangChain the
+    instrumentation's tool span is used; otherwise the call runs in loopguard's own span, under
+    the span that is current: open one around each agent run, or every call is a run of its own
+    (and a warning is logged once).
+
+    Note: a ``ToolNode(handle_tool_errors=True)`` turns the abort's ``ToolLoopError`` into an
+    error message to the model; leave ``handle_tool_errors`` at its default (it re-raises other
+    exceptions) or use ``LoopGuardMiddleware`` / ``LoopGuardToolCallWrapper``.
+
+    Raises:
+        TypeError: for a tool that is neither a ``StructuredTool`` nor a ``Tool``.
+        ImportError: when langchain-core is not installed.
+    """
+    _require_langchain()
+    if not isinstance(tool, StructuredTool | Tool):
+        raise TypeError(f"guard_tool supports StructuredTool and Tool (what @tool makes), got "
+                        f"{type(tool).__name__}; use LoopGuardMiddleware or "
+                        "LoopGuardToolCallWrapper instead")
+    guard = _ToolFunctionGuard(processor, tool, tracer_provider, capture_content)
+    update: dict[str, Any] = {}
+    if tool.func is not None:
+        update["func"] = guard.wrap(tool.func)
+    if tool.coroutine is not None:
+        update["coroutine"] = guard.wrap_async(tool.coroutine)
+    return tool.model_copy(update=update)
+
+
+class _ToolFunctionGuard:
+    """The guard inside a tool's function (the tool's own span, if any, is current)."""
+
+    def __init__(self, processor: LoopGuardSpanProcessor, tool: BaseTool,
+                 tracer_provider: trace.TracerProvider | None, capture: bool) -> None:
+        self.processor = processor
+        self.config = processor.config
+        self.name = tool.name
+        self.artifact = getattr(tool, "response_format", "content") == "content_and_artifact"
+        self._guard = ToolGuard(processor, tracer_provider=tracer_provider,
+                                capture_content=capture)
+        self._warned: set[str] = set()
+
+    def arguments(self, func: Callable[..., Any], args: tuple[Any, ...],
+                  kwargs: dict[str, Any]) -> Any:
+        try:
+            bound = inspect.signature(func).bind_partial(*args, **kwargs).arguments
+        except (TypeError, ValueError):
+            bound = {"args": list(args), **kwargs}
+        return {k: v for k, v in bound.items() if k not in _INJECTED}
+
+    def precheck(self, arguments: Any) -> GuardVerdict | None:
+        """Return the verdict when an instrumentation's tool span is current, else None."""
+        current = trace.get_current_span()
+        span = current if is_instrumentation_tool_span(current) else _openinference_span()
+        if span is not None and not observed(self.processor, span):
+            span = None  # an instrumentation on another provider: record the call ourselves
+        if span is None:
+            if not current.get_span_context().is_valid:
+                warn_once(self._warned, "run", (
+                    "otel-loopguard: guard_tool found no span around the agent run, so its "
+                    "calls cannot be grouped into runs; open a span around the run, instrument "
+                    "LangChain, or use LoopGuardMiddleware"))
+            return None
+        try:
+            verdict = check(self.processor, span, self.name, _argument_forms(arguments))
+            annotate(span, verdict)
+        except Exception as exc:
+            self.processor.guard.handle("enforce", exc)
+            return None
+        return verdict
+
+    def blocked_result(self, verdict: GuardVerdict) -> Any:
+        if verdict.enforcement == "abort":
+            raise verdict.error()
+        hint = verdict.hint_result()
+        if self.artifact:
+            return hint, {"error": "loop-detected", "code": verdict.decision.code}
+        return hint
+
+    def finish(self, verdict: GuardVerdict, result: Any) -> Any:
+        suffix = warning(verdict, self.config)
+        if suffix is None:
+            return result
+        if isinstance(result, str):
+            return result + suffix
+        if self.artifact and isinstance(result, tuple) and len(result) == 2 and isinstance(
+                result[0], str):
+            return result[0] + suffix, result[1]
+        return result
+
+    def wrap(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(func)
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            arguments = self.arguments(func, args, kwargs)
+            verdict = self.precheck(arguments)
+            if verdict is not None:
+                if verdict.blocked:
+                    return self.blocked_result(verdict)
+                return self.finish(verdict, func(*args, **kwargs))
+            with self._guard.call(self.name, arguments) as scope:
+                if scope.blocked is not None:
+                    return self.blocked_result(self._verdict(scope))
+                result = func(*args, **kwargs)
+                scope.set_result(result[0] if self.artifact and isinstance(result, tuple)
+                                 else result)
+                return self.finish(self._verdict(scope), result)
+
+        return guarded
+
+    def wrap_async(self, func: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        @functools.wraps(func)
+        async def guarded(*args: Any, **kwargs: Any) -> Any:
+            arguments = self.arguments(func, args, kwargs)
+            verdict = self.precheck(arguments)
+            if verdict is not None:
+                if verdict.blocked:
+                    return self.blocked_result(verdict)
+                return self.finish(verdict, await func(*args, **kwargs))
+            with self._guard.call(self.name, arguments) as scope:
+                if scope.blocked is not None:
+                    return self.blocked_result(self._verdict(scope))
+                result = await func(*args, **kwargs)
+                scope.set_result(result[0] if self.artifact and isinstance(result, tuple)
+                                 else result)
+                return self.finish(self._verdict(scope), result)
+
+        return guarded
+
+    def _verdict(self, scope: ToolCallScope) -> GuardVerdict:
+        enforcement = "hint" if scope.blocked is not None else None
+        return GuardVerdict(scope.decision, self.config.mode, enforcement, "")
+
+
+# --- LangChain 1.x agent middleware ----------------------------------------------------------
+try:
+    from langchain.agents.middleware import AgentMiddleware, AgentState  # type: ignore[import-not-found, unused-ignore]
+    from langchain.agents.middleware.types import PrivateStateAttr  # type: ignore[import-not-found, unused-ignore]
+    from langgraph.channels.untracked_value import UntrackedValue  # type: ignore[import-not-found, unused-ignore]
+except ImportError:  # langchain-core / langgraph without the langchain package
+    _HAVE_MIDDLEWARE = False
+else:
+    _HAVE_MIDDLEWARE = True
+
+if _HAVE_MIDDLEWARE:
+    from typing_extensions import NotRequired
+
+    class LoopGuardState(AgentState):  # type: ignore[type-arg, misc, unused-ignore]
+        """Agent state with the id of the current invocation (private, not checkpointed)."""
+
+        loopguard_run_id: NotRequired[  # type: ignore[valid-type, unused-ignore]
+            Annotated[str, UntrackedValue, PrivateStateAttr]]
+
+    class LoopGuardMiddleware(AgentMiddleware):  # type: ignore[type-arg, misc, unused-ignore]
+        """LangChain 1.x agent middleware that guards every tool call of the agent.
+
+        ``create_agent(model, tools, middleware=[LoopGuardMiddleware(processor)])``.
+
+        Put it first in the list (the outermost ``wrap_tool_call``), so that no error-handling
+        middleware turns its ``ToolLoopError`` into a message. Keyword arguments are those of
+        :class:`LoopGuardToolCallWrapper`.
+        """
+
+        state_schema = LoopGuardState
+
+        def __init__(self, processor: LoopGuardSpanProcessor, **kwargs: Any) -> None:
+            """Bind the middleware to ``processor``."""
+            super().__init__()
+            self.wrapper = LoopGuardToolCallWrapper(processor, **kwargs)
+            self.processor = processor
+
+        def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+            """Give this invocation a run id (used when no span is open around it)."""
+            return {RUN_KEY: uuid.uuid4().hex}
+
+        async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+            """Async ``before_agent``."""
+            return self.before_agent(state, runtime)
+
+        def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+            """Drop the invocation's synthetic run (no root span will end it)."""
+            run = state.get(RUN_KEY) if isinstance(state, Mapping) else None
+            if isinstance(run, str):
+                with suppress(ValueError):
+                    release_run(self.processor, int(run, 16))
+            return None
+
+        async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+            """Async ``after_agent``."""
+            return self.after_agent(state, runtime)
+
+        def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+            """Precheck the call; run it, or stop it (abort) or answer with the hint."""
+            return self.wrapper(request, handler)
+
+        async def awrap_tool_call(self, request: Any,
+                                  handler: Callable[[Any], Awaitable[Any]]) -> Any:
+            """Async ``wrap_tool_call``."""
+            return await self.wrapper.awrap(request, handler)
+
+else:  # pragma: no cover - exercised only without the langchain package
+
+    class LoopGuardMiddleware:  # type: ignore[no-redef]
+        """Unavailable: install ``langchain`` (1.x) for agent middleware."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            """Raise ImportError."""
+            raise ImportError("LoopGuardMiddleware needs the langchain package (1.x); use "
+                              "guard_tool() or LoopGuardToolCallWrapper with LangGraph")
+

@@ -1,0 +1,530 @@
+"""Enforce mode inside LangChain / LangGraph: ``LoopGuardMiddleware`` and ``guard_tool``, live.
+
+Runs where LangChain 1.x is installed (``/work/rec-venvs/langchain-*``, or the venvs that
+``.ci/frameworks.sh`` builds); skips elsewhere. The agent is LangChain's ``create_agent`` (a
+LangGraph graph) driven offline by ``FakeMessagesListChatModel``, scripted to loop: it asks for
+``search(query="refund policy")`` again and again, and each call returns the same empty result.
+
+Most tests run LangChain *uninstrumented*: the guard records each call in its own spans.
+``test_instrumented_*`` run the same scenarios in a subprocess with each installed
+instrumentation (OpenInference, OpenLLMetry, official GenAI) on the provider that holds the
+processor, where the instrumentation's spans are used instead; a subprocess because an
+instrumentor patches LangChain for the whole process (see ``test_live_frameworks.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+FAMILY = os.environ.get("LOOPGUARD_FRAMEWORK_FAMILY", "")
+if FAMILY.startswith("langchain-"):
+    importlib.import_module("langchain.agents")  # .ci/frameworks.sh: must be there
+else:
+    pytest.importorskip("langchain.agents", reason="langchain 1.x not installed "
+                                                   "(tests/frameworks/requirements-langchain-*)")
+
+from langchain.agents import create_agent  # noqa: E402
+from langchain.agents.middleware import ToolErrorMiddleware  # noqa: E402
+from langchain_core.language_models.fake_chat_models import (  # noqa: E402
+    FakeMessagesListChatModel,
+)
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage  # noqa: E402
+from langchain_core.tools import BaseTool, tool  # noqa: E402
+from opentelemetry.context import Context  # noqa: E402
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
+    InMemorySpanExporter,
+)
+from prometheus_client import CollectorRegistry  # noqa: E402
+from pydantic import Field  # noqa: E402
+
+from otel_loopguard import Action, LoopGuardConfig, LoopGuardSpanProcessor, ToolLoopError  # noqa: E402
+from otel_loopguard.integrations.langchain import (  # noqa: E402
+    RUN_KEY,
+    LoopGuardMiddleware,
+    LoopGuardToolCallWrapper,
+    guard_tool,
+)
+
+LOOP_QUERY = {"query": "refund policy"}
+LOOP_RESULT = json.dumps({"results": [], "note": "no results"})
+STOP_AT_3 = {"stagnation_warn": 2, "stagnation_replan": 2, "stagnation_stop": 3}
+"""The 3rd identical call with the same result is the one too many: 2 calls run."""
+INSTRUMENTATIONS = {
+    "openinference": ("openinference.instrumentation.langchain", "LangChainInstrumentor"),
+    "traceloop": ("opentelemetry.instrumentation.langchain", "LangchainInstrumentor"),
+    "otel-genai": ("opentelemetry.instrumentation.genai.langchain", "LangChainInstrumentor"),
+}
+_GENAI_ENV = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY",
+              "OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental"}
+
+
+class ScriptedChat(FakeMessagesListChatModel):
+    """FakeMessagesListChatModel that accepts bind_tools and remembers what it was sent."""
+
+    received: list[list[BaseMessage]] = Field(default_factory=list)
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChat:
+        return self
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
+        self.received.append(list(messages))
+        return super()._generate(messages, *args, **kwargs)
+
+
+# ----------------------------------------------------------------------------- harness
+class Harness:
+    """Loopguard on a provider, and a scripted looping agent whose tool counts its executions."""
+
+    def __init__(self, provider: TracerProvider | None = None, **config: Any) -> None:
+        self.registry = CollectorRegistry()
+        self.exporter = InMemorySpanExporter()
+        self.provider = provider or TracerProvider()
+        self.processor = LoopGuardSpanProcessor(
+            LoopGuardConfig.create(**config), downstream=SimpleSpanProcessor(self.exporter),
+            registry=self.registry, raise_internal_errors=True)
+        if provider is None:
+            self.provider.add_span_processor(self.processor)
+        self.executions: list[str] = []
+        self.model: ScriptedChat | None = None
+
+    def search_tool(self) -> BaseTool:
+        executions = self.executions
+
+        @tool
+        def search(query: str) -> str:
+            """Search the knowledge base."""
+            executions.append(query)
+            return LOOP_RESULT
+
+        return search
+
+    def agent(self, calls: Sequence[dict[str, Any]], *, how: str = "middleware",
+              tools: list[Any] | None = None, tool_name: str = "search",
+              middleware: Sequence[Any] = ()) -> Any:
+        responses: list[Any] = [
+            AIMessage(content="", tool_calls=[{"name": tool_name, "args": args,
+                                               "id": f"call_{i}", "type": "tool_call"}])
+            for i, args in enumerate(calls, 1)]
+        responses.append(AIMessage("Done."))
+        self.model = ScriptedChat(responses=responses)
+        tools = tools if tools is not None else [self.search_tool()]
+        extra = list(middleware)
+        if how == "middleware":
+            extra.insert(0, LoopGuardMiddleware(self.processor, tracer_provider=self.provider))
+        elif how == "guard_tool":
+            tools = [guard_tool(t, self.processor, tracer_provider=self.provider)
+                     for t in tools]
+        return create_agent(self.model, tools=tools, system_prompt="You are support triage.",
+                            middleware=extra, name="triage")
+
+    def run(self, calls: Sequence[dict[str, Any]], **kwargs: Any) -> list[BaseMessage]:
+        out = self.agent(calls, **kwargs).invoke({"messages": [("user", "I want a refund")]},
+                                                 config={"recursion_limit": 60})
+        return list(out["messages"])
+
+    def received_tool_messages(self) -> list[ToolMessage]:
+        """The tool results the model was sent in its last call."""
+        assert self.model is not None and self.model.received
+        return [m for m in self.model.received[-1] if isinstance(m, ToolMessage)]
+
+    def sample(self, name: str, **labels: str) -> float:
+        return self.registry.get_sample_value(name, labels) or 0.0
+
+    def enforced(self, enforcement: str) -> float:
+        return self.sample("loopguard_enforced_total", prompt_template="unknown",
+                           enforcement=enforcement)
+
+    def tool_spans(self, name: str = "search") -> list[ReadableSpan]:
+        return sorted((s for s in self.exporter.get_finished_spans()
+                       if (s.attributes or {}).get("gen_ai.tool.name") == name),
+                      key=lambda s: s.start_time or 0)
+
+
+@pytest.fixture
+def make() -> Iterator[Any]:
+    made: list[Harness] = []
+
+    def factory(**config: Any) -> Harness:
+        made.append(Harness(**config))
+        return made[-1]
+
+    yield factory
+    for harness in made:
+        harness.provider.shutdown()
+
+
+def _contents(messages: Sequence[BaseMessage]) -> list[Any]:
+    return [m.content for m in messages if isinstance(m, ToolMessage)]
+
+
+HOWS = ["middleware", "guard_tool"]
+
+
+# ----------------------------------------------------------------------------- hint
+@pytest.mark.parametrize(("config", "runs"), [(STOP_AT_3, 2), ({}, 4)],
+                         ids=["stagnation_stop=3", "defaults"])
+def test_looping_model_stops_executing_the_tool_after_the_configured_calls(
+        make: Any, config: dict[str, Any], runs: int) -> None:
+    h = make(mode="enforce", enforcement="hint", **config)
+    messages = h.run([LOOP_QUERY] * 7)
+    assert len(h.executions) == runs
+    contents = _contents(messages)
+    assert len(contents) == 7
+    assert contents[:runs] == [LOOP_RESULT] * runs
+    assert all(c.startswith("[loop-detected] ") for c in contents[runs:])
+    assert messages[-1].content == "Done."
+
+
+@pytest.mark.parametrize("how", HOWS)
+def test_hint_mode_gives_the_model_the_hint_as_the_tool_result(make: Any, how: str) -> None:
+    h = make(mode="enforce", enforcement="hint", **STOP_AT_3)
+    tracer = h.provider.get_tracer("app")
+    with tracer.start_as_current_span("invoke_agent triage"):  # guard_tool needs a run span
+        h.run([LOOP_QUERY] * 4, how=how)
+    assert len(h.executions) == 2
+    received = h.received_tool_messages()
+    assert [m.content for m in received][:2] == [LOOP_RESULT] * 2
+    for message in received[2:]:
+        assert message.content.startswith(
+            '[loop-detected] You have called "search" with the same arguments 3 times')
+        assert message.tool_call_id in ("call_3", "call_4")
+        if how == "middleware":
+            assert message.status == "error"
+            assert message.artifact["error"] == "loop-detected"
+            assert message.artifact["code"] == "STAGNANT_RESULT"
+
+
+def test_hint_then_abort(make: Any) -> None:
+    h = make(mode="enforce", enforcement="hint_then_abort", **STOP_AT_3)
+    agent = h.agent([LOOP_QUERY] * 5)
+    with pytest.raises(ToolLoopError):
+        agent.invoke({"messages": [("user", "I want a refund")]})
+    assert len(h.executions) == 2
+    assert h.received_tool_messages()[-1].content.startswith("[loop-detected] ")
+    assert h.enforced("hint") == 1 and h.enforced("abort") == 1
+
+
+@pytest.mark.parametrize("how", HOWS)
+def test_hint_on_warn_appends_the_hint_to_the_real_result(make: Any, how: str) -> None:
+    h = make(mode="enforce", enforcement="hint", hint_on_warn=True)  # warn 3, replan 4, stop 5
+    with h.provider.get_tracer("app").start_as_current_span("invoke_agent triage"):
+        contents = _contents(h.run([LOOP_QUERY] * 4, how=how))
+    assert len(h.executions) == 4
+    assert contents[:2] == [LOOP_RESULT] * 2
+    for content in contents[2:]:
+        real, _, warning = content.partition("\n\n[loop-warning] ")
+        assert real == LOOP_RESULT
+        assert warning.startswith('You have called "search"')
+
+
+# ----------------------------------------------------------------------------- abort
+@pytest.mark.parametrize("how", HOWS)
+def test_abort_mode_ends_the_run_with_tool_loop_error(make: Any, how: str) -> None:
+    h = make(mode="enforce", enforcement="abort", **STOP_AT_3)
+    with h.provider.get_tracer("app").start_as_current_span("invoke_agent triage"), \
+            pytest.raises(ToolLoopError) as info:
+        h.run([LOOP_QUERY] * 5, how=how)
+    assert len(h.executions) == 2
+    error = info.value
+    assert error.tool_name == "search" and error.repeats == 3
+    assert str(error) == ('Tool "search" was called 3 times with identical arguments'
+                          " - aborting to prevent a loop")
+    assert error.decision.action is Action.STOP
+    assert error.decision.code == "STAGNANT_RESULT"
+    assert h.model is not None and len(h.model.received) == 3  # stopped at that turn
+
+
+def test_a_tool_failing_the_same_way_is_blocked_at_the_second_call(make: Any) -> None:
+    h = make(mode="enforce", enforcement="abort")
+    attempts: list[int] = []
+
+    @tool
+    def fetch_account(account_id: int) -> str:
+        """Fetch an account record."""
+        attempts.append(account_id)
+        raise PermissionError("401 unauthorized")
+
+    def on_error(exc: Exception, request: Any) -> str:
+        return f"{type(exc).__name__}: {exc}"
+
+    # LoopGuardMiddleware first (outermost): the error middleware inside it turns the tool's
+    # exception into an error ToolMessage, which loopguard records as a failure.
+    with pytest.raises(ToolLoopError) as info:
+        h.run([{"account_id": 42}] * 3, tools=[fetch_account], tool_name="fetch_account",
+              middleware=[ToolErrorMiddleware(on_error=on_error)])
+    assert attempts == [42]
+    assert info.value.decision.code == "PERMANENT_FAILURE"
+    failed = h.tool_spans("fetch_account")[0]
+    assert failed.status.description == "PermissionError: 401 unauthorized"
+
+
+# ----------------------------------------------------------------------------- observe
+def test_observe_mode_changes_nothing_and_reports_what_enforce_would_do(make: Any) -> None:
+    calls = [LOOP_QUERY] * 6
+    bare = make(mode="observe")
+    baseline = bare.run(calls, how="none")
+    observe = make(mode="observe", enforcement="abort")
+    messages = observe.run(calls)
+    assert observe.executions == bare.executions and len(bare.executions) == 6
+    assert _contents(messages) == _contents(baseline) == [LOOP_RESULT] * 6
+    assert [m.content for m in messages[-1:]] == [m.content for m in baseline[-1:]]
+
+    spans = observe.tool_spans()
+    assert [s.attributes.get("loopguard.precheck.action") for s in spans] == [
+        None, None, "warn", "replan", "stop", "stop"]
+    assert {s.attributes.get("loopguard.precheck.mode") for s in spans[2:]} == {"observe"}
+    assert [s.attributes.get("loopguard.would_block") for s in spans] == [None] * 4 + [True] * 2
+    assert not any("loopguard.blocked" in s.attributes for s in spans)
+    assert observe.sample("loopguard_loop_detected_total", prompt_template="unknown",
+                          detector="stagnation", action="stop", mode="observe") == 2
+    assert observe.enforced("abort") == observe.enforced("hint") == 0
+
+    enforce = make(mode="enforce", enforcement="hint")
+    enforce.run(calls)
+    assert [s.attributes.get("loopguard.precheck.action") for s in enforce.tool_spans()][:5] == [
+        s.attributes.get("loopguard.precheck.action") for s in spans][:5]
+
+
+# ----------------------------------------------------------------------------- metrics, spans
+def test_enforcements_are_counted_and_the_blocked_span_says_why(make: Any) -> None:
+    h = make(mode="enforce", enforcement="hint", **STOP_AT_3)
+    h.run([LOOP_QUERY] * 5)
+    assert h.enforced("hint") == 3
+    assert h.sample("loopguard_tool_calls_total", prompt_template="unknown",
+                    tool="search") == 2
+    spans = h.tool_spans()
+    assert len(spans) == 5 and len({s.context.trace_id for s in spans}) == 1
+    for span in spans[2:]:
+        attrs = span.attributes
+        assert attrs["loopguard.blocked"] is True
+        assert attrs["loopguard.enforcement"] == "hint"
+        assert attrs["loopguard.precheck.code"] == "STAGNANT_RESULT"
+        assert "same arguments 3 times" in attrs["loopguard.hint"]
+        assert "gen_ai.tool.call.result" not in attrs
+    assert all(s.attributes["gen_ai.tool.call.result"] == LOOP_RESULT for s in spans[:2])
+
+    abort = make(mode="enforce", enforcement="abort", **STOP_AT_3)
+    with pytest.raises(ToolLoopError):
+        abort.run([LOOP_QUERY] * 5)
+    last = abort.tool_spans()[-1]
+    assert last.attributes["loopguard.enforcement"] == "abort"
+    assert last.status.status_code.name == "ERROR"
+    assert abort.enforced("abort") == 1
+
+
+# ----------------------------------------------------------------------------- runs
+def test_each_invocation_is_a_run_and_is_released(make: Any) -> None:
+    h = make(mode="enforce", enforcement="hint", **STOP_AT_3)
+    agent = h.agent([LOOP_QUERY] * 2)
+    for _ in range(2):  # the scripted model (it cycles) asks for 2 calls, then says "Done."
+        agent.invoke({"messages": [("user", "I want a refund")]})
+    # ...and each invocation is its own run: no hint at its 2nd call of the same search.
+    assert len(h.executions) == 4
+    assert h.enforced("hint") == 0
+    spans = h.tool_spans()
+    assert len({s.context.trace_id for s in spans}) == 2
+    synthetic = all(s.parent is not None and s.parent.span_id == (
+        (s.context.trace_id >> 64) ^ s.context.trace_id) & ((1 << 64) - 1) for s in spans)
+    if synthetic:  # (not when another test module's instrumentation is active in-process)
+        assert len(h.processor.store) == 0  # after_agent released both synthetic runs
+
+
+def test_async_agent(make: Any) -> None:
+    h = make(mode="enforce", enforcement="hint", **STOP_AT_3)
+    agent = h.agent([LOOP_QUERY] * 4)
+    out = asyncio.run(agent.ainvoke({"messages": [("user", "I want a refund")]}))
+    assert len(h.executions) == 2
+    assert [c.startswith("[loop-detected]") for c in _contents(out["messages"])] == [
+        False, False, True, True]
+
+
+def test_concurrent_invocations_do_not_share_state(make: Any) -> None:
+    h = make(mode="enforce", enforcement="hint", **STOP_AT_3)
+    agents = [h.agent([LOOP_QUERY] * 3) for _ in range(2)]
+
+    async def both() -> list[Any]:
+        return list(await asyncio.gather(*(
+            a.ainvoke({"messages": [("user", "I want a refund")]}) for a in agents)))
+
+    for out in asyncio.run(both()):
+        assert [c.startswith("[loop-detected]") for c in _contents(out["messages"])] == [
+            False, False, True]
+    assert len(h.executions) == 4
+
+
+def test_langgraph_tool_node_with_the_wrapper(make: Any) -> None:
+    from langgraph.graph import END, START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    h = make(mode="enforce", enforcement="hint", **STOP_AT_3)
+    search = h.search_tool()
+    responses: list[Any] = [
+        AIMessage(content="", tool_calls=[{"name": "search", "args": LOOP_QUERY,
+                                           "id": f"call_{i}", "type": "tool_call"}])
+        for i in range(4)] + [AIMessage("Done.")]
+    model = ScriptedChat(responses=responses)
+    wrapper = LoopGuardToolCallWrapper(h.processor, tracer_provider=h.provider)
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("model", lambda state: {"messages": [model.invoke(state["messages"])]})
+    graph.add_node("tools", ToolNode([search], wrap_tool_call=wrapper,
+                                     awrap_tool_call=wrapper.awrap))
+    graph.add_edge(START, "model")
+    graph.add_conditional_edges("model", tools_condition)
+    graph.add_edge("tools", "model")
+    graph.add_edge("model", END)
+    out = graph.compile().invoke({"messages": [("user", "I want a refund")]})
+    assert len(h.executions) == 2  # the run is the message thread (no span, no middleware)
+    assert [c.startswith("[loop-detected]") for c in _contents(out["messages"])] == [
+        False, False, True, True]
+
+
+def test_guard_tool_keeps_the_tool_and_rejects_other_tools(make: Any) -> None:
+    h = make(mode="enforce")
+    search = h.search_tool()
+    guarded = guard_tool(search, h.processor)
+    assert (guarded.name, guarded.description, guarded.args) == (
+        search.name, search.description, search.args)
+    assert guarded is not search
+
+    class Custom(BaseTool):
+        name: str = "custom"
+        description: str = "custom"
+
+        def _run(self, *args: Any, **kwargs: Any) -> str:
+            return "x"
+
+    with pytest.raises(TypeError, match="StructuredTool"):
+        guard_tool(Custom(), h.processor)
+    assert RUN_KEY == "loopguard_run_id"
+
+
+# ----------------------------------------------------------------------------- instrumented
+class _Slot(SpanProcessor):
+    """Forwards to the processor of the current scenario (one instrumented provider)."""
+
+    def __init__(self) -> None:
+        self.target: SpanProcessor | None = None
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        if self.target is not None:
+            self.target.on_start(span, parent_context=parent_context)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if self.target is not None:
+            self.target.on_end(span)
+
+
+def _is_search_span(span: ReadableSpan) -> bool:
+    attrs = span.attributes or {}
+    return attrs.get("gen_ai.tool.name") == "search" or attrs.get("tool.name") == "search" or (
+        attrs.get("openinference.span.kind") == "TOOL" and span.name == "search")
+
+
+def _scenarios(instrumentation: str) -> dict[str, Any]:
+    """Run hint, abort and observe under ``instrumentation``; return what was seen (JSON)."""
+    module, name = INSTRUMENTATIONS[instrumentation]
+    if instrumentation == "otel-genai":
+        os.environ.update(_GENAI_ENV)
+    slot = _Slot()
+    provider = TracerProvider()
+    provider.add_span_processor(slot)
+    getattr(importlib.import_module(module), name)().instrument(tracer_provider=provider)
+    out: dict[str, Any] = {}
+    for scenario, how, config in (
+            ("hint", "middleware", {"mode": "enforce", "enforcement": "hint"}),
+            ("hint_tool", "guard_tool", {"mode": "enforce", "enforcement": "hint"}),
+            ("abort", "middleware", {"mode": "enforce", "enforcement": "abort"}),
+            ("abort_tool", "guard_tool", {"mode": "enforce", "enforcement": "abort"}),
+            ("observe", "middleware", {"mode": "observe"})):
+        h = Harness(provider, **config, **STOP_AT_3)
+        slot.target = h.processor
+        seen: dict[str, Any] = {}
+        try:
+            seen["contents"] = _contents(h.run([LOOP_QUERY] * 4, how=how))
+        except ToolLoopError as exc:
+            seen["error"] = str(exc)
+        tools = [s for s in h.exporter.get_finished_spans() if _is_search_span(s)]
+        seen.update(
+            executions=len(h.executions),
+            own_spans=sum(1 for s in tools if s.instrumentation_scope is not None
+                          and s.instrumentation_scope.name == "otel_loopguard.enforce"),
+            blocked=sum(1 for s in tools if (s.attributes or {}).get("loopguard.blocked")),
+            tool_calls=h.sample("loopguard_tool_calls_total", prompt_template="unknown",
+                                tool="search"),
+            enforced=h.enforced("hint") + h.enforced("abort"),
+            observe_stops=h.sample("loopguard_loop_detected_total", prompt_template="unknown",
+                                   detector="stagnation", action="stop", mode="observe"))
+        out[scenario] = seen
+        slot.target = None
+    return out
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
+
+
+@pytest.fixture(scope="module", params=sorted(INSTRUMENTATIONS))
+def instrumented(request: pytest.FixtureRequest) -> dict[str, Any]:
+    instrumentation = request.param
+    module = INSTRUMENTATIONS[instrumentation][0]
+    if not _installed(module):
+        if f"langchain-{instrumentation}" == FAMILY:
+            pytest.fail(f"{module} is missing in the {FAMILY} venv")
+        pytest.skip(f"{module} not installed")
+    proc = subprocess.run([sys.executable, str(Path(__file__)), instrumentation],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("scenario", ["hint", "hint_tool"])
+def test_instrumented_hint_uses_the_instrumentation_spans(instrumented: dict[str, Any],
+                                                          scenario: str) -> None:
+    hint = instrumented[scenario]
+    assert hint["executions"] == 2
+    assert hint["contents"][:2] == [LOOP_RESULT] * 2
+    assert all(c.startswith("[loop-detected] ") for c in hint["contents"][2:])
+    assert hint["tool_calls"] == 2  # every executed call counted once, by the instrumentation
+    assert hint["enforced"] == 2
+    if scenario == "hint":  # the middleware: the blocked calls get a span of loopguard's own
+        assert hint["own_spans"] == hint["blocked"] == 2
+    else:  # guard_tool runs inside the instrumentation's tool span and marks it
+        assert hint["own_spans"] == 0 and hint["blocked"] == 2
+
+
+@pytest.mark.parametrize("scenario", ["abort", "abort_tool"])
+def test_instrumented_abort(instrumented: dict[str, Any], scenario: str) -> None:
+    abort = instrumented[scenario]
+    assert abort["executions"] == 2
+    assert abort["error"].startswith('Tool "search" was called 3 times')
+    assert abort["blocked"] == 1 and abort["enforced"] == 1
+
+
+def test_instrumented_observe_changes_nothing(instrumented: dict[str, Any]) -> None:
+    observe = instrumented["observe"]
+    assert observe["executions"] == 4
+    assert observe["contents"] == [LOOP_RESULT] * 4
+    assert observe["own_spans"] == 0 and observe["blocked"] == 0 and observe["enforced"] == 0
+    assert observe["tool_calls"] == 4
+    assert observe["observe_stops"] == 2
+
+
+if __name__ == "__main__":  # the subprocess of the ``instrumented`` fixture
+    print(json.dumps(_scenarios(sys.argv[1])))

@@ -1,0 +1,413 @@
+"""Enforce mode on directly guarded tools: ``ToolGuard.tool`` and ``ToolGuard.call``.
+
+Default thresholds: the same call returning the same result runs 4 times (warn at the 3rd,
+replan at the 4th); the 5th would reach ``stagnation_stop = 5`` and is the one the guard blocks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import subprocess
+import sys
+import threading
+import typing
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+from prometheus_client import CollectorRegistry
+
+from otel_loopguard import (
+    Action,
+    LoopDetectedResult,
+    LoopGuardConfig,
+    LoopGuardSpanProcessor,
+    ToolGuard,
+    ToolLoopError,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+AGENT = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "triage"}
+ABORT_MESSAGE = ('Tool "search" was called 5 times with identical arguments'
+                 " - aborting to prevent a loop")
+
+
+class Setup:
+    """A real provider with loopguard (exporting through ``downstream=``) and a ToolGuard."""
+
+    def __init__(self, **config: Any) -> None:
+        self.registry = CollectorRegistry()
+        self.exporter = InMemorySpanExporter()
+        self.provider = TracerProvider()
+        self.processor = LoopGuardSpanProcessor(
+            LoopGuardConfig.create(**config), downstream=SimpleSpanProcessor(self.exporter),
+            registry=self.registry, raise_internal_errors=True)
+        self.provider.add_span_processor(self.processor)
+        self.guard = ToolGuard(self.processor, tracer_provider=self.provider)
+        self.tracer = self.provider.get_tracer("app")
+        self.executions = 0
+
+        @self.guard.tool
+        def search(query: str) -> str:
+            self.executions += 1
+            return "no results"
+
+        self.search = search
+
+    @contextmanager
+    def run(self) -> Iterator[None]:
+        """One agent run: its tool calls share the trace of this span."""
+        with self.tracer.start_as_current_span("invoke_agent triage", attributes=AGENT):
+            yield
+
+    def sample(self, name: str, **labels: str) -> float:
+        return self.registry.get_sample_value(name, labels) or 0.0
+
+    def tool_spans(self) -> list[ReadableSpan]:
+        return [s for s in self.exporter.get_finished_spans()
+                if (s.attributes or {}).get("gen_ai.operation.name") == "execute_tool"]
+
+    def close(self) -> None:
+        self.provider.shutdown()
+
+
+@pytest.fixture
+def make() -> Iterator[Any]:
+    made: list[Setup] = []
+
+    def factory(**config: Any) -> Setup:
+        made.append(Setup(**config))
+        return made[-1]
+
+    yield factory
+    for setup in made:
+        setup.close()
+
+
+def _calls(setup: Setup, n: int, query: str = "refund policy") -> list[Any]:
+    """Call ``search`` n times; an exception is returned in place of the result."""
+    out: list[Any] = []
+    for _ in range(n):
+        try:
+            out.append(setup.search(query))
+        except ToolLoopError as exc:
+            out.append(exc)
+    return out
+
+
+# ------------------------------------------------------------------------------------- abort
+def test_abort_raises_tool_loop_error_before_the_body_runs(make: Any) -> None:
+    setup = make(mode="enforce", enforcement="abort")
+    with setup.run():
+        out = _calls(setup, 7)
+    assert out[:4] == ["no results"] * 4
+    assert all(isinstance(o, ToolLoopError) for o in out[4:])
+    assert setup.executions == 4  # the body never ran once the call was blocked
+    error = out[4]
+    assert error.tool_name == "search"
+    assert error.repeats == 5
+    assert str(error) == ABORT_MESSAGE
+    assert error.decision.action is Action.STOP
+    assert error.decision.code == "STAGNANT_RESULT"
+    assert error.decision.tool == "search"
+    assert error.decision.hint in setup.tool_spans()[4].attributes["loopguard.hint"]
+
+
+def test_positional_and_keyword_arguments_are_the_same_call(make: Any) -> None:
+    setup = make(mode="enforce", enforcement="abort")
+    with setup.run():
+        for i in range(4):
+            assert (setup.search("q") if i % 2 else setup.search(query="q")) == "no results"
+        with pytest.raises(ToolLoopError):
+            setup.search("q")
+    args = {s.attributes["gen_ai.tool.call.arguments"] for s in setup.tool_spans()}
+    assert args == {'{"query": "q"}'}
+
+
+def test_other_arguments_are_another_call(make: Any) -> None:
+    setup = make(mode="enforce", enforcement="abort")
+    with setup.run():
+        _calls(setup, 4, "refund policy")
+        assert setup.search("returns policy") == "no results"  # a new signature runs
+        with pytest.raises(ToolLoopError):
+            setup.search("refund policy")
+    assert setup.executions == 5
+
+
+# -------------------------------------------------------------------------------------- hint
+def test_hint_returns_loop_detected_result_instead_of_running(make: Any) -> None:
+    setup = make(mode="enforce", enforcement="hint")
+    with setup.run():
+        out = _calls(setup, 6)
+    assert out[:4] == ["no results"] * 4
+    assert setup.executions == 4
+    for blocked in out[4:]:
+        assert isinstance(blocked, LoopDetectedResult)
+        assert isinstance(blocked, str)
+        assert blocked.error == "loop-detected"
+        assert blocked.decision.action is Action.STOP
+        assert blocked == f"[loop-detected] {blocked.decision.hint}"
+        assert "search" in blocked and "3 times" not in blocked  # counted: 5 identical calls
+    assert not isinstance(out[0], LoopDetectedResult)
+
+
+def test_hint_then_abort_hints_once_then_aborts(make: Any) -> None:
+    setup = make(mode="enforce", enforcement="hint_then_abort")
+    with setup.run():
+        out = _calls(setup, 6)
+    assert isinstance(out[4], LoopDetectedResult)
+    assert isinstance(out[5], ToolLoopError)
+    assert setup.executions == 4
+    assert setup.sample("loopguard_enforced_total", prompt_template="unknown",
+                        enforcement="hint") == 1
+    assert setup.sample("loopguard_enforced_total", prompt_template="unknown",
+                        enforcement="abort") == 1
+
+
+def test_hint_then_abort_is_per_run(make: Any) -> None:
+    setup = make(mode="enforce", enforcement="hint_then_abort")
+    for _ in range(2):  # two runs: each gets its own hint first
+        with setup.run():
+            out = _calls(setup, 5)
+        assert isinstance(out[4], LoopDetectedResult)
+    assert setup.executions == 8
+
+
+def test_hint_on_warn_appends_a_warning_but_runs_the_tool(make: Any) -> None:
+    setup = make(mode="enforce", enforcement="hint", hint_on_warn=True)
+    with setup.run():
+        out = _calls(setup, 4)
+    assert setup.executions == 4
+    assert out[:2] == ["no results"] * 2
+    for warned in out[2:]:  # warn (3rd) and replan (4th): the tool ran, the hint is appended
+        head, _, tail = warned.partition("\n\n[loop-warning] ")
+        assert head == "no results"
+        assert "search" in tail
+    assert "3 times" in out[2] and "4 times" in out[3]
+
+
+def test_hint_on_warn_does_nothing_in_observe_mode(make: Any) -> None:
+    setup = make(mode="observe", hint_on_warn=True)
+    with setup.run():
+        assert _calls(setup, 4) == ["no results"] * 4
+
+
+# ------------------------------------------------------------------------------------- async
+def test_async_tools_are_guarded(make: Any) -> None:
+    setup = make(mode="enforce", enforcement="abort")
+    ran = []
+
+    @setup.guard.tool(name="search")
+    async def search_async(query: str) -> str:
+        await asyncio.sleep(0)
+        ran.append(query)
+        return "no results"
+
+    async def agent() -> list[Any]:
+        out: list[Any] = []
+        with setup.run():
+            for _ in range(6):
+                try:
+                    out.append(await search_async("refund policy"))
+                except ToolLoopError as exc:
+                    out.append(exc)
+        return out
+
+    out = asyncio.run(agent())
+    assert out[:4] == ["no results"] * 4
+    assert [type(o) for o in out[4:]] == [ToolLoopError, ToolLoopError]
+    assert str(out[4]) == ABORT_MESSAGE
+    assert len(ran) == 4
+    assert search_async.__name__ == "search_async"  # functools.wraps
+
+
+def test_async_hint(make: Any) -> None:
+    setup = make(mode="enforce", enforcement="hint")
+
+    @setup.guard.tool
+    async def lookup(city: str, unit: str = "celsius") -> str:
+        return "21"
+
+    async def agent() -> list[Any]:
+        with setup.run():
+            return [await lookup("paris", unit="celsius") for _ in range(5)]
+
+    out = asyncio.run(agent())
+    assert out[:4] == ["21"] * 4
+    assert isinstance(out[4], LoopDetectedResult) and out[4].error == "loop-detected"
+
+
+# ---------------------------------------------------------------------------------- failures
+def test_permanent_failure_is_blocked_at_the_second_identical_call(make: Any) -> None:
+    setup = make(mode="enforce", enforcement="abort")
+    attempts = []
+
+    @setup.guard.tool
+    def fetch_account(account_id: int) -> str:
+        attempts.append(account_id)
+        raise PermissionError("401 unauthorized")
+
+    with setup.run():
+        with pytest.raises(PermissionError):
+            fetch_account(42)
+        with pytest.raises(ToolLoopError) as info:
+            fetch_account(42)  # the model retries the same call: blocked, not run
+    assert attempts == [42]
+    assert info.value.decision.code == "PERMANENT_FAILURE"
+    assert info.value.repeats == 2
+    failed, blocked = setup.tool_spans()
+    assert failed.status.status_code is StatusCode.ERROR
+    assert "401" in (failed.status.description or "")
+    assert blocked.attributes["loopguard.blocked"] is True
+
+
+# ------------------------------------------------------------------------------ observe mode
+def _precheck_actions(setup: Setup) -> list[Any]:
+    return [s.attributes.get("loopguard.precheck.action") for s in setup.tool_spans()]
+
+
+def test_observe_mode_never_blocks_and_reports_what_enforce_would_do(make: Any) -> None:
+    observe = make(mode="observe", enforcement="abort")
+    with observe.run():
+        assert _calls(observe, 6) == ["no results"] * 6
+    assert observe.executions == 6
+    spans = observe.tool_spans()
+    assert [s.attributes.get("loopguard.would_block") for s in spans] == [None] * 4 + [True] * 2
+    assert not any("loopguard.blocked" in s.attributes for s in spans)
+    assert {s.attributes.get("loopguard.precheck.mode") for s in spans[2:]} == {"observe"}
+    assert all(s.status.status_code is not StatusCode.ERROR for s in spans)
+    # The processor's findings on the same calls, labelled mode="observe".
+    assert observe.sample("loopguard_loop_detected_total", prompt_template="unknown",
+                          detector="stagnation", action="stop", mode="observe") == 2
+    assert observe.sample("loopguard_loop_detected_total", prompt_template="unknown",
+                          detector="stagnation", action="warn", mode="observe") == 1
+    assert observe.sample("loopguard_enforced_total", prompt_template="unknown",
+                          enforcement="abort") == 0
+    assert [s.attributes.get("loopguard.mode") for s in spans[2:]] == ["observe"] * 4
+
+    enforce = make(mode="enforce", enforcement="abort")
+    with enforce.run():
+        _calls(enforce, 5)
+    # The same decisions, call by call, up to the one enforce blocks.
+    assert _precheck_actions(enforce) == _precheck_actions(observe)[:5] == [
+        None, None, "warn", "replan", "stop"]
+
+
+# -------------------------------------------------------------------------- metrics and spans
+def test_enforcement_actions_are_counted(make: Any) -> None:
+    hint = make(mode="enforce", enforcement="hint")
+    with hint.run():
+        _calls(hint, 7)
+    assert hint.sample("loopguard_enforced_total", prompt_template="unknown",
+                       enforcement="hint") == 3
+    assert hint.sample("loopguard_enforced_total", prompt_template="unknown",
+                       enforcement="abort") == 0
+    # Blocked calls are not tool calls: the processor skips their spans.
+    assert hint.sample("loopguard_tool_calls_total", prompt_template="unknown",
+                       tool="search") == 4
+
+    abort = make(mode="enforce", enforcement="abort")
+    with abort.run():
+        _calls(abort, 6)
+    assert abort.sample("loopguard_enforced_total", prompt_template="unknown",
+                        enforcement="abort") == 2
+
+
+def test_the_blocked_span_records_that_it_was_blocked_and_why(make: Any) -> None:
+    abort = make(mode="enforce", enforcement="abort")
+    with abort.run():
+        out = _calls(abort, 5)
+    span = abort.tool_spans()[4]
+    attrs = span.attributes
+    assert attrs["loopguard.blocked"] is True
+    assert attrs["loopguard.enforcement"] == "abort"
+    assert attrs["loopguard.hint"] == out[4].decision.hint
+    assert attrs["loopguard.precheck.action"] == "stop"
+    assert attrs["loopguard.precheck.code"] == "STAGNANT_RESULT"
+    assert attrs["loopguard.precheck.count"] == 5
+    assert attrs["loopguard.precheck.mode"] == "enforce"
+    assert "gen_ai.tool.call.result" not in attrs  # the tool never ran
+    assert span.status.status_code is StatusCode.ERROR
+    # ToolGuard sets the description to the code, but the exception that leaves the span's
+    # ``with`` block overwrites it with its own message (SDK set_status_on_exception).
+    assert span.status.description in ("STAGNANT_RESULT", f"ToolLoopError: {ABORT_MESSAGE}")
+    assert [e.attributes["exception.type"] for e in span.events
+            if e.name == "exception"] == ["otel_loopguard.exceptions.ToolLoopError"]
+    assert all("loopguard.blocked" not in s.attributes for s in abort.tool_spans()[:4])
+
+    hint = make(mode="enforce", enforcement="hint")
+    with hint.run():
+        _calls(hint, 5)
+    span = hint.tool_spans()[4]
+    assert span.attributes["loopguard.blocked"] is True
+    assert span.attributes["loopguard.enforcement"] == "hint"
+    assert span.status.status_code is not StatusCode.ERROR
+
+
+def test_call_context_manager(make: Any) -> None:
+    setup = make(mode="enforce", enforcement="hint")
+    with setup.run():
+        for i in range(5):
+            with setup.guard.call("search", {"query": "refund policy"}) as scope:
+                if scope.blocked is not None:
+                    assert i == 4
+                    assert scope.blocked.error == "loop-detected"
+                    assert scope.decision.action is Action.STOP
+                    continue
+                scope.set_result({"results": []})
+    results = [s.attributes.get("gen_ai.tool.call.result") for s in setup.tool_spans()]
+    assert results == ['{"results": []}'] * 4 + [None]
+
+
+# ------------------------------------------------------------------------------- concurrency
+def test_two_runs_on_two_threads_do_not_block_each_other(make: Any) -> None:
+    setup = make(mode="enforce", enforcement="abort")
+    barrier = threading.Barrier(2)
+    outcomes: dict[str, list[str]] = {}
+
+    def agent(name: str) -> None:
+        got: list[str] = []
+        with setup.run():
+            for _ in range(6):
+                barrier.wait(timeout=10)  # interleave the two runs call by call
+                try:
+                    got.append(setup.search("refund policy"))
+                except ToolLoopError:
+                    got.append("blocked")
+        outcomes[name] = got
+
+    threads = [threading.Thread(target=agent, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    expected = ["no results"] * 4 + ["blocked"] * 2
+    assert outcomes == {"a": expected, "b": expected}
+    assert setup.executions == 8
+    runs = {s.attributes["loopguard.precheck.run_id"] for s in setup.tool_spans()
+            if "loopguard.precheck.run_id" in s.attributes}
+    assert len(runs) == 2
+
+
+# --------------------------------------------------------------------------------- typing
+_OVERLOADED = getattr(typing, "get_overloads", lambda f: [True])(ToolGuard.tool)
+
+
+@pytest.mark.xfail(not _OVERLOADED, strict=True,
+                   reason="ToolGuard.tool is annotated '-> Any', so decorated tools lose their "
+                          "signature; it needs @overload signatures returning Callable[P, R]")
+def test_tool_decorator_keeps_signatures_under_mypy(tmp_path: Path) -> None:
+    if importlib.util.find_spec("mypy") is None:
+        pytest.skip("mypy is not installed")
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--follow-imports=silent", "--cache-dir",
+         str(tmp_path / "mypy-cache"), "tests/typing/api.py"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
