@@ -16,8 +16,7 @@ import os
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
-LOOPGUARD_ENABLED = "LOOPGUARD_ENABLED"
-"""Set to false to keep opentelemetry-instrument from installing loopguard."""
+from otel_loopguard.environment_variables import LOOPGUARD_ENABLED
 
 logger = logging.getLogger(__name__)
 

@@ -25,6 +25,7 @@ __all__ = [
     "LOOPGUARD_CYCLE_STOP",
     "LOOPGUARD_CYCLE_WARN",
     "LOOPGUARD_DETECTORS",
+    "LOOPGUARD_ENABLED",
     "LOOPGUARD_ENFORCEMENT",
     "LOOPGUARD_FAILURE_PERMANENT_SAME_ARGS_STOP",
     "LOOPGUARD_FAILURE_PERMANENT_STOP",
@@ -65,6 +66,7 @@ __all__ = [
     "LOOPGUARD_REREAD_WARN",
     "LOOPGUARD_RUN_KEY",
     "LOOPGUARD_RUN_TTL_SECONDS",
+    "LOOPGUARD_SERVE_TOKEN",
     "LOOPGUARD_STAGNATION_REPLAN",
     "LOOPGUARD_STAGNATION_STOP",
     "LOOPGUARD_STAGNATION_WARN",
@@ -79,6 +81,19 @@ LOOPGUARD_CONFIG_FILE: Final = "LOOPGUARD_CONFIG_FILE"
 The file holds a ``[loopguard]`` table (or the settings at top level) and optional
 ``[loopguard.tools.<name>]`` tables. Default: unset (no file). Allowed: a path to a readable TOML
 file; a missing file or invalid TOML raises ``ConfigError``.
+"""
+
+LOOPGUARD_ENABLED: Final = "LOOPGUARD_ENABLED"
+"""Whether ``opentelemetry-instrument`` installs loopguard automatically (the
+``opentelemetry_post_instrument`` entry point). Default: ``true``. Allowed: ``false``, ``0``,
+``no`` or ``off`` turn it off; anything else leaves it on.
+"""
+
+LOOPGUARD_SERVE_TOKEN: Final = "LOOPGUARD_SERVE_TOKEN"
+"""Bearer token ``otel-loopguard serve`` requires on OTLP requests (``--token-file`` wins).
+
+Default: unset (no authentication). Allowed: any token; requests must send
+``Authorization: Bearer <token>`` (compared in constant time).
 """
 
 LOOPGUARD_TOOL_KINDS: Final = "LOOPGUARD_TOOL_KINDS"

@@ -12,7 +12,8 @@ from otel_loopguard import LoopGuardConfig, environment_variables
 from otel_loopguard._config_fields import FIELDS, FieldRule, parse_env_value
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
-NOT_SETTINGS = {"LOOPGUARD_CONFIG_FILE", "LOOPGUARD_TOOL_KINDS"}
+NOT_SETTINGS = {"LOOPGUARD_CONFIG_FILE", "LOOPGUARD_TOOL_KINDS", "LOOPGUARD_ENABLED",
+                "LOOPGUARD_SERVE_TOKEN"}
 _ROW = re.compile(r"^\|\s*`(LOOPGUARD_[A-Z0-9_]+)`\s*\|(.*)$")
 
 

@@ -1,0 +1,316 @@
+"""Time-based run grouping for spans that arrive late, in batches and out of order (``serve``).
+
+Spans are buffered per trace. A trace is assembled and run through the engine when
+
+* its root span has arrived and ``reorder_window_seconds`` of wall-clock time have passed since
+  (time of arrival, not span times: spans reach a receiver only after they end, in export
+  batches, in any order), or
+* it has been idle (no new span) for ``idle_ttl_seconds``, or
+* the buffer is full: the trace touched least recently goes first.
+
+Spans repeated within a trace (an exporter retrying a request that did get through) are checked
+once. Spans of a trace that has closed are late: counted and forwarded, never checked.
+
+Assembly, run grouping and the engine are those of ``check`` (a :class:`Checker` underneath), so
+the reports are the same as ``check``'s whenever each trace is complete when it closes.
+Conversation-keyed runs span traces; they close after ``idle_ttl_seconds`` without a new trace.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from otel_loopguard._guard import InternalErrorGuard
+from otel_loopguard.adapters import DEFAULT_ADAPTERS
+from otel_loopguard.checker import Checker, RunReport, _OpenTrace
+from otel_loopguard.config import LoopGuardConfig
+from otel_loopguard.metrics import LoopGuardMetrics
+from otel_loopguard.processor import evidence_attributes
+from otel_loopguard.types import Action, Decision, SpanAdapter, SpanRecord, ToolCall
+
+__all__ = ["ClosedTrace", "StreamingChecker"]
+
+_DEFAULT_REORDER_WINDOW_SECONDS: Final = 5.0
+_DEFAULT_MAX_SPANS: Final = 1_000_000
+_MIN_CLOSED_MEMORY: Final = 10_000
+
+
+@dataclass(slots=True)
+class ClosedTrace:
+    """The spans of a trace that has been checked, with the evidence for its flagged spans."""
+
+    trace_id: str
+    """The trace id; empty for late spans, which may belong to several traces."""
+    spans: list[SpanRecord]
+    payloads: list[Any] | None
+    """Whatever was passed along with each span to ``add`` (the forwarder's source spans)."""
+    evidence: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """``loopguard.*`` attributes by span id, for the spans with a flagged decision."""
+    late: bool = False
+    """True for spans that arrived after their trace had closed (not checked)."""
+
+
+@dataclass(slots=True)
+class _Trace:
+    spans: list[SpanRecord]
+    payloads: list[Any] | None
+    touched_ns: int
+    root_seen_ns: int | None = None
+
+
+class _TimedChecker(Checker):
+    """A ``Checker`` fed whole traces, which remembers when each open run was last fed."""
+
+    def __init__(self, config: LoopGuardConfig, clock: Callable[[], int], **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        self._clock = clock
+        self.touched: dict[str, int] = {}
+
+    def _run(self, run_id: str) -> Any:
+        self.touched[run_id] = self._clock()
+        return super()._run(run_id)
+
+    def finish(self, trace_id: str, spans: list[SpanRecord]) -> Iterator[RunReport]:
+        """Assemble one trace and feed it; yield the runs it closes."""
+        return self._finish_trace(trace_id, _OpenTrace(spans=spans))
+
+    def expire(self, idle_since_ns: int) -> Iterator[RunReport]:
+        """Close the open (conversation) runs last fed before ``idle_since_ns``."""
+        runs = self._runs
+        while runs:
+            run_id = next(iter(runs))
+            if self.touched.get(run_id, idle_since_ns) > idle_since_ns:
+                return
+            _, (_, report) = runs.popitem(last=False)
+            yield report
+
+    @property
+    def open_runs(self) -> int:
+        """Return how many runs stay open between traces (conversation runs)."""
+        return len(self._runs)
+
+
+class StreamingChecker:
+    """Groups streamed spans into runs by time and checks them like ``check`` does.
+
+    Not thread-safe: ``serve`` calls it from its one worker thread only (the size properties may
+    be read from any thread).
+
+    Args:
+        config: detector and run settings (``run_key``, ``max_runs``, ``run_ttl_seconds`` ...).
+        adapters: span adapters; default GenAI, OpenInference, OpenLLMetry, Logfire.
+        metrics: where tool calls and findings are counted; default None (not counted).
+        reorder_window_seconds: how long after its root span arrived a trace waits for
+            stragglers (5.0).
+        idle_ttl_seconds: a trace without a new span for this long closes even without its
+            root, and so does a conversation run without a new trace; default
+            ``config.run_ttl_seconds``.
+        max_traces: open traces before the least recently touched is closed early; default
+            ``config.max_runs``.
+        max_spans: buffered spans before the least recently touched trace is closed early
+            (1,000,000).
+        clock: monotonic nanoseconds; default ``time.monotonic_ns``.
+        on_trace: called with every ``ClosedTrace`` (and with late spans); when set, ``add``
+            keeps the payloads and the evidence is collected (used for forwarding).
+        raise_internal_errors: let errors in assembly or detection propagate (tests).
+    """
+
+    def __init__(self, config: LoopGuardConfig | None = None, *,
+                 adapters: Sequence[SpanAdapter] = DEFAULT_ADAPTERS,
+                 metrics: LoopGuardMetrics | None = None,
+                 reorder_window_seconds: float = _DEFAULT_REORDER_WINDOW_SECONDS,
+                 idle_ttl_seconds: float | None = None, max_traces: int | None = None,
+                 max_spans: int = _DEFAULT_MAX_SPANS, clock: Callable[[], int] = time.monotonic_ns,
+                 on_trace: Callable[[ClosedTrace], object] | None = None,
+                 raise_internal_errors: bool = False) -> None:
+        self.config = config or LoopGuardConfig()
+        if reorder_window_seconds < 0:
+            raise ValueError(f"reorder_window_seconds must be >= 0, got {reorder_window_seconds}")
+        if max_spans < 1:
+            raise ValueError(f"max_spans must be >= 1, got {max_spans}")
+        self.metrics = metrics
+        self.on_trace = on_trace
+        self._clock = clock
+        self._window_ns = int(reorder_window_seconds * 1e9)
+        ttl = self.config.run_ttl_seconds if idle_ttl_seconds is None else idle_ttl_seconds
+        self._idle_ns = int(ttl * 1e9)
+        self.max_traces = max_traces or self.config.max_runs
+        self.max_spans = max_spans
+        self._mode = self.config.mode
+        self._checker = _TimedChecker(self.config, clock, adapters=adapters,
+                                      on_event=self._on_event)
+        self.guard = InternalErrorGuard(metrics.record_internal_error if metrics else None,
+                                        raise_errors=raise_internal_errors)
+        # Traces in least-recently-touched order; traces whose root arrived, in arrival order.
+        self._traces: OrderedDict[str, _Trace] = OrderedDict()
+        self._rooted: OrderedDict[str, int] = OrderedDict()
+        self._closed: OrderedDict[str, None] = OrderedDict()
+        self._closed_cap = max(self.max_traces, _MIN_CLOSED_MEMORY)
+        self._highest: dict[str, Action] = {}
+        self._evidence: dict[str, dict[str, Any]] = {}
+        self.buffered_spans = 0
+        self.late_spans = 0
+        self.duplicate_spans = 0
+
+    @property
+    def open_traces(self) -> int:
+        """Return how many traces are buffered."""
+        return len(self._traces)
+
+    @property
+    def open_runs(self) -> int:
+        """Return how many runs are held: buffered traces plus open conversation runs."""
+        return len(self._traces) + self._checker.open_runs
+
+    def add(self, spans: Sequence[SpanRecord], payloads: Sequence[Any] | None = None, *,
+            received_ns: int | None = None) -> list[RunReport]:
+        """Buffer a batch of spans; return the reports of runs closed early to stay in bounds.
+
+        Spans of a trace that already closed are late: they are counted in ``late_spans``,
+        handed to ``on_trace`` (flagged ``late``) and otherwise ignored.
+
+        Args:
+            spans: the batch, in any order.
+            payloads: one object per span, handed back in ``ClosedTrace.payloads``.
+            received_ns: when the batch arrived (``clock`` time); default now. The reorder
+                window and the idle TTL count from arrival, not from processing.
+        """
+        now = self._clock() if received_ns is None else received_ns
+        keep = self.on_trace is not None
+        late: list[int] = []
+        traces, rooted = self._traces, self._rooted
+        for index, span in enumerate(spans):
+            trace_id = span.trace_id
+            trace = traces.get(trace_id)
+            if trace is None:
+                if trace_id in self._closed:
+                    late.append(index)
+                    continue
+                trace = traces[trace_id] = _Trace([], [] if keep else None, now)
+            else:
+                traces.move_to_end(trace_id)
+                trace.touched_ns = now
+            trace.spans.append(span)
+            if trace.payloads is not None:
+                trace.payloads.append(payloads[index] if payloads is not None else None)
+            if span.parent_span_id is None and trace.root_seen_ns is None:
+                trace.root_seen_ns = now
+                rooted[trace_id] = now
+        self.buffered_spans += len(spans) - len(late)
+        if late:
+            self._late(spans, payloads, late)
+        return self._shrink()
+
+    def poll(self, now_ns: int | None = None) -> list[RunReport]:
+        """Close the traces and runs that are due; return their reports.
+
+        Args:
+            now_ns: the time to judge by; default ``clock()``. A receiver with a backlog passes
+                the arrival time of the last batch it added, so that spans still queued behind
+                it are not late merely because processing lags.
+        """
+        now = self._clock() if now_ns is None else now_ns
+        out: list[RunReport] = []
+        while self._rooted:
+            trace_id, seen = next(iter(self._rooted.items()))
+            if now - seen < self._window_ns:
+                break
+            self._close(trace_id, out)
+        while self._traces:
+            trace_id, trace = next(iter(self._traces.items()))
+            if now - trace.touched_ns < self._idle_ns:
+                break
+            self._close(trace_id, out, evicted="ttl")
+        expired = self._collect(self._checker.expire(now - self._idle_ns))
+        if expired and self.metrics is not None:
+            self.metrics.record_eviction("ttl", len(expired))
+        return out + expired
+
+    def flush(self) -> list[RunReport]:
+        """Close every trace and run (shutdown); return their reports."""
+        out: list[RunReport] = []
+        while self._traces:
+            self._close(next(iter(self._traces)), out)
+        return out + self._collect(self._checker.flush())
+
+    # --- internals ---------------------------------------------------------------------------
+    def _shrink(self) -> list[RunReport]:
+        out: list[RunReport] = []
+        while self._traces and (len(self._traces) > self.max_traces
+                                or self.buffered_spans > self.max_spans):
+            self._close(next(iter(self._traces)), out, evicted="capacity")
+        return out
+
+    def _close(self, trace_id: str, out: list[RunReport], evicted: str | None = None) -> None:
+        trace = self._traces.pop(trace_id)
+        self._rooted.pop(trace_id, None)
+        self.buffered_spans -= len(trace.spans)
+        self._closed[trace_id] = None
+        if len(self._closed) > self._closed_cap:
+            self._closed.popitem(last=False)
+        if evicted is not None and self.metrics is not None:
+            self.metrics.record_eviction(evicted)
+        self._evidence = {}
+        if len({span.span_id for span in trace.spans}) < len(trace.spans):
+            self._dedupe(trace)
+        try:
+            out.extend(self._collect(self._checker.finish(trace_id, trace.spans)))
+        except Exception as exc:
+            self.guard.handle("serve", exc)
+        if self.on_trace is not None:
+            self._hand_over(ClosedTrace(trace_id, trace.spans, trace.payloads, self._evidence))
+
+    def _dedupe(self, trace: _Trace) -> None:
+        """Drop repeated span ids (exporters retry, so delivery is at least once)."""
+        seen: set[str] = set()
+        keep: list[int] = []
+        for index, span in enumerate(trace.spans):
+            if span.span_id not in seen:
+                seen.add(span.span_id)
+                keep.append(index)
+        self.duplicate_spans += len(trace.spans) - len(keep)
+        trace.spans = [trace.spans[i] for i in keep]
+        if trace.payloads is not None:
+            trace.payloads = [trace.payloads[i] for i in keep]
+
+    def _collect(self, reports: Iterator[RunReport]) -> list[RunReport]:
+        out = list(reports)
+        for report in out:
+            self._highest.pop(report.run_id, None)
+            self._checker.touched.pop(report.run_id, None)
+        return out
+
+    def _late(self, spans: Sequence[SpanRecord], payloads: Sequence[Any] | None,
+              indices: list[int]) -> None:
+        self.late_spans += len(indices)
+        if self.on_trace is None:
+            return
+        picked = [spans[i] for i in indices]
+        extra = [payloads[i] if payloads is not None else None for i in indices]
+        self._hand_over(ClosedTrace("", picked, extra, late=True))
+
+    def _hand_over(self, closed: ClosedTrace) -> None:
+        try:
+            self.on_trace(closed)  # type: ignore[misc]  # checked by the callers
+        except Exception as exc:
+            self.guard.handle("forward", exc)
+
+    def _on_event(self, report: RunReport, decision: Decision, event: Any) -> None:
+        metrics = self.metrics
+        if metrics is not None and isinstance(event, ToolCall):
+            metrics.record_call(report.prompt_template, event.tool, first=report.tool_calls == 1)
+        if not decision.flagged:
+            return
+        previous = self._highest.get(report.run_id, Action.CONTINUE)
+        if decision.action > previous:
+            self._highest[report.run_id] = decision.action
+        if metrics is not None:
+            metrics.record_finding(report.prompt_template, decision.detector, decision.action,
+                                   self._mode, previous)
+        if self.on_trace is not None and decision.span_id:
+            self._evidence[decision.span_id] = evidence_attributes(decision, report.run_id,
+                                                                   self._mode)

@@ -1,0 +1,183 @@
+"""``otel-loopguard serve``: receive OTLP from agents in any language and detect loops.
+
+Finished runs go to stdout as JSON lines (the ``check --format json`` shape of a run), the
+listening addresses and errors to stderr. SIGTERM or SIGINT stops it gracefully: accepted
+spans are all checked before it exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+from typing import Any, Final
+
+from prometheus_client import GC_COLLECTOR, CollectorRegistry, PlatformCollector, ProcessCollector
+
+from otel_loopguard.checker import RunReport, report_to_json
+from otel_loopguard.config import LoopGuardConfig
+from otel_loopguard.environment_variables import LOOPGUARD_SERVE_TOKEN
+from otel_loopguard.exceptions import ConfigError
+from otel_loopguard.receiver import LoopGuardReceiver, ReceiverOptions
+from otel_loopguard.types import Action
+
+__all__ = ["add_parser"]
+
+TOKEN_ENV: Final = LOOPGUARD_SERVE_TOKEN
+"""Bearer token for ``serve`` when ``--token-file`` is not given."""
+_EXIT_USAGE: Final = 2
+
+
+def add_parser(commands: Any) -> None:
+    """Register ``serve`` on the subcommand parser."""
+    parser = commands.add_parser(
+        "serve", help="receive OTLP spans (gRPC and HTTP) and detect loops",
+        description="Receive OTLP traces from agents in any language (directly or through an "
+                    "OpenTelemetry Collector), detect tool-call loops, and export Prometheus "
+                    "metrics on the HTTP port. Finished runs are printed to stdout as JSON "
+                    "lines. Exit 0 after a clean shutdown (SIGTERM/SIGINT), 2 on bad usage or "
+                    "when a port cannot be bound.")
+    listen = parser.add_argument_group("listening")
+    listen.add_argument("--listen", default="127.0.0.1", metavar="ADDR",
+                        help="address to bind (default 127.0.0.1; 0.0.0.0 exposes it)")
+    listen.add_argument("--grpc-port", type=int, default=4317, metavar="PORT",
+                        help="OTLP/gRPC port (default 4317; 0 picks a free port)")
+    listen.add_argument("--http-port", type=int, default=4318, metavar="PORT",
+                        help="OTLP/HTTP, /metrics, /healthz, /readyz port (default 4318)")
+    listen.add_argument("--no-grpc", action="store_true", help="do not serve OTLP/gRPC")
+    listen.add_argument("--no-http", action="store_true",
+                        help="do not serve OTLP/HTTP (nor /metrics)")
+    listen.add_argument("--token-file", metavar="FILE",
+                        help=f"require 'Authorization: Bearer <token>' with the token in FILE "
+                             f"(default: ${TOKEN_ENV} when set, else no auth)")
+    limits = parser.add_argument_group("limits")
+    limits.add_argument("--max-request-bytes", type=int, default=8 << 20, metavar="N",
+                        help="largest request, before and after decompression (default 8 MiB)")
+    limits.add_argument("--max-queue", type=int, default=64, metavar="BATCHES",
+                        help="decoded batches waiting before 429/RESOURCE_EXHAUSTED (64)")
+    limits.add_argument("--max-buffered-spans", type=int, default=1_000_000, metavar="N",
+                        help="spans buffered across open traces (default 1,000,000)")
+    runs = parser.add_argument_group("runs")
+    runs.add_argument("--config", metavar="FILE", help="TOML config file")
+    runs.add_argument("--run-key", choices=("trace", "conversation", "agent"),
+                      help="how tool calls are grouped into runs (default: trace)")
+    runs.add_argument("--reorder-window", type=float, default=5.0, metavar="SECONDS",
+                      help="wait this long after a trace's root span for late spans (5)")
+    runs.add_argument("--run-ttl", type=float, metavar="SECONDS",
+                      help="close a trace without root, or a conversation, after this idle "
+                           "time (default: run_ttl_seconds, 3600)")
+    runs.add_argument("--max-runs", type=int, metavar="N",
+                      help="open traces kept (default: max_runs, 10,000)")
+    out = parser.add_argument_group("output")
+    out.add_argument("--reports", choices=("flagged", "all", "none"), default="flagged",
+                     help="runs printed to stdout as JSON lines (default: flagged)")
+    out.add_argument("--forward-endpoint", metavar="URL",
+                     help="re-export spans, with loopguard evidence, to this OTLP endpoint")
+    out.add_argument("--forward-protocol", choices=("grpc", "http"), default="grpc",
+                     help="protocol of --forward-endpoint (default grpc)")
+    parser.set_defaults(handler=run_serve)
+
+
+def _config(args: argparse.Namespace) -> LoopGuardConfig:
+    overrides: dict[str, Any] = {}
+    if args.run_key:
+        overrides["run_key"] = args.run_key
+    if args.run_ttl is not None:
+        overrides["run_ttl_seconds"] = args.run_ttl
+    if args.max_runs is not None:
+        overrides["max_runs"] = args.max_runs
+    return LoopGuardConfig.load(args.config, **overrides)
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    if args.token_file:
+        try:
+            with open(args.token_file, encoding="utf-8") as handle:
+                token = handle.read().strip()
+        except OSError as exc:
+            raise ConfigError(f"--token-file: {exc.strerror}: {args.token_file}") from None
+        if not token:
+            raise ConfigError(f"--token-file: {args.token_file} is empty")
+        return token
+    return os.environ.get(TOKEN_ENV, "").strip() or None
+
+
+def _options(args: argparse.Namespace) -> ReceiverOptions:
+    try:
+        return ReceiverOptions(
+            host=args.listen, grpc_port=None if args.no_grpc else args.grpc_port,
+            http_port=None if args.no_http else args.http_port,
+            max_request_bytes=args.max_request_bytes, max_queue=args.max_queue,
+            max_buffered_spans=args.max_buffered_spans, token=_token(args),
+            reorder_window_seconds=args.reorder_window,
+            forward_endpoint=args.forward_endpoint, forward_protocol=args.forward_protocol)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _printer(mode: str) -> Any:
+    if mode == "none":
+        return None
+    lock = threading.Lock()
+
+    def show(report: RunReport) -> None:
+        if mode == "flagged" and report.action is Action.CONTINUE:
+            return
+        line = json.dumps(report_to_json(report), separators=(",", ":"))
+        with lock:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+
+    return show
+
+
+def _registry() -> CollectorRegistry:
+    """Return a registry of its own (so in-process runs never collide), with process metrics."""
+    registry = CollectorRegistry()
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    registry.register(GC_COLLECTOR)
+    return registry
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Run ``serve`` until SIGTERM or SIGINT; return the exit code."""
+    config = _config(args)
+    options = _options(args)
+    if options.grpc_port is None and options.http_port is None:
+        raise ConfigError("--no-grpc and --no-http leave nothing to serve")
+    stop = threading.Event()
+    receiver = LoopGuardReceiver(config, options=options, registry=_registry(),
+                                 on_report=_printer(args.reports))
+    try:
+        receiver.start()
+    except OSError as exc:
+        print(f"otel-loopguard: cannot listen on {options.host}: {exc}", file=sys.stderr)
+        return _EXIT_USAGE
+    previous = {sig: signal.signal(sig, lambda *_: stop.set())
+                for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        print(_banner(receiver), file=sys.stderr, flush=True)
+        stop.wait()
+        print("otel-loopguard serve: shutting down (finishing accepted spans)",
+              file=sys.stderr, flush=True)
+    finally:
+        receiver.shutdown()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0
+
+
+def _banner(receiver: LoopGuardReceiver) -> str:
+    host = receiver.options.host
+    parts = []
+    if receiver.grpc_port is not None:
+        parts.append(f"OTLP/gRPC {host}:{receiver.grpc_port}")
+    if receiver.http_port is not None:
+        parts.append(f"OTLP/HTTP {receiver.http_url}/v1/traces "
+                     f"(metrics {receiver.http_url}/metrics)")
+    auth = "bearer token required" if receiver.options.token else "no auth"
+    return f"otel-loopguard serve: listening on {', '.join(parts)}; {auth}"

@@ -1,0 +1,411 @@
+"""The OTLP receiver behind ``otel-loopguard serve``: agents in any language send spans here.
+
+OTLP/gRPC and OTLP/HTTP (``/v1/traces``, protobuf or JSON, gzip) feed a bounded queue of decoded
+span batches; one worker thread groups them into runs (see ``reorder_window_seconds``) and runs
+the same engine as ``check``. The HTTP port also serves ``/metrics``, ``/healthz`` and
+``/readyz``. Safe by default: bound to 127.0.0.1, request and decompressed sizes capped, a full
+queue answered with backpressure (HTTP 429 / gRPC ``RESOURCE_EXHAUSTED`` with a retry delay),
+optional bearer-token auth, and a graceful shutdown that finishes every accepted batch.
+
+Example::
+
+    with LoopGuardReceiver(options=ReceiverOptions(http_port=0, grpc_port=0)) as receiver:
+        print(receiver.http_url, receiver.grpc_port)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hmac
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from otel_loopguard._decode import Decoded, RequestError
+from otel_loopguard._guard import InternalErrorGuard
+from otel_loopguard._stream import StreamingChecker
+from otel_loopguard.checker import RunReport
+from otel_loopguard.config import LoopGuardConfig
+from otel_loopguard.metrics import LoopGuardMetrics
+
+__all__ = ["LoopGuardReceiver", "ReceiverOptions"]
+
+logger = logging.getLogger(__name__)
+
+_DEFAULT_MAX_REQUEST_BYTES: Final = 8 << 20
+_DEFAULT_MAX_QUEUE: Final = 64
+_OUTCOMES: Final = {400: "invalid", 401: "unauthenticated", 411: "invalid", 413: "too_large",
+                    415: "unsupported", 429: "throttled", 503: "unavailable"}
+REQUESTS: Final = "loopguard_receiver_requests_total"
+"""Counter {protocol, outcome}: export requests by result (ok, partial, throttled, ...)."""
+SPANS: Final = "loopguard_receiver_spans_total"
+"""Counter {outcome}: spans accepted, rejected (malformed), late (their trace had closed) or
+duplicate (a span id seen twice in a trace, e.g. an exporter retry)."""
+QUEUE: Final = "loopguard_receiver_queue_batches"
+"""Gauge: decoded batches waiting for the worker."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReceiverOptions:
+    """How ``serve`` listens and buffers. Ports: None turns a protocol off, 0 picks a free one."""
+
+    host: str = "127.0.0.1"
+    """Address both servers bind; ``0.0.0.0`` (or ``::``) only behind a trusted network."""
+    grpc_port: int | None = 4317
+    """OTLP/gRPC port."""
+    http_port: int | None = 4318
+    """OTLP/HTTP port (also ``/metrics``, ``/healthz``, ``/readyz``)."""
+    max_request_bytes: int = _DEFAULT_MAX_REQUEST_BYTES
+    """Largest request body, compressed and decompressed (8 MiB)."""
+    max_queue: int = _DEFAULT_MAX_QUEUE
+    """Decoded batches waiting for the worker before requests get 429 / RESOURCE_EXHAUSTED."""
+    token: str | None = None
+    """Bearer token required on export requests and ``/metrics``; None turns auth off."""
+    reorder_window_seconds: float = 5.0
+    """How long after its root span arrived a trace waits for late spans."""
+    max_buffered_spans: int = 1_000_000
+    """Buffered spans before the least recently touched trace is checked early."""
+    retry_after_seconds: int = 1
+    """Retry delay sent with backpressure responses."""
+    grpc_workers: int = 8
+    """Threads serving gRPC requests."""
+    forward_endpoint: str | None = None
+    """Downstream OTLP endpoint that receives the spans with loopguard evidence; None: off."""
+    forward_protocol: Literal["grpc", "http"] = "grpc"
+    """Protocol of ``forward_endpoint``."""
+
+    def __post_init__(self) -> None:
+        """Validate sizes and ports."""
+        for name in ("max_request_bytes", "max_queue", "max_buffered_spans", "grpc_workers",
+                     "retry_after_seconds"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("grpc_port", "http_port"):
+            port = getattr(self, name)
+            if port is not None and not 0 <= port <= 65535:
+                raise ValueError(f"{name} must be 0-65535 or None, got {port}")
+        if self.reorder_window_seconds < 0:
+            raise ValueError("reorder_window_seconds must be >= 0, "
+                             f"got {self.reorder_window_seconds}")
+        if self.token is not None and not self.token:
+            raise ValueError("token must not be empty")
+
+
+class _Flush:
+    __slots__ = ("done",)
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+
+
+_STOP: Final = object()
+
+
+class _QueueCollector(Collector):
+    def __init__(self, size: Callable[[], int]) -> None:
+        self._size = size
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        yield GaugeMetricFamily(QUEUE, "Decoded batches waiting for the worker.",
+                                value=self._size())
+
+
+class LoopGuardReceiver:
+    """Receives OTLP spans, groups them into runs and detects loops; a context manager.
+
+    Thread-safe. Requests are decoded on the server threads; one worker thread owns the run
+    state, so detection never runs concurrently. ``on_report`` is called on the worker thread
+    with every finished run (flagged or not); errors in it are contained.
+
+    Args:
+        config: detector and run settings; default ``LoopGuardConfig.load()``.
+        options: listening, limits and forwarding; default ``ReceiverOptions()``.
+        registry: Prometheus registry for every metric; default the global ``REGISTRY``. Pass
+            a fresh ``CollectorRegistry()`` in tests, or None for no metrics.
+        on_report: called with each finished ``RunReport``.
+        clock: monotonic nanoseconds for the reorder window and TTLs; default
+            ``time.monotonic_ns``.
+        raise_internal_errors: let internal errors propagate (tests). Default False.
+    """
+
+    def __init__(self, config: LoopGuardConfig | None = None, *,
+                 options: ReceiverOptions | None = None,
+                 registry: CollectorRegistry | None = REGISTRY,
+                 on_report: Callable[[RunReport], object] | None = None,
+                 clock: Callable[[], int] = time.monotonic_ns,
+                 raise_internal_errors: bool = False) -> None:
+        self.config = config or LoopGuardConfig.load()
+        self.options = options or ReceiverOptions()
+        self.registry = registry
+        self.on_report = on_report
+        self.metrics = LoopGuardMetrics(
+            registry, max_prompt_templates=self.config.max_prompt_templates,
+            max_tools=self.config.max_tools) if registry is not None else None
+        self._requests = Counter(REQUESTS[:-6], "OTLP export requests by protocol and outcome.",
+                                 ["protocol", "outcome"], registry=registry)
+        self._spans = Counter(SPANS[:-6], "Received spans by outcome (accepted, rejected, "
+                              "late, duplicate).", ["outcome"], registry=registry)
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=self.options.max_queue)
+        if registry is not None:
+            registry.register(_QueueCollector(self._queue.qsize))
+        self.forwarder = self._make_forwarder()
+        self.stream = StreamingChecker(
+            self.config, metrics=self.metrics,
+            reorder_window_seconds=self.options.reorder_window_seconds,
+            max_spans=self.options.max_buffered_spans, clock=clock,
+            on_trace=self.forwarder.forward if self.forwarder is not None else None,
+            raise_internal_errors=raise_internal_errors)
+        if self.metrics is not None:
+            self.metrics.track_open_runs(lambda: self.stream.open_runs)
+        self.guard = InternalErrorGuard(
+            self.metrics.record_internal_error if self.metrics else None,
+            raise_errors=raise_internal_errors)
+        self._clock = clock
+        self._last_received_ns = 0
+        self._late_seen = self._duplicates_seen = 0
+        self._worker: threading.Thread | None = None
+        self._servers: list[Any] = []
+        self._draining = self._stopped = False
+        self._inflight = 0
+        self._inflight_cond = threading.Condition()
+        self.http_port: int | None = None
+        self.grpc_port: int | None = None
+
+    def _make_forwarder(self) -> Any:
+        if self.options.forward_endpoint is None:
+            return None
+        from otel_loopguard._forward import (  # noqa: PLC0415 - imports the OTLP exporters
+            Forwarder,
+            make_exporter,
+        )
+
+        return Forwarder(make_exporter(self.options.forward_endpoint,
+                                       self.options.forward_protocol))
+
+    # --- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> LoopGuardReceiver:
+        """Start the worker and the servers; return self.
+
+        Raises:
+            OSError: when a port cannot be bound.
+        """
+        self._worker = threading.Thread(target=self._work, name="loopguard-serve-worker",
+                                        daemon=True)
+        self._worker.start()
+        try:
+            self._start_servers()
+        except BaseException:
+            self.shutdown()
+            raise
+        return self
+
+    def _start_servers(self) -> None:
+        opts = self.options
+        if opts.http_port is not None:
+            from otel_loopguard._http import start_http_server  # noqa: PLC0415 - cycle
+
+            server = start_http_server(self, opts.host, opts.http_port)
+            self._servers.append(server)
+            self.http_port = server.server_address[1]
+        if opts.grpc_port is not None:
+            from otel_loopguard._grpc import start_grpc_server  # noqa: PLC0415 - grpcio
+
+            grpc_server, self.grpc_port = start_grpc_server(self, opts.host, opts.grpc_port)
+            self._servers.append(grpc_server)
+
+    def __enter__(self) -> LoopGuardReceiver:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.shutdown()
+
+    @property
+    def http_url(self) -> str:
+        """Return the base URL of the HTTP server (``http://127.0.0.1:4318``)."""
+        host = self.options.host
+        host = f"[{host}]" if ":" in host else host
+        return f"http://{host}:{self.http_port}"
+
+    def flush(self, timeout: float = 30.0) -> bool:
+        """Check every queued batch and every open trace now; return False on timeout.
+
+        Runs on the worker thread (this call waits for it). Forwarded spans are flushed too.
+        """
+        marker = _Flush()
+        try:
+            self._queue.put(marker, timeout=timeout)
+        except queue.Full:
+            return False
+        done = marker.done.wait(timeout)
+        if done and self.forwarder is not None:
+            self.forwarder.force_flush(int(timeout * 1000))
+        return done
+
+    def shutdown(self, timeout: float = 30.0) -> None:
+        """Stop taking requests, finish the accepted ones, check every open trace, stop.
+
+        New requests get 503 / UNAVAILABLE while in-flight ones complete; then the servers
+        stop, the worker drains the queue and flushes, and forwarding is flushed.
+        """
+        if self._stopped:
+            return
+        self._stopped = self._draining = True
+        with self._inflight_cond:
+            self._inflight_cond.wait_for(lambda: self._inflight == 0, timeout)
+        for server in reversed(self._servers):
+            _stop_server(server)
+        self._servers.clear()
+        worker = self._worker
+        if worker is not None and worker.is_alive():
+            self._queue.put(_STOP, timeout=timeout)
+            worker.join(timeout)
+        self._worker = None
+        if self.forwarder is not None:
+            self.forwarder.shutdown()
+
+    @property
+    def ready(self) -> bool:
+        """Return True when the worker runs, the queue has room and no shutdown started."""
+        worker = self._worker
+        return worker is not None and worker.is_alive() and not self._draining \
+            and not self._queue.full()
+
+    # --- intake (called by the HTTP and gRPC servers, on their threads) ---------------------
+    def handle(self, protocol: str, authorization: str | None,
+               decode: Callable[[], Decoded]) -> Decoded:
+        """Authorize, admit, decode and queue one export request.
+
+        Raises:
+            RequestError: with the HTTP status and gRPC code to answer.
+        """
+        with self._tracked():
+            try:
+                self.authorize(authorization)
+                self._admit()
+                decoded = decode()
+                self._enqueue(decoded)
+            except RequestError as error:
+                self._requests.labels(protocol, _OUTCOMES.get(error.http_status, "error")).inc()
+                raise
+        self._requests.labels(protocol, "partial" if decoded.rejected else "ok").inc()
+        self._spans.labels("accepted").inc(len(decoded.spans))
+        if decoded.rejected:
+            self._spans.labels("rejected").inc(decoded.rejected)
+        return decoded
+
+    def authorize(self, authorization: str | None) -> None:
+        """Check an ``Authorization`` value against the token (constant-time compare).
+
+        Raises:
+            RequestError: 401 / UNAUTHENTICATED when a token is required and not matched.
+        """
+        token = self.options.token
+        if token is None:
+            return
+        scheme, _, credentials = (authorization or "").partition(" ")
+        given = credentials.strip().encode() if scheme.lower() == "bearer" else b""
+        if not hmac.compare_digest(given, token.encode()):
+            raise RequestError(401, "UNAUTHENTICATED", "missing or wrong bearer token "
+                               "(send 'Authorization: Bearer <token>')")
+
+    def _admit(self) -> None:
+        if self._draining:
+            raise RequestError(503, "UNAVAILABLE", "shutting down; send to another instance",
+                               retry_after_seconds=self.options.retry_after_seconds)
+        if self._queue.full():
+            raise self._busy()
+
+    def _busy(self) -> RequestError:
+        return RequestError(429, "RESOURCE_EXHAUSTED",
+                            f"intake queue full ({self.options.max_queue} batches); retry "
+                            f"after {self.options.retry_after_seconds} s",
+                            retry_after_seconds=self.options.retry_after_seconds)
+
+    def _enqueue(self, decoded: Decoded) -> None:
+        if self.forwarder is not None:
+            decoded.payloads = self.forwarder.payloads(decoded)
+        decoded.request = decoded.doc = None
+        if not decoded.spans:
+            return
+        decoded.received_ns = self._clock()
+        try:
+            self._queue.put_nowait(decoded)
+        except queue.Full:
+            raise self._busy() from None
+
+    @contextlib.contextmanager
+    def _tracked(self) -> Iterator[None]:
+        with self._inflight_cond:
+            self._inflight += 1
+        try:
+            yield
+        finally:
+            with self._inflight_cond:
+                self._inflight -= 1
+                self._inflight_cond.notify_all()
+
+    # --- worker --------------------------------------------------------------------------------
+    def _work(self) -> None:
+        tick = min(0.25, max(0.01, self.options.reorder_window_seconds / 4))
+        while True:
+            try:
+                item = self._queue.get(timeout=tick)
+            except queue.Empty:
+                item = None
+            if item is _STOP:
+                self._step(self.stream.flush)
+                return
+            if isinstance(item, _Flush):
+                self._step(self.stream.flush)
+                item.done.set()
+            elif item is not None:
+                self._last_received_ns = item.received_ns
+                self._step(functools.partial(self.stream.add, item.spans, item.payloads,
+                                             received_ns=item.received_ns))
+            # With a backlog, time stands at the arrival of the last batch taken: a trace's
+            # window only counts arrivals, never the worker's lag behind them.
+            now = self._clock() if self._queue.empty() else self._last_received_ns
+            self._step(functools.partial(self.stream.poll, now))
+
+    def _step(self, action: Callable[[], list[RunReport]]) -> None:
+        try:
+            reports = action()
+        except Exception as exc:
+            self.guard.handle("serve", exc)
+            return
+        late = self.stream.late_spans - self._late_seen
+        if late:
+            self._late_seen += late
+            self._spans.labels("late").inc(late)
+        duplicates = self.stream.duplicate_spans - self._duplicates_seen
+        if duplicates:
+            self._duplicates_seen += duplicates
+            self._spans.labels("duplicate").inc(duplicates)
+        if self.on_report is None:
+            return
+        for report in reports:
+            try:
+                self.on_report(report)
+            except Exception as exc:
+                self.guard.handle("on_report", exc)
+
+
+def _stop_server(server: Any) -> None:
+    """Stop a ``grpc.Server`` or an ``http.server`` server; never raise."""
+    try:
+        if hasattr(server, "wait_for_termination"):
+            server.stop(grace=None).wait()
+        else:
+            server.shutdown()
+            server.server_close()
+    except Exception:
+        logger.exception("otel-loopguard: error while stopping %r", server)

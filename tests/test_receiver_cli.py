@@ -1,0 +1,70 @@
+"""``otel-loopguard serve`` on the command line: usage errors, banner, graceful stop."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+
+from otel_loopguard.cli import main
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``serve`` reads ``LOOPGUARD_*`` variables; the developer's own must not leak in."""
+    for name in list(os.environ):
+        if name.startswith("LOOPGUARD_"):
+            monkeypatch.delenv(name)
+
+
+class TestUsage:
+    def test_nothing_to_serve(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """Turning both protocols off is a usage error (exit 2) with a one-line message."""
+        assert main(["serve", "--no-grpc", "--no-http"]) == 2
+        assert "nothing to serve" in capsys.readouterr().err
+
+    @pytest.mark.parametrize(("content", "message"), [("", "is empty"), (None, "No such file")])
+    def test_bad_token_file(self, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                            content: str | None, message: str) -> None:
+        """An empty or missing token file is a config error, not a server without auth."""
+        path = tmp_path / "token"
+        if content is not None:
+            path.write_text(content)
+        assert main(["serve", "--token-file", str(path)]) == 2
+        assert message in capsys.readouterr().err
+
+    def test_bad_limit(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """A zero queue is refused, naming the option."""
+        assert main(["serve", "--max-queue", "0"]) == 2
+        assert "max_queue must be >= 1" in capsys.readouterr().err
+
+    def test_port_in_use(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """A port that cannot be bound gives exit 2 and says why."""
+        with socket.socket() as busy:
+            busy.bind(("127.0.0.1", 0))
+            busy.listen()
+            port = busy.getsockname()[1]
+            assert main(["serve", "--no-grpc", "--http-port", str(port)]) == 2
+        assert "cannot listen on 127.0.0.1" in capsys.readouterr().err
+
+
+def test_runs_until_sigterm(monkeypatch: pytest.MonkeyPatch,
+                            capsys: pytest.CaptureFixture[str]) -> None:
+    """``serve`` prints its addresses, then stops cleanly (exit 0) on SIGTERM."""
+    monkeypatch.setenv("LOOPGUARD_SERVE_TOKEN", "t0ken")
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    try:
+        code = main(["serve", "--grpc-port", "0", "--http-port", "0", "--reorder-window", "0"])
+    finally:
+        timer.cancel()
+    err = capsys.readouterr().err
+    assert code == 0
+    assert "listening on OTLP/gRPC 127.0.0.1:" in err
+    assert "bearer token required" in err
+    assert "shutting down" in err
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
