@@ -43,7 +43,7 @@ def _defaults() -> dict[str, Any]:
     return {name: rule.default for name, rule in FIELDS.items()}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class LoopGuardConfig:
     """All of loopguard's settings, frozen and validated at construction.
 
@@ -74,6 +74,8 @@ class LoopGuardConfig:
         tools = {str(k): _validate_tool(str(k), v) for k, v in self.tools.items()}
         object.__setattr__(self, "values", MappingProxyType(merged))
         object.__setattr__(self, "tools", MappingProxyType(tools))
+        for name, value in merged.items():  # plain attributes: read on every tool call
+            object.__setattr__(self, name, value)
 
     def __getattr__(self, name: str) -> Any:
         """Return the setting ``name``."""

@@ -83,37 +83,18 @@ def _parse_json_text(text: str) -> Any:
 
 
 def _needles(pattern: str) -> set[str]:
-    """Return substrings one of which every JSON key matching ``pattern`` contains.
+    """Return substrings one of which every matching key contains, in lower-cased JSON text.
 
-    These are the camelCase spellings, searched case-sensitively (``*_at`` gives ``At"``,
-    ``trace_id`` gives ``"traceId"`` and ``"TraceId"``); ``_lower_needle`` covers the rest on
-    lower-cased text.
+    ``*_at`` gives ``at"`` (``created_at`` and camelCase ``createdAt`` alike), ``trace_id`` gives
+    ``"trace_id"`` and ``"traceid"``, ``expires*`` gives ``"expires``. A needle that also
+    matches other keys only costs the slower parse with the key filter.
     """
-    words = pattern.lower().replace("-", "_").split("_")
-    camel = words[0] + "".join(w.capitalize() for w in words[1:])
-    spellings = {camel, camel[:1].upper() + camel[1:]}
-    out: set[str] = set()
-    for spelling in spellings:
-        if spelling.startswith("*"):
-            out.add(spelling.lstrip("*") + '"')
-            if spelling.startswith("*_"):  # camelCase form of a suffix: createdAt
-                rest = spelling[2:]
-                out.add(rest[:1].upper() + rest[1:] + '"')
-        elif spelling.endswith("*"):
-            out.add('"' + spelling.rstrip("*"))
-        else:
-            out.add('"' + spelling + '"')
-    return out
-
-
-def _lower_needle(pattern: str) -> str:
-    """Return the substring a matching key contains in lower-cased JSON text."""
     pattern = pattern.lower()
     if pattern.startswith("*"):
-        return pattern.lstrip("*") + '"'
+        return {pattern.lstrip("*").lstrip("_").replace("_", "") + '"'}
     if pattern.endswith("*"):
-        return '"' + pattern.rstrip("*")
-    return '"' + pattern + '"'
+        return {'"' + pattern.rstrip("*")}
+    return {'"' + pattern + '"', '"' + pattern.replace("_", "") + '"'}
 
 
 class VolatileMatcher:
@@ -122,22 +103,23 @@ class VolatileMatcher:
     Thread-safe: the per-key cache is a plain dict whose races only repeat work.
     """
 
-    __slots__ = ("_cache", "_lower_needles", "_needles", "_regex")
+    __slots__ = ("_cache", "_needles", "_regex")
 
     def __init__(self, patterns: Iterable[str] = DEFAULT_VOLATILE_KEYS) -> None:
         """Compile glob ``patterns`` (``*`` wildcard, case-insensitive, camelCase folded)."""
         parts = [re.escape(p.lower()).replace(r"\*", ".*") for p in patterns]
         self._regex = re.compile("(?:" + "|".join(parts) + r")\Z") if parts else None
         self._cache: dict[str, bool] = {}
-        self._needles = tuple(set().union(*(_needles(p) for p in patterns)))
-        self._lower_needles = tuple({_lower_needle(p) for p in patterns} | {'"date"'})
+        self._needles = tuple(sorted({n.replace("_", "") for p in patterns for n in _needles(p)}
+                                     | {'"date"'}))
 
     def may_match(self, text: str) -> bool:
         """Return False only when no key in the JSON ``text`` can be volatile (a C-speed scan)."""
-        if any(needle in text for needle in self._needles):
-            return True
-        lowered = text.lower()
-        return any(needle in lowered for needle in self._lower_needles)
+        lowered = text.lower().replace("_", "")
+        for needle in self._needles:
+            if needle in lowered:
+                return True
+        return False
 
     def _key_hit(self, key: str) -> bool:
         hit = self._cache.get(key)
