@@ -9,6 +9,7 @@ from any of its spans.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -92,7 +93,7 @@ def _add_sibling_handoffs(out: AssembledTrace, spans: Sequence[SpanRecord],
     inferred: list[tuple[int, TraceEvent]] = []
     for group in siblings.values():
         group.sort(key=lambda s: s.start_time_ns)
-        for before, after in zip(group, group[1:], strict=False):
+        for before, after in itertools.pairwise(group):
             source, target = agents[before.span_id], agents[after.span_id]
             if source != target:
                 handoff = Handoff(from_agent=source, to_agent=target, span_id=after.span_id,

@@ -184,7 +184,8 @@ FIELDS: Final[dict[str, FieldRule]] = {
                                      "Attributes that carry its version, in order"),
     "conversation_keys": FieldRule("list", ("gen_ai.conversation.id", "session.id",
                                             "traceloop.association.properties.session_id"),
-                                   "Attributes that identify a conversation (run_key = conversation)"),
+                                   "Attributes that identify a conversation "
+                                   "(run_key = conversation)"),
     # metrics
     "max_prompt_templates": _int(200, "Distinct prompt_template label values before 'other'", 1),
     "max_tools": _int(200, "Distinct tool label values before 'other'", 1),

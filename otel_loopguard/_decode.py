@@ -101,7 +101,7 @@ def decompress(body: bytes, encoding: str, limit: int) -> bytes:
 
 def _proto_module() -> Any:
     try:
-        from opentelemetry.proto.collector.trace.v1 import (  # noqa: PLC0415 - optional extra
+        from opentelemetry.proto.collector.trace.v1 import (
             trace_service_pb2,
         )
     except ImportError as exc:  # pragma: no cover - opentelemetry-proto is installed in CI
@@ -116,7 +116,7 @@ def decode_protobuf(body: bytes) -> Decoded:
         RequestError: 400 when the body does not parse or every span is malformed.
     """
     pb = _proto_module()
-    from google.protobuf.message import DecodeError  # noqa: PLC0415 - comes with the extra
+    from google.protobuf.message import DecodeError
 
     request = pb.ExportTraceServiceRequest()
     try:
@@ -250,7 +250,7 @@ def error_body(error: RequestError, *, as_json: bool) -> bytes:
         return json.dumps({"code": code, "message": error.message}).encode()
     try:
         # googleapis-common-protos comes with the OTLP exporters; it ships no type hints.
-        from google.rpc import status_pb2  # type: ignore[import-untyped]  # noqa: PLC0415
+        from google.rpc import status_pb2  # type: ignore[import-untyped]
     except ImportError:  # pragma: no cover - googleapis-common-protos comes with the exporters
         return error.message.encode()
     data: bytes = status_pb2.Status(code=code, message=error.message).SerializeToString()

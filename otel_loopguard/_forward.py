@@ -50,12 +50,12 @@ def make_exporter(endpoint: str, protocol: Literal["grpc", "http"] = "grpc") -> 
     variables.
     """
     if protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # noqa: PLC0415
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
             OTLPSpanExporter as GrpcExporter,  # only the chosen protocol's stack is imported
         )
 
         return GrpcExporter(endpoint=endpoint, insecure=endpoint.startswith("http://"))
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
         OTLPSpanExporter as HttpExporter,
     )
 

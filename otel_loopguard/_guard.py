@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable
@@ -35,10 +36,8 @@ class InternalErrorGuard:
             if first and len(self._logged) < 256:
                 self._logged.add(kind)
         if self._count is not None:
-            try:
+            with contextlib.suppress(Exception):  # counting must not fail the app either
                 self._count(where)
-            except Exception:  # noqa: BLE001 - counting must not fail the app either
-                pass
         if first:
             logger.exception("otel-loopguard: internal error in %s (logged once per kind; "
                              "counted in loopguard_internal_errors_total)", where, exc_info=exc)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import Any, Final
 
@@ -34,10 +35,8 @@ class LiveSpans:
         spans = self._spans
         spans[span.context.span_id] = span
         if len(spans) > self.max_open:
-            try:
+            with contextlib.suppress(KeyError, StopIteration, RuntimeError):
                 del spans[next(iter(spans))]
-            except (KeyError, StopIteration, RuntimeError):
-                pass
 
     def remove(self, span_id: int) -> None:
         """Forget an ended span."""

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import os
 import sys
-from types import MappingProxyType
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Final, Literal
 
 if sys.version_info >= (3, 11):
@@ -159,7 +159,8 @@ class LoopGuardConfig:
 def _read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
     try:
         with open(path, "rb") as handle:
-            return tomllib.load(handle)
+            data: dict[str, Any] = tomllib.load(handle)
+            return data
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found") from None
     except tomllib.TOMLDecodeError as exc:

@@ -128,7 +128,7 @@ class ToolGuard:
             return self._precheck(span, tool, arguments)
         except ToolLoopError:
             raise
-        except Exception as exc:  # noqa: BLE001 - a loopguard bug must not stop the tool
+        except Exception as exc:
             self.processor.guard.handle("enforce", exc)
             return Decision(action=Action.CONTINUE, tool=tool), None
 

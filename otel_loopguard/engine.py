@@ -300,8 +300,7 @@ class LoopEngine:
             prior = run.stopped
             decision = Decision(action=Action.STOP, code=prior.code, evidence=prior.evidence,
                                 hint=prior.hint, call_index=index, tool=tool, span_id=span_id)
-        if decision.action > run.highest:
-            run.highest = decision.action
+        run.highest = max(run.highest, decision.action)
         if decision.action is Action.STOP and run.stopped is None:
             run.stopped = decision
         if decision.action > Action.CONTINUE and self.on_decision is not None:
@@ -314,7 +313,7 @@ class LoopEngine:
         self._in_callback.active = True
         try:
             self.on_decision(decision)  # type: ignore[misc]  # checked by the caller
-        except Exception:  # noqa: BLE001 - user callbacks never break the agent
+        except Exception:
             self.callback_errors += 1
         finally:
             self._in_callback.active = False

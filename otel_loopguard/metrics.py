@@ -81,7 +81,7 @@ class _OpenRunsCollector(Collector):
         for size in list(self._sizes):
             try:
                 total += size()
-            except Exception:  # noqa: BLE001 - a scrape must not fail on a dead store
+            except Exception:
                 continue
         yield GaugeMetricFamily(OPEN_RUNS, "Runs currently held in memory.", value=total)
 
@@ -190,6 +190,6 @@ def start_metrics_server(port: int = 9464, addr: str = "127.0.0.1",
         from prometheus_client import multiprocess
 
         registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry)
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]  # untyped upstream
     server, _thread = start_http_server(port, addr=addr, registry=registry)
     return server

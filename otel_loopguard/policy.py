@@ -92,8 +92,10 @@ def _rank(evidence: Evidence) -> tuple[int, int]:
 
 
 class Policy:
-    """Combines evidence into a decision: the strongest action wins, escalated one level when a
-    repeating pattern and no progress are seen on the same call.
+    """Combines evidence into a decision for one call.
+
+    The strongest action wins, escalated one level when a repeating pattern and no progress are
+    seen on the same call.
 
     Thread-safe: stateless.
     """

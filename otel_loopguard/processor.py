@@ -133,11 +133,11 @@ class LoopGuardSpanProcessor(SpanProcessor):
         try:
             self.live.add(span)
             name = span.name
-            if name.startswith(("invoke_agent", "Agent run")) or span.attributes and (
+            if name.startswith(("invoke_agent", "Agent run")) or (span.attributes and (
                     "traceloop.span.kind" in span.attributes
-                    or "openinference.span.kind" in span.attributes):
+                    or "openinference.span.kind" in span.attributes)):
                 self._agent_started(span)
-        except Exception as exc:  # noqa: BLE001 - never raise into the application
+        except Exception as exc:
             self.guard.handle("on_start", exc)
         if self.downstream is not None:
             self.downstream.on_start(span, parent_context)
@@ -147,7 +147,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         out = span
         try:
             out = self._observe(span) or span
-        except Exception as exc:  # noqa: BLE001 - never raise into the application
+        except Exception as exc:
             self.guard.handle("on_end", exc)
         if self.downstream is not None:
             self.downstream.on_end(out)

@@ -183,7 +183,7 @@ class LoopGuardReceiver:
     def _make_forwarder(self) -> Any:
         if self.options.forward_endpoint is None:
             return None
-        from otel_loopguard._forward import (  # noqa: PLC0415 - imports the OTLP exporters
+        from otel_loopguard._forward import (
             Forwarder,
             make_exporter,
         )
@@ -211,13 +211,13 @@ class LoopGuardReceiver:
     def _start_servers(self) -> None:
         opts = self.options
         if opts.http_port is not None:
-            from otel_loopguard._http import start_http_server  # noqa: PLC0415 - cycle
+            from otel_loopguard._http import start_http_server
 
             server = start_http_server(self, opts.host, opts.http_port)
             self._servers.append(server)
             self.http_port = server.server_address[1]
         if opts.grpc_port is not None:
-            from otel_loopguard._grpc import start_grpc_server  # noqa: PLC0415 - grpcio
+            from otel_loopguard._grpc import start_grpc_server
 
             grpc_server, self.grpc_port = start_grpc_server(self, opts.host, opts.grpc_port)
             self._servers.append(grpc_server)

@@ -116,7 +116,7 @@ class VolatileMatcher:
     def may_match(self, text: str) -> bool:
         """Return False only when no key in the JSON ``text`` can be volatile (a C-speed scan)."""
         lowered = text.lower().replace("_", "")
-        for needle in self._needles:
+        for needle in self._needles:  # noqa: SIM110 - a plain loop beats any() with a generator
             if needle in lowered:
                 return True
         return False
@@ -139,7 +139,7 @@ class VolatileMatcher:
         return False
 
 
-def normalize_value(
+def normalize_value(  # noqa: PLR0911 - one return per value type reads best
     value: Any,
     *,
     volatile: VolatileMatcher | None = None,
@@ -187,7 +187,7 @@ def normalize_value(
 def _safe_str(value: Any) -> str:
     try:
         return f"<{type(value).__name__}>{value}"[:_DEFAULT_MAX_VALUE_CHARS]
-    except Exception:  # noqa: BLE001 - a user object's __str__ may raise anything
+    except Exception:
         return f"<{type(value).__name__}>"
 
 
@@ -214,7 +214,7 @@ def _normalize_mapping(
 
 
 def _canonical(normalized: Any, *, result: bool = False) -> str:
-    """Return the canonical JSON text: sorted keys, compact, whitespace inside strings folded.
+    r"""Return the canonical JSON text: sorted keys, compact, whitespace inside strings folded.
 
     Compact JSON has whitespace only inside strings, so folding runs the text once: runs of
     whitespace (raw, or escaped as ``\\n``, ``\\t``...) become one space, and a space next to a
@@ -365,7 +365,7 @@ class ResultInfo:
     digest: str
     """Signature of the result with volatile fields stripped."""
     error: str | None = None
-    """Error text when the result is a structured error (``error``, ``status>=400``, ``ok: false``)."""
+    """Error text of a structured error result (``error``, ``status>=400``, ``ok: false``)."""
     in_progress: bool = False
     """True when the result reports a job still pending, queued or running."""
     empty: bool = False

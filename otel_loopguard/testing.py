@@ -1,5 +1,7 @@
-"""Test helpers for agents instrumented with OpenTelemetry: scripted spans, a fake clock, and
-a ``loopguard_harness`` pytest fixture (registered through the ``pytest11`` entry point).
+"""Test helpers for agents instrumented with OpenTelemetry.
+
+Scripted spans, a fake clock, and a ``loopguard_harness`` pytest fixture (registered through the
+``pytest11`` entry point).
 
 Spans are made by a real ``TracerProvider`` in the OTel GenAI convention, with explicit times,
 so tests are deterministic and go through the same adapters as production spans.
@@ -13,6 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -142,7 +145,7 @@ class LoopGuardHarness:
             attrs["gen_ai.conversation.id"] = conversation
         if prompt:
             attrs["gen_ai.prompt.name"] = prompt
-        root = self.tracer.start_span(f"invoke_agent {agent}", context=trace.Context(),
+        root = self.tracer.start_span(f"invoke_agent {agent}", context=Context(),
                                       attributes=attrs, start_time=self.clock())
         try:
             yield AgentScript(self.tracer, self.clock, root)

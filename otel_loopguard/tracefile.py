@@ -382,7 +382,7 @@ def _decode_proto(data: bytes) -> list[SpanRecord]:
     """
     # Lazy: protobuf comes with the optional "receiver" extra; JSON files never need it.
     decode_error: type[Exception] = importlib.import_module("google.protobuf.message").DecodeError
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: PLC0415
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
         ExportTraceServiceRequest,
     )
 

@@ -55,7 +55,7 @@ def to_event(span: SpanRecord,
 def agent_of(name: str, attributes: Mapping[str, Any]) -> str | None:
     """Return the agent name when the span is an agent span, else None."""
     op = attributes.get(k.GEN_AI_OPERATION_NAME)
-    if op == k.OP_INVOKE_AGENT or op == "create_agent":
+    if op in (k.OP_INVOKE_AGENT, "create_agent"):
         found = attributes.get(k.GEN_AI_AGENT_NAME)
         return str(found) if found else name.removeprefix("invoke_agent").strip() or "agent"
     if attributes.get(k.OI_SPAN_KIND) == "AGENT":

@@ -71,8 +71,8 @@ class BudgetDetector(DetectorBase):
             return self._hit(step, "seconds", state.calls, warn, Action.WARN, seconds)
         return None
 
-    def _hit(self, step: Step, scope: str, count: int, limit: float, action: Action,
-             seconds: float | None = None) -> Evidence | None:
+    def _hit(self, step: Step, scope: str, count: int, limit: float,  # noqa: PLR0917
+             action: Action, seconds: float | None = None) -> Evidence | None:
         details: dict[str, object] = {"budget": scope, "limit": limit,
                                       "call_indices": [step.index]}
         if seconds is not None:

@@ -111,7 +111,7 @@ class RereadDetector(DetectorBase):
         """Count this read when the tool is a read tool and its content was captured."""
         if step.kind != "read" or not step.has_result or step.error is not None:
             return None
-        count, occ = state.pop(step.pair, None) or (0, [])
+        count, occ = state.pop(step.pair, (0, []))
         occ.append((step.index, step.span_id))
         del occ[:-10]
         state[step.pair] = (count + 1, occ)

@@ -1,0 +1,43 @@
+"""Smoke benchmark: the engine over one 100-call run of realistic calls.
+
+Not collected by the test suite (``testpaths = ["tests"]``). Run it on its own::
+
+    PYTHONPATH=. python -m pytest benchmarks/test_bench_smoke.py -p no:cacheprovider \
+        --benchmark-disable
+
+With ``--benchmark-disable`` the benchmarked function runs once, as a plain test (well under 2 s);
+without it, pytest-benchmark times it. It never imports loopguard-runtime: the comparison lives
+in ``bench_engine.py``. It asserts what the run must look like, never how fast it is.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _workload import RESULT_BYTES, no_loop_run, to_tool_calls
+
+from otel_loopguard.config import LoopGuardConfig
+from otel_loopguard.engine import LoopEngine
+from otel_loopguard.types import Action
+
+
+def _one_run(engine: LoopEngine, calls: list[Any]) -> Action:
+    run = engine.new_run()
+    for call in calls:
+        engine.process(run, call)
+    return run.highest
+
+
+def test_engine_100_calls(benchmark: Any) -> None:
+    calls = no_loop_run(100)
+    assert all(len(c.arguments) == 4 for c in calls)
+    assert all(RESULT_BYTES - 60 <= len(c.result) <= RESULT_BYTES + 400 for c in calls)
+    engine = LoopEngine(LoopGuardConfig())
+    highest = benchmark(_one_run, engine, to_tool_calls(calls))
+    # no loop in the workload: only the default 50-call budget warning may fire
+    assert highest <= Action.WARN
+    assert "loopguard" not in sys.modules  # loopguard-runtime stays out of this test
