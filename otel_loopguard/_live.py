@@ -23,31 +23,38 @@ class LiveSpans:
 
     def __init__(self, max_open: int = _MAX_OPEN) -> None:
         """Create an empty table."""
-        self._spans: dict[int, Any] = {}
+        self.spans: dict[int, Any] = {}
         self.max_open = max_open
 
     def __len__(self) -> int:
         """Return how many spans are open."""
-        return len(self._spans)
+        return len(self.spans)
 
     def add(self, span: Any) -> None:
         """Remember an open span."""
-        spans = self._spans
+        spans = self.spans
         spans[span.context.span_id] = span
         if len(spans) > self.max_open:
             with contextlib.suppress(KeyError, StopIteration, RuntimeError):
                 del spans[next(iter(spans))]
 
+    def trim(self) -> None:
+        """Forget the oldest open spans beyond ``max_open``."""
+        spans = self.spans
+        while len(spans) > self.max_open:
+            with contextlib.suppress(KeyError, StopIteration, RuntimeError):
+                del spans[next(iter(spans))]
+
     def remove(self, span_id: int) -> None:
         """Forget an ended span."""
-        self._spans.pop(span_id, None)
+        self.spans.pop(span_id, None)
 
     def ancestors(self, parent_id: int | None) -> Iterator[Any]:
         """Yield the open ancestors, nearest first, starting at ``parent_id``."""
         for _ in range(_MAX_DEPTH):
             if parent_id is None:
                 return
-            span = self._spans.get(parent_id)
+            span = self.spans.get(parent_id)
             if span is None:
                 return
             yield span

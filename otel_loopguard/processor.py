@@ -29,11 +29,11 @@ from otel_loopguard._otlp import span_record_from_readable
 from otel_loopguard.adapters import (
     DEFAULT_ADAPTERS,
     agent_of,
-    is_candidate,
     is_model_turn,
     prompt_template_of,
     to_event,
 )
+from otel_loopguard.adapters import _keys as k
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.engine import LoopEngine
 from otel_loopguard.metrics import LoopGuardMetrics
@@ -43,6 +43,11 @@ from otel_loopguard.types import Action, Decision, Handoff, SpanAdapter, ToolCal
 __all__ = ["LoopGuardSpanProcessor", "evidence_attributes", "install"]
 
 EVENT_NAME: Final = "loopguard.loop_detected"
+_AGENT_PREFIXES: Final = ("invoke_agent", "Agent run")
+_LOGFIRE_PREFIXES: Final = ("Function: ", "Handoff: ")
+_GENAI_OP: Final = k.GEN_AI_OPERATION_NAME
+_OI_KIND: Final = k.OI_SPAN_KIND
+_TL_KIND: Final = k.TL_SPAN_KIND
 
 
 def evidence_attributes(decision: Decision, run_id: str, mode: str) -> dict[str, Any]:
@@ -113,6 +118,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
         if self.metrics is not None:
             self.metrics.track_open_runs(self.store.__len__)
         self.live = LiveSpans()
+        self._open = self.live.spans  # the hooks touch the dict directly: they run per span
+        self._max_open = self.live.max_open
         self._trace_runs: OrderedDict[int, str] = OrderedDict()
         self._trace_lock = threading.Lock()
         self._mode = self.config.mode
@@ -131,12 +138,16 @@ class LoopGuardSpanProcessor(SpanProcessor):
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         """Remember the open span (agent lookup, evidence events); infer sibling handoffs."""
         try:
-            self.live.add(span)
-            name = span.name
-            if name.startswith(("invoke_agent", "Agent run")) or (span.attributes and (
-                    "traceloop.span.kind" in span.attributes
-                    or "openinference.span.kind" in span.attributes)):
+            open_spans = self._open
+            open_spans[span.context.span_id] = span
+            if len(open_spans) > self._max_open:
+                self.live.trim()
+            if span.name.startswith(_AGENT_PREFIXES):
                 self._agent_started(span)
+            else:
+                attrs = span.attributes
+                if attrs and (_TL_KIND in attrs or _OI_KIND in attrs):
+                    self._agent_started(span)
         except Exception as exc:
             self.guard.handle("on_start", exc)
         if self.downstream is not None:
@@ -146,7 +157,16 @@ class LoopGuardSpanProcessor(SpanProcessor):
         """Run the detectors on a finished tool span and pass the span on."""
         out = span
         try:
-            out = self._observe(span) or span
+            context = span.context
+            if context is not None:
+                self._open.pop(context.span_id, None)
+                attrs = span.attributes
+                parent = span.parent
+                if attrs and (_GENAI_OP in attrs or _OI_KIND in attrs or _TL_KIND in attrs
+                              or span.name.startswith(_LOGFIRE_PREFIXES)):
+                    out = self._candidate(span, attrs) or span
+                if parent is None or parent.is_remote:
+                    self._release(context.trace_id)
         except Exception as exc:
             self.guard.handle("on_end", exc)
         if self.downstream is not None:
@@ -162,20 +182,6 @@ class LoopGuardSpanProcessor(SpanProcessor):
         return self.downstream.force_flush(timeout_millis) if self.downstream else True
 
     # --- internals -------------------------------------------------------------------------
-    def _observe(self, span: ReadableSpan) -> ReadableSpan | None:
-        context = span.context
-        if context is None:
-            return None
-        self.live.remove(context.span_id)
-        attrs = span.attributes or {}
-        is_root = span.parent is None or span.parent.is_remote
-        result = None
-        if is_candidate(span.name, attrs):
-            result = self._candidate(span, attrs)
-        if is_root:
-            self._release(context.trace_id)
-        return result
-
     def _candidate(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> ReadableSpan | None:
         if is_model_turn(span.name, attrs):
             entry, _ = self.store.get_or_create(self._run_id(span, attrs))
