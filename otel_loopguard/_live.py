@@ -6,6 +6,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any, Final
 
+from otel_loopguard._otlp import raw_attributes
 from otel_loopguard.adapters import agent_of
 
 __all__ = ["LiveSpans"]
@@ -64,14 +65,14 @@ class LiveSpans:
     def agent_span(self, parent_id: int | None) -> Any:
         """Return the nearest open agent span, or None."""
         for span in self.ancestors(parent_id):
-            if agent_of(span.name, span.attributes or {}) is not None:
+            if agent_of(span.name, raw_attributes(span)) is not None:
                 return span
         return None
 
     def agent_name(self, parent_id: int | None) -> str | None:
         """Return the name of the nearest open agent span, or None."""
         span = self.agent_span(parent_id)
-        return agent_of(span.name, span.attributes or {}) if span is not None else None
+        return agent_of(span.name, raw_attributes(span)) if span is not None else None
 
     def agent_span_id(self, parent_id: int | None) -> str | None:
         """Return the hex id of the nearest open agent span, or None."""

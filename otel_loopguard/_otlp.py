@@ -417,6 +417,21 @@ def _proto_value(value: AnyValue) -> Any:
 # --- SDK -----------------------------------------------------------------------------------
 
 
+def raw_attributes(span: Any) -> Mapping[str, Any]:
+    """Return a span's attributes as a plain ``dict`` when the SDK allows, for fast reads.
+
+    ``span.attributes`` is a ``MappingProxyType`` over ``BoundedAttributes``, whose ``in`` and
+    ``get`` run Python code (``collections.abc.Mapping``); the hot path reads several keys of
+    every span. The SDK keeps the values in ``BoundedAttributes._dict`` (a private name, checked
+    at run time: any other shape falls back to the public property). Callers only read it.
+    """
+    inner = getattr(getattr(span, "_attributes", None), "_dict", None)
+    if isinstance(inner, dict):
+        return inner
+    attributes: Mapping[str, Any] = span.attributes or {}
+    return attributes
+
+
 def span_record_from_readable(span: ReadableSpan) -> SpanRecord:
     """Return the record of a finished SDK span without copying its attributes.
 
@@ -439,7 +454,7 @@ def span_record_from_readable(span: ReadableSpan) -> SpanRecord:
         name=span.name,
         start_time_ns=span.start_time or 0,
         end_time_ns=span.end_time or 0,
-        attributes=span.attributes or {},
+        attributes=raw_attributes(span),
         status_code=span.status.status_code.value,
         status_message=span.status.description or "",
         scope_name=scope.name if scope else "",

@@ -25,7 +25,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerPro
 
 from otel_loopguard._guard import InternalErrorGuard
 from otel_loopguard._live import LiveSpans
-from otel_loopguard._otlp import span_record_from_readable
+from otel_loopguard._otlp import raw_attributes, span_record_from_readable
 from otel_loopguard.adapters import (
     DEFAULT_ADAPTERS,
     agent_of,
@@ -145,7 +145,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             if span.name.startswith(_AGENT_PREFIXES):
                 self._agent_started(span)
             else:
-                attrs = span.attributes
+                attrs = raw_attributes(span)
                 if attrs and (_TL_KIND in attrs or _OI_KIND in attrs):
                     self._agent_started(span)
         except Exception as exc:
@@ -160,7 +160,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             context = span.context
             if context is not None:
                 self._open.pop(context.span_id, None)
-                attrs = span.attributes
+                attrs = raw_attributes(span)
                 parent = span.parent
                 if attrs and (_GENAI_OP in attrs or _OI_KIND in attrs or _TL_KIND in attrs
                               or span.name.startswith(_LOGFIRE_PREFIXES)):
@@ -268,7 +268,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
 
     def _agent_started(self, span: Span) -> None:
         """Infer a handoff when a sibling agent span with another name starts."""
-        name = agent_of(span.name, span.attributes or {})
+        name = agent_of(span.name, raw_attributes(span))
         if name is None or span.parent is None or self.config.run_key != "trace":
             return
         run_id = format(span.context.trace_id, "032x")
