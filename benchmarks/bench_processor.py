@@ -72,7 +72,7 @@ def child(config: str, kind: str, spans: int) -> None:
     print(json.dumps({"spans_per_s": spans / elapsed, "us_per_span": elapsed / spans * 1e6}))
 
 
-def memory_child(runs: int) -> None:
+def memory_child(runs: int, with_loopguard: bool = True) -> None:
     """Open ``runs`` runs (root spans not ended, one tool call each) and print peak RSS."""
     import resource
 
@@ -87,7 +87,8 @@ def memory_child(runs: int) -> None:
     provider = TracerProvider()
     processor = LoopGuardSpanProcessor(LoopGuardConfig.create(max_runs=runs),
                                        registry=CollectorRegistry())
-    provider.add_span_processor(processor)
+    if with_loopguard:
+        provider.add_span_processor(processor)
     tracer = provider.get_tracer("bench")
     roots = []
     for i in range(runs):
@@ -100,7 +101,7 @@ def memory_child(runs: int) -> None:
         roots.append(root)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({"open_runs": len(processor.store), "peak_rss_mb": peak / 1024,
-                      "delta_mb": (peak - before) / 1024}))
+                      "delta_mb": (peak - before) / 1024, "runs": runs}))
 
 
 def _spawn(*args: str) -> dict[str, float]:
@@ -117,12 +118,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=100_000)
     parser.add_argument("--child", nargs=2)
     parser.add_argument("--memory-child", type=int)
+    parser.add_argument("--without", action="store_true")
     args = parser.parse_args()
     if args.child:
         child(args.child[0], args.child[1], args.spans)
         return
     if args.memory_child:
-        memory_child(args.memory_child)
+        memory_child(args.memory_child, with_loopguard=not args.without)
         return
     results: dict[str, list[float]] = {}
     for _ in range(args.repeat):  # interleave configurations against drift
@@ -138,8 +140,11 @@ def main() -> None:
         base, ours = med[f"{kind}/batch"], med[f"{kind}/loopguard"]
         print(f"{kind}: loopguard adds {ours - base:+.2f} us/span ({(ours / base - 1) * 100:+.1f}%)")
     mem = _spawn("--memory-child", str(args.runs))
-    print(f"memory: {mem['open_runs']:,} open runs, peak RSS {mem['peak_rss_mb']:.0f} MB "
-          f"(+{mem['delta_mb']:.0f} MB over the interpreter with loopguard imported)")
+    base = _spawn("--memory-child", str(args.runs), "--without")
+    extra = mem["peak_rss_mb"] - base["peak_rss_mb"]
+    print(f"memory: {mem['open_runs']:,} open runs, peak RSS {mem['peak_rss_mb']:.0f} MB vs "
+          f"{base['peak_rss_mb']:.0f} MB for the same open spans without loopguard: "
+          f"+{extra:.0f} MB, {extra * 1024 * 1024 / args.runs / 1024:.1f} KB per open run")
 
 
 if __name__ == "__main__":

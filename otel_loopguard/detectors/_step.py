@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,26 +49,27 @@ class CountingWindow:
     Not thread-safe: used under the run's lock. Memory is O(size).
     """
 
-    __slots__ = ("_members", "_order")
+    __slots__ = ("_members", "_order", "_size")
 
     def __init__(self, size: int) -> None:
         """Create an empty window of ``size`` entries."""
-        self._order: deque[str] = deque(maxlen=size)
-        self._members: dict[str, deque[tuple[int, str]]] = {}
+        self._order: list[str] = []  # a short list: far smaller than a deque per run
+        self._size = size
+        self._members: dict[str, list[tuple[int, str]]] = {}  # lists: far smaller than deques
 
-    def push(self, key: str, index: int, span_id: str) -> deque[tuple[int, str]]:
+    def push(self, key: str, index: int, span_id: str) -> list[tuple[int, str]]:
         """Add an occurrence and return every occurrence of ``key`` still in the window."""
         order = self._order
-        if order.maxlen is not None and len(order) == order.maxlen:
-            old = order[0]
+        if len(order) >= self._size:
+            old = order.pop(0)
             members = self._members[old]
-            members.popleft()
+            del members[0]
             if not members:
                 del self._members[old]
         order.append(key)
         occurrences = self._members.get(key)
         if occurrences is None:
-            occurrences = self._members[key] = deque()
+            occurrences = self._members[key] = []
         occurrences.append((index, span_id))
         return occurrences
 

@@ -8,7 +8,6 @@ quadratic) in the longest cycle looked for.
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Any
 
 from otel_loopguard.detectors._base import DetectorBase, ladder
@@ -32,7 +31,7 @@ class PeriodMatcher:
     def __init__(self, max_period: int) -> None:
         """Track periods 1..``max_period``."""
         self.max_period = max_period
-        self._history: deque[tuple[str, Any]] = deque(maxlen=max_period)
+        self._history: list[tuple[str, Any]] = []  # bounded by hand: lists are small
         self._match = [0] * (max_period + 1)
         self._previous = self._match
 
@@ -47,6 +46,8 @@ class PeriodMatcher:
             else:
                 match[period] = 0
         history.append((key, payload))
+        if size >= self.max_period:
+            del history[0]
         self._match = match
 
     def replace_last(self, key: str, payload: Any = None) -> None:
@@ -76,7 +77,7 @@ class PeriodMatcher:
 
     def last_payloads(self, count: int) -> list[Any]:
         """Return the payloads of the latest ``count`` steps, oldest first."""
-        return [payload for _, payload in list(self._history)[-count:]]
+        return [payload for _, payload in self._history[-count:]]
 
 
 class _CycleState:
