@@ -1,0 +1,405 @@
+"""LoopGuardSpanProcessor live, under real agent frameworks and their real instrumentations.
+
+Each family (framework x instrumentation) needs its own virtualenv because the instrumentations
+conflict, so every test here is parametrized over the six families and skips, with
+``pytest.importorskip``, the families whose packages are not installed. ``.ci/frameworks.sh``
+builds one venv per family from ``tests/frameworks/requirements-<family>.txt`` and runs this
+module in each; in the main venv every test skips. See ``tests/frameworks/README.md``.
+
+The agents are the ones of ``tests/recordings/record.py``, driven offline by scripted fake models:
+
+- openai-agents: ``agents.testing.ScriptedModel`` (no network, no API key);
+- LangChain 1.x ``create_agent`` (a LangGraph graph) over ``FakeMessagesListChatModel``.
+
+Scenarios: *looping* calls ``search({"query": "refund policy"})`` four times, each returning the
+same empty result; *healthy* searches three different cities.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from prometheus_client import CollectorRegistry
+
+from otel_loopguard.config import LoopGuardConfig
+from otel_loopguard.processor import EVENT_NAME, LoopGuardSpanProcessor
+
+LOOP_QUERY = {"query": "refund policy"}
+LOOP_RESULT = json.dumps({"results": [], "note": "no results"})
+HEALTHY_RESULTS = {
+    "paris": {"results": ["Paris: Eiffel Tower, Louvre"]},
+    "london": {"results": ["London: Big Ben, British Museum"]},
+    "tokyo": {"results": ["Tokyo: Shibuya, Senso-ji"]},
+}
+LOOPING = [LOOP_QUERY] * 4
+HEALTHY = [{"query": q} for q in HEALTHY_RESULTS]
+
+
+@dataclass(frozen=True)
+class Family:
+    """One framework under one instrumentation."""
+
+    name: str
+    framework: str  # "agents" or "langchain"
+    modules: tuple[str, ...]  # importorskip'd, in order; the last one holds the instrumentor
+    instrumentor: str  # class name in modules[-1]
+    agent_span: str  # the open span that receives the loopguard.loop_detected event
+    env: tuple[tuple[str, str], ...] = ()
+
+
+_GENAI_ENV = (("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY"),
+              ("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental"))
+
+FAMILIES = [
+    Family("agents-openinference", "agents",
+           ("agents", "openinference.instrumentation.openai_agents"),
+           "OpenAIAgentsInstrumentor", agent_span="triage"),
+    Family("agents-traceloop", "agents",
+           ("agents", "opentelemetry.instrumentation.openai_agents"),
+           "OpenAIAgentsInstrumentor", agent_span="triage.agent"),
+    Family("agents-otel-genai", "agents",
+           ("agents", "opentelemetry.instrumentation.genai.openai_agents"),
+           "OpenAIAgentsInstrumentor", agent_span="invoke_agent triage", env=_GENAI_ENV),
+    Family("langchain-openinference", "langchain",
+           ("langchain.agents", "openinference.instrumentation.langchain"),
+           "LangChainInstrumentor", agent_span="triage"),
+    Family("langchain-traceloop", "langchain",
+           ("langchain.agents", "opentelemetry.instrumentation.langchain"),
+           "LangchainInstrumentor", agent_span="triage.workflow"),
+    Family("langchain-otel-genai", "langchain",
+           ("langchain.agents", "opentelemetry.instrumentation.genai.langchain"),
+           "LangChainInstrumentor", agent_span="invoke_agent triage", env=_GENAI_ENV),
+]
+BY_NAME = {f.name: f for f in FAMILIES}
+
+
+# ----------------------------------------------------------------------------- harness
+
+
+class _Slot(SpanProcessor):
+    """Forwards every hook to the processors of the running test.
+
+    Each family is instrumented once per module, on one real ``TracerProvider`` whose only
+    processor is this slot: re-instrumenting per test is not reliable (Traceloop's openai-agents
+    ``uninstrument()`` leaves its Agents SDK processor registered, and after an
+    uninstrument/instrument cycle Traceloop's LangChain spans keep going to the first provider).
+    Each test plugs its own ``LoopGuardSpanProcessor`` (and registry and exporter) in here.
+    """
+
+    def __init__(self) -> None:
+        self.targets: tuple[SpanProcessor, ...] = ()
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        for target in self.targets:
+            target.on_start(span, parent_context=parent_context)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        for target in self.targets:
+            target.on_end(span)
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return all(target.force_flush(timeout_millis) for target in self.targets)
+
+
+@dataclass
+class _Instrumented:
+    provider: TracerProvider
+    slot: _Slot
+    instrumentor: Any
+    restore: Any = None  # undoes what uninstrument() leaves behind
+
+
+def _agents_processors_restorer() -> Any:
+    """Snapshot the Agents SDK's trace processors; return a callable that puts them back.
+
+    Traceloop's openai-agents ``uninstrument()`` leaves its processor registered, which would
+    send later modules' agent spans to this module's (shut down) provider.
+    """
+    from agents import set_trace_processors
+    from agents.tracing import get_trace_provider
+
+    multi = getattr(get_trace_provider(), "_multi_processor", None)
+    before = list(getattr(multi, "_processors", ()))
+    return lambda: set_trace_processors(before)
+
+
+class _Session:
+    """Family name -> its instrumented provider, created on first use; the env it needs.
+
+    Module-scoped: the instrumentors patch the frameworks for the whole process, so they are
+    undone when this module is done, before any other module runs.
+    """
+
+    def __init__(self) -> None:
+        self.cache: dict[str, _Instrumented] = {}
+        self.env = pytest.MonkeyPatch()
+        self.env.setenv("OPENAI_API_KEY", "")  # the Agents SDK's own exporter stays idle
+
+    def close(self) -> None:
+        for instrumented in self.cache.values():
+            instrumented.instrumentor.uninstrument()
+            if instrumented.restore is not None:
+                instrumented.restore()
+            instrumented.provider.shutdown()
+        self.env.undo()
+
+
+@pytest.fixture(scope="module")
+def _instrumented() -> Iterator[_Session]:
+    session = _Session()
+    try:
+        yield session
+    finally:
+        session.close()
+
+
+def _instrument(session: _Session, family: Family) -> _Instrumented:
+    cache = session.cache
+    if family.name not in cache:
+        module = None
+        for name in family.modules:
+            if os.environ.get("LOOPGUARD_FRAMEWORK_FAMILY") == family.name:
+                module = importlib.import_module(name)  # .ci/frameworks.sh: must be there
+            else:
+                module = pytest.importorskip(
+                    name, reason=f"{family.name} not installed "
+                                 f"(tests/frameworks/requirements-{family.name}.txt)")
+        for key, value in family.env:
+            session.env.setenv(key, value)  # read by the official GenAI instrumentations
+        slot = _Slot()
+        provider = TracerProvider()
+        provider.add_span_processor(slot)
+        restore = _agents_processors_restorer() if family.framework == "agents" else None
+        instrumentor = getattr(module, family.instrumentor)()
+        instrumentor.instrument(tracer_provider=provider)
+        cache[family.name] = _Instrumented(provider, slot, instrumentor, restore)
+    return cache[family.name]
+
+
+@dataclass
+class Live:
+    """Loopguard installed on a family's instrumented provider, for one test."""
+
+    family: Family
+    processor: LoopGuardSpanProcessor
+    registry: CollectorRegistry
+    exporter: InMemorySpanExporter
+    provider: TracerProvider
+
+    def run(self, calls: Sequence[dict[str, Any]]) -> list[ReadableSpan]:
+        """Run the scripted agent through ``calls`` and return every exported span."""
+        run = _run_agents if self.family.framework == "agents" else _run_langchain
+        run(calls)
+        self.provider.force_flush()
+        return sorted(self.exporter.get_finished_spans(), key=lambda s: s.start_time or 0)
+
+    def internal_errors(self) -> float:
+        """Sum of ``loopguard_internal_errors_total`` over its labels."""
+        return sum(sample.value for metric in self.registry.collect()
+                   if metric.name == "loopguard_internal_errors"
+                   for sample in metric.samples if sample.name.endswith("_total"))
+
+
+def _live(request: pytest.FixtureRequest, session: _Session,
+          downstream: bool) -> Iterator[Live]:
+    family = BY_NAME[request.param]
+    instrumented = _instrument(session, family)
+    registry = CollectorRegistry()
+    exporter = InMemorySpanExporter()
+    if downstream:
+        processor = LoopGuardSpanProcessor(
+            LoopGuardConfig(), downstream=SimpleSpanProcessor(exporter), registry=registry,
+            raise_internal_errors=True)
+        instrumented.slot.targets = (processor,)
+    else:
+        processor = LoopGuardSpanProcessor(LoopGuardConfig(), registry=registry,
+                                           raise_internal_errors=True)
+        instrumented.slot.targets = (processor, SimpleSpanProcessor(exporter))
+    try:
+        yield Live(family, processor, registry, exporter, instrumented.provider)
+    finally:
+        instrumented.slot.targets = ()
+        processor.shutdown()
+
+
+@pytest.fixture
+def live(request: pytest.FixtureRequest, _instrumented: _Session) -> Iterator[Live]:
+    """Loopguard with ``downstream=SimpleSpanProcessor(InMemorySpanExporter())``."""
+    yield from _live(request, _instrumented, downstream=True)
+
+
+@pytest.fixture
+def live_events(request: pytest.FixtureRequest,
+                _instrumented: _Session) -> Iterator[Live]:
+    """Loopguard without downstream: evidence goes to the open agent span as an event."""
+    yield from _live(request, _instrumented, downstream=False)
+
+
+# ----------------------------------------------------------------------------- the agents
+
+
+def _search_result(query: str) -> str:
+    return json.dumps(HEALTHY_RESULTS[query]) if query in HEALTHY_RESULTS else LOOP_RESULT
+
+
+def _run_agents(calls: Sequence[dict[str, Any]]) -> None:
+    from agents import Agent, RunConfig, Runner, function_tool
+    from agents.testing import ScriptedModel, assistant_message, function_call
+
+    @function_tool
+    def search(query: str) -> str:
+        """Search the knowledge base."""
+        return _search_result(query)
+
+    steps = [[function_call("search", args, call_id=f"call_{i}")]
+             for i, args in enumerate(calls, 1)]
+    steps.append([assistant_message("Done.")])
+    agent = Agent(name="triage", instructions="You are support triage.", tools=[search],
+                  model=ScriptedModel(steps, emit_traces=True))
+    result = asyncio.run(Runner.run(agent, "I want a refund", max_turns=20,
+                                    run_config=RunConfig(workflow_name="support",
+                                                         group_id="conv-live")))
+    assert result.final_output == "Done."
+
+
+def _run_langchain(calls: Sequence[dict[str, Any]]) -> None:
+    from langchain.agents import create_agent
+    from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+    from langchain_core.messages import AIMessage
+    from langchain_core.tools import tool
+
+    class ScriptedChat(FakeMessagesListChatModel):
+        """FakeMessagesListChatModel that accepts bind_tools (create_agent calls it)."""
+
+        def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChat:
+            return self
+
+    @tool
+    def search(query: str) -> str:
+        """Search the knowledge base."""
+        return _search_result(query)
+
+    responses: list[Any] = [
+        AIMessage(content="", tool_calls=[{"name": "search", "args": args, "id": f"call_{i}",
+                                           "type": "tool_call"}])
+        for i, args in enumerate(calls, 1)]
+    responses.append(AIMessage("Done."))
+    agent = create_agent(ScriptedChat(responses=responses), tools=[search],
+                         system_prompt="You are support triage.", name="triage")
+    out = agent.invoke({"messages": [("user", "I want a refund")]},
+                       config={"recursion_limit": 30, "metadata": {"session_id": "conv-live"}})
+    assert out["messages"][-1].content == "Done."
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _tool_spans(spans: Sequence[ReadableSpan]) -> list[ReadableSpan]:
+    """The ``search`` tool spans, in start order (name attribute differs per convention)."""
+    return [s for s in spans
+            if (s.attributes or {}).get("gen_ai.tool.name") == "search"
+            or (s.attributes or {}).get("tool.name") == "search"]
+
+
+def _loopguard_attrs(span: ReadableSpan) -> dict[str, Any]:
+    return {k: v for k, v in (span.attributes or {}).items() if k.startswith("loopguard.")}
+
+
+def _describe(spans: Sequence[ReadableSpan]) -> str:
+    """One line per span (values cut: LangGraph node spans carry the whole message state)."""
+    def short(value: Any) -> Any:
+        return value[:80] + "..." if isinstance(value, str) and len(value) > 80 else value
+
+    return "\n".join(
+        f"{s.name}: { {k: short(v) for k, v in (s.attributes or {}).items()} } "
+        f"events={[e.name for e in s.events]}" for s in spans)
+
+
+def _hex(span: ReadableSpan) -> str:
+    assert span.context is not None
+    return format(span.context.span_id, "016x")
+
+
+ALL = [f.name for f in FAMILIES]
+
+
+# ----------------------------------------------------------------------------- tests
+
+
+@pytest.mark.parametrize("live", ALL, indirect=True)
+def test_looping_agent_is_flagged_on_the_exported_tool_spans(live: Live) -> None:
+    """4x the same search with the same empty result: warn on the 3rd, replan on the 4th."""
+    spans = live.run(LOOPING)
+    tools = _tool_spans(spans)
+    assert len(tools) == 4, _describe(spans)
+    evidence = [_loopguard_attrs(s) for s in tools]
+    assert [e.get("loopguard.action") for e in evidence] == [None, None, "warn", "replan"], \
+        _describe(tools)
+    for index, found in ((3, evidence[2]), (4, evidence[3])):
+        assert found["loopguard.code"] == "STAGNANT_RESULT"
+        assert found["loopguard.detector"] == "stagnation"
+        assert found["loopguard.call_index"] == index
+        assert found["loopguard.count"] == index
+        assert found["loopguard.mode"] == "observe"
+        assert found["loopguard.run_id"]
+    # the earlier identical calls are named as evidence
+    assert set(evidence[3].get("loopguard.repeats_span_ids", ())) <= {_hex(s) for s in tools}
+    others = [s for s in spans if s not in tools]
+    assert not any(_loopguard_attrs(s) for s in others), _describe(others)
+    assert live.internal_errors() == 0
+    assert live.processor.guard.errors == 0
+
+
+@pytest.mark.parametrize("live", ALL, indirect=True)
+def test_healthy_agent_is_not_flagged(live: Live) -> None:
+    """Three different searches with different results: no loopguard attribute or event."""
+    spans = live.run(HEALTHY)
+    assert len(_tool_spans(spans)) == 3, _describe(spans)
+    assert not any(_loopguard_attrs(s) for s in spans), _describe(spans)
+    assert not any(e.name == EVENT_NAME for s in spans for e in s.events)
+    assert live.internal_errors() == 0
+    assert live.processor.guard.errors == 0
+
+
+@pytest.mark.parametrize("live_events", ALL, indirect=True)
+def test_without_downstream_the_agent_span_gets_the_event(live_events: Live) -> None:
+    """No downstream: the findings become loopguard.loop_detected events on the agent span."""
+    spans = live_events.run(LOOPING)
+    tools = _tool_spans(spans)
+    assert len(tools) == 4, _describe(spans)
+    assert not any(_loopguard_attrs(s) for s in spans), _describe(spans)
+    carriers = [s for s in spans if any(e.name == EVENT_NAME for e in s.events)]
+    assert [s.name for s in carriers] == [live_events.family.agent_span], _describe(spans)
+    events = [e for e in carriers[0].events if e.name == EVENT_NAME]
+    assert [(e.attributes or {}).get("loopguard.action") for e in events] == ["warn", "replan"]
+    assert [(e.attributes or {}).get("loopguard.span_id") for e in events] == [
+        _hex(tools[2]), _hex(tools[3])]
+    assert all((e.attributes or {}).get("loopguard.code") == "STAGNANT_RESULT" for e in events)
+    assert live_events.internal_errors() == 0
+    assert live_events.processor.guard.errors == 0
+
+
+def test_every_family_has_a_requirements_file() -> None:
+    """The CI script builds one venv per family from its pinned requirements file."""
+    here = Path(__file__).parent
+    for family in FAMILIES:
+        assert (here / f"requirements-{family.name}.txt").is_file(), family.name
+
+
+def test_the_family_named_by_the_ci_script_exists() -> None:
+    """``LOOPGUARD_FRAMEWORK_FAMILY`` (set by .ci/frameworks.sh) must name a known family."""
+    family = os.environ.get("LOOPGUARD_FRAMEWORK_FAMILY")
+    if family is not None:
+        assert family in BY_NAME, f"unknown family {family!r}; known: {sorted(BY_NAME)}"
