@@ -125,18 +125,22 @@ def cycle_run(length: int, cycle_length: int, *, seed: int = 2) -> list[Call]:
     return [cycle[i % cycle_length] for i in range(length)]
 
 
-def to_tool_calls(calls: list[Call], *, trace_id: str = "0" * 31 + "1") -> list[Any]:
+def to_tool_calls(calls: list[Call], *, trace_id: str = "0" * 31 + "1",
+                  json_args: bool = True) -> list[Any]:
     """Return otel-loopguard ``ToolCall`` objects for ``calls``, shaped as the adapters make them.
 
-    Arguments are a dict (the GenAI adapter parses the JSON attribute); the result stays the JSON
-    string the span carried; each call is its own model turn, 10 ms long, one after the other.
+    Arguments are the JSON text a GenAI span carries (``json.dumps`` as the SDK instrumentations
+    and ``LoopGuardHarness`` write it; the adapters hand it over unparsed), or the dict itself with
+    ``json_args=False`` (the shape in-process integrations pass); the result stays the JSON string
+    the span carried; each call is its own model turn, 10 ms long, one after the other.
     """
     from otel_loopguard.types import ToolCall
 
     out = []
     start = 1_700_000_000_000_000_000
     for i, call in enumerate(calls):
-        out.append(ToolCall(tool=call.tool, arguments=call.arguments, result=call.result,
+        arguments: Any = json.dumps(call.arguments) if json_args else call.arguments
+        out.append(ToolCall(tool=call.tool, arguments=arguments, result=call.result,
                             has_result=True, agent="bench-agent", span_id=f"{i + 1:016x}",
                             trace_id=trace_id, start_time_ns=start, end_time_ns=start + 10_000_000,
                             turn=i + 1))
