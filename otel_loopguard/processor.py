@@ -142,12 +142,11 @@ class LoopGuardSpanProcessor(SpanProcessor):
             open_spans[span.context.span_id] = span
             if len(open_spans) > self._max_open:
                 self.live.trim()
-            if span.name.startswith(_AGENT_PREFIXES):
+            name = span.name
+            if name.startswith(_AGENT_PREFIXES) or name.endswith(".agent"):
+                # agent spans by name alone (GenAI "invoke_agent x", Traceloop "x.agent"): the
+                # only ones whose siblings imply handoffs (OpenInference emits handoff spans)
                 self._agent_started(span)
-            else:
-                attrs = raw_attributes(span)
-                if attrs and (_TL_KIND in attrs or _OI_KIND in attrs):
-                    self._agent_started(span)
         except Exception as exc:
             self.guard.handle("on_start", exc)
         if self.downstream is not None:
