@@ -32,6 +32,8 @@ __all__ = ["LoopEngine", "RunState"]
 _MASK_RE: Final = re.compile(r"\b[0-9a-f]{12,}\b|\d{5,}|\d{4}-\d{2}-\d{2}[T ][\d:.]+\S*",
                              re.IGNORECASE)
 _NO_RESULT: Final = ResultInfo(digest="")
+_RESULT_CACHE_SIZE: Final = 2
+"""Recent result texts per run whose signatures are reused (a loop repeats its result)."""
 
 
 class RunState:
@@ -39,7 +41,7 @@ class RunState:
 
     __slots__ = ("calls", "explicit_handoffs", "handoff_state", "highest", "hinted",
                  "last_agent", "last_end_ns", "last_turn", "lock", "outcomes", "per_tool",
-                 "states", "stopped")
+                 "results", "states", "stopped")
 
     def __init__(self, states: tuple[Any, ...], handoff_state: Any) -> None:
         """Hold fresh detector states."""
@@ -56,6 +58,8 @@ class RunState:
         self.outcomes: dict[str, _Outcome] = {}
         """Call signature → its latest outcome streak, for ``precheck`` (bounded)."""
         self.per_tool: dict[str, int] = {}
+        self.results: dict[tuple[int, int], ResultInfo] = {}
+        """(length, hash) of the run's latest result texts → their analysis (bounded)."""
         self.hinted = False
         """Enforce mode, ``hint_then_abort``: a hint was already given in this run."""
 
@@ -214,10 +218,8 @@ class LoopEngine:
 
     def make_step(self, run: RunState, call: ToolCall) -> Step:
         """Return the normalised step of ``call`` and advance the run's counters."""
-        cfg = self.config
         run.calls += 1
-        info = (analyze_result(call.result, self._volatile, max_value_chars=cfg.max_value_chars)
-                if call.has_result else _NO_RESULT)
+        info = self._result_info(run, call.result) if call.has_result else _NO_RESULT
         error = self._error_text(call, info)
         error_class, reason = classify_error(error) if error is not None else (None, "")
         new_batch = self._new_batch(run, call)
@@ -229,6 +231,27 @@ class LoopEngine:
             error_class=error_class, error_reason=reason, empty=info.empty,
             span_id=call.span_id, start_time_ns=call.start_time_ns, end_time_ns=call.end_time_ns,
             new_batch=new_batch, arguments=args if self._near_duplicates else None)
+
+    def _result_info(self, run: RunState, result: Any) -> ResultInfo:
+        """Return the result's signature and facts, reusing the run's last few results.
+
+        A loop returns the same text again and again (and a stuck poll the same state), so a
+        hit on the run's recent texts skips parsing. Keys are the text's length and hash (no
+        copy of the text is kept); the cache holds the last ``_RESULT_CACHE_SIZE`` results.
+        """
+        if not isinstance(result, str):
+            return analyze_result(result, self._volatile,
+                                  max_value_chars=self.config.max_value_chars)
+        key = (len(result), hash(result))
+        cache = run.results
+        info = cache.get(key)
+        if info is None:
+            info = analyze_result(result, self._volatile,
+                                  max_value_chars=self.config.max_value_chars)
+            cache[key] = info
+            if len(cache) > _RESULT_CACHE_SIZE:
+                del cache[next(iter(cache))]
+        return info
 
     def tool_kind(self, tool: str, info: ResultInfo = _NO_RESULT) -> str:
         """Return ``read``, ``mutating``, ``poll``, ``exempt`` or ``default`` for ``tool``."""
