@@ -30,6 +30,7 @@ from otel_loopguard.adapters import (
     DEFAULT_ADAPTERS,
     agent_of,
     is_model_turn,
+    may_be_event,
     prompt_template_of,
     to_event,
 )
@@ -43,6 +44,7 @@ from otel_loopguard.types import Action, Decision, Handoff, SpanAdapter, ToolCal
 __all__ = ["LoopGuardSpanProcessor", "evidence_attributes", "install"]
 
 EVENT_NAME: Final = "loopguard.loop_detected"
+_DEFAULT: Final = DEFAULT_ADAPTERS
 _AGENT_PREFIXES: Final = ("invoke_agent", "Agent run")
 _LOGFIRE_PREFIXES: Final = ("Function: ", "Handoff: ")
 _GENAI_OP: Final = k.GEN_AI_OPERATION_NAME
@@ -109,6 +111,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
         self.engine = engine or LoopEngine(self.config, on_decision=on_decision)
         self.metrics = metrics if metrics is not None else self._default_metrics(registry)
         self.adapters = tuple(adapters)
+        if self.adapters == DEFAULT_ADAPTERS:
+            self.adapters = _DEFAULT
         self.guard = InternalErrorGuard(
             self.metrics.record_internal_error if self.metrics else None,
             raise_errors=raise_internal_errors)
@@ -190,6 +194,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
             return None
         if attrs.get("loopguard.blocked"):
             return None  # the guard blocked it: the tool never ran
+        if self.adapters is _DEFAULT and not may_be_event(span.name, attrs):
+            return None  # an agent, chain or other span: no record to build
         record = span_record_from_readable(span)
         event = to_event(record, self.adapters)
         if event is None:

@@ -28,6 +28,7 @@ __all__ = [
     "conversation_of",
     "is_candidate",
     "is_model_turn",
+    "may_be_event",
     "prompt_template_of",
     "to_event",
 ]
@@ -40,6 +41,18 @@ def is_candidate(name: str, attributes: Mapping[str, Any]) -> bool:
     """Return True when a span may be a tool call or handoff (the hot-path pre-filter)."""
     return (k.GEN_AI_OPERATION_NAME in attributes or k.OI_SPAN_KIND in attributes
             or k.TL_SPAN_KIND in attributes or name.startswith(("Function: ", "Handoff: ")))
+
+
+def may_be_event(name: str, attributes: Mapping[str, Any]) -> bool:
+    """Return True when a default adapter could turn the span into a tool call or handoff.
+
+    Exactly the conditions the default adapters test first, so the hot path can skip building
+    a ``SpanRecord`` for the many agent, chain and model spans.
+    """
+    return (attributes.get(k.GEN_AI_OPERATION_NAME) in (k.OP_EXECUTE_TOOL, k.OP_HANDOFF)
+            or attributes.get(k.OI_SPAN_KIND) == "TOOL"
+            or attributes.get(k.TL_SPAN_KIND) == "tool"
+            or name.startswith((k.LOGFIRE_FUNCTION_PREFIX, k.LOGFIRE_HANDOFF_PREFIX)))
 
 
 def to_event(span: SpanRecord,
