@@ -154,6 +154,30 @@ class Decision:
         return self.action > Action.CONTINUE
 
 
+def _decision_init(self: Decision, action: Action, code: str = "OK",  # noqa: PLR0917
+                   evidence: tuple[Evidence, ...] = (), hint: str = "", call_index: int = 0,
+                   tool: str = "", span_id: str = "", escalated: bool = False) -> None:
+    """The dataclass ``__init__`` of ``Decision``, twice as fast.
+
+    A frozen dataclass sets each field through ``object.__setattr__``; calling the slots'
+    descriptors directly does the same in half the time, and a decision is made per tool call.
+    """
+    _set_action(self, action)
+    _set_code(self, code)
+    _set_evidence(self, evidence)
+    _set_hint(self, hint)
+    _set_call_index(self, call_index)
+    _set_tool(self, tool)
+    _set_span_id(self, span_id)
+    _set_escalated(self, escalated)
+
+
+(_set_action, _set_code, _set_evidence, _set_hint, _set_call_index, _set_tool, _set_span_id,
+ _set_escalated) = (vars(Decision)[name].__set__ for name in (
+    "action", "code", "evidence", "hint", "call_index", "tool", "span_id", "escalated"))
+setattr(Decision, "__init__", _decision_init)  # noqa: B010 - mypy keeps the dataclass signature
+
+
 class Clock(Protocol):
     """**Protocol:** a monotonic clock in nanoseconds, called on any thread."""
 
