@@ -101,6 +101,7 @@ class LoopEngine:
         self._kinds: dict[str, str] = {}
         self._in_callback = threading.local()
         self._near_duplicates = "near_duplicate" in self.config.detectors
+        self._plain_policy = type(self.policy) is Policy
 
     def new_run(self) -> RunState:
         """Return the state of a new run."""
@@ -120,6 +121,9 @@ class LoopEngine:
             found = detector.observe(state, step)
             if found is not None:
                 evidence.append(found)
+        if not evidence and run.stopped is None and self._plain_policy:
+            # the common case, as Policy.decide and _finish would conclude it
+            return Decision(Action.CONTINUE, "OK", (), "", step.index, step.tool, step.span_id)
         return self._finish(run, evidence, step.tool, step.index, step.span_id)
 
     def precheck(self, run: RunState, tool: str, arguments: Any) -> Decision:
@@ -224,13 +228,14 @@ class LoopEngine:
         error_class, reason = classify_error(error) if error is not None else (None, "")
         new_batch = self._new_batch(run, call)
         args, canonical = self._canonical_args(call.arguments)
-        return Step(
-            index=run.calls, tool=call.tool, kind=self.tool_kind(call.tool, info),
-            call_sig=digest(call.tool + "\x00" + canonical),
-            has_result=call.has_result, result_sig=info.digest, error=error,
-            error_class=error_class, error_reason=reason, empty=info.empty,
-            span_id=call.span_id, start_time_ns=call.start_time_ns, end_time_ns=call.end_time_ns,
-            new_batch=new_batch, arguments=args if self._near_duplicates else None)
+        tool = call.tool
+        call_sig = digest(tool + "\x00" + canonical)
+        # positional: keyword arguments cost a third more on this per-call path
+        return Step(run.calls, tool, self.tool_kind(tool, info), call_sig, call.has_result,
+                    info.digest, error, error_class, reason, info.empty, call.span_id,
+                    call.start_time_ns, call.end_time_ns, new_batch,
+                    call_sig + ":" + info.digest if call.has_result else call_sig,
+                    args if self._near_duplicates else None)
 
     def _result_info(self, run: RunState, result: Any) -> ResultInfo:
         """Return the result's signature and facts, reusing the run's last few results.

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from typing import Any
 
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.types import Action, Evidence
 
-__all__ = ["DetectorBase", "ladder", "occurrence_details"]
+__all__ = ["DetectorBase", "ladder", "lowest", "occurrence_details"]
 
 _MAX_LISTED = 10
 """Call indices and span ids listed in evidence (the most recent ones)."""
@@ -24,6 +25,19 @@ def ladder(count: int, warn: int | None, replan: int | None = None,
     if warn is not None and count >= warn:
         return Action.WARN
     return Action.CONTINUE
+
+
+def lowest(config: LoopGuardConfig, *names: str) -> int:
+    """Return the lowest of thresholds ``names`` in ``config`` and all its tool overrides.
+
+    A count below it reaches no action for any tool, so a detector can return before it looks
+    up thresholds or builds details. Thresholds that are off (None) are ignored.
+    """
+    found = [config.values[name] for name in names]
+    for override in config.tools.values():
+        found.extend(override.thresholds.get(name) for name in names)
+    values = [value for value in found if value is not None]
+    return min(values) if values else sys.maxsize
 
 
 def occurrence_details(occurrences: Iterable[tuple[int, str]], **extra: Any) -> dict[str, Any]:

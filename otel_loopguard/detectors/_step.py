@@ -34,13 +34,10 @@ class Step:
     end_time_ns: int
     new_batch: bool
     """True when this call starts a new model turn (batch)."""
+    pair: str
+    """The key of (call, outcome): ``call_sig:result_sig``, the call alone without a result."""
     arguments: Any = None
     """Parsed arguments, kept only while the call is being observed (near-duplicates)."""
-
-    @property
-    def pair(self) -> str:
-        """Return the key of (call, outcome): the call alone when results are not captured."""
-        return self.call_sig + ":" + self.result_sig if self.has_result else self.call_sig
 
 
 class CountingWindow:

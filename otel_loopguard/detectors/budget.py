@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from otel_loopguard.detectors._base import DetectorBase
+import sys
+
+from otel_loopguard.config import LoopGuardConfig
+from otel_loopguard.detectors._base import DetectorBase, lowest
 from otel_loopguard.detectors._step import Step
 from otel_loopguard.types import Action, Evidence
 
@@ -28,33 +31,48 @@ class BudgetDetector(DetectorBase):
 
     name = "budget"
 
+    def __init__(self, config: LoopGuardConfig | None = None) -> None:
+        """Bind to ``config``; budgets that are off for every tool are never looked at."""
+        super().__init__(config)
+        cfg = self.config
+        self._per_tool = lowest(cfg, "max_calls_per_tool_warn",
+                                "max_calls_per_tool_stop") != sys.maxsize
+        self._by_time = (cfg.max_run_seconds_warn is not None
+                         or cfg.max_run_seconds_stop is not None)
+
     def new_state(self) -> _BudgetState:
         """Return the run's counters."""
         return _BudgetState()
 
     def observe(self, state: _BudgetState, step: Step) -> Evidence | None:
-        """Count the call and compare every budget."""
+        """Count the call and compare every budget (a stop wins over a warn)."""
         state.calls += 1
-        per_tool = state.per_tool[step.tool] = state.per_tool.get(step.tool, 0) + 1
+        tool = step.tool
+        per_tool = state.per_tool[tool] = state.per_tool.get(tool, 0) + 1
         if len(state.per_tool) > 1024:
             del state.per_tool[next(iter(state.per_tool))]
         if not state.started_ns:
             state.started_ns = step.start_time_ns or step.end_time_ns
         if step.kind == "exempt":
             return None
-        cfg = self.config
-        seconds = max(0, step.end_time_ns - state.started_ns) / 1e9
-        checks = (
-            ("run", state.calls, cfg.max_tool_calls_warn, cfg.max_tool_calls_stop),
-            ("tool", per_tool, cfg.threshold(step.tool, "max_calls_per_tool_warn"),
-             cfg.threshold(step.tool, "max_calls_per_tool_stop")),
-        )
+        cfg, calls = self.config, state.calls
+        stop = cfg.max_tool_calls_stop
+        if stop is not None and calls >= stop:
+            return self._hit(step, "run", calls, stop, Action.STOP)
+        tool_warn = None
+        if self._per_tool:
+            tool_stop = cfg.threshold(tool, "max_calls_per_tool_stop")
+            if tool_stop is not None and per_tool >= tool_stop:
+                return self._hit(step, "tool", per_tool, tool_stop, Action.STOP)
+            tool_warn = cfg.threshold(tool, "max_calls_per_tool_warn")
         warned: Evidence | None = None
-        for scope, count, warn, stop in checks:
-            if stop is not None and count >= stop:
-                return self._hit(step, scope, count, stop, Action.STOP)
-            if warn is not None and count == warn and warned is None:
-                warned = self._hit(step, scope, count, warn, Action.WARN)
+        if cfg.max_tool_calls_warn is not None and calls == cfg.max_tool_calls_warn:
+            warned = self._hit(step, "run", calls, cfg.max_tool_calls_warn, Action.WARN)
+        elif tool_warn is not None and per_tool == tool_warn:
+            warned = self._hit(step, "tool", per_tool, tool_warn, Action.WARN)
+        if not self._by_time:
+            return warned
+        seconds = max(0, step.end_time_ns - state.started_ns) / 1e9
         by_time = self._seconds(step, seconds, state)
         if by_time is not None and (warned is None or by_time.action > warned.action):
             return by_time

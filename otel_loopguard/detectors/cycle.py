@@ -26,41 +26,53 @@ class PeriodMatcher:
     Not thread-safe: used under the run's lock. Memory is O(max_period).
     """
 
-    __slots__ = ("_history", "_match", "_previous", "max_period")
+    __slots__ = ("_history", "_keys", "_match", "_previous", "_zero", "max_period")
 
     def __init__(self, max_period: int) -> None:
         """Track periods 1..``max_period``."""
         self.max_period = max_period
         self._history: list[tuple[str, Any]] = []  # bounded by hand: lists are small
-        self._match = [0] * (max_period + 1)
+        self._keys: list[str] = []
+        """The keys of ``_history``: a C-speed ``in`` skips the loop for a step never seen."""
+        self._zero = [0] * (max_period + 1)
+        """Shared all-zero counters (never modified in place)."""
+        self._match = self._zero
         self._previous = self._match
 
     def push(self, key: str, payload: Any = None) -> None:
         """Append a step identified by ``key`` (``payload`` travels with it for evidence)."""
-        history, match = self._history, list(self._match)
+        history, keys = self._history, self._keys
         self._previous = self._match
-        size = len(history)
-        for period in range(1, self.max_period + 1):
-            if period <= size and history[-period][0] == key:
-                match[period] += 1
-            else:
-                match[period] = 0
+        size = len(keys)
+        if key in keys:
+            match = list(self._match)
+            for period in range(1, self.max_period + 1):
+                if period <= size and keys[-period] == key:
+                    match[period] += 1
+                else:
+                    match[period] = 0
+            self._match = match
+        else:  # no period can match: every counter restarts at zero
+            self._match = self._zero
         history.append((key, payload))
+        keys.append(key)
         if size >= self.max_period:
             del history[0]
-        self._match = match
+            del keys[0]
 
     def replace_last(self, key: str, payload: Any = None) -> None:
         """Replace the latest step (a batch that grew by one call)."""
         if self._history:
             self._history.pop()
+            self._keys.pop()
             self._match = self._previous
         self.push(key, payload)
 
     def reset(self) -> None:
         """Forget everything (a broken chain)."""
         self._history.clear()
-        self._match = [0] * (self.max_period + 1)
+        self._keys.clear()
+        self._match = self._zero
         self._previous = self._match
 
     def period(self, min_period: int = 2) -> tuple[int, int]:
@@ -70,6 +82,8 @@ class PeriodMatcher:
         is another detector's business.
         """
         match = self._match
+        if match is self._zero:
+            return 0, 0
         for period in range(1, self.max_period + 1):
             if match[period] >= period:
                 return (period, match[period]) if period >= min_period else (0, 0)

@@ -19,7 +19,7 @@ __all__ = ["Embedder", "NearDuplicateDetector", "argument_features"]
 Embedder = Callable[[str], Sequence[float]]
 """Maps a text to a vector; cosine similarity >= ``embedding_threshold`` counts as a paraphrase."""
 
-_PUNCT_RE: Final = re.compile(r"[^\w]|_", re.UNICODE)
+_PUNCT_RE: Final = re.compile(r"[^\w\s]|_", re.UNICODE)
 _MAX_TOKENS: Final = 64
 _MAX_KEYS: Final = 16
 
@@ -35,8 +35,9 @@ def argument_features(arguments: Any) -> dict[str, Feature]:
         if count >= _MAX_KEYS:
             break
         if isinstance(value, str):
-            words = [w for w in (_PUNCT_RE.sub("", w) for w in value.lower().split()[:_MAX_TOKENS])
-                     if w]
+            # the first tokens, punctuation dropped inside each (one regex pass for them all;
+            # tokens hold no whitespace, so sparing whitespace changes nothing), empties gone
+            words = _PUNCT_RE.sub("", " ".join(value.lower().split()[:_MAX_TOKENS])).split()
             if len(words) > 1:
                 features[str(key)] = ("text", frozenset(words), value[:512])
             else:  # one word (id, path, date, number): equal up to case and punctuation

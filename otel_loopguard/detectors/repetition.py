@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from otel_loopguard.detectors._base import DetectorBase, ladder, occurrence_details
+from otel_loopguard.config import LoopGuardConfig
+from otel_loopguard.detectors._base import DetectorBase, ladder, lowest, occurrence_details
 from otel_loopguard.detectors._step import CountingWindow, Step
 from otel_loopguard.types import Evidence
 
@@ -35,6 +36,13 @@ class StagnationDetector(DetectorBase):
 
     name = "stagnation"
 
+    def __init__(self, config: LoopGuardConfig | None = None) -> None:
+        """Bind to ``config``; counts below every threshold return at once."""
+        super().__init__(config)
+        self._floor = lowest(self.config, "stagnation_warn", "stagnation_replan",
+                             "stagnation_stop")
+        self._poll_floor = lowest(self.config, "poll_warn", "poll_stop")
+
     def new_state(self) -> _PollState:
         """Return the run's window and per-call poll streaks."""
         return _PollState(self.config.window_size)
@@ -48,6 +56,8 @@ class StagnationDetector(DetectorBase):
             state.window.skip(step.index)
             return self._poll(state, step)
         occ = state.window.push(step.pair, step.index, step.span_id)
+        if len(occ) < self._floor:
+            return None
         cfg, tool = self.config, step.tool
         action = ladder(len(occ), cfg.threshold(tool, "stagnation_warn"),
                         cfg.threshold(tool, "stagnation_replan"),
@@ -68,6 +78,8 @@ class StagnationDetector(DetectorBase):
         state.last[step.call_sig] = (step.result_sig, streak)
         if len(state.last) > _MAX_TRACKED:
             del state.last[next(iter(state.last))]
+        if len(streak) < self._poll_floor:
+            return None
         cfg, tool = self.config, step.tool
         action = ladder(len(streak), cfg.threshold(tool, "poll_warn"), None,
                         cfg.threshold(tool, "poll_stop"))
@@ -80,6 +92,11 @@ class RepeatDetector(DetectorBase):
 
     name = "repeat"
 
+    def __init__(self, config: LoopGuardConfig | None = None) -> None:
+        """Bind to ``config``; counts below every threshold return at once."""
+        super().__init__(config)
+        self._floor = lowest(self.config, "repeat_warn", "repeat_replan")
+
     def new_state(self) -> CountingWindow:
         """Return the run's window of recent calls."""
         return CountingWindow(self.config.window_size)
@@ -90,6 +107,8 @@ class RepeatDetector(DetectorBase):
             state.skip(step.index)
             return None
         occ = state.push(step.call_sig, step.index, step.span_id)
+        if len(occ) < self._floor:
+            return None
         cfg, tool = self.config, step.tool
         action = ladder(len(occ), cfg.threshold(tool, "repeat_warn"),
                         cfg.threshold(tool, "repeat_replan"))
@@ -101,6 +120,11 @@ class RereadDetector(DetectorBase):
     """Re-reading the same range of the same file with unchanged content, anywhere in the run."""
 
     name = "reread"
+
+    def __init__(self, config: LoopGuardConfig | None = None) -> None:
+        """Bind to ``config``; counts below every threshold return at once."""
+        super().__init__(config)
+        self._floor = lowest(self.config, "reread_warn")
 
     def new_state(self) -> dict[str, tuple[int, list[tuple[int, str]]]]:
         """Return the run-wide (read, content) → (count, recent occurrences) table."""
@@ -117,6 +141,8 @@ class RereadDetector(DetectorBase):
         state[step.pair] = (count + 1, occ)
         if len(state) > _MAX_TRACKED:
             del state[next(iter(state))]
+        if count + 1 < self._floor:
+            return None
         action = ladder(count + 1, self.config.threshold(step.tool, "reread_warn"))
         return self.evidence("REPEATED_READ", action, step.tool, count + 1, occurrence_details(
             occ, call=step.call_sig[:8], result=step.result_sig[:8]))
