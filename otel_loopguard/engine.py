@@ -113,7 +113,7 @@ class LoopEngine:
         step = self.make_step(run, call)
         self._remember_outcome(run, step)
         evidence: list[Evidence] = []
-        if call.agent:
+        if call.agent and call.agent != run.last_agent:
             implicit = self._agent_change(run, call)
             if implicit is not None:
                 evidence.append(implicit)
@@ -224,7 +224,7 @@ class LoopEngine:
         """Return the normalised step of ``call`` and advance the run's counters."""
         run.calls += 1
         info = self._result_info(run, call.result) if call.has_result else _NO_RESULT
-        error = self._error_text(call, info)
+        error = self._error_text(call, info) if call.error or info.error is not None else None
         error_class, reason = classify_error(error) if error is not None else (None, "")
         new_batch = self._new_batch(run, call)
         args, canonical = self._canonical_args(call.arguments)
