@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Final
 
+from otel_loopguard._fastspans import proto_spans
 from otel_loopguard._otlp import spans_from_json_request, spans_from_proto_request
 from otel_loopguard.types import SpanRecord
 
@@ -125,7 +126,7 @@ def decode_protobuf(body: bytes) -> Decoded:
         raise invalid("body is not a valid OTLP protobuf ExportTraceServiceRequest: "
                       f"{exc or 'parse error'}") from None
     try:
-        return Decoded(list(spans_from_proto_request(request)), request=request)
+        return Decoded(proto_spans(request), request=request)
     except ValueError:
         decoded = _checked(_proto_one_by_one(request, pb))
         decoded.request = request

@@ -30,7 +30,8 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, NamedTuple, Protocol
 
-from otel_loopguard._otlp import spans_from_json_request, spans_from_proto_request
+from otel_loopguard._fastspans import proto_spans
+from otel_loopguard._otlp import spans_from_json_request
 from otel_loopguard.exceptions import TraceFileError
 
 if TYPE_CHECKING:
@@ -388,6 +389,6 @@ def _decode_proto(data: bytes) -> list[SpanRecord]:
 
     try:
         request = ExportTraceServiceRequest.FromString(data)
-        return list(spans_from_proto_request(request))
+        return proto_spans(request)
     except (decode_error, ValueError, RecursionError) as exc:
         raise _BadRecord(f"invalid protobuf: {exc}") from None

@@ -1,0 +1,181 @@
+"""The fast paths of ``serve`` agree exactly with the reference decoders and constructors."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+from otel_loopguard._fastspans import make_record, proto_spans, slot_copier
+from otel_loopguard._otlp import spans_from_proto_request
+from otel_loopguard.types import Handoff, SpanRecord, ToolCall
+
+_TEXT = st.text(max_size=12)
+_KEYS = st.sampled_from(["gen_ai.operation.name", "gen_ai.tool.name", "k", "", "x.y"])
+
+
+def _outcome(decode: Any, request: ExportTraceServiceRequest) -> str:
+    """Return the repr of the records (types and attribute order count), or the error."""
+    try:
+        return repr(list(decode(request)))
+    except ValueError as exc:
+        return f"ValueError: {exc}"
+
+
+def _fill_value(target: AnyValue, kind: str, raw: Any, depth: int) -> None:
+    if kind == "unset":
+        return
+    if kind in ("array_value", "kvlist_value"):
+        if depth > 2:
+            return
+        for index, (sub_kind, sub_raw) in enumerate(raw):
+            if kind == "array_value":
+                _fill_value(target.array_value.values.add(), sub_kind, sub_raw, depth + 1)
+            else:
+                kv = target.kvlist_value.values.add(key=f"k{index % 2}")
+                _fill_value(kv.value, sub_kind, sub_raw, depth + 1)
+        return
+    setattr(target, kind, raw)
+
+
+_SCALARS = st.one_of(
+    st.tuples(st.just("string_value"), _TEXT),
+    st.tuples(st.just("bool_value"), st.booleans()),
+    st.tuples(st.just("int_value"), st.integers(-(2**63), 2**63 - 1)),
+    st.tuples(st.just("double_value"), st.floats(allow_nan=True)),
+    st.tuples(st.just("bytes_value"), st.binary(max_size=4)),
+    st.tuples(st.just("unset"), st.none()),
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.tuples(st.sampled_from(["array_value", "kvlist_value"]),
+                            st.lists(inner, max_size=3)),
+    max_leaves=6,
+)
+_ATTRIBUTES = st.lists(st.tuples(_KEYS, _VALUES), max_size=5)
+_ID_SIZES = st.sampled_from([16, 8, 0, 3])
+
+
+def _add_span(draw: st.DrawFn, scope_spans: Any) -> None:
+    span = scope_spans.spans.add()
+    valid = draw(st.integers(0, 9)) > 0
+    span.trace_id = draw(st.binary(min_size=16, max_size=16)) if valid \
+        else bytes(draw(_ID_SIZES))
+    span.span_id = draw(st.binary(min_size=8, max_size=8)) if valid \
+        else bytes(draw(st.sampled_from([8, 0, 2])))
+    parent = draw(st.sampled_from(["none", "zero", "random", "bad"]))
+    if parent == "zero":
+        span.parent_span_id = bytes(8)
+    elif parent == "random":
+        span.parent_span_id = draw(st.binary(min_size=8, max_size=8))
+    elif parent == "bad" and not valid:
+        span.parent_span_id = b"\x01\x02"
+    span.name = draw(_TEXT)
+    span.start_time_unix_nano = draw(st.integers(0, 2**64 - 1))
+    span.end_time_unix_nano = draw(st.integers(0, 2**64 - 1))
+    _add_attributes(draw, span.attributes)
+    if draw(st.booleans()):
+        span.status.code = draw(st.sampled_from([0, 1, 2, 7]))
+        span.status.message = draw(_TEXT)
+    for _ in range(draw(st.integers(0, 2))):
+        _add_attributes(draw, span.events.add(name=draw(_TEXT)).attributes)
+
+
+def _add_attributes(draw: st.DrawFn, target: Any) -> None:
+    for key, (kind, raw) in draw(_ATTRIBUTES):
+        _fill_value(target.add(key=key).value, kind, raw, 0)
+
+
+@st.composite
+def _requests(draw: st.DrawFn) -> ExportTraceServiceRequest:
+    request = ExportTraceServiceRequest()
+    for _ in range(draw(st.integers(0, 2))):
+        resource_spans = request.resource_spans.add()
+        _add_attributes(draw, resource_spans.resource.attributes)
+        for _ in range(draw(st.integers(0, 2))):
+            scope_spans = resource_spans.scope_spans.add()
+            if draw(st.booleans()):
+                scope_spans.scope.name = draw(_TEXT)
+            for _ in range(draw(st.integers(0, 3))):
+                _add_span(draw, scope_spans)
+    return request
+
+
+class TestProtoSpans:
+    """proto_spans equals list(spans_from_proto_request(...)), errors included."""
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(_requests())
+    def test_same_as_reference(self, request: ExportTraceServiceRequest) -> None:
+        """Records (with value types and attribute order) or the error message are the same."""
+        assert _outcome(proto_spans, request) == _outcome(spans_from_proto_request, request)
+        parsed = ExportTraceServiceRequest.FromString(request.SerializeToString())
+        assert _outcome(proto_spans, parsed) == _outcome(spans_from_proto_request, request)
+
+    def test_repeated_key_keeps_first_position_and_last_value(self) -> None:
+        """A key given twice keeps its first position and its last value, like a dict."""
+        request = ExportTraceServiceRequest()
+        span = request.resource_spans.add().scope_spans.add().spans.add(
+            trace_id=b"\x01" * 16, span_id=b"\x02" * 8)
+        span.attributes.add(key="a").value.string_value = "1"
+        span.attributes.add(key="b").value.int_value = 2
+        span.attributes.add(key="a").value.string_value = ""
+        (record,) = proto_spans(request)
+        assert list(record.attributes.items()) == [("a", ""), ("b", 2)]
+        assert repr(record) == repr(next(spans_from_proto_request(request)))
+
+    def test_resource_is_shared_by_the_spans_of_a_resource(self) -> None:
+        """One resource dict per ResourceSpans, as the reference decoder does."""
+        request = ExportTraceServiceRequest()
+        scope_spans = request.resource_spans.add().scope_spans.add()
+        for index in range(2):
+            scope_spans.spans.add(trace_id=b"\x01" * 16, span_id=bytes([index + 1]) * 8)
+        first, second = proto_spans(request)
+        assert first.resource is second.resource
+
+    def test_bad_span_raises_reference_message(self) -> None:
+        """A malformed span raises the reference decoder's ValueError, path included."""
+        request = ExportTraceServiceRequest()
+        scope_spans = request.resource_spans.add().scope_spans.add()
+        scope_spans.spans.add(trace_id=b"\x01" * 16, span_id=b"\x02" * 8)
+        scope_spans.spans.add(trace_id=b"\x01" * 16, span_id=b"\x02" * 8,
+                              parent_span_id=b"\x03")
+        with pytest.raises(ValueError, match=r"spans\[1\]\.parent_span_id: expected 8 bytes"):
+            proto_spans(request)
+
+
+class TestConstruction:
+    """make_record and slot_copier build the same objects as the dataclass machinery."""
+
+    def test_make_record(self) -> None:
+        """make_record(*fields) == SpanRecord(*fields), field by field."""
+        fields = ("a" * 32, "b" * 16, None, "n", 1, 2, {"k": 1}, 2, "m", "s", {"r": 1},
+                  (("e", {}),))
+        made, built = make_record(*fields), SpanRecord(*fields)
+        assert made == built and repr(made) == repr(built)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            made.name = "x"  # type: ignore[misc]
+
+    def test_slot_copier(self) -> None:
+        """copy(obj, changes) == dataclasses.replace(obj, **changes); other types fall back."""
+        copy = slot_copier(ToolCall)
+        call = ToolCall(tool="t", arguments={"a": 1}, result="r", has_result=True, span_id="s")
+        changes: dict[str, Any] = {"agent": "x", "turn": 3}
+        assert copy(call, changes) == dataclasses.replace(call, **changes)
+        assert repr(copy(call, {})) == repr(call)
+        assert copy(call, {}) is not call
+
+        @dataclasses.dataclass(frozen=True, slots=True)
+        class Sub(ToolCall):
+            extra: int = 0
+
+        sub = Sub(tool="t", extra=5)
+        assert copy(sub, {"agent": "y"}) == Sub(tool="t", extra=5, agent="y")
+        handoff = Handoff(from_agent="a", to_agent="b")
+        copy_any: Any = copy
+        assert copy_any(handoff, {"to_agent": "c"}) == Handoff(from_agent="a", to_agent="c")
