@@ -15,7 +15,10 @@ on every call; both cost more than the work around them on the hot path.
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Callable
+from itertools import repeat
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from otel_loopguard._otlp import spans_from_proto_request
@@ -26,16 +29,24 @@ if TYPE_CHECKING:
         ExportTraceServiceRequest,
     )
 
-__all__ = ["make_record", "proto_spans", "slot_copier"]
+__all__ = ["make_record", "proto_spans", "slot_copier", "slot_setters"]
 
 _T = TypeVar("_T")
+
+
+def _call(function: Callable[..., Any], /, *args: Any) -> Any:
+    """``operator.call`` (Python 3.11+), for Python 3.10."""
+    return function(*args)
+
+
+call: Final[Callable[..., Any]] = getattr(operator, "call", _call)
 _ZERO_SPAN_ID: Final = bytes(8)
 _TRACE_ID_BYTES: Final = 16
 _SPAN_ID_BYTES: Final = 8
 
 
 # --- frozen dataclass construction ------------------------------------------------------------
-def _slot_setters(cls: type) -> tuple[tuple[str, ...], tuple[Callable[[Any, Any], None], ...]]:
+def slot_setters(cls: type) -> tuple[tuple[str, ...], tuple[Callable[[Any, Any], None], ...]]:
     """Return the field names of a slotted dataclass and the setters of their slots.
 
     Raises:
@@ -49,7 +60,7 @@ def _slot_setters(cls: type) -> tuple[tuple[str, ...], tuple[Callable[[Any, Any]
 
 def _record_maker() -> Callable[..., SpanRecord]:
     try:
-        names, setters = _slot_setters(SpanRecord)
+        names, setters = slot_setters(SpanRecord)
     except TypeError:  # pragma: no cover - guards a future change of SpanRecord
         return SpanRecord
     if len(names) != 12:  # pragma: no cover - guards a future change of SpanRecord
@@ -82,27 +93,34 @@ make_record: Final[Callable[..., SpanRecord]] = _record_maker()
 """``make_record(*fields)`` returns what ``SpanRecord(*fields)`` does (all 12, positional)."""
 
 
-def slot_copier(cls: type[_T]) -> Callable[[_T, dict[str, Any]], _T]:
-    """Return ``copy(obj, changes)``, equal to ``dataclasses.replace(obj, **changes)``.
+def slot_copier(cls: type[_T], *changed: str) -> Callable[..., _T]:
+    """Return ``copy(obj, *values)``: ``dataclasses.replace`` of the ``changed`` fields.
 
-    For instances of exactly ``cls`` (a frozen, slotted dataclass without ``__post_init__``
+    ``copy(obj, *values)`` equals ``dataclasses.replace(obj, **dict(zip(changed, values)))``
+    for instances of exactly ``cls`` (a frozen, slotted dataclass without ``__post_init__``
     whose fields all take part in ``__init__``); anything else goes to ``dataclasses.replace``.
+    All fields are read in one ``attrgetter`` call and set through ``map`` (no Python loop).
     """
     try:
-        names, setters = _slot_setters(cls)
+        names, setters = slot_setters(cls)
     except TypeError:  # pragma: no cover - guards a future change of the class
         names, setters = (), ()
     plain = bool(names) and all(f.init for f in dataclasses.fields(cls))  # type: ignore[arg-type]
-    getters = tuple(cls.__dict__[name].__get__ for name in names)
-    pairs = tuple(zip(names, getters, setters, strict=True))
+    if names and not set(changed) <= set(names):
+        raise TypeError(f"{cls.__name__} has no field among {changed}")
+    get_all = attrgetter(*names) if len(names) > 1 else None
+    positions = tuple(names.index(name) for name in changed)
+    size = len(names)
     new = object.__new__
 
-    def copy(obj: _T, changes: dict[str, Any]) -> _T:
-        if not plain or type(obj) is not cls or not changes.keys() <= set(names):
-            return dataclasses.replace(obj, **changes)  # type: ignore[type-var]
+    def copy(obj: _T, *values: Any) -> _T:
+        if get_all is None or not plain or type(obj) is not cls:
+            return dataclasses.replace(obj, **dict(zip(changed, values, strict=True)))  # type: ignore[type-var]
+        fields = list(get_all(obj))
+        for position, value in zip(positions, values, strict=True):
+            fields[position] = value
         out: _T = new(cls)
-        for name, get, put in pairs:
-            put(out, changes[name] if name in changes else get(obj))
+        any(map(call, setters, repeat(out, size), fields))  # each setter returns None
         return out
 
     return copy

@@ -162,20 +162,36 @@ class TestConstruction:
             made.name = "x"  # type: ignore[misc]
 
     def test_slot_copier(self) -> None:
-        """copy(obj, changes) == dataclasses.replace(obj, **changes); other types fall back."""
-        copy = slot_copier(ToolCall)
+        """copy(obj, *values) == dataclasses.replace(obj, ...); other types fall back."""
+        copy = slot_copier(ToolCall, "agent", "turn")
         call = ToolCall(tool="t", arguments={"a": 1}, result="r", has_result=True, span_id="s")
-        changes: dict[str, Any] = {"agent": "x", "turn": 3}
-        assert copy(call, changes) == dataclasses.replace(call, **changes)
-        assert repr(copy(call, {})) == repr(call)
-        assert copy(call, {}) is not call
+        copied = copy(call, "x", 3)
+        assert repr(copied) == repr(dataclasses.replace(call, agent="x", turn=3))
+        assert repr(copy(call, None, None)) == repr(call)
+        assert copy(call, None, None) is not call
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            copied.tool = "u"  # type: ignore[misc]
 
         @dataclasses.dataclass(frozen=True, slots=True)
         class Sub(ToolCall):
             extra: int = 0
 
         sub = Sub(tool="t", extra=5)
-        assert copy(sub, {"agent": "y"}) == Sub(tool="t", extra=5, agent="y")
-        handoff = Handoff(from_agent="a", to_agent="b")
-        copy_any: Any = copy
-        assert copy_any(handoff, {"to_agent": "c"}) == Handoff(from_agent="a", to_agent="c")
+        assert copy(sub, "y", 1) == Sub(tool="t", extra=5, agent="y", turn=1)
+        assert type(copy(sub, "y", 1)) is Sub
+        copy_handoff = slot_copier(Handoff, "to_agent")
+        assert copy_handoff(Handoff(from_agent="a", to_agent="b"), "c") == \
+            Handoff(from_agent="a", to_agent="c")
+        with pytest.raises(TypeError):
+            slot_copier(Handoff, "nope")
+
+    def test_trace_event_maker(self) -> None:
+        """The assembler's TraceEvent maker builds what the constructor builds."""
+        from otel_loopguard._assemble import TraceEvent, _trace_event
+
+        call = ToolCall(tool="t")
+        made = _trace_event(call, "abc")
+        assert type(made) is TraceEvent
+        assert made == TraceEvent(call, "abc") and repr(made) == repr(TraceEvent(call, "abc"))
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            made.agent_span_id = None  # type: ignore[misc]
