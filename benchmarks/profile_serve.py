@@ -20,6 +20,11 @@ OTLP protobuf requests (and as OTLP/JSON), then times in this process, with CPU 
 
 Costs are reported in CPU microseconds per span (all spans: 33 per trace) and per tool span
 (16 per trace). ``--profile`` runs one phase under cProfile and prints the top functions.
+
+``--serve http|grpc`` measures the whole receiver instead: a real ``serve`` process (pinned to
+CPU 0 when ``taskset`` exists) whose engine is replaced by the no-op, fed the same requests by
+``bench_serve``'s clients; its CPU time (``/proc``) per span covers the HTTP or gRPC server,
+decoding, the queue, intake and metrics.
 """
 
 from __future__ import annotations
@@ -98,6 +103,67 @@ def _stream(real_engine: bool) -> StreamingChecker:
     return stream
 
 
+_SERVE_LAUNCHER = """
+import sys
+from otel_loopguard.engine import LoopEngine
+from otel_loopguard.types import Action, Decision
+clean = Decision(Action.CONTINUE)
+LoopEngine.process = lambda self, run, call: clean
+LoopEngine.process_handoff = lambda self, run, handoff: clean
+from otel_loopguard.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _serve(protocol: str, traces: int, runs: int) -> None:
+    """Print the CPU time per span of a ``serve`` process with a no-op engine."""
+    import shutil
+    import subprocess
+    import threading
+
+    spans = bench_serve.make_traces(traces, seed=1)
+    bodies = bench_serve.encode_batches(spans)
+    pin = ["taskset", "-c", "0"] if shutil.which("taskset") else []
+    per_span = []
+    for _ in range(runs):
+        serve = bench_serve.Serve.__new__(bench_serve.Serve)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
+        env["PYTHONPATH"] = _ROOT
+        serve.proc = subprocess.Popen(
+            [*pin, sys.executable, "-c", _SERVE_LAUNCHER, "serve", "--grpc-port", "0",
+             "--http-port", "0", "--reports", "none", "--reorder-window", "0.2"],
+            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env, cwd=_ROOT)
+        assert serve.proc.stderr is not None
+        match = bench_serve.BANNER.search(serve.proc.stderr.readline())
+        assert match, "serve did not start"
+        serve.grpc_port, serve.url = int(match.group(1)), match.group(2)
+        try:
+            work = list(reversed(bodies))
+            lock = threading.Lock()
+            target = bench_serve._client_http if protocol == "http" else bench_serve._client_grpc
+            address: Any = serve.url if protocol == "http" else serve.grpc_port
+            threads = [threading.Thread(target=target, args=(address, work, [],
+                                                             {"throttled": 0}, lock))
+                       for _ in range(bench_serve.CLIENTS)]
+            cpu = serve.cpu_seconds()
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            serve.wait_for("loopguard_receiver_spans_total", len(spans))
+            serve.wait_until_closed()
+            cpu = serve.cpu_seconds() - cpu
+            per_span.append(cpu * 1e6 / len(spans))
+        finally:
+            serve.stop()
+    tools = traces * bench_serve.TURNS
+    median = statistics.median(per_span)
+    print(f"serve over {protocol}, no-op engine: {len(spans)} spans ({tools} tool spans) in "
+          f"{len(bodies)} requests; median of {runs} runs, serve CPU time")
+    print(f"us/span {median:.2f}  us/tool span {median * len(spans) / tools:.2f}  "
+          f"runs {[round(x, 2) for x in per_span]}")
+
+
 def _profile(target: Callable[[], None], top: int) -> None:
     target()
     profiler = cProfile.Profile()
@@ -157,10 +223,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--content", choices=("full", "names"), default="full")
     parser.add_argument("--profile", choices=("decode", "json", "intake", "engine"))
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--serve", choices=("http", "grpc"),
+                        help="measure a whole serve process (no-op engine) instead")
     parser.add_argument("--no-engine-ref", action="store_true",
                         help="skip the 'engine' phase (the real engine)")
     args = parser.parse_args(argv)
     bench_serve.CONTENT["capture"] = args.content == "full"
+    if args.serve:
+        _serve(args.serve, args.traces, args.runs)
+        return 0
 
     phases, n_spans, n_tools, n_requests = _phases(args.traces)
     if args.profile:

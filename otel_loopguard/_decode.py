@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Final
 
-from otel_loopguard._fastspans import proto_spans
+import orjson
+
+from otel_loopguard._fastspans import json_spans, proto_spans
 from otel_loopguard._otlp import spans_from_json_request, spans_from_proto_request
 from otel_loopguard.types import SpanRecord
 
@@ -141,14 +143,19 @@ def decode_json(body: bytes) -> Decoded:
             span is malformed.
     """
     try:
-        doc = json.loads(body)
-    except (ValueError, RecursionError) as exc:
-        raise invalid(f"body is not valid JSON: {exc}") from None
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        # orjson is strict RFC 8259; the stdlib also takes NaN, Infinity, a BOM, UTF-16 and
+        # integers past 64 bits, and words the errors.
+        try:
+            doc = json.loads(body)
+        except (ValueError, RecursionError) as exc:
+            raise invalid(f"body is not valid JSON: {exc}") from None
     if not isinstance(doc, dict):
         raise invalid("body must be a JSON object (an OTLP ExportTraceServiceRequest), "
                       f"got {type(doc).__name__}")
     try:
-        return Decoded(list(spans_from_json_request(doc)), doc=doc)
+        return Decoded(json_spans(doc), doc=doc)
     except ValueError as exc:
         decoded = _checked(_json_one_by_one(doc, str(exc)))
         decoded.doc = doc

@@ -21,7 +21,7 @@ from itertools import repeat
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from otel_loopguard._otlp import spans_from_proto_request
+from otel_loopguard._otlp import spans_from_json_request, spans_from_proto_request
 from otel_loopguard.types import SpanRecord
 
 if TYPE_CHECKING:
@@ -202,3 +202,246 @@ def _value(value: Any) -> Any:
     if kind == "bytes_value":
         return value.bytes_value.hex()
     return getattr(value, kind)
+
+
+# --- OTLP/JSON -------------------------------------------------------------------------------
+class _Unusual(Exception):
+    """JSON the fast path leaves to the reference decoder (rare shapes, and every error)."""
+
+
+_UNUSUAL: Final = _Unusual()
+_MAX_DIGITS: Final = 20
+_SCOPE_SPANS_KEYS: Final = ("scope_spans", "instrumentationLibrarySpans",
+                            "instrumentation_library_spans")
+
+
+def json_spans(doc: Any) -> list[SpanRecord]:
+    """Return ``list(spans_from_json_request(doc))``, faster.
+
+    The fast path takes the shape OTLP/JSON exporters write (lowerCamelCase keys, hex ids,
+    times as decimal strings, string, boolean, integer and double attribute values); any other
+    shape, and any malformed field, goes to the reference decoder, which words the errors.
+
+    Raises:
+        ValueError: as ``spans_from_json_request`` does.
+    """
+    try:
+        return _json_request(doc)
+    except (_Unusual, OverflowError):
+        return list(spans_from_json_request(doc))
+
+
+def _json_request(doc: Any) -> list[SpanRecord]:
+    if type(doc) is not dict:
+        raise _UNUSUAL
+    items = _first_of(doc, "resourceSpans", "resource_spans")
+    if items is None:
+        return []
+    if type(items) is not list:
+        raise _UNUSUAL
+    out: list[SpanRecord] = []
+    for resource_spans in items:
+        if type(resource_spans) is not dict:
+            raise _UNUSUAL
+        resource = _json_resource(resource_spans.get("resource"))
+        scopes = resource_spans.get("scopeSpans")
+        if scopes is None:
+            if any(resource_spans.get(key) is not None for key in _SCOPE_SPANS_KEYS):
+                raise _UNUSUAL
+            continue
+        if type(scopes) is not list:
+            raise _UNUSUAL
+        for scope_spans in scopes:
+            _json_scope_spans(scope_spans, resource, out)
+    return out
+
+
+def _first_of(obj: dict[str, Any], name: str, other: str) -> Any:
+    """Return the first of two fields that is present and not null (None if neither is)."""
+    value = obj.get(name)
+    return obj.get(other) if value is None else value
+
+
+def _json_resource(resource: Any) -> dict[str, Any]:
+    if resource is None:
+        return {}
+    if type(resource) is not dict:
+        raise _UNUSUAL
+    return _json_attributes(resource.get("attributes"))
+
+
+def _json_scope_spans(scope_spans: Any, resource: dict[str, Any],
+                      out: list[SpanRecord]) -> None:
+    if type(scope_spans) is not dict:
+        raise _UNUSUAL
+    scope = scope_spans.get("scope")
+    if scope is None:
+        if _first_of(scope_spans, "instrumentationLibrary", "instrumentation_library") \
+                is not None:
+            raise _UNUSUAL
+        scope_name = ""
+    elif type(scope) is dict:
+        scope_name = _json_str(scope.get("name"))
+    else:
+        raise _UNUSUAL
+    spans = scope_spans.get("spans")
+    if spans is None:
+        return
+    if type(spans) is not list:
+        raise _UNUSUAL
+    append = out.append
+    for span in spans:
+        append(_json_span(span, resource, scope_name))
+
+
+def _json_span(span: Any, resource: dict[str, Any], scope: str) -> SpanRecord:
+    if type(span) is not dict:
+        raise _UNUSUAL
+    code, message = _json_status(span.get("status"))
+    parent = _first_of(span, "parentSpanId", "parent_span_id")
+    if parent:
+        parent = _hex_id(parent, 16)
+        if parent == _ZERO_HEX_SPAN_ID:
+            parent = None
+    else:
+        parent = None
+    events = span.get("events")
+    return make_record(
+        _hex_id(_first_of(span, "traceId", "trace_id"), 32),
+        _hex_id(_first_of(span, "spanId", "span_id"), 16), parent, _json_str(span.get("name")),
+        _json_time(_first_of(span, "startTimeUnixNano", "start_time_unix_nano")),
+        _json_time(_first_of(span, "endTimeUnixNano", "end_time_unix_nano")),
+        _json_attributes(span.get("attributes")), code, message, scope, resource,
+        () if events is None else _json_events(events))
+
+
+def _json_status(status: Any) -> tuple[int, str]:
+    if status is None:
+        return 0, ""
+    if type(status) is not dict:
+        raise _UNUSUAL
+    code = status.get("code", 0)
+    if type(code) is not int or code < 0:
+        raise _UNUSUAL
+    return code, _json_str(status.get("message"))
+
+
+def _json_events(events: Any) -> tuple[tuple[str, dict[str, Any]], ...]:
+    if type(events) is not list:
+        raise _UNUSUAL
+    return tuple([_json_event(event) for event in events])
+
+
+_ZERO_HEX_SPAN_ID: Final = "0" * 16
+
+
+def _hex_id(value: Any, digits: int) -> str:
+    """Return a hex id of ``digits`` digits in lower case."""
+    if type(value) is not str or len(value) != digits:
+        raise _UNUSUAL
+    try:
+        raw = bytes.fromhex(value)
+    except ValueError:
+        raise _UNUSUAL from None
+    if 2 * len(raw) != digits:  # fromhex skips spaces: "0a 1b..." is not an id
+        raise _UNUSUAL
+    return value.lower()
+
+
+def _json_str(value: Any) -> str:
+    if value is None:
+        return ""
+    if type(value) is not str:
+        raise _UNUSUAL
+    return value
+
+
+def _json_time(value: Any) -> int:
+    if value is None:
+        return 0
+    if type(value) is str:
+        if len(value) <= _MAX_DIGITS and value.isascii() and value.isdigit():
+            return int(value)
+    elif type(value) is int and value >= 0:
+        return value
+    raise _UNUSUAL
+
+
+def _json_event(event: Any) -> tuple[str, dict[str, Any]]:
+    if type(event) is not dict:
+        raise _UNUSUAL
+    return _json_str(event.get("name")), _json_attributes(event.get("attributes"))
+
+
+def _json_attributes(pairs: Any) -> dict[str, Any]:
+    """Return a ``KeyValue`` list as a dict (a repeated key keeps its first position)."""
+    out: dict[str, Any] = {}
+    if pairs is None:
+        return out
+    if type(pairs) is not list:
+        raise _UNUSUAL
+    for pair in pairs:
+        if type(pair) is not dict:
+            raise _UNUSUAL
+        key = pair.get("key")
+        value = pair.get("value")
+        if type(key) is str and type(value) is dict:
+            text = value.get("stringValue")
+            if type(text) is str:
+                out[key] = text
+                continue
+        out[_json_str(key)] = _json_value(value)
+    return out
+
+
+def _json_value(value: Any) -> Any:
+    """Decode the scalar ``AnyValue`` kinds (the first known member wins, as in the reference)."""
+    if value is None:
+        return None
+    if type(value) is not dict:
+        raise _UNUSUAL
+    for kind, raw in value.items():
+        decode = _JSON_VALUES.get(kind)
+        if decode is not None:
+            return decode(raw)
+    return None
+
+
+def _string_value(raw: Any) -> Any:
+    if type(raw) is not str:
+        raise _UNUSUAL
+    return raw
+
+
+def _bool_value(raw: Any) -> Any:
+    if type(raw) is not bool:
+        raise _UNUSUAL
+    return raw
+
+
+def _int_value(raw: Any) -> Any:
+    if type(raw) is str and len(raw) <= _MAX_DIGITS and raw.isascii() and raw.isdigit():
+        return int(raw)
+    if type(raw) is not int:
+        raise _UNUSUAL
+    return raw
+
+
+def _double_value(raw: Any) -> Any:
+    if type(raw) is not float and type(raw) is not int:
+        raise _UNUSUAL
+    return float(raw)
+
+
+def _other_value(raw: Any) -> Any:
+    raise _UNUSUAL
+
+
+_JSON_VALUES: Final[dict[str, Callable[[Any], Any]]] = {
+    "stringValue": _string_value, "boolValue": _bool_value, "intValue": _int_value,
+    "doubleValue": _double_value,
+    **dict.fromkeys(("string_value", "bool_value", "int_value", "double_value", "bytesValue",
+                     "bytes_value", "arrayValue", "array_value", "kvlistValue", "kvlist_value"),
+                    _other_value)}
+"""Decoders of the ``AnyValue`` members; snake_case, bytes, arrays and maps are left to the
+reference decoder."""

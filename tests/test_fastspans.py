@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 from typing import Any
 
 import pytest
+from google.protobuf.json_format import MessageToDict
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from otel_loopguard._fastspans import make_record, proto_spans, slot_copier
-from otel_loopguard._otlp import spans_from_proto_request
+from otel_loopguard._fastspans import json_spans, make_record, proto_spans, slot_copier
+from otel_loopguard._otlp import spans_from_json_request, spans_from_proto_request
 from otel_loopguard.types import Handoff, SpanRecord, ToolCall
 
 _TEXT = st.text(max_size=12)
@@ -195,3 +197,147 @@ class TestConstruction:
         assert made == TraceEvent(call, "abc") and repr(made) == repr(TraceEvent(call, "abc"))
         with pytest.raises(dataclasses.FrozenInstanceError):
             made.agent_span_id = None  # type: ignore[misc]
+
+
+# --- OTLP/JSON ---------------------------------------------------------------------------------
+_JSON_SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(-5, 2**70), st.floats(allow_nan=False), _TEXT,
+    st.sampled_from(["0" * 16, "0" * 32, "AbCdEf0123456789", "0a" * 8 + "0b" * 8, "12",
+                     "-3", "NaN", "STATUS_CODE_ERROR", "AQIDBAUGBwg=", " 0a" * 5 + "0"]),
+)
+
+
+def _json_strategy(odd: int) -> st.SearchStrategy[Any]:  # noqa: C901 - nested strategies
+    """Return OTLP/JSON documents; one field in ``odd`` is odd (none when 0)."""
+
+    def _mostly(valid: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+        """Return ``valid``, or once in ``odd`` draws an odd JSON scalar (never when 0)."""
+        if not odd:
+            return valid
+        return st.integers(0, odd - 1).flatmap(lambda n: valid if n else _JSON_SCALARS)
+
+
+    _JSON_VALUE = st.one_of(
+        st.none(),
+        st.builds(lambda text: {"stringValue": text}, _TEXT),
+        st.builds(lambda number: {"intValue": str(number)}, st.integers(0, 2**64)),
+        st.builds(lambda number: {"intValue": number}, st.integers(-(2**63), 2**63)),
+        st.builds(lambda number: {"doubleValue": number}, st.floats(allow_nan=False)),
+        st.builds(lambda flag: {"boolValue": flag}, st.booleans()),
+        _mostly(st.dictionaries(st.sampled_from(["stringValue", "boolValue", "intValue",
+                                                 "doubleValue", "bytesValue", "arrayValue",
+                                                 "kvlistValue", "string_value", "int_value",
+                                                 "other"]),
+                                _JSON_SCALARS, max_size=2)) if odd else st.none(),
+    )
+    _JSON_PAIR = _mostly(st.fixed_dictionaries({"key": _KEYS, "value": _JSON_VALUE},
+                                               optional={"other": _JSON_SCALARS}))
+    _JSON_ATTRIBUTES = _mostly(st.one_of(st.none(), st.lists(_JSON_PAIR, max_size=4)))
+    _HEX32 = st.text("0123456789abcdefABCDEF", min_size=32, max_size=32)
+    _HEX16 = st.text("0123456789abcdefABCDEF", min_size=16, max_size=16)
+    _TIME = st.one_of(st.integers(0, 2**64).map(str), st.integers(0, 2**64))
+
+
+    @st.composite
+    def _json_spans(draw: st.DrawFn) -> Any:
+        span: dict[str, Any] = {}
+        snake = bool(odd) and draw(st.integers(0, 19)) == 0
+        names = ("trace_id", "span_id", "parent_span_id", "start_time_unix_nano",
+                 "end_time_unix_nano") if snake else (
+            "traceId", "spanId", "parentSpanId", "startTimeUnixNano", "endTimeUnixNano")
+        span[names[0]] = draw(_mostly(_HEX32))
+        span[names[1]] = draw(_mostly(_HEX16))
+        if draw(st.booleans()):
+            span[names[2]] = draw(_mostly(st.one_of(_HEX16, st.just("0" * 16), st.just(""))))
+        for name in names[3:]:
+            if draw(st.integers(0, 4)):
+                span[name] = draw(_mostly(_TIME))
+        if draw(st.booleans()):
+            span["name"] = draw(_mostly(_TEXT))
+        span["attributes"] = draw(_JSON_ATTRIBUTES)
+        if draw(st.booleans()):
+            span["status"] = draw(_mostly(st.fixed_dictionaries(
+                {}, optional={"code": _mostly(st.integers(0, 3)), "message": _mostly(_TEXT)})))
+        if draw(st.booleans()):
+            span["events"] = draw(_mostly(st.lists(_mostly(st.fixed_dictionaries(
+                {}, optional={"name": _mostly(_TEXT), "attributes": _JSON_ATTRIBUTES})),
+                max_size=2)))
+        return span
+
+
+    @st.composite
+    def _json_docs(draw: st.DrawFn) -> Any:
+        resource_spans = []
+        for _ in range(draw(st.integers(0, 2))):
+            rs: dict[str, Any] = {}
+            if draw(st.booleans()):
+                rs["resource"] = draw(_mostly(st.fixed_dictionaries(
+                    {"attributes": _JSON_ATTRIBUTES})))
+            scopes = []
+            for _ in range(draw(st.integers(0, 2))):
+                ss: dict[str, Any] = {}
+                scope_key = draw(st.sampled_from(["scope", "scope", "scope",
+                                                  "instrumentationLibrary", None]))
+                scope_key = scope_key if odd or scope_key is None else "scope"
+                if scope_key:
+                    ss[scope_key] = draw(_mostly(st.fixed_dictionaries(
+                        {}, optional={"name": _mostly(_TEXT)})))
+                ss["spans"] = draw(_mostly(st.lists(_mostly(_json_spans()), max_size=3)))
+                scopes.append(draw(_mostly(st.just(ss))))
+            key = draw(st.sampled_from(["scopeSpans"] * 8 + ["scope_spans",
+                                                             "instrumentationLibrarySpans"]))
+            key = key if odd else "scopeSpans"
+            rs[key] = draw(_mostly(st.just(scopes)))
+            resource_spans.append(draw(_mostly(st.just(rs))))
+        top = draw(st.sampled_from(["resourceSpans"] * 9 + ["resource_spans"]))
+        top = top if odd else "resourceSpans"
+        return draw(_mostly(st.just({top: draw(_mostly(st.just(resource_spans)))})))
+
+    return _json_docs()
+
+
+_json_docs = _json_strategy(40)
+_clean_json_docs = _json_strategy(0)
+
+
+def _json_outcome(decode: Any, doc: Any) -> str:
+    try:
+        return repr(list(decode(doc)))
+    except (ValueError, OverflowError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+class TestJsonSpans:
+    """json_spans equals list(spans_from_json_request(...)), errors included."""
+
+    @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(_json_docs)
+    def test_same_as_reference(self, doc: Any) -> None:
+        """Records (with value types and attribute order) or the error message are the same."""
+        assert _json_outcome(json_spans, doc) == _json_outcome(spans_from_json_request, doc)
+
+    @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(_clean_json_docs)
+    def test_same_as_reference_well_formed(self, doc: Any) -> None:
+        """Well-formed documents (the fast path's own ground) decode like the reference."""
+        assert _json_outcome(json_spans, doc) == _json_outcome(spans_from_json_request, doc)
+
+    @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(_requests())
+    def test_exporter_shaped_json(self, request: ExportTraceServiceRequest) -> None:
+        """OTLP/JSON as exporters write it (hex ids) decodes like the reference, fast path."""
+        doc = MessageToDict(request, use_integers_for_enums=True)
+        for rs in doc.get("resourceSpans", []):
+            for ss in rs.get("scopeSpans", []):
+                for span in ss.get("spans", []):
+                    for key in ("traceId", "spanId", "parentSpanId"):
+                        if key in span:
+                            span[key] = base64.b64decode(span[key]).hex()
+        assert _json_outcome(json_spans, doc) == _json_outcome(spans_from_json_request, doc)
+
+    def test_zero_parent_is_root(self) -> None:
+        """An all-zero parent span id means no parent, on the fast path too."""
+        doc = {"resourceSpans": [{"scopeSpans": [{"spans": [
+            {"traceId": "AB" * 16, "spanId": "cd" * 8, "parentSpanId": "0" * 16}]}]}]}
+        (record,) = json_spans(doc)
+        assert record.parent_span_id is None and record.trace_id == "ab" * 16
