@@ -56,8 +56,12 @@ def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuard
     """Return the ordered events of one trace's spans (any order in, end order out)."""
     ordered = sorted(spans, key=_END_START)
     agents: dict[str, str] = {}
-    models: list[bool] = []
-    is_model = models.append
+    # With the default adapters, spans that none of them can turn into an event are skipped
+    # without asking each adapter in turn.
+    candidate = may_be_event if adapters is DEFAULT_ADAPTERS else None
+    pending: list[tuple[SpanRecord, int]] = []  # maybe events, with the model turns before them
+    turns = 0
+    has_model = False
     template_keys = frozenset(config.prompt_name_keys)
     conversation_keys = frozenset(config.conversation_keys)
     template = conversation = None
@@ -66,7 +70,11 @@ def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuard
         agent = agent_of(name, attributes)
         if agent:
             agents[s.span_id] = agent
-        is_model(is_model_turn(name, attributes))
+        if is_model_turn(name, attributes):
+            turns += 1
+            has_model = True
+        elif candidate is None or candidate(name, attributes):
+            pending.append((s, turns))
         # Only spans holding one of the keys can name a template or a conversation.
         if template is None and not template_keys.isdisjoint(attributes):
             template = prompt_template_of(attributes, config.prompt_name_keys,
@@ -74,30 +82,20 @@ def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuard
         if conversation is None and not conversation_keys.isdisjoint(attributes):
             conversation = conversation_of(attributes, config.conversation_keys) or None
     out = AssembledTrace(trace_id=trace_id,
-                         first_start_ns=min((s.start_time_ns for s in ordered), default=0))
+                         first_start_ns=min(map(_START, ordered), default=0))
     out.prompt_template = template
     out.conversation = conversation
-    has_model = any(models)
-    # With the default adapters, spans that none of them can turn into an event are skipped
-    # without asking each adapter in turn.
-    candidate = may_be_event if adapters is DEFAULT_ADAPTERS else None
     by_id: dict[str, SpanRecord] | None = None
     events = out.events
-    turns = 0
-    for span, model in zip(ordered, models, strict=True):
-        if model:
-            turns += 1
-            continue
-        if candidate is not None and not candidate(span.name, span.attributes):
-            continue
+    for span, turn in pending:
         event = to_event(span, adapters)
         if event is None:
             continue
         if by_id is None:
-            by_id = {s.span_id: s for s in ordered}
+            by_id = dict(zip(map(_SPAN_ID, ordered), ordered, strict=True))
         owner, owner_name = _owning_agent(span, by_id, agents)
         if isinstance(event, ToolCall):
-            event = _copy_call(event, event.agent or owner_name, turns if has_model else None)
+            event = _copy_call(event, event.agent or owner_name, turn if has_model else None)
         events.append(_trace_event(event, owner))
     if not any(isinstance(item.event, Handoff) for item in events):
         _add_sibling_handoffs(out, ordered, agents)
@@ -125,6 +123,8 @@ def _trace_event_maker() -> Callable[[ToolCall | Handoff, str | None], TraceEven
 
 _trace_event: Final = _trace_event_maker()
 _END_START: Final = attrgetter("end_time_ns", "start_time_ns")
+_START: Final = attrgetter("start_time_ns")
+_SPAN_ID: Final = attrgetter("span_id")
 _copy_call: Final = slot_copier(ToolCall, "agent", "turn")
 """``dataclasses.replace`` for ``ToolCall``, without its per-call field introspection."""
 
