@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import json
 from typing import Any
 
 import pytest
@@ -341,3 +342,49 @@ class TestJsonSpans:
             {"traceId": "AB" * 16, "spanId": "cd" * 8, "parentSpanId": "0" * 16}]}]}]}
         (record,) = json_spans(doc)
         assert record.parent_span_id is None and record.trace_id == "ab" * 16
+
+
+# --- JSON parsing --------------------------------------------------------------------------------
+_JSON_TREES = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.floats(allow_nan=False, allow_infinity=False),
+              st.integers(), st.integers(-(2**66), 2**66), st.text(max_size=8),
+              st.sampled_from([2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63), -(2**63) - 1]),
+              st.integers(0, 2**64).map(str)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3),
+                            st.dictionaries(st.text(max_size=4), inner, max_size=3)),
+    max_leaves=10,
+)
+
+
+class TestJsonLoads:
+    """decode_json parses with orjson only where the stdlib would give the same result."""
+
+    @settings(max_examples=300, deadline=None)
+    @given(_JSON_TREES, st.sampled_from([", ", ","]))
+    def test_same_as_stdlib(self, tree: Any, separator: str) -> None:
+        """Values (exact integers included) and their types are the stdlib's."""
+        from otel_loopguard._decode import _loads
+
+        body = json.dumps(tree, separators=(separator, ":")).encode()
+        assert repr(_loads(body)) == repr(json.loads(body))
+
+    @pytest.mark.parametrize("text", [
+        b"NaN", b"[1e400]", b'"\\ud800"', b"\xef\xbb\xbf{}", b"-9223372036854775809",
+        b"18446744073709551616", b" -18446744073709551616", b"[0.12345678901234567890123]",
+        b'{"a": [18446744073709551616, 1]}', b'{"t": 1700000000000000000}'])
+    def test_stdlib_decides_what_orjson_would_change(self, text: bytes) -> None:
+        """Bodies orjson refuses or would round are decoded by the stdlib."""
+        from otel_loopguard._decode import _loads
+
+        assert repr(_loads(text)) == repr(json.loads(text))
+
+    def test_exact_integer_attribute(self) -> None:
+        """An integer attribute past 64 bits stays an exact int, as with the stdlib."""
+        from otel_loopguard._decode import decode_json
+
+        body = (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "' + b"ab" * 16
+                + b'", "spanId": "' + b"cd" * 8 + b'", "attributes": [{"key": "n", "value": '
+                b'{"intValue": -9223372036854775809}}]}]}]}]}')
+        (record,) = decode_json(body).spans
+        assert record.attributes == {"n": -9223372036854775809}
+        assert type(record.attributes["n"]) is int
