@@ -8,16 +8,19 @@ from any of its spans.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import Final
 
+from otel_loopguard._fastspans import slot_copier, slot_setters
 from otel_loopguard.adapters import (
     DEFAULT_ADAPTERS,
     agent_of,
     conversation_of,
     is_model_turn,
+    may_be_event,
     prompt_template_of,
     to_event,
 )
@@ -51,31 +54,79 @@ class AssembledTrace:
 def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuardConfig,
                    adapters: Sequence[SpanAdapter] = DEFAULT_ADAPTERS) -> AssembledTrace:
     """Return the ordered events of one trace's spans (any order in, end order out)."""
-    ordered = sorted(spans, key=lambda s: (s.end_time_ns, s.start_time_ns))
-    by_id = {s.span_id: s for s in ordered}
-    agents = {s.span_id: name for s in ordered if (name := agent_of(s.name, s.attributes))}
-    out = AssembledTrace(trace_id=trace_id,
-                         first_start_ns=min((s.start_time_ns for s in ordered), default=0))
-    out.prompt_template = _first_template(ordered, config)
-    out.conversation = _first(conversation_of(s.attributes, config.conversation_keys)
-                              for s in ordered)
-    has_model = any(is_model_turn(s.name, s.attributes) for s in ordered)
+    ordered = sorted(spans, key=_END_START)
+    agents: dict[str, str] = {}
+    # With the default adapters, spans that none of them can turn into an event are skipped
+    # without asking each adapter in turn.
+    candidate = may_be_event if adapters is DEFAULT_ADAPTERS else None
+    pending: list[tuple[SpanRecord, int]] = []  # maybe events, with the model turns before them
     turns = 0
-    for span in ordered:
-        if is_model_turn(span.name, span.attributes):
+    has_model = False
+    template_keys = frozenset(config.prompt_name_keys)
+    conversation_keys = frozenset(config.conversation_keys)
+    template = conversation = None
+    for s in ordered:
+        name, attributes = s.name, s.attributes
+        agent = agent_of(name, attributes)
+        if agent:
+            agents[s.span_id] = agent
+        if is_model_turn(name, attributes):
             turns += 1
-            continue
+            has_model = True
+        elif candidate is None or candidate(name, attributes):
+            pending.append((s, turns))
+        # Only spans holding one of the keys can name a template or a conversation.
+        if template is None and not template_keys.isdisjoint(attributes):
+            template = prompt_template_of(attributes, config.prompt_name_keys,
+                                          config.prompt_version_keys) or None
+        if conversation is None and not conversation_keys.isdisjoint(attributes):
+            conversation = conversation_of(attributes, config.conversation_keys) or None
+    out = AssembledTrace(trace_id=trace_id,
+                         first_start_ns=min(map(_START, ordered), default=0))
+    out.prompt_template = template
+    out.conversation = conversation
+    by_id: dict[str, SpanRecord] | None = None
+    events = out.events
+    for span, turn in pending:
         event = to_event(span, adapters)
         if event is None:
             continue
+        if by_id is None:
+            by_id = dict(zip(map(_SPAN_ID, ordered), ordered, strict=True))
         owner, owner_name = _owning_agent(span, by_id, agents)
         if isinstance(event, ToolCall):
-            event = dataclasses.replace(event, agent=event.agent or owner_name,
-                                        turn=turns if has_model else None)
-        out.events.append(TraceEvent(event, owner))
-    if not any(isinstance(item.event, Handoff) for item in out.events):
+            event = _copy_call(event, event.agent or owner_name, turn if has_model else None)
+        events.append(_trace_event(event, owner))
+    if not any(isinstance(item.event, Handoff) for item in events):
         _add_sibling_handoffs(out, ordered, agents)
     return out
+
+
+def _trace_event_maker() -> Callable[[ToolCall | Handoff, str | None], TraceEvent]:
+    """Return ``make(event, agent_span_id)``, equal to ``TraceEvent(event, agent_span_id)``."""
+    try:
+        names, (set_event, set_agent) = slot_setters(TraceEvent)
+    except (TypeError, ValueError):  # pragma: no cover - guards a future change of TraceEvent
+        return TraceEvent
+    if names != ("event", "agent_span_id"):  # pragma: no cover - as above
+        return TraceEvent
+    new = object.__new__
+
+    def make(event: ToolCall | Handoff, agent_span_id: str | None) -> TraceEvent:
+        out: TraceEvent = new(TraceEvent)
+        set_event(out, event)
+        set_agent(out, agent_span_id)
+        return out
+
+    return make
+
+
+_trace_event: Final = _trace_event_maker()
+_END_START: Final = attrgetter("end_time_ns", "start_time_ns")
+_START: Final = attrgetter("start_time_ns")
+_SPAN_ID: Final = attrgetter("span_id")
+_copy_call: Final = slot_copier(ToolCall, "agent", "turn")
+"""``dataclasses.replace`` for ``ToolCall``, without its per-call field introspection."""
 
 
 def _add_sibling_handoffs(out: AssembledTrace, spans: Sequence[SpanRecord],

@@ -22,6 +22,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Final
 
 from otel_loopguard._guard import InternalErrorGuard
@@ -37,6 +38,7 @@ __all__ = ["ClosedTrace", "StreamingChecker"]
 _DEFAULT_REORDER_WINDOW_SECONDS: Final = 5.0
 _DEFAULT_MAX_SPANS: Final = 1_000_000
 _MIN_CLOSED_MEMORY: Final = 10_000
+_SPAN_ID: Final = attrgetter("span_id")
 
 
 @dataclass(slots=True)
@@ -255,7 +257,7 @@ class StreamingChecker:
         if evicted is not None and self.metrics is not None:
             self.metrics.record_eviction(evicted)
         self._evidence = {}
-        if len({span.span_id for span in trace.spans}) < len(trace.spans):
+        if len(set(map(_SPAN_ID, trace.spans))) < len(trace.spans):
             self._dedupe(trace)
         try:
             out.extend(self._collect(self._checker.finish(trace_id, trace.spans)))

@@ -30,7 +30,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, NamedTuple, Protocol
 
-from otel_loopguard._otlp import spans_from_json_request, spans_from_proto_request
+from otel_loopguard._fastspans import json_spans, proto_spans
 from otel_loopguard.exceptions import TraceFileError
 
 if TYPE_CHECKING:
@@ -368,7 +368,7 @@ def _decode_json(data: bytes) -> list[SpanRecord]:
 
 def _spans_of_json_request(request: Any) -> list[SpanRecord]:
     try:
-        return list(spans_from_json_request(request))
+        return json_spans(request)
     except ValueError as exc:
         raise _BadRecord(str(exc)) from None
 
@@ -388,6 +388,6 @@ def _decode_proto(data: bytes) -> list[SpanRecord]:
 
     try:
         request = ExportTraceServiceRequest.FromString(data)
-        return list(spans_from_proto_request(request))
+        return proto_spans(request)
     except (decode_error, ValueError, RecursionError) as exc:
         raise _BadRecord(f"invalid protobuf: {exc}") from None
