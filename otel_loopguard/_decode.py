@@ -15,9 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Final
 
-import orjson
-
-from otel_loopguard._fastspans import json_spans, proto_spans
+from otel_loopguard._fastspans import json_spans, loads_json, proto_spans
 from otel_loopguard._otlp import spans_from_json_request, spans_from_proto_request
 from otel_loopguard.types import SpanRecord
 
@@ -37,15 +35,6 @@ _ONE_JSON_PREFIX: Final = "resourceSpans[0].scopeSpans[0].spans[0]"
 _SCOPE_SPANS_KEYS: Final = ("scopeSpans", "scope_spans", "instrumentationLibrarySpans",
                             "instrumentation_library_spans")
 _SCOPE_KEYS: Final = ("scope", "instrumentationLibrary", "instrumentation_library")
-_LONG_DIGITS: Final = 19
-_DIGIT_RUNS: Final = bytes(ord("0") if chr(c) in "0123456789-" else ord('"') if chr(c) == '"'
-                           else ord(" ") for c in range(256))
-"""Maps digits and minus to ``0``, a quote to itself, all else to a space (``bytes.translate``)."""
-_LONG_NUMBER: Final = b" " + b"0" * _LONG_DIGITS
-"""19 digits after anything but a quote: maybe a long number token (numbers in strings, such as
-OTLP/JSON's times, follow a quote)."""
-
-
 class RequestError(Exception):
     """A request the receiver refuses, with its HTTP status, gRPC code and message."""
 
@@ -150,7 +139,7 @@ def decode_json(body: bytes) -> Decoded:
             span is malformed.
     """
     try:
-        doc = _loads(body)
+        doc = loads_json(body)
     except (ValueError, RecursionError) as exc:
         raise invalid(f"body is not valid JSON: {exc}") from None
     if not isinstance(doc, dict):
@@ -162,23 +151,6 @@ def decode_json(body: bytes) -> Decoded:
         decoded = _checked(_json_one_by_one(doc, str(exc)))
         decoded.doc = doc
         return decoded
-
-
-def _loads(body: bytes) -> Any:
-    """Return ``json.loads(body)``, computed by orjson whenever the result is the same.
-
-    orjson is strict RFC 8259 where the stdlib also takes NaN, Infinity, a BOM and UTF-16 (and
-    words the errors): on any orjson error the stdlib decides. orjson also turns integers
-    outside -2**63 .. 2**64-1 into floats where the stdlib keeps them exact, so a body that may
-    hold a number of 19 digits or more goes to the stdlib.
-    """
-    runs = body.translate(_DIGIT_RUNS)
-    if _LONG_NUMBER in runs or runs.startswith(_LONG_NUMBER[1:]):
-        return json.loads(body)
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return json.loads(body)
 
 
 def _checked(decoded: Decoded) -> Decoded:

@@ -30,7 +30,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, NamedTuple, Protocol
 
-from otel_loopguard._fastspans import json_spans, proto_spans
+from otel_loopguard._fastspans import json_spans, loads_json, proto_spans
 from otel_loopguard.exceptions import TraceFileError
 
 if TYPE_CHECKING:
@@ -56,19 +56,6 @@ _READ_ERRORS = (OSError, EOFError, zlib.error)
 _PROTO_MISSING = (
     "reading OTLP protobuf needs opentelemetry-proto: pip install 'otel-loopguard[receiver]'"
 )
-
-
-def _fast_json_loads() -> Callable[[bytes], Any]:
-    """Return ``orjson.loads`` when the optional orjson is installed, else ``json.loads``."""
-    try:
-        orjson = importlib.import_module("orjson")
-    except ImportError:
-        return json.loads
-    loads: Callable[[bytes], Any] = orjson.loads
-    return loads
-
-
-_loads = _fast_json_loads()
 
 
 def iter_spans(
@@ -338,9 +325,8 @@ def _read_up_to(stream: BinaryIO, size: int) -> bytes:
 
 def _parse_json(data: bytes) -> Any:
     """Return the decoded JSON; on failure raise ``_BadRecord`` with the stdlib's message."""
-    if _loads is not json.loads:
-        with contextlib.suppress(ValueError, RecursionError):
-            return _loads(data)
+    with contextlib.suppress(ValueError, RecursionError):
+        return loads_json(data)  # orjson when it reads what json.loads would; the message below
     try:
         return json.loads(data)
     except json.JSONDecodeError as exc:
