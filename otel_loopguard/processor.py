@@ -22,6 +22,7 @@ from typing import Any, Final
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.trace import StatusCode
 
 from otel_loopguard._guard import InternalErrorGuard
 from otel_loopguard._live import LiveSpans
@@ -30,11 +31,15 @@ from otel_loopguard.adapters import (
     DEFAULT_ADAPTERS,
     agent_of,
     is_model_turn,
-    may_be_event,
     prompt_template_of,
     to_event,
 )
 from otel_loopguard.adapters import _keys as k
+from otel_loopguard.adapters._build import HANDOFF, CallPlan, error_message, tool_call_values
+from otel_loopguard.adapters.genai import GenAIAdapter
+from otel_loopguard.adapters.logfire import LogfireAdapter
+from otel_loopguard.adapters.openinference import OpenInferenceAdapter
+from otel_loopguard.adapters.openllmetry import OpenLLMetryAdapter
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.engine import LoopEngine
 from otel_loopguard.metrics import LoopGuardMetrics
@@ -50,6 +55,10 @@ _LOGFIRE_PREFIXES: Final = ("Function: ", "Handoff: ")
 _GENAI_OP: Final = k.GEN_AI_OPERATION_NAME
 _OI_KIND: Final = k.OI_SPAN_KIND
 _TL_KIND: Final = k.TL_SPAN_KIND
+_PLANS: Final = (GenAIAdapter.plan, OpenInferenceAdapter.plan, OpenLLMetryAdapter.plan,
+                 LogfireAdapter.plan)
+"""``plan`` of each default adapter, in ``DEFAULT_ADAPTERS`` order (a test checks it)."""
+_ERROR: Final = StatusCode.ERROR
 
 
 def evidence_attributes(decision: Decision, run_id: str, mode: str) -> dict[str, Any]:
@@ -127,6 +136,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
         self._trace_runs: OrderedDict[int, str] = OrderedDict()
         self._trace_lock = threading.Lock()
         self._mode = self.config.mode
+        self._by_trace = self.config.run_key == "trace"
+        self._prompt_keys = frozenset(self.config.prompt_name_keys)
         self._multiprocess = self.metrics is not None and self.metrics.multiprocess
 
     def _default_metrics(self, registry: Any) -> LoopGuardMetrics | None:
@@ -186,7 +197,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
 
     # --- internals -------------------------------------------------------------------------
     def _candidate(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> ReadableSpan | None:
-        if is_model_turn(span.name, attrs):
+        name = span.name
+        if is_model_turn(name, attrs):
             entry, _ = self.store.get_or_create(self._run_id(span, attrs))
             with entry.state.lock:
                 entry.model_turns += 1
@@ -194,10 +206,18 @@ class LoopGuardSpanProcessor(SpanProcessor):
             return None
         if attrs.get("loopguard.blocked"):
             return None  # the guard blocked it: the tool never ran
-        if self.adapters is _DEFAULT and not may_be_event(span.name, attrs):
-            return None  # an agent, chain or other span: no record to build
-        record = span_record_from_readable(span)
-        event = to_event(record, self.adapters)
+        if self.adapters is _DEFAULT:
+            # the default adapters' own first tests, on the span's attribute dict: no
+            # SpanRecord, and the ToolCall is built once, with its agent and turn
+            for plan_of in _PLANS:
+                plan = plan_of(name, attrs)
+                if plan is not None:
+                    break
+            else:
+                return None  # an agent, chain or other span
+            if plan is not HANDOFF:
+                return self._tool_span(span, attrs, plan)
+        event = to_event(span_record_from_readable(span), self.adapters)
         if event is None:
             return None
         run_id = self._run_id(span, attrs)
@@ -207,6 +227,43 @@ class LoopGuardSpanProcessor(SpanProcessor):
         decision, previous, template, first = self._decide(entry, event, attrs, span)
         if isinstance(event, ToolCall) and self.metrics is not None:
             self.metrics.record_call(template, event.tool, first=first)
+        return self._finding(span, decision, previous, template, run_id)
+
+    def _tool_span(self, span: ReadableSpan, attrs: Mapping[str, Any],
+                   plan: CallPlan) -> ReadableSpan | None:
+        """Run a tool span of the default adapters through the engine (the hot path)."""
+        tool, args_key, result_key, agent = plan
+        arguments, result, has_result, failed, message = tool_call_values(
+            attrs, args_key, result_key, span.status.status_code is _ERROR,
+            lambda: error_message(span_record_from_readable(span)))
+        tool = str(tool)
+        agent = str(agent) if agent else None
+        context = span.context
+        trace_id = format(context.trace_id, "032x")
+        run_id = trace_id if self._by_trace else self._run_id(span, attrs)
+        entry, created = self.store.get_or_create(run_id)
+        if created and self._multiprocess:
+            self.metrics.set_open_runs(len(self.store))  # type: ignore[union-attr]  # checked
+        parent = span.parent
+        parent_id = parent.span_id if parent is not None else None
+        with entry.state.lock:
+            if entry.template is None:
+                entry.template = self._template(attrs, parent_id)
+            previous = entry.state.highest
+            call = ToolCall(  # positional: faster; tests pin the field order
+                tool, arguments, result, has_result, failed, message,
+                agent if agent is not None else self.live.agent_name(parent_id),
+                format(context.span_id, "016x"), trace_id, span.start_time or 0,
+                span.end_time or 0, entry.model_turns if entry.seen_model else None)
+            entry.tool_calls += 1
+            decision = self.engine.process(entry.state, call)
+            template, first = entry.template, entry.tool_calls == 1
+        if self.metrics is not None:
+            self.metrics.record_call(template, tool, first=first)
+        return self._finding(span, decision, previous, template, run_id)
+
+    def _finding(self, span: ReadableSpan, decision: Decision, previous: Action,
+                 template: str | None, run_id: str) -> ReadableSpan | None:
         if not decision.flagged:
             return None
         if self.metrics is not None:
@@ -234,11 +291,16 @@ class LoopGuardSpanProcessor(SpanProcessor):
             return decision, previous, entry.template, entry.tool_calls == 1
 
     def _template(self, attrs: Mapping[str, Any], parent_id: int | None) -> str | None:
-        cfg = self.config
-        found = prompt_template_of(attrs, cfg.prompt_name_keys, cfg.prompt_version_keys)
+        cfg, keys = self.config, self._prompt_keys
+        # ``prompt_template_of`` finds nothing in a mapping without any of the name keys
+        found = None if keys.isdisjoint(attrs) else prompt_template_of(
+            attrs, cfg.prompt_name_keys, cfg.prompt_version_keys)
         if found is None:
             for ancestor in self.live.ancestors(parent_id):
-                found = prompt_template_of(ancestor.attributes or {}, cfg.prompt_name_keys,
+                ancestor_attrs = raw_attributes(ancestor)
+                if keys.isdisjoint(ancestor_attrs):
+                    continue
+                found = prompt_template_of(ancestor_attrs, cfg.prompt_name_keys,
                                            cfg.prompt_version_keys)
                 if found:
                     break
@@ -311,11 +373,14 @@ class LoopGuardSpanProcessor(SpanProcessor):
             end_time=span.end_time, instrumentation_scope=span.instrumentation_scope)
 
     def _release(self, trace_id: int) -> None:
-        if self.config.run_key == "conversation":
+        if self._by_trace:  # ``_trace_runs`` stays empty: ``_run_id`` returns first
+            self.store.release(format(trace_id, "032x"))
+        elif self.config.run_key == "conversation":
             return  # conversations span traces: released by TTL / LRU
-        with self._trace_lock:
-            run_id = self._trace_runs.pop(trace_id, None)
-        self.store.release(run_id or format(trace_id, "032x"))
+        else:
+            with self._trace_lock:
+                run_id = self._trace_runs.pop(trace_id, None)
+            self.store.release(run_id or format(trace_id, "032x"))
         if self._multiprocess:
             self.metrics.set_open_runs(len(self.store))  # type: ignore[union-attr]  # checked
 
