@@ -9,10 +9,12 @@ from typing import Any, Final
 from otel_loopguard._otlp import raw_attributes
 from otel_loopguard.adapters import agent_of
 
-__all__ = ["LiveSpans"]
+__all__ = ["MAX_DEPTH", "LiveSpans"]
 
 _MAX_OPEN: Final = 100_000
-_MAX_DEPTH: Final = 64
+MAX_DEPTH: Final = 64
+"""How far ``ancestors`` walks up (a cycle or a very deep tree stops there)."""
+_MAX_DEPTH: Final = MAX_DEPTH
 
 
 class LiveSpans:

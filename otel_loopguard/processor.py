@@ -25,6 +25,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerPro
 from opentelemetry.trace import StatusCode
 
 from otel_loopguard._guard import InternalErrorGuard
+from otel_loopguard._live import MAX_DEPTH as _MAX_DEPTH
 from otel_loopguard._live import LiveSpans
 from otel_loopguard._otlp import raw_attributes, span_record_from_readable
 from otel_loopguard.adapters import (
@@ -153,11 +154,14 @@ class LoopGuardSpanProcessor(SpanProcessor):
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         """Remember the open span (agent lookup, evidence events); infer sibling handoffs."""
         try:
+            try:  # the SDK span's own fields: its properties cost a call each, on every span
+                span_id, name = span._context.span_id, span._name  # type: ignore[union-attr]
+            except AttributeError:
+                span_id, name = span.context.span_id, span.name
             open_spans = self._open
-            open_spans[span.context.span_id] = span
+            open_spans[span_id] = span
             if len(open_spans) > self._max_open:
                 self.live.trim()
-            name = span.name
             if name.startswith(_AGENT_PREFIXES) or name.endswith(".agent"):
                 # agent spans by name alone (GenAI "invoke_agent x", Traceloop "x.agent"): the
                 # only ones whose siblings imply handoffs (OpenInference emits handoff spans)
@@ -171,13 +175,17 @@ class LoopGuardSpanProcessor(SpanProcessor):
         """Run the detectors on a finished tool span and pass the span on."""
         out = span
         try:
-            context = span.context
+            try:  # as in on_start; ``raw_attributes`` unrolled
+                context, parent, name = span._context, span._parent, span._name
+                attrs: Any = span._attributes._dict  # type: ignore[union-attr]
+            except AttributeError:
+                context, parent, name, attrs = span.context, span.parent, span.name, None
+            if type(attrs) is not dict:
+                attrs = raw_attributes(span)
             if context is not None:
                 self._open.pop(context.span_id, None)
-                attrs = raw_attributes(span)
-                parent = span.parent
                 if attrs and (_GENAI_OP in attrs or _OI_KIND in attrs or _TL_KIND in attrs
-                              or span.name.startswith(_LOGFIRE_PREFIXES)):
+                              or name.startswith(_LOGFIRE_PREFIXES)):
                     out = self._candidate(span, attrs) or span
                 if parent is None or parent.is_remote:
                     self._release(context.trace_id)
@@ -247,12 +255,16 @@ class LoopGuardSpanProcessor(SpanProcessor):
         parent = span.parent
         parent_id = parent.span_id if parent is not None else None
         with entry.state.lock:
-            if entry.template is None:
-                entry.template = self._template(attrs, parent_id)
+            if entry.template is None or agent is None:
+                template, found_agent = self._ancestry(
+                    attrs, parent_id, entry.template is None, agent is None)
+                if entry.template is None:
+                    entry.template = template
+                if agent is None:
+                    agent = found_agent
             previous = entry.state.highest
             call = ToolCall(  # positional: faster; tests pin the field order
-                tool, arguments, result, has_result, failed, message,
-                agent if agent is not None else self.live.agent_name(parent_id),
+                tool, arguments, result, has_result, failed, message, agent,
                 format(context.span_id, "016x"), trace_id, span.start_time or 0,
                 span.end_time or 0, entry.model_turns if entry.seen_model else None)
             entry.tool_calls += 1
@@ -289,6 +301,39 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 entry.explicit_handoffs = True
                 decision = self.engine.process_handoff(entry.state, event)
             return decision, previous, entry.template, entry.tool_calls == 1
+
+    def _ancestry(self, attrs: Mapping[str, Any], parent_id: int | None, want_template: bool,
+                  want_agent: bool) -> tuple[str | None, str | None]:
+        """Return the run's template and the call's agent, walking the open ancestors once.
+
+        The same as ``(self._template(attrs, parent_id), self.live.agent_name(parent_id))``,
+        each only when wanted (else None).
+        """
+        template = None
+        if want_template and not self._prompt_keys.isdisjoint(attrs):
+            cfg = self.config
+            template = prompt_template_of(attrs, cfg.prompt_name_keys, cfg.prompt_version_keys)
+            want_template = template is None
+        agent = None
+        spans = self._open
+        for _ in range(_MAX_DEPTH):
+            if parent_id is None or not (want_template or want_agent):
+                break
+            span = spans.get(parent_id)
+            if span is None:
+                break
+            span_attrs = raw_attributes(span)
+            if want_agent:
+                agent = agent_of(span.name, span_attrs)
+                want_agent = agent is None
+            if want_template and not self._prompt_keys.isdisjoint(span_attrs):
+                cfg = self.config
+                template = prompt_template_of(span_attrs, cfg.prompt_name_keys,
+                                              cfg.prompt_version_keys)
+                want_template = not template
+            parent = span.parent
+            parent_id = parent.span_id if parent is not None and not parent.is_remote else None
+        return template, agent
 
     def _template(self, attrs: Mapping[str, Any], parent_id: int | None) -> str | None:
         cfg, keys = self.config, self._prompt_keys

@@ -3,6 +3,7 @@ general path (``SpanRecord`` + ``to_event`` + ``dataclasses.replace``) gives it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 from typing import Any
@@ -10,8 +11,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.trace import Status, StatusCode
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.trace import SpanContext, Status, StatusCode
 from prometheus_client import CollectorRegistry
 
 from otel_loopguard import LoopGuardConfig
@@ -103,9 +104,12 @@ def _span(draw: Any) -> dict[str, Any]:
     return {"name": draw(_NAMES), "attrs": attrs, "status": status, "exception": exception}
 
 
-def _emit(pair: _Pair, spans: list[dict[str, Any]], agent: dict[str, Any]) -> None:
+def _emit(pair: _Pair, spans: list[dict[str, Any]], agent: dict[str, Any],
+          chain: dict[str, Any] | None = None) -> None:
     tracer = pair.tracer
-    with tracer.start_as_current_span("invoke_agent triage", attributes=agent):
+    with tracer.start_as_current_span("invoke_agent triage", attributes=agent), \
+            tracer.start_as_current_span("chain", attributes=chain) if chain is not None \
+            else contextlib.nullcontext():
         for spec in spans:
             with tracer.start_as_current_span(spec["name"], attributes=spec["attrs"]) as span:
                 if spec["exception"]:
@@ -119,14 +123,33 @@ def _emit(pair: _Pair, spans: list[dict[str, Any]], agent: dict[str, Any]) -> No
 @given(spans=st.lists(_span(), min_size=1, max_size=6),
        agent=st.sampled_from([{}, {"gen_ai.operation.name": "invoke_agent"},
                               {"gen_ai.operation.name": "invoke_agent",
-                               "gen_ai.agent.name": "triage", "gen_ai.prompt.name": "p"}]))
-def test_fast_path_gives_the_engine_the_same_events(spans: list[dict[str, Any]],
-                                                   agent: dict[str, Any]) -> None:
-    pair = _Pair()
-    _emit(pair, spans, agent)
+                               "gen_ai.agent.name": "triage", "gen_ai.prompt.name": "p"}]),
+       chain=st.sampled_from([None, {}, {"traceloop.prompt.key": "k", "session.id": "s"},
+                              {"openinference.span.kind": "AGENT", "agent.name": "inner"}]),
+       run_key=st.sampled_from(["trace", "agent", "conversation"]))
+def test_fast_path_gives_the_engine_the_same_events(
+        spans: list[dict[str, Any]], agent: dict[str, Any], chain: dict[str, Any] | None,
+        run_key: str) -> None:
+    pair = _Pair(run_key=run_key)
+    _emit(pair, spans, agent, chain)
     assert pair.seen["fast"] == pair.seen["general"]
+    fast, general = ([(e.run_id, e.template, e.tool_calls, e.model_turns)
+                      for e in p.store._runs.values()]
+                     for p in (pair.processors["fast"], pair.processors["general"]))
+    assert fast == general
+
+
+def test_spans_without_the_sdk_fields() -> None:
+    """A ``ReadableSpan`` built by hand over a plain dict takes the public-property path."""
+    pair = _Pair()
+    context = SpanContext(trace_id=7, span_id=9, is_remote=False)
+    span = ReadableSpan(name="execute_tool search", context=context, parent=None,
+                        attributes={"gen_ai.operation.name": "execute_tool",
+                                    "gen_ai.tool.name": "search"}, start_time=1, end_time=2)
     for processor in pair.processors.values():
-        assert len(processor.store) == 0  # released with the root
+        processor.on_end(span)
+    assert pair.seen["fast"] == pair.seen["general"] == [ToolCall(
+        "search", None, None, False, False, "", None, f"{9:016x}", f"{7:032x}", 1, 2, None)]
 
 
 @pytest.mark.parametrize("run_key", ["trace", "agent", "conversation"])
