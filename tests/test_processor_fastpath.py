@@ -30,7 +30,13 @@ from otel_loopguard.adapters._unwrap import (
     _has_result_marker,
 )
 from otel_loopguard.metrics import LoopGuardMetrics
-from otel_loopguard.processor import _PLANS, LoopGuardSpanProcessor
+from otel_loopguard.processor import (
+    _CALL_FIELDS,
+    _PLANS,
+    LoopGuardSpanProcessor,
+    _fast_call,
+    _new_call,
+)
 from otel_loopguard.types import Action, Decision, ToolCall
 
 CLEAN = Decision(Action.CONTINUE)
@@ -188,10 +194,21 @@ def test_plans_follow_the_default_adapters() -> None:
 
 
 def test_tool_call_field_order() -> None:
-    """The processor builds ``ToolCall`` positionally, in this field order."""
-    assert [f.name for f in dataclasses.fields(ToolCall)] == [
-        "tool", "arguments", "result", "has_result", "error", "error_message", "agent",
-        "span_id", "trace_id", "start_time_ns", "end_time_ns", "turn"]
+    """The processor builds ``ToolCall`` through its slots, in this field order."""
+    assert [f.name for f in dataclasses.fields(ToolCall)] == list(_CALL_FIELDS)
+    assert _new_call is _fast_call  # ToolCall changed: update _fast_call, or drop it
+
+
+@given(st.tuples(st.text(), st.none() | st.text(), st.none() | st.integers(), st.booleans(),
+                 st.booleans(), st.text(), st.none() | st.text(), st.text(), st.text(),
+                 st.integers(0, 2**64), st.integers(0, 2**64), st.none() | st.integers(0, 9)))
+def test_fast_tool_call_is_a_tool_call(values: tuple[Any, ...]) -> None:
+    fast, slow = _fast_call(*values), ToolCall(*values)
+    assert type(fast) is ToolCall
+    assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
+    assert dataclasses.astuple(fast) == values
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.tool = "x"  # type: ignore[misc]
 
 
 @given(st.text(alphabet=st.sampled_from('abc"_ ' + "".join(_ARG_MARKERS + _RESULT_MARKERS))))
