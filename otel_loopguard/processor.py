@@ -139,6 +139,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
         self._trace_lock = threading.Lock()
         self._mode = self.config.mode
         self._by_trace = self.config.run_key == "trace"
+        self._last_trace: tuple[int, str] = (-1, "")
+        """The latest tool span's trace id and its hex form."""
         self._prompt_keys = frozenset(self.config.prompt_name_keys)
         self._multiprocess = self.metrics is not None and self.metrics.multiprocess
 
@@ -187,7 +189,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 self._open.pop(context.span_id, None)
                 if attrs and (_GENAI_OP in attrs or _OI_KIND in attrs or _TL_KIND in attrs
                               or name.startswith(_LOGFIRE_PREFIXES)):
-                    out = self._candidate(span, attrs) or span
+                    out = self._candidate(span, attrs, name) or span
                 if parent is None or parent.is_remote:
                     self._release(context.trace_id)
         except Exception as exc:
@@ -205,8 +207,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
         return self.downstream.force_flush(timeout_millis) if self.downstream else True
 
     # --- internals -------------------------------------------------------------------------
-    def _candidate(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> ReadableSpan | None:
-        name = span.name
+    def _candidate(self, span: ReadableSpan, attrs: Mapping[str, Any],
+                   name: str) -> ReadableSpan | None:
         if is_model_turn(name, attrs):
             entry, _ = self.store.get_or_create(self._run_id(span, attrs))
             with entry.state.lock:
@@ -248,7 +250,12 @@ class LoopGuardSpanProcessor(SpanProcessor):
         tool = str(tool)
         agent = str(agent) if agent else None
         context = span.context
-        trace_id = format(context.trace_id, "032x")
+        last = self._last_trace  # one tuple: read and replaced atomically
+        if last[0] == context.trace_id:
+            trace_id = last[1]  # the calls of a run mostly come one after another
+        else:
+            trace_id = format(context.trace_id, "032x")
+            self._last_trace = (context.trace_id, trace_id)
         run_id = trace_id if self._by_trace else self._run_id(span, attrs)
         entry, created = self.store.get_or_create(run_id)
         if created and self._multiprocess:
@@ -420,7 +427,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
 
     def _release(self, trace_id: int) -> None:
         if self._by_trace:  # ``_trace_runs`` stays empty: ``_run_id`` returns first
-            self.store.release(format(trace_id, "032x"))
+            last = self._last_trace
+            self.store.release(last[1] if last[0] == trace_id else format(trace_id, "032x"))
         elif self.config.run_key == "conversation":
             return  # conversations span traces: released by TTL / LRU
         else:
