@@ -9,10 +9,12 @@ from typing import Any, Final
 from otel_loopguard._otlp import raw_attributes
 from otel_loopguard.adapters import agent_of
 
-__all__ = ["LiveSpans"]
+__all__ = ["MAX_DEPTH", "LiveSpans"]
 
 _MAX_OPEN: Final = 100_000
-_MAX_DEPTH: Final = 64
+MAX_DEPTH: Final = 64
+"""How far ``ancestors`` walks up (a cycle or a very deep tree stops there)."""
+_MAX_DEPTH: Final = MAX_DEPTH
 
 
 class LiveSpans:
@@ -64,15 +66,29 @@ class LiveSpans:
 
     def agent_span(self, parent_id: int | None) -> Any:
         """Return the nearest open agent span, or None."""
-        for span in self.ancestors(parent_id):
-            if agent_of(span.name, raw_attributes(span)) is not None:
-                return span
-        return None
+        found = self._nearest_agent(parent_id)
+        return found[0] if found is not None else None
 
     def agent_name(self, parent_id: int | None) -> str | None:
         """Return the name of the nearest open agent span, or None."""
-        span = self.agent_span(parent_id)
-        return agent_of(span.name, raw_attributes(span)) if span is not None else None
+        found = self._nearest_agent(parent_id)
+        return found[1] if found is not None else None
+
+    def _nearest_agent(self, parent_id: int | None) -> tuple[Any, str] | None:
+        """Return the nearest open agent span and its agent name (``ancestors``, unrolled)."""
+        spans = self.spans
+        for _ in range(_MAX_DEPTH):
+            if parent_id is None:
+                return None
+            span = spans.get(parent_id)
+            if span is None:
+                return None
+            name = agent_of(span.name, raw_attributes(span))
+            if name is not None:
+                return span, name
+            parent = span.parent
+            parent_id = parent.span_id if parent is not None and not parent.is_remote else None
+        return None
 
     def agent_span_id(self, parent_id: int | None) -> str | None:
         """Return the hex id of the nearest open agent span, or None."""

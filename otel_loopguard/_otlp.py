@@ -425,7 +425,10 @@ def raw_attributes(span: Any) -> Mapping[str, Any]:
     every span. The SDK keeps the values in ``BoundedAttributes._dict`` (a private name, checked
     at run time: any other shape falls back to the public property). Callers only read it.
     """
-    inner = getattr(getattr(span, "_attributes", None), "_dict", None)
+    try:
+        inner = span._attributes._dict
+    except AttributeError:
+        inner = None
     if isinstance(inner, dict):
         return inner
     attributes: Mapping[str, Any] = span.attributes or {}

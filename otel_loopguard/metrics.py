@@ -36,6 +36,8 @@ __all__ = ["METRIC_NAMES", "LabelCap", "LoopGuardMetrics", "start_metrics_server
 UNKNOWN: Final = "unknown"
 OTHER: Final = "other"
 _ACTIONS: Final = (Action.WARN, Action.REPLAN, Action.STOP)
+_MAX_CACHED: Final = 4096
+"""Labelled ``tool_calls`` children kept per (template, tool) value pair, at most."""
 
 
 def _base(name: str) -> str:
@@ -133,6 +135,9 @@ class LoopGuardMetrics:
             reg.register(_OpenRunsCollector(self._sizes))
         self.template = LabelCap("prompt_template", max_prompt_templates, self._overflow)
         self.tool = LabelCap("tool", max_tools, self._overflow)
+        self._calls: dict[tuple[str | None, str], tuple[Any, str]] = {}
+        """(template, tool) → (labelled ``tool_calls`` child, template label): ``labels()``
+        costs more than the increment. Only pairs whose labels were not folded into ``other``."""
 
     def _overflow(self, label: str) -> None:
         self.label_overflow.labels(label).inc()
@@ -148,10 +153,25 @@ class LoopGuardMetrics:
 
     def record_call(self, template: str | None, tool: str, *, first: bool) -> None:
         """Count one tool call, and the run when it is the run's first call."""
-        label = self.template(template)
-        self.tool_calls.labels(label, self.tool(tool)).inc()
+        cached = self._calls.get((template, tool))
+        if cached is None:
+            cached = self._call_child(template, tool)
+        child, label = cached
+        child.inc()
         if first:
             self.runs.labels(label).inc()
+
+    def _call_child(self, template: str | None, tool: str) -> tuple[Any, str]:
+        """Return the ``tool_calls`` child and template label, cached when nothing was folded.
+
+        A folded value is not cached: ``loopguard_label_overflow_total`` counts every call.
+        """
+        label, tool_label = self.template(template), self.tool(tool)
+        cached = (self.tool_calls.labels(label, tool_label), label)
+        if (label != OTHER or template == OTHER) and (tool_label != OTHER or tool == OTHER) \
+                and len(self._calls) < _MAX_CACHED:
+            self._calls[(template, tool)] = cached
+        return cached
 
     def record_finding(self, template: str | None, detector: str, action: Action,
                        mode: str, previous: Action) -> None:

@@ -13,6 +13,7 @@ still-open agent span.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections import OrderedDict
@@ -22,19 +23,25 @@ from typing import Any, Final
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.trace import StatusCode
 
 from otel_loopguard._guard import InternalErrorGuard
+from otel_loopguard._live import MAX_DEPTH as _MAX_DEPTH
 from otel_loopguard._live import LiveSpans
 from otel_loopguard._otlp import raw_attributes, span_record_from_readable
 from otel_loopguard.adapters import (
     DEFAULT_ADAPTERS,
     agent_of,
     is_model_turn,
-    may_be_event,
     prompt_template_of,
     to_event,
 )
 from otel_loopguard.adapters import _keys as k
+from otel_loopguard.adapters._build import HANDOFF, CallPlan, error_message, tool_call_values
+from otel_loopguard.adapters.genai import GenAIAdapter
+from otel_loopguard.adapters.logfire import LogfireAdapter
+from otel_loopguard.adapters.openinference import OpenInferenceAdapter
+from otel_loopguard.adapters.openllmetry import OpenLLMetryAdapter
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.engine import LoopEngine
 from otel_loopguard.metrics import LoopGuardMetrics
@@ -50,6 +57,10 @@ _LOGFIRE_PREFIXES: Final = ("Function: ", "Handoff: ")
 _GENAI_OP: Final = k.GEN_AI_OPERATION_NAME
 _OI_KIND: Final = k.OI_SPAN_KIND
 _TL_KIND: Final = k.TL_SPAN_KIND
+_PLANS: Final = (GenAIAdapter.plan, OpenInferenceAdapter.plan, OpenLLMetryAdapter.plan,
+                 LogfireAdapter.plan)
+"""``plan`` of each default adapter, in ``DEFAULT_ADAPTERS`` order (a test checks it)."""
+_ERROR: Final = StatusCode.ERROR
 
 
 def evidence_attributes(decision: Decision, run_id: str, mode: str) -> dict[str, Any]:
@@ -127,6 +138,10 @@ class LoopGuardSpanProcessor(SpanProcessor):
         self._trace_runs: OrderedDict[int, str] = OrderedDict()
         self._trace_lock = threading.Lock()
         self._mode = self.config.mode
+        self._by_trace = self.config.run_key == "trace"
+        self._last_trace: tuple[int, str] = (-1, "")
+        """The latest tool span's trace id and its hex form."""
+        self._prompt_keys = frozenset(self.config.prompt_name_keys)
         self._multiprocess = self.metrics is not None and self.metrics.multiprocess
 
     def _default_metrics(self, registry: Any) -> LoopGuardMetrics | None:
@@ -142,11 +157,14 @@ class LoopGuardSpanProcessor(SpanProcessor):
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         """Remember the open span (agent lookup, evidence events); infer sibling handoffs."""
         try:
+            try:  # the SDK span's own fields: its properties cost a call each, on every span
+                span_id, name = span._context.span_id, span._name  # type: ignore[union-attr]
+            except AttributeError:
+                span_id, name = span.context.span_id, span.name
             open_spans = self._open
-            open_spans[span.context.span_id] = span
+            open_spans[span_id] = span
             if len(open_spans) > self._max_open:
                 self.live.trim()
-            name = span.name
             if name.startswith(_AGENT_PREFIXES) or name.endswith(".agent"):
                 # agent spans by name alone (GenAI "invoke_agent x", Traceloop "x.agent"): the
                 # only ones whose siblings imply handoffs (OpenInference emits handoff spans)
@@ -160,14 +178,18 @@ class LoopGuardSpanProcessor(SpanProcessor):
         """Run the detectors on a finished tool span and pass the span on."""
         out = span
         try:
-            context = span.context
+            try:  # as in on_start; ``raw_attributes`` unrolled
+                context, parent, name = span._context, span._parent, span._name
+                attrs: Any = span._attributes._dict  # type: ignore[union-attr]
+            except AttributeError:
+                context, parent, name, attrs = span.context, span.parent, span.name, None
+            if type(attrs) is not dict:
+                attrs = raw_attributes(span)
             if context is not None:
                 self._open.pop(context.span_id, None)
-                attrs = raw_attributes(span)
-                parent = span.parent
                 if attrs and (_GENAI_OP in attrs or _OI_KIND in attrs or _TL_KIND in attrs
-                              or span.name.startswith(_LOGFIRE_PREFIXES)):
-                    out = self._candidate(span, attrs) or span
+                              or name.startswith(_LOGFIRE_PREFIXES)):
+                    out = self._candidate(span, attrs, name) or span
                 if parent is None or parent.is_remote:
                     self._release(context.trace_id)
         except Exception as exc:
@@ -185,8 +207,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
         return self.downstream.force_flush(timeout_millis) if self.downstream else True
 
     # --- internals -------------------------------------------------------------------------
-    def _candidate(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> ReadableSpan | None:
-        if is_model_turn(span.name, attrs):
+    def _candidate(self, span: ReadableSpan, attrs: Mapping[str, Any],
+                   name: str) -> ReadableSpan | None:
+        if is_model_turn(name, attrs):
             entry, _ = self.store.get_or_create(self._run_id(span, attrs))
             with entry.state.lock:
                 entry.model_turns += 1
@@ -194,10 +217,18 @@ class LoopGuardSpanProcessor(SpanProcessor):
             return None
         if attrs.get("loopguard.blocked"):
             return None  # the guard blocked it: the tool never ran
-        if self.adapters is _DEFAULT and not may_be_event(span.name, attrs):
-            return None  # an agent, chain or other span: no record to build
-        record = span_record_from_readable(span)
-        event = to_event(record, self.adapters)
+        if self.adapters is _DEFAULT:
+            # the default adapters' own first tests, on the span's attribute dict: no
+            # SpanRecord, and the ToolCall is built once, with its agent and turn
+            for plan_of in _PLANS:
+                plan = plan_of(name, attrs)
+                if plan is not None:
+                    break
+            else:
+                return None  # an agent, chain or other span
+            if plan is not HANDOFF:
+                return self._tool_span(span, attrs, plan)
+        event = to_event(span_record_from_readable(span), self.adapters)
         if event is None:
             return None
         run_id = self._run_id(span, attrs)
@@ -207,6 +238,52 @@ class LoopGuardSpanProcessor(SpanProcessor):
         decision, previous, template, first = self._decide(entry, event, attrs, span)
         if isinstance(event, ToolCall) and self.metrics is not None:
             self.metrics.record_call(template, event.tool, first=first)
+        return self._finding(span, decision, previous, template, run_id)
+
+    def _tool_span(self, span: ReadableSpan, attrs: Mapping[str, Any],
+                   plan: CallPlan) -> ReadableSpan | None:
+        """Run a tool span of the default adapters through the engine (the hot path)."""
+        tool, args_key, result_key, agent = plan
+        arguments, result, has_result, failed, message = tool_call_values(
+            attrs, args_key, result_key, span.status.status_code is _ERROR,
+            lambda: error_message(span_record_from_readable(span)))
+        tool = str(tool)
+        agent = str(agent) if agent else None
+        context = span.context
+        last = self._last_trace  # one tuple: read and replaced atomically
+        if last[0] == context.trace_id:
+            trace_id = last[1]  # the calls of a run mostly come one after another
+        else:
+            trace_id = format(context.trace_id, "032x")
+            self._last_trace = (context.trace_id, trace_id)
+        run_id = trace_id if self._by_trace else self._run_id(span, attrs)
+        entry, created = self.store.get_or_create(run_id)
+        if created and self._multiprocess:
+            self.metrics.set_open_runs(len(self.store))  # type: ignore[union-attr]  # checked
+        parent = span.parent
+        parent_id = parent.span_id if parent is not None else None
+        with entry.state.lock:
+            if entry.template is None or agent is None:
+                template, found_agent = self._ancestry(
+                    attrs, parent_id, entry.template is None, agent is None)
+                if entry.template is None:
+                    entry.template = template
+                if agent is None:
+                    agent = found_agent
+            previous = entry.state.highest
+            call = _new_call(
+                tool, arguments, result, has_result, failed, message, agent,
+                format(context.span_id, "016x"), trace_id, span.start_time or 0,
+                span.end_time or 0, entry.model_turns if entry.seen_model else None)
+            entry.tool_calls += 1
+            decision = self.engine.process(entry.state, call)
+            template, first = entry.template, entry.tool_calls == 1
+        if self.metrics is not None:
+            self.metrics.record_call(template, tool, first=first)
+        return self._finding(span, decision, previous, template, run_id)
+
+    def _finding(self, span: ReadableSpan, decision: Decision, previous: Action,
+                 template: str | None, run_id: str) -> ReadableSpan | None:
         if not decision.flagged:
             return None
         if self.metrics is not None:
@@ -233,12 +310,50 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 decision = self.engine.process_handoff(entry.state, event)
             return decision, previous, entry.template, entry.tool_calls == 1
 
+    def _ancestry(self, attrs: Mapping[str, Any], parent_id: int | None, want_template: bool,
+                  want_agent: bool) -> tuple[str | None, str | None]:
+        """Return the run's template and the call's agent, walking the open ancestors once.
+
+        The same as ``(self._template(attrs, parent_id), self.live.agent_name(parent_id))``,
+        each only when wanted (else None).
+        """
+        template = None
+        if want_template and not self._prompt_keys.isdisjoint(attrs):
+            cfg = self.config
+            template = prompt_template_of(attrs, cfg.prompt_name_keys, cfg.prompt_version_keys)
+            want_template = template is None
+        agent = None
+        spans = self._open
+        for _ in range(_MAX_DEPTH):
+            if parent_id is None or not (want_template or want_agent):
+                break
+            span = spans.get(parent_id)
+            if span is None:
+                break
+            span_attrs = raw_attributes(span)
+            if want_agent:
+                agent = agent_of(span.name, span_attrs)
+                want_agent = agent is None
+            if want_template and not self._prompt_keys.isdisjoint(span_attrs):
+                cfg = self.config
+                template = prompt_template_of(span_attrs, cfg.prompt_name_keys,
+                                              cfg.prompt_version_keys)
+                want_template = not template
+            parent = span.parent
+            parent_id = parent.span_id if parent is not None and not parent.is_remote else None
+        return template, agent
+
     def _template(self, attrs: Mapping[str, Any], parent_id: int | None) -> str | None:
-        cfg = self.config
-        found = prompt_template_of(attrs, cfg.prompt_name_keys, cfg.prompt_version_keys)
+        cfg, keys = self.config, self._prompt_keys
+        # ``prompt_template_of`` finds nothing in a mapping without any of the name keys
+        found = None if keys.isdisjoint(attrs) else prompt_template_of(
+            attrs, cfg.prompt_name_keys, cfg.prompt_version_keys)
         if found is None:
             for ancestor in self.live.ancestors(parent_id):
-                found = prompt_template_of(ancestor.attributes or {}, cfg.prompt_name_keys,
+                ancestor_attrs = raw_attributes(ancestor)
+                if keys.isdisjoint(ancestor_attrs):
+                    continue
+                found = prompt_template_of(ancestor_attrs, cfg.prompt_name_keys,
                                            cfg.prompt_version_keys)
                 if found:
                     break
@@ -306,16 +421,20 @@ class LoopGuardSpanProcessor(SpanProcessor):
             return span
         return ReadableSpan(
             name=span.name, context=span.context, parent=span.parent, resource=span.resource,
-            attributes={**(span.attributes or {}), **evidence}, events=span.events,
+            attributes={**raw_attributes(span), **evidence}, events=span.events,
             links=span.links, kind=span.kind, status=span.status, start_time=span.start_time,
             end_time=span.end_time, instrumentation_scope=span.instrumentation_scope)
 
     def _release(self, trace_id: int) -> None:
-        if self.config.run_key == "conversation":
+        if self._by_trace:  # ``_trace_runs`` stays empty: ``_run_id`` returns first
+            last = self._last_trace
+            self.store.release(last[1] if last[0] == trace_id else format(trace_id, "032x"))
+        elif self.config.run_key == "conversation":
             return  # conversations span traces: released by TTL / LRU
-        with self._trace_lock:
-            run_id = self._trace_runs.pop(trace_id, None)
-        self.store.release(run_id or format(trace_id, "032x"))
+        else:
+            with self._trace_lock:
+                run_id = self._trace_runs.pop(trace_id, None)
+            self.store.release(run_id or format(trace_id, "032x"))
         if self._multiprocess:
             self.metrics.set_open_runs(len(self.store))  # type: ignore[union-attr]  # checked
 
@@ -340,9 +459,45 @@ class LoopGuardSpanProcessor(SpanProcessor):
             self.metrics.record_eviction(reason, count)
 
 
-def _with(call: ToolCall, **changes: Any) -> ToolCall:
-    import dataclasses
+_CALL_FIELDS: Final = ("tool", "arguments", "result", "has_result", "error", "error_message",
+                       "agent", "span_id", "trace_id", "start_time_ns", "end_time_ns", "turn")
+_SETTERS: Final = tuple(vars(ToolCall)[name].__set__ for name in _CALL_FIELDS)
+_SET_TOOL, _SET_ARGS, _SET_RESULT, _SET_HAS, _SET_ERR, _SET_MSG, _SET_AGENT, _SET_SPAN, \
+    _SET_TRACE, _SET_START, _SET_END, _SET_TURN = _SETTERS
+_NEW = object.__new__
 
+
+def _fast_call(tool: str, arguments: Any, result: Any, has_result: bool, error: bool,  # noqa: PLR0917
+               error_message: str, agent: str | None, span_id: str, trace_id: str,
+               start_time_ns: int, end_time_ns: int, turn: int | None) -> ToolCall:
+    """Return ``ToolCall(...)`` of these fields, about twice as fast.
+
+    A frozen dataclass's ``__init__`` goes through ``object.__setattr__`` once per field; this
+    sets the slots through their descriptors directly. Used only while ``ToolCall`` has exactly
+    these fields and no ``__post_init__`` (checked below; tests compare the two).
+    """
+    call = _NEW(ToolCall)
+    _SET_TOOL(call, tool)
+    _SET_ARGS(call, arguments)
+    _SET_RESULT(call, result)
+    _SET_HAS(call, has_result)
+    _SET_ERR(call, error)
+    _SET_MSG(call, error_message)
+    _SET_AGENT(call, agent)
+    _SET_SPAN(call, span_id)
+    _SET_TRACE(call, trace_id)
+    _SET_START(call, start_time_ns)
+    _SET_END(call, end_time_ns)
+    _SET_TURN(call, turn)
+    return call
+
+
+_new_call: Final[Callable[..., ToolCall]] = _fast_call if (
+    tuple(f.name for f in dataclasses.fields(ToolCall)) == _CALL_FIELDS
+    and not hasattr(ToolCall, "__post_init__")) else ToolCall
+
+
+def _with(call: ToolCall, **changes: Any) -> ToolCall:
     return dataclasses.replace(call, **changes)
 
 

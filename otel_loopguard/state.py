@@ -68,19 +68,18 @@ class InMemoryRunStateStore:
     def get_or_create(self, run_id: str) -> tuple[RunEntry, bool]:
         """Return the run's entry (created if new) and whether it was created."""
         now = self._clock()
-        evicted: list[tuple[str, int]] = []
         with self._lock:
-            entry = self._runs.get(run_id)
-            created = entry is None
-            if entry is None:
-                entry = RunEntry(run_id=run_id, state=self._new_state(), last_touch_ns=now)
-                self._runs[run_id] = entry
-                evicted = self._evict_locked(now)
-            else:
+            runs = self._runs
+            entry = runs.get(run_id)
+            if entry is not None:  # the common case: one more call of an open run
                 entry.last_touch_ns = now
-                self._runs.move_to_end(run_id)
+                runs.move_to_end(run_id)
+                return entry, False
+            entry = RunEntry(run_id=run_id, state=self._new_state(), last_touch_ns=now)
+            runs[run_id] = entry
+            evicted = self._evict_locked(now)
         self._report(evicted)
-        return entry, created
+        return entry, True
 
     def get(self, run_id: str) -> RunEntry | None:
         """Return the run's entry, or None."""

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Final
 
 from otel_loopguard.adapters import _keys as k
 from otel_loopguard.adapters._unwrap import unwrap_arguments, unwrap_result
 from otel_loopguard.types import STATUS_ERROR, SpanRecord, ToolCall
 
-__all__ = ["build_tool_call", "error_message"]
+__all__ = ["HANDOFF", "CallPlan", "build_tool_call", "error_message", "tool_call_values"]
 
 _MISSING = object()
+
+CallPlan = tuple[Any, str, str, Any]
+"""What an adapter reads for a tool call: ``(tool, arguments key, result key, agent)``."""
+
+HANDOFF: Final[CallPlan] = ("", "", "", None)
+"""The plan (compared by identity) of a span the adapter turns into a ``Handoff``."""
 
 
 def error_message(span: SpanRecord) -> str:
@@ -26,20 +32,33 @@ def error_message(span: SpanRecord) -> str:
     return str(etype) if etype and etype != "_OTHER" else ""
 
 
-def build_tool_call(span: SpanRecord, tool: Any, args_key: str, result_key: str,
-                    agent: Any = None) -> ToolCall:
-    """Return the tool call of ``span`` reading arguments and result from the given keys."""
-    attrs: Mapping[str, Any] = span.attributes
+def tool_call_values(attrs: Mapping[str, Any], args_key: str, result_key: str,
+                     status_error: bool, message_of: Callable[[], str],
+                     ) -> tuple[Any, Any, bool, bool, str]:
+    """Return ``(arguments, result, has_result, error, error_message)`` of a tool span.
+
+    ``status_error`` tells whether the span's status is ERROR; ``message_of()`` is called only
+    then, for the description of the failure.
+    """
     raw_args = attrs.get(args_key)
     raw_result = attrs.get(result_key, _MISSING)
     has_result = raw_result is not _MISSING
     result, envelope_error = unwrap_result(raw_result) if has_result else (None, False)
-    failed = span.status_code == STATUS_ERROR or envelope_error
-    message = error_message(span) if span.status_code == STATUS_ERROR else ""
+    failed = status_error or envelope_error
+    message = message_of() if status_error else ""
     if envelope_error and not message:
         message = str(result)[:500]
+    return unwrap_arguments(raw_args), result, has_result, failed, message
+
+
+def build_tool_call(span: SpanRecord, tool: Any, args_key: str, result_key: str,
+                    agent: Any = None) -> ToolCall:
+    """Return the tool call of ``span`` reading arguments and result from the given keys."""
+    arguments, result, has_result, failed, message = tool_call_values(
+        span.attributes, args_key, result_key, span.status_code == STATUS_ERROR,
+        lambda: error_message(span))
     return ToolCall(
-        tool=str(tool), arguments=unwrap_arguments(raw_args), result=result,
+        tool=str(tool), arguments=arguments, result=result,
         has_result=has_result, error=failed, error_message=message,
         agent=str(agent) if agent else None, span_id=span.span_id, trace_id=span.trace_id,
         start_time_ns=span.start_time_ns, end_time_ns=span.end_time_ns)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from otel_loopguard.adapters import _keys as k
-from otel_loopguard.adapters._build import build_tool_call
+from otel_loopguard.adapters._build import HANDOFF, CallPlan, build_tool_call
 from otel_loopguard.types import Handoff, SpanRecord, ToolCall
 
 __all__ = ["GenAIAdapter"]
@@ -17,19 +20,34 @@ class GenAIAdapter:
 
     name = "genai"
 
-    def to_event(self, span: SpanRecord) -> ToolCall | Handoff | None:
-        """Return the tool call or handoff of ``span``, or None."""
-        attrs = span.attributes
+    @staticmethod
+    def plan(name: str, attrs: Mapping[str, Any]) -> CallPlan | None:
+        """Return what ``to_event`` reads from a span with this name and these attributes.
+
+        ``(tool, arguments key, result key, agent)`` for a tool call, ``HANDOFF`` for a
+        handoff, None when the span is neither.
+        """
         op = attrs.get(k.GEN_AI_OPERATION_NAME)
         if op == k.OP_EXECUTE_TOOL:
             tool = attrs.get(k.GEN_AI_TOOL_NAME) or attrs.get(k.TL_ENTITY_NAME) or \
-                span.name.removeprefix("execute_tool").strip() or "unknown"
-            return build_tool_call(span, tool, k.GEN_AI_TOOL_CALL_ARGUMENTS,
-                                   k.GEN_AI_TOOL_CALL_RESULT, attrs.get(k.GEN_AI_AGENT_NAME))
+                name.removeprefix("execute_tool").strip() or "unknown"
+            return (tool, k.GEN_AI_TOOL_CALL_ARGUMENTS, k.GEN_AI_TOOL_CALL_RESULT,
+                    attrs.get(k.GEN_AI_AGENT_NAME))
         if op == k.OP_HANDOFF:
             source = attrs.get(k.GEN_AI_HANDOFF_FROM)
             target = attrs.get(k.GEN_AI_HANDOFF_TO)
             if source and target and target != "unknown":
-                return Handoff(from_agent=str(source), to_agent=str(target),
-                               span_id=span.span_id, end_time_ns=span.end_time_ns)
+                return HANDOFF
         return None
+
+    def to_event(self, span: SpanRecord) -> ToolCall | Handoff | None:
+        """Return the tool call or handoff of ``span``, or None."""
+        attrs = span.attributes
+        plan = self.plan(span.name, attrs)
+        if plan is None:
+            return None
+        if plan is HANDOFF:
+            return Handoff(from_agent=str(attrs.get(k.GEN_AI_HANDOFF_FROM)),
+                           to_agent=str(attrs.get(k.GEN_AI_HANDOFF_TO)),
+                           span_id=span.span_id, end_time_ns=span.end_time_ns)
+        return build_tool_call(span, *plan)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from otel_loopguard.adapters import _keys as k
-from otel_loopguard.adapters._build import build_tool_call
+from otel_loopguard.adapters._build import HANDOFF, CallPlan, build_tool_call
 from otel_loopguard.types import Handoff, SpanRecord, ToolCall
 
 __all__ = ["LogfireAdapter"]
@@ -17,16 +20,32 @@ class LogfireAdapter:
 
     name = "logfire"
 
+    @staticmethod
+    def plan(name: str, attrs: Mapping[str, Any]) -> CallPlan | None:
+        """Return what ``to_event`` reads: a call plan, ``HANDOFF`` or None (see GenAI)."""
+        if name.startswith(k.LOGFIRE_FUNCTION_PREFIX):
+            tool = attrs.get(k.AGENTS_NAME) or name.removeprefix(k.LOGFIRE_FUNCTION_PREFIX)
+            return (tool, k.AGENTS_INPUT, k.AGENTS_OUTPUT, None)
+        if name.startswith(k.LOGFIRE_HANDOFF_PREFIX) and _handoff_agents(name) is not None:
+            return HANDOFF
+        return None
+
     def to_event(self, span: SpanRecord) -> ToolCall | Handoff | None:
         """Return the tool call or handoff of ``span``, or None."""
-        if span.name.startswith(k.LOGFIRE_FUNCTION_PREFIX):
-            tool = span.attributes.get(k.AGENTS_NAME) or \
-                span.name.removeprefix(k.LOGFIRE_FUNCTION_PREFIX)
-            return build_tool_call(span, tool, k.AGENTS_INPUT, k.AGENTS_OUTPUT)
-        if span.name.startswith(k.LOGFIRE_HANDOFF_PREFIX):
-            body = span.name.removeprefix(k.LOGFIRE_HANDOFF_PREFIX)
-            source, sep, target = body.partition(" -> ")
-            if sep and source and target:
-                return Handoff(from_agent=source.strip(), to_agent=target.strip(),
-                               span_id=span.span_id, end_time_ns=span.end_time_ns)
-        return None
+        plan = self.plan(span.name, span.attributes)
+        if plan is None:
+            return None
+        if plan is HANDOFF:
+            source, target = _handoff_agents(span.name) or ("", "")
+            return Handoff(from_agent=source, to_agent=target, span_id=span.span_id,
+                           end_time_ns=span.end_time_ns)
+        return build_tool_call(span, *plan)
+
+
+def _handoff_agents(name: str) -> tuple[str, str] | None:
+    """Return ``(from, to)`` of a ``Handoff: a -> b`` span name, or None."""
+    body = name.removeprefix(k.LOGFIRE_HANDOFF_PREFIX)
+    source, sep, target = body.partition(" -> ")
+    if sep and source and target:
+        return source.strip(), target.strip()
+    return None

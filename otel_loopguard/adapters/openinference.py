@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from otel_loopguard.adapters import _keys as k
-from otel_loopguard.adapters._build import build_tool_call
+from otel_loopguard.adapters._build import HANDOFF, CallPlan, build_tool_call
 from otel_loopguard.types import Handoff, SpanRecord, ToolCall
 
 __all__ = ["OpenInferenceAdapter"]
@@ -19,18 +22,24 @@ class OpenInferenceAdapter:
 
     name = "openinference"
 
+    @staticmethod
+    def plan(name: str, attrs: Mapping[str, Any]) -> CallPlan | None:
+        """Return what ``to_event`` reads: a call plan, ``HANDOFF`` or None (see GenAI)."""
+        if attrs.get(k.OI_SPAN_KIND) != "TOOL":
+            return None
+        if name.startswith(_HANDOFF_PREFIX):
+            return HANDOFF if attrs.get(k.OI_INPUT_VALUE) else None
+        tool = attrs.get(k.OI_TOOL_NAME) or name
+        return (tool, k.OI_INPUT_VALUE, k.OI_OUTPUT_VALUE, attrs.get(k.OI_AGENT_NAME))
+
     def to_event(self, span: SpanRecord) -> ToolCall | Handoff | None:
         """Return the tool call or handoff of ``span``, or None."""
         attrs = span.attributes
-        if attrs.get(k.OI_SPAN_KIND) != "TOOL":
+        plan = self.plan(span.name, attrs)
+        if plan is None:
             return None
-        if span.name.startswith(_HANDOFF_PREFIX):
+        if plan is HANDOFF:
             target = attrs.get(k.OI_OUTPUT_VALUE) or span.name.removeprefix(_HANDOFF_PREFIX)
-            source = attrs.get(k.OI_INPUT_VALUE)
-            if not source:
-                return None
-            return Handoff(from_agent=str(source), to_agent=str(target), span_id=span.span_id,
-                           end_time_ns=span.end_time_ns)
-        tool = attrs.get(k.OI_TOOL_NAME) or span.name
-        return build_tool_call(span, tool, k.OI_INPUT_VALUE, k.OI_OUTPUT_VALUE,
-                               attrs.get(k.OI_AGENT_NAME))
+            return Handoff(from_agent=str(attrs.get(k.OI_INPUT_VALUE)), to_agent=str(target),
+                           span_id=span.span_id, end_time_ns=span.end_time_ns)
+        return build_tool_call(span, *plan)
