@@ -32,8 +32,8 @@ __all__ = ["LoopEngine", "RunState"]
 _MASK_RE: Final = re.compile(r"\b[0-9a-f]{12,}\b|\d{5,}|\d{4}-\d{2}-\d{2}[T ][\d:.]+\S*",
                              re.IGNORECASE)
 _NO_RESULT: Final = ResultInfo(digest="")
-_RESULT_CACHE_SIZE: Final = 2
-"""Recent result texts per run whose signatures are reused (a loop repeats its result)."""
+_RESULT_CACHE_MAX: Final = 16
+"""Most recent result texts per run whose analysis is reused (a loop repeats its results)."""
 
 
 class RunState:
@@ -102,6 +102,7 @@ class LoopEngine:
         self._in_callback = threading.local()
         self._near_duplicates = "near_duplicate" in self.config.detectors
         self._plain_policy = type(self.policy) is Policy
+        self._result_cache_size = max(2, min(_RESULT_CACHE_MAX, self.config.cycle_max_length))
 
     def new_run(self) -> RunState:
         """Return the state of a new run."""
@@ -242,7 +243,8 @@ class LoopEngine:
 
         A loop returns the same text again and again (and a stuck poll the same state), so a
         hit on the run's recent texts skips parsing. Keys are the text's length and hash (no
-        copy of the text is kept); the cache holds the last ``_RESULT_CACHE_SIZE`` results.
+        copy of the text is kept); the cache holds the results of the last ``cycle_max_length``
+        calls (2 to 16), so a cycle the cycle detector can see is analysed once per step.
         """
         if not isinstance(result, str):
             return analyze_result(result, self._volatile,
@@ -254,7 +256,7 @@ class LoopEngine:
             info = analyze_result(result, self._volatile,
                                   max_value_chars=self.config.max_value_chars)
             cache[key] = info
-            if len(cache) > _RESULT_CACHE_SIZE:
+            if len(cache) > self._result_cache_size:
                 del cache[next(iter(cache))]
         return info
 

@@ -182,6 +182,48 @@ class TestCycleDetector:
         assert _by(_run(calls, config), "cycle") == {}
 
 
+class TestResultCache:
+    """A run reuses the analysis of its recent result texts, bounded by ``cycle_max_length``."""
+
+    @staticmethod
+    def _count_analyses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+        import otel_loopguard.engine as engine_module
+
+        seen: list[str] = []
+        real = engine_module.analyze_result
+
+        def counting(result: Any, *args: Any, **kwargs: Any) -> Any:
+            seen.append(result)
+            return real(result, *args, **kwargs)
+
+        monkeypatch.setattr(engine_module, "analyze_result", counting)
+        return seen
+
+    def test_a_cycle_within_the_cache_is_analysed_once_per_step(
+            self, monkeypatch: pytest.MonkeyPatch) -> None:
+        seen = self._count_analyses(monkeypatch)
+        engine = LoopEngine(LoopGuardConfig.create(cycle_max_length=8))
+        run = engine.new_run()
+        results = [f'{{"step": {i}, "fetched_at": "2026-01-01T00:00:0{i}Z"}}' for i in range(8)]
+        for i in range(80):
+            engine.process(run, ToolCall(tool=f"t{i % 8}", arguments={"i": i % 8},
+                                         result=results[i % 8], has_result=True,
+                                         start_time_ns=i + 1, end_time_ns=i + 2))
+        assert len(seen) == 8
+        assert len(run.results) == 8
+
+    def test_the_cache_is_bounded(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        seen = self._count_analyses(monkeypatch)
+        engine = LoopEngine(LoopGuardConfig.create(cycle_max_length=4))
+        run = engine.new_run()
+        for i in range(50):  # a cycle of 10 results: longer than the cache, never a hit
+            engine.process(run, ToolCall(tool="t", arguments={"i": i % 10},
+                                         result=f'{{"n": {i % 10}}}', has_result=True,
+                                         start_time_ns=i + 1, end_time_ns=i + 2))
+            assert len(run.results) <= 4
+        assert len(seen) == 50
+
+
 class TestCycleCost:
     def test_history_is_bounded_by_the_longest_period(self) -> None:
         """The matcher keeps at most ``max_period`` steps whatever the run length."""
