@@ -1,10 +1,13 @@
 """Cost of LoopGuardSpanProcessor per span, and memory with 100,000 open runs.
 
-Run: python benchmarks/bench_processor.py [--spans 20000] [--repeat 5]
+Run: python benchmarks/bench_processor.py [--spans 20000] [--repeat 5] [--kinds plain,tool]
+    [--runs 100000]
 
 Each configuration runs in a fresh process (warm-up skews in-process comparisons), several
 times, interleaved; the medians of the process's CPU time are reported (the batch exporter
-thread's time included). Exporting goes to a null exporter behind a BatchSpanProcessor.
+thread's time included). The two configurations of a kind run back to back, in an order that
+alternates between repeats, and the median of those pairs' differences is reported too: on a
+machine whose speed drifts, it is steadier than the difference of the medians. Exporting goes to a null exporter behind a BatchSpanProcessor.
 """
 
 from __future__ import annotations
@@ -116,7 +119,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--spans", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--runs", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=100_000,
+                        help="open runs for the memory measurement (0: skip it)")
+    parser.add_argument("--kinds", default="plain,tool", help="plain,tool or one of them")
     parser.add_argument("--child", nargs=2)
     parser.add_argument("--memory-child", type=int)
     parser.add_argument("--without", action="store_true")
@@ -128,18 +133,31 @@ def main() -> None:
         memory_child(args.memory_child, with_loopguard=not args.without)
         return
     results: dict[str, list[float]] = {}
-    for _ in range(args.repeat):  # interleave configurations against drift
-        for kind in ("plain", "tool"):
-            for config in ("batch", "loopguard"):
+    kinds = [kind for kind in args.kinds.split(",") if kind]
+    for repeat in range(args.repeat):  # interleave configurations against drift
+        for kind in kinds:
+            # back to back, the order swapped every repeat: each pair shares the machine's mood
+            order = ("batch", "loopguard") if repeat % 2 == 0 else ("loopguard", "batch")
+            for config in order:
                 got = _spawn("--child", config, kind, "--spans", str(args.spans))
                 results.setdefault(f"{kind}/{config}", []).append(got["us_per_span"])
     med = {k: statistics.median(v) for k, v in results.items()}
     for key in sorted(med):
         print(f"{key:18} median {med[key]:7.2f} us/span  ({1e6 / med[key]:,.0f} spans/s)  "
               f"runs: {', '.join(f'{x:.2f}' for x in results[key])}")
-    for kind in ("plain", "tool"):
+    for kind in kinds:
         base, ours = med[f"{kind}/batch"], med[f"{kind}/loopguard"]
-        print(f"{kind}: loopguard adds {ours - base:+.2f} us/span ({(ours / base - 1) * 100:+.1f}%)")
+        print(f"{kind}: loopguard adds {ours - base:+.2f} us/span ({(ours / base - 1) * 100:+.1f}%)"
+              " (difference of the medians)")
+        pairs = [(lg / b - 1) * 100 for b, lg in zip(results[f"{kind}/batch"],
+                                                      results[f"{kind}/loopguard"], strict=True)]
+        diffs = [lg - b for b, lg in zip(results[f"{kind}/batch"],
+                                         results[f"{kind}/loopguard"], strict=True)]
+        print(f"{kind}: paired runs: median added {statistics.median(diffs):+.2f} us/span, "
+              f"{statistics.median(pairs):+.1f}% (pairs from {min(pairs):+.1f}% to "
+              f"{max(pairs):+.1f}%)")
+    if args.runs <= 0:
+        return
     mem = _spawn("--memory-child", str(args.runs))
     base = _spawn("--memory-child", str(args.runs), "--without")
     extra = mem["peak_rss_mb"] - base["peak_rss_mb"]

@@ -23,6 +23,7 @@ from typing import Any, Final
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.trace import StatusCode
 
 from otel_loopguard._guard import InternalErrorGuard
@@ -61,6 +62,9 @@ _PLANS: Final = (GenAIAdapter.plan, OpenInferenceAdapter.plan, OpenLLMetryAdapte
                  LogfireAdapter.plan)
 """``plan`` of each default adapter, in ``DEFAULT_ADAPTERS`` order (a test checks it)."""
 _ERROR: Final = StatusCode.ERROR
+_NO_OP_STARTS: Final = frozenset({SpanProcessor.on_start, BatchSpanProcessor.on_start,
+                                  SimpleSpanProcessor.on_start})
+"""``on_start`` methods that do nothing: the processor does not call them on every span."""
 
 
 def evidence_attributes(decision: Decision, run_id: str, mode: str) -> dict[str, Any]:
@@ -119,6 +123,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
         """Build the processor (see the class docstring for each argument)."""
         self.config = config or LoopGuardConfig.load()
         self.downstream = downstream
+        self._downstream_start = None if downstream is None or (
+            type(downstream).on_start in _NO_OP_STARTS) else downstream.on_start
+        """``downstream.on_start``, or None when it is one of the SDK's empty ones."""
         self.engine = engine or LoopEngine(self.config, on_decision=on_decision)
         self.metrics = metrics if metrics is not None else self._default_metrics(registry)
         self.adapters = tuple(adapters)
@@ -171,8 +178,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 self._agent_started(span)
         except Exception as exc:
             self.guard.handle("on_start", exc)
-        if self.downstream is not None:
-            self.downstream.on_start(span, parent_context)
+        if self._downstream_start is not None:
+            self._downstream_start(span, parent_context)
 
     def on_end(self, span: ReadableSpan) -> None:
         """Run the detectors on a finished tool span and pass the span on."""

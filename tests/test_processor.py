@@ -246,3 +246,25 @@ class TestNeverBreaksTheAgent:
                 provider.get_tracer("t").start_as_current_span("execute_tool x", attributes={
                     "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "x"}):
             pass
+
+
+class TestDownstreamStart:
+    def test_a_downstream_with_its_own_on_start_sees_every_start(self) -> None:
+        """on_start is skipped only for the SDK's empty ones; a real one sees every span."""
+        from opentelemetry.sdk.trace import SpanProcessor
+
+        started: list[str] = []
+
+        class Recording(SpanProcessor):
+            def on_start(self, span: Any, parent_context: Any = None) -> None:
+                started.append(span.name)
+
+        provider = TracerProvider()
+        provider.add_span_processor(LoopGuardSpanProcessor(
+            LoopGuardConfig(), downstream=Recording(), registry=CollectorRegistry()))
+        tracer = provider.get_tracer("test")
+        with tracer.start_as_current_span("invoke_agent a"), \
+                tracer.start_as_current_span("execute_tool t"):
+            pass
+        provider.shutdown()
+        assert started == ["invoke_agent a", "execute_tool t"]
