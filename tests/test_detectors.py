@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from otel_loopguard import (
     Action,
@@ -180,6 +182,31 @@ class TestCycleDetector:
         config = LoopGuardConfig.create(tools={"B": {"kind": kind}})
         calls = [_call(t, {}, "same") for t in "ABAB"]
         assert _by(_run(calls, config), "cycle") == {}
+
+
+class TestPeriodMatcherReference:
+    """PeriodMatcher agrees with a brute-force reading of the whole sequence."""
+
+    @staticmethod
+    def _reference(sequence: list[str], max_period: int, min_period: int) -> tuple[int, int]:
+        for period in range(1, max_period + 1):
+            suffix = 0
+            for i in range(len(sequence) - 1, period - 1, -1):
+                if sequence[i] != sequence[i - period]:
+                    break
+                suffix += 1
+            if suffix >= period:
+                return (period, suffix) if period >= min_period else (0, 0)
+        return 0, 0
+
+    @given(st.lists(st.sampled_from("abcd"), max_size=60), st.sampled_from([2, 3, 5, 8]))
+    def test_matches_the_reference(self, sequence: list[str], max_period: int) -> None:
+        matcher = PeriodMatcher(max_period)
+        for i, key in enumerate(sequence):
+            matcher.push(key)
+            for min_period in (1, 2):
+                assert matcher.period(min_period) == self._reference(
+                    sequence[:i + 1], max_period, min_period)
 
 
 class TestResultCache:

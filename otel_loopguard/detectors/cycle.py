@@ -8,7 +8,7 @@ quadratic) in the longest cycle looked for.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from otel_loopguard.detectors._base import DetectorBase, ladder
 from otel_loopguard.detectors._step import Step
@@ -16,6 +16,8 @@ from otel_loopguard.types import Action, Evidence, Handoff
 
 __all__ = ["CycleDetector", "HandoffDetector", "PeriodMatcher"]
 
+_NO_MATCH: Final[dict[int, int]] = {}
+"""The counters of a step seen nowhere in the window (shared; never modified)."""
 _MAX_BATCH = 32
 """Calls of one model turn merged into one cycle step; a larger turn starts a new step."""
 
@@ -26,34 +28,40 @@ class PeriodMatcher:
     Not thread-safe: used under the run's lock. Memory is O(max_period).
     """
 
-    __slots__ = ("_history", "_keys", "_match", "_previous", "_zero", "max_period")
+    __slots__ = ("_history", "_keys", "_match", "_previous", "max_period")
 
     def __init__(self, max_period: int) -> None:
         """Track periods 1..``max_period``."""
         self.max_period = max_period
         self._history: list[tuple[str, Any]] = []  # bounded by hand: lists are small
         self._keys: list[str] = []
-        """The keys of ``_history``: a C-speed ``in`` skips the loop for a step never seen."""
-        self._zero = [0] * (max_period + 1)
-        """Shared all-zero counters (never modified in place)."""
-        self._match = self._zero
+        """The keys of ``_history``, searched by C-speed ``count`` and ``index``."""
+        self._match: dict[int, int] = _NO_MATCH
+        """Period → length of the current suffix where ``step[i] == step[i - period]``; only
+        the periods whose count is not zero (usually none or one)."""
         self._previous = self._match
 
     def push(self, key: str, payload: Any = None) -> None:
-        """Append a step identified by ``key`` (``payload`` travels with it for evidence)."""
+        """Append a step identified by ``key`` (``payload`` travels with it for evidence).
+
+        Only the periods at which ``key`` occurred before can continue their suffix; every
+        other count restarts at zero. ``count`` and ``index`` find those occurrences in C, so a
+        step costs O(occurrences) in Python whatever ``max_period`` is.
+        """
         history, keys = self._history, self._keys
-        self._previous = self._match
+        old = self._previous = self._match
         size = len(keys)
-        if key in keys:
-            match = list(self._match)
-            for period in range(1, self.max_period + 1):
-                if period <= size and keys[-period] == key:
-                    match[period] += 1
-                else:
-                    match[period] = 0
+        found = keys.count(key)
+        if found:
+            match: dict[int, int] = {}
+            start = 0
+            for _ in range(found):
+                start = keys.index(key, start) + 1
+                period = size - start + 1
+                match[period] = old.get(period, 0) + 1
             self._match = match
-        else:  # no period can match: every counter restarts at zero
-            self._match = self._zero
+        else:
+            self._match = _NO_MATCH
         history.append((key, payload))
         keys.append(key)
         if size >= self.max_period:
@@ -72,7 +80,7 @@ class PeriodMatcher:
         """Forget everything (a broken chain)."""
         self._history.clear()
         self._keys.clear()
-        self._match = self._zero
+        self._match = _NO_MATCH
         self._previous = self._match
 
     def period(self, min_period: int = 2) -> tuple[int, int]:
@@ -81,13 +89,13 @@ class PeriodMatcher:
         A period below ``min_period`` (e.g. the same step again and again) returns (0, 0): that
         is another detector's business.
         """
-        match = self._match
-        if match is self._zero:
+        best = 0
+        for period, matched in self._match.items():
+            if matched >= period and (not best or period < best):
+                best = period
+        if not best or best < min_period:
             return 0, 0
-        for period in range(1, self.max_period + 1):
-            if match[period] >= period:
-                return (period, match[period]) if period >= min_period else (0, 0)
-        return 0, 0
+        return best, self._match[best]
 
     def last_payloads(self, count: int) -> list[Any]:
         """Return the payloads of the latest ``count`` steps, oldest first."""
