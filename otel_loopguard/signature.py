@@ -73,6 +73,7 @@ def digest(text: str) -> str:
 
 
 _xxh3_hex: Final = xxhash.xxh3_64_hexdigest
+_CONTAINERS: Final = frozenset({dict, list})
 _INT_MIN: Final = -(2**63)
 _INT_MAX: Final = 2**64 - 1
 """The integers orjson reads and writes; JSON integers beyond them are read as floats."""
@@ -99,13 +100,15 @@ class VolatileMatcher:
     Thread-safe: the per-key cache is a plain dict whose races only repeat work.
     """
 
-    __slots__ = ("_cache", "_regex")
+    __slots__ = ("_cache", "_regex", "_safe")
 
     def __init__(self, patterns: Iterable[str] = DEFAULT_VOLATILE_KEYS) -> None:
         """Compile glob ``patterns`` (``*`` wildcard, case-insensitive, camelCase folded)."""
         parts = [re.escape(p.lower()).replace(r"\*", ".*") for p in patterns]
         self._regex = re.compile("(?:" + "|".join(parts) + r")\Z") if parts else None
         self._cache: dict[str, int] = {}
+        self._safe: set[str] = set()
+        """Keys classified 0: a mapping made only of them is skipped in C (``_strip_dict``)."""
         """Key → 0 (kept), 1 (volatile) or 2 (``date``: volatile when the value has a time)."""
 
     def _classify(self, key: str) -> int:
@@ -116,6 +119,8 @@ class VolatileMatcher:
             hit = 2 if key.lower() == "date" else 0
         if len(self._cache) < 4096:
             self._cache[key] = hit
+            if not hit:
+                self._safe.add(key)
         return hit
 
     def is_volatile(self, key: str, value: Any) -> bool:
@@ -139,6 +144,8 @@ class VolatileMatcher:
             self._strip_list(value)
 
     def _strip_dict(self, value: dict[str, Any]) -> None:
+        if self._safe.issuperset(value) and _CONTAINERS.isdisjoint(map(type, value.values())):
+            return  # known plain keys, no nested mapping or list: nothing to do (C-speed test)
         cache, drop = self._cache, None
         for key, item in value.items():
             hit = cache.get(key)
