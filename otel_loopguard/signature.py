@@ -107,9 +107,11 @@ class VolatileMatcher:
         parts = [re.escape(p.lower()).replace(r"\*", ".*") for p in patterns]
         self._regex = re.compile("(?:" + "|".join(parts) + r")\Z") if parts else None
         self._cache: dict[str, int] = {}
-        self._safe: set[str] = set()
-        """Keys classified 0: a mapping made only of them is skipped in C (``_strip_dict``)."""
         """Key → 0 (kept), 1 (volatile) or 2 (``date``: volatile when the value has a time)."""
+        self._safe: set[str] = set()
+        """Keys classified 0: a mapping made only of them is skipped in C (``_strip_dict``).
+
+        Thread-safe like ``_cache``: ``set.add`` and ``issuperset`` each run under the GIL."""
 
     def _classify(self, key: str) -> int:
         snake = _CAMEL_RE.sub(r"_\1", key).lower().replace("-", "_")
@@ -351,10 +353,6 @@ def _fast_json(text: str, volatile: VolatileMatcher | None,
 
 _ODD_WS_RE: Final = re.compile(r"[^\S ]")
 _NOT_JSON: Final = object()
-
-
-def _constant(name: str) -> str:
-    return repr(float(name))  # NaN/Infinity sign like non-finite floats in normalize_value
 
 
 def _has_long_string(value: Any, max_chars: int, depth: int) -> bool:
