@@ -25,14 +25,14 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import orjson
 
 from otel_loopguard._otlp import spans_from_json_request, spans_from_proto_request
-from otel_loopguard.types import SpanRecord
+from otel_loopguard.types import SpanRecord, slot_setters
 
 if TYPE_CHECKING:
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
         ExportTraceServiceRequest,
     )
 
-__all__ = ["json_spans", "loads_json", "make_record", "proto_spans", "slot_copier", "slot_setters"]
+__all__ = ["json_spans", "loads_json", "make_record", "proto_spans", "slot_copier"]
 
 _T = TypeVar("_T")
 
@@ -49,18 +49,6 @@ _SPAN_ID_BYTES: Final = 8
 
 
 # --- frozen dataclass construction ------------------------------------------------------------
-def slot_setters(cls: type) -> tuple[tuple[str, ...], tuple[Callable[[Any, Any], None], ...]]:
-    """Return the field names of a slotted dataclass and the setters of their slots.
-
-    Raises:
-        TypeError: when ``cls`` is not a plain slotted dataclass whose slots are its fields.
-    """
-    names = tuple(f.name for f in dataclasses.fields(cls))
-    if getattr(cls, "__slots__", None) != names or hasattr(cls, "__post_init__"):
-        raise TypeError(f"{cls.__name__} is not a plain slotted dataclass")
-    return names, tuple(cls.__dict__[name].__set__ for name in names)
-
-
 def _record_maker() -> Callable[..., SpanRecord]:
     try:
         names, setters = slot_setters(SpanRecord)

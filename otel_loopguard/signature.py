@@ -18,6 +18,8 @@ from typing import Any, Final
 import orjson
 import xxhash
 
+from otel_loopguard.types import slot_setters
+
 __all__ = [
     "DEFAULT_VOLATILE_KEYS",
     "ResultInfo",
@@ -432,8 +434,7 @@ def _result_info_init(self: ResultInfo, digest: str, error: str | None = None,
     _set_empty(self, empty)
 
 
-_set_digest, _set_error, _set_in_progress, _set_empty = (
-    vars(ResultInfo)[name].__set__ for name in ("digest", "error", "in_progress", "empty"))
+_set_digest, _set_error, _set_in_progress, _set_empty = slot_setters(ResultInfo)[1]
 setattr(ResultInfo, "__init__", _result_info_init)  # noqa: B010 - mypy keeps the dataclass one
 
 
