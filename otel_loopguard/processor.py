@@ -58,10 +58,13 @@ _LOGFIRE_PREFIXES: Final = ("Function: ", "Handoff: ")
 _GENAI_OP: Final = k.GEN_AI_OPERATION_NAME
 _OI_KIND: Final = k.OI_SPAN_KIND
 _TL_KIND: Final = k.TL_SPAN_KIND
+_TOOL_MARKERS: Final = frozenset({_GENAI_OP, _OI_KIND, _TL_KIND})
+"""Attributes one of which every tool span of the default conventions carries."""
 _PLANS: Final = (GenAIAdapter.plan, OpenInferenceAdapter.plan, OpenLLMetryAdapter.plan,
                  LogfireAdapter.plan)
 """``plan`` of each default adapter, in ``DEFAULT_ADAPTERS`` order (a test checks it)."""
 _ERROR: Final = StatusCode.ERROR
+_MAX_SPAN_NAMES: Final = 4096
 _NO_OP_STARTS: Final = frozenset({SpanProcessor.on_start, BatchSpanProcessor.on_start,
                                   SimpleSpanProcessor.on_start})
 """``on_start`` methods that do nothing: the processor does not call them on every span."""
@@ -150,6 +153,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
         """The latest tool span's trace id and its hex form."""
         self._prompt_keys = frozenset(self.config.prompt_name_keys)
         self._multiprocess = self.metrics is not None and self.metrics.multiprocess
+        self._agent_names: dict[str, bool] = {}
+        """Span name → whether it names an agent span (bounded; races only repeat work)."""
 
     def _default_metrics(self, registry: Any) -> LoopGuardMetrics | None:
         if registry is None:
@@ -164,17 +169,19 @@ class LoopGuardSpanProcessor(SpanProcessor):
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         """Remember the open span (agent lookup, evidence events); infer sibling handoffs."""
         try:
-            try:  # the SDK span's own fields: its properties cost a call each, on every span
-                span_id, name = span._context.span_id, span._name  # type: ignore[union-attr]
+            try:  # the SDK span's own fields: its properties cost a call each, on every span;
+                # SpanContext is a tuple: [1] is span_id without the property's call
+                span_id, name = span._context[1], span._name  # type: ignore[index]
             except AttributeError:
                 span_id, name = span.context.span_id, span.name
             open_spans = self._open
             open_spans[span_id] = span
             if len(open_spans) > self._max_open:
                 self.live.trim()
-            if name.startswith(_AGENT_PREFIXES) or name.endswith(".agent"):
-                # agent spans by name alone (GenAI "invoke_agent x", Traceloop "x.agent"): the
-                # only ones whose siblings imply handoffs (OpenInference emits handoff spans)
+            agent = self._agent_names.get(name)  # one lookup: span names repeat
+            if agent is None:
+                agent = self._agent_name(name)
+            if agent:
                 self._agent_started(span)
         except Exception as exc:
             self.guard.handle("on_start", exc)
@@ -192,13 +199,12 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 context, parent, name, attrs = span.context, span.parent, span.name, None
             if type(attrs) is not dict:
                 attrs = raw_attributes(span)
-            if context is not None:
-                self._open.pop(context.span_id, None)
-                if attrs and (_GENAI_OP in attrs or _OI_KIND in attrs or _TL_KIND in attrs
-                              or name.startswith(_LOGFIRE_PREFIXES)):
+            if context is not None:  # tuple indexes: [0] trace_id, [1] span_id, [2] is_remote
+                self._open.pop(context[1], None)
+                if not _TOOL_MARKERS.isdisjoint(attrs) or name.startswith(_LOGFIRE_PREFIXES):
                     out = self._candidate(span, attrs, name) or span
-                if parent is None or parent.is_remote:
-                    self._release(context.trace_id)
+                if parent is None or parent[2]:
+                    self._release(context[0])
         except Exception as exc:
             self.guard.handle("on_end", exc)
         if self.downstream is not None:
@@ -392,6 +398,17 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 if value:
                     return str(value)
         return None
+
+    def _agent_name(self, name: str) -> bool:
+        """Return whether spans named ``name`` are agent spans, remembering the answer.
+
+        Agent spans by name alone (GenAI "invoke_agent x", Traceloop "x.agent") are the only ones
+        whose siblings imply handoffs (OpenInference emits handoff spans).
+        """
+        agent = name.startswith(_AGENT_PREFIXES) or name.endswith(".agent")
+        if len(self._agent_names) < _MAX_SPAN_NAMES:
+            self._agent_names[name] = agent
+        return agent
 
     def _agent_started(self, span: Span) -> None:
         """Infer a handoff when a sibling agent span with another name starts."""
