@@ -80,18 +80,23 @@ class NearDuplicateDetector(DetectorBase):
 
     def observe(self, state: deque[list[Any]], step: Step) -> Evidence | None:
         """Group this call with its recent near-duplicates and judge their progress."""
-        same_tool = [entry for entry in state if entry[0].tool == step.tool]
-        minimum = self.config.threshold(step.tool, "near_duplicate_min")
-        group: list[Step] = []
-        if len(same_tool) + 1 >= minimum:  # features only when a group is possible
-            features = argument_features(step.arguments)
-            group = [entry[0] for entry in same_tool if self._near(features, _features(entry))]
-            state.append([step, features, None])
-        else:
-            state.append([step, None, step.arguments])
-        step.arguments = None
-        if step.kind in ("exempt", "poll") or step.error is not None:
+        tool = step.tool
+        same_tool = [entry for entry in state if entry[0].tool == tool]
+        minimum = self.config.threshold(tool, "near_duplicate_min")
+        # Features only when this call can complete a group that fires: enough calls of the
+        # tool, and (with a result) no progress of its own: an empty result, or one a call of
+        # the tool already returned (``_no_progress`` fails at once on a new result).
+        if (len(same_tool) + 1 < minimum or step.error is not None
+                or step.kind in ("exempt", "poll")
+                or (step.has_result and not step.empty
+                    and all(entry[0].result_sig != step.result_sig for entry in same_tool))):
+            state.append([step, None, step.arguments])  # featured later, if ever needed
+            step.arguments = None
             return None
+        features = argument_features(step.arguments)
+        group = [entry[0] for entry in same_tool if self._near(features, _features(entry))]
+        state.append([step, features, None])
+        step.arguments = None
         group.append(step)
         if len(group) < minimum:
             return None
