@@ -150,7 +150,11 @@ class VolatileMatcher:
     def _strip_dict(self, value: dict[str, Any]) -> None:
         if self._safe.issuperset(value) and _CONTAINERS.isdisjoint(map(type, value.values())):
             return  # known plain keys, no nested mapping or list: nothing to do (C-speed test)
-        cache, drop = self._cache, None
+        self._strip_items(value)
+
+    def _strip_items(self, value: dict[str, Any]) -> None:
+        """``_strip_dict`` past its first test; nested mappings get that test inline."""
+        cache, safe, drop = self._cache, self._safe, None
         for key, item in value.items():
             hit = cache.get(key)
             if hit is None:
@@ -164,7 +168,9 @@ class VolatileMatcher:
                 continue
             kind = type(item)
             if kind is dict:
-                self._strip_dict(item)
+                if not (safe.issuperset(item)
+                        and _CONTAINERS.isdisjoint(map(type, item.values()))):
+                    self._strip_items(item)
             elif kind is list:
                 self._strip_list(item)
         if drop is not None:
@@ -172,10 +178,13 @@ class VolatileMatcher:
                 del value[key]
 
     def _strip_list(self, value: list[Any]) -> None:
+        safe = self._safe
         for item in value:
             kind = type(item)
-            if kind is dict:
-                self._strip_dict(item)
+            if kind is dict:  # records: the plain ones pass ``_strip_dict``'s test, inline
+                if not (safe.issuperset(item)
+                        and _CONTAINERS.isdisjoint(map(type, item.values()))):
+                    self._strip_items(item)
             elif kind is list:
                 self._strip_list(item)
 
@@ -307,12 +316,19 @@ def _fold_whitespace(text: str) -> str:
         text = _ODD_WS_RE.sub(" ", text)
     while "  " in text:
         text = text.replace("  ", " ")
-    for opener in _OPENERS:
-        if opener in text:
-            text = text.replace(opener, opener[:2])
-    for closer in _CLOSERS:
-        if closer in text:
-            text = text.replace(closer, closer[1:])
+    return _trim_string_ends(text)
+
+
+def _trim_string_ends(text: str) -> str:
+    """Drop the space after a string's opening quote and before its closing one."""
+    if '" ' in text:  # one scan rules out all four openers (most strings start without one)
+        for opener in _OPENERS:
+            if opener in text:
+                text = text.replace(opener, opener[:2])
+    if ' "' in text:
+        for closer in _CLOSERS:
+            if closer in text:
+                text = text.replace(closer, closer[1:])
     if text.startswith('" '):
         text = '"' + text[2:]
     if text.endswith(' "'):
@@ -502,8 +518,13 @@ def _as_int(value: Any) -> int | None:
     return None
 
 
+_STATE_KEYS: Final = frozenset({"status", "state", "phase"})
+
+
 def _in_progress(value: Any) -> bool:
     if isinstance(value, dict):
+        if _STATE_KEYS.isdisjoint(value):
+            return False
         for key in ("status", "state", "phase"):
             state = value.get(key)
             if isinstance(state, str) and state.lower() in _IN_PROGRESS:
