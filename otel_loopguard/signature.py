@@ -396,14 +396,40 @@ def _json_text(value: Any, max_chars: int) -> str | None:
 
 def canonical_args(arguments: Any, *, max_value_chars: int = _DEFAULT_MAX_VALUE_CHARS,
                    ) -> tuple[Any, str]:
-    """Return (canonical arguments, their canonical JSON text), fast for JSON strings."""
+    """Return (canonical arguments, their canonical JSON text), fast for JSON strings.
+
+    A plain ``dict`` of JSON values takes the same path as its JSON text, written by orjson
+    (values orjson writes natively, such as UUIDs and enum members, sign as their JSON form).
+    """
     text = _json_text(arguments, max_value_chars)
+    if text is None and type(arguments) is dict:
+        text = _dict_json(arguments, max_value_chars)
     if text is not None:
         fast = _fast_json(text, None, max_value_chars)
         if isinstance(fast, tuple):
             return fast
     normalized = normalize_args(arguments, max_value_chars=max_value_chars)
     return normalized, _canonical(normalized)
+
+
+_WRITE_STRICT: Final = (orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATETIME
+                        | orjson.OPT_PASSTHROUGH_DATACLASS)
+"""orjson options that make it refuse what ``normalize_value`` writes its own way."""
+
+
+def _dict_json(arguments: dict[Any, Any], max_chars: int) -> str | None:
+    """Return the JSON text of a mapping of JSON values, or None (take the general path).
+
+    ``null`` may stand for NaN or infinity (orjson writes them so; ``normalize_value`` keeps
+    them apart), so a text with one takes the general path too.
+    """
+    try:
+        raw = orjson.dumps(arguments, option=_WRITE_STRICT)
+    except TypeError:  # orjson.JSONEncodeError included: sets, bytes, big ints, odd keys...
+        return None
+    if len(raw) > max_chars * 16 or b"null" in raw:
+        return None
+    return raw.decode()
 
 
 def normalize_args(arguments: Any, *, max_value_chars: int = _DEFAULT_MAX_VALUE_CHARS) -> Any:

@@ -6,6 +6,7 @@ The spec's scenario catalogue lives in ``test_scenarios.py``; these tests pin th
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -534,6 +535,16 @@ class TestNearDuplicateDetector:
         """Different dates, paths or ids are not near-duplicates of each other."""
         calls = [_call("lookup", {"q": v}, "no results") for v in values]
         assert _by(_run(calls), "near_duplicate") == {}
+
+    @pytest.mark.parametrize("as_json", [False, True], ids=["dict", "json-text"])
+    def test_nested_key_order_is_ignored(self, as_json: bool) -> None:
+        """A nested filter written in another key order is the same value, as dict or JSON."""
+        filters = [{"region": "eu", "tier": 1}, {"tier": 1, "region": "eu"},
+                   {"region": "eu", "tier": 1}]
+        calls = [_call("search", json.dumps(args) if as_json else args, "no results")
+                 for args in ({"q": q, "filters": f} for q, f in zip(
+                     ("Paris weather", "weather Paris", "paris, weather"), filters, strict=True))]
+        assert _by(_run(calls), "near_duplicate") == {3: "replan"}
 
     def test_progress_keeps_it_quiet(self) -> None:
         """A rewording that finds something new is progress."""

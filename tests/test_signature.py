@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import collections
+import datetime
 import json
 import math
 from typing import Any
@@ -14,7 +16,9 @@ from otel_loopguard import LoopEngine, LoopGuardConfig, ToolCall
 from otel_loopguard.signature import (
     DEFAULT_VOLATILE_KEYS,
     VolatileMatcher,
+    _canonical,
     analyze_result,
+    canonical_args,
     normalize_args,
     tool_signature,
 )
@@ -26,6 +30,21 @@ _SCALARS = st.none() | st.booleans() | st.integers(-10**12, 10**12) | st.floats(
 JSONISH = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
     _KEYS, inner, max_size=4), max_leaves=20)
 """Values a JSON document can hold."""
+
+
+def _nested(depth: int) -> list[Any]:
+    value: list[Any] = [1]
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+_ODD_VALUES = st.sampled_from([
+    math.nan, math.inf, -0.0, 2**70, -(2**64), b"bytes", (1, "two"), {3}, frozenset(),
+    datetime.date(2026, 1, 2), datetime.datetime(2026, 1, 2, 3, 4), "x" * 5000, None,
+    collections.OrderedDict(b=1, a=2), {1: "int key"}, _nested(40),
+])
+"""Values JSON text cannot hold, or that ``normalize_value`` writes its own way."""
 
 
 class _BadStr:
@@ -114,6 +133,11 @@ class TestToolSignature:
         assert tool_signature("t", text) == tool_signature("t", arguments)
         volatile = VolatileMatcher()
         assert _sig(text, volatile) == _sig(arguments, volatile)
+
+    @given(st.dictionaries(_KEYS, JSONISH | _ODD_VALUES, max_size=6))
+    def test_dict_fast_path_writes_the_general_form(self, arguments: dict[str, Any]) -> None:
+        """A dict takes orjson's path when it can and writes the general path's text."""
+        assert canonical_args(arguments)[1] == _canonical(normalize_args(arguments))
 
     @given(st.text(alphabet="abcXYZ/._", min_size=1, max_size=12))
     def test_case_is_preserved(self, text: str) -> None:

@@ -8,6 +8,8 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+import orjson
+
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.detectors._base import DetectorBase, ladder, occurrence_details
 from otel_loopguard.detectors._step import Step
@@ -43,8 +45,17 @@ def argument_features(arguments: Any) -> dict[str, Feature]:
             else:  # one word (id, path, date, number): equal up to case and punctuation
                 features[str(key)] = ("word", "".join(words), value[:512])
         else:
-            features[str(key)] = ("exact", digest(repr(value)[:4096]), "")
+            features[str(key)] = ("exact", _exact(value), "")
     return features
+
+
+def _exact(value: Any) -> str:
+    """Return a digest of a non-text value that ignores the key order of its mappings."""
+    try:
+        text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:  # not JSON (the general signature path keeps such values apart)
+        text = repr(value)
+    return digest(text[:4096])
 
 
 def _features(entry: list[Any]) -> dict[str, Feature]:
