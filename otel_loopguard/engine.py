@@ -103,6 +103,8 @@ class LoopEngine:
         self._near_duplicates = "near_duplicate" in self.config.detectors
         self._plain_policy = type(self.policy) is Policy
         self._result_cache_size = max(2, min(_RESULT_CACHE_MAX, self.config.cycle_max_length))
+        self._observers = tuple(detector.observe for detector in self.detectors)
+        self._max_chars = self.config.max_value_chars
 
     def new_run(self) -> RunState:
         """Return the state of a new run."""
@@ -118,8 +120,8 @@ class LoopEngine:
             implicit = self._agent_change(run, call)
             if implicit is not None:
                 evidence.append(implicit)
-        for detector, state in zip(self.detectors, run.states, strict=True):
-            found = detector.observe(state, step)
+        for observe, state in zip(self._observers, run.states, strict=True):
+            found = observe(state, step)
             if found is not None:
                 evidence.append(found)
         if not evidence and run.stopped is None and self._plain_policy:
@@ -228,11 +230,17 @@ class LoopEngine:
         error = self._error_text(call, info) if call.error or info.error is not None else None
         error_class, reason = classify_error(error) if error is not None else (None, "")
         new_batch = self._new_batch(run, call)
-        args, canonical = self._canonical_args(call.arguments)
+        try:
+            args, canonical = canonical_args(call.arguments, max_value_chars=self._max_chars)
+        except (ValueError, TypeError, RecursionError) as exc:  # pathological values still sign
+            args, canonical = None, "\x00unsignable:" + type(exc).__name__
         tool = call.tool
         call_sig = digest(tool + "\x00" + canonical)
+        kind = self._kinds.get(tool)
+        if kind is None or (info.in_progress and kind == "default"):
+            kind = self.tool_kind(tool, info)
         # positional: keyword arguments cost a third more on this per-call path
-        return Step(run.calls, tool, self.tool_kind(tool, info), call_sig, call.has_result,
+        return Step(run.calls, tool, kind, call_sig, call.has_result,
                     info.digest, error, error_class, reason, info.empty, call.span_id,
                     call.start_time_ns, call.end_time_ns, new_batch,
                     call_sig + ":" + info.digest if call.has_result else call_sig,
@@ -247,14 +255,12 @@ class LoopEngine:
         calls (2 to 16), so a cycle the cycle detector can see is analysed once per step.
         """
         if not isinstance(result, str):
-            return analyze_result(result, self._volatile,
-                                  max_value_chars=self.config.max_value_chars)
+            return analyze_result(result, self._volatile, max_value_chars=self._max_chars)
         key = (len(result), hash(result))
         cache = run.results
         info = cache.get(key)
         if info is None:
-            info = analyze_result(result, self._volatile,
-                                  max_value_chars=self.config.max_value_chars)
+            info = analyze_result(result, self._volatile, max_value_chars=self._max_chars)
             cache[key] = info
             if len(cache) > self._result_cache_size:
                 del cache[next(iter(cache))]
@@ -287,8 +293,9 @@ class LoopEngine:
         return "default"
 
     def _canonical_args(self, arguments: Any) -> tuple[Any, str]:
+        """``canonical_args`` that never raises (``make_step`` inlines it)."""
         try:
-            return canonical_args(arguments, max_value_chars=self.config.max_value_chars)
+            return canonical_args(arguments, max_value_chars=self._max_chars)
         except (ValueError, TypeError, RecursionError) as exc:  # pathological values still sign
             return None, "\x00unsignable:" + type(exc).__name__
 
