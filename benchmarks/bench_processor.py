@@ -7,7 +7,8 @@ Each configuration runs in a fresh process (warm-up skews in-process comparisons
 times, interleaved; the medians of the process's CPU time are reported (the batch exporter
 thread's time included). The two configurations of a kind run back to back, in an order that
 alternates between repeats, and the median of those pairs' differences is reported too: on a
-machine whose speed drifts, it is steadier than the difference of the medians. Exporting goes to a null exporter behind a BatchSpanProcessor.
+machine whose speed drifts, it is steadier than the difference of the medians. Exporting goes
+to a null exporter behind a BatchSpanProcessor.
 """
 
 from __future__ import annotations

@@ -180,7 +180,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 self.live.trim()
             agent = self._agent_names.get(name)  # one lookup: span names repeat
             if agent is None:
-                agent = self._agent_name(name)
+                agent = self._is_agent_name(name)
             if agent:
                 self._agent_started(span)
         except Exception as exc:
@@ -399,7 +399,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                     return str(value)
         return None
 
-    def _agent_name(self, name: str) -> bool:
+    def _is_agent_name(self, name: str) -> bool:
         """Return whether spans named ``name`` are agent spans, remembering the answer.
 
         Agent spans by name alone (GenAI "invoke_agent x", Traceloop "x.agent") are the only ones

@@ -1,13 +1,17 @@
 """Run a real Prometheus server on 127.0.0.1 for integration tests.
 
-``running_prometheus()`` starts ``/usr/bin/prometheus`` (Debian's ``prometheus`` package) with a 1 s scrape and
-rule-evaluation interval, a private TSDB directory and a free loopback port, and stops it on exit::
+``running_prometheus()`` starts ``/usr/bin/prometheus`` (Debian's ``prometheus`` package) with a
+1 s scrape and rule-evaluation interval, a private TSDB directory and a free loopback port, and
+stops it on exit::
 
-    with running_prometheus(["127.0.0.1:9464"], ["dashboards/alerts.yaml"], tmp_path=tmp_path) as prom:
+    with running_prometheus(
+        ["127.0.0.1:9464"], ["dashboards/alerts.yaml"], tmp_path=tmp_path
+    ) as prom:
         prom.wait_for("loopguard_runs_total", bool)
 
-The ``prometheus_factory`` fixture does the same inside a test and stops every server it started at teardown.
-Tests using it should be marked ``@pytest.mark.prometheus`` and skip when ``PROMETHEUS_AVAILABLE`` is false.
+The ``prometheus_factory`` fixture does the same inside a test and stops every server it started
+at teardown. Tests using it should be marked ``@pytest.mark.prometheus`` and skip when
+``PROMETHEUS_AVAILABLE`` is false.
 """
 
 from __future__ import annotations
@@ -49,13 +53,16 @@ class PrometheusError(RuntimeError):
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Register the ``prometheus`` marker when this module is loaded as a plugin (``pytest_plugins``)."""
+    """Register the ``prometheus`` marker (this module is loaded through ``pytest_plugins``)."""
     config.addinivalue_line("markers", MARKER)
 
 
 @dataclass(frozen=True)
 class PrometheusServer:
-    """A running Prometheus server; its HTTP API helpers block for at most a few seconds per call."""
+    """A running Prometheus server.
+
+    Its HTTP API helpers block for at most a few seconds per call.
+    """
 
     url: str
     """Base URL, e.g. ``http://127.0.0.1:41234``."""
@@ -67,7 +74,7 @@ class PrometheusServer:
     """The server process."""
 
     def api(self, path: str, params: dict[str, str] | None = None) -> Any:
-        """Return the ``data`` of a ``/api/v1/...`` GET, raising ``PrometheusError`` unless status is success."""
+        """Return the ``data`` of a ``/api/v1/...`` GET; ``PrometheusError`` unless a success."""
         url = f"{self.url}{path}"
         if params:
             url = f"{url}?{urllib.parse.urlencode(params)}"
@@ -82,11 +89,16 @@ class PrometheusServer:
             except ValueError:
                 raise PrometheusError(f"{path}: HTTP {exc.code}: {raw[:500]!r}") from exc
         if body.get("status") != "success":
-            raise PrometheusError(f"{path} {params or ''}: {body.get('errorType')}: {body.get('error')}")
+            raise PrometheusError(
+                f"{path} {params or ''}: {body.get('errorType')}: {body.get('error')}"
+            )
         return body["data"]
 
     def query(self, expr: str) -> list[dict[str, Any]]:
-        """Evaluate an instant query and return its result list (``[{"metric": {...}, "value": [t, "v"]}]``)."""
+        """Evaluate an instant query and return its result list.
+
+        The list looks like ``[{"metric": {...}, "value": [t, "v"]}]``.
+        """
         data = self.api("/api/v1/query", {"query": expr})
         result = data["result"]
         return result if isinstance(result, list) else [{"metric": {}, "value": result}]
@@ -97,7 +109,7 @@ class PrometheusServer:
         predicate: Callable[[list[dict[str, Any]]], bool] = bool,
         timeout: float = 30.0,
     ) -> list[dict[str, Any]]:
-        """Poll ``query(expr)`` until ``predicate(result)`` holds and return that result, or raise TimeoutError."""
+        """Poll ``query(expr)`` until ``predicate(result)`` holds; return it, or TimeoutError."""
         return wait_until(lambda: self.query(expr), predicate, timeout, what=f"query {expr!r}")
 
     def alerts(self) -> list[dict[str, Any]]:
@@ -105,11 +117,11 @@ class PrometheusServer:
         return list(self.api("/api/v1/alerts")["alerts"])
 
     def rules(self) -> list[dict[str, Any]]:
-        """Return the rule groups from ``/api/v1/rules`` (each with ``name``, ``file`` and ``rules``)."""
+        """Return the rule groups of ``/api/v1/rules`` (each with ``name``, ``file``, ``rules``)."""
         return list(self.api("/api/v1/rules")["groups"])
 
     def targets(self) -> list[dict[str, Any]]:
-        """Return the active scrape targets from ``/api/v1/targets`` (each with ``scrapeUrl`` and ``health``)."""
+        """Return the active targets of ``/api/v1/targets`` (with ``scrapeUrl``, ``health``)."""
         return list(self.api("/api/v1/targets", {"state": "active"})["activeTargets"])
 
     def log(self) -> str:
@@ -125,7 +137,7 @@ def wait_until(
     what: str = "condition",
     interval: float = 0.2,
 ) -> Any:
-    """Call ``fetch()`` until ``predicate`` accepts its value and return that value, or raise TimeoutError."""
+    """Call ``fetch()`` until ``predicate`` accepts its value; return it or raise TimeoutError."""
     deadline = time.monotonic() + timeout
     while True:
         value = fetch()
@@ -143,12 +155,19 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def write_config(path: Path, targets: Sequence[str], rule_files: Sequence[str | Path] = ()) -> Path:
-    """Write a prometheus.yml scraping ``targets`` as job ``loopguard`` every second and loading ``rule_files``."""
+def write_config(
+    path: Path, targets: Sequence[str], rule_files: Sequence[str | Path] = ()
+) -> Path:
+    """Write a prometheus.yml: job ``loopguard`` scrapes ``targets`` every second, with rules.
+
+    ``rule_files`` are loaded as the configuration's rule files.
+    """
     config = {
         "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
         "rule_files": [str(Path(f).resolve()) for f in rule_files],
-        "scrape_configs": [{"job_name": "loopguard", "static_configs": [{"targets": list(targets)}]}],
+        "scrape_configs": [
+            {"job_name": "loopguard", "static_configs": [{"targets": list(targets)}]}
+        ],
     }
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
@@ -161,15 +180,18 @@ def running_prometheus(
     *,
     tmp_path: Path | None = None,
 ) -> Iterator[PrometheusServer]:
-    """Start Prometheus on 127.0.0.1 scraping ``targets`` (``host:port``), yield it once ready, stop it on exit.
+    """Start Prometheus on 127.0.0.1 scraping ``targets``; yield it once ready, stop it on exit.
 
-    "Ready" means ``/-/ready`` answers and every target is listed as active (not necessarily scraped yet).
-    Files go under ``tmp_path`` (a fresh temporary directory when None). Raises ``PrometheusError``, including
-    the server's log, if it does not become ready within 30 s.
+    Targets are ``host:port``.
+    "Ready" means ``/-/ready`` answers and every target is listed as active (not necessarily
+    scraped yet). Files go under ``tmp_path`` (a fresh temporary directory when None). Raises
+    ``PrometheusError``, including the server's log, if it does not become ready within 30 s.
     """
     with contextlib.ExitStack() as stack:
         if tmp_path is None:
-            tmp_path = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="loopguard-prom-")))
+            tmp_path = Path(
+                stack.enter_context(tempfile.TemporaryDirectory(prefix="loopguard-prom-"))
+            )
         tmp_path.mkdir(parents=True, exist_ok=True)
         config_path = write_config(tmp_path / "prometheus.yml", targets, rule_files)
         server = _start(config_path, tmp_path)
@@ -249,11 +271,16 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 @pytest.fixture(name="prometheus_factory")
 def _prometheus_factory(tmp_path: Path) -> Iterator[Callable[..., PrometheusServer]]:
-    """Yield ``start(targets, rule_files=())`` that runs a Prometheus per call; all are stopped at teardown."""
+    """Yield ``start(targets, rule_files=())``, which runs one Prometheus per call.
+
+    All of them are stopped at teardown.
+    """
     with contextlib.ExitStack() as stack:
         count = 0
 
-        def start(targets: Sequence[str], rule_files: Sequence[str | Path] = ()) -> PrometheusServer:
+        def start(
+            targets: Sequence[str], rule_files: Sequence[str | Path] = ()
+        ) -> PrometheusServer:
             nonlocal count
             count += 1
             return stack.enter_context(

@@ -226,7 +226,8 @@ class TestFromEnv:
         ({"LOOPGUARD_TOOL_KINDS": "poll_job:poll"},
          "LOOPGUARD_TOOL_KINDS entries must look like tool=kind"),
         ({"LOOPGUARD_TOOL_KINDS": "poll_job=polling"}, "got 'poll_job=polling'"),
-        ({"LOOPGUARD_STAGNATION_WARN": "1"}, "LOOPGUARD_STAGNATION_WARN must be an integer >= 2, got 1"),
+        ({"LOOPGUARD_STAGNATION_WARN": "1"},
+         "LOOPGUARD_STAGNATION_WARN must be an integer >= 2, got 1"),
         ({"LOOPGUARD_MODE": "enforced"}, "one of ('observe', 'enforce'), got 'enforced'"),
     ], ids=["int-text", "float-text", "bool-text", "tool-kinds-sep", "tool-kinds-kind",
             "int-range", "choice"])

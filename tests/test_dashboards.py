@@ -36,13 +36,15 @@ requires_promtool = pytest.mark.skipif(
     PROMTOOL is None, reason="promtool not found (apt-get install prometheus); CI installs it"
 )
 
-# --- PromQL metric-name extraction ---------------------------------------------------------------------
+# --- PromQL metric-name extraction ----------------------------------------------------------------
 
 _STRINGS = re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|`[^`]*`')
 _NAME_MATCHERS = re.compile(r'__name__\s*=\s*"([^"]+)"')
 _BRACES = re.compile(r"\{[^{}]*\}")
 _BRACKETS = re.compile(r"\[[^\[\]]*\]")
-_GROUPING = re.compile(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^()]*\)", re.IGNORECASE)
+_GROUPING = re.compile(
+    r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^()]*\)", re.IGNORECASE
+)
 _IDENTIFIER = re.compile(r"(?<![\w:.$])([A-Za-z_:][\w:]*)(?![\w:])(?!\s*\()")
 _KEYWORDS = frozenset(
     {
@@ -61,7 +63,10 @@ _LABEL_VALUES = re.compile(r"label_values\(\s*([A-Za-z_:][\w:]*)\s*,")
 
 
 def metric_names(expr: str) -> set[str]:
-    """Return the metric names a PromQL expression selects (functions, labels, keywords, durations skipped)."""
+    """Return the metric names a PromQL expression selects.
+
+    Functions, labels, keywords and durations are skipped.
+    """
     names = set(_NAME_MATCHERS.findall(expr))
     stripped = _BRACKETS.sub("", _BRACES.sub("", _STRINGS.sub('""', expr)))
     stripped = _GROUPING.sub(r"\1", stripped)
@@ -70,11 +75,11 @@ def metric_names(expr: str) -> set[str]:
 
 
 def substitute_macros(expr: str) -> str:
-    """Replace Grafana macros with fixed durations and template variables with ``.*``, giving plain PromQL."""
+    """Return plain PromQL: Grafana macros become fixed durations, template variables ``.*``."""
     return _VARIABLE.sub(".*", _MACRO.sub(lambda m: _GRAFANA_MACROS[m[1]], expr))
 
 
-# --- Loading -------------------------------------------------------------------------------------------
+# --- Loading --------------------------------------------------------------------------------------
 
 
 def iter_panels(panels: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
@@ -118,12 +123,19 @@ def alert_rules() -> dict[str, dict[str, Any]]:
 def run_promtool(*args: str) -> subprocess.CompletedProcess[str]:
     """Run promtool and capture its combined output."""
     assert PROMTOOL is not None
-    return subprocess.run([PROMTOOL, *args], capture_output=True, text=True, check=False, timeout=120)
+    return subprocess.run(
+        [PROMTOOL, *args], capture_output=True, text=True, check=False, timeout=120
+    )
 
 
-def check_exprs_with_promtool(exprs: list[tuple[str, str]], tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    """Write macro-substituted expressions as recording rules and run ``promtool check rules`` on them."""
-    rules = [{"record": f"dashboard:{name.replace('-', '_')}", "expr": substitute_macros(e)} for name, e in exprs]
+def check_exprs_with_promtool(
+    exprs: list[tuple[str, str]], tmp_path: Path
+) -> subprocess.CompletedProcess[str]:
+    """Write macro-substituted expressions as recording rules; ``promtool check rules`` them."""
+    rules = [
+        {"record": f"dashboard:{name.replace('-', '_')}", "expr": substitute_macros(e)}
+        for name, e in exprs
+    ]
     path = tmp_path / "dashboard_exprs.yaml"
     path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
     return run_promtool("check", "rules", str(path))
@@ -134,7 +146,7 @@ def _dashboard() -> dict[str, Any]:
     return load_dashboard()
 
 
-# --- Tests ---------------------------------------------------------------------------------------------
+# --- Tests ----------------------------------------------------------------------------------------
 
 
 class TestMetricNames:
@@ -144,23 +156,29 @@ class TestMetricNames:
         ("expr", "expected"),
         [
             ("loopguard_runs_total", {"loopguard_runs_total"}),
-            ('sum by (prompt_template, tool) (rate(a_total{tool="x_total",p=~"$v"}[$__rate_interval]))', {"a_total"}),
+            ('sum by (prompt_template, tool) '
+             '(rate(a_total{tool="x_total",p=~"$v"}[$__rate_interval]))', {"a_total"}),
             ("sum without (instance) (b) / ignoring (kind) group_left (x) c", {"b", "c"}),
-            ("rate(a[1h] offset 1h) > 3 * on (p) b and c > 0.1 unless d offset 10m", {"a", "b", "c", "d"}),
-            ("loopguard:loop_detected:rate10m > 1e3 or vector(0)", {"loopguard:loop_detected:rate10m"}),
+            ("rate(a[1h] offset 1h) > 3 * on (p) b and c > 0.1 unless d offset 10m",
+             {"a", "b", "c", "d"}),
+            ("loopguard:loop_detected:rate10m > 1e3 or vector(0)",
+             {"loopguard:loop_detected:rate10m"}),
             ('topk(10, sum by (p) (increase(x[$__range]))) and on (p) {__name__="y"}', {"x", "y"}),
             ("sum by (le) (rate(h_bucket[5m:1m])) > bool Inf", {"h_bucket"}),
         ],
-        ids=["bare", "functions-labels-strings", "grouping", "offsets-durations", "recording-rule", "name-matcher",
-             "subquery-literals"],
+        ids=["bare", "functions-labels-strings", "grouping", "offsets-durations", "recording-rule",
+             "name-matcher", "subquery-literals"],
     )  # fmt: skip
     def test_extracts_only_metric_names(self, expr: str, expected: set[str]) -> None:
-        """Only selected metric names come out; functions, labels, keywords, durations and numbers do not."""
+        """Only metric names come out, not functions, labels, keywords, durations or numbers."""
         assert metric_names(expr) == expected
 
     def test_substitutes_grafana_macros(self) -> None:
         """Grafana macros become fixed durations and template variables become a match-all regex."""
-        expr = 'rate(a{p=~"$prompt_template",d="${datasource}"}[$__rate_interval]) + b[$__range] + c[${__interval}]'
+        expr = (
+            'rate(a{p=~"$prompt_template",d="${datasource}"}[$__rate_interval])'
+            ' + b[$__range] + c[${__interval}]'
+        )
         assert substitute_macros(expr) == 'rate(a{p=~".*",d=".*"}[1m]) + b[1h] + c[15s]'
 
 
@@ -186,15 +204,21 @@ class TestDashboardStructure:
         assert variables["datasource"]["query"] == "prometheus"
 
     def test_has_prompt_template_variable(self, dashboard: dict[str, Any]) -> None:
-        """A multi-value `prompt_template` variable with an All option (`.*`) queries label values."""
+        """A multi-value `prompt_template` variable with an All option (`.*`) queries label
+        values.
+        """
         variable = {v["name"]: v for v in dashboard["templating"]["list"]}["prompt_template"]
         assert variable["type"] == "query"
         assert variable["datasource"]["uid"] == DATASOURCE_UID
         assert variable["definition"] == f"label_values({TOOL_CALLS}, prompt_template)"
-        assert (variable["multi"], variable["includeAll"], variable["allValue"]) == (True, True, ".*")
+        assert (variable["multi"], variable["includeAll"], variable["allValue"]) == (
+            True, True, ".*"
+        )
 
     def test_every_panel_has_title_and_description(self, dashboard: dict[str, Any]) -> None:
-        """Every panel has a title, and every non-row panel a description of the question it answers."""
+        """Every panel has a title, and every non-row panel a description of the question it
+        answers.
+        """
         for panel in iter_panels(dashboard["panels"]):
             assert panel.get("title"), panel
             assert panel["type"] == "row" or panel.get("description"), panel["title"]
@@ -206,22 +230,32 @@ class TestDashboardStructure:
         for panel in panels:
             assert panel["gridPos"]["x"] + panel["gridPos"]["w"] <= 24, panel["title"]
 
-    def test_every_target_has_expr_and_uses_datasource_variable(self, dashboard: dict[str, Any]) -> None:
+    def test_every_target_has_expr_and_uses_datasource_variable(
+        self, dashboard: dict[str, Any]
+    ) -> None:
         """Every query target has a non-empty `expr` and points at the `${datasource}` variable."""
         targets = dashboard_targets(dashboard)
         assert len(targets) >= 10
         for panel, target in targets:
             assert target.get("expr", "").strip(), panel["title"]
-            assert target["datasource"] == {"type": "prometheus", "uid": DATASOURCE_UID}, panel["title"]
+            assert target["datasource"] == {
+                "type": "prometheus",
+                "uid": DATASOURCE_UID,
+            }, panel["title"]
 
     def test_every_query_panel_uses_datasource_variable(self, dashboard: dict[str, Any]) -> None:
         """Every panel with queries has `${datasource}` as its panel datasource."""
         for panel in iter_panels(dashboard["panels"]):
             if panel.get("targets"):
-                assert panel["datasource"] == {"type": "prometheus", "uid": DATASOURCE_UID}, panel["title"]
+                assert panel["datasource"] == {
+                    "type": "prometheus",
+                    "uid": DATASOURCE_UID,
+                }, panel["title"]
 
     def test_templated_metrics_filter_on_prompt_template(self, dashboard: dict[str, Any]) -> None:
-        """Every selector of a metric with a prompt_template label is filtered by the `$prompt_template` variable."""
+        """Every selector of a metric with a prompt_template label is filtered by the
+        `$prompt_template` variable.
+        """
         selector = re.compile(r"(\w+)(\{[^{}]*\})?")
         for name, expr in dashboard_exprs(dashboard):
             for metric, labels in selector.findall(expr):
@@ -239,7 +273,9 @@ class TestMetricContract:
     """Dashboards and rules reference only metrics that otel-loopguard exports (style point 37)."""
 
     def test_dashboard_references_only_exported_metrics(self, dashboard: dict[str, Any]) -> None:
-        """Every metric name in a dashboard expression is in METRIC_NAMES or is a loopguard recording rule."""
+        """Every metric name in a dashboard expression is in METRIC_NAMES or is a loopguard
+        recording rule.
+        """
         known = METRIC_NAMES | recording_rule_names()
         for name, expr in dashboard_exprs(dashboard):
             names = metric_names(substitute_macros(expr))
@@ -254,20 +290,30 @@ class TestMetricContract:
             assert set(_LABEL_VALUES.findall(query)) <= METRIC_NAMES, query
 
     def test_dashboard_shows_every_exported_metric(self, dashboard: dict[str, Any]) -> None:
-        """Every exported metric appears on at least one panel, so no metric ships without a view."""
-        used = set().union(*(metric_names(substitute_macros(e)) for _, e in dashboard_exprs(dashboard)))
+        """Every exported metric appears on at least one panel, so no metric ships without a
+        view.
+        """
+        used = set().union(
+            *(metric_names(substitute_macros(e)) for _, e in dashboard_exprs(dashboard))
+        )
         assert METRIC_NAMES - used == set()
 
     def test_rules_reference_only_exported_metrics(self) -> None:
-        """Every metric name in a rule expression is in METRIC_NAMES or a recording rule of the same file."""
+        """Every metric name in a rule expression is in METRIC_NAMES or a recording rule of the
+        same file.
+        """
         known = METRIC_NAMES | recording_rule_names()
         for rule in load_rules():
             names = metric_names(rule["expr"])
             assert names, rule
-            assert names <= known, f"{rule.get('record') or rule['alert']}: unknown {sorted(names - known)}"
+            assert names <= known, (
+                f"{rule.get('record') or rule['alert']}: unknown {sorted(names - known)}"
+            )
 
     def test_recording_rules_are_namespaced(self) -> None:
-        """Recording rule names start with `loopguard:` and have the level:metric:operation shape."""
+        """Recording rule names start with `loopguard:` and have the level:metric:operation
+        shape.
+        """
         for name in recording_rule_names():
             assert re.fullmatch(r"loopguard:\w+:\w+", name), name
 
@@ -275,7 +321,11 @@ class TestMetricContract:
         """alerts.yaml has the `otel-loopguard` group with the three documented alerts."""
         doc = yaml.safe_load(ALERTS.read_text())
         assert [g["name"] for g in doc["groups"]] == ["otel-loopguard"]
-        assert set(alert_rules()) == {"LoopGuardBrokenPromptTemplate", "LoopGuardLoopSpike", "LoopGuardInternalErrors"}
+        assert set(alert_rules()) == {
+            "LoopGuardBrokenPromptTemplate",
+            "LoopGuardLoopSpike",
+            "LoopGuardInternalErrors",
+        }
 
     def test_alerts_have_severity_and_annotations(self) -> None:
         """Every alert carries a severity label and a summary and description annotation."""
@@ -284,8 +334,14 @@ class TestMetricContract:
             assert {"summary", "description"} <= set(rule["annotations"]), name
 
     def test_every_alert_is_tested_firing_and_not_firing(self) -> None:
-        """alerts_test.yaml has, for every alert, a case where it fires and a case where it does not."""
-        cases = [c for t in yaml.safe_load(ALERTS_TEST.read_text())["tests"] for c in t.get("alert_rule_test", [])]
+        """alerts_test.yaml has, for every alert, a case where it fires and a case where it does
+        not.
+        """
+        cases = [
+            c
+            for t in yaml.safe_load(ALERTS_TEST.read_text())["tests"]
+            for c in t.get("alert_rule_test", [])
+        ]
         for name in alert_rules():
             outcomes = {bool(c.get("exp_alerts")) for c in cases if c["alertname"] == name}
             assert outcomes == {True, False}, name
@@ -306,7 +362,9 @@ class TestPromtool:
         assert result.returncode == 0, result.stdout + result.stderr
 
     def test_dashboard_exprs_parse(self, dashboard: dict[str, Any], tmp_path: Path) -> None:
-        """Every dashboard expression, with Grafana macros substituted, parses as a recording rule."""
+        """Every dashboard expression, with Grafana macros substituted, parses as a recording
+        rule.
+        """
         result = check_exprs_with_promtool(dashboard_exprs(dashboard), tmp_path)
         assert result.returncode == 0, result.stdout + result.stderr
 

@@ -1,4 +1,4 @@
-"""Integration tests for tests/_prometheus.py against a real Prometheus scraping prometheus-client."""
+"""Integration tests for tests/_prometheus.py: a real Prometheus scraping prometheus-client."""
 
 from __future__ import annotations
 
@@ -7,9 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
-
-from otel_loopguard._metric_names import INTERNAL_ERRORS, LOOP_DETECTED, OPEN_RUNS, RUNS, TOOL_CALLS
 from _prometheus import (
     PROMETHEUS_AVAILABLE,
     SKIP_REASON,
@@ -18,13 +15,21 @@ from _prometheus import (
     running_prometheus,
     wait_until,
 )
+from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 from test_dashboards import ALERTS, dashboard_exprs, load_dashboard, substitute_macros
 
-pytestmark = [pytest.mark.prometheus, pytest.mark.skipif(not PROMETHEUS_AVAILABLE, reason=SKIP_REASON)]
+from otel_loopguard._metric_names import INTERNAL_ERRORS, LOOP_DETECTED, OPEN_RUNS, RUNS, TOOL_CALLS
+
+pytestmark = [
+    pytest.mark.prometheus,
+    pytest.mark.skipif(not PROMETHEUS_AVAILABLE, reason=SKIP_REASON),
+]
 
 
 def _counter(name: str, labels: list[str], registry: CollectorRegistry) -> Counter:
-    """Create a counter registered as ``name`` minus its ``_total`` suffix (prometheus-client adds it back)."""
+    """Create a counter registered as ``name`` minus its ``_total`` suffix (prometheus-client adds
+    it back).
+    """
     return Counter(name.removesuffix("_total"), f"{name} (test)", labels, registry=registry)
 
 
@@ -32,7 +37,9 @@ def _counter(name: str, labels: list[str], registry: CollectorRegistry) -> Count
 def _metrics_target() -> Iterator[str]:
     """Serve static loopguard metrics from a fresh registry on 127.0.0.1 and yield ``host:port``."""
     registry = CollectorRegistry()
-    _counter(TOOL_CALLS, ["prompt_template", "tool"], registry).labels("triage@v3", "search").inc(12)
+    _counter(TOOL_CALLS, ["prompt_template", "tool"], registry).labels(
+        "triage@v3", "search"
+    ).inc(12)
     _counter(RUNS, ["prompt_template"], registry).labels("triage@v3").inc(4)
     _counter(LOOP_DETECTED, ["prompt_template", "detector", "action", "mode"], registry).labels(
         "triage@v3", "repeat", "warn", "observe"
@@ -49,9 +56,15 @@ def _metrics_target() -> Iterator[str]:
 
 
 @pytest.fixture(name="prom", scope="module")
-def _prom(metrics_target: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
-    """One Prometheus for the module, scraping ``metrics_target`` and loading dashboards/alerts.yaml."""
-    with running_prometheus([metrics_target], [ALERTS], tmp_path=tmp_path_factory.mktemp("prom")) as prom:
+def _prom(
+    metrics_target: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PrometheusServer]:
+    """One Prometheus for the module, scraping ``metrics_target`` and loading
+    dashboards/alerts.yaml.
+    """
+    with running_prometheus(
+        [metrics_target], [ALERTS], tmp_path=tmp_path_factory.mktemp("prom")
+    ) as prom:
         yield prom
 
 
@@ -88,7 +101,9 @@ class TestRunningPrometheus:
             prom.wait_for("loopguard_no_such_metric", timeout=0.5)
 
     def test_loads_alert_rules(self, prom: PrometheusServer) -> None:
-        """alerts.yaml loads as the `otel-loopguard` group and every rule evaluates with health ok."""
+        """alerts.yaml loads as the `otel-loopguard` group and every rule evaluates with health
+        ok.
+        """
 
         def rules_evaluated(groups: list[dict[str, Any]]) -> bool:
             return bool(groups) and all(r["health"] == "ok" for g in groups for r in g["rules"])
@@ -102,9 +117,13 @@ class TestRunningPrometheus:
 
         def firing(alerts: list[dict[str, Any]]) -> list[dict[str, Any]]:
             name = "LoopGuardInternalErrors"
-            return [a for a in alerts if a["labels"]["alertname"] == name and a["state"] == "firing"]
+            return [
+                a for a in alerts if a["labels"]["alertname"] == name and a["state"] == "firing"
+            ]
 
-        alerts = wait_until(lambda: firing(prom.alerts()), timeout=30.0, what="LoopGuardInternalErrors firing")
+        alerts = wait_until(
+            lambda: firing(prom.alerts()), timeout=30.0, what="LoopGuardInternalErrors firing"
+        )
         (alert,) = alerts
         assert alert["labels"] == {
             "alertname": "LoopGuardInternalErrors",
@@ -115,7 +134,9 @@ class TestRunningPrometheus:
         }
 
     def test_dashboard_exprs_evaluate(self, prom: PrometheusServer) -> None:
-        """Every dashboard expression, macros substituted, is accepted by a real Prometheus query API."""
+        """Every dashboard expression, macros substituted, is accepted by a real Prometheus query
+        API.
+        """
         for name, expr in dashboard_exprs(load_dashboard()):
             try:
                 prom.query(substitute_macros(expr))
@@ -126,7 +147,9 @@ class TestRunningPrometheus:
 class TestPrometheusFactory:
     """The prometheus_factory fixture."""
 
-    def test_starts_independent_servers(self, prometheus_factory: Callable[..., PrometheusServer]) -> None:
+    def test_starts_independent_servers(
+        self, prometheus_factory: Callable[..., PrometheusServer]
+    ) -> None:
         """Each call starts a separate ready server on its own port, stopped at teardown."""
         first, second = prometheus_factory([]), prometheus_factory([])
         assert first.url != second.url
@@ -137,7 +160,9 @@ class TestPrometheusFactory:
     def test_start_failure_includes_log(self, tmp_path: Path) -> None:
         """A server that cannot start raises PrometheusError quoting its own log."""
         rules = tmp_path / "broken.yaml"
-        rules.write_text("groups: [{name: bad, rules: [{record: 'x:y:z', expr: 'sum(rate(a[1m])'}]}]\n")
+        rules.write_text(
+            "groups: [{name: bad, rules: [{record: 'x:y:z', expr: 'sum(rate(a[1m])'}]}]\n"
+        )
         with (
             pytest.raises(PrometheusError, match=r"(?s)did not become ready.*error loading config"),
             running_prometheus(["127.0.0.1:1"], [rules], tmp_path=tmp_path),
