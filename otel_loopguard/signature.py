@@ -136,24 +136,35 @@ class VolatileMatcher:
             return isinstance(value, str) and _DATETIME_RE.search(value) is not None
         return hit == 1
 
-    def strip(self, value: Any) -> None:
+    def strip(self, value: Any) -> bool:
         """Delete the volatile keys of every mapping inside parsed JSON ``value``, in place.
 
-        ``value`` is what a JSON parser returned (dicts, lists and scalars), at most
-        ``_MAX_DEPTH`` deep.
+        ``value`` is what a JSON parser returned (dicts, lists and scalars). Returns False, and
+        stops part-way, when ``value`` holds a container ``_MAX_DEPTH`` levels down or a list of
+        more than ``_MAX_ITEMS`` items: the general path, which cuts those (``normalize_value``),
+        must sign it. The walk finds this out on the way, so the caller need not count brackets.
         """
-        if type(value) is dict:
-            self._strip_dict(value)
-        elif type(value) is list:
-            self._strip_list(value)
+        try:
+            if type(value) is dict:
+                self._strip_dict(value)
+            elif type(value) is list:
+                self._strip_list(value, 0)
+        except _Unbounded:
+            return False
+        return True
 
     def _strip_dict(self, value: dict[str, Any]) -> None:
         if self._safe.issuperset(value) and _CONTAINERS.isdisjoint(map(type, value.values())):
             return  # known plain keys, no nested mapping or list: nothing to do (C-speed test)
-        self._strip_items(value)
+        self._strip_items(value, 0)
 
-    def _strip_items(self, value: dict[str, Any]) -> None:
-        """``_strip_dict`` past its first test; nested mappings get that test inline."""
+    def _strip_items(self, value: dict[str, Any], depth: int) -> None:
+        """``_strip_dict`` of a mapping ``depth`` levels down, past its first test.
+
+        Nested mappings get that test inline, down to the depth where the bound is checked.
+        """
+        if depth >= _MAX_DEPTH:
+            raise _Unbounded
         cache, safe, drop = self._cache, self._safe, None
         for key, item in value.items():
             hit = cache.get(key)
@@ -168,25 +179,35 @@ class VolatileMatcher:
                 continue
             kind = type(item)
             if kind is dict:
-                if not (safe.issuperset(item)
+                if not (depth < _INLINE_DEPTH and safe.issuperset(item)
                         and _CONTAINERS.isdisjoint(map(type, item.values()))):
-                    self._strip_items(item)
+                    self._strip_items(item, depth + 1)
             elif kind is list:
-                self._strip_list(item)
+                self._strip_list(item, depth + 1)
         if drop is not None:
             for key in drop:
                 del value[key]
 
-    def _strip_list(self, value: list[Any]) -> None:
+    def _strip_list(self, value: list[Any], depth: int) -> None:
+        if depth >= _MAX_DEPTH or len(value) > _MAX_ITEMS:
+            raise _Unbounded
         safe = self._safe
         for item in value:
             kind = type(item)
             if kind is dict:  # records: the plain ones pass ``_strip_dict``'s test, inline
-                if not (safe.issuperset(item)
+                if not (depth < _INLINE_DEPTH and safe.issuperset(item)
                         and _CONTAINERS.isdisjoint(map(type, item.values()))):
-                    self._strip_items(item)
+                    self._strip_items(item, depth + 1)
             elif kind is list:
-                self._strip_list(item)
+                self._strip_list(item, depth + 1)
+
+
+class _Unbounded(Exception):
+    """Raised inside the volatile walk at a bound only the general path enforces."""
+
+
+_INLINE_DEPTH: Final = _MAX_DEPTH - 1
+"""Containers up to this depth may skip a plain mapping inside them (it is at most this + 1)."""
 
 
 def normalize_value(  # noqa: PLR0911 - one return per value type reads best
@@ -358,11 +379,14 @@ def _fast_json(text: str, volatile: VolatileMatcher | None,
         parsed = orjson.loads(text)
     except orjson.JSONDecodeError:
         return _NOT_JSON
-    if (len(text) > max_chars or text.count("[") + text.count("{") > _MAX_DEPTH
-            ) and _has_long_string(parsed, max_chars, 0):
+    if volatile is None:
+        if (len(text) > min(max_chars, _LONG_LIST_CHARS)
+                or text.count("[") + text.count("{") > _MAX_DEPTH
+                ) and _has_long_string(parsed, max_chars, 0):
+            return _NOT_JSON
+    elif (len(text) > max_chars and _has_long_string(parsed, max_chars, 0)
+            ) or not volatile.strip(parsed):  # the walk checks depth and list sizes itself
         return _NOT_JSON
-    if volatile is not None:
-        volatile.strip(parsed)
     try:
         return parsed, _canonical(parsed, result=volatile is not None)
     except (ValueError, TypeError, RecursionError):
@@ -373,11 +397,16 @@ _ODD_WS_RE: Final = re.compile(r"[^\S ]")
 _NOT_JSON: Final = object()
 
 
+_LONG_LIST_CHARS: Final = 2 * _MAX_ITEMS
+"""A JSON text no longer than this holds no list of more than ``_MAX_ITEMS`` items."""
+
+
 def _has_long_string(value: Any, max_chars: int, depth: int) -> bool:
+    """Return whether ``normalize_value`` would cut ``value`` (hash, depth or item bound)."""
     if isinstance(value, str):
         return len(value) > max_chars
-    if depth > _MAX_DEPTH:
-        return True
+    if depth >= _MAX_DEPTH and isinstance(value, dict | list):
+        return True  # ``normalize_value`` writes a container this deep as "\x00deep"
     if isinstance(value, dict):
         return any(_has_long_string(v, max_chars, depth + 1) for v in value.values())
     if isinstance(value, list):

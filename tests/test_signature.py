@@ -139,6 +139,23 @@ class TestToolSignature:
         """A dict takes orjson's path when it can and writes the general path's text."""
         assert canonical_args(arguments)[1] == _canonical(normalize_args(arguments))
 
+    @pytest.mark.parametrize("depth", range(29, 35))
+    @pytest.mark.parametrize("leaf", ["text", 7, [], {"k": "v"}],
+                             ids=["text", "int", "empty-list", "plain-map"])
+    def test_deep_json_text_takes_the_general_cut(self, depth: int, leaf: Any) -> None:
+        """Around the depth cut, JSON text arguments are written as the general path writes."""
+        value: Any = leaf
+        for level in range(depth):
+            value = {"k": value} if level % 2 else [value, 1]
+        assert canonical_args(json.dumps(value))[1] == _canonical(normalize_args(value))
+
+    def test_long_list_takes_the_general_cut(self) -> None:
+        """A list longer than the items kept is cut alike as text or object, whatever the cap."""
+        value = {"ids": list(range(3000))}
+        for cap in (4096, 100_000):
+            assert canonical_args(json.dumps(value), max_value_chars=cap)[1] == \
+                _canonical(normalize_args(value, max_value_chars=cap))
+
     @given(st.text(alphabet="abcXYZ/._", min_size=1, max_size=12))
     def test_case_is_preserved(self, text: str) -> None:
         """Arguments differing only in case get different signatures (paths are case-sensitive)."""
@@ -238,6 +255,27 @@ class TestAnalyzeResult:
     def test_json_text_result_equals_object(self, volatile: VolatileMatcher) -> None:
         """A result given as JSON text compares equal to the same object."""
         assert _sig('{"b": 2, "a": [1]}', volatile) == _sig({"a": [1], "b": 2}, volatile)
+
+    @pytest.mark.parametrize("depth", range(29, 35))
+    @pytest.mark.parametrize("leaf", ["text", "", 7, None, [], {}, {"k": "v"}, ["a", "b"]],
+                             ids=["text", "empty-text", "int", "null", "empty-list",
+                                  "empty-map", "plain-map", "list-of-text"])
+    def test_deep_json_text_result_equals_object(self, volatile: VolatileMatcher, depth: int,
+                                                 leaf: Any) -> None:
+        """Around the depth cut, JSON text (the fast path) and the object sign alike."""
+        value: Any = leaf
+        for level in range(depth):
+            value = {"k": value, "fetched_at": "now"} if level % 2 else [value, 1]
+        assert _sig(json.dumps(value), volatile) == _sig(value, volatile)
+
+    def test_long_list_json_text_result_equals_object(self) -> None:
+        """A list longer than the items kept signs alike as text and object, whatever the cap."""
+        value = {"ids": list(range(3000)), "request_id": "r1"}
+        text = json.dumps(value, separators=(",", ":"))
+        volatile = VolatileMatcher()
+        for cap in (4096, 100_000):
+            assert analyze_result(text, volatile, max_value_chars=cap).digest == \
+                analyze_result(value, volatile, max_value_chars=cap).digest
 
     @given(ANYTHING)
     @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow],
