@@ -41,7 +41,7 @@ class Step:
 
 
 class CountingWindow:
-    """The last ``size`` keys with, per key, the (index, span id) of each occurrence.
+    """The keys of the last ``size`` calls with, per key, the (index, span id) of each occurrence.
 
     Not thread-safe: used under the run's lock. Memory is O(size).
     """
@@ -55,21 +55,24 @@ class CountingWindow:
         self._members: dict[str, list[tuple[int, str]]] = {}  # lists: far smaller than deques
 
     def push(self, key: str, index: int, span_id: str) -> list[tuple[int, str]]:
-        """Add an occurrence and return every occurrence of ``key`` still in the window."""
-        order = self._order
-        if len(order) >= self._size:
-            old = order.pop(0)
-            members = self._members[old]
-            del members[0]
-            if not members:
-                del self._members[old]
+        """Add an occurrence and return every occurrence of ``key`` still in the window.
+
+        ``index`` is the call's position in the run: the window is the last ``size`` positions,
+        so a call that takes part in no key needs no entry (positions stay aligned).
+        """
+        order, members = self._order, self._members
+        limit = index - self._size
+        while order:
+            oldest = members[order[0]]
+            if oldest[0][0] > limit:  # the oldest entry's position is still in the window
+                break
+            del oldest[0]
+            if not oldest:
+                del members[order[0]]
+            del order[0]
         order.append(key)
-        occurrences = self._members.get(key)
+        occurrences = members.get(key)
         if occurrences is None:
-            occurrences = self._members[key] = []
+            occurrences = members[key] = []
         occurrences.append((index, span_id))
         return occurrences
-
-    def skip(self, index: int) -> None:
-        """Advance the window by one call that takes part in no key (keeps positions aligned)."""
-        self.push("\x00skip", index, "")

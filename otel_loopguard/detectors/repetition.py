@@ -50,10 +50,8 @@ class StagnationDetector(DetectorBase):
     def observe(self, state: _PollState, step: Step) -> Evidence | None:
         """Count this (call, result) and report the ladder it reached."""
         if not step.has_result or step.error is not None or step.kind == "exempt":
-            state.window.skip(step.index)
             return None
         if step.kind == "poll":
-            state.window.skip(step.index)
             return self._poll(state, step)
         occ = state.window.push(step.pair, step.index, step.span_id)
         if len(occ) < self._floor:
@@ -104,7 +102,6 @@ class RepeatDetector(DetectorBase):
     def observe(self, state: CountingWindow, step: Step) -> Evidence | None:
         """Count this call when its result is absent."""
         if step.has_result or step.error is not None or step.kind in ("exempt", "poll"):
-            state.skip(step.index)
             return None
         occ = state.push(step.call_sig, step.index, step.span_id)
         if len(occ) < self._floor:
