@@ -140,9 +140,9 @@ class VolatileMatcher:
         """Delete the volatile keys of every mapping inside parsed JSON ``value``, in place.
 
         ``value`` is what a JSON parser returned (dicts, lists and scalars). Returns False, and
-        stops part-way, when ``value`` holds a container ``_MAX_DEPTH`` levels down or a list of
-        more than ``_MAX_ITEMS`` items: the general path, which cuts those (``normalize_value``),
-        must sign it. The walk finds this out on the way, so the caller need not count brackets.
+        stops part-way, when ``value`` holds a container ``_MAX_DEPTH`` levels down or one of more
+        than ``_MAX_ITEMS`` items: the general path, which cuts those (``normalize_value``), must
+        sign it. The walk finds this out on the way, so the caller need not count brackets.
         """
         try:
             if type(value) is dict:
@@ -154,7 +154,8 @@ class VolatileMatcher:
         return True
 
     def _strip_dict(self, value: dict[str, Any]) -> None:
-        if self._safe.issuperset(value) and _CONTAINERS.isdisjoint(map(type, value.values())):
+        if (self._safe.issuperset(value) and _CONTAINERS.isdisjoint(map(type, value.values()))
+                and len(value) <= _MAX_ITEMS):
             return  # known plain keys, no nested mapping or list: nothing to do (C-speed test)
         self._strip_items(value, 0)
 
@@ -163,7 +164,7 @@ class VolatileMatcher:
 
         Nested mappings get that test inline, down to the depth where the bound is checked.
         """
-        if depth >= _MAX_DEPTH:
+        if depth >= _MAX_DEPTH or len(value) > _MAX_ITEMS:
             raise _Unbounded
         cache, safe, drop = self._cache, self._safe, None
         for key, item in value.items():
@@ -180,7 +181,8 @@ class VolatileMatcher:
             kind = type(item)
             if kind is dict:
                 if not (depth < _INLINE_DEPTH and safe.issuperset(item)
-                        and _CONTAINERS.isdisjoint(map(type, item.values()))):
+                        and _CONTAINERS.isdisjoint(map(type, item.values()))
+                        and len(item) <= _MAX_ITEMS):
                     self._strip_items(item, depth + 1)
             elif kind is list:
                 self._strip_list(item, depth + 1)
@@ -196,7 +198,8 @@ class VolatileMatcher:
             kind = type(item)
             if kind is dict:  # records: the plain ones pass ``_strip_dict``'s test, inline
                 if not (depth < _INLINE_DEPTH and safe.issuperset(item)
-                        and _CONTAINERS.isdisjoint(map(type, item.values()))):
+                        and _CONTAINERS.isdisjoint(map(type, item.values()))
+                        and len(item) <= _MAX_ITEMS):
                     self._strip_items(item, depth + 1)
             elif kind is list:
                 self._strip_list(item, depth + 1)
@@ -398,7 +401,7 @@ _NOT_JSON: Final = object()
 
 
 _LONG_LIST_CHARS: Final = 2 * _MAX_ITEMS
-"""A JSON text no longer than this holds no list of more than ``_MAX_ITEMS`` items."""
+"""A JSON text no longer than this holds no container of more than ``_MAX_ITEMS`` items."""
 
 
 def _has_long_string(value: Any, max_chars: int, depth: int) -> bool:
@@ -408,7 +411,8 @@ def _has_long_string(value: Any, max_chars: int, depth: int) -> bool:
     if depth >= _MAX_DEPTH and isinstance(value, dict | list):
         return True  # ``normalize_value`` writes a container this deep as "\x00deep"
     if isinstance(value, dict):
-        return any(_has_long_string(v, max_chars, depth + 1) for v in value.values())
+        return len(value) > _MAX_ITEMS or any(
+            _has_long_string(v, max_chars, depth + 1) for v in value.values())
     if isinstance(value, list):
         return len(value) > _MAX_ITEMS or any(
             _has_long_string(v, max_chars, depth + 1) for v in value)

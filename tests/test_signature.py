@@ -149,9 +149,11 @@ class TestToolSignature:
             value = {"k": value} if level % 2 else [value, 1]
         assert canonical_args(json.dumps(value))[1] == _canonical(normalize_args(value))
 
-    def test_long_list_takes_the_general_cut(self) -> None:
-        """A list longer than the items kept is cut alike as text or object, whatever the cap."""
-        value = {"ids": list(range(3000))}
+    @pytest.mark.parametrize("value", [
+        {"ids": list(range(3000))}, {"by_id": {f"k{i}": i for i in range(3000)}},
+    ], ids=["long-list", "long-map"])
+    def test_long_container_takes_the_general_cut(self, value: Any) -> None:
+        """A container past the items kept is cut alike as text or object, whatever the cap."""
         for cap in (4096, 100_000):
             assert canonical_args(json.dumps(value), max_value_chars=cap)[1] == \
                 _canonical(normalize_args(value, max_value_chars=cap))
@@ -268,9 +270,13 @@ class TestAnalyzeResult:
             value = {"k": value, "fetched_at": "now"} if level % 2 else [value, 1]
         assert _sig(json.dumps(value), volatile) == _sig(value, volatile)
 
-    def test_long_list_json_text_result_equals_object(self) -> None:
-        """A list longer than the items kept signs alike as text and object, whatever the cap."""
-        value = {"ids": list(range(3000)), "request_id": "r1"}
+    @pytest.mark.parametrize("value", [
+        {"ids": list(range(3000)), "request_id": "r1"},
+        {"by_id": {f"k{i}": i for i in range(3000)}, "request_id": "r1"},
+        {f"k{i}": i for i in range(3000)},
+    ], ids=["long-list", "long-nested-map", "long-map"])
+    def test_long_json_text_result_equals_object(self, value: Any) -> None:
+        """A container past the items kept signs alike as text and object, whatever the cap."""
         text = json.dumps(value, separators=(",", ":"))
         volatile = VolatileMatcher()
         for cap in (4096, 100_000):
