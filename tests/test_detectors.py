@@ -546,6 +546,17 @@ class TestNearDuplicateDetector:
                      ("Paris weather", "weather Paris", "paris, weather"), filters, strict=True))]
         assert _by(_run(calls), "near_duplicate") == {3: "replan"}
 
+    @pytest.mark.parametrize(("results", "fires"), [
+        (["no results", "[]", "not found"], True),
+        (["Paris: 21C, sunny"] * 3, False),
+        (["no results", "Paris: 21C, sunny", "Paris: 21C, sunny"], False),
+    ], ids=["all-empty", "one-answer-repeated", "answer-after-empty"])
+    def test_progress_is_judged_per_member(self, results: list[str], fires: bool) -> None:
+        """Each member's result must be empty or already returned: a first answer is progress."""
+        calls = [_call("search", {"q": q}, r) for q, r in zip(
+            ("weather in Paris", "Paris weather", "paris weather today"), results, strict=True)]
+        assert (_by(_run(calls), "near_duplicate") == {3: "replan"}) is fires
+
     def test_progress_keeps_it_quiet(self) -> None:
         """A rewording that finds something new is progress."""
         calls = [_call("search", {"q": q}, r) for q, r in [
