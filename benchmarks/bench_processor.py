@@ -19,6 +19,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 ARGS = json.dumps({"query": "refund policy for damaged items", "limit": 10, "lang": "en",
@@ -28,7 +29,11 @@ RESULT = json.dumps({"results": [{"id": i, "title": f"Policy section {i}",
                                  for i in range(6)], "total": 6})
 
 
-def _provider(config: str) -> Any:
+def _provider(config: str, adjust: Callable[[Any], None] | None = None) -> Any:
+    """Return a provider with a null exporter: ``batch`` alone, or ``loopguard`` before it.
+
+    ``adjust`` receives the loopguard processor before it is added (profile_processor's stub).
+    """
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
@@ -45,8 +50,11 @@ def _provider(config: str) -> Any:
 
         from otel_loopguard import LoopGuardConfig, LoopGuardSpanProcessor
 
-        provider.add_span_processor(LoopGuardSpanProcessor(
-            LoopGuardConfig(), downstream=batch, registry=CollectorRegistry()))
+        processor = LoopGuardSpanProcessor(LoopGuardConfig(), downstream=batch,
+                                           registry=CollectorRegistry())
+        if adjust is not None:
+            adjust(processor)
+        provider.add_span_processor(processor)
     return provider
 
 

@@ -25,34 +25,18 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from bench_processor import ARGS, RESULT
+from bench_processor import _provider as bench_provider
 
 
 def _provider(config: str, flag_every: int) -> Any:
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-
-    class Null(SpanExporter):
-        def export(self, spans: Any) -> SpanExportResult:
-            return SpanExportResult.SUCCESS
-
-    provider = TracerProvider()
-    batch = BatchSpanProcessor(Null(), max_queue_size=1 << 20)
-    if config == "batch":
-        provider.add_span_processor(batch)
-        return provider
-    from prometheus_client import CollectorRegistry
-
-    from otel_loopguard import LoopGuardConfig, LoopGuardSpanProcessor
-
-    processor = LoopGuardSpanProcessor(LoopGuardConfig(), downstream=batch,
-                                       registry=CollectorRegistry())
+    """``bench_processor``'s provider; ``stub`` is loopguard with the engine stubbed."""
     if config == "stub":
-        _stub_engine(processor, flag_every)
-    provider.add_span_processor(processor)
-    return provider
+        return bench_provider("loopguard", adjust=lambda proc: _stub_engine(proc, flag_every))
+    return bench_provider(config)
 
 
 def _stub_engine(processor: Any, flag_every: int) -> None:
@@ -186,6 +170,25 @@ def profile(kind: str, spans: int, stub: bool, flag_every: int) -> None:
     pstats.Stats(prof).sort_stats("tottime").print_stats(30)
 
 
+def _children(args: Any, flag: str, kinds: list[str],
+              configs: list[tuple[str, str]]) -> Iterator[tuple[str, dict[str, float]]]:
+    """Run ``flag`` children for each repeat, kind and (label, PYTHONPATH), interleaved.
+
+    Yields ``("kind/label", the child's last JSON line)``.
+    """
+    for _ in range(args.repeat):
+        for kind in kinds:
+            for label, tree in configs:
+                env = dict(os.environ)
+                if tree:
+                    env["PYTHONPATH"] = tree
+                out = subprocess.run(
+                    [sys.executable, __file__, flag, label.split("@")[0], kind,
+                     "--spans", str(args.spans), "--flag-every", str(args.flag_every)],
+                    capture_output=True, text=True, check=True, env=env).stdout
+                yield f"{kind}/{label}", json.loads(out.strip().splitlines()[-1])
+
+
 def hooks_main(args: Any) -> None:
     """Run ``hooks_child`` for null and each processor config, interleaved; print medians."""
     kinds = args.kinds.split(",")
@@ -195,18 +198,8 @@ def hooks_main(args: Any) -> None:
         if config not in ("batch", "null"):
             configs.extend((f"{config}@{tree}" if tree else config, tree) for tree in trees)
     results: dict[str, list[dict[str, float]]] = {}
-    for _ in range(args.repeat):
-        for kind in kinds:
-            for label, tree in configs:
-                env = dict(os.environ)
-                if tree:
-                    env["PYTHONPATH"] = tree
-                out = subprocess.run(
-                    [sys.executable, __file__, "--hooks-child", label.split("@")[0], kind,
-                     "--spans", str(args.spans), "--flag-every", str(args.flag_every)],
-                    capture_output=True, text=True, check=True, env=env).stdout
-                results.setdefault(f"{kind}/{label}", []).append(
-                    json.loads(out.strip().splitlines()[-1]))
+    for key, got in _children(args, "--hooks-child", kinds, configs):
+        results.setdefault(key, []).append(got)
     print("median over runs of: per-hook median ns (child span on_start, on_end, root on_end),"
           " and mean hook ns per child span; timer cost (null) subtracted in 'net'")
     med = statistics.median
@@ -267,18 +260,8 @@ def pipeline_main(args: Any) -> None:
         else:
             configs.extend((f"{config}@{tree}" if tree else config, tree) for tree in trees)
     results: dict[str, list[float]] = {}
-    for _ in range(args.repeat):
-        for kind in kinds:
-            for label, tree in configs:
-                env = dict(os.environ)
-                if tree:
-                    env["PYTHONPATH"] = tree
-                out = subprocess.run(
-                    [sys.executable, __file__, "--child", label.split("@")[0], kind, "--spans",
-                     str(args.spans), "--flag-every", str(args.flag_every)],
-                    capture_output=True, text=True, check=True, env=env).stdout
-                got = json.loads(out.strip().splitlines()[-1])
-                results.setdefault(f"{kind}/{label}", []).append(got["us_per_span"])
+    for key, got in _children(args, "--child", kinds, configs):
+        results.setdefault(key, []).append(got["us_per_span"])
     med = {key: statistics.median(v) for key, v in results.items()}
     for key in sorted(med):
         print(f"{key:24} median {med[key]:7.2f} us/span  runs: "

@@ -24,7 +24,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
-from opentelemetry.trace import StatusCode
+from opentelemetry.trace import SpanContext, StatusCode
 
 from otel_loopguard._guard import InternalErrorGuard
 from otel_loopguard._live import MAX_DEPTH as _MAX_DEPTH
@@ -202,7 +202,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             if context is not None:  # tuple indexes: [0] trace_id, [1] span_id, [2] is_remote
                 self._open.pop(context[1], None)
                 if not _TOOL_MARKERS.isdisjoint(attrs) or name.startswith(_LOGFIRE_PREFIXES):
-                    out = self._candidate(span, attrs, name) or span
+                    out = self._candidate(span, attrs, name, context, parent) or span
                 if parent is None or parent[2]:
                     self._release(context[0])
         except Exception as exc:
@@ -220,8 +220,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
         return self.downstream.force_flush(timeout_millis) if self.downstream else True
 
     # --- internals -------------------------------------------------------------------------
-    def _candidate(self, span: ReadableSpan, attrs: Mapping[str, Any],
-                   name: str) -> ReadableSpan | None:
+    def _candidate(self, span: ReadableSpan, attrs: Mapping[str, Any], name: str,
+                   context: SpanContext, parent: SpanContext | None) -> ReadableSpan | None:
+        """Handle a span that may be a tool call, model turn or handoff (``on_end``'s reads)."""
         if is_model_turn(name, attrs):
             entry, _ = self.store.get_or_create(self._run_id(span, attrs))
             with entry.state.lock:
@@ -240,7 +241,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             else:
                 return None  # an agent, chain or other span
             if plan is not HANDOFF:
-                return self._tool_span(span, attrs, plan)
+                return self._tool_span(span, attrs, plan, context, parent)
         event = to_event(span_record_from_readable(span), self.adapters)
         if event is None:
             return None
@@ -253,8 +254,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
             self.metrics.record_call(template, event.tool, first=first)
         return self._finding(span, decision, previous, template, run_id)
 
-    def _tool_span(self, span: ReadableSpan, attrs: Mapping[str, Any],
-                   plan: CallPlan) -> ReadableSpan | None:
+    def _tool_span(self, span: ReadableSpan, attrs: Mapping[str, Any], plan: CallPlan,
+                   context: SpanContext, parent: SpanContext | None) -> ReadableSpan | None:
         """Run a tool span of the default adapters through the engine (the hot path)."""
         tool, args_key, result_key, agent = plan
         arguments, result, has_result, failed, message = tool_call_values(
@@ -262,7 +263,6 @@ class LoopGuardSpanProcessor(SpanProcessor):
             lambda: error_message(span_record_from_readable(span)))
         tool = str(tool)
         agent = str(agent) if agent else None
-        context = span.context
         last = self._last_trace  # one tuple: read and replaced atomically
         if last[0] == context.trace_id:
             trace_id = last[1]  # the calls of a run mostly come one after another
@@ -273,7 +273,6 @@ class LoopGuardSpanProcessor(SpanProcessor):
         entry, created = self.store.get_or_create(run_id)
         if created and self._multiprocess:
             self.metrics.set_open_runs(len(self.store))  # type: ignore[union-attr]  # checked
-        parent = span.parent
         parent_id = parent.span_id if parent is not None else None
         with entry.state.lock:
             if entry.template is None or agent is None:
