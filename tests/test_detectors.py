@@ -548,11 +548,18 @@ class TestNearDuplicateDetector:
 
     @pytest.mark.parametrize(("results", "fires"), [
         (["no results", "[]", "not found"], True),
-        (["Paris: 21C, sunny"] * 3, False),
+        (["Paris: 21C, sunny"] * 3, True),
+        (["Paris: 21C, sunny", "no results", "[]"], True),
+        (["Paris: 21C, sunny", "no results", "Paris: 21C, sunny"], True),
         (["no results", "Paris: 21C, sunny", "Paris: 21C, sunny"], False),
-    ], ids=["all-empty", "one-answer-repeated", "answer-after-empty"])
+        (["Paris: 21C, sunny", "Paris: 19C, rain", "Paris: 21C, sunny"], False),
+    ], ids=["all-empty", "one-answer-repeated", "answer-then-empty", "answer-empty-answer",
+            "answer-after-empty", "new-answer-between"])
     def test_progress_is_judged_per_member(self, results: list[str], fires: bool) -> None:
-        """Each member's result must be empty or already returned: a first answer is progress."""
+        """After the group's first call, each result must be empty or already returned.
+
+        Rewordings that keep getting the first answer are a loop; a new answer is progress.
+        """
         calls = [_call("search", {"q": q}, r) for q, r in zip(
             ("weather in Paris", "Paris weather", "paris weather today"), results, strict=True)]
         assert (_by(_run(calls), "near_duplicate") == {3: "replan"}) is fires

@@ -72,8 +72,9 @@ class NearDuplicateDetector(DetectorBase):
     multi-word ones also by token overlap (Jaccard >= ``near_duplicate_jaccard``) or by an
     optional embedder. Single-word values (ids, paths, numbers) must match up to case and
     punctuation. Fires (replan) when at least ``near_duplicate_min`` such calls sit within the
-    last ``near_duplicate_window`` calls and each result is empty or one an earlier call of the
-    group already returned. Without captured results it compares calls alone and only warns.
+    last ``near_duplicate_window`` calls and each result after the group's first is empty or one
+    an earlier call of the group already returned. Without captured results it compares calls
+    alone and only warns.
     """
 
     name = "near_duplicate"
@@ -125,8 +126,15 @@ class NearDuplicateDetector(DetectorBase):
 
     @staticmethod
     def _no_progress(group: list[Step]) -> bool:
-        seen: set[str] = set()
-        for member in group:
+        """Return True when no rewording after the group's first call brought anything new.
+
+        The first call's result is what the group started from, empty or not; each later one
+        must be empty or a result an earlier member returned (the spec's "counts a repeat only
+        if its outcome did not change"). So rewordings that get the same real answer again are
+        a loop, and one that gets a new answer is progress.
+        """
+        seen = {group[0].result_sig}
+        for member in group[1:]:
             if not (member.empty or member.result_sig in seen):
                 return False
             seen.add(member.result_sig)
