@@ -97,7 +97,7 @@ class LoopEngine:
         self.policy = policy or Policy()
         self.on_decision = on_decision
         self.callback_errors = 0
-        self._volatile = VolatileMatcher(self.config.volatile_keys)
+        self._volatile_matcher = VolatileMatcher(self.config.volatile_keys)
         self._kinds: dict[str, str] = {}
         self._in_callback = threading.local()
         self._near_duplicates = "near_duplicate" in self.config.detectors
@@ -255,12 +255,12 @@ class LoopEngine:
         calls (2 to 16), so a cycle the cycle detector can see is analysed once per step.
         """
         if not isinstance(result, str):
-            return analyze_result(result, self._volatile, max_value_chars=self._max_chars)
+            return analyze_result(result, self._volatile_matcher, max_value_chars=self._max_chars)
         key = (len(result), hash(result))
         cache = run.results
         info = cache.get(key)
         if info is None:
-            info = analyze_result(result, self._volatile, max_value_chars=self._max_chars)
+            info = analyze_result(result, self._volatile_matcher, max_value_chars=self._max_chars)
             cache[key] = info
             if len(cache) > self._result_cache_size:
                 del cache[next(iter(cache))]

@@ -509,8 +509,12 @@ def _result_info_init(self: ResultInfo, digest: str, error: str | None = None,
     _set_empty(self, empty)
 
 
-_set_digest, _set_error, _set_in_progress, _set_empty = slot_setters(ResultInfo)[1]
-setattr(ResultInfo, "__init__", _result_info_init)  # noqa: B010 - mypy keeps the dataclass one
+try:
+    _set_digest, _set_error, _set_in_progress, _set_empty = slot_setters(ResultInfo)[1]
+except TypeError:  # compiled with mypyc (benchmarks/build_mypyc.py): a native class already
+    pass
+else:
+    setattr(ResultInfo, "__init__", _result_info_init)  # noqa: B010 - mypy keeps the dataclass one
 
 
 def analyze_result(

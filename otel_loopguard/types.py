@@ -211,7 +211,10 @@ class Detector(Protocol):
     state it is given and must not block or call out.
     """
 
-    name: str
+    @property
+    def name(self) -> str:
+        """The detector's name (a class attribute in the built-in ones), as in evidence."""
+        ...
 
     def new_state(self) -> Any:
         """Return fresh, bounded per-run state."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, ClassVar
 
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.types import Action, Evidence
@@ -50,7 +50,7 @@ def occurrence_details(occurrences: Iterable[tuple[int, str]], **extra: Any) -> 
 class DetectorBase:
     """Common constructor: a detector reads its thresholds from a ``LoopGuardConfig``."""
 
-    name = ""
+    name: ClassVar[str] = ""
 
     def __init__(self, config: LoopGuardConfig | None = None) -> None:
         """Bind the detector to ``config`` (defaults when None)."""

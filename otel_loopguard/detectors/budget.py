@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import ClassVar
 
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.detectors._base import DetectorBase, lowest
@@ -29,7 +30,7 @@ class BudgetDetector(DetectorBase):
     toward budgets but are never flagged themselves.
     """
 
-    name = "budget"
+    name: ClassVar[str] = "budget"
 
     def __init__(self, config: LoopGuardConfig | None = None) -> None:
         """Bind to ``config``; budgets that are off for every tool are never looked at."""

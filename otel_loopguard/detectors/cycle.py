@@ -8,7 +8,7 @@ quadratic) in the longest cycle looked for.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from otel_loopguard.detectors._base import DetectorBase, ladder
 from otel_loopguard.detectors._step import Step
@@ -118,7 +118,7 @@ class CycleDetector(DetectorBase):
     alone are compared, with the quieter repeat ladder (warn at 3, replan at 5, no stop).
     """
 
-    name = "cycle"
+    name: ClassVar[str] = "cycle"
 
     def new_state(self) -> _CycleState:
         """Return the run's period matcher."""
@@ -173,7 +173,7 @@ class HandoffDetector(DetectorBase):
     supervisor handing work to the same worker again and again is not a ping-pong.
     """
 
-    name = "handoff"
+    name: ClassVar[str] = "handoff"
 
     def new_state(self) -> _HandoffState:
         """Return the run's handoff matcher."""

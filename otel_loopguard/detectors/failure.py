@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import ClassVar, Final
 
 from otel_loopguard.detectors._base import DetectorBase, ladder, occurrence_details
 from otel_loopguard.detectors._step import Step
@@ -61,7 +61,7 @@ class FailureDetector(DetectorBase):
     arguments warns at 2 and stops at 3; retryable errors warn at 3 and stop at 5.
     """
 
-    name = "failure"
+    name: ClassVar[str] = "failure"
 
     def new_state(self) -> dict[str, _ToolFailures]:
         """Return the run's failures since each tool's last success."""
@@ -112,7 +112,7 @@ class FailureDetector(DetectorBase):
 class MutatingFailureDetector(DetectorBase):
     """A mutating tool failing identically, with identical arguments, in consecutive calls."""
 
-    name = "mutating_failure"
+    name: ClassVar[str] = "mutating_failure"
 
     def new_state(self) -> dict[str, tuple[str, int, list[tuple[int, str]]]]:
         """Return each mutating tool's current streak of identical failures."""

@@ -6,7 +6,7 @@ import math
 import re
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import orjson
 
@@ -77,7 +77,7 @@ class NearDuplicateDetector(DetectorBase):
     alone and only warns.
     """
 
-    name = "near_duplicate"
+    name: ClassVar[str] = "near_duplicate"
 
     def __init__(self, config: LoopGuardConfig | None = None, *, embedder: Embedder | None = None,
                  embedding_threshold: float = 0.8) -> None:

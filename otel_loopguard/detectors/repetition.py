@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.detectors._base import DetectorBase, ladder, lowest, occurrence_details
@@ -34,7 +34,7 @@ class StagnationDetector(DetectorBase):
     ``repeat``.
     """
 
-    name = "stagnation"
+    name: ClassVar[str] = "stagnation"
 
     def __init__(self, config: LoopGuardConfig | None = None) -> None:
         """Bind to ``config``; counts below every threshold return at once."""
@@ -88,7 +88,7 @@ class StagnationDetector(DetectorBase):
 class RepeatDetector(DetectorBase):
     """The same call repeated when results are not captured: warn at 3, replan at 5, no stop."""
 
-    name = "repeat"
+    name: ClassVar[str] = "repeat"
 
     def __init__(self, config: LoopGuardConfig | None = None) -> None:
         """Bind to ``config``; counts below every threshold return at once."""
@@ -116,7 +116,7 @@ class RepeatDetector(DetectorBase):
 class RereadDetector(DetectorBase):
     """Re-reading the same range of the same file with unchanged content, anywhere in the run."""
 
-    name = "reread"
+    name: ClassVar[str] = "reread"
 
     def __init__(self, config: LoopGuardConfig | None = None) -> None:
         """Bind to ``config``; counts below every threshold return at once."""
@@ -158,7 +158,7 @@ class _BatchState:
 class BatchDetector(DetectorBase):
     """The same set of parallel calls with unchanged results in consecutive model turns."""
 
-    name = "batch"
+    name: ClassVar[str] = "batch"
 
     def new_state(self) -> _BatchState:
         """Return the run's current and previous batch."""
