@@ -68,8 +68,8 @@ _TEMPLATES: Final[dict[str, Callable[[Evidence], str]]] = {
         "what is missing."),
     "NEAR_DUPLICATE": lambda e: (
         f'You have called "{e.tool}" {e.count} times with reworded arguments that return '
-        "nothing new; rewording will not help. Try a different tool or source, or report that "
-        "the information is not available."),
+        "nothing new; rewording will not help. Use what you already have, try a different tool "
+        "or source, or report that the information is not available."),
     "BUDGET_WARNING": lambda e: (
         f"This run has used {e.count} tool calls ({e.details.get('budget')} budget "
         f"{e.details.get('limit')}); wrap up soon."),
