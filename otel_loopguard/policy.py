@@ -29,6 +29,11 @@ def _tools(details: Any) -> str:
     return " -> ".join(tools) if tools else "tools"
 
 
+def _compared(evidence: Evidence) -> bool:
+    """Return False when the evidence compared calls alone (results were not captured)."""
+    return bool(evidence.details.get("outcomes_compared", True))
+
+
 _TEMPLATES: Final[dict[str, Callable[[Evidence], str]]] = {
     "STAGNANT_RESULT": lambda e: (
         f'You have called "{e.tool}" with the same arguments {e.count} times and got the same '
@@ -42,7 +47,7 @@ _TEMPLATES: Final[dict[str, Callable[[Evidence], str]]] = {
     "CYCLE_DETECTED": lambda e: (
         f"You have repeated the same sequence of {e.details.get('cycle_length')} steps "
         f"({_tools(e.details)}) {e.count} times in a row"
-        + (" with the same results" if e.details.get("outcomes_compared", True) else "")
+        + (" with the same results" if _compared(e) else "")
         + "; break the cycle."),
     "PERMANENT_FAILURE": lambda e: (
         f'"{e.tool}" failed {e.count} times with the same permanent error '
@@ -57,8 +62,9 @@ _TEMPLATES: Final[dict[str, Callable[[Evidence], str]]] = {
         "error; the change cannot apply as written. Re-read the current state before trying a "
         "different change."),
     "REPEATED_READ": lambda e: (
-        f'You have read the same unchanged content with "{e.tool}" {e.count} times in this run; '
-        "use what you already read instead of reading it again."),
+        f'You have read the same {"unchanged content" if _compared(e) else "thing"} with '
+        f'"{e.tool}" {e.count} times in this run; use what you already read instead of reading '
+        "it again."),
     "REPEATED_BATCH": lambda e: (
         f"You issued the same {e.details.get('batch_size')} parallel tool calls {e.count} turns "
         "in a row with unchanged results; change the calls or proceed with what you have."),
@@ -67,9 +73,10 @@ _TEMPLATES: Final[dict[str, Callable[[Evidence], str]]] = {
         f"{e.count} times without progress; the current agent should finish it or report "
         "what is missing."),
     "NEAR_DUPLICATE": lambda e: (
-        f'You have called "{e.tool}" {e.count} times with reworded arguments that return '
-        "nothing new; rewording will not help. Use what you already have, try a different tool "
-        "or source, or report that the information is not available."),
+        f'You have called "{e.tool}" {e.count} times with reworded arguments'
+        + (" that return nothing new" if _compared(e) else "")
+        + "; rewording will not help. Use what you already have, try a different tool or "
+        "source, or report that the information is not available."),
     "BUDGET_WARNING": lambda e: (
         f"This run has used {e.count} tool calls ({e.details.get('budget')} budget "
         f"{e.details.get('limit')}); wrap up soon."),

@@ -418,10 +418,24 @@ class TestRereadDetector:
         decisions = _run([read, *_filler(15), read, *_filler(15, 50), read], config)
         assert _by(decisions, "reread") == {33: "warn"}
 
-    def test_quiet_without_results(self) -> None:
-        """Reads whose content was not captured are not rereads."""
+    def test_without_results_compares_reads_alone(self) -> None:
+        """Without captured content, identical reads count anywhere in the run, on the repeat
+        ladder (warn at 3, replan at 5), beyond the repeat detector's window."""
         read = _call("read_file", {"path": "a.py"})
-        assert _by(_run([read, *_filler(15), read, *_filler(15, 50), read]), "reread") == {}
+        calls = [read, *_filler(15), read, *_filler(15, 50), read, *_filler(15, 100), read,
+                 *_filler(15, 150), read]
+        decisions = _run(calls)
+        assert _by(decisions, "reread") == {33: "warn", 49: "warn", 65: "replan"}
+        assert _by(decisions, "repeat") == {}  # each re-read is outside its 12-call window
+        evidence = next(e for e in decisions[32].evidence if e.detector == "reread")
+        assert evidence.details["outcomes_compared"] is False
+        assert "read the same thing" in decisions[32].hint
+        assert "unchanged content" not in decisions[32].hint
+
+    def test_without_results_other_reads_do_not_count(self) -> None:
+        """Without content, only the same read (same arguments) counts."""
+        calls = [_call("read_file", {"path": p}) for p in ("a.py", "b.py", "c.py", "d.py")]
+        assert _by(_run(calls * 2), "reread") == {}
 
 
 class TestBatchDetector:
@@ -572,10 +586,21 @@ class TestNearDuplicateDetector:
         assert _by(_run(calls), "near_duplicate") == {}
 
     def test_without_results_only_warns(self) -> None:
-        """Without captured results, near-duplicates warn instead of replan."""
+        """Without captured results, three near-duplicates warn instead of replan."""
         calls = [_call("search", {"q": q}) for q in
                  ("weather in Paris", "Paris weather", "paris weather today")]
-        assert _by(_run(calls), "near_duplicate") == {3: "warn"}
+        decisions = _run(calls)
+        assert _by(decisions, "near_duplicate") == {3: "warn"}
+        assert "that return nothing new" not in decisions[2].hint
+
+    def test_without_results_follows_the_repeat_ladder(self) -> None:
+        """Without captured results the calls alone are compared: warn at 3, replan at 5."""
+        calls = [_call("search", {"q": q}) for q in
+                 ("weather in Paris", "Paris weather", "paris weather today",
+                  "weather paris now", "Paris, weather")]
+        config = LoopGuardConfig.create(near_duplicate_window=6)
+        assert _by(_run(calls, config), "near_duplicate") == {
+            3: "warn", 4: "warn", 5: "replan"}
 
     def test_without_arguments_is_quiet(self) -> None:
         """Without captured arguments there is nothing to compare."""

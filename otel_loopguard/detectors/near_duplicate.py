@@ -74,7 +74,7 @@ class NearDuplicateDetector(DetectorBase):
     punctuation. Fires (replan) when at least ``near_duplicate_min`` such calls sit within the
     last ``near_duplicate_window`` calls and each result after the group's first is empty or one
     an earlier call of the group already returned. Without captured results it compares calls
-    alone and only warns.
+    alone, on the quieter repeat ladder (warn at ``repeat_warn``, replan at ``repeat_replan``).
     """
 
     name: ClassVar[str] = "near_duplicate"
@@ -114,15 +114,18 @@ class NearDuplicateDetector(DetectorBase):
             return None
         if len({s.call_sig for s in group}) < 2:
             return None
-        if not step.has_result:
-            action = ladder(len(group), self.config.threshold(step.tool, "repeat_warn"))
+        extra: dict[str, Any] = {}
+        if not step.has_result:  # calls alone, on the quieter repeat ladder
+            action = ladder(len(group), self.config.threshold(step.tool, "repeat_warn"),
+                            self.config.threshold(step.tool, "repeat_replan"))
+            extra["outcomes_compared"] = False
         elif self._no_progress(group):
             action = Action.REPLAN
         else:
             return None
         return self.evidence("NEAR_DUPLICATE", action, step.tool, len(group), occurrence_details(
             ((s.index, s.span_id) for s in group), distinct_arguments=len(
-                {s.call_sig for s in group})))
+                {s.call_sig for s in group}), **extra))
 
     @staticmethod
     def _no_progress(group: list[Step]) -> bool:

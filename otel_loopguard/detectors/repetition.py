@@ -114,7 +114,11 @@ class RepeatDetector(DetectorBase):
 
 
 class RereadDetector(DetectorBase):
-    """Re-reading the same range of the same file with unchanged content, anywhere in the run."""
+    """Re-reading the same range of the same file with unchanged content, anywhere in the run.
+
+    Without captured results the reads alone are compared, with the quieter repeat ladder (warn
+    at ``repeat_warn``, replan at ``repeat_replan``), still anywhere in the run.
+    """
 
     name: ClassVar[str] = "reread"
 
@@ -122,6 +126,7 @@ class RereadDetector(DetectorBase):
         """Bind to ``config``; counts below every threshold return at once."""
         super().__init__(config)
         self._floor = lowest(self.config, "reread_warn")
+        self._floor_calls_only = lowest(self.config, "repeat_warn", "repeat_replan")
 
     def new_state(self) -> dict[str, tuple[int, list[tuple[int, str]]]]:
         """Return the run-wide (read, content) → (count, recent occurrences) table."""
@@ -129,19 +134,27 @@ class RereadDetector(DetectorBase):
 
     def observe(self, state: dict[str, tuple[int, list[tuple[int, str]]]],
                 step: Step) -> Evidence | None:
-        """Count this read when the tool is a read tool and its content was captured."""
-        if step.kind != "read" or not step.has_result or step.error is not None:
+        """Count this read (with its content when captured) when the tool is a read tool."""
+        if step.kind != "read" or step.error is not None:
             return None
-        count, occ = state.pop(step.pair, (0, []))
+        count, occ = state.pop(step.pair, (0, []))  # the pair is the call alone without results
         occ.append((step.index, step.span_id))
         del occ[:-10]
         state[step.pair] = (count + 1, occ)
         if len(state) > _MAX_TRACKED:
             del state[next(iter(state))]
+        cfg, tool = self.config, step.tool
+        if not step.has_result:
+            if count + 1 < self._floor_calls_only:
+                return None
+            action = ladder(count + 1, cfg.threshold(tool, "repeat_warn"),
+                            cfg.threshold(tool, "repeat_replan"))
+            return self.evidence("REPEATED_READ", action, tool, count + 1, occurrence_details(
+                occ, call=step.call_sig[:8], outcomes_compared=False))
         if count + 1 < self._floor:
             return None
-        action = ladder(count + 1, self.config.threshold(step.tool, "reread_warn"))
-        return self.evidence("REPEATED_READ", action, step.tool, count + 1, occurrence_details(
+        action = ladder(count + 1, cfg.threshold(tool, "reread_warn"))
+        return self.evidence("REPEATED_READ", action, tool, count + 1, occurrence_details(
             occ, call=step.call_sig[:8], result=step.result_sig[:8]))
 
 
