@@ -19,7 +19,7 @@ from typing import Any, Final, ParamSpec, TypeVar, cast, overload
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
-from otel_loopguard.exceptions import ToolLoopError
+from otel_loopguard.exceptions import LoopGuardError, ToolLoopError
 from otel_loopguard.processor import LoopGuardSpanProcessor, evidence_attributes
 from otel_loopguard.types import Action, Decision
 
@@ -126,7 +126,7 @@ class ToolGuard:
                arguments: Any) -> tuple[Decision, LoopDetectedResult | None]:
         try:
             return self._precheck(span, tool, arguments)
-        except ToolLoopError:
+        except LoopGuardError:  # ToolLoopError, or a call from on_decision into its own run
             raise
         except Exception as exc:
             self.processor.guard.handle("enforce", exc)
@@ -144,6 +144,8 @@ class ToolGuard:
                 entry.state.hinted = True
             else:
                 enforcement = self.config.enforcement
+            if enforcement is not None:  # the call never runs, so process never sees it
+                self.processor.engine.notify(entry.state, decision)
         if decision.flagged:
             self._annotate(span, decision, run_id, enforcement)
         if enforcement is None:

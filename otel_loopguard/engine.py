@@ -17,6 +17,7 @@ from otel_loopguard.detectors import HandoffDetector, make_default_detectors
 from otel_loopguard.detectors._base import ladder
 from otel_loopguard.detectors._step import Step
 from otel_loopguard.detectors.failure import classify_error
+from otel_loopguard.exceptions import LoopGuardError
 from otel_loopguard.policy import Policy
 from otel_loopguard.signature import (
     ResultInfo,
@@ -40,8 +41,8 @@ class RunState:
     """Everything the engine remembers about one run. Bounded; guarded by ``lock``."""
 
     __slots__ = ("calls", "explicit_handoffs", "handoff_state", "highest", "hinted",
-                 "last_agent", "last_end_ns", "last_turn", "lock", "outcomes", "per_tool",
-                 "results", "states", "stopped")
+                 "last_agent", "last_end_ns", "last_turn", "lock", "notifying", "outcomes",
+                 "per_tool", "results", "states", "stopped")
 
     def __init__(self, states: tuple[Any, ...], handoff_state: Any) -> None:
         """Hold fresh detector states."""
@@ -62,6 +63,16 @@ class RunState:
         """(length, hash) of the run's latest result texts → their analysis (bounded)."""
         self.hinted = False
         """Enforce mode, ``hint_then_abort``: a hint was already given in this run."""
+        self.notifying = 0
+        """The id of the thread running ``on_decision`` for this run (0: none)."""
+
+    def in_callback(self) -> bool:
+        """Return True on the thread that is running ``on_decision`` for this run.
+
+        Whoever holds the run's ``lock`` to call the engine checks this first: the callback runs
+        under that lock, so taking it again on that thread would deadlock.
+        """
+        return self.notifying == threading.get_ident()
 
 
 class _Outcome:
@@ -112,7 +123,13 @@ class LoopEngine:
                         self.handoffs.new_state() if self.handoffs else None)
 
     def process(self, run: RunState, call: ToolCall) -> Decision:
-        """Observe one finished tool call of ``run`` and return the decision on it."""
+        """Observe one finished tool call of ``run`` and return the decision on it.
+
+        Raises:
+            LoopGuardError: when called from ``on_decision`` for the same run.
+        """
+        if run.notifying:
+            _check_reentry(run)
         step = self.make_step(run, call)
         self._remember_outcome(run, step)
         evidence: list[Evidence] = []
@@ -136,7 +153,12 @@ class LoopEngine:
         call whose next identical outcome would reach a threshold gets that action now, so a
         guard can block the call that would be one too many. Budgets count this call. Does not
         change the run's state.
+
+        Raises:
+            LoopGuardError: when called from ``on_decision`` for the same run.
         """
+        if run.notifying:
+            _check_reentry(run)
         call_sig = digest(tool + "\x00" + self._canonical_args(arguments)[1])
         kind = self.tool_kind(tool)
         if kind == "exempt":
@@ -217,7 +239,13 @@ class LoopEngine:
             del run.per_tool[next(iter(run.per_tool))]
 
     def process_handoff(self, run: RunState, handoff: Handoff) -> Decision:
-        """Observe one explicit handoff of ``run``."""
+        """Observe one explicit handoff of ``run``.
+
+        Raises:
+            LoopGuardError: when called from ``on_decision`` for the same run.
+        """
+        if run.notifying:
+            _check_reentry(run)
         run.explicit_handoffs = True
         run.last_agent = handoff.to_agent
         found = self.handoffs.observe(run.handoff_state, handoff) if self.handoffs else None
@@ -341,16 +369,35 @@ class LoopEngine:
         if decision.action is Action.STOP and run.stopped is None:
             run.stopped = decision
         if decision.action > Action.CONTINUE and self.on_decision is not None:
-            self._notify(decision)
+            self.notify(run, decision)
         return decision
 
-    def _notify(self, decision: Decision) -> None:
-        if getattr(self._in_callback, "active", False):
-            return  # a callback must not re-enter the engine on the same thread
+    def notify(self, run: RunState, decision: Decision) -> None:
+        """Hand ``decision`` of ``run`` to ``on_decision``, containing what it raises.
+
+        The engine calls it for every decision above continue; an enforce-mode guard calls it
+        for a call it blocks before the call runs (that call never reaches ``process``). While
+        the callback runs, the run cannot be fed again from that thread (``LoopGuardError``,
+        counted with the callback's errors when it escapes the callback), and a callback that
+        feeds another run is not called back for that nested decision.
+        """
+        if self.on_decision is None or getattr(self._in_callback, "active", False):
+            return
         self._in_callback.active = True
+        previous, run.notifying = run.notifying, threading.get_ident()
         try:
-            self.on_decision(decision)  # type: ignore[misc]  # checked by the caller
+            self.on_decision(decision)
         except Exception:
             self.callback_errors += 1
         finally:
+            run.notifying = previous
             self._in_callback.active = False
+
+
+def _check_reentry(run: RunState) -> None:
+    """Raise when this thread is inside ``on_decision`` for ``run`` (it holds the run's lock)."""
+    if run.in_callback():
+        raise LoopGuardError(
+            "on_decision must not feed the run it was called for (process, precheck, "
+            "process_handoff or a guarded tool call of that run inside the callback); do that "
+            "work after the callback returns")

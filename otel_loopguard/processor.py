@@ -45,6 +45,7 @@ from otel_loopguard.adapters.openinference import OpenInferenceAdapter
 from otel_loopguard.adapters.openllmetry import OpenLLMetryAdapter
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.engine import LoopEngine
+from otel_loopguard.exceptions import LoopGuardError
 from otel_loopguard.metrics import LoopGuardMetrics
 from otel_loopguard.state import InMemoryRunStateStore, RunEntry
 from otel_loopguard.types import Action, Decision, Handoff, SpanAdapter, ToolCall
@@ -224,10 +225,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                    context: SpanContext, parent: SpanContext | None) -> ReadableSpan | None:
         """Handle a span that may be a tool call, model turn or handoff (``on_end``'s reads)."""
         if is_model_turn(name, attrs):
-            entry, _ = self.store.get_or_create(self._run_id(span, attrs))
-            with entry.state.lock:
-                entry.model_turns += 1
-                entry.seen_model = True
+            self._model_turn(span, attrs)
             return None
         if attrs.get("loopguard.blocked"):
             return None  # the guard blocked it: the tool never ran
@@ -243,16 +241,30 @@ class LoopGuardSpanProcessor(SpanProcessor):
             if plan is not HANDOFF:
                 return self._tool_span(span, attrs, plan, context, parent)
         event = to_event(span_record_from_readable(span), self.adapters)
-        if event is None:
-            return None
+        return None if event is None else self._event_span(span, attrs, event)
+
+    def _event_span(self, span: ReadableSpan, attrs: Mapping[str, Any],
+                    event: ToolCall | Handoff) -> ReadableSpan | None:
+        """Run a tool call or handoff from the configured adapters through the engine."""
         run_id = self._run_id(span, attrs)
         entry, created = self.store.get_or_create(run_id)
         if created and self._multiprocess:
             self.metrics.set_open_runs(len(self.store))  # type: ignore[union-attr]  # checked
+        if entry.state.notifying and entry.state.in_callback():
+            return None  # ended inside this run's on_decision, which holds its lock
         decision, previous, template, first = self._decide(entry, event, attrs, span)
         if isinstance(event, ToolCall) and self.metrics is not None:
             self.metrics.record_call(template, event.tool, first=first)
         return self._finding(span, decision, previous, template, run_id)
+
+    def _model_turn(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
+        """Count a model turn of the span's run (the turns make batches)."""
+        entry, _ = self.store.get_or_create(self._run_id(span, attrs))
+        if entry.state.notifying and entry.state.in_callback():
+            return  # ended inside this run's on_decision, which holds its lock
+        with entry.state.lock:
+            entry.model_turns += 1
+            entry.seen_model = True
 
     def _tool_span(self, span: ReadableSpan, attrs: Mapping[str, Any], plan: CallPlan,
                    context: SpanContext, parent: SpanContext | None) -> ReadableSpan | None:
@@ -273,6 +285,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
         entry, created = self.store.get_or_create(run_id)
         if created and self._multiprocess:
             self.metrics.set_open_runs(len(self.store))  # type: ignore[union-attr]  # checked
+        if entry.state.notifying and entry.state.in_callback():
+            return None  # ended inside this run's on_decision, which holds its lock
         parent_id = parent.span_id if parent is not None else None
         with entry.state.lock:
             if entry.template is None or agent is None:
@@ -416,6 +430,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
             return
         run_id = format(span.context.trace_id, "032x")
         entry, _ = self.store.get_or_create(run_id)
+        if entry.state.notifying and entry.state.in_callback():
+            return  # started inside this run's on_decision, which holds its lock
         parent = format(span.parent.span_id, "016x")
         with entry.state.lock:
             previous = entry.agent_children.get(parent)
@@ -462,10 +478,18 @@ class LoopGuardSpanProcessor(SpanProcessor):
             self.metrics.set_open_runs(len(self.store))  # type: ignore[union-attr]  # checked
 
     def run_for_span(self, span: Any) -> tuple[str, RunEntry]:
-        """Return the run id and entry of a live span (used by the enforce-mode guard)."""
+        """Return the run id and entry of a live span (used by the enforce-mode guard).
+
+        Raises:
+            LoopGuardError: on the thread running ``on_decision`` for that run.
+        """
         attrs = span.attributes or {}
         run_id = self._run_id(span, attrs)
         entry, _ = self.store.get_or_create(run_id)
+        if entry.state.notifying and entry.state.in_callback():
+            raise LoopGuardError(
+                f"on_decision must not make a guarded tool call in the run it was called for "
+                f"(run {run_id}); do that work after the callback returns")
         with entry.state.lock:
             if entry.template is None:
                 parent = span.parent.span_id if span.parent is not None else None

@@ -396,6 +396,93 @@ def test_two_runs_on_two_threads_do_not_block_each_other(make: Any) -> None:
     assert len(runs) == 2
 
 
+# --------------------------------------------------------------------------- on_decision
+@pytest.mark.parametrize("enforcement", ["abort", "hint"])
+def test_blocked_calls_reach_on_decision(make: Any, enforcement: str) -> None:
+    """A call the guard blocks never runs, so the engine never decides on it after the fact:
+    the guard hands its blocking decision to ``on_decision`` itself."""
+    setup = make(mode="enforce", enforcement=enforcement)
+    seen: list[Any] = []
+    setup.processor.engine.on_decision = seen.append
+    with setup.run():
+        _calls(setup, 6)
+    assert [(d.call_index, d.action.label) for d in seen] == [
+        (3, "warn"), (4, "replan"), (5, "stop"), (5, "stop")]
+    assert all(d.evidence[0].details.get("predicted") for d in seen[2:])
+    assert setup.executions == 4
+
+
+def test_on_decision_with_a_guarded_call_of_its_own_run_does_not_deadlock(make: Any) -> None:
+    """The callback runs under the run's lock; a guarded call of that run from inside it is
+    refused with ``LoopGuardError`` (contained and counted) instead of waiting for the lock
+    forever."""
+    setup = make(mode="enforce", enforcement="abort")
+    errors: list[Exception] = []
+
+    def callback(decision: Any) -> None:
+        try:
+            setup.search("notify the on-call engineer")
+        except Exception as exc:
+            errors.append(exc)
+            raise
+
+    setup.processor.engine.on_decision = callback
+    outcome: list[Any] = []
+
+    def agent() -> None:
+        with setup.run():
+            outcome.extend(_calls(setup, 5))
+
+    thread = threading.Thread(target=agent, daemon=True)
+    thread.start()
+    thread.join(timeout=20)
+    assert not thread.is_alive(), "the agent thread deadlocked in on_decision"
+    assert outcome[:4] == ["no results"] * 4
+    assert isinstance(outcome[4], ToolLoopError)
+    assert len(errors) == 3  # warn, replan, and the blocked stop
+    assert all(type(e).__name__ == "LoopGuardError" and "must not make a guarded tool call"
+               in str(e) for e in errors)
+    assert setup.processor.engine.callback_errors == 3
+    assert setup.executions == 4  # the callback's own call never ran
+
+
+def test_spans_of_the_run_ended_inside_on_decision_pass_through(make: Any) -> None:
+    """A tool span or a model span of the same run that ends inside the callback (an
+    instrumented call made while handling the decision) is passed on unchecked, without
+    deadlocking on the run's lock."""
+    setup = make()  # observe mode
+    ended: list[str] = []
+
+    def callback(decision: Any) -> None:
+        with setup.tracer.start_as_current_span(
+                "chat gpt-4o", attributes={"gen_ai.operation.name": "chat"}):
+            pass
+        with setup.tracer.start_as_current_span("execute_tool page_oncall", attributes={
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "page_oncall"}):
+            pass
+        ended.append(decision.code)
+
+    setup.processor.engine.on_decision = callback
+    thread = threading.Thread(target=lambda: _in_run(setup, 3), daemon=True)
+    thread.start()
+    thread.join(timeout=20)
+    assert not thread.is_alive(), "the agent thread deadlocked in on_decision"
+    assert ended == ["STAGNANT_RESULT"]
+    pages = [s for s in setup.tool_spans() if s.name == "execute_tool page_oncall"]
+    assert len(pages) == 1
+    assert not any(k.startswith("loopguard.") for k in pages[0].attributes)
+    assert setup.processor.engine.callback_errors == 0
+    assert setup.sample("loopguard_tool_calls_total", tool="search",
+                        prompt_template="unknown") == 3
+    assert setup.sample("loopguard_tool_calls_total", tool="page_oncall",
+                        prompt_template="unknown") == 0
+
+
+def _in_run(setup: Setup, n: int) -> None:
+    with setup.run():
+        _calls(setup, n)
+
+
 # --------------------------------------------------------------------------------- typing
 _OVERLOADED = getattr(typing, "get_overloads", lambda f: [True])(ToolGuard.tool)
 

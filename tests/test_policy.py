@@ -12,8 +12,10 @@ from otel_loopguard import (
     Action,
     Decision,
     Evidence,
+    Handoff,
     LoopEngine,
     LoopGuardConfig,
+    LoopGuardError,
     Policy,
     ToolCall,
 )
@@ -266,6 +268,38 @@ class TestOnDecision:
         _calls(engine, [_STAGNANT] * 3)
         assert seen == [3]
         assert engine.callback_errors == 0
+
+    @pytest.mark.parametrize("entry", ["process", "precheck", "process_handoff"])
+    def test_the_callback_cannot_feed_its_own_run(self, entry: str) -> None:
+        """Feeding the run the callback was called for raises inside the callback (contained,
+        counted) and leaves the run as it was; the caller never sees it."""
+        engine = LoopEngine()
+        run = engine.new_run()
+        errors: list[Exception] = []
+        calls_seen: list[int] = []
+
+        def callback(decision: Decision) -> None:
+            calls_seen.append(run.calls)
+            try:
+                if entry == "process":
+                    engine.process(run, ToolCall(**_STAGNANT))
+                elif entry == "precheck":
+                    engine.precheck(run, "web_search", {"q": "pricing"})
+                else:
+                    engine.process_handoff(run, Handoff(from_agent="a", to_agent="b"))
+            except LoopGuardError as exc:
+                errors.append(exc)
+                raise
+
+        engine.on_decision = callback
+        decisions = [engine.process(run, ToolCall(**_STAGNANT)) for _ in range(4)]
+        assert [d.action.label for d in decisions] == ["continue", "continue", "warn", "replan"]
+        assert calls_seen == [3, 4]  # the nested calls changed nothing
+        assert run.calls == 4
+        assert len(errors) == 2
+        assert "on_decision must not feed the run it was called for" in str(errors[0])
+        assert engine.callback_errors == 2
+        assert not run.in_callback()  # cleared once the callback returned
 
     def test_no_callback_on_clean_calls(self) -> None:
         """A clean run never calls the callback."""

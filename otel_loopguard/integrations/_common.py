@@ -84,6 +84,8 @@ def check(processor: LoopGuardSpanProcessor, run_span: Any, tool: str,
             entry.state.hinted = True
         else:
             enforcement = config.enforcement
+        if enforcement is not None:  # the call never runs, so process never sees it
+            processor.engine.notify(entry.state, decision)
     if enforcement is not None:
         processor.record_enforcement(entry, enforcement)
     return GuardVerdict(decision, config.mode, enforcement, run_id)
