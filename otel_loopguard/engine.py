@@ -75,6 +75,10 @@ class RunState:
         return self.notifying == threading.get_ident()
 
 
+_RESET_SLOTS: Final = tuple(n for n in RunState.__slots__ if n not in ("lock", "notifying"))
+"""What ``LoopEngine.reset`` replaces: everything but the lock and the callback marker."""
+
+
 class _Outcome:
     """The streak of identical outcomes of one call signature (successes or failures)."""
 
@@ -94,13 +98,25 @@ class LoopEngine:
     Thread-safe as long as each ``RunState`` is used by one thread at a time (hold its lock).
     ``on_decision`` (seed 004's hook) receives every decision above continue; an exception in it
     is contained and counted in ``callback_errors``.
+
+    ``signature(tool, arguments) -> str`` and ``result_signature(tool, result) -> str`` (seed
+    004's hooks) replace the built-in signatures: two calls are the same call when ``signature``
+    returns the same text, two results the same result when ``result_signature`` does. Use them
+    to compare only the fields that identify a call or an answer. The result's facts (structured
+    error, in-progress state, emptiness) still come from the result itself. A hook that raises
+    or returns something other than a string is contained: the built-in signature is used for
+    that call and the error is counted in ``callback_errors``.
     """
 
     def __init__(self, config: LoopGuardConfig | None = None, *,
                  detectors: Sequence[Detector] | None = None, policy: Policy | None = None,
-                 on_decision: Callable[[Decision], object] | None = None) -> None:
+                 on_decision: Callable[[Decision], object] | None = None,
+                 signature: Callable[[str, Any], str] | None = None,
+                 result_signature: Callable[[str, Any], str] | None = None) -> None:
         """Build the engine; detectors default to ``make_default_detectors(config)``."""
         self.config = config or LoopGuardConfig()
+        self.signature = signature
+        self.result_signature = result_signature
         self.detectors = tuple(detectors if detectors is not None
                                else make_default_detectors(self.config))
         self.handoffs = HandoffDetector(self.config) if "handoff" in self.config.detectors \
@@ -121,6 +137,33 @@ class LoopEngine:
         """Return the state of a new run."""
         return RunState(tuple(d.new_state() for d in self.detectors),
                         self.handoffs.new_state() if self.handoffs else None)
+
+    def reset(self, run: RunState) -> None:
+        """Forget everything ``run`` has seen, in place (seed 004's ``reset()``); hold its lock.
+
+        Raises:
+            LoopGuardError: when called from ``on_decision`` for the same run.
+        """
+        if run.notifying:
+            _check_reentry(run)
+        fresh = self.new_run()
+        for name in _RESET_SLOTS:
+            setattr(run, name, getattr(fresh, name))
+
+    def summary(self, run: RunState) -> dict[str, Any]:
+        """Return the counts of ``run`` (seed 004's ``summary()``), for logging at its end.
+
+        ``tool_calls``; ``unique_call_signatures``, the distinct calls among the last 1,024
+        kept; ``action``, the highest the run reached; ``max_tool_calls``, the run's tool-call
+        budget (the stop limit, else the warn limit, else None) and ``budget_remaining``, the
+        calls left before it (None without a budget).
+        """
+        cfg = self.config
+        limit = cfg.max_tool_calls_stop if cfg.max_tool_calls_stop is not None \
+            else cfg.max_tool_calls_warn
+        return {"tool_calls": run.calls, "unique_call_signatures": len(run.outcomes),
+                "action": run.highest.label, "max_tool_calls": limit,
+                "budget_remaining": None if limit is None else max(0, limit - run.calls)}
 
     def process(self, run: RunState, call: ToolCall) -> Decision:
         """Observe one finished tool call of ``run`` and return the decision on it.
@@ -160,6 +203,8 @@ class LoopEngine:
         if run.notifying:
             _check_reentry(run)
         call_sig = digest(tool + "\x00" + self._canonical_args(arguments)[1])
+        if self.signature is not None:
+            call_sig = self._custom_call_sig(tool, arguments, call_sig)
         kind = self.tool_kind(tool)
         if kind == "exempt":
             return self.policy.decide((), tool=tool, call_index=run.calls + 1, span_id="")
@@ -255,6 +300,8 @@ class LoopEngine:
         """Return the normalised step of ``call`` and advance the run's counters."""
         run.calls += 1
         info = self._result_info(run, call.result) if call.has_result else _NO_RESULT
+        if self.result_signature is not None and call.has_result:
+            info = self._custom_result_info(call.tool, call.result, info)
         error = self._error_text(call, info) if call.error or info.error is not None else None
         error_class, reason = classify_error(error) if error is not None else (None, "")
         new_batch = self._new_batch(run, call)
@@ -264,6 +311,8 @@ class LoopEngine:
             args, canonical = None, "\x00unsignable:" + type(exc).__name__
         tool = call.tool
         call_sig = digest(tool + "\x00" + canonical)
+        if self.signature is not None:
+            call_sig = self._custom_call_sig(tool, call.arguments, call_sig)
         kind = self._kinds.get(tool)
         if kind is None or (info.in_progress and kind == "default"):
             kind = self.tool_kind(tool, info)
@@ -273,6 +322,29 @@ class LoopEngine:
                     call.start_time_ns, call.end_time_ns, new_batch,
                     call_sig + ":" + info.digest if call.has_result else call_sig,
                     args if self._near_duplicates else None)
+
+    def _custom_call_sig(self, tool: str, arguments: Any, builtin: str) -> str:
+        """Return the call signature from the ``signature`` hook (``builtin`` if it fails)."""
+        try:
+            text = self.signature(tool, arguments)  # type: ignore[misc]  # checked by the caller
+            if not isinstance(text, str):
+                raise TypeError(f"signature returned {type(text).__name__}, not str")
+        except Exception:
+            self.callback_errors += 1
+            return builtin
+        return digest(tool + "\x00custom\x00" + text)
+
+    def _custom_result_info(self, tool: str, result: Any, info: ResultInfo) -> ResultInfo:
+        """Return ``info`` with the digest of the ``result_signature`` hook's text."""
+        try:
+            text = self.result_signature(tool, result)  # type: ignore[misc]  # checked
+            if not isinstance(text, str):
+                raise TypeError(f"result_signature returned {type(text).__name__}, not str")
+        except Exception:
+            self.callback_errors += 1
+            return info
+        return ResultInfo(digest=digest("\x00custom\x00" + text), error=info.error,
+                          in_progress=info.in_progress, empty=info.empty)
 
     def _result_info(self, run: RunState, result: Any) -> ResultInfo:
         """Return the result's signature and facts, reusing the run's last few results.

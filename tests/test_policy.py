@@ -308,3 +308,79 @@ class TestOnDecision:
         _calls(engine, [{"tool": "search", "arguments": {"q": q}, "result": q, "has_result": True}
                         for q in ("a", "b", "c")])
         assert seen == []
+
+
+class TestSignatureHooks:
+    """Seed 004's ``signature`` and ``result_signature`` hooks."""
+
+    def test_signature_hook_decides_what_is_the_same_call(self) -> None:
+        """Calls whose hook text matches are one call, whatever else their arguments carry."""
+        engine = LoopEngine(signature=lambda tool, args: str(args["q"]))
+        calls = [{"tool": "search", "arguments": {"q": "pricing", "request_nonce": n},
+                  "result": "no results", "has_result": True} for n in range(5)]
+        assert [d.action.label for d in _calls(engine, calls)] == [
+            "continue", "continue", "warn", "replan", "stop"]
+        assert [d.action.label for d in _calls(LoopEngine(), calls)] == ["continue"] * 5
+
+    def test_result_signature_hook_decides_what_is_the_same_answer(self) -> None:
+        """Results whose hook text matches are one answer (here: only the items count)."""
+        engine = LoopEngine(result_signature=lambda tool, result: str(result["items"]))
+        calls = [{"tool": "search", "arguments": {"q": "pricing"},
+                  "result": {"items": [], "served_by": f"node-{n}"}, "has_result": True}
+                 for n in range(3)]
+        assert _calls(engine, calls)[2].code == "STAGNANT_RESULT"
+        assert _calls(LoopEngine(), calls)[2].code == "OK"  # served_by differs each time
+
+    def test_precheck_uses_the_signature_hook(self) -> None:
+        """The enforce-mode precheck matches calls the way the hook does."""
+        engine = LoopEngine(signature=lambda tool, args: str(args["q"]))
+        run = engine.new_run()
+        for n in range(4):
+            engine.process(run, ToolCall(tool="search", arguments={"q": "x", "n": n},
+                                         result="no results", has_result=True))
+        assert engine.precheck(run, "search", {"q": "x", "n": 99}).action is Action.STOP
+
+    @pytest.mark.parametrize("hook", [lambda tool, args: 1 / 0, lambda tool, args: 42],
+                             ids=["raises", "not-a-string"])
+    def test_a_failing_hook_falls_back_and_is_counted(self, hook: Any) -> None:
+        """A hook that raises or returns a non-string never breaks the call: built-in
+        signatures are used and the error is counted."""
+        engine = LoopEngine(signature=hook, result_signature=hook)
+        decisions = _calls(engine, [_STAGNANT] * 3)
+        assert decisions[2].code == "STAGNANT_RESULT"
+        assert engine.callback_errors == 6
+
+
+class TestSummaryAndReset:
+    def test_summary_counts_the_run(self) -> None:
+        """Tool calls, distinct calls, highest action and the budget left."""
+        engine = LoopEngine(LoopGuardConfig.create(max_tool_calls_stop=10))
+        run = engine.new_run()
+        for call in [_STAGNANT] * 3 + [_FAILING]:
+            engine.process(run, ToolCall(**call))
+        assert engine.summary(run) == {
+            "tool_calls": 4, "unique_call_signatures": 2, "action": "warn",
+            "max_tool_calls": 10, "budget_remaining": 6}
+        assert LoopEngine().summary(LoopEngine().new_run())["max_tool_calls"] == 50
+
+    def test_reset_forgets_the_run(self) -> None:
+        """After reset, the same calls start counting from zero again."""
+        engine = LoopEngine()
+        run = engine.new_run()
+        for _ in range(4):
+            engine.process(run, ToolCall(**_STAGNANT))
+        engine.reset(run)
+        assert engine.summary(run)["tool_calls"] == 0
+        assert run.highest is Action.CONTINUE
+        labels = [engine.process(run, ToolCall(**_STAGNANT)).action.label for _ in range(3)]
+        assert labels == ["continue", "continue", "warn"]
+
+    def test_reset_from_the_callback_of_its_run_is_refused(self) -> None:
+        """Like process, reset cannot be called from on_decision for the same run."""
+        engine = LoopEngine()
+        run = engine.new_run()
+        engine.on_decision = lambda decision: engine.reset(run)
+        for _ in range(3):
+            engine.process(run, ToolCall(**_STAGNANT))
+        assert run.calls == 3
+        assert engine.callback_errors == 1

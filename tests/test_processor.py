@@ -268,3 +268,38 @@ class TestDownstreamStart:
             pass
         provider.shutdown()
         assert started == ["invoke_agent a", "execute_tool t"]
+
+
+def test_signature_hooks_through_the_processor() -> None:
+    """The engine's signature hooks see the span's JSON text and decide what repeats: a nonce
+    in the arguments and a server name in the result no longer hide a stagnant call."""
+    import json
+
+    from otel_loopguard import LoopEngine
+
+    def fields(value: Any) -> Any:
+        return json.loads(value) if isinstance(value, str) else value
+
+    config = LoopGuardConfig.create()
+    engine = LoopEngine(
+        config, signature=lambda tool, args: str(fields(args).get("customer_id")),
+        result_signature=lambda tool, result: json.dumps(fields(result).get("items")))
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(LoopGuardSpanProcessor(
+        config, engine=engine, downstream=SimpleSpanProcessor(exporter),
+        registry=CollectorRegistry(), raise_internal_errors=True))
+    tracer = provider.get_tracer("test")
+    with tracer.start_as_current_span("invoke_agent a",
+                                      attributes={"gen_ai.operation.name": "invoke_agent"}):
+        for n in range(3):
+            with tracer.start_as_current_span("execute_tool crm", attributes={
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "crm",
+                    "gen_ai.tool.call.arguments": json.dumps({"customer_id": 42, "nonce": n}),
+                    "gen_ai.tool.call.result": json.dumps({"items": [], "served_by": f"n{n}"})}):
+                pass
+    codes = [(s.attributes or {}).get("loopguard.code") for s in exporter.get_finished_spans()
+             if s.name == "execute_tool crm"]
+    assert codes == [None, None, "STAGNANT_RESULT"]
+    assert engine.callback_errors == 0
+    provider.shutdown()
