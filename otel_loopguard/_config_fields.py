@@ -154,6 +154,10 @@ FIELDS: Final[dict[str, FieldRule]] = {
     "max_tool_calls_stop": _int(None, "Tool calls per run: stop (off by default)", optional=True),
     "max_calls_per_tool_warn": _int(None, "Calls of one tool per run: warn", optional=True),
     "max_calls_per_tool_stop": _int(None, "Calls of one tool per run: stop", optional=True),
+    "max_steps_warn": _int(None, "Steps per run (tool calls and model turns): warn",
+                           optional=True),
+    "max_steps_stop": _int(None, "Steps per run (tool calls and model turns): stop",
+                           optional=True),
     "max_run_seconds_warn": FieldRule("float", None, "Wall-clock seconds per run: warn", 0.0,
                                       optional=True),
     "max_run_seconds_stop": FieldRule("float", None, "Wall-clock seconds per run: stop", 0.0,
@@ -199,6 +203,7 @@ TOOL_THRESHOLDS: Final = frozenset(
     if rule.kind in ("int", "float") and name not in (
         "max_runs", "run_ttl_seconds", "max_prompt_templates", "max_tools", "metrics_port",
         "max_value_chars", "handoff_window", "handoff_max_cycle", "max_tool_calls_warn",
-        "max_tool_calls_stop", "max_run_seconds_warn", "max_run_seconds_stop",
+        "max_tool_calls_stop", "max_steps_warn", "max_steps_stop", "max_run_seconds_warn",
+        "max_run_seconds_stop",
         "cycle_max_length", "window_size", "near_duplicate_window"))
 """Thresholds that may be overridden per tool."""

@@ -321,7 +321,7 @@ class LoopEngine:
                     info.digest, error, error_class, reason, info.empty, call.span_id,
                     call.start_time_ns, call.end_time_ns, new_batch,
                     call_sig + ":" + info.digest if call.has_result else call_sig,
-                    args if self._near_duplicates else None)
+                    args if self._near_duplicates else None, call.turn or 0)
 
     def _custom_call_sig(self, tool: str, arguments: Any, builtin: str) -> str:
         """Return the call signature from the ``signature`` hook (``builtin`` if it fails)."""

@@ -42,6 +42,8 @@ __all__ = [
     "LOOPGUARD_MAX_RUNS",
     "LOOPGUARD_MAX_RUN_SECONDS_STOP",
     "LOOPGUARD_MAX_RUN_SECONDS_WARN",
+    "LOOPGUARD_MAX_STEPS_STOP",
+    "LOOPGUARD_MAX_STEPS_WARN",
     "LOOPGUARD_MAX_TOOLS",
     "LOOPGUARD_MAX_TOOL_CALLS_STOP",
     "LOOPGUARD_MAX_TOOL_CALLS_WARN",
@@ -323,6 +325,20 @@ LOOPGUARD_MAX_CALLS_PER_TOOL_STOP: Final = "LOOPGUARD_MAX_CALLS_PER_TOOL_STOP"
 
 Setting ``max_calls_per_tool_stop``. Default: unset (off). Allowed: an integer >= 1; ``off`` or
 ``none`` turns it off.
+"""
+
+LOOPGUARD_MAX_STEPS_WARN: Final = "LOOPGUARD_MAX_STEPS_WARN"
+"""Steps per run (tool calls and model turns): warn.
+
+Setting ``max_steps_warn``. Default: unset (off). Allowed: an integer >= 1; ``off`` or ``none``
+turns it off.
+"""
+
+LOOPGUARD_MAX_STEPS_STOP: Final = "LOOPGUARD_MAX_STEPS_STOP"
+"""Steps per run (tool calls and model turns): stop.
+
+Setting ``max_steps_stop``. Default: unset (off). Allowed: an integer >= 1; ``off`` or ``none``
+turns it off.
 """
 
 LOOPGUARD_MAX_RUN_SECONDS_WARN: Final = "LOOPGUARD_MAX_RUN_SECONDS_WARN"

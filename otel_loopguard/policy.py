@@ -29,6 +29,16 @@ def _tools(details: Any) -> str:
     return " -> ".join(tools) if tools else "tools"
 
 
+def _spent(evidence: Evidence) -> str:
+    """Return what a budget warning counts: tool calls, steps or seconds, and the budget."""
+    budget, limit = evidence.details.get("budget"), evidence.details.get("limit")
+    if budget == "steps":
+        return f"taken {evidence.count} steps, tool calls and model turns (step budget {limit})"
+    if budget == "seconds":
+        return f"run for {evidence.details.get('seconds')} s (budget {limit} s)"
+    return f"used {evidence.count} tool calls ({budget} budget {limit})"
+
+
 def _compared(evidence: Evidence) -> bool:
     """Return False when the evidence compared calls alone (results were not captured)."""
     return bool(evidence.details.get("outcomes_compared", True))
@@ -77,9 +87,7 @@ _TEMPLATES: Final[dict[str, Callable[[Evidence], str]]] = {
         + (" that return nothing new" if _compared(e) else "")
         + "; rewording will not help. Use what you already have, try a different tool or "
         "source, or report that the information is not available."),
-    "BUDGET_WARNING": lambda e: (
-        f"This run has used {e.count} tool calls ({e.details.get('budget')} budget "
-        f"{e.details.get('limit')}); wrap up soon."),
+    "BUDGET_WARNING": lambda e: f"This run has {_spent(e)}; wrap up soon.",
     "BUDGET_EXHAUSTED": lambda e: (
         f"This run has exhausted its {e.details.get('budget')} budget "
         f"({e.details.get('limit')})."),

@@ -655,7 +655,27 @@ class TestBudgetDetector:
         second = 1_000_000_000
         calls = [_call(f"t{i}", {"n": i}, f"r{i}", start=i * second, end=i * second + 1)
                  for i in range(1, 8)]
-        assert _by(_run(calls, config), "budget") == {3: "warn", 5: "stop", 6: "stop", 7: "stop"}
+        decisions = _run(calls, config)
+        assert _by(decisions, "budget") == {3: "warn", 5: "stop", 6: "stop", 7: "stop"}
+        assert decisions[2].hint.startswith("This run has run for 2.0 s (budget 2.0 s)")
+
+    def test_step_budget_counts_tool_calls_and_model_turns(self) -> None:
+        """Steps are tool calls plus the model turns before each: one call per turn is two
+        steps, so a warn budget of 5 is reached at the 3rd call (6 steps) and a stop of 8 at
+        the 4th; the warn fires once although the count passes it."""
+        config = LoopGuardConfig.create(max_steps_warn=5, max_steps_stop=8)
+        calls = [_call(f"t{i}", {"n": i}, f"r{i}", turn=i) for i in range(1, 7)]
+        decisions = _run(calls, config)
+        assert _by(decisions, "budget") == {3: "warn", 4: "stop", 5: "stop", 6: "stop"}
+        warn = next(e for e in decisions[2].evidence if e.detector == "budget")
+        assert (warn.count, warn.details["budget"], warn.details["limit"]) == (6, "steps", 5)
+        assert decisions[2].hint.startswith("This run has taken 6 steps, tool calls and model "
+                                            "turns (step budget 5); wrap up soon.")
+
+    def test_step_budget_is_off_by_default(self) -> None:
+        """Without a step budget, many model turns flag nothing (the tool-call warn aside)."""
+        calls = [_call(f"t{i}", {"n": i}, f"r{i}", turn=3 * i) for i in range(1, 40)]
+        assert _by(_run(calls), "budget") == {}
 
     def test_exempt_counts_but_is_not_flagged(self) -> None:
         """Exempt calls count toward the budget, and the next other call is flagged."""

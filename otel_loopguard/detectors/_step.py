@@ -38,6 +38,8 @@ class Step:
     """The key of (call, outcome): ``call_sig:result_sig``, the call alone without a result."""
     arguments: Any = None
     """Parsed arguments, kept only while the call is being observed (near-duplicates)."""
+    turns: int = 0
+    """Model turns of the run before this call (0 when unknown), for the step budget."""
 
 
 class CountingWindow:

@@ -14,20 +14,22 @@ __all__ = ["BudgetDetector"]
 
 
 class _BudgetState:
-    __slots__ = ("calls", "per_tool", "seconds_warned", "started_ns")
+    __slots__ = ("calls", "per_tool", "seconds_warned", "started_ns", "steps_warned")
 
     def __init__(self) -> None:
         self.calls = 0
         self.per_tool: dict[str, int] = {}
         self.started_ns = 0
         self.seconds_warned = False
+        self.steps_warned = False
 
 
 class BudgetDetector(DetectorBase):
     """Run budgets: warn once when a warn budget is reached, stop on every call past a stop one.
 
-    Defaults: warn at 50 tool calls per run; the other budgets are off. Exempt tools count
-    toward budgets but are never flagged themselves.
+    Defaults: warn at 50 tool calls per run; the other budgets (calls of one tool, steps, i.e.
+    tool calls and model turns, and wall-clock seconds) are off. Exempt tools count toward
+    budgets but are never flagged themselves.
     """
 
     name: ClassVar[str] = "budget"
@@ -56,28 +58,44 @@ class BudgetDetector(DetectorBase):
             state.started_ns = step.start_time_ns or step.end_time_ns
         if step.kind == "exempt":
             return None
-        cfg, calls = self.config, state.calls
+        found = self._counted(step, state, per_tool)
+        if not self._by_time or (found is not None and found.action is Action.STOP):
+            return found
+        seconds = max(0, step.end_time_ns - state.started_ns) / 1e9
+        by_time = self._seconds(step, seconds, state)
+        if by_time is not None and (found is None or by_time.action > found.action):
+            return by_time
+        return found
+
+    def _counted(self, step: Step, state: _BudgetState,  # noqa: PLR0911 - one per budget
+                 per_tool: int) -> Evidence | None:
+        """Compare the counted budgets: every stop first, then the first warn reached.
+
+        Steps are the run's tool calls plus the model turns before this call (seed 002's step
+        budget); a turn can add several at once, so its warn fires once, on reaching it.
+        """
+        cfg, calls, tool = self.config, state.calls, step.tool
         stop = cfg.max_tool_calls_stop
         if stop is not None and calls >= stop:
             return self._hit(step, "run", calls, stop, Action.STOP)
+        steps = calls + step.turns
+        if cfg.max_steps_stop is not None and steps >= cfg.max_steps_stop:
+            return self._hit(step, "steps", steps, cfg.max_steps_stop, Action.STOP)
         tool_warn = None
         if self._per_tool:
             tool_stop = cfg.threshold(tool, "max_calls_per_tool_stop")
             if tool_stop is not None and per_tool >= tool_stop:
                 return self._hit(step, "tool", per_tool, tool_stop, Action.STOP)
             tool_warn = cfg.threshold(tool, "max_calls_per_tool_warn")
-        warned: Evidence | None = None
         if cfg.max_tool_calls_warn is not None and calls == cfg.max_tool_calls_warn:
-            warned = self._hit(step, "run", calls, cfg.max_tool_calls_warn, Action.WARN)
-        elif tool_warn is not None and per_tool == tool_warn:
-            warned = self._hit(step, "tool", per_tool, tool_warn, Action.WARN)
-        if not self._by_time:
-            return warned
-        seconds = max(0, step.end_time_ns - state.started_ns) / 1e9
-        by_time = self._seconds(step, seconds, state)
-        if by_time is not None and (warned is None or by_time.action > warned.action):
-            return by_time
-        return warned
+            return self._hit(step, "run", calls, cfg.max_tool_calls_warn, Action.WARN)
+        if tool_warn is not None and per_tool == tool_warn:
+            return self._hit(step, "tool", per_tool, tool_warn, Action.WARN)
+        warn = cfg.max_steps_warn
+        if warn is not None and steps >= warn and not state.steps_warned:
+            state.steps_warned = True
+            return self._hit(step, "steps", steps, warn, Action.WARN)
+        return None
 
     def _seconds(self, step: Step, seconds: float, state: _BudgetState) -> Evidence | None:
         cfg = self.config
