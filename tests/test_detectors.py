@@ -621,6 +621,23 @@ class TestNearDuplicateDetector:
                  ("cheap flights", "hotel deals", "car rental")]
         assert _by(_run(calls, engine=engine), "near_duplicate") == {3: "replan"}
 
+    def test_each_text_is_embedded_once(self) -> None:
+        """An embedder (often a network call) sees each argument text once, not once per
+        comparison."""
+        embedded: list[str] = []
+
+        def embed(text: str) -> list[float]:
+            embedded.append(text)
+            return [1.0, float(len(text) % 3)]
+
+        config = LoopGuardConfig.create(detectors=["near_duplicate"])
+        engine = LoopEngine(config, detectors=[NearDuplicateDetector(config, embedder=embed)])
+        queries = ["cheap flights", "flights cheap", "cheap flight deals", "low cost flights",
+                   "budget airline tickets"]
+        _run([_call("search", {"q": q}, "no results") for q in queries], engine=engine)
+        assert sorted(embedded) == sorted(set(embedded))
+        assert set(embedded) <= set(queries)
+
     def test_jaccard_threshold(self) -> None:
         """Raising ``near_duplicate_jaccard`` turns a paraphrase into distinct text."""
         calls = [_call("search", {"q": q}, "no results") for q in

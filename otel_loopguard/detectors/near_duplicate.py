@@ -24,6 +24,8 @@ Embedder = Callable[[str], Sequence[float]]
 _PUNCT_RE: Final = re.compile(r"[^\w\s]|_", re.UNICODE)
 _MAX_TOKENS: Final = 64
 _MAX_KEYS: Final = 16
+_MAX_EMBEDDINGS: Final = 1024
+"""Embeddings kept per detector (the oldest dropped first)."""
 
 Feature = tuple[str, Any, str]
 """(kind, value, text): kind ``exact``, ``word`` (one word) or ``text`` (several words)."""
@@ -85,6 +87,9 @@ class NearDuplicateDetector(DetectorBase):
         super().__init__(config)
         self.embedder = embedder
         self.embedding_threshold = embedding_threshold
+        self._embeddings: dict[str, Sequence[float]] = {}
+        """Text → its embedding, so each text is embedded once (bounded; shared by runs: a
+        race only embeds a text twice)."""
 
     def new_state(self) -> deque[list[Any]]:
         """Return the run's recent calls: [step, features or None, arguments until featured]."""
@@ -160,9 +165,17 @@ class NearDuplicateDetector(DetectorBase):
         union = len(left[1] | right[1])
         return union > 0 and len(left[1] & right[1]) / union >= self.config.near_duplicate_jaccard
 
+    def _embed(self, text: str) -> Sequence[float]:
+        vector = self._embeddings.get(text)
+        if vector is None:
+            vector = self.embedder(text)  # type: ignore[misc]  # set when this is called
+            if len(self._embeddings) >= _MAX_EMBEDDINGS:
+                self._embeddings.pop(next(iter(self._embeddings)), None)
+            self._embeddings[text] = vector
+        return vector
+
     def _cosine(self, left: str, right: str) -> float:
-        assert self.embedder is not None
-        a, b = self.embedder(left), self.embedder(right)
+        a, b = self._embed(left), self._embed(right)
         dot = sum(x * y for x, y in zip(a, b, strict=False))
         norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
         return dot / norm if norm else 0.0
