@@ -148,6 +148,10 @@ FIELDS: Final[dict[str, FieldRule]] = {
     "near_duplicate_min": _int(3, "Near-duplicate calls for replan", 2),
     "near_duplicate_jaccard": FieldRule("float", 0.5, "Token overlap for multi-word text "
                                         "arguments to count as a paraphrase", 0.0, 1.0),
+    "near_duplicate_embedder": FieldRule("str", None, "Embedder for multi-word text instead of "
+                                         "token overlap, as module:function", optional=True),
+    "near_duplicate_similarity": FieldRule("float", 0.8, "Cosine similarity of two embeddings "
+                                           "to count as a paraphrase", 0.0, 1.0),
     "poll_warn": _int(5, "Poll tools: unchanged results in a row for warn", 2),
     "poll_stop": _int(10, "Poll tools: unchanged results in a row for stop", 2),
     "max_tool_calls_warn": _int(50, "Tool calls per run: warn", optional=True),
@@ -205,5 +209,6 @@ TOOL_THRESHOLDS: Final = frozenset(
         "max_value_chars", "handoff_window", "handoff_max_cycle", "max_tool_calls_warn",
         "max_tool_calls_stop", "max_steps_warn", "max_steps_stop", "max_run_seconds_warn",
         "max_run_seconds_stop",
-        "cycle_max_length", "window_size", "near_duplicate_window"))
+        "cycle_max_length", "window_size", "near_duplicate_window",
+        "near_duplicate_similarity"))
 """Thresholds that may be overridden per tool."""

@@ -7,6 +7,7 @@ TOML file (``LOOPGUARD_CONFIG_FILE`` or ``config_file=``), then the ``_DEFAULT_*
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -27,6 +28,8 @@ __all__ = ["LoopGuardConfig", "ToolKind", "ToolOverride"]
 ToolKind = Literal["read", "mutating", "poll", "exempt", "default"]
 _TOOL_KINDS: Final = ("read", "mutating", "poll", "exempt", "default")
 _ENV_PREFIX: Final = "LOOPGUARD_"
+_IMPORT_PATH: Final = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+"""``module:function`` (dotted names on both sides), the form of ``near_duplicate_embedder``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,6 +70,10 @@ class LoopGuardConfig:
         for name, value in self.values.items():
             merged[name] = _validate(name, value)
         _check_ladders(merged)
+        embedder = merged["near_duplicate_embedder"]
+        if embedder and _IMPORT_PATH.fullmatch(embedder) is None:
+            raise ConfigError("near_duplicate_embedder must be an import path module:function "
+                              f"(e.g. mypackage.embeddings:embed), got {embedder!r}")
         unknown = sorted(set(merged["detectors"]) - set(FIELDS["detectors"].default))
         if unknown:
             raise ConfigError(f"detectors: unknown detector {unknown[0]!r}; known detectors are "

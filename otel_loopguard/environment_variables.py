@@ -54,8 +54,10 @@ __all__ = [
     "LOOPGUARD_MUTATING_FAILURE_STOP",
     "LOOPGUARD_MUTATING_FAILURE_WARN",
     "LOOPGUARD_MUTATING_TOOLS",
+    "LOOPGUARD_NEAR_DUPLICATE_EMBEDDER",
     "LOOPGUARD_NEAR_DUPLICATE_JACCARD",
     "LOOPGUARD_NEAR_DUPLICATE_MIN",
+    "LOOPGUARD_NEAR_DUPLICATE_SIMILARITY",
     "LOOPGUARD_NEAR_DUPLICATE_WINDOW",
     "LOOPGUARD_POLL_STOP",
     "LOOPGUARD_POLL_TOOL_PATTERNS",
@@ -285,6 +287,19 @@ LOOPGUARD_NEAR_DUPLICATE_JACCARD: Final = "LOOPGUARD_NEAR_DUPLICATE_JACCARD"
 """Token overlap for multi-word text arguments to count as a paraphrase.
 
 Setting ``near_duplicate_jaccard``. Default: ``0.5``. Allowed: a number >= 0 and <= 1.
+"""
+
+LOOPGUARD_NEAR_DUPLICATE_EMBEDDER: Final = "LOOPGUARD_NEAR_DUPLICATE_EMBEDDER"
+"""Embedder for multi-word text instead of token overlap, as module:function.
+
+Setting ``near_duplicate_embedder``. Default: unset (off). Allowed: ``module:function``, the
+import path of a function from a text to a list of floats; ``off`` or ``none`` turns it off.
+"""
+
+LOOPGUARD_NEAR_DUPLICATE_SIMILARITY: Final = "LOOPGUARD_NEAR_DUPLICATE_SIMILARITY"
+"""Cosine similarity of two embeddings to count as a paraphrase.
+
+Setting ``near_duplicate_similarity``. Default: ``0.8``. Allowed: a number >= 0 and <= 1.
 """
 
 LOOPGUARD_POLL_WARN: Final = "LOOPGUARD_POLL_WARN"

@@ -235,6 +235,19 @@ class TestInputErrors:
         assert "stagnation_warn must be an integer >= 2, got 1" in capsys.readouterr().err
 
 
+    def test_embedder_that_does_not_import(self, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+        """An embedder path that does not import is a one-line config error naming it."""
+        config = tmp_path / "c.toml"
+        config.write_text('[loopguard]\nnear_duplicate_embedder = "no_such_module_xyz:embed"\n',
+                          encoding="utf-8")
+        assert main(["check", "--config", str(config), HEALTHY]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("otel-loopguard: config error: near_duplicate_embedder: cannot "
+                              "load 'no_such_module_xyz:embed'")
+        assert len(err.splitlines()) == 1
+
+
 class TestInputs:
     def test_stdin(self, monkeypatch: pytest.MonkeyPatch,
                    capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 
 from otel_loopguard import (
     Action,
+    ConfigError,
     Decision,
     Handoff,
     LoopEngine,
@@ -637,6 +639,41 @@ class TestNearDuplicateDetector:
         _run([_call("search", {"q": q}, "no results") for q in queries], engine=engine)
         assert sorted(embedded) == sorted(set(embedded))
         assert set(embedded) <= set(queries)
+
+    def test_embedder_named_in_the_config(self) -> None:
+        """``near_duplicate_embedder`` imports the embedder, so check, serve and zero-code
+        installs can use one; ``near_duplicate_similarity`` is its threshold."""
+        queries = ("cheap flights", "hotel deals", "car rental")
+        calls = [_call("search", {"q": q}, "no results") for q in queries]
+        config = LoopGuardConfig.create(near_duplicate_embedder="_embedder:everything_alike")
+        assert _by(_run(calls, config), "near_duplicate") == {3: "replan"}
+        assert _by(_run(calls), "near_duplicate") == {}  # token overlap: distinct texts
+        strict = LoopGuardConfig.create(near_duplicate_embedder="_embedder:everything_alike",
+                                        near_duplicate_similarity=1.0)
+        assert _by(_run(calls, strict), "near_duplicate") == {3: "replan"}  # cosine is 1.0
+
+    def test_a_failing_embedder_falls_back_to_token_overlap(self) -> None:
+        """An embedder that raises never breaks the call: token overlap decides, and the
+        failures are counted."""
+        config = LoopGuardConfig.create(near_duplicate_embedder="_embedder:broken")
+        detector = NearDuplicateDetector(config)
+        engine = LoopEngine(config, detectors=[detector])
+        calls = [_call("search", {"q": q}, "no results") for q in
+                 ("weather in Paris", "Paris weather", "paris weather today")]
+        assert _by(_run(calls, engine=engine), "near_duplicate") == {3: "replan"}
+        assert detector.embedder_errors > 0
+
+    @pytest.mark.parametrize(("path", "message"), [
+        ("not a path", "near_duplicate_embedder must be an import path module:function"),
+        ("no_such_module_xyz:embed", "near_duplicate_embedder: cannot load "
+                                     "'no_such_module_xyz:embed': No module named"),
+        ("_embedder:missing", "near_duplicate_embedder: cannot load '_embedder:missing'"),
+        ("_embedder:NOT_A_FUNCTION", "is a int, not a function"),
+    ])
+    def test_a_bad_embedder_path_is_a_config_error(self, path: str, message: str) -> None:
+        """A malformed path fails the config; one that does not import fails the engine."""
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            LoopEngine(LoopGuardConfig.create(near_duplicate_embedder=path))
 
     def test_jaccard_threshold(self) -> None:
         """Raising ``near_duplicate_jaccard`` turns a paraphrase into distinct text."""

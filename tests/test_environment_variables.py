@@ -39,6 +39,8 @@ def _non_default(name: str, rule: FieldRule) -> tuple[str, Any]:
     if rule.kind == "choice":
         choice = next(c for c in rule.choices if c != rule.default)
         return choice, choice
+    if name == "near_duplicate_embedder":
+        return "json:dumps", "json:dumps"
     if rule.kind == "str":
         return "192.0.2.7", "192.0.2.7"
     if rule.kind == "list":

@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+import importlib
 import math
 import re
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, cast
 
 import orjson
 
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.detectors._base import DetectorBase, ladder, occurrence_details
 from otel_loopguard.detectors._step import Step
+from otel_loopguard.exceptions import ConfigError
 from otel_loopguard.signature import digest
 from otel_loopguard.types import Action, Evidence
 
-__all__ = ["Embedder", "NearDuplicateDetector", "argument_features"]
+__all__ = ["Embedder", "NearDuplicateDetector", "argument_features", "load_embedder"]
 
 Embedder = Callable[[str], Sequence[float]]
 """Maps a text to a vector; cosine similarity >= ``embedding_threshold`` counts as a paraphrase."""
@@ -29,6 +31,26 @@ _MAX_EMBEDDINGS: Final = 1024
 
 Feature = tuple[str, Any, str]
 """(kind, value, text): kind ``exact``, ``word`` (one word) or ``text`` (several words)."""
+
+
+def load_embedder(path: str) -> Embedder:
+    """Return the function named by ``module:function`` (``near_duplicate_embedder``).
+
+    Raises:
+        ConfigError: naming the setting, when the module or the function cannot be found or
+            the object is not callable.
+    """
+    module_name, _, attribute = path.partition(":")
+    try:
+        found: Any = importlib.import_module(module_name)
+        for part in attribute.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"near_duplicate_embedder: cannot load {path!r}: {exc}") from None
+    if not callable(found):
+        raise ConfigError(f"near_duplicate_embedder: {path!r} is a {type(found).__name__}, "
+                          "not a function from a text to a list of floats")
+    return cast(Embedder, found)
 
 
 def argument_features(arguments: Any) -> dict[str, Feature]:
@@ -82,11 +104,23 @@ class NearDuplicateDetector(DetectorBase):
     name: ClassVar[str] = "near_duplicate"
 
     def __init__(self, config: LoopGuardConfig | None = None, *, embedder: Embedder | None = None,
-                 embedding_threshold: float = 0.8) -> None:
-        """Bind to ``config``; ``embedder`` replaces token overlap for multi-word text."""
+                 embedding_threshold: float | None = None) -> None:
+        """Bind to ``config``; ``embedder`` replaces token overlap for multi-word text.
+
+        Without ``embedder``, the one named by ``near_duplicate_embedder`` (if any) is imported;
+        ``embedding_threshold`` defaults to ``near_duplicate_similarity``.
+
+        Raises:
+            ConfigError: when ``near_duplicate_embedder`` cannot be imported or is not callable.
+        """
         super().__init__(config)
+        if embedder is None and self.config.near_duplicate_embedder:
+            embedder = load_embedder(self.config.near_duplicate_embedder)
         self.embedder = embedder
-        self.embedding_threshold = embedding_threshold
+        self.embedding_threshold = (self.config.near_duplicate_similarity
+                                    if embedding_threshold is None else embedding_threshold)
+        self.embedder_errors = 0
+        """Embedder calls that raised (token overlap was used for those comparisons)."""
         self._embeddings: dict[str, Sequence[float]] = {}
         """Text → its embedding, so each text is embedded once (bounded; shared by runs: a
         race only embeds a text twice)."""
@@ -161,7 +195,10 @@ class NearDuplicateDetector(DetectorBase):
         if left[1] == right[1]:
             return True
         if self.embedder is not None:
-            return self._cosine(left[2], right[2]) >= self.embedding_threshold
+            try:
+                return self._cosine(left[2], right[2]) >= self.embedding_threshold
+            except Exception:  # a failing embedder (network, model) falls back to overlap
+                self.embedder_errors += 1
         union = len(left[1] | right[1])
         return union > 0 and len(left[1] & right[1]) / union >= self.config.near_duplicate_jaccard
 
