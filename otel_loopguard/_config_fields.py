@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -72,6 +73,8 @@ class FieldRule:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise bad
         if self.kind == "int" and not float(value).is_integer():
+            raise bad
+        if not math.isfinite(value):  # NaN passes every comparison; inf no bound
             raise bad
         if self.minimum is not None and value < self.minimum:
             raise bad

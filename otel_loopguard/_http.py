@@ -40,6 +40,9 @@ _SOCKET_TIMEOUT_SECONDS: Final = 30.0
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 128
+    """The listen backlog (socketserver's default, 5, drops connections of a burst of exporters
+    before they can be answered, even with 429)."""
     receiver: LoopGuardReceiver
 
 

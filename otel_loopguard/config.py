@@ -79,6 +79,10 @@ class LoopGuardConfig:
             raise ConfigError(f"detectors: unknown detector {unknown[0]!r}; known detectors are "
                               f"{', '.join(FIELDS['detectors'].default)}")
         tools = {str(k): _validate_tool(str(k), v) for k, v in self.tools.items()}
+        for tool, override in tools.items():  # a tool's ladders, with its overrides in place
+            if override.thresholds:
+                _check_ladders({**merged, **override.thresholds}, f"tools.{tool}.",
+                               set(override.thresholds))
         object.__setattr__(self, "values", MappingProxyType(merged))
         object.__setattr__(self, "tools", MappingProxyType(tools))
         for name, value in merged.items():  # plain attributes: read on every tool call
@@ -118,6 +122,11 @@ class LoopGuardConfig:
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], *, source: str = "config") -> LoopGuardConfig:
         """Return a config from a mapping shaped like the TOML file."""
+        if "loopguard" in data:
+            extra = sorted(set(data) - {"loopguard"})
+            if extra:
+                raise ConfigError(f"{source}: unknown setting {extra[0]!r} outside the "
+                                  "[loopguard] table; put every setting inside it")
         data = dict(data.get("loopguard", data))
         raw_tools = data.pop("tools", {}) or {}
         if not isinstance(raw_tools, Mapping):
@@ -182,7 +191,13 @@ def _validate(name: str, value: Any) -> Any:
     return rule.check(name, value)
 
 
-def _check_ladders(values: dict[str, Any]) -> None:
+def _check_ladders(values: dict[str, Any], prefix: str = "",
+                   own: set[str] | None = None) -> None:
+    """Reject a ladder whose higher step comes before its lower one.
+
+    ``prefix`` and ``own`` are for a tool's table: its name, and the settings it sets itself
+    (the others are the global values, which the message then says).
+    """
     for low, high in (("stagnation_warn", "stagnation_replan"), ("stagnation_replan",
                       "stagnation_stop"), ("repeat_warn", "repeat_replan"),
                       ("cycle_warn", "cycle_stop"), ("poll_warn", "poll_stop"),
@@ -191,7 +206,10 @@ def _check_ladders(values: dict[str, Any]) -> None:
                       ("mutating_failure_warn", "mutating_failure_stop")):
         lo, hi = values[low], values[high]
         if lo is not None and hi is not None and hi < lo:
-            raise ConfigError(f"{high} must be >= {low} ({lo}), got {hi}")
+            inherited = own is not None and high not in own
+            raise ConfigError(f"{prefix}{high} must be >= {low} ({lo}), got {hi}"
+                              + (f" (the global {high}; set it for this tool too)"
+                                 if inherited else ""))
 
 
 def _validate_tool(tool: str, value: Any) -> ToolOverride:

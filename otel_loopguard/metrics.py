@@ -29,6 +29,7 @@ from otel_loopguard._metric_names import (
     RUNS_FLAGGED,
     TOOL_CALLS,
 )
+from otel_loopguard.signature import digest
 from otel_loopguard.types import Action
 
 __all__ = ["METRIC_NAMES", "LabelCap", "LoopGuardMetrics", "start_metrics_server"]
@@ -42,6 +43,22 @@ _MAX_CACHED: Final = 4096
 
 def _base(name: str) -> str:
     return name.removesuffix("_total")
+
+
+MAX_LABEL_CHARS: Final = 128
+"""Longest label value kept as it is; longer ones keep their start and a short hash."""
+
+
+def clean_label(value: str) -> str:
+    """Return ``value`` as a label value every exposition format can write, at most 128 chars."""
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates from a span attribute
+            value = value.encode("utf-8", "replace").decode("utf-8")
+    if len(value) > MAX_LABEL_CHARS:
+        value = value[:MAX_LABEL_CHARS - 9] + "~" + digest(value)[:8]
+    return value
 
 
 class LabelCap:
@@ -58,11 +75,17 @@ class LabelCap:
         self._on_overflow = on_overflow
 
     def __call__(self, value: str | None) -> str:
-        """Return ``value`` if it fits under the cap, ``other`` when it does not."""
+        """Return ``value`` if it fits under the cap, ``other`` when it does not.
+
+        A value longer than ``MAX_LABEL_CHARS`` is shortened (its start and a short hash of
+        the whole), and one that UTF-8 cannot encode (lone surrogates) has those characters
+        replaced, so no span can make ``/metrics`` unrenderable or huge.
+        """
         if not value:
             return UNKNOWN
         if value in self._known:
             return value
+        value = clean_label(value)
         with self._lock:
             if value not in self._known and len(self._known) - 2 < self.limit:
                 self._known = self._known | {value}

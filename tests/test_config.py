@@ -107,13 +107,13 @@ class TestCreateAndReplace:
 
     def test_threshold_honours_tool_override(self) -> None:
         """``threshold`` returns the tool's override, else the global value."""
-        config = LoopGuardConfig.create(tools={"a": {"stagnation_warn": 6}})
-        assert config.threshold("a", "stagnation_warn") == 6
-        assert config.threshold("b", "stagnation_warn") == 3
+        config = LoopGuardConfig.create(tools={"a": {"stagnation_stop": 6}})
+        assert config.threshold("a", "stagnation_stop") == 6
+        assert config.threshold("b", "stagnation_stop") == 5
 
     def test_tool_kind_unconfigured(self) -> None:
         """An unconfigured tool, or one with thresholds only, has no configured kind."""
-        config = LoopGuardConfig.create(tools={"a": {"stagnation_warn": 6}})
+        config = LoopGuardConfig.create(tools={"a": {"stagnation_stop": 6}})
         assert config.tool_kind("a") is None
         assert config.tool_kind("b") is None
 
@@ -396,3 +396,39 @@ class TestValidation:
         """An unknown detector name is rejected."""
         with pytest.raises(ConfigError, match="detectors"):
             LoopGuardConfig.create(detectors=["stagnation", "stagnaton"])
+
+
+class TestValuesTheRangesMiss:
+    """NaN passes every comparison and infinity no bound; a stray key beside the table and a
+    tool's own ladder must be caught too."""
+
+    @pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+    def test_non_finite_numbers_are_rejected(self, value: float) -> None:
+        with pytest.raises(ConfigError, match="run_ttl_seconds must be a number >= 1"):
+            LoopGuardConfig.create(run_ttl_seconds=value)
+        with pytest.raises(ConfigError, match="near_duplicate_jaccard must be a number"):
+            LoopGuardConfig.create(near_duplicate_jaccard=value)
+
+    def test_non_finite_numbers_from_the_environment(self) -> None:
+        with pytest.raises(ConfigError, match="LOOPGUARD_RUN_TTL_SECONDS must be a number"):
+            LoopGuardConfig.load(environ={"LOOPGUARD_RUN_TTL_SECONDS": "nan"})
+
+    def test_a_key_outside_the_loopguard_table(self, tmp_path: Path) -> None:
+        path = tmp_path / "c.toml"
+        path.write_text("stagnaton_warn = 2\n[loopguard]\nstagnation_warn = 3\n",
+                        encoding="utf-8")
+        with pytest.raises(ConfigError, match="unknown setting 'stagnaton_warn' outside the "
+                                              r"\[loopguard\] table"):
+            LoopGuardConfig.from_file(path)
+
+    def test_a_tools_own_ladder_is_checked(self) -> None:
+        with pytest.raises(ConfigError, match=r"tools.search.stagnation_replan must be >= "
+                                              r"stagnation_warn \(3\), got 2$"):
+            LoopGuardConfig.create(tools={"search": {"stagnation_replan": 2}})
+        with pytest.raises(ConfigError, match=r"tools.search.stagnation_replan must be >= "
+                                              r"stagnation_warn \(6\), got 4 \(the global "
+                                              r"stagnation_replan; set it for this tool too\)"):
+            LoopGuardConfig.create(tools={"search": {"stagnation_warn": 6}})
+        config = LoopGuardConfig.create(tools={"search": {"stagnation_warn": 2,
+                                                          "stagnation_replan": 2}})
+        assert config.threshold("search", "stagnation_replan") == 2

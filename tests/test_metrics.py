@@ -334,3 +334,21 @@ class TestMultiprocess:
             "tool_calls_after": 300.0,
         }
         assert len(list(tmp_path.glob("counter_*.db"))) == 3  # one file per worker process
+
+
+def test_label_values_from_spans_cannot_break_the_exposition() -> None:
+    """A tool name with a lone surrogate, or a megabyte long, still renders: the surrogate is
+    replaced and the value shortened to 128 characters with a hash of the whole."""
+    from otel_loopguard.metrics import MAX_LABEL_CHARS, LoopGuardMetrics, clean_label
+
+    registry = CollectorRegistry()
+    metrics = LoopGuardMetrics(registry)
+    huge_a, huge_b = "a" * 1_000_000, "a" * 999_999 + "b"
+    for tool in ("bad\ud800name", huge_a, huge_b):
+        metrics.record_call("tpl", tool, first=False)
+    text = generate_latest(registry).decode()
+    assert 'tool="bad?name"' in text
+    assert len(text) < 10_000
+    assert clean_label(huge_a) != clean_label(huge_b)
+    assert len(clean_label(huge_a)) == MAX_LABEL_CHARS
+    assert clean_label("search_kb") == "search_kb"

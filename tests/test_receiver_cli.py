@@ -68,3 +68,18 @@ def test_runs_until_sigterm(monkeypatch: pytest.MonkeyPatch,
     assert "bearer token required" in err
     assert "shutting down" in err
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+@pytest.mark.parametrize("flag", ["--run-ttl", "--reorder-window"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "soon"])
+def test_seconds_flags_reject_what_is_not_a_duration(
+        flag: str, value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A duration that is not a finite number >= 0 is a usage error (exit 2) naming the flag."""
+    from otel_loopguard.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", flag, value])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}" in err
+    assert "Traceback" not in err

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import sys
@@ -64,9 +65,9 @@ def add_parser(commands: Any) -> None:
     runs.add_argument("--config", metavar="FILE", help="TOML config file")
     runs.add_argument("--run-key", choices=("trace", "conversation", "agent"),
                       help="how tool calls are grouped into runs (default: trace)")
-    runs.add_argument("--reorder-window", type=float, default=5.0, metavar="SECONDS",
+    runs.add_argument("--reorder-window", type=_seconds, default=5.0, metavar="SECONDS",
                       help="wait this long after a trace's root span for late spans (5)")
-    runs.add_argument("--run-ttl", type=float, metavar="SECONDS",
+    runs.add_argument("--run-ttl", type=_seconds, metavar="SECONDS",
                       help="close a trace without root, or a conversation, after this idle "
                            "time (default: run_ttl_seconds, 3600)")
     runs.add_argument("--max-runs", type=int, metavar="N",
@@ -103,6 +104,17 @@ def _token(args: argparse.Namespace) -> str | None:
             raise ConfigError(f"--token-file: {args.token_file} is empty")
         return token
     return os.environ.get(TOKEN_ENV, "").strip() or None
+
+
+def _seconds(text: str) -> float:
+    """Return a finite, non-negative number of seconds (argparse reports anything else)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    return value
 
 
 def _options(args: argparse.Namespace) -> ReceiverOptions:
