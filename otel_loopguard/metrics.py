@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
@@ -125,6 +126,22 @@ class LoopGuardMetrics:
         max_tools: distinct ``tool`` values before ``other`` (200).
     """
 
+    @classmethod
+    def shared(cls, registry: CollectorRegistry = REGISTRY, *, max_prompt_templates: int = 200,
+               max_tools: int = 200) -> LoopGuardMetrics:
+        """Return the metrics of ``registry``, created on first use and shared afterwards.
+
+        Several processors in one process (``install()`` twice, or a processor built by the
+        application beside the one ``opentelemetry-instrument`` installed) then count into the
+        same series instead of failing to register them twice. The caps of the first one apply.
+        """
+        with _SHARED_LOCK:
+            metrics = _SHARED.get(registry)
+            if metrics is None:
+                metrics = _SHARED[registry] = cls(registry, max_tools=max_tools,
+                                                  max_prompt_templates=max_prompt_templates)
+            return metrics
+
     def __init__(self, registry: CollectorRegistry | None = REGISTRY, *,
                  max_prompt_templates: int = 200, max_tools: int = 200) -> None:
         """Create and register every metric."""
@@ -216,6 +233,11 @@ class LoopGuardMetrics:
     def record_internal_error(self, kind: str) -> None:
         """Count one contained internal error of ``kind``."""
         self.internal_errors.labels(kind).inc()
+
+
+_SHARED: weakref.WeakKeyDictionary[CollectorRegistry, LoopGuardMetrics] = \
+    weakref.WeakKeyDictionary()
+_SHARED_LOCK = threading.Lock()
 
 
 def start_metrics_server(port: int = 9464, addr: str = "127.0.0.1",

@@ -14,6 +14,7 @@ still-open agent span.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -51,6 +52,8 @@ from otel_loopguard.state import InMemoryRunStateStore, RunEntry
 from otel_loopguard.types import Action, Decision, Handoff, SpanAdapter, ToolCall
 
 __all__ = ["LoopGuardSpanProcessor", "evidence_attributes", "install"]
+
+logger = logging.getLogger(__name__)
 
 EVENT_NAME: Final = "loopguard.loop_detected"
 _DEFAULT: Final = DEFAULT_ADAPTERS
@@ -163,8 +166,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
         kwargs = {"max_prompt_templates": self.config.max_prompt_templates,
                   "max_tools": self.config.max_tools}
         if registry == "default":
-            return LoopGuardMetrics(**kwargs)
-        return LoopGuardMetrics(registry, **kwargs)
+            return LoopGuardMetrics.shared(**kwargs)
+        return LoopGuardMetrics.shared(registry, **kwargs)
 
     # --- SpanProcessor hooks ---------------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
@@ -563,6 +566,11 @@ def install(config: LoopGuardConfig | None = None, *,
     if not isinstance(provider, TracerProvider):
         raise TypeError("otel-loopguard needs the SDK TracerProvider; set one with "
                         "trace.set_tracer_provider(TracerProvider()) first")
+    existing = _installed(provider)
+    if existing is not None:  # a second install would watch (and count) every span twice
+        logger.warning("otel-loopguard: a LoopGuardSpanProcessor is already on this tracer "
+                       "provider; install() returns it instead of adding another")
+        return existing
     processor = LoopGuardSpanProcessor(config, downstream=downstream, **kwargs)
     provider.add_span_processor(processor)
     cfg = processor.config
@@ -571,3 +579,15 @@ def install(config: LoopGuardConfig | None = None, *,
 
         start_metrics_server(cfg.metrics_port, cfg.metrics_addr)
     return processor
+
+
+def _installed(provider: TracerProvider) -> LoopGuardSpanProcessor | None:
+    """Return the loopguard processor already added to ``provider``, if any.
+
+    Reads the SDK's private processor list defensively: None when it is not there.
+    """
+    active = getattr(provider, "_active_span_processor", None)
+    for processor in getattr(active, "_span_processors", ()):
+        if isinstance(processor, LoopGuardSpanProcessor):
+            return processor
+    return None

@@ -62,6 +62,40 @@ class TestOpentelemetryInstrument:
         events = self._agent_events(self._run(tmp_path, LOOPGUARD_STAGNATION_WARN="2"))
         assert [e["attributes"]["loopguard.action"] for e in events] == ["warn", "warn"]
 
+    def test_an_app_with_its_own_processor_still_starts(self, tmp_path: Path) -> None:
+        """An app that builds its own processor (default Prometheus registry), as the docs
+        show, beside the one opentelemetry-instrument installed, starts and is watched: the
+        two share the registered metrics instead of failing to register them twice."""
+        script = tmp_path / "app2.py"
+        script.write_text(textwrap.dedent("""
+            from opentelemetry.sdk.trace import TracerProvider
+            from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+            from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+                InMemorySpanExporter)
+            from prometheus_client import REGISTRY
+            from otel_loopguard import LoopGuardSpanProcessor
+            exporter = InMemorySpanExporter()
+            provider = TracerProvider()
+            provider.add_span_processor(LoopGuardSpanProcessor(
+                downstream=SimpleSpanProcessor(exporter)))
+            tracer = provider.get_tracer("app")
+        """) + textwrap.indent(SCRIPT.replace('from opentelemetry import trace\n', '')
+                               .replace('tracer = trace.get_tracer("app")\n', ''), "") + \
+            textwrap.dedent("""
+            codes = [s.attributes.get("loopguard.code") for s in exporter.get_finished_spans()]
+            print("CODES", codes)
+            print("CALLS", REGISTRY.get_sample_value(
+                "loopguard_tool_calls_total",
+                {"prompt_template": "unknown", "tool": "search"}))
+        """))
+        environ = {**os.environ, "OTEL_TRACES_EXPORTER": "none", "OTEL_METRICS_EXPORTER": "none",
+                   "OTEL_LOGS_EXPORTER": "none", "OTEL_SERVICE_NAME": "agent"}
+        done = subprocess.run([_instrument() or "", sys.executable, str(script)], env=environ,
+                              capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr
+        assert "CODES [None, None, 'STAGNANT_RESULT', None]" in done.stdout
+        assert "CALLS 3.0" in done.stdout
+
     def test_can_be_disabled(self, tmp_path: Path) -> None:
         """LOOPGUARD_ENABLED=false keeps it out."""
         assert self._agent_events(self._run(tmp_path, LOOPGUARD_ENABLED="false")) == []

@@ -303,3 +303,40 @@ def test_signature_hooks_through_the_processor() -> None:
     assert codes == [None, None, "STAGNANT_RESULT"]
     assert engine.callback_errors == 0
     provider.shutdown()
+
+
+def test_install_twice_keeps_one_processor(caplog: pytest.LogCaptureFixture) -> None:
+    """A second ``install()`` on the same provider returns the first processor (with a
+    warning) instead of watching every span twice or failing to register metrics again."""
+    from otel_loopguard.processor import install
+
+    provider = TracerProvider()
+    registry = CollectorRegistry()
+    first = install(tracer_provider=provider, registry=registry)
+    with caplog.at_level("WARNING", logger="otel_loopguard.processor"):
+        second = install(tracer_provider=provider, registry=registry)
+    assert second is first
+    assert "already on this tracer provider" in caplog.text
+    processors = provider._active_span_processor._span_processors
+    assert sum(isinstance(p, LoopGuardSpanProcessor) for p in processors) == 1
+    provider.shutdown()
+
+
+def test_processors_on_one_registry_share_its_metrics() -> None:
+    """Two processors on one Prometheus registry count into the same series."""
+    registry = CollectorRegistry()
+    tracer_calls = []
+    for _ in range(2):
+        provider = TracerProvider()
+        provider.add_span_processor(LoopGuardSpanProcessor(
+            LoopGuardConfig.create(), registry=registry, raise_internal_errors=True))
+        tracer = provider.get_tracer("t")
+        with tracer.start_as_current_span("invoke_agent a", attributes={
+                "gen_ai.operation.name": "invoke_agent"}), tracer.start_as_current_span(
+                "execute_tool search", attributes={"gen_ai.operation.name": "execute_tool",
+                                                   "gen_ai.tool.name": "search"}):
+            pass
+        tracer_calls.append(registry.get_sample_value(
+            "loopguard_tool_calls_total", {"prompt_template": "unknown", "tool": "search"}))
+        provider.shutdown()
+    assert tracer_calls == [1.0, 2.0]
