@@ -8,6 +8,7 @@ is bounded whatever the payload, and no input raises.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -244,20 +245,52 @@ def normalize_value(  # noqa: PLR0911 - one return per value type reads best
         if len(raw) > max_value_chars:
             return "\x00h:" + _xxh3_hex(raw)
         return _normalize_str(raw.decode("utf-8", "replace"), volatile, max_value_chars)
-    if _depth >= _MAX_DEPTH:
-        return "\x00deep"
+    if _depth >= _MAX_DEPTH and isinstance(value, Mapping | list | tuple | set | frozenset):
+        return _deep(value)
     if isinstance(value, Mapping):
         return _normalize_mapping(value, volatile, max_value_chars, _depth)
-    if isinstance(value, list | tuple | set | frozenset):
-        items = list(value)[:_MAX_ITEMS] if not isinstance(value, set | frozenset) else sorted(
-            (normalize_value(v, volatile=volatile, max_value_chars=max_value_chars,
-                             _depth=_depth + 1) for v in list(value)[:_MAX_ITEMS]),
-            key=repr)
-        if isinstance(value, set | frozenset):
-            return items
-        return [normalize_value(v, volatile=volatile, max_value_chars=max_value_chars,
-                                _depth=_depth + 1) for v in items]
+    if isinstance(value, set | frozenset):
+        return sorted((normalize_value(v, volatile=volatile, max_value_chars=max_value_chars,
+                                       _depth=_depth + 1) for v in list(value)[:_MAX_ITEMS]),
+                      key=repr)
+    if isinstance(value, list | tuple):
+        out = [normalize_value(v, volatile=volatile, max_value_chars=max_value_chars,
+                               _depth=_depth + 1) for v in value[:_MAX_ITEMS]]
+        if len(value) > _MAX_ITEMS:
+            out.append(_rest(value[_MAX_ITEMS:], volatile, max_value_chars, _depth + 1))
+        return out
     return _normalize_str(_safe_str(value), volatile, max_value_chars)
+
+
+def _rest(items: Iterable[Any], volatile: VolatileMatcher | None, max_chars: int,
+          depth: int) -> str:
+    """Return a digest of the items past a container's first ``_MAX_ITEMS``, and their count.
+
+    Each is normalised as it would be in place (volatile keys dropped, date-times masked) and
+    hashed one at a time, so memory stays bounded while a change anywhere in a long list or
+    mapping still changes the signature (a longer listing is not the same result).
+    """
+    hasher, count = xxhash.xxh3_64(), 0
+    for item in items:
+        text = _canonical(normalize_value(item, volatile=volatile, max_value_chars=max_chars,
+                                          _depth=depth), result=volatile is not None)
+        hasher.update(text.encode("utf-8", "surrogatepass") + b"\x1e")
+        count += 1
+    return f"\x00rest:{count}:{hasher.hexdigest()}"
+
+
+def _deep(value: Any) -> str:
+    r"""Return a container ``_MAX_DEPTH`` levels down as a digest of its JSON (bounded).
+
+    orjson writes up to 254 levels; deeper still, or values it cannot write, stay ``\x00deep``.
+    Volatile keys that deep are not dropped: such results are rare, and a change there must
+    not pass for the same result.
+    """
+    try:
+        return "\x00deep:" + _xxh3_hex(orjson.dumps(value, option=orjson.OPT_SORT_KEYS
+                                                     | orjson.OPT_NON_STR_KEYS))
+    except (TypeError, orjson.JSONEncodeError):
+        return "\x00deep"
 
 
 def _big_int(value: int) -> float | str:
@@ -287,7 +320,12 @@ def _normalize_mapping(
     out: dict[str, Any] = {}
     for count, (key, item) in enumerate(value.items()):
         if count >= _MAX_ITEMS:
-            out["\x00more"] = len(value) - _MAX_ITEMS
+            out["\x00more"] = _rest(((k if isinstance(k, str) else _safe_str(k), v)
+                                     for k, v in itertools.islice(value.items(), _MAX_ITEMS,
+                                                                  None)
+                                     if volatile is None or not volatile.is_volatile(
+                                         k if isinstance(k, str) else _safe_str(k), v)),
+                                    volatile, max_chars, depth + 1)
             break
         skey = key if isinstance(key, str) else _safe_str(key)
         if volatile is not None and volatile.is_volatile(skey, item):

@@ -203,6 +203,55 @@ class TestToolSignature:
         assert len(tool_signature("t", _nested(10_000))) == 16
         assert json.dumps(normalize_args(_nested(10_000))).count("[") <= 64
 
+    def test_a_change_past_the_item_cut_changes_the_result(self) -> None:
+        """Items past the first 2,048 of a list or mapping are still signed (as a digest of
+        the rest, item by item): a longer listing, or one that differs only at its end, is not
+        the same result; the same one is."""
+        volatile = VolatileMatcher()
+
+        def sig(value: Any) -> str:
+            return analyze_result(json.dumps(value), volatile).digest
+
+        entries = [f"file_{i}.txt" for i in range(2_104)]
+        assert sig({"entries": entries[:2_100]}) != sig({"entries": entries})
+        changed = [*entries[:-1], "other.txt"]
+        assert sig({"entries": entries}) != sig({"entries": changed})
+        assert sig({"entries": entries}) == sig({"entries": list(entries)})
+        wide = {f"k{i}": i for i in range(2_100)}
+        assert sig(wide) != sig({**wide, "k2099": -1})
+        # volatile keys in the rest are still ignored (objects: this text would be over the
+        # 64 KB that are parsed at all, and a longer text is hashed whole)
+        rows = [{"id": i, "fetched_at": f"2025-03-17T10:00:{i % 60:02d}Z"} for i in range(2_100)]
+        later = [{**row, "fetched_at": "2025-03-18T11:00:00Z"} for row in rows]
+        assert analyze_result(rows, volatile).digest == analyze_result(later, volatile).digest
+        rows[-1]["id"] = -1
+        assert analyze_result(rows, volatile).digest != analyze_result(later, volatile).digest
+
+    def test_a_change_past_the_depth_cut_changes_the_result(self) -> None:
+        """A container 32 levels down is signed by a digest of its JSON, not cut to a marker."""
+        volatile = VolatileMatcher()
+        deep_a, deep_b = _nested(40), _nested(40)
+        inner = deep_b
+        for _ in range(39):
+            inner = inner[0]
+        inner.append("changed")
+        assert analyze_result(deep_a, volatile).digest != analyze_result(deep_b, volatile).digest
+        assert analyze_result(json.dumps(deep_a), volatile).digest == \
+            analyze_result(deep_a, volatile).digest
+
+    def test_a_growing_listing_is_never_stagnation(self) -> None:
+        """The engine sees a directory listing that keeps growing past 2,048 entries as
+        progress, not as the same result again."""
+        engine = LoopEngine()
+        run = engine.new_run()
+        actions = []
+        for n in range(2_100, 2_106):
+            listing = json.dumps({"entries": [f"f{i}" for i in range(n)]})
+            actions.append(engine.process(run, ToolCall(
+                tool="list_dir", arguments={"path": "/data"}, result=listing,
+                has_result=True)).action.label)
+        assert actions == ["continue"] * 6
+
     def test_object_with_raising_str(self) -> None:
         """An object whose ``__str__`` raises signs as its type name, as a value and as a key."""
         assert len(tool_signature("t", {"x": _BadStr()})) == 16
