@@ -261,13 +261,21 @@ class LoopGuardSpanProcessor(SpanProcessor):
         return self._finding(span, decision, previous, template, run_id)
 
     def _model_turn(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
-        """Count a model turn of the span's run (the turns make batches)."""
+        """Count a model turn of the span's run (the turns make batches).
+
+        A model span often carries the prompt template (``gen_ai.prompt.name``, Langfuse's and
+        Traceloop's keys) that the tool spans after it lack; it becomes the run's template.
+        """
         entry, _ = self.store.get_or_create(self._run_id(span, attrs))
         if entry.state.notifying and entry.state.in_callback():
             return  # ended inside this run's on_decision, which holds its lock
         with entry.state.lock:
             entry.model_turns += 1
             entry.seen_model = True
+            if entry.template is None and not self._prompt_keys.isdisjoint(attrs):
+                cfg = self.config
+                entry.template = prompt_template_of(attrs, cfg.prompt_name_keys,
+                                                    cfg.prompt_version_keys)
 
     def _tool_span(self, span: ReadableSpan, attrs: Mapping[str, Any], plan: CallPlan,
                    context: SpanContext, parent: SpanContext | None) -> ReadableSpan | None:
@@ -399,7 +407,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
         parent_id = span.parent.span_id if span.parent is not None else None
         run_id = self._conversation(attrs, parent_id) if key == "conversation" else \
             self.live.agent_span_id(parent_id)
-        run_id = run_id or format(trace_id, "032x")
+        if not run_id:  # not known yet (a chat span before the tool spans that carry it):
+            return format(trace_id, "032x")  # this span alone; a later one may find it
         with self._trace_lock:
             self._trace_runs[trace_id] = run_id
             while len(self._trace_runs) > self.config.max_runs:
@@ -472,7 +481,13 @@ class LoopGuardSpanProcessor(SpanProcessor):
             last = self._last_trace
             self.store.release(last[1] if last[0] == trace_id else format(trace_id, "032x"))
         elif self.config.run_key == "conversation":
-            return  # conversations span traces: released by TTL / LRU
+            # conversations span traces (released by TTL / LRU); what ended in this trace
+            # before its conversation showed (a first chat span) had a run of its own
+            with self._trace_lock:
+                run_id = self._trace_runs.pop(trace_id, None)
+            fallback = format(trace_id, "032x")
+            if run_id != fallback:
+                self.store.release(fallback)
         else:
             with self._trace_lock:
                 run_id = self._trace_runs.pop(trace_id, None)

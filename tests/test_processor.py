@@ -173,6 +173,42 @@ class TestRunStore:
         assert [s.attributes["loopguard.call_index"] for s in flagged] == [3, 4]
         assert flagged[0].attributes["loopguard.run_id"] == "conv-1"
 
+    def test_conversation_found_only_on_tool_spans(self) -> None:
+        """When only the tool spans carry the conversation id, a chat span that ends first
+        must not pin the trace to a run of its own: both traces' calls add up in conv-1."""
+        setup = Setup(run_key="conversation")
+        chat = {"gen_ai.operation.name": "chat"}
+        for _ in range(2):
+            with setup.tracer.start_as_current_span("invoke_agent triage", attributes={
+                    "gen_ai.operation.name": "invoke_agent"}):
+                for _ in range(2):
+                    with setup.tracer.start_as_current_span("chat gpt-4o", attributes=chat):
+                        pass
+                    setup.tool("search", '{"q": "x"}', "none",
+                               **{"gen_ai.conversation.id": "conv-1"})
+        flagged = [s for s in setup.spans() if "loopguard.action" in s.attributes]
+        assert [s.attributes["loopguard.call_index"] for s in flagged] == [3, 4]
+        assert {s.attributes["loopguard.run_id"] for s in flagged} == {"conv-1"}
+        setup.provider.shutdown()
+
+    def test_template_from_the_model_spans(self) -> None:
+        """A template named only on the chat spans (as Langfuse and GenAI prompt management
+        put it) labels the run's tool calls, as ``check`` reports it."""
+        setup = Setup()
+        with setup.tracer.start_as_current_span("invoke_agent triage", attributes={
+                "gen_ai.operation.name": "invoke_agent"}):
+            for city in ("paris", "london"):
+                with setup.tracer.start_as_current_span("chat gpt-4o", attributes={
+                        "gen_ai.operation.name": "chat", "gen_ai.prompt.name": "support",
+                        "gen_ai.prompt.version": "v3"}):
+                    pass
+                setup.tool("search", f'{{"q": "{city}"}}', f"{city} facts")
+        assert setup.sample("loopguard_tool_calls_total", prompt_template="support@v3",
+                            tool="search") == 2
+        assert setup.sample("loopguard_tool_calls_total", prompt_template="unknown",
+                            tool="search") == 0
+        setup.provider.shutdown()
+
     @pytest.mark.skipif(sys.platform == "win32", reason="fork")
     def test_store_is_empty_in_a_forked_child(self, setup: Setup) -> None:
         """After os.fork the child starts with an empty store (no inherited runs)."""
