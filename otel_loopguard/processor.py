@@ -491,7 +491,10 @@ class LoopGuardSpanProcessor(SpanProcessor):
         else:
             with self._trace_lock:
                 run_id = self._trace_runs.pop(trace_id, None)
-            self.store.release(run_id or format(trace_id, "032x"))
+            fallback = format(trace_id, "032x")
+            self.store.release(fallback)  # spans that ended before an agent span was seen
+            if run_id is not None and run_id != fallback:
+                self.store.release(run_id)
         if self._multiprocess:
             self.metrics.set_open_runs(len(self.store))  # type: ignore[union-attr]  # checked
 
