@@ -248,6 +248,33 @@ class TestInputErrors:
         assert len(err.splitlines()) == 1
 
 
+class TestStreaming:
+    @staticmethod
+    def _peak_kb(tmp_path: Path, runs: int) -> int:
+        """Peak RSS (KB) of a ``check --format json`` process over ``runs`` looping runs."""
+        line = Path(LOOPING).read_text(encoding="utf-8").strip()
+        trace_id = re.search(r'"traceId":"([0-9a-f]{32})"', line).group(1)  # type: ignore[union-attr]
+        path = tmp_path / f"many-{runs}.jsonl"
+        with path.open("w", encoding="utf-8") as handle:
+            for n in range(runs):
+                handle.write(line.replace(trace_id, f"{n + 1:032x}") + "\n")
+        measure = ("import resource, subprocess, sys; subprocess.run([sys.executable, '-m', "
+                   "'otel_loopguard', 'check', '--format', 'json', sys.argv[1]], "
+                   "stdout=subprocess.DEVNULL, check=False); "
+                   "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+        done = subprocess.run([sys.executable, "-c", measure, str(path)], cwd=ROOT,
+                              capture_output=True, text=True, check=True, timeout=120)
+        return int(done.stdout)
+
+    def test_memory_does_not_grow_with_the_runs_reported(self, tmp_path: Path) -> None:
+        """Reports are written as runs finish and not kept: four times the (flagged) runs
+        cost about the same peak memory once the input is past the reader's buffer; keeping
+        every report grew it by about 20 MB here."""
+        small = self._peak_kb(tmp_path, 1_000)
+        large = self._peak_kb(tmp_path, 4_000)
+        assert large < small + 8_000, (small, large)
+
+
 class TestInputs:
     def test_stdin(self, monkeypatch: pytest.MonkeyPatch,
                    capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,7 +6,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
 from otel_loopguard.checker import Checker, RunReport, report_to_json
@@ -53,16 +53,15 @@ def run_check(args: argparse.Namespace) -> int:
         print(f"otel-loopguard: {error}", file=sys.stderr)
 
     spans = _all_spans(args.paths, args.strict, on_error)
-    reports = list(Checker(config).run(spans))
+    reports = Checker(config).run(spans)  # streamed: memory is bounded by the open runs
     if args.format == "json":
-        _print_json(reports, sys.stdout)
+        highest = _print_json(reports, sys.stdout)
     else:
-        _print_text(reports, sys.stdout, quiet=args.quiet)
+        highest = _print_text(reports, sys.stdout, quiet=args.quiet)
     if errors:
         print(f"otel-loopguard: {len(errors)} bad input record(s) skipped", file=sys.stderr)
         return 2
-    fail_on = Action.parse(args.fail_on)
-    return 1 if any(r.action >= fail_on for r in reports) else 0
+    return 1 if highest >= Action.parse(args.fail_on) else 0
 
 
 def _all_spans(paths: list[str], strict: bool, on_error: Any) -> Iterator[SpanRecord]:
@@ -92,28 +91,44 @@ def _progress_bar(path: str) -> Any:
     return show
 
 
-def _print_json(reports: list[RunReport], out: TextIO) -> None:
+def _print_json(reports: Iterable[RunReport], out: TextIO) -> Action:
+    """Write the JSON document run by run as the runs finish; return the highest action.
+
+    The same document ``json.dump(..., indent=2)`` of the whole would write, without holding
+    every run in memory.
+    """
     actions = {a.label: 0 for a in Action}
+    runs = calls = 0
+    highest = Action.CONTINUE
+    out.write('{\n  "runs": [')
     for report in reports:
         actions[report.action.label] += 1
-    doc = {"runs": [report_to_json(r) for r in reports],
-           "summary": {"runs": len(reports), "tool_calls": sum(r.tool_calls for r in reports),
-                       "actions": actions}}
-    json.dump(doc, out, indent=2)
-    out.write("\n")
+        runs, calls = runs + 1, calls + report.tool_calls
+        highest = max(highest, report.action)
+        text = json.dumps(report_to_json(report), indent=2).replace("\n", "\n    ")
+        out.write(("," if runs > 1 else "") + "\n    " + text)
+    summary = json.dumps({"runs": runs, "tool_calls": calls, "actions": actions}, indent=2)
+    out.write(("\n  ]" if runs else "]") + ',\n  "summary": ' + summary.replace("\n", "\n  ")
+              + "\n}\n")
+    return highest
 
 
-def _print_text(reports: list[RunReport], out: TextIO, *, quiet: bool) -> None:
-    flagged = [r for r in reports if r.action > Action.CONTINUE]
+def _print_text(reports: Iterable[RunReport], out: TextIO, *, quiet: bool) -> Action:
+    """Write each run as it finishes, then the totals; return the highest action."""
+    runs = calls = flagged = 0
+    highest = Action.CONTINUE
     for report in reports:
+        runs, calls = runs + 1, calls + report.tool_calls
+        highest = max(highest, report.action)
         if report.action is Action.CONTINUE:
             if not quiet:
                 out.write(f"ok    run {report.run_id}: {report.tool_calls} tool calls, "
                           "no loop\n")
             continue
+        flagged += 1
         _explain(report, out)
-    calls = sum(r.tool_calls for r in reports)
-    out.write(f"\n{len(reports)} run(s), {calls} tool call(s); {len(flagged)} flagged\n")
+    out.write(f"\n{runs} run(s), {calls} tool call(s); {flagged} flagged\n")
+    return highest
 
 
 def _explain(report: RunReport, out: TextIO) -> None:
