@@ -20,7 +20,7 @@ from otel_loopguard._otlp import spans_from_json_request, spans_from_proto_reque
 from otel_loopguard.types import SpanRecord
 
 __all__ = ["Decoded", "RequestError", "decode_json", "decode_protobuf", "decompress",
-           "error_body", "success_body"]
+           "error_body", "json_one_by_one", "proto_one_by_one", "success_body"]
 
 GRPC_CODES: Final = {"INVALID_ARGUMENT": 3, "NOT_FOUND": 5, "RESOURCE_EXHAUSTED": 8,
                      "UNIMPLEMENTED": 12, "INTERNAL": 13, "UNAVAILABLE": 14,
@@ -126,7 +126,7 @@ def decode_protobuf(body: bytes) -> Decoded:
     try:
         return Decoded(proto_spans(request), request=request)
     except ValueError:
-        decoded = _checked(_proto_one_by_one(request, pb))
+        decoded = _checked(proto_one_by_one(request, pb))
         decoded.request = request
         return decoded
 
@@ -148,7 +148,7 @@ def decode_json(body: bytes) -> Decoded:
     try:
         return Decoded(json_spans(doc), doc=doc)
     except ValueError as exc:
-        decoded = _checked(_json_one_by_one(doc, str(exc)))
+        decoded = _checked(json_one_by_one(doc, str(exc)))
         decoded.doc = doc
         return decoded
 
@@ -181,7 +181,7 @@ def _records(decode: Callable[[Any], Iterator[SpanRecord]], request: Any) -> lis
     return list(decode(request))
 
 
-def _proto_one_by_one(request: Any, pb: Any) -> Decoded:
+def proto_one_by_one(request: Any, pb: Any) -> Decoded:
     def items() -> Iterator[tuple[str, Callable[[], list[SpanRecord]]]]:
         for i, resource_spans in enumerate(request.resource_spans):
             for j, scope_spans in enumerate(resource_spans.scope_spans):
@@ -210,7 +210,7 @@ def _json_list(obj: Any, keys: tuple[str, ...], problem: str) -> list[Any]:
     return []
 
 
-def _json_one_by_one(doc: Mapping[str, Any], problem: str) -> Decoded:
+def json_one_by_one(doc: Mapping[str, Any], problem: str) -> Decoded:
     def items() -> Iterator[tuple[str, Callable[[], list[SpanRecord]]]]:
         for i, rs in enumerate(_json_list(doc, ("resourceSpans", "resource_spans"), problem)):
             for j, ss in enumerate(_json_list(rs, _SCOPE_SPANS_KEYS, problem)):

@@ -30,6 +30,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, NamedTuple, Protocol
 
+from otel_loopguard._decode import RequestError, json_one_by_one, proto_one_by_one
 from otel_loopguard._fastspans import json_spans, loads_json, proto_spans
 from otel_loopguard.exceptions import TraceFileError
 
@@ -284,14 +285,22 @@ class _TraceReader:
             self._line += 1
 
     def _decode(self, record: _Record) -> list[SpanRecord]:
-        """Return the spans of one record, or report why it is bad and return none."""
+        """Return the good spans of one record, reporting what is bad in it.
+
+        A record whose spans are partly malformed keeps its good spans (as ``serve`` accepts
+        such a request with partial success) and reports the others.
+        """
         try:
-            return _decode_json(record.data) if record.is_json else _decode_proto(record.data)
+            spans, problem = (_decode_json(record.data) if record.is_json
+                              else _decode_proto(record.data))
         except _BadRecord as exc:
             self._fail(record.line + exc.line_offset, exc.message)
+            return []
         except ImportError:
             raise TraceFileError(self._path, 0, _PROTO_MISSING) from None
-        return []
+        if problem:
+            self._fail(record.line, problem)
+        return spans
 
 
 def _looks_like_json(head: bytes) -> bool:
@@ -338,28 +347,45 @@ def _parse_json(data: bytes) -> Any:
         raise _BadRecord(f"invalid JSON: {exc}") from None
 
 
-def _decode_json(data: bytes) -> list[SpanRecord]:
-    """Return the spans of one OTLP/JSON request, or of a JSON array of requests."""
+def _decode_json(data: bytes) -> tuple[list[SpanRecord], str]:
+    """Return the good spans of one OTLP/JSON request (or JSON array of them).
+
+    Also returns the problem with the others ("" when every span is good).
+    """
     doc = _parse_json(data)
     if not isinstance(doc, list):
         return _spans_of_json_request(doc)
-    spans = []
+    spans, problems = [], []
     for index, request in enumerate(doc):
         try:
-            spans.extend(_spans_of_json_request(request))
+            good, problem = _spans_of_json_request(request)
         except _BadRecord as exc:
             raise _BadRecord(f"element {index}: {exc.message}") from None
-    return spans
+        spans.extend(good)
+        if problem:
+            problems.append(f"element {index}: {problem}")
+    return spans, "; ".join(problems)
 
 
-def _spans_of_json_request(request: Any) -> list[SpanRecord]:
+def _spans_of_json_request(request: Any) -> tuple[list[SpanRecord], str]:
     try:
-        return json_spans(request)
+        return json_spans(request), ""
     except ValueError as exc:
-        raise _BadRecord(str(exc)) from None
+        first = str(exc)
+    try:  # some spans are malformed: keep the others, as serve's partial success does
+        decoded = json_one_by_one(request, first)
+    except RequestError as exc:
+        raise _BadRecord(exc.message) from None
+    return _partial(decoded.spans, decoded.rejected, decoded.error_message)
 
 
-def _decode_proto(data: bytes) -> list[SpanRecord]:
+def _partial(spans: list[SpanRecord], rejected: int, first: str) -> tuple[list[SpanRecord], str]:
+    if not spans:
+        raise _BadRecord(f"all {rejected} spans rejected: {first}")
+    return spans, f"rejected {rejected} malformed span(s), kept {len(spans)}; first: {first}"
+
+
+def _decode_proto(data: bytes) -> tuple[list[SpanRecord], str]:
     """Return the spans of one serialized ``ExportTraceServiceRequest``.
 
     Raises:
@@ -374,6 +400,13 @@ def _decode_proto(data: bytes) -> list[SpanRecord]:
 
     try:
         request = ExportTraceServiceRequest.FromString(data)
-        return proto_spans(request)
     except (decode_error, ValueError, RecursionError) as exc:
         raise _BadRecord(f"invalid protobuf: {exc}") from None
+    try:
+        return proto_spans(request), ""
+    except (ValueError, RecursionError):
+        pass
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+
+    decoded = proto_one_by_one(request, trace_service_pb2)
+    return _partial(decoded.spans, decoded.rejected, decoded.error_message)

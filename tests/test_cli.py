@@ -248,6 +248,37 @@ class TestInputErrors:
         assert len(err.splitlines()) == 1
 
 
+class TestPartlyBadRecords:
+    def test_one_bad_span_keeps_the_others(self, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+        """A line with one malformed span keeps its good spans (as serve's partial success
+        does) and reports the bad one as ``file:line``; the exit code says input was bad."""
+        line = Path(LOOPING).read_text(encoding="utf-8").strip()
+        trace_ids = re.findall(r'"traceId":"([0-9a-f]{32})"', line)
+        bad = re.sub(r'"traceId":"[0-9a-f]{32}"', '"traceId":"xyz"', line, count=1)
+        path = tmp_path / "one-bad.jsonl"
+        path.write_text(bad + "\n", encoding="utf-8")
+        assert main(["check", "--format", "json", str(path)]) == 2
+        captured = capsys.readouterr()
+        runs = json.loads(captured.out)["runs"]
+        assert [r["trace_ids"] for r in runs] == [[trace_ids[1]]]
+        assert runs[0]["action"] == "stop"
+        assert f"{path}:1: rejected 1 malformed span(s), kept {len(trace_ids) - 1}; first: " \
+               "resourceSpans[0].scopeSpans[0].spans[0]" in captured.err
+
+    def test_every_span_bad_is_one_error(self, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+        """A line whose spans are all malformed reports that, and no run."""
+        line = Path(LOOPING).read_text(encoding="utf-8").strip()
+        bad = re.sub(r'"traceId":"[0-9a-f]{32}"', '"traceId":"xyz"', line)
+        path = tmp_path / "all-bad.jsonl"
+        path.write_text(bad + "\n", encoding="utf-8")
+        assert main(["check", "--format", "json", str(path)]) == 2
+        captured = capsys.readouterr()
+        assert json.loads(captured.out)["runs"] == []
+        assert f"{path}:1: all " in captured.err and " spans rejected: " in captured.err
+
+
 class TestStreaming:
     @staticmethod
     def _peak_kb(tmp_path: Path, runs: int) -> int:

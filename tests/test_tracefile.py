@@ -262,14 +262,17 @@ class TestBadInput:
         ]
 
     def test_bad_trace_id_names_the_field(self, write: Any, requests: list[Any]) -> None:
-        """A malformed field is reported with the line number and the field path."""
+        """A malformed field is reported with the line number and the field path; the
+        line's good spans are kept (as serve's partial success keeps them)."""
         doc = to_json(requests[1])
         doc["resourceSpans"][0]["scopeSpans"][0]["spans"][1]["traceId"] = "zz"
         data = b"\n".join(json.dumps(d).encode() for d in [to_json(requests[0]), doc])
         spans, errors = read(write(data))
-        assert spans == records(requests[:1])
+        second = records(requests[1:2])
+        assert spans == records(requests[:1]) + second[:1] + second[2:]
         assert errors[0].line == 2
         assert errors[0].reason == (
+            f"rejected 1 malformed span(s), kept {len(second) - 1}; first: "
             "resourceSpans[0].scopeSpans[0].spans[1].traceId: expected 32 hex digits, got 'zz'"
         )
 
