@@ -248,6 +248,16 @@ class TestInputErrors:
         assert len(err.splitlines()) == 1
 
 
+def test_a_handoff_finding_says_where_it_fell(capsys: pytest.CaptureFixture[str]) -> None:
+    """A handoff loop has no triggering tool call: the text says so instead of "call 0"."""
+    recorded = ROOT / "tests" / "data" / "recorded" / "agents-otel-genai.jsonl"
+    assert main(["check", "-q", str(recorded)]) == 1
+    out = capsys.readouterr().out
+    assert "stop at a handoff before any tool call (HANDOFF_LOOP, handoff): " \
+           "triage -> billing -> triage" in out
+    assert "call 0" not in out
+
+
 class TestPartlyBadRecords:
     def test_one_bad_span_keeps_the_others(self, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:

@@ -142,6 +142,14 @@ def _explain(report: RunReport, out: TextIO) -> None:
             continue
         shown.add(key)
         evidence = decision.evidence[0]
+        if evidence.detector == "handoff":  # no tool call triggered it: say where it fell
+            where = (f"after call {decision.call_index}" if decision.call_index
+                     else "before any tool call")
+            cycle = " -> ".join(str(a) for a in evidence.details.get("cycle", []))
+            out.write(f"  - {decision.action.label} at a handoff {where} ({decision.code}, "
+                      f"handoff): {cycle or 'agents'}\n")
+            out.write(f"    hint: {decision.hint}\n")
+            continue
         indices = evidence.details.get("call_indices") or [decision.call_index]
         calls = ", ".join(str(i) for i in indices)
         out.write(f"  - {decision.action.label} at call {decision.call_index} "
