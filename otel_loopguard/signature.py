@@ -267,16 +267,23 @@ def _rest(items: Iterable[Any], volatile: VolatileMatcher | None, max_chars: int
     """Return a digest of the items past a container's first ``_MAX_ITEMS``, and their count.
 
     Each is normalised as it would be in place (volatile keys dropped, date-times masked) and
-    hashed one at a time, so memory stays bounded while a change anywhere in a long list or
-    mapping still changes the signature (a longer listing is not the same result).
+    hashed one at a time, so memory stays bounded while a change in a long list or mapping
+    still changes the signature (a longer listing is not the same result). Past ``_MAX_REST``
+    more items they are only counted, which bounds the time too.
     """
     hasher, count = xxhash.xxh3_64(), 0
     for item in items:
+        count += 1
+        if count > _MAX_REST:
+            continue  # counted only: the work per call stays bounded too
         text = _canonical(normalize_value(item, volatile=volatile, max_value_chars=max_chars,
                                           _depth=depth), result=volatile is not None)
         hasher.update(text.encode("utf-8", "surrogatepass") + b"\x1e")
-        count += 1
     return f"\x00rest:{count}:{hasher.hexdigest()}"
+
+
+_MAX_REST: Final = 32 * _MAX_ITEMS
+"""Items past the cut that ``_rest`` hashes (65,536); beyond them it only counts."""
 
 
 def _deep(value: Any) -> str:
