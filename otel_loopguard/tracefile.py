@@ -380,6 +380,8 @@ def _spans_of_json_request(request: Any) -> tuple[list[SpanRecord], str]:
 
 
 def _partial(spans: list[SpanRecord], rejected: int, first: str) -> tuple[list[SpanRecord], str]:
+    if not rejected:  # every span decodes on its own: nothing to report
+        return spans, ""
     if not spans:
         raise _BadRecord(f"all {rejected} spans rejected: {first}")
     return spans, f"rejected {rejected} malformed span(s), kept {len(spans)}; first: {first}"
