@@ -325,26 +325,32 @@ class LoopEngine:
 
     def _custom_call_sig(self, tool: str, arguments: Any, builtin: str) -> str:
         """Return the call signature from the ``signature`` hook (``builtin`` if it fails)."""
-        try:
-            text = self.signature(tool, arguments)  # type: ignore[misc]  # checked by the caller
-            if not isinstance(text, str):
-                raise TypeError(f"signature returned {type(text).__name__}, not str")
-        except Exception:
-            self.callback_errors += 1
-            return builtin
-        return digest(tool + "\x00custom\x00" + text)
+        text = self._hook_text(self.signature, tool, arguments)
+        return builtin if text is None else digest(tool + "\x00custom\x00" + text)
 
     def _custom_result_info(self, tool: str, result: Any, info: ResultInfo) -> ResultInfo:
         """Return ``info`` with the digest of the ``result_signature`` hook's text."""
-        try:
-            text = self.result_signature(tool, result)  # type: ignore[misc]  # checked
-            if not isinstance(text, str):
-                raise TypeError(f"result_signature returned {type(text).__name__}, not str")
-        except Exception:
-            self.callback_errors += 1
+        text = self._hook_text(self.result_signature, tool, result)
+        if text is None:
             return info
         return ResultInfo(digest=digest("\x00custom\x00" + text), error=info.error,
                           in_progress=info.in_progress, empty=info.empty)
+
+    def _hook_text(self, hook: Callable[[str, Any], str] | None, tool: str,
+                   value: Any) -> str | None:
+        """Return what a signature hook gives for ``value``.
+
+        None, counted in ``callback_errors``, when it raises or gives something else than a
+        string.
+        """
+        try:
+            text = hook(tool, value)  # type: ignore[misc]  # set when this is called
+        except Exception:
+            text = None
+        if isinstance(text, str):
+            return text
+        self.callback_errors += 1
+        return None
 
     def _result_info(self, run: RunState, result: Any) -> ResultInfo:
         """Return the result's signature and facts, reusing the run's last few results.

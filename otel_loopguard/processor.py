@@ -480,21 +480,14 @@ class LoopGuardSpanProcessor(SpanProcessor):
         if self._by_trace:  # ``_trace_runs`` stays empty: ``_run_id`` returns first
             last = self._last_trace
             self.store.release(last[1] if last[0] == trace_id else format(trace_id, "032x"))
-        elif self.config.run_key == "conversation":
-            # conversations span traces (released by TTL / LRU); what ended in this trace
-            # before its conversation showed (a first chat span) had a run of its own
-            with self._trace_lock:
-                run_id = self._trace_runs.pop(trace_id, None)
-            fallback = format(trace_id, "032x")
-            if run_id != fallback:
-                self.store.release(fallback)
         else:
             with self._trace_lock:
                 run_id = self._trace_runs.pop(trace_id, None)
             fallback = format(trace_id, "032x")
-            self.store.release(fallback)  # spans that ended before an agent span was seen
-            if run_id is not None and run_id != fallback:
-                self.store.release(run_id)
+            if run_id != fallback:  # spans that ended before the trace's run key showed
+                self.store.release(fallback)
+            if run_id is not None and self.config.run_key == "agent":
+                self.store.release(run_id)  # conversations span traces: TTL / LRU release them
         if self._multiprocess:
             self.metrics.set_open_runs(len(self.store))  # type: ignore[union-attr]  # checked
 

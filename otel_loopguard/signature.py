@@ -12,7 +12,7 @@ import itertools
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -327,12 +327,8 @@ def _normalize_mapping(
     out: dict[str, Any] = {}
     for count, (key, item) in enumerate(value.items()):
         if count >= _MAX_ITEMS:
-            out["\x00more"] = _rest(((k if isinstance(k, str) else _safe_str(k), v)
-                                     for k, v in itertools.islice(value.items(), _MAX_ITEMS,
-                                                                  None)
-                                     if volatile is None or not volatile.is_volatile(
-                                         k if isinstance(k, str) else _safe_str(k), v)),
-                                    volatile, max_chars, depth + 1)
+            out["\x00more"] = _rest(_rest_pairs(value, volatile), volatile, max_chars,
+                                    depth + 1)
             break
         skey = key if isinstance(key, str) else _safe_str(key)
         if volatile is not None and volatile.is_volatile(skey, item):
@@ -340,6 +336,18 @@ def _normalize_mapping(
         out[skey] = normalize_value(item, volatile=volatile, max_value_chars=max_chars,
                                     _depth=depth + 1)
     return dict(sorted(out.items()))
+
+
+def _rest_pairs(value: Mapping[Any, Any],
+                volatile: VolatileMatcher | None) -> Iterator[tuple[str, Any]]:
+    """Yield the (key, item) pairs of ``value`` past its first ``_MAX_ITEMS``.
+
+    As ``_normalize_mapping`` keeps them: keys as strings, volatile ones dropped.
+    """
+    for key, item in itertools.islice(value.items(), _MAX_ITEMS, None):
+        skey = key if isinstance(key, str) else _safe_str(key)
+        if volatile is None or not volatile.is_volatile(skey, item):
+            yield skey, item
 
 
 def _canonical(normalized: Any, *, result: bool = False) -> str:
