@@ -47,10 +47,10 @@ sys.path[:0] = [_HERE, _ROOT]
 import bench_serve  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
 
-from otel_loopguard._decode import decode_json, decode_protobuf  # noqa: E402
-from otel_loopguard._stream import StreamingChecker  # noqa: E402
 from otel_loopguard.config import LoopGuardConfig  # noqa: E402
 from otel_loopguard.metrics import LoopGuardMetrics  # noqa: E402
+from otel_loopguard.otlp._request import decode_json, decode_protobuf  # noqa: E402
+from otel_loopguard.receiver._stream import StreamingChecker  # noqa: E402
 from otel_loopguard.types import Action, Decision  # noqa: E402
 
 _CLEAN = Decision(Action.CONTINUE)

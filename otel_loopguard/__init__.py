@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from otel_loopguard.checker import Checker, RunReport
 from otel_loopguard.config import LoopGuardConfig, ToolOverride
 from otel_loopguard.detectors import make_default_detectors
 from otel_loopguard.enforce import LoopDetectedResult, ToolGuard
@@ -13,6 +12,7 @@ from otel_loopguard.exceptions import ConfigError, LoopGuardError, ToolLoopError
 from otel_loopguard.metrics import LoopGuardMetrics, start_metrics_server
 from otel_loopguard.policy import Policy
 from otel_loopguard.processor import LoopGuardSpanProcessor, install
+from otel_loopguard.replay.checker import Checker, RunReport
 from otel_loopguard.signature import tool_signature
 from otel_loopguard.types import Action, Decision, Evidence, Handoff, SpanRecord, ToolCall
 

@@ -21,9 +21,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Span, Status, StatusCode
 
-from otel_loopguard._otlp import span_record_from_readable
-from otel_loopguard.checker import Checker, RunReport
 from otel_loopguard.config import LoopGuardConfig
+from otel_loopguard.otlp._reference import span_record_from_readable
+from otel_loopguard.replay.checker import Checker, RunReport
 from otel_loopguard.types import SpanRecord
 
 __all__ = ["MISSING", "AgentScript", "FakeClock", "LoopGuardHarness", "loopguard_harness"]

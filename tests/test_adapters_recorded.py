@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from otel_loopguard import Checker, RunReport, ToolCall
-from otel_loopguard._assemble import assemble_trace
+from otel_loopguard.assembly import assemble_trace
 from otel_loopguard.config import LoopGuardConfig
+from otel_loopguard.replay.tracefile import iter_spans
 from otel_loopguard.signature import canonical_args
-from otel_loopguard.tracefile import iter_spans
 
 DATA = Path(__file__).parent / "data" / "recorded"
 

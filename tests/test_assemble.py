@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from otel_loopguard._assemble import assemble_trace
 from otel_loopguard.adapters import DEFAULT_ADAPTERS
+from otel_loopguard.assembly import assemble_trace
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.types import Handoff, SpanRecord, ToolCall
 

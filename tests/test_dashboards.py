@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from otel_loopguard._metric_names import (
+from otel_loopguard.metrics._names import (
     ENFORCED,
     LOOP_DETECTED,
     METRIC_NAMES,

@@ -13,8 +13,8 @@ import pytest
 from _prometheus import free_port
 from prometheus_client.parser import text_string_to_metric_families
 
-from otel_loopguard._metric_names import LOOP_DETECTED, RUNS, RUNS_FLAGGED
 from otel_loopguard.cli import main
+from otel_loopguard.metrics._names import LOOP_DETECTED, RUNS, RUNS_FLAGGED
 
 BROKEN = "support_triage@v3"
 HEALTHY = "order_status@v1"

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from otel_loopguard._fastspans import json_spans, make_record, proto_spans, slot_copier
-from otel_loopguard._otlp import spans_from_json_request, spans_from_proto_request
+from otel_loopguard.otlp._fast import json_spans, make_record, proto_spans, slot_copier
+from otel_loopguard.otlp._reference import spans_from_json_request, spans_from_proto_request
 from otel_loopguard.types import Handoff, SpanRecord, ToolCall
 
 _TEXT = st.text(max_size=12)
@@ -190,7 +190,7 @@ class TestConstruction:
 
     def test_trace_event_maker(self) -> None:
         """The assembler's TraceEvent maker builds what the constructor builds."""
-        from otel_loopguard._assemble import TraceEvent, _trace_event
+        from otel_loopguard.assembly import TraceEvent, _trace_event
 
         call = ToolCall(tool="t")
         made = _trace_event(call, "abc")
@@ -363,7 +363,7 @@ class TestJsonLoads:
     @given(_JSON_TREES, st.sampled_from([", ", ","]))
     def test_same_as_stdlib(self, tree: Any, separator: str) -> None:
         """Values (exact integers included) and their types are the stdlib's."""
-        from otel_loopguard._fastspans import loads_json as _loads
+        from otel_loopguard.otlp._fast import loads_json as _loads
 
         body = json.dumps(tree, separators=(separator, ":")).encode()
         assert repr(_loads(body)) == repr(json.loads(body))
@@ -374,13 +374,13 @@ class TestJsonLoads:
         b'{"a": [18446744073709551616, 1]}', b'{"t": 1700000000000000000}'])
     def test_stdlib_decides_what_orjson_would_change(self, text: bytes) -> None:
         """Bodies orjson refuses or would round are decoded by the stdlib."""
-        from otel_loopguard._fastspans import loads_json as _loads
+        from otel_loopguard.otlp._fast import loads_json as _loads
 
         assert repr(_loads(text)) == repr(json.loads(text))
 
     def test_exact_integer_attribute(self) -> None:
         """An integer attribute past 64 bits stays an exact int, as with the stdlib."""
-        from otel_loopguard._decode import decode_json
+        from otel_loopguard.otlp._request import decode_json
 
         body = (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "' + b"ab" * 16
                 + b'", "spanId": "' + b"cd" * 8 + b'", "attributes": [{"key": "n", "value": '

@@ -16,7 +16,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import CollectorRegistry, generate_latest
 
 from otel_loopguard import LoopGuardConfig
-from otel_loopguard._metric_names import (
+from otel_loopguard.metrics import LabelCap, LoopGuardMetrics
+from otel_loopguard.metrics._names import (
     ENFORCED,
     EVICTED_RUNS,
     INTERNAL_ERRORS,
@@ -28,7 +29,6 @@ from otel_loopguard._metric_names import (
     RUNS_FLAGGED,
     TOOL_CALLS,
 )
-from otel_loopguard.metrics import LabelCap, LoopGuardMetrics
 from otel_loopguard.processor import LoopGuardSpanProcessor
 from otel_loopguard.types import Action
 

@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode
 
-from otel_loopguard._otlp import (
+from otel_loopguard.otlp._reference import (
     span_record_from_readable,
     spans_from_json_request,
     spans_from_proto_request,

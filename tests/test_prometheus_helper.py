@@ -18,7 +18,13 @@ from _prometheus import (
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 from test_dashboards import ALERTS, dashboard_exprs, load_dashboard, substitute_macros
 
-from otel_loopguard._metric_names import INTERNAL_ERRORS, LOOP_DETECTED, OPEN_RUNS, RUNS, TOOL_CALLS
+from otel_loopguard.metrics._names import (
+    INTERNAL_ERRORS,
+    LOOP_DETECTED,
+    OPEN_RUNS,
+    RUNS,
+    TOOL_CALLS,
+)
 
 pytestmark = [
     pytest.mark.prometheus,

@@ -27,10 +27,10 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from prometheus_client import CollectorRegistry
 from test_receiver_stream import as_json, script_fleet
 
-from otel_loopguard._decode import RequestError
-from otel_loopguard.checker import Checker, RunReport
 from otel_loopguard.config import LoopGuardConfig
+from otel_loopguard.otlp._request import RequestError
 from otel_loopguard.receiver import LoopGuardReceiver, ReceiverOptions
+from otel_loopguard.replay.checker import Checker, RunReport
 from otel_loopguard.testing import FakeClock, LoopGuardHarness
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -52,7 +52,7 @@ def _fleet() -> tuple[ReadableSpan, ...]:
 @pytest.fixture(name="expected", scope="module")
 def _expected(fleet: tuple[ReadableSpan, ...]) -> list[dict[str, Any]]:
     """What ``check`` reports for the fleet."""
-    from otel_loopguard._otlp import span_record_from_readable
+    from otel_loopguard.otlp._reference import span_record_from_readable
 
     return as_json(list(Checker(LoopGuardConfig()).run(
         span_record_from_readable(s) for s in fleet)))

@@ -22,9 +22,9 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 from prometheus_client import CollectorRegistry
 from test_receiver import JSON, PROTOBUF, post, to_json_doc
 
-from otel_loopguard.checker import RunReport
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.receiver import LoopGuardReceiver, ReceiverOptions
+from otel_loopguard.replay.checker import RunReport
 from otel_loopguard.testing import LoopGuardHarness
 
 

@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
-from otel_loopguard._stream import ClosedTrace, StreamingChecker
-from otel_loopguard.checker import Checker, RunReport, report_to_json
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.metrics import LoopGuardMetrics
+from otel_loopguard.receiver._stream import ClosedTrace, StreamingChecker
+from otel_loopguard.replay.checker import Checker, RunReport, report_to_json
 from otel_loopguard.testing import AgentScript, FakeClock, LoopGuardHarness
 from otel_loopguard.types import SpanRecord
 

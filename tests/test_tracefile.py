@@ -22,9 +22,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from otel_loopguard._otlp import span_record_from_readable, spans_from_proto_request
 from otel_loopguard.exceptions import TraceFileError
-from otel_loopguard.tracefile import iter_spans
+from otel_loopguard.otlp._reference import span_record_from_readable, spans_from_proto_request
+from otel_loopguard.replay.tracefile import iter_spans
 from otel_loopguard.types import SpanRecord
 
 _ID_KEYS = ("traceId", "spanId", "parentSpanId")
@@ -301,7 +301,7 @@ class TestBadInput:
         self, write: Any, caplog: pytest.LogCaptureFixture
     ) -> None:
         """Without on_error, errors are logged as warnings and reading continues."""
-        with caplog.at_level(logging.WARNING, logger="otel_loopguard.tracefile"):
+        with caplog.at_level(logging.WARNING, logger="otel_loopguard.replay.tracefile"):
             assert list(iter_spans(str(write(b'{"a": x}\n{}\n')))) == []
         messages = [r.getMessage() for r in caplog.records]
         assert [m.split(":", 1)[1][:16] for m in messages] == ["1: invalid JSON:"]

@@ -9,10 +9,10 @@ import sys
 from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
-from otel_loopguard.checker import Checker, RunReport, report_to_json
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.exceptions import TraceFileError
-from otel_loopguard.tracefile import iter_spans
+from otel_loopguard.replay.checker import Checker, RunReport, report_to_json
+from otel_loopguard.replay.tracefile import iter_spans
 from otel_loopguard.types import Action, SpanRecord
 
 __all__ = ["add_parser"]

@@ -34,9 +34,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Status, StatusCode
 from prometheus_client import CollectorRegistry
 
-from otel_loopguard._metric_names import LOOP_DETECTED, RUNS, RUNS_FLAGGED, TOOL_CALLS
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.metrics import start_metrics_server
+from otel_loopguard.metrics._names import LOOP_DETECTED, RUNS, RUNS_FLAGGED, TOOL_CALLS
 from otel_loopguard.processor import LoopGuardSpanProcessor
 
 __all__ = ["add_parser", "run_demo"]

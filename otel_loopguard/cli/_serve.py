@@ -18,11 +18,11 @@ from typing import Any, Final
 
 from prometheus_client import GC_COLLECTOR, CollectorRegistry, PlatformCollector, ProcessCollector
 
-from otel_loopguard.checker import RunReport, report_to_json
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.environment_variables import LOOPGUARD_SERVE_TOKEN
 from otel_loopguard.exceptions import ConfigError
 from otel_loopguard.receiver import LoopGuardReceiver, ReceiverOptions
+from otel_loopguard.replay.checker import RunReport, report_to_json
 from otel_loopguard.types import Action
 
 __all__ = ["add_parser"]

@@ -15,8 +15,9 @@ from opentelemetry.context import Context
 from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode, TraceFlags
 
 from otel_loopguard.enforce import BLOCKED, LoopDetectedResult, _encode
+from otel_loopguard.evidence import evidence_attributes
 from otel_loopguard.exceptions import ToolLoopError
-from otel_loopguard.processor import LoopGuardSpanProcessor, evidence_attributes
+from otel_loopguard.processor import LoopGuardSpanProcessor
 from otel_loopguard.types import Action, Decision
 
 __all__ = ["GuardVerdict", "annotate", "check", "is_instrumentation_tool_span", "observed"]

@@ -24,8 +24,8 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.trace.span import TraceState
 
-from otel_loopguard._decode import Decoded
-from otel_loopguard._stream import ClosedTrace
+from otel_loopguard.otlp._request import Decoded
+from otel_loopguard.receiver._stream import ClosedTrace
 from otel_loopguard.types import STATUS_ERROR, SpanRecord
 
 __all__ = ["Forwarder", "make_exporter"]

@@ -18,7 +18,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from otel_loopguard._metric_names import (
+from otel_loopguard.metrics._names import (
     ENFORCED,
     EVICTED_RUNS,
     INTERNAL_ERRORS,

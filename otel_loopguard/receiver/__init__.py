@@ -30,12 +30,12 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from otel_loopguard._decode import Decoded, RequestError
 from otel_loopguard._guard import InternalErrorGuard
-from otel_loopguard._stream import StreamingChecker
-from otel_loopguard.checker import RunReport
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.metrics import LoopGuardMetrics
+from otel_loopguard.otlp._request import Decoded, RequestError
+from otel_loopguard.receiver._stream import StreamingChecker
+from otel_loopguard.replay.checker import RunReport
 
 __all__ = ["LoopGuardReceiver", "ReceiverOptions"]
 
@@ -183,7 +183,7 @@ class LoopGuardReceiver:
     def _make_forwarder(self) -> Any:
         if self.options.forward_endpoint is None:
             return None
-        from otel_loopguard._forward import (
+        from otel_loopguard.receiver._forward import (
             Forwarder,
             make_exporter,
         )
@@ -211,13 +211,13 @@ class LoopGuardReceiver:
     def _start_servers(self) -> None:
         opts = self.options
         if opts.http_port is not None:
-            from otel_loopguard._http import start_http_server
+            from otel_loopguard.receiver._http import start_http_server
 
             server = start_http_server(self, opts.host, opts.http_port)
             self._servers.append(server)
             self.http_port = server.server_address[1]
         if opts.grpc_port is not None:
-            from otel_loopguard._grpc import start_grpc_server
+            from otel_loopguard.receiver._grpc import start_grpc_server
 
             grpc_server, self.grpc_port = start_grpc_server(self, opts.host, opts.grpc_port)
             self._servers.append(grpc_server)

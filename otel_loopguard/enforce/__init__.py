@@ -19,8 +19,9 @@ from typing import Any, Final, ParamSpec, TypeVar, cast, overload
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
+from otel_loopguard.evidence import evidence_attributes
 from otel_loopguard.exceptions import LoopGuardError, ToolLoopError
-from otel_loopguard.processor import LoopGuardSpanProcessor, evidence_attributes
+from otel_loopguard.processor import LoopGuardSpanProcessor
 from otel_loopguard.types import Action, Decision
 
 __all__ = ["LoopDetectedResult", "ToolCallScope", "ToolGuard"]

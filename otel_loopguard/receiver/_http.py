@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from otel_loopguard._decode import (
+from otel_loopguard.otlp._request import (
     Decoded,
     RequestError,
     decode_json,

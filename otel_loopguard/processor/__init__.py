@@ -28,9 +28,6 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from opentelemetry.trace import SpanContext, StatusCode
 
 from otel_loopguard._guard import InternalErrorGuard
-from otel_loopguard._live import MAX_DEPTH as _MAX_DEPTH
-from otel_loopguard._live import LiveSpans
-from otel_loopguard._otlp import raw_attributes, span_record_from_readable
 from otel_loopguard.adapters import (
     DEFAULT_ADAPTERS,
     agent_of,
@@ -46,8 +43,12 @@ from otel_loopguard.adapters.openinference import OpenInferenceAdapter
 from otel_loopguard.adapters.openllmetry import OpenLLMetryAdapter
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.engine import LoopEngine
+from otel_loopguard.evidence import EVENT_NAME, evidence_attributes
 from otel_loopguard.exceptions import LoopGuardError
 from otel_loopguard.metrics import LoopGuardMetrics
+from otel_loopguard.otlp._reference import raw_attributes, span_record_from_readable
+from otel_loopguard.processor._live import MAX_DEPTH as _MAX_DEPTH
+from otel_loopguard.processor._live import LiveSpans
 from otel_loopguard.state import InMemoryRunStateStore, RunEntry
 from otel_loopguard.types import Action, Decision, Handoff, SpanAdapter, ToolCall
 
@@ -55,7 +56,6 @@ __all__ = ["LoopGuardSpanProcessor", "evidence_attributes", "install"]
 
 logger = logging.getLogger(__name__)
 
-EVENT_NAME: Final = "loopguard.loop_detected"
 _DEFAULT: Final = DEFAULT_ADAPTERS
 _AGENT_PREFIXES: Final = ("invoke_agent", "Agent run")
 _LOGFIRE_PREFIXES: Final = ("Function: ", "Handoff: ")
@@ -72,27 +72,6 @@ _MAX_SPAN_NAMES: Final = 4096
 _NO_OP_STARTS: Final = frozenset({SpanProcessor.on_start, BatchSpanProcessor.on_start,
                                   SimpleSpanProcessor.on_start})
 """``on_start`` methods that do nothing: the processor does not call them on every span."""
-
-
-def evidence_attributes(decision: Decision, run_id: str, mode: str) -> dict[str, Any]:
-    """Return the ``loopguard.*`` attributes describing a decision (no raw payloads)."""
-    top = decision.evidence[0] if decision.evidence else None
-    attrs: dict[str, Any] = {
-        "loopguard.action": decision.action.label, "loopguard.code": decision.code,
-        "loopguard.detector": decision.detector, "loopguard.run_id": run_id,
-        "loopguard.hint": decision.hint, "loopguard.mode": mode,
-        "loopguard.call_index": decision.call_index,
-        "loopguard.escalated": decision.escalated,
-    }
-    if top is not None:
-        attrs["loopguard.count"] = top.count
-        repeats = top.details.get("repeats_span_ids")
-        if repeats:
-            attrs["loopguard.repeats_span_ids"] = [str(s) for s in repeats]
-        for key in ("call", "result"):
-            if key in top.details:
-                attrs[f"loopguard.{key}_signature"] = str(top.details[key])
-    return attrs
 
 
 class LoopGuardSpanProcessor(SpanProcessor):

@@ -27,10 +27,10 @@ from typing import Any, Final
 
 from otel_loopguard._guard import InternalErrorGuard
 from otel_loopguard.adapters import DEFAULT_ADAPTERS
-from otel_loopguard.checker import Checker, RunReport, _OpenTrace
 from otel_loopguard.config import LoopGuardConfig
+from otel_loopguard.evidence import evidence_attributes
 from otel_loopguard.metrics import LoopGuardMetrics
-from otel_loopguard.processor import evidence_attributes
+from otel_loopguard.replay.checker import Checker, RunReport, _OpenTrace
 from otel_loopguard.types import Action, Decision, SpanAdapter, SpanRecord, ToolCall
 
 __all__ = ["ClosedTrace", "StreamingChecker"]

@@ -19,7 +19,7 @@ from google.rpc import (  # type: ignore[import-untyped]  # googleapis-common-pr
     status_pb2,
 )
 
-from otel_loopguard._decode import GRPC_CODES, RequestError, decode_protobuf, success_body
+from otel_loopguard.otlp._request import GRPC_CODES, RequestError, decode_protobuf, success_body
 
 if TYPE_CHECKING:
     from otel_loopguard.receiver import LoopGuardReceiver

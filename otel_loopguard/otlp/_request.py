@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Final
 
-from otel_loopguard._fastspans import json_spans, loads_json, proto_spans
-from otel_loopguard._otlp import spans_from_json_request, spans_from_proto_request
+from otel_loopguard.otlp._fast import json_spans, loads_json, proto_spans
+from otel_loopguard.otlp._reference import spans_from_json_request, spans_from_proto_request
 from otel_loopguard.types import SpanRecord
 
 __all__ = ["Decoded", "RequestError", "decode_json", "decode_protobuf", "decompress",

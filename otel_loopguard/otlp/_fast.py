@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import orjson
 
-from otel_loopguard._otlp import spans_from_json_request, spans_from_proto_request
+from otel_loopguard.otlp._reference import spans_from_json_request, spans_from_proto_request
 from otel_loopguard.types import SpanRecord, slot_setters
 
 if TYPE_CHECKING:

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Final
 
-from otel_loopguard._fastspans import slot_copier
 from otel_loopguard.adapters import (
     DEFAULT_ADAPTERS,
     agent_of,
@@ -25,6 +24,7 @@ from otel_loopguard.adapters import (
     to_event,
 )
 from otel_loopguard.config import LoopGuardConfig
+from otel_loopguard.otlp._fast import slot_copier
 from otel_loopguard.types import Handoff, SpanAdapter, SpanRecord, ToolCall, slot_setters
 
 __all__ = ["AssembledTrace", "TraceEvent", "assemble_trace"]

@@ -1,0 +1,187 @@
+"""Replay finished spans through the engine and report every run: ``otel-loopguard check``.
+
+Spans are grouped by trace while they stream in; a trace is assembled when its root span has
+been seen and ``grace_spans`` more spans have passed without touching it, or at the end of the
+input. Memory is bounded by the open traces and runs (``max_runs``), not by the input size.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from otel_loopguard.adapters import DEFAULT_ADAPTERS
+from otel_loopguard.assembly import AssembledTrace, assemble_trace
+from otel_loopguard.config import LoopGuardConfig
+from otel_loopguard.engine import LoopEngine, RunState
+from otel_loopguard.types import Action, Decision, SpanAdapter, SpanRecord, ToolCall
+
+__all__ = ["Checker", "RunReport", "report_to_json"]
+
+_DEFAULT_GRACE_SPANS = 10_000
+_MAX_FINDINGS = 1000
+
+
+@dataclass(slots=True)
+class RunReport:
+    """What ``check`` found in one run (flagged or not)."""
+
+    run_id: str
+    trace_ids: list[str] = field(default_factory=list)
+    prompt_template: str | None = None
+    tool_calls: int = 0
+    action: Action = Action.CONTINUE
+    findings: list[Decision] = field(default_factory=list)
+    findings_dropped: int = 0
+
+
+@dataclass(slots=True)
+class _OpenTrace:
+    spans: list[SpanRecord] = field(default_factory=list)
+    root_seen_at: int | None = None
+
+
+class Checker:
+    """Feeds spans through the adapters and the engine, yielding a report per finished run.
+
+    Not thread-safe: one checker per input stream.
+    """
+
+    def __init__(self, config: LoopGuardConfig | None = None, *,
+                 adapters: Sequence[SpanAdapter] = DEFAULT_ADAPTERS,
+                 engine: LoopEngine | None = None, grace_spans: int = _DEFAULT_GRACE_SPANS,
+                 on_event: Callable[[RunReport, Decision, Any], object] | None = None) -> None:
+        """Build a checker.
+
+        ``on_event(report, decision, event)`` is called for every tool call and handoff, flagged
+        or not, in run order (``serve`` feeds its metrics from it).
+        """
+        self.config = config or LoopGuardConfig()
+        self.engine = engine or LoopEngine(self.config)
+        self.adapters = adapters
+        self.grace_spans = grace_spans
+        self.on_event = on_event
+        self._traces: OrderedDict[str, _OpenTrace] = OrderedDict()
+        self._runs: OrderedDict[str, tuple[RunState, RunReport]] = OrderedDict()
+        self._seen = 0
+
+    def run(self, spans: Iterable[SpanRecord]) -> Iterator[RunReport]:
+        """Yield the report of every run in ``spans`` (flagged or not), then flush."""
+        for span in spans:
+            yield from self.add(span)
+        yield from self.flush()
+
+    def add(self, span: SpanRecord) -> Iterator[RunReport]:
+        """Take one span; yield reports of runs that this span lets close."""
+        self._seen += 1
+        trace = self._traces.get(span.trace_id)
+        if trace is None:
+            trace = self._traces[span.trace_id] = _OpenTrace()
+        else:
+            self._traces.move_to_end(span.trace_id)
+        trace.spans.append(span)
+        if span.parent_span_id is None:
+            trace.root_seen_at = self._seen
+        yield from self._close_ready()
+
+    def flush(self) -> Iterator[RunReport]:
+        """Close every open trace and run (end of input)."""
+        while self._traces:
+            trace_id, trace = self._traces.popitem(last=False)
+            yield from self._finish_trace(trace_id, trace)
+        while self._runs:
+            _, (_, report) = self._runs.popitem(last=False)
+            yield report
+
+    def _close_ready(self) -> Iterator[RunReport]:
+        while self._traces:
+            trace_id, trace = next(iter(self._traces.items()))
+            ready = trace.root_seen_at is not None and \
+                self._seen - trace.root_seen_at >= self.grace_spans
+            if not ready and len(self._traces) <= self.config.max_runs:
+                return
+            del self._traces[trace_id]
+            yield from self._finish_trace(trace_id, trace)
+
+    def _finish_trace(self, trace_id: str, trace: _OpenTrace) -> Iterator[RunReport]:
+        assembled = assemble_trace(trace_id, trace.spans, self.config, self.adapters)
+        key = self.config.run_key
+        if key == "agent":
+            yield from self._per_agent(assembled)
+            return
+        run_id = assembled.conversation if key == "conversation" and assembled.conversation \
+            else trace_id
+        state, report = self._run(run_id)
+        self._feed(state, report, assembled, assembled.events)
+        if key != "conversation" or not assembled.conversation:
+            del self._runs[run_id]
+            yield report
+            return
+        while len(self._runs) > self.config.max_runs:
+            _, (_, evicted) = self._runs.popitem(last=False)
+            yield evicted
+
+    def _per_agent(self, assembled: AssembledTrace) -> Iterator[RunReport]:
+        groups: dict[str, list[Any]] = {}
+        for item in assembled.events:
+            groups.setdefault(item.agent_span_id or "", []).append(item)
+        for owner, items in groups.items():
+            run_id = f"{assembled.trace_id}/{owner}" if owner else assembled.trace_id
+            state, report = self._run(run_id)
+            self._feed(state, report, assembled, items)
+            del self._runs[run_id]
+            yield report
+
+    def _run(self, run_id: str) -> tuple[RunState, RunReport]:
+        entry = self._runs.get(run_id)
+        if entry is None:
+            entry = self._runs[run_id] = (self.engine.new_run(), RunReport(run_id=run_id))
+        else:
+            self._runs.move_to_end(run_id)
+        return entry
+
+    def _feed(self, state: RunState, report: RunReport, assembled: AssembledTrace,
+              items: Sequence[Any]) -> None:
+        if assembled.trace_id not in report.trace_ids:
+            report.trace_ids.append(assembled.trace_id)
+        report.prompt_template = report.prompt_template or assembled.prompt_template
+        for item in items:
+            event = item.event
+            if isinstance(event, ToolCall):
+                decision = self.engine.process(state, event)
+                report.tool_calls += 1
+            else:
+                decision = self.engine.process_handoff(state, event)
+            if decision.flagged:
+                self._record(report, decision)
+            if self.on_event is not None:
+                self.on_event(report, decision, event)
+
+    @staticmethod
+    def _record(report: RunReport, decision: Decision) -> None:
+        report.action = max(report.action, decision.action)
+        if len(report.findings) < _MAX_FINDINGS:
+            report.findings.append(decision)
+        else:
+            report.findings_dropped += 1
+
+
+def report_to_json(report: RunReport) -> dict[str, Any]:
+    """Return the JSON shape of one run in ``check --format json``."""
+    return {
+        "run_id": report.run_id,
+        "trace_ids": report.trace_ids,
+        "prompt_template": report.prompt_template,
+        "tool_calls": report.tool_calls,
+        "action": report.action.label,
+        "findings": [{
+            "detector": d.detector, "code": d.code, "action": d.action.label, "tool": d.tool,
+            "call_index": d.call_index, "span_id": d.span_id, "hint": d.hint,
+            "escalated": d.escalated,
+            "evidence": {e.detector: {"code": e.code, "action": e.action.label,
+                                      "count": e.count, **e.details} for e in d.evidence},
+        } for d in report.findings],
+        **({"findings_dropped": report.findings_dropped} if report.findings_dropped else {}),
+    }
