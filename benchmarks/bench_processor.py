@@ -1,7 +1,12 @@
 """Cost of LoopGuardSpanProcessor per span, and memory with 100,000 open runs.
 
-Run: python benchmarks/bench_processor.py [--spans 20000] [--repeat 5] [--kinds plain,tool]
-    [--runs 100000]
+Run: python benchmarks/bench_processor.py [--spans 20000] [--repeat 5]
+    [--kinds plain,tool,end] [--runs 100000]
+
+``end`` is the agent's view: tool spans whose tools wait on I/O (a 300 us sleep each), and the
+median wall time of ``span.end()`` on the agent's thread, beside the process CPU per tool span
+(the worker thread's included). ``loopguard-sync`` is the processor with ``background=False``
+(detection inside ``span.end()``, as in enforce mode).
 
 Each configuration runs in a fresh process (warm-up skews in-process comparisons), several
 times, interleaved; the medians of the process's CPU time are reported (the batch exporter
@@ -51,7 +56,8 @@ def _provider(config: str, adjust: Callable[[Any], None] | None = None) -> Any:
         from otel_loopguard import LoopGuardConfig, LoopGuardSpanProcessor
 
         processor = LoopGuardSpanProcessor(LoopGuardConfig(), downstream=batch,
-                                           registry=CollectorRegistry())
+                                           registry=CollectorRegistry(),
+                                           background=config != "loopguard-sync")
         if adjust is not None:
             adjust(processor)
         provider.add_span_processor(processor)
@@ -83,6 +89,38 @@ def child(config: str, kind: str, spans: int) -> None:
         elapsed = time.process_time() - started
     provider.shutdown()
     print(json.dumps({"spans_per_s": spans / elapsed, "us_per_span": elapsed / spans * 1e6}))
+
+
+def end_child(config: str, spans: int) -> None:
+    """Emit tool spans whose tools wait on I/O; print the median ``span.end()`` wall time."""
+    provider = _provider(config)
+    tracer = provider.get_tracer("bench")
+    attrs = [{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": f"tool_{i % 4}",
+              "gen_ai.tool.call.arguments": ARGS.replace("refund", f"refund {i}")}
+             for i in range(64)]
+    results = [RESULT.replace('"total": 6', f'"total": {i}') for i in range(64)]
+    per_trace = 20
+    ends: list[int] = []
+    cpu = 0.0
+    for _ in range(2):  # warm-up pass, then the timed pass
+        ends.clear()
+        cpu = time.process_time()  # the whole process: the worker thread's CPU included
+        for t in range(spans // per_trace):
+            with tracer.start_as_current_span("invoke_agent a"):
+                for i in range(per_trace):
+                    n = (t * per_trace + i) % 64
+                    span = tracer.start_span("execute_tool search_kb", attributes=attrs[n])
+                    span.set_attribute("gen_ai.tool.call.result", results[n])
+                    time.sleep(0.0003)  # the tool waits on I/O; the worker may run meanwhile
+                    started = time.perf_counter_ns()
+                    span.end()
+                    ends.append(time.perf_counter_ns() - started)
+        provider.force_flush()
+        cpu = time.process_time() - cpu
+    provider.shutdown()
+    ends.sort()
+    print(json.dumps({"us_per_span": ends[len(ends) // 2] / 1000,
+                      "cpu_us_per_span": cpu / spans * 1e6}))
 
 
 def memory_child(runs: int, with_loopguard: bool = True) -> None:
@@ -123,6 +161,11 @@ def _spawn(*args: str) -> dict[str, float]:
     return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
+def _print_cpu(cpu: dict[str, list[float]]) -> None:
+    for key in sorted(cpu):
+        print(f"{key:18} process CPU median {statistics.median(cpu[key]):7.2f} us/tool span")
+
+
 def main() -> None:
     """Run every configuration in fresh processes and print the medians."""
     parser = argparse.ArgumentParser()
@@ -136,24 +179,33 @@ def main() -> None:
     parser.add_argument("--without", action="store_true")
     args = parser.parse_args()
     if args.child:
-        child(args.child[0], args.child[1], args.spans)
+        if args.child[1] == "end":
+            end_child(args.child[0], args.spans)
+        else:
+            child(args.child[0], args.child[1], args.spans)
         return
     if args.memory_child:
         memory_child(args.memory_child, with_loopguard=not args.without)
         return
     results: dict[str, list[float]] = {}
     kinds = [kind for kind in args.kinds.split(",") if kind]
+    cpu: dict[str, list[float]] = {}
     for repeat in range(args.repeat):  # interleave configurations against drift
         for kind in kinds:
             # back to back, the order swapped every repeat: each pair shares the machine's mood
-            order = ("batch", "loopguard") if repeat % 2 == 0 else ("loopguard", "batch")
+            order = ["batch", "loopguard"] if repeat % 2 == 0 else ["loopguard", "batch"]
+            if kind == "end":
+                order.append("loopguard-sync")
             for config in order:
                 got = _spawn("--child", config, kind, "--spans", str(args.spans))
                 results.setdefault(f"{kind}/{config}", []).append(got["us_per_span"])
+                if "cpu_us_per_span" in got:
+                    cpu.setdefault(f"{kind}/{config}", []).append(got["cpu_us_per_span"])
     med = {k: statistics.median(v) for k, v in results.items()}
     for key in sorted(med):
         print(f"{key:18} median {med[key]:7.2f} us/span  ({1e6 / med[key]:,.0f} spans/s)  "
               f"runs: {', '.join(f'{x:.2f}' for x in results[key])}")
+    _print_cpu(cpu)
     for kind in kinds:
         base, ours = med[f"{kind}/batch"], med[f"{kind}/loopguard"]
         print(f"{kind}: loopguard adds {ours - base:+.2f} us/span ({(ours / base - 1) * 100:+.1f}%)"

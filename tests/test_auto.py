@@ -82,6 +82,7 @@ class TestOpentelemetryInstrument:
         """) + textwrap.indent(SCRIPT.replace('from opentelemetry import trace\n', '')
                                .replace('tracer = trace.get_tracer("app")\n', ''), "") + \
             textwrap.dedent("""
+            provider.force_flush()
             codes = [s.attributes.get("loopguard.code") for s in exporter.get_finished_spans()]
             print("CODES", codes)
             print("CALLS", REGISTRY.get_sample_value(

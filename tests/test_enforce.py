@@ -42,13 +42,13 @@ ABORT_MESSAGE = ('Tool "search" was called 5 times with identical arguments'
 class Setup:
     """A real provider with loopguard (exporting through ``downstream=``) and a ToolGuard."""
 
-    def __init__(self, **config: Any) -> None:
+    def __init__(self, background: bool | None = None, **config: Any) -> None:
         self.registry = CollectorRegistry()
         self.exporter = InMemorySpanExporter()
         self.provider = TracerProvider()
         self.processor = LoopGuardSpanProcessor(
             LoopGuardConfig.create(**config), downstream=SimpleSpanProcessor(self.exporter),
-            registry=self.registry, raise_internal_errors=True)
+            registry=self.registry, raise_internal_errors=True, background=background)
         self.provider.add_span_processor(self.processor)
         self.guard = ToolGuard(self.processor, tracer_provider=self.provider)
         self.tracer = self.provider.get_tracer("app")
@@ -71,6 +71,7 @@ class Setup:
         return self.registry.get_sample_value(name, labels) or 0.0
 
     def tool_spans(self) -> list[ReadableSpan]:
+        self.provider.force_flush()  # observe mode checks spans on the processor's worker
         return [s for s in self.exporter.get_finished_spans()
                 if (s.attributes or {}).get("gen_ai.operation.name") == "execute_tool"]
 
@@ -446,11 +447,14 @@ def test_on_decision_with_a_guarded_call_of_its_own_run_does_not_deadlock(make: 
     assert setup.executions == 4  # the callback's own call never ran
 
 
-def test_spans_of_the_run_ended_inside_on_decision_pass_through(make: Any) -> None:
+@pytest.mark.parametrize("background", [False, True], ids=["in-span-end", "background"])
+def test_spans_of_the_run_ended_inside_on_decision_pass_through(make: Any,
+                                                                background: bool) -> None:
     """A tool span or a model span of the same run that ends inside the callback (an
-    instrumented call made while handling the decision) is passed on unchecked, without
-    deadlocking on the run's lock."""
-    setup = make()  # observe mode
+    instrumented call made while handling the decision) never deadlocks on the run's lock:
+    checked in ``span.end()``, it is passed on unchecked; in the background mode the callback
+    runs on the worker, and the span is checked after the callback returns."""
+    setup = make(background=background)  # observe mode
     ended: list[str] = []
 
     def callback(decision: Any) -> None:
@@ -467,6 +471,7 @@ def test_spans_of_the_run_ended_inside_on_decision_pass_through(make: Any) -> No
     thread.start()
     thread.join(timeout=20)
     assert not thread.is_alive(), "the agent thread deadlocked in on_decision"
+    setup.provider.force_flush()
     assert ended == ["STAGNANT_RESULT"]
     pages = [s for s in setup.tool_spans() if s.name == "execute_tool page_oncall"]
     assert len(pages) == 1
@@ -475,7 +480,7 @@ def test_spans_of_the_run_ended_inside_on_decision_pass_through(make: Any) -> No
     assert setup.sample("loopguard_tool_calls_total", tool="search",
                         prompt_template="unknown") == 3
     assert setup.sample("loopguard_tool_calls_total", tool="page_oncall",
-                        prompt_template="unknown") == 0
+                        prompt_template="unknown") == (1 if background else 0)
 
 
 def _in_run(setup: Setup, n: int) -> None:

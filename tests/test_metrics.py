@@ -27,6 +27,7 @@ from otel_loopguard.metrics._names import (
     OPEN_RUNS,
     RUNS,
     RUNS_FLAGGED,
+    SKIPPED_SPANS,
     TOOL_CALLS,
 )
 from otel_loopguard.processor import LoopGuardSpanProcessor
@@ -59,6 +60,7 @@ def _exercise(metrics: LoopGuardMetrics) -> None:
     metrics.record_enforcement(TPL, "abort")
     metrics.record_eviction("ttl", 2)
     metrics.record_internal_error("on_end")
+    metrics.record_skipped("queue_full")
     metrics.track_open_runs(lambda: 4)
 
 
@@ -247,6 +249,7 @@ class TestExposition:
             INTERNAL_ERRORS,
             LABEL_OVERFLOW,
             OPEN_RUNS,
+            SKIPPED_SPANS,
         } == METRIC_NAMES
 
     @pytest.mark.skipif(PROMTOOL is None, reason="promtool not found (apt-get install prometheus)")

@@ -44,9 +44,11 @@ class Setup:
                 span.set_attribute("gen_ai.tool.call.result", result)
 
     def sample(self, name: str, **labels: str) -> float:
+        self.provider.force_flush()  # detection runs on the processor's worker thread
         return self.registry.get_sample_value(name, labels) or 0.0
 
     def spans(self) -> list[ReadableSpan]:
+        self.provider.force_flush()
         return list(self.exporter.get_finished_spans())
 
 
@@ -142,6 +144,7 @@ class TestRunStore:
         for root in roots:
             with trace.use_span(root):
                 setup.tool("search", '{"q": 1}', "r")
+        setup.provider.force_flush()
         assert len(setup.processor.store) == 2
         assert setup.sample("loopguard_evicted_runs_total", reason="capacity") == 1
         for root in roots:
@@ -155,6 +158,7 @@ class TestRunStore:
         root = setup.tracer.start_span("invoke_agent triage", attributes=AGENT)
         with trace.use_span(root):
             setup.tool("search", '{"q": 1}', "r")
+        setup.provider.force_flush()
         setup.clock.advance(11)
         setup.processor.store.expire()
         assert len(setup.processor.store) == 0
@@ -261,6 +265,7 @@ class TestNeverBreaksTheAgent:
             with tracer.start_as_current_span("execute_tool x", attributes={
                     "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "x"}):
                 pass
+        provider.force_flush()
         assert len(exporter.get_finished_spans()) == 3  # export not lost
         assert registry.get_sample_value("loopguard_internal_errors_total",
                                          {"kind": "on_end"}) == 3
@@ -334,6 +339,7 @@ def test_signature_hooks_through_the_processor() -> None:
                     "gen_ai.tool.call.arguments": json.dumps({"customer_id": 42, "nonce": n}),
                     "gen_ai.tool.call.result": json.dumps({"items": [], "served_by": f"n{n}"})}):
                 pass
+    provider.force_flush()
     codes = [(s.attributes or {}).get("loopguard.code") for s in exporter.get_finished_spans()
              if s.name == "execute_tool crm"]
     assert codes == [None, None, "STAGNANT_RESULT"]

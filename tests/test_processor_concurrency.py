@@ -60,6 +60,7 @@ class TestConcurrency:
             t.start()
         for t in threads:
             t.join()
+        provider.force_flush()
         runs = THREADS * RUNS_PER_THREAD
         total = sum(registry.get_sample_value("loopguard_tool_calls_total", {
             "prompt_template": f"tpl{i}", "tool": "search"}) or 0 for i in range(4))

@@ -60,6 +60,7 @@ EXPECTED_EMPTY_PANELS = {
     "panel-7-A": "enforcement: the demo runs in observe mode, so nothing is enforced",
     "panel-14-A": "evictions: every run ends its root span, far below max_runs and the TTL",
     "panel-15-A": "internal errors: none happen",
+    "panel-15-B": "skipped spans: the demo never fills the processor's queue",
     "panel-16-A": "label overflow: 4 templates and 14 tools stay under the caps of 200",
 }
 """Dashboard targets legitimately without series in the demo: they must parse and be empty."""

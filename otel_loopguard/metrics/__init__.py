@@ -28,6 +28,7 @@ from otel_loopguard.metrics._names import (
     OPEN_RUNS,
     RUNS,
     RUNS_FLAGGED,
+    SKIPPED_SPANS,
     TOOL_CALLS,
 )
 from otel_loopguard.signature import digest
@@ -166,6 +167,8 @@ class LoopGuardMetrics:
                                        "were contained.", ["kind"], registry=reg)
         self.label_overflow = Counter(_base(LABEL_OVERFLOW), "Label values folded into 'other' "
                                       "because the cap was reached.", ["label"], registry=reg)
+        self.skipped = Counter(_base(SKIPPED_SPANS), "Ended spans passed on unchecked.",
+                               ["reason"], registry=reg)
         self._sizes: list[Callable[[], int]] = []
         self._open_gauge: Gauge | None = None
         if self.multiprocess:
@@ -229,6 +232,10 @@ class LoopGuardMetrics:
     def record_eviction(self, reason: str, count: int = 1) -> None:
         """Count runs dropped for ``reason`` (``capacity`` or ``ttl``)."""
         self.evicted.labels(reason).inc(count)
+
+    def record_skipped(self, reason: str) -> None:
+        """Count one span passed on unchecked for ``reason`` (``queue_full``)."""
+        self.skipped.labels(reason).inc()
 
     def record_internal_error(self, kind: str) -> None:
         """Count one contained internal error of ``kind``."""

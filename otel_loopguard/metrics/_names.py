@@ -23,8 +23,11 @@ INTERNAL_ERRORS: Final = "loopguard_internal_errors_total"
 LABEL_OVERFLOW: Final = "loopguard_label_overflow_total"
 """Counter {label}: label values folded into ``other`` because the cap was reached."""
 
+SKIPPED_SPANS: Final = "loopguard_skipped_spans_total"
+"""Counter {reason}: ended spans passed on unchecked (``queue_full``: the worker's queue)."""
+
 METRIC_NAMES: Final = frozenset(
     {TOOL_CALLS, LOOP_DETECTED, RUNS, RUNS_FLAGGED, ENFORCED, OPEN_RUNS, EVICTED_RUNS,
-     INTERNAL_ERRORS, LABEL_OVERFLOW}
+     INTERNAL_ERRORS, LABEL_OVERFLOW, SKIPPED_SPANS}
 )
 """Every series name as it appears in PromQL."""

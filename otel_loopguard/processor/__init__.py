@@ -49,6 +49,7 @@ from otel_loopguard.metrics import LoopGuardMetrics
 from otel_loopguard.otlp._reference import raw_attributes, span_record_from_readable
 from otel_loopguard.processor._live import MAX_DEPTH as _MAX_DEPTH
 from otel_loopguard.processor._live import LiveSpans
+from otel_loopguard.processor._worker import SpanWorker
 from otel_loopguard.state import InMemoryRunStateStore, RunEntry
 from otel_loopguard.types import Action, Decision, Handoff, SpanAdapter, ToolCall
 
@@ -69,6 +70,8 @@ _PLANS: Final = (GenAIAdapter.plan, OpenInferenceAdapter.plan, OpenLLMetryAdapte
 """``plan`` of each default adapter, in ``DEFAULT_ADAPTERS`` order (a test checks it)."""
 _ERROR: Final = StatusCode.ERROR
 _MAX_SPAN_NAMES: Final = 4096
+_DEFAULT_MAX_QUEUE_SIZE: Final = 16_384
+_SHUTDOWN_SECONDS: Final = 30.0
 _NO_OP_STARTS: Final = frozenset({SpanProcessor.on_start, BatchSpanProcessor.on_start,
                                   SimpleSpanProcessor.on_start})
 """``on_start`` methods that do nothing: the processor does not call them on every span."""
@@ -94,8 +97,18 @@ class LoopGuardSpanProcessor(SpanProcessor):
         engine: a ``LoopEngine``; default one built from ``config``.
         adapters: span adapters, in order; default GenAI, OpenInference, OpenLLMetry, Logfire.
         on_decision: called with every decision above continue; errors in it are contained.
+            It runs on the thread that checks the span: the worker thread in the background
+            mode, else the thread that ends the span (enforce mode: the tool's thread).
         clock: monotonic nanoseconds, for run TTLs; default ``time.monotonic_ns``.
         raise_internal_errors: let internal errors propagate (for tests). Default False.
+        background: check spans on a worker thread instead of inside ``span.end()``. Default
+            None: on in observe mode with a ``downstream`` (``on_end`` only queues the span;
+            the worker checks spans in order and hands each to ``downstream``), off otherwise:
+            enforce mode decides before the next call, so it checks every span as it ends, and
+            without ``downstream`` the evidence must reach the agent span before it ends.
+        max_queue_size: ended spans waiting for the worker (16,384). When the queue is full a
+            span goes to ``downstream`` unchecked, counted in
+            ``loopguard_skipped_spans_total{reason="queue_full"}``.
     """
 
     def __init__(self, config: LoopGuardConfig | None = None, *,
@@ -105,7 +118,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
                  adapters: Sequence[SpanAdapter] = DEFAULT_ADAPTERS,
                  on_decision: Callable[[Decision], object] | None = None,
                  clock: Callable[[], int] = time.monotonic_ns,
-                 raise_internal_errors: bool = False) -> None:
+                 raise_internal_errors: bool = False, background: bool | None = None,
+                 max_queue_size: int = _DEFAULT_MAX_QUEUE_SIZE) -> None:
         """Build the processor (see the class docstring for each argument)."""
         self.config = config or LoopGuardConfig.load()
         self.downstream = downstream
@@ -138,6 +152,13 @@ class LoopGuardSpanProcessor(SpanProcessor):
         self._multiprocess = self.metrics is not None and self.metrics.multiprocess
         self._agent_names: dict[str, bool] = {}
         """Span name → whether it names an agent span (bounded; races only repeat work)."""
+        if background is None:
+            background = self._mode == "observe" and downstream is not None
+        elif background and downstream is None:
+            raise ValueError("background=True needs a downstream processor: without one, "
+                             "evidence goes on the open agent span, which must not end first")
+        self._worker = SpanWorker(self._handle, max_queue_size=max_queue_size) \
+            if background else None
 
     def _default_metrics(self, registry: Any) -> LoopGuardMetrics | None:
         if registry is None:
@@ -165,13 +186,53 @@ class LoopGuardSpanProcessor(SpanProcessor):
             if agent is None:
                 agent = self._is_agent_name(name)
             if agent:
-                self._agent_started(span)
+                # in order with the ended spans, so the handoff falls between their calls
+                worker = self._worker
+                if worker is None or not worker.submit((span,)):
+                    self._agent_started(span)
         except Exception as exc:
             self.guard.handle("on_start", exc)
         if self._downstream_start is not None:
             self._downstream_start(span, parent_context)
 
     def on_end(self, span: ReadableSpan) -> None:
+        """Queue the ended span for the worker, or (no worker) check it and pass it on."""
+        worker = self._worker
+        if worker is not None:
+            if worker.submit(span):
+                return
+            if self.metrics is not None:
+                self.metrics.record_skipped("queue_full")
+        self._ended(span)
+
+    def shutdown(self) -> None:
+        """Check what is queued, then shut the downstream processor down."""
+        if self._worker is not None and not self._worker.shutdown(_SHUTDOWN_SECONDS):
+            logger.warning("otel-loopguard: %d spans were still queued at shutdown",
+                           len(self._worker))
+        if self.downstream is not None:
+            self.downstream.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Check every queued span and hand it on, then flush the downstream processor."""
+        deadline = time.monotonic() + timeout_millis / 1000
+        flushed = self._worker.flush(timeout_millis / 1000) if self._worker else True
+        if self.downstream is None:
+            return flushed
+        left = max(0, int((deadline - time.monotonic()) * 1000))
+        return self.downstream.force_flush(left) and flushed
+
+    def _handle(self, item: Any) -> None:
+        """Handle one queued item on the worker thread: an ended span, or ``(agent span,)``."""
+        if type(item) is tuple:
+            try:
+                self._agent_started(item[0])
+            except Exception as exc:
+                self.guard.handle("on_start", exc)
+        else:
+            self._ended(item)
+
+    def _ended(self, span: ReadableSpan) -> None:
         """Run the detectors on a finished tool span and pass the span on."""
         out = span
         try:
@@ -192,15 +253,6 @@ class LoopGuardSpanProcessor(SpanProcessor):
             self.guard.handle("on_end", exc)
         if self.downstream is not None:
             self.downstream.on_end(out)
-
-    def shutdown(self) -> None:
-        """Shut the downstream processor down."""
-        if self.downstream is not None:
-            self.downstream.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Flush the downstream processor."""
-        return self.downstream.force_flush(timeout_millis) if self.downstream else True
 
     # --- internals -------------------------------------------------------------------------
     def _candidate(self, span: ReadableSpan, attrs: Mapping[str, Any], name: str,
@@ -473,9 +525,14 @@ class LoopGuardSpanProcessor(SpanProcessor):
     def run_for_span(self, span: Any) -> tuple[str, RunEntry]:
         """Return the run id and entry of a live span (used by the enforce-mode guard).
 
+        In the background mode, the spans queued before are checked first, so the guard
+        decides on every call that has ended.
+
         Raises:
             LoopGuardError: on the thread running ``on_decision`` for that run.
         """
+        if self._worker is not None:
+            self._worker.flush(_SHUTDOWN_SECONDS)
         attrs = span.attributes or {}
         run_id = self._run_id(span, attrs)
         entry, _ = self.store.get_or_create(run_id)

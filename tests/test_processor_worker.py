@@ -1,0 +1,154 @@
+"""The processor's background mode: detection on a worker thread, spans handed on in order."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from prometheus_client import CollectorRegistry
+
+from otel_loopguard import LoopGuardConfig, LoopGuardSpanProcessor
+from otel_loopguard.processor._worker import SpanWorker
+
+TOOL = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search",
+        "gen_ai.tool.call.arguments": '{"q": "refund"}', "gen_ai.tool.call.result": "none"}
+
+
+class Gate(SpanProcessor):
+    """A downstream that blocks in on_end until released, recording the thread and order."""
+
+    def __init__(self) -> None:
+        self.open = threading.Event()
+        self.names: list[str] = []
+        self.threads: set[int] = set()
+        self.actions: list[Any] = []
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            self.open.wait(10)  # hold the worker; spans handed on directly pass
+        self.threads.add(threading.get_ident())
+        self.names.append(span.name)
+        self.actions.append((span.attributes or {}).get("loopguard.action"))
+
+
+def _provider(downstream: SpanProcessor, **kwargs: Any) -> tuple[TracerProvider, Any]:
+    provider = TracerProvider()
+    registry = CollectorRegistry()
+    processor = LoopGuardSpanProcessor(LoopGuardConfig(), downstream=downstream,
+                                       registry=registry, **kwargs)
+    provider.add_span_processor(processor)
+    return provider, registry
+
+
+def _loop(provider: TracerProvider, n: int) -> None:
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("invoke_agent a", attributes={
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"}):
+        for _ in range(n):
+            with tracer.start_as_current_span("execute_tool search", attributes=TOOL):
+                pass
+
+
+def test_span_end_returns_before_detection_and_flush_hands_everything_on_in_order() -> None:
+    """span.end() only queues: the downstream is still blocked when the agent's loop is done;
+    force_flush then checks every span on one other thread, in the order they ended."""
+    gate = Gate()
+    provider, _ = _provider(gate)
+    _loop(provider, 5)  # returns although the downstream blocks
+    assert gate.names == []
+    gate.open.set()
+    assert provider.force_flush(10_000)
+    assert gate.names == ["execute_tool search"] * 5 + ["invoke_agent a"]
+    assert gate.actions[:5] == [None, None, "warn", "replan", "stop"]
+    assert gate.threads and threading.get_ident() not in gate.threads
+    provider.shutdown()
+
+
+def test_a_full_queue_hands_spans_on_unchecked_and_counts_them() -> None:
+    """Past max_queue_size the span goes to the downstream directly: nothing is lost."""
+    gate = Gate()
+    provider, registry = _provider(gate, max_queue_size=2)
+    _loop(provider, 5)
+    skipped = registry.get_sample_value("loopguard_skipped_spans_total",
+                                        {"reason": "queue_full"})
+    passed_on = len(gate.names)
+    gate.open.set()
+    provider.force_flush(10_000)
+    assert len(gate.names) == 6  # every span reached the exporter
+    # the worker holds at most one span and two wait: the others were passed on at once
+    assert skipped == passed_on >= 3
+    provider.shutdown()
+
+
+def test_shutdown_checks_what_is_queued() -> None:
+    exporter = InMemorySpanExporter()
+    provider, _ = _provider(SimpleSpanProcessor(exporter))
+    _loop(provider, 3)
+    provider.shutdown()
+    actions = [(s.attributes or {}).get("loopguard.action")
+               for s in exporter.get_finished_spans() if s.name == "execute_tool search"]
+    assert actions == [None, None, "warn"]
+
+
+def test_enforce_mode_and_no_downstream_check_inside_span_end() -> None:
+    """Enforce mode decides before the next call, and without a downstream the evidence goes
+    on the open agent span: both check in span.end()."""
+    assert LoopGuardSpanProcessor(LoopGuardConfig.create(mode="enforce"), registry=None,
+                                  downstream=SimpleSpanProcessor(InMemorySpanExporter())
+                                  )._worker is None
+    assert LoopGuardSpanProcessor(LoopGuardConfig(), registry=None)._worker is None
+    with pytest.raises(ValueError, match="needs a downstream"):
+        LoopGuardSpanProcessor(LoopGuardConfig(), registry=None, background=True)
+
+
+def test_worker_survives_a_failing_item_and_flushes_from_its_own_thread() -> None:
+    seen: list[Any] = []
+    flushed: list[bool] = []
+    worker: SpanWorker
+
+    def handle(item: Any) -> None:
+        if item == "boom":
+            raise RuntimeError("bug")
+        if item == "flush":
+            flushed.append(worker.flush(1))  # from the worker itself: returns at once
+        seen.append(item)
+
+    worker = SpanWorker(handle, max_queue_size=10)
+    for item in ("a", "boom", "flush", "b"):
+        assert worker.submit(item)
+    assert worker.flush(10)
+    assert seen == ["a", "flush", "b"]
+    assert flushed == [True]
+    assert worker.shutdown(10)
+    assert not worker.submit("late")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or sys.platform == "darwin", reason="needs fork")
+def test_a_forked_child_gets_its_own_worker() -> None:
+    """After fork the child's processor checks spans again (the parent's thread is gone)."""
+    exporter = InMemorySpanExporter()
+    provider, _ = _provider(SimpleSpanProcessor(exporter))
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        try:
+            _loop(provider, 3)
+            provider.force_flush(5_000)
+            actions = [(s.attributes or {}).get("loopguard.action")
+                       for s in exporter.get_finished_spans()]
+            os.write(write, repr(actions).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    _, status = os.waitpid(pid, 0)
+    out = os.read(read, 1000).decode()
+    os.close(read)
+    assert status == 0
+    assert out == repr([None, None, "warn", None])
+    provider.shutdown()
