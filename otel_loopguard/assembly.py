@@ -8,8 +8,9 @@ from any of its spans.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Final
@@ -24,8 +25,7 @@ from otel_loopguard.adapters import (
     to_event,
 )
 from otel_loopguard.config import LoopGuardConfig
-from otel_loopguard.otlp._fast import slot_copier
-from otel_loopguard.types import Handoff, SpanAdapter, SpanRecord, ToolCall, slot_setters
+from otel_loopguard.types import Handoff, SpanAdapter, SpanRecord, ToolCall
 
 __all__ = ["AssembledTrace", "TraceEvent", "assemble_trace"]
 
@@ -95,38 +95,17 @@ def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuard
             by_id = dict(zip(map(_SPAN_ID, ordered), ordered, strict=True))
         owner, owner_name = _owning_agent(span, by_id, agents)
         if isinstance(event, ToolCall):
-            event = _copy_call(event, event.agent or owner_name, turn if has_model else None)
-        events.append(_trace_event(event, owner))
+            event = dataclasses.replace(event, agent=event.agent or owner_name,
+                                            turn=turn if has_model else None)
+        events.append(TraceEvent(event, owner))
     if not any(isinstance(item.event, Handoff) for item in events):
         _add_sibling_handoffs(out, ordered, agents)
     return out
 
 
-def _trace_event_maker() -> Callable[[ToolCall | Handoff, str | None], TraceEvent]:
-    """Return ``make(event, agent_span_id)``, equal to ``TraceEvent(event, agent_span_id)``."""
-    try:
-        names, (set_event, set_agent) = slot_setters(TraceEvent)
-    except (TypeError, ValueError):  # pragma: no cover - guards a future change of TraceEvent
-        return TraceEvent
-    if names != ("event", "agent_span_id"):  # pragma: no cover - as above
-        return TraceEvent
-    new = object.__new__
-
-    def make(event: ToolCall | Handoff, agent_span_id: str | None) -> TraceEvent:
-        out: TraceEvent = new(TraceEvent)
-        set_event(out, event)
-        set_agent(out, agent_span_id)
-        return out
-
-    return make
-
-
-_trace_event: Final = _trace_event_maker()
 _END_START: Final = attrgetter("end_time_ns", "start_time_ns")
 _START: Final = attrgetter("start_time_ns")
 _SPAN_ID: Final = attrgetter("span_id")
-_copy_call: Final = slot_copier(ToolCall, "agent", "turn")
-"""``dataclasses.replace`` for ``ToolCall``, without its per-call field introspection."""
 
 
 def _add_sibling_handoffs(out: AssembledTrace, spans: Sequence[SpanRecord],

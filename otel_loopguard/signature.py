@@ -19,8 +19,6 @@ from typing import Any, Final
 import orjson
 import xxhash
 
-from otel_loopguard.types import slot_setters
-
 __all__ = [
     "DEFAULT_VOLATILE_KEYS",
     "ResultInfo",
@@ -551,23 +549,6 @@ class ResultInfo:
     """True when the result reports a job still pending, queued or running."""
     empty: bool = False
     """True when the result carries nothing (empty, ``null``, ``"no results"``...)."""
-
-
-def _result_info_init(self: ResultInfo, digest: str, error: str | None = None,
-                      in_progress: bool = False, empty: bool = False) -> None:
-    """The dataclass ``__init__`` of ``ResultInfo`` through the slots' descriptors (2x faster)."""
-    _set_digest(self, digest)
-    _set_error(self, error)
-    _set_in_progress(self, in_progress)
-    _set_empty(self, empty)
-
-
-try:
-    _set_digest, _set_error, _set_in_progress, _set_empty = slot_setters(ResultInfo)[1]
-except TypeError:  # compiled with mypyc (benchmarks/build_mypyc.py): a native class already
-    pass
-else:
-    setattr(ResultInfo, "__init__", _result_info_init)  # noqa: B010 - mypy keeps the dataclass one
 
 
 def analyze_result(

@@ -155,30 +155,11 @@ class Decision:
         return self.action > Action.CONTINUE
 
 
-def _decision_init(self: Decision, action: Action, code: str = "OK",  # noqa: PLR0917
-                   evidence: tuple[Evidence, ...] = (), hint: str = "", call_index: int = 0,
-                   tool: str = "", span_id: str = "", escalated: bool = False) -> None:
-    """The dataclass ``__init__`` of ``Decision``, twice as fast.
-
-    A frozen dataclass sets each field through ``object.__setattr__``; calling the slots'
-    descriptors directly does the same in half the time, and a decision is made per tool call.
-    """
-    _set_action(self, action)
-    _set_code(self, code)
-    _set_evidence(self, evidence)
-    _set_hint(self, hint)
-    _set_call_index(self, call_index)
-    _set_tool(self, tool)
-    _set_span_id(self, span_id)
-    _set_escalated(self, escalated)
-
-
 def slot_setters(cls: type) -> tuple[tuple[str, ...], tuple[Callable[[Any, Any], None], ...]]:
     """Return the field names of a slotted dataclass and the setters of their slots.
 
     Setting a frozen dataclass's fields through these skips ``object.__setattr__`` (half the
-    cost); the hot paths build ``Decision``, ``ResultInfo``, ``ToolCall`` and ``SpanRecord``
-    this way.
+    cost); the OTLP fast decoder builds ``SpanRecord`` this way.
 
     Raises:
         TypeError: when ``cls`` is not a plain slotted dataclass whose slots are its fields.
@@ -189,9 +170,6 @@ def slot_setters(cls: type) -> tuple[tuple[str, ...], tuple[Callable[[Any, Any],
     return names, tuple(cls.__dict__[name].__set__ for name in names)
 
 
-(_set_action, _set_code, _set_evidence, _set_hint, _set_call_index, _set_tool, _set_span_id,
- _set_escalated) = slot_setters(Decision)[1]
-setattr(Decision, "__init__", _decision_init)  # noqa: B010 - mypy keeps the dataclass signature
 
 
 class Clock(Protocol):

@@ -188,17 +188,6 @@ class TestConstruction:
         with pytest.raises(TypeError):
             slot_copier(Handoff, "nope")
 
-    def test_trace_event_maker(self) -> None:
-        """The assembler's TraceEvent maker builds what the constructor builds."""
-        from otel_loopguard.assembly import TraceEvent, _trace_event
-
-        call = ToolCall(tool="t")
-        made = _trace_event(call, "abc")
-        assert type(made) is TraceEvent
-        assert made == TraceEvent(call, "abc") and repr(made) == repr(TraceEvent(call, "abc"))
-        with pytest.raises(dataclasses.FrozenInstanceError):
-            made.agent_span_id = None  # type: ignore[misc]
-
 
 # --- OTLP/JSON ---------------------------------------------------------------------------------
 _JSON_SCALARS = st.one_of(

@@ -4,7 +4,6 @@ general path (``SpanRecord`` + ``to_event`` + ``dataclasses.replace``) gives it.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 from typing import Any
 
@@ -31,11 +30,8 @@ from otel_loopguard.adapters._unwrap import (
 )
 from otel_loopguard.metrics import LoopGuardMetrics
 from otel_loopguard.processor import (
-    _CALL_FIELDS,
     _PLANS,
     LoopGuardSpanProcessor,
-    _fast_call,
-    _new_call,
 )
 from otel_loopguard.types import Action, Decision, ToolCall
 
@@ -192,24 +188,6 @@ def test_fast_path_run_keys_and_turns(run_key: str) -> None:
 def test_plans_follow_the_default_adapters() -> None:
     """The fast path asks the default adapters' ``plan`` in ``DEFAULT_ADAPTERS`` order."""
     assert tuple(type(a).plan for a in DEFAULT_ADAPTERS) == _PLANS
-
-
-def test_tool_call_field_order() -> None:
-    """The processor builds ``ToolCall`` through its slots, in this field order."""
-    assert [f.name for f in dataclasses.fields(ToolCall)] == list(_CALL_FIELDS)
-    assert _new_call is _fast_call  # ToolCall changed: update _fast_call, or drop it
-
-
-@given(st.tuples(st.text(), st.none() | st.text(), st.none() | st.integers(), st.booleans(),
-                 st.booleans(), st.text(), st.none() | st.text(), st.text(), st.text(),
-                 st.integers(0, 2**64), st.integers(0, 2**64), st.none() | st.integers(0, 9)))
-def test_fast_tool_call_is_a_tool_call(values: tuple[Any, ...]) -> None:
-    fast, slow = _fast_call(*values), ToolCall(*values)
-    assert type(fast) is ToolCall
-    assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
-    assert dataclasses.astuple(fast) == values
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        fast.tool = "x"  # type: ignore[misc]
 
 
 @given(st.text(alphabet=st.sampled_from('abc"_ ' + "".join(_ARG_MARKERS + _RESULT_MARKERS))))

@@ -339,10 +339,12 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 if agent is None:
                     agent = found_agent
             previous = entry.state.highest
-            call = _new_call(
-                tool, arguments, result, has_result, failed, message, agent,
-                format(context.span_id, "016x"), trace_id, span.start_time or 0,
-                span.end_time or 0, entry.model_turns if entry.seen_model else None)
+            call = ToolCall(
+                tool=tool, arguments=arguments, result=result, has_result=has_result,
+                error=failed, error_message=message, agent=agent,
+                span_id=format(context.span_id, "016x"), trace_id=trace_id,
+                start_time_ns=span.start_time or 0, end_time_ns=span.end_time or 0,
+                turn=entry.model_turns if entry.seen_model else None)
             entry.tool_calls += 1
             decision = self.engine.process(entry.state, call)
             template, first = entry.template, entry.tool_calls == 1
@@ -554,44 +556,6 @@ class LoopGuardSpanProcessor(SpanProcessor):
     def _evicted(self, reason: str, count: int) -> None:
         if self.metrics is not None:
             self.metrics.record_eviction(reason, count)
-
-
-_CALL_FIELDS: Final = ("tool", "arguments", "result", "has_result", "error", "error_message",
-                       "agent", "span_id", "trace_id", "start_time_ns", "end_time_ns", "turn")
-_SETTERS: Final = tuple(vars(ToolCall)[name].__set__ for name in _CALL_FIELDS)
-_SET_TOOL, _SET_ARGS, _SET_RESULT, _SET_HAS, _SET_ERR, _SET_MSG, _SET_AGENT, _SET_SPAN, \
-    _SET_TRACE, _SET_START, _SET_END, _SET_TURN = _SETTERS
-_NEW = object.__new__
-
-
-def _fast_call(tool: str, arguments: Any, result: Any, has_result: bool, error: bool,  # noqa: PLR0917
-               error_message: str, agent: str | None, span_id: str, trace_id: str,
-               start_time_ns: int, end_time_ns: int, turn: int | None) -> ToolCall:
-    """Return ``ToolCall(...)`` of these fields, about twice as fast.
-
-    A frozen dataclass's ``__init__`` goes through ``object.__setattr__`` once per field; this
-    sets the slots through their descriptors directly. Used only while ``ToolCall`` has exactly
-    these fields and no ``__post_init__`` (checked below; tests compare the two).
-    """
-    call = _NEW(ToolCall)
-    _SET_TOOL(call, tool)
-    _SET_ARGS(call, arguments)
-    _SET_RESULT(call, result)
-    _SET_HAS(call, has_result)
-    _SET_ERR(call, error)
-    _SET_MSG(call, error_message)
-    _SET_AGENT(call, agent)
-    _SET_SPAN(call, span_id)
-    _SET_TRACE(call, trace_id)
-    _SET_START(call, start_time_ns)
-    _SET_END(call, end_time_ns)
-    _SET_TURN(call, turn)
-    return call
-
-
-_new_call: Final[Callable[..., ToolCall]] = _fast_call if (
-    tuple(f.name for f in dataclasses.fields(ToolCall)) == _CALL_FIELDS
-    and not hasattr(ToolCall, "__post_init__")) else ToolCall
 
 
 def _with(call: ToolCall, **changes: Any) -> ToolCall:
