@@ -14,45 +14,20 @@ import inspect
 import json
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Final, ParamSpec, TypeVar, cast, overload
+from typing import Any, ParamSpec, TypeVar, cast, overload
 
 from opentelemetry import trace
-from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.trace import Span
 
-from otel_loopguard.evidence import evidence_attributes
-from otel_loopguard.exceptions import LoopGuardError, ToolLoopError
+from otel_loopguard.enforce._verdict import BLOCKED, LoopDetectedResult, annotate, check
+from otel_loopguard.exceptions import LoopGuardError
 from otel_loopguard.processor import LoopGuardSpanProcessor
 from otel_loopguard.types import Action, Decision
 
-__all__ = ["LoopDetectedResult", "ToolCallScope", "ToolGuard"]
+__all__ = ["BLOCKED", "LoopDetectedResult", "ToolCallScope", "ToolGuard"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-BLOCKED: Final = "loopguard.blocked"
-"""Span attribute: the tool body did not run because the guard blocked it."""
-LOOP_DETECTED: Final = "loop-detected"
-
-
-class LoopDetectedResult(str):
-    """The synthetic tool result of hint mode: ``[loop-detected] ...`` for the model.
-
-    It is a ``str`` (so frameworks pass it to the model as the tool's output) carrying
-    ``error == "loop-detected"`` and the ``decision``, so callers can tell it from a real
-    result.
-    """
-
-    error: str
-    decision: Decision
-
-    def __new__(cls, decision: Decision) -> LoopDetectedResult:
-        """Build the hint text from ``decision``."""
-        text = f"[loop-detected] {decision.hint}"
-        obj = super().__new__(cls, text)
-        obj.error = LOOP_DETECTED
-        obj.decision = decision
-        return obj
-
 
 class ToolCallScope:
     """One guarded call: record its result (or error) on the span."""
@@ -135,40 +110,11 @@ class ToolGuard:
 
     def _precheck(self, span: Span, tool: str,
                   arguments: Any) -> tuple[Decision, LoopDetectedResult | None]:
-        run_id, entry = self.processor.run_for_span(span)
-        with entry.state.lock:
-            decision = self.processor.engine.precheck(entry.state, tool, arguments)
-            if decision.action < Action.STOP or self.config.mode != "enforce":
-                enforcement = None
-            elif self.config.enforcement == "hint_then_abort":
-                enforcement = "abort" if entry.state.hinted else "hint"
-                entry.state.hinted = True
-            else:
-                enforcement = self.config.enforcement
-            if enforcement is not None:  # the call never runs, so process never sees it
-                self.processor.engine.notify(entry.state, decision)
-        if decision.flagged:
-            self._annotate(span, decision, run_id, enforcement)
-        if enforcement is None:
-            return decision, None
-        self.processor.record_enforcement(entry, enforcement)
-        if enforcement == "abort":
-            span.set_status(Status(StatusCode.ERROR, decision.code))
-            raise ToolLoopError(decision)
-        return decision, LoopDetectedResult(decision)
-
-    def _annotate(self, span: Span, decision: Decision, run_id: str,
-                  enforcement: str | None) -> None:
-        attrs = {key.replace("loopguard.", "loopguard.precheck.", 1): value
-                 for key, value in evidence_attributes(
-                     decision, run_id, self.config.mode).items()}
-        if enforcement is not None:
-            attrs[BLOCKED] = True
-            attrs["loopguard.enforcement"] = enforcement
-            attrs["loopguard.hint"] = decision.hint
-        elif decision.action is Action.STOP:
-            attrs["loopguard.would_block"] = True
-        span.set_attributes(attrs)
+        verdict = check(self.processor, span, tool, [arguments])
+        annotate(span, verdict)
+        if verdict.enforcement == "abort":
+            raise verdict.error()
+        return verdict.decision, verdict.hint_result() if verdict.blocked else None
 
     @overload
     def tool(self, func: Callable[P, R], *, name: str | None = None) -> Callable[P, R]: ...

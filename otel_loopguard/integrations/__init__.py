@@ -11,6 +11,6 @@ depends on a framework. Both use the state of a ``LoopGuardSpanProcessor``; see 
 
 from __future__ import annotations
 
-from otel_loopguard.integrations._common import GuardVerdict
+from otel_loopguard.enforce._verdict import GuardVerdict
 
 __all__ = ["GuardVerdict"]

@@ -42,12 +42,10 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 
 from otel_loopguard.enforce import ToolCallScope, ToolGuard
+from otel_loopguard.enforce._verdict import GuardVerdict, annotate, check, warning
 from otel_loopguard.integrations._common import (
     OWN_SCOPE,
-    GuardVerdict,
-    annotate,
     blocked_span,
-    check,
     is_instrumentation_tool_span,
     observed,
     record_result,
@@ -55,7 +53,6 @@ from otel_loopguard.integrations._common import (
     scope_name,
     synthetic_context,
     warn_once,
-    warning,
 )
 from otel_loopguard.processor import LoopGuardSpanProcessor
 from otel_loopguard.types import Action, Decision

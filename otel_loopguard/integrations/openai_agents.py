@@ -58,12 +58,10 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Status, StatusCode
 
+from otel_loopguard.enforce._verdict import GuardVerdict, annotate, check, warning
 from otel_loopguard.exceptions import ToolLoopError
 from otel_loopguard.integrations._common import (
     OWN_SCOPE,
-    GuardVerdict,
-    annotate,
-    check,
     is_instrumentation_tool_span,
     observed,
     record_result,
@@ -71,7 +69,6 @@ from otel_loopguard.integrations._common import (
     synthetic_context,
     tool_span_attributes,
     warn_once,
-    warning,
 )
 from otel_loopguard.processor import LoopGuardSpanProcessor
 

@@ -1,0 +1,139 @@
+"""The one verdict of enforce mode: precheck a call, choose the enforcement, annotate the span.
+
+``ToolGuard`` and every framework integration decide through ``check`` and record through
+``annotate``, so a guarded call is judged the same way whichever hook made it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from opentelemetry.trace import Status, StatusCode
+
+from otel_loopguard.evidence import evidence_attributes
+from otel_loopguard.exceptions import ToolLoopError
+from otel_loopguard.processor import LoopGuardSpanProcessor
+from otel_loopguard.types import Action, Decision
+
+__all__ = ["BLOCKED", "GuardVerdict", "LoopDetectedResult", "annotate", "check", "warning"]
+
+BLOCKED: Final = "loopguard.blocked"
+"""Span attribute: the tool body did not run because the guard blocked it."""
+LOOP_DETECTED: Final = "loop-detected"
+
+
+class LoopDetectedResult(str):
+    """The synthetic tool result of hint mode: ``[loop-detected] ...`` for the model.
+
+    It is a ``str`` (so frameworks pass it to the model as the tool's output) carrying
+    ``error == "loop-detected"`` and the ``decision``, so callers can tell it from a real
+    result.
+    """
+
+    error: str
+    decision: Decision
+
+    def __new__(cls, decision: Decision) -> LoopDetectedResult:
+        """Build the hint text from ``decision``."""
+        text = f"[loop-detected] {decision.hint}"
+        obj = super().__new__(cls, text)
+        obj.error = LOOP_DETECTED
+        obj.decision = decision
+        return obj
+
+
+@dataclass(frozen=True, slots=True)
+class GuardVerdict:
+    """What the guard decided on one tool call, before it ran.
+
+    The OpenAI Agents guardrails put it in ``ToolGuardrailFunctionOutput.output_info`` (so it
+    shows in ``RunResult.tool_input_guardrail_results`` and in the tripwire exception).
+    """
+
+    decision: Decision
+    """The precheck decision (the same in observe and enforce mode)."""
+    mode: str
+    """``observe`` or ``enforce``: the processor's mode."""
+    enforcement: str | None
+    """``abort`` or ``hint`` when the call was blocked; None when it was allowed to run."""
+    run_id: str
+    """The run the call belongs to (the processor's run id)."""
+
+    @property
+    def blocked(self) -> bool:
+        """Return True when the guard stopped the call (enforce mode only)."""
+        return self.enforcement is not None
+
+    @property
+    def would_block(self) -> bool:
+        """Return True when enforce mode would stop the call (also in observe mode)."""
+        return self.decision.action is Action.STOP
+
+    def hint_result(self) -> LoopDetectedResult:
+        """Return the ``[loop-detected] ...`` text that replaces the tool's result."""
+        return LoopDetectedResult(self.decision)
+
+    def error(self) -> ToolLoopError:
+        """Return the ``ToolLoopError`` for this decision."""
+        return ToolLoopError(self.decision)
+
+
+def check(processor: LoopGuardSpanProcessor, run_span: Any, tool: str,
+          arguments: Sequence[Any]) -> GuardVerdict:
+    """Precheck a call of ``tool`` in the run of ``run_span`` and choose the enforcement.
+
+    ``arguments`` lists equivalent forms of the call's arguments (the first is the main one);
+    the strongest decision wins, so a call matches its earlier calls however the instrumentation
+    recorded them. Counts the enforcement in ``loopguard_enforced_total``.
+    """
+    config = processor.config
+    run_id, entry = processor.run_for_span(run_span)
+    with entry.state.lock:
+        decisions = [processor.engine.precheck(entry.state, tool, args) for args in arguments]
+        decision = max(decisions, key=lambda d: d.action)  # the first of the strongest
+        if decision.action < Action.STOP or config.mode != "enforce":
+            enforcement = None
+        elif config.enforcement == "hint_then_abort":
+            enforcement = "abort" if entry.state.hinted else "hint"
+            entry.state.hinted = True
+        else:
+            enforcement = config.enforcement
+        if enforcement is not None:  # the call never runs, so process never sees it
+            processor.engine.notify(entry.state, decision)
+    if enforcement is not None:
+        processor.record_enforcement(entry, enforcement)
+    return GuardVerdict(decision, config.mode, enforcement, run_id)
+
+
+def annotate(span: Any, verdict: GuardVerdict) -> None:
+    """Record a flagged verdict on the call's span, as ``ToolGuard`` does.
+
+    ``loopguard.precheck.*`` evidence; ``loopguard.blocked``, ``loopguard.enforcement`` and
+    ``loopguard.hint`` when blocked (the processor then does not count the span as a call);
+    ``loopguard.would_block`` in observe mode; status ERROR on abort.
+    """
+    decision = verdict.decision
+    if not decision.flagged:
+        return
+    attrs: dict[str, Any] = {
+        key.replace("loopguard.", "loopguard.precheck.", 1): value
+        for key, value in evidence_attributes(decision, verdict.run_id, verdict.mode).items()}
+    if verdict.enforcement is not None:
+        attrs[BLOCKED] = True
+        attrs["loopguard.enforcement"] = verdict.enforcement
+        attrs["loopguard.hint"] = decision.hint
+    elif decision.action is Action.STOP:
+        attrs["loopguard.would_block"] = True
+    span.set_attributes(attrs)
+    if verdict.enforcement == "abort":
+        span.set_status(Status(StatusCode.ERROR, decision.code))
+
+
+def warning(verdict: GuardVerdict, config: Any) -> str | None:
+    """Return the ``[loop-warning]`` suffix for an allowed call under ``hint_on_warn``, or None."""
+    if (config.hint_on_warn and verdict.mode == "enforce" and verdict.enforcement is None
+            and Action.WARN <= verdict.decision.action < Action.STOP):
+        return f"\n\n[loop-warning] {verdict.decision.hint}"
+    return None
