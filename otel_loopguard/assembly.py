@@ -1,19 +1,25 @@
-"""Turn the finished spans of one trace into ordered tool calls and handoffs.
+"""How spans become runs: the rules every path applies, and the assembly of a whole trace.
 
-Spans are walked in end-time order. Each tool call gets its agent (from the span, or the
-nearest agent ancestor) and its model turn (model spans that ended before it), so the parallel
-calls of one turn form a batch. The trace's prompt template and conversation are picked up
-from any of its spans.
+The rules, shared by the live processor (spans as they start and end), ``check`` and ``serve``
+(whole traces, ``assemble_trace``):
+
+* **tool calls and handoffs** come from the span adapters (``adapters.to_event``);
+* **agent**: the tool span's own agent, else its nearest agent ancestor (``nearest_agent``);
+* **model turn**: the model (chat) spans of the run that ended before the tool span; the
+  parallel calls of one turn form a batch;
+* **prompt template**: the first span of the run that names one (``template_in``): the tool
+  span, its ancestors or a model span;
+* **sibling handoffs**: consecutive sibling agent spans with different agents, when the run has
+  no explicit handoff (``SiblingAgents``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Final
+from typing import Any, Final, TypeVar
 
 from otel_loopguard.adapters import (
     DEFAULT_ADAPTERS,
@@ -27,9 +33,68 @@ from otel_loopguard.adapters import (
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.types import Handoff, SpanAdapter, SpanRecord, ToolCall
 
-__all__ = ["AssembledTrace", "TraceEvent", "assemble_trace"]
+__all__ = ["AssembledTrace", "SiblingAgents", "TraceEvent", "assemble_trace", "nearest_agent",
+           "template_in"]
 
-_MAX_ANCESTRY = 64
+MAX_ANCESTRY: Final = 64
+"""How far ``nearest_agent`` walks up (a cycle or a very deep tree stops there)."""
+_MAX_PARENTS: Final = 4096
+_K = TypeVar("_K")
+
+
+def template_in(attributes: Mapping[str, Any], config: LoopGuardConfig) -> str | None:
+    """Return the prompt template these attributes name, or None."""
+    if frozenset(config.prompt_name_keys).isdisjoint(attributes):
+        return None  # ``prompt_template_of`` finds nothing without one of the name keys
+    return prompt_template_of(attributes, config.prompt_name_keys,
+                              config.prompt_version_keys) or None
+
+
+def nearest_agent(parent: _K | None, step: Callable[[_K], tuple[str | None, _K | None] | None]
+                  ) -> tuple[_K, str] | None:
+    """Return the id and agent name of the nearest agent ancestor, starting at ``parent``.
+
+    ``step(id)`` returns the span's agent name (None when it is not an agent span) and its
+    parent's id, or None when the span is unknown (not seen, or no longer open).
+    """
+    for _ in range(MAX_ANCESTRY):
+        if parent is None:
+            return None
+        found = step(parent)
+        if found is None:
+            return None
+        agent, up = found
+        if agent is not None:
+            return parent, agent
+        parent = up
+    return None
+
+
+class SiblingAgents:
+    """Infers handoffs from sibling agent spans, fed in start order (triage, then billing).
+
+    Nested agent spans are delegation, not handoffs, so only siblings count. The official
+    GenAI instrumentations emit no handoff spans, and Traceloop's do not name the target.
+    Not thread-safe: used under the run's lock (live) or on one thread (replay). Bounded.
+    """
+
+    __slots__ = ("_latest",)
+
+    def __init__(self) -> None:
+        self._latest: dict[str | None, str] = {}
+        """Parent span id → the agent of the latest agent span started under it."""
+
+    def started(self, parent: str | None, agent: str, span_id: str,
+                start_time_ns: int) -> Handoff | None:
+        """Take an agent span that started; return the handoff it implies, if any."""
+        previous = self._latest.get(parent)
+        self._latest[parent] = agent
+        if len(self._latest) > _MAX_PARENTS:
+            del self._latest[next(iter(self._latest))]
+        if previous is None or previous == agent:
+            return None
+        return Handoff(from_agent=previous, to_agent=agent, span_id=span_id,
+                       end_time_ns=start_time_ns, explicit=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +127,6 @@ def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuard
     pending: list[tuple[SpanRecord, int]] = []  # maybe events, with the model turns before them
     turns = 0
     has_model = False
-    template_keys = frozenset(config.prompt_name_keys)
     conversation_keys = frozenset(config.conversation_keys)
     template = conversation = None
     for s in ordered:
@@ -76,9 +140,8 @@ def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuard
         elif candidate is None or candidate(name, attributes):
             pending.append((s, turns))
         # Only spans holding one of the keys can name a template or a conversation.
-        if template is None and not template_keys.isdisjoint(attributes):
-            template = prompt_template_of(attributes, config.prompt_name_keys,
-                                          config.prompt_version_keys) or None
+        if template is None:
+            template = template_in(attributes, config)
         if conversation is None and not conversation_keys.isdisjoint(attributes):
             conversation = conversation_of(attributes, config.conversation_keys) or None
     out = AssembledTrace(trace_id=trace_id,
@@ -110,25 +173,14 @@ _SPAN_ID: Final = attrgetter("span_id")
 
 def _add_sibling_handoffs(out: AssembledTrace, spans: Sequence[SpanRecord],
                           agents: dict[str, str]) -> None:
-    """Infer handoffs from consecutive sibling agent spans (triage, then billing, ...).
-
-    Used only when the trace has no explicit handoff: the official GenAI instrumentations emit
-    none, and Traceloop's handoff spans do not name the target. Nested agent spans are
-    delegation, not handoffs, so only siblings count.
-    """
-    siblings: dict[str | None, list[SpanRecord]] = {}
-    for span in spans:
-        if span.span_id in agents:
-            siblings.setdefault(span.parent_span_id, []).append(span)
+    """Add the handoffs ``SiblingAgents`` infers, in time order among the trace's events."""
+    siblings = SiblingAgents()
     inferred: list[tuple[int, TraceEvent]] = []
-    for group in siblings.values():
-        group.sort(key=lambda s: s.start_time_ns)
-        for before, after in itertools.pairwise(group):
-            source, target = agents[before.span_id], agents[after.span_id]
-            if source != target:
-                handoff = Handoff(from_agent=source, to_agent=target, span_id=after.span_id,
-                                  end_time_ns=after.start_time_ns, explicit=False)
-                inferred.append((after.start_time_ns, TraceEvent(handoff, before.parent_span_id)))
+    for span in sorted((s for s in spans if s.span_id in agents), key=_START):
+        handoff = siblings.started(span.parent_span_id, agents[span.span_id], span.span_id,
+                                   span.start_time_ns)
+        if handoff is not None:
+            inferred.append((span.start_time_ns, TraceEvent(handoff, span.parent_span_id)))
     if inferred:
         timed = [(_event_time(item), item) for item in out.events] + inferred
         timed.sort(key=lambda pair: pair[0])
@@ -139,23 +191,11 @@ def _event_time(item: TraceEvent) -> int:
     return item.event.end_time_ns
 
 
-def _first(values: Iterable[str | None]) -> str | None:
-    return next((v for v in values if v), None)
-
-
-def _first_template(spans: Sequence[SpanRecord], config: LoopGuardConfig) -> str | None:
-    keys, versions = config.prompt_name_keys, config.prompt_version_keys
-    return _first(prompt_template_of(s.attributes, keys, versions) for s in spans)
-
-
 def _owning_agent(span: SpanRecord, by_id: dict[str, SpanRecord],
                   agents: dict[str, str]) -> tuple[str | None, str | None]:
-    parent = span.parent_span_id
-    for _ in range(_MAX_ANCESTRY):
-        if parent is None:
-            return None, None
-        if parent in agents:
-            return parent, agents[parent]
-        record = by_id.get(parent)
-        parent = record.parent_span_id if record is not None else None
-    return None, None
+    def step(span_id: str) -> tuple[str | None, str | None] | None:
+        record = by_id.get(span_id)
+        return None if record is None else (agents.get(span_id), record.parent_span_id)
+
+    found = nearest_agent(span.parent_span_id, step)
+    return (None, None) if found is None else found

@@ -9,6 +9,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from otel_loopguard.assembly import SiblingAgents
 from otel_loopguard.engine import RunState
 from otel_loopguard.types import Clock
 
@@ -27,8 +28,8 @@ class RunEntry:
     model_turns: int = 0
     seen_model: bool = False
     explicit_handoffs: bool = False
-    agent_children: dict[str, str] = field(default_factory=dict)
-    """Parent span id → name of the latest agent span started under it (sibling handoffs)."""
+    siblings: SiblingAgents = field(default_factory=SiblingAgents)
+    """The agent spans started so far, for sibling handoffs."""
 
 
 class InMemoryRunStateStore:

@@ -25,29 +25,23 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
-from opentelemetry.trace import SpanContext, StatusCode
 
 from otel_loopguard._guard import InternalErrorGuard
 from otel_loopguard.adapters import (
     DEFAULT_ADAPTERS,
     agent_of,
     is_model_turn,
-    prompt_template_of,
+    may_be_event,
     to_event,
 )
 from otel_loopguard.adapters import _keys as k
-from otel_loopguard.adapters._build import HANDOFF, CallPlan, error_message, tool_call_values
-from otel_loopguard.adapters.genai import GenAIAdapter
-from otel_loopguard.adapters.logfire import LogfireAdapter
-from otel_loopguard.adapters.openinference import OpenInferenceAdapter
-from otel_loopguard.adapters.openllmetry import OpenLLMetryAdapter
+from otel_loopguard.assembly import template_in
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.engine import LoopEngine
 from otel_loopguard.evidence import EVENT_NAME, evidence_attributes
 from otel_loopguard.exceptions import LoopGuardError
 from otel_loopguard.metrics import LoopGuardMetrics
 from otel_loopguard.otlp._reference import raw_attributes, span_record_from_readable
-from otel_loopguard.processor._live import MAX_DEPTH as _MAX_DEPTH
 from otel_loopguard.processor._live import LiveSpans
 from otel_loopguard.processor._worker import SpanWorker
 from otel_loopguard.state import InMemoryRunStateStore, RunEntry
@@ -65,10 +59,6 @@ _OI_KIND: Final = k.OI_SPAN_KIND
 _TL_KIND: Final = k.TL_SPAN_KIND
 _TOOL_MARKERS: Final = frozenset({_GENAI_OP, _OI_KIND, _TL_KIND})
 """Attributes one of which every tool span of the default conventions carries."""
-_PLANS: Final = (GenAIAdapter.plan, OpenInferenceAdapter.plan, OpenLLMetryAdapter.plan,
-                 LogfireAdapter.plan)
-"""``plan`` of each default adapter, in ``DEFAULT_ADAPTERS`` order (a test checks it)."""
-_ERROR: Final = StatusCode.ERROR
 _MAX_SPAN_NAMES: Final = 4096
 _DEFAULT_MAX_QUEUE_SIZE: Final = 16_384
 _SHUTDOWN_SECONDS: Final = 30.0
@@ -148,7 +138,6 @@ class LoopGuardSpanProcessor(SpanProcessor):
         self._by_trace = self.config.run_key == "trace"
         self._last_trace: tuple[int, str] = (-1, "")
         """The latest tool span's trace id and its hex form."""
-        self._prompt_keys = frozenset(self.config.prompt_name_keys)
         self._multiprocess = self.metrics is not None and self.metrics.multiprocess
         self._agent_names: dict[str, bool] = {}
         """Span name → whether it names an agent span (bounded; races only repeat work)."""
@@ -246,7 +235,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             if context is not None:  # tuple indexes: [0] trace_id, [1] span_id, [2] is_remote
                 self._open.pop(context[1], None)
                 if not _TOOL_MARKERS.isdisjoint(attrs) or name.startswith(_LOGFIRE_PREFIXES):
-                    out = self._candidate(span, attrs, name, context, parent) or span
+                    out = self._candidate(span, attrs, name) or span
                 if parent is None or parent[2]:
                     self._release(context[0])
         except Exception as exc:
@@ -255,25 +244,16 @@ class LoopGuardSpanProcessor(SpanProcessor):
             self.downstream.on_end(out)
 
     # --- internals -------------------------------------------------------------------------
-    def _candidate(self, span: ReadableSpan, attrs: Mapping[str, Any], name: str,
-                   context: SpanContext, parent: SpanContext | None) -> ReadableSpan | None:
+    def _candidate(self, span: ReadableSpan, attrs: Mapping[str, Any], name: str) -> (
+            ReadableSpan | None):
         """Handle a span that may be a tool call, model turn or handoff (``on_end``'s reads)."""
         if is_model_turn(name, attrs):
             self._model_turn(span, attrs)
             return None
         if attrs.get("loopguard.blocked"):
             return None  # the guard blocked it: the tool never ran
-        if self.adapters is _DEFAULT:
-            # the default adapters' own first tests, on the span's attribute dict: no
-            # SpanRecord, and the ToolCall is built once, with its agent and turn
-            for plan_of in _PLANS:
-                plan = plan_of(name, attrs)
-                if plan is not None:
-                    break
-            else:
-                return None  # an agent, chain or other span
-            if plan is not HANDOFF:
-                return self._tool_span(span, attrs, plan, context, parent)
+        if self.adapters is _DEFAULT and not may_be_event(name, attrs):
+            return None  # an agent, chain or other span: no record to build
         event = to_event(span_record_from_readable(span), self.adapters)
         return None if event is None else self._event_span(span, attrs, event)
 
@@ -303,54 +283,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
         with entry.state.lock:
             entry.model_turns += 1
             entry.seen_model = True
-            if entry.template is None and not self._prompt_keys.isdisjoint(attrs):
-                cfg = self.config
-                entry.template = prompt_template_of(attrs, cfg.prompt_name_keys,
-                                                    cfg.prompt_version_keys)
-
-    def _tool_span(self, span: ReadableSpan, attrs: Mapping[str, Any], plan: CallPlan,
-                   context: SpanContext, parent: SpanContext | None) -> ReadableSpan | None:
-        """Run a tool span of the default adapters through the engine (the hot path)."""
-        tool, args_key, result_key, agent = plan
-        arguments, result, has_result, failed, message = tool_call_values(
-            attrs, args_key, result_key, span.status.status_code is _ERROR,
-            lambda: error_message(span_record_from_readable(span)))
-        tool = str(tool)
-        agent = str(agent) if agent else None
-        last = self._last_trace  # one tuple: read and replaced atomically
-        if last[0] == context.trace_id:
-            trace_id = last[1]  # the calls of a run mostly come one after another
-        else:
-            trace_id = format(context.trace_id, "032x")
-            self._last_trace = (context.trace_id, trace_id)
-        run_id = trace_id if self._by_trace else self._run_id(span, attrs)
-        entry, created = self.store.get_or_create(run_id)
-        if created and self._multiprocess:
-            self.metrics.set_open_runs(len(self.store))  # type: ignore[union-attr]  # checked
-        if entry.state.notifying and entry.state.in_callback():
-            return None  # ended inside this run's on_decision, which holds its lock
-        parent_id = parent.span_id if parent is not None else None
-        with entry.state.lock:
-            if entry.template is None or agent is None:
-                template, found_agent = self._ancestry(
-                    attrs, parent_id, entry.template is None, agent is None)
-                if entry.template is None:
-                    entry.template = template
-                if agent is None:
-                    agent = found_agent
-            previous = entry.state.highest
-            call = ToolCall(
-                tool=tool, arguments=arguments, result=result, has_result=has_result,
-                error=failed, error_message=message, agent=agent,
-                span_id=format(context.span_id, "016x"), trace_id=trace_id,
-                start_time_ns=span.start_time or 0, end_time_ns=span.end_time or 0,
-                turn=entry.model_turns if entry.seen_model else None)
-            entry.tool_calls += 1
-            decision = self.engine.process(entry.state, call)
-            template, first = entry.template, entry.tool_calls == 1
-        if self.metrics is not None:
-            self.metrics.record_call(template, tool, first=first)
-        return self._finding(span, decision, previous, template, run_id)
+            if entry.template is None:
+                entry.template = template_in(attrs, self.config)
 
     def _finding(self, span: ReadableSpan, decision: Decision, previous: Action,
                  template: str | None, run_id: str) -> ReadableSpan | None:
@@ -365,14 +299,17 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 span: ReadableSpan) -> tuple[Decision, Action, str | None, bool]:
         parent_id = span.parent.span_id if span.parent is not None else None
         with entry.state.lock:
-            if entry.template is None:
-                entry.template = self._template(attrs, parent_id)
+            want_agent = isinstance(event, ToolCall) and event.agent is None
+            if entry.template is None or want_agent:
+                template, agent = self._ancestry(attrs, parent_id, entry.template is None,
+                                                 want_agent)
+                entry.template = entry.template or template
             previous = entry.state.highest
             if isinstance(event, ToolCall):
-                if event.agent is None:
-                    event = _with(event, agent=self.live.agent_name(parent_id))
-                if entry.seen_model:
-                    event = _with(event, turn=entry.model_turns)
+                if want_agent or entry.seen_model:
+                    event = dataclasses.replace(
+                        event, agent=event.agent or agent,
+                        turn=entry.model_turns if entry.seen_model else event.turn)
                 entry.tool_calls += 1
                 decision = self.engine.process(entry.state, event)
             else:
@@ -382,52 +319,29 @@ class LoopGuardSpanProcessor(SpanProcessor):
 
     def _ancestry(self, attrs: Mapping[str, Any], parent_id: int | None, want_template: bool,
                   want_agent: bool) -> tuple[str | None, str | None]:
-        """Return the run's template and the call's agent, walking the open ancestors once.
+        """Return the run's template and the call's agent, by the assembly's rules.
 
-        The same as ``(self._template(attrs, parent_id), self.live.agent_name(parent_id))``,
-        each only when wanted (else None).
+        The template from the span itself or its nearest open ancestor naming one
+        (``template_in``); the agent from its nearest open agent ancestor (``nearest_agent``).
+        One walk up the open spans serves both.
         """
-        template = None
-        if want_template and not self._prompt_keys.isdisjoint(attrs):
-            cfg = self.config
-            template = prompt_template_of(attrs, cfg.prompt_name_keys, cfg.prompt_version_keys)
-            want_template = template is None
+        cfg = self.config
+        template = template_in(attrs, cfg) if want_template else None
+        want_template = want_template and template is None
+        if not (want_template or want_agent):
+            return template, None
         agent = None
-        spans = self._open
-        for _ in range(_MAX_DEPTH):
-            if parent_id is None or not (want_template or want_agent):
-                break
-            span = spans.get(parent_id)
-            if span is None:
-                break
-            span_attrs = raw_attributes(span)
+        for ancestor in self.live.ancestors(parent_id):
+            ancestor_attrs = raw_attributes(ancestor)
+            if want_template:
+                template = template_in(ancestor_attrs, cfg)
+                want_template = template is None
             if want_agent:
-                agent = agent_of(span.name, span_attrs)
+                agent = agent_of(ancestor.name, ancestor_attrs)
                 want_agent = agent is None
-            if want_template and not self._prompt_keys.isdisjoint(span_attrs):
-                cfg = self.config
-                template = prompt_template_of(span_attrs, cfg.prompt_name_keys,
-                                              cfg.prompt_version_keys)
-                want_template = not template
-            parent = span.parent
-            parent_id = parent.span_id if parent is not None and not parent.is_remote else None
+            if not (want_template or want_agent):
+                break
         return template, agent
-
-    def _template(self, attrs: Mapping[str, Any], parent_id: int | None) -> str | None:
-        cfg, keys = self.config, self._prompt_keys
-        # ``prompt_template_of`` finds nothing in a mapping without any of the name keys
-        found = None if keys.isdisjoint(attrs) else prompt_template_of(
-            attrs, cfg.prompt_name_keys, cfg.prompt_version_keys)
-        if found is None:
-            for ancestor in self.live.ancestors(parent_id):
-                ancestor_attrs = raw_attributes(ancestor)
-                if keys.isdisjoint(ancestor_attrs):
-                    continue
-                found = prompt_template_of(ancestor_attrs, cfg.prompt_name_keys,
-                                           cfg.prompt_version_keys)
-                if found:
-                    break
-        return found
 
     def _run_id(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> str:
         trace_id = span.context.trace_id if span.context else 0
@@ -477,14 +391,12 @@ class LoopGuardSpanProcessor(SpanProcessor):
         entry, _ = self.store.get_or_create(run_id)
         if entry.state.notifying and entry.state.in_callback():
             return  # started inside this run's on_decision, which holds its lock
-        parent = format(span.parent.span_id, "016x")
         with entry.state.lock:
-            previous = entry.agent_children.get(parent)
-            entry.agent_children[parent] = name
-            if previous is None or previous == name or entry.explicit_handoffs:
+            handoff = entry.siblings.started(format(span.parent.span_id, "016x"), name,
+                                             format(span.context.span_id, "016x"),
+                                             span.start_time or 0)
+            if handoff is None or entry.explicit_handoffs:
                 return
-            handoff = Handoff(from_agent=previous, to_agent=name,
-                              span_id=format(span.context.span_id, "016x"), explicit=False)
             old = entry.state.highest
             decision = self.engine.process_handoff(entry.state, handoff)
             entry.state.explicit_handoffs = False
@@ -545,7 +457,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         with entry.state.lock:
             if entry.template is None:
                 parent = span.parent.span_id if span.parent is not None else None
-                entry.template = self._template(attrs, parent)
+                entry.template = self._ancestry(attrs, parent, True, False)[0]
         return run_id, entry
 
     def record_enforcement(self, entry: RunEntry, enforcement: str) -> None:

@@ -7,14 +7,14 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 from otel_loopguard.adapters import agent_of
+from otel_loopguard.assembly import MAX_ANCESTRY, nearest_agent
 from otel_loopguard.otlp._reference import raw_attributes
 
 __all__ = ["MAX_DEPTH", "LiveSpans"]
 
 _MAX_OPEN: Final = 100_000
-MAX_DEPTH: Final = 64
+MAX_DEPTH: Final = MAX_ANCESTRY
 """How far ``ancestors`` walks up (a cycle or a very deep tree stops there)."""
-_MAX_DEPTH: Final = MAX_DEPTH
 
 
 class LiveSpans:
@@ -54,7 +54,7 @@ class LiveSpans:
 
     def ancestors(self, parent_id: int | None) -> Iterator[Any]:
         """Yield the open ancestors, nearest first, starting at ``parent_id``."""
-        for _ in range(_MAX_DEPTH):
+        for _ in range(MAX_DEPTH):
             if parent_id is None:
                 return
             span = self.spans.get(parent_id)
@@ -75,20 +75,19 @@ class LiveSpans:
         return found[1] if found is not None else None
 
     def _nearest_agent(self, parent_id: int | None) -> tuple[Any, str] | None:
-        """Return the nearest open agent span and its agent name (``ancestors``, unrolled)."""
+        """Return the nearest open agent span and its agent name (the assembly's rule)."""
         spans = self.spans
-        for _ in range(_MAX_DEPTH):
-            if parent_id is None:
-                return None
-            span = spans.get(parent_id)
+
+        def step(span_id: int) -> tuple[str | None, int | None] | None:
+            span = spans.get(span_id)
             if span is None:
                 return None
-            name = agent_of(span.name, raw_attributes(span))
-            if name is not None:
-                return span, name
             parent = span.parent
-            parent_id = parent.span_id if parent is not None and not parent.is_remote else None
-        return None
+            return (agent_of(span.name, raw_attributes(span)),
+                    parent.span_id if parent is not None and not parent.is_remote else None)
+
+        found = nearest_agent(parent_id, step)
+        return None if found is None else (spans[found[0]], found[1])
 
     def agent_span_id(self, parent_id: int | None) -> str | None:
         """Return the hex id of the nearest open agent span, or None."""
