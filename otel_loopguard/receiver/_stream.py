@@ -30,7 +30,7 @@ from otel_loopguard.adapters import DEFAULT_ADAPTERS
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.evidence import evidence_attributes
 from otel_loopguard.metrics import LoopGuardMetrics
-from otel_loopguard.replay.checker import Checker, RunReport, _OpenTrace
+from otel_loopguard.replay.checker import Checker, RunReport
 from otel_loopguard.types import Action, Decision, SpanAdapter, SpanRecord, ToolCall
 
 __all__ = ["ClosedTrace", "StreamingChecker"]
@@ -62,38 +62,6 @@ class _Trace:
     payloads: list[Any] | None
     touched_ns: int
     root_seen_ns: int | None = None
-
-
-class _TimedChecker(Checker):
-    """A ``Checker`` fed whole traces, which remembers when each open run was last fed."""
-
-    def __init__(self, config: LoopGuardConfig, clock: Callable[[], int], **kwargs: Any) -> None:
-        super().__init__(config, **kwargs)
-        self._clock = clock
-        self.touched: dict[str, int] = {}
-
-    def _run(self, run_id: str) -> Any:
-        self.touched[run_id] = self._clock()
-        return super()._run(run_id)
-
-    def finish(self, trace_id: str, spans: list[SpanRecord]) -> Iterator[RunReport]:
-        """Assemble one trace and feed it; yield the runs it closes."""
-        return self._finish_trace(trace_id, _OpenTrace(spans=spans))
-
-    def expire(self, idle_since_ns: int) -> Iterator[RunReport]:
-        """Close the open (conversation) runs last fed before ``idle_since_ns``."""
-        runs = self._runs
-        while runs:
-            run_id = next(iter(runs))
-            if self.touched.get(run_id, idle_since_ns) > idle_since_ns:
-                return
-            _, (_, report) = runs.popitem(last=False)
-            yield report
-
-    @property
-    def open_runs(self) -> int:
-        """Return how many runs stay open between traces (conversation runs)."""
-        return len(self._runs)
 
 
 class StreamingChecker:
@@ -143,8 +111,8 @@ class StreamingChecker:
         self.max_traces = max_traces or self.config.max_runs
         self.max_spans = max_spans
         self._mode = self.config.mode
-        self._checker = _TimedChecker(self.config, clock, adapters=adapters,
-                                      on_event=self._on_event)
+        self._checker = Checker(self.config, adapters=adapters, on_event=self._on_event,
+                                clock=clock)
         self.guard = InternalErrorGuard(metrics.record_internal_error if metrics else None,
                                         raise_errors=raise_internal_errors)
         # Traces in least-recently-touched order; traces whose root arrived, in arrival order.
@@ -260,7 +228,7 @@ class StreamingChecker:
         if len(set(map(_SPAN_ID, trace.spans))) < len(trace.spans):
             self._dedupe(trace)
         try:
-            out.extend(self._collect(self._checker.finish(trace_id, trace.spans)))
+            out.extend(self._collect(self._checker.feed_trace(trace_id, trace.spans)))
         except Exception as exc:
             self.guard.handle("serve", exc)
         if self.on_trace is not None:
@@ -283,7 +251,6 @@ class StreamingChecker:
         out = list(reports)
         for report in out:
             self._highest.pop(report.run_id, None)
-            self._checker.touched.pop(report.run_id, None)
         return out
 
     def _late(self, spans: Sequence[SpanRecord], payloads: Sequence[Any] | None,

@@ -52,11 +52,13 @@ class Checker:
     def __init__(self, config: LoopGuardConfig | None = None, *,
                  adapters: Sequence[SpanAdapter] = DEFAULT_ADAPTERS,
                  engine: LoopEngine | None = None, grace_spans: int = _DEFAULT_GRACE_SPANS,
-                 on_event: Callable[[RunReport, Decision, Any], object] | None = None) -> None:
+                 on_event: Callable[[RunReport, Decision, Any], object] | None = None,
+                 clock: Callable[[], int] | None = None) -> None:
         """Build a checker.
 
         ``on_event(report, decision, event)`` is called for every tool call and handoff, flagged
-        or not, in run order (``serve`` feeds its metrics from it).
+        or not, in run order (``serve`` feeds its metrics from it). With ``clock`` (monotonic
+        nanoseconds), the checker remembers when each open run was last fed, for ``expire``.
         """
         self.config = config or LoopGuardConfig()
         self.engine = engine or LoopEngine(self.config)
@@ -66,6 +68,35 @@ class Checker:
         self._traces: OrderedDict[str, _OpenTrace] = OrderedDict()
         self._runs: OrderedDict[str, tuple[RunState, RunReport]] = OrderedDict()
         self._seen = 0
+        self._clock = clock
+        self._touched: dict[str, int] = {}
+        """Run id → when it was last fed (``clock`` time), for ``expire``."""
+
+    @property
+    def open_runs(self) -> int:
+        """Return how many runs stay open between traces (conversation runs)."""
+        return len(self._runs)
+
+    def feed_trace(self, trace_id: str, spans: list[SpanRecord]) -> Iterator[RunReport]:
+        """Assemble one whole trace and run it; yield the runs it closes (``serve``)."""
+        return self._finish_trace(trace_id, _OpenTrace(spans=spans))
+
+    def expire(self, idle_since_ns: int) -> Iterator[RunReport]:
+        """Close the open (conversation) runs last fed before ``idle_since_ns``.
+
+        Needs ``clock``; runs are kept in the order they were last fed.
+        """
+        runs = self._runs
+        while runs:
+            run_id = next(iter(runs))
+            if self._touched.get(run_id, idle_since_ns) > idle_since_ns:
+                return
+            yield self._close_run(run_id)
+
+    def _close_run(self, run_id: str) -> RunReport:
+        _, report = self._runs.pop(run_id)
+        self._touched.pop(run_id, None)
+        return report
 
     def run(self, spans: Iterable[SpanRecord]) -> Iterator[RunReport]:
         """Yield the report of every run in ``spans`` (flagged or not), then flush."""
@@ -92,8 +123,7 @@ class Checker:
             trace_id, trace = self._traces.popitem(last=False)
             yield from self._finish_trace(trace_id, trace)
         while self._runs:
-            _, (_, report) = self._runs.popitem(last=False)
-            yield report
+            yield self._close_run(next(iter(self._runs)))
 
     def _close_ready(self) -> Iterator[RunReport]:
         while self._traces:
@@ -116,12 +146,10 @@ class Checker:
         state, report = self._run(run_id)
         self._feed(state, report, assembled, assembled.events)
         if key != "conversation" or not assembled.conversation:
-            del self._runs[run_id]
-            yield report
+            yield self._close_run(run_id)
             return
         while len(self._runs) > self.config.max_runs:
-            _, (_, evicted) = self._runs.popitem(last=False)
-            yield evicted
+            yield self._close_run(next(iter(self._runs)))
 
     def _per_agent(self, assembled: AssembledTrace) -> Iterator[RunReport]:
         groups: dict[str, list[Any]] = {}
@@ -131,10 +159,11 @@ class Checker:
             run_id = f"{assembled.trace_id}/{owner}" if owner else assembled.trace_id
             state, report = self._run(run_id)
             self._feed(state, report, assembled, items)
-            del self._runs[run_id]
-            yield report
+            yield self._close_run(run_id)
 
     def _run(self, run_id: str) -> tuple[RunState, RunReport]:
+        if self._clock is not None:
+            self._touched[run_id] = self._clock()
         entry = self._runs.get(run_id)
         if entry is None:
             entry = self._runs[run_id] = (self.engine.new_run(), RunReport(run_id=run_id))
