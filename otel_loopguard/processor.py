@@ -37,6 +37,7 @@ from otel_loopguard.adapters import (
     is_model_turn,
     prompt_template_of,
     to_event,
+    tool_request_of,
 )
 from otel_loopguard.adapters import _keys as k
 from otel_loopguard.adapters._build import HANDOFF, CallPlan, error_message, tool_call_values
@@ -49,7 +50,7 @@ from otel_loopguard.engine import LoopEngine
 from otel_loopguard.exceptions import LoopGuardError
 from otel_loopguard.metrics import LoopGuardMetrics
 from otel_loopguard.state import InMemoryRunStateStore, RunEntry
-from otel_loopguard.types import Action, Decision, Handoff, SpanAdapter, ToolCall
+from otel_loopguard.types import Action, Decision, Handoff, ModelTurn, SpanAdapter, ToolCall
 
 __all__ = ["LoopGuardSpanProcessor", "evidence_attributes", "install"]
 
@@ -228,8 +229,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                    context: SpanContext, parent: SpanContext | None) -> ReadableSpan | None:
         """Handle a span that may be a tool call, model turn or handoff (``on_end``'s reads)."""
         if is_model_turn(name, attrs):
-            self._model_turn(span, attrs)
-            return None
+            return self._model_turn(span, attrs)
         if attrs.get("loopguard.blocked"):
             return None  # the guard blocked it: the tool never ran
         if self.adapters is _DEFAULT:
@@ -260,15 +260,22 @@ class LoopGuardSpanProcessor(SpanProcessor):
             self.metrics.record_call(template, event.tool, first=first)
         return self._finding(span, decision, previous, template, run_id)
 
-    def _model_turn(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
-        """Count a model turn of the span's run (the turns make batches).
+    def _model_turn(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> ReadableSpan | None:
+        """Count a model turn of the span's run (the turns make batches) and judge it.
 
         A model span often carries the prompt template (``gen_ai.prompt.name``, Langfuse's and
         Traceloop's keys) that the tool spans after it lack; it becomes the run's template.
         """
-        entry, _ = self.store.get_or_create(self._run_id(span, attrs))
+        run_id = self._run_id(span, attrs)
+        entry, _ = self.store.get_or_create(run_id)
         if entry.state.notifying and entry.state.in_callback():
-            return  # ended inside this run's on_decision, which holds its lock
+            return None  # ended inside this run's on_decision, which holds its lock
+        turn = None
+        if self.engine.idle is not None:  # idle_turns: the turn, with its agent invocation
+            parent_id = span.parent.span_id if span.parent is not None else None
+            turn = ModelTurn(format(span.context.span_id, "016x"), span.start_time or 0,
+                             span.end_time or 0, tool_request_of(attrs),
+                             self.live.agent_span_id(parent_id))
         with entry.state.lock:
             entry.model_turns += 1
             entry.seen_model = True
@@ -276,6 +283,13 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 cfg = self.config
                 entry.template = prompt_template_of(attrs, cfg.prompt_name_keys,
                                                     cfg.prompt_version_keys)
+                self.engine.set_template(entry.state, entry.template)
+            if turn is None:
+                return None
+            previous = entry.state.highest
+            decision = self.engine.process_model_turn(entry.state, turn)
+            template = entry.template
+        return self._finding(span, decision, previous, template, run_id)
 
     def _tool_span(self, span: ReadableSpan, attrs: Mapping[str, Any], plan: CallPlan,
                    context: SpanContext, parent: SpanContext | None) -> ReadableSpan | None:
@@ -303,8 +317,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
             if entry.template is None or agent is None:
                 template, found_agent = self._ancestry(
                     attrs, parent_id, entry.template is None, agent is None)
-                if entry.template is None:
+                if entry.template is None and template is not None:
                     entry.template = template
+                    self.engine.set_template(entry.state, template)
                 if agent is None:
                     agent = found_agent
             previous = entry.state.highest
@@ -334,6 +349,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         with entry.state.lock:
             if entry.template is None:
                 entry.template = self._template(attrs, parent_id)
+                self.engine.set_template(entry.state, entry.template)
             previous = entry.state.highest
             if isinstance(event, ToolCall):
                 if event.agent is None:
@@ -508,6 +524,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             if entry.template is None:
                 parent = span.parent.span_id if span.parent is not None else None
                 entry.template = self._template(attrs, parent)
+                self.engine.set_template(entry.state, entry.template)
         return run_id, entry
 
     def record_enforcement(self, entry: RunEntry, enforcement: str) -> None:
