@@ -20,7 +20,7 @@ class _IdleState:
         self.span_ids: list[str] = []
         """Span ids of the latest idle turns of the streak (at most ``_MAX_LISTED``)."""
         self.pending: str | None = None
-        """Span id of the latest turn, while it is not known whether it called a tool."""
+        """Span id of the latest turn when it asked for tools and none has run yet."""
         self.acted = 0
         """The run's tool calls and handoffs when the latest turn ended."""
         self.agent: str | None = None
@@ -33,13 +33,15 @@ class _IdleState:
 class IdleTurnsDetector(DetectorBase):
     """Warn when the model answers turn after turn without calling a tool.
 
-    A turn is idle when it asked for no tool call (the span says so: finish reasons, output
-    messages), or when no tool call or handoff of the run followed it before the next model
-    turn (a tool call the harness rejected, or a span that does not say). A tool call or a
-    handoff ends the streak, and so does a turn of another agent invocation. Only agent runs
-    count: a turn inside an agent span, or in a run that has called or requested tools, so a
-    chain of plain model calls (summaries of chunks, say) stays quiet. Warns at
-    ``idle_turns_warn`` (4) idle turns in a row and at every idle turn after it; never more.
+    A turn is idle when no tool call or handoff of the run follows it before the next model
+    turn. A turn that asked for no tool call (its finish reasons or output messages say so),
+    or whose span does not say, counts as idle from its end; a turn that asked for tools
+    counts only once the next turn shows that none ran (the harness rejected the call). A tool
+    call or a handoff ends the streak, and so does a turn of another agent invocation. Only
+    agent runs count: a turn inside an agent span, or in a run that has called or requested
+    tools, so a chain of plain model calls (summaries of chunks, say) stays quiet. Warns at
+    ``idle_turns_warn`` (4) idle turns in a row and at every idle turn after it, never more
+    than warn (a model turn cannot be blocked).
 
     Not a tool-call ``Detector``: the engine calls ``observe_turn`` once per model turn, under
     the run's lock.
@@ -77,12 +79,11 @@ class IdleTurnsDetector(DetectorBase):
         if turn.agent_span_id is not None:
             state.agent = turn.agent_span_id
             state.armed = True
-        if turn.requested_tools:
+        if turn.requested_tools:  # idle only if no call follows it: known at the next turn
             state.armed = True
-        if turn.requested_tools is False:
-            self._add(state, turn.span_id)
-        else:  # idle only if nothing follows it: known at the next turn
             state.pending = turn.span_id
+        else:  # asked for none, or the span does not say: idle until a tool call follows
+            self._add(state, turn.span_id)
         if not state.armed or self.warn is None or state.count < self.warn:
             return None
         return self.evidence("IDLE_TURNS", Action.WARN, "", state.count, {
