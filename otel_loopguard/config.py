@@ -278,13 +278,20 @@ def _validate_tool(tool: str, value: Any) -> ToolOverride:
         raise ConfigError(f"tools.{tool} must be a table, got {type(value).__name__}")
     if kind is not None and kind not in _TOOL_KINDS:
         raise ConfigError(f"tools.{tool}.kind must be one of {_TOOL_KINDS}, got {kind!r}")
-    checked: dict[str, Any] = {}
-    for name, item in thresholds.items():
-        if name not in TOOL_THRESHOLDS:
-            raise ConfigError(f"tools.{tool}: unknown setting {name!r}; per-tool settings are "
-                              f"kind and {', '.join(sorted(TOOL_THRESHOLDS))}")
-        checked[name] = FIELDS[name].check(f"tools.{tool}.{name}", item)
+    checked = _checked(f"tools.{tool}", thresholds, TOOL_THRESHOLDS, "per-tool settings are "
+                       f"kind and {', '.join(sorted(TOOL_THRESHOLDS))}")
     return ToolOverride(kind=kind, thresholds=checked)
+
+
+def _checked(where: str, values: Mapping[str, Any], allowed: frozenset[str],
+             known: str) -> dict[str, Any]:
+    """Return the values of table ``where`` validated; ``known`` says which names it takes."""
+    checked: dict[str, Any] = {}
+    for name, item in values.items():
+        if name not in allowed:
+            raise ConfigError(f"{where}: unknown setting {name!r}; {known}")
+        checked[name] = FIELDS[name].check(f"{where}.{name}", item)
+    return checked
 
 
 def _validate_template(template: str, value: Any, merged: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -294,12 +301,8 @@ def _validate_template(template: str, value: Any, merged: Mapping[str, Any]) -> 
         raise ConfigError("templates: a prompt template name must not be empty")
     if not isinstance(value, Mapping):
         raise ConfigError(f"{where} must be a table of budgets, got {type(value).__name__}")
-    checked: dict[str, Any] = {}
-    for name, item in value.items():
-        if name not in TEMPLATE_THRESHOLDS:
-            raise ConfigError(f"{where}: unknown setting {name!r}; per-template settings are "
-                              f"{', '.join(sorted(TEMPLATE_THRESHOLDS))}")
-        checked[name] = FIELDS[name].check(f"{where}.{name}", item)
+    checked = _checked(where, value, TEMPLATE_THRESHOLDS, "per-template settings are "
+                       f"{', '.join(sorted(TEMPLATE_THRESHOLDS))}")
     effective = {**merged, **checked}
     for low, high in BUDGET_LADDERS:
         lo, hi = effective[low], effective[high]

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
@@ -16,7 +15,7 @@ from otel_loopguard import LoopEngine, LoopGuardConfig, RunState, ToolCall
 from otel_loopguard._stream import StreamingChecker
 from otel_loopguard.adapters import tool_request_of
 from otel_loopguard.processor import LoopGuardSpanProcessor
-from otel_loopguard.testing import AgentScript, FakeClock, LoopGuardHarness
+from otel_loopguard.testing import AgentScript, LoopGuardHarness
 from otel_loopguard.types import Decision, Handoff, ModelTurn
 
 AGENT = "a" * 16
@@ -269,64 +268,44 @@ class TestThroughSpans:
         harness.shutdown()
 
 
-class Live:
-    """A real TracerProvider with the LoopGuardSpanProcessor in front of an exporter."""
-
-    def __init__(self, **config: Any) -> None:
-        self.registry = CollectorRegistry()
-        self.exporter = InMemorySpanExporter()
-        self.provider = TracerProvider()
-        self.processor = LoopGuardSpanProcessor(
-            LoopGuardConfig.create(**config), downstream=SimpleSpanProcessor(self.exporter),
-            registry=self.registry, clock=FakeClock(), raise_internal_errors=True)
-        self.provider.add_span_processor(self.processor)
-        self.tracer = self.provider.get_tracer("test")
-
-    def spans(self, name: str) -> list[ReadableSpan]:
-        return [s for s in self.exporter.get_finished_spans() if s.name == name]
-
-
-@pytest.fixture(name="live")
-def _live() -> Iterator[Live]:
-    setup = Live()
-    yield setup
-    setup.provider.shutdown()
-
-
 class TestLiveProcessor:
-    def _chat(self, live: Live, reasons: list[str]) -> None:
-        with live.tracer.start_as_current_span("chat gpt", attributes={
-                "gen_ai.operation.name": "chat", "gen_ai.response.finish_reasons": reasons}):
-            pass
+    """The LoopGuardSpanProcessor on the harness's real TracerProvider, exporting through
+    ``downstream=`` to its own exporter."""
 
-    def test_fourth_idle_chat_span_carries_the_evidence(self, live: Live) -> None:
+    def _watch(self, harness: LoopGuardHarness) -> tuple[InMemorySpanExporter,
+                                                         CollectorRegistry]:
+        exporter, registry = InMemorySpanExporter(), CollectorRegistry()
+        harness.provider.add_span_processor(LoopGuardSpanProcessor(
+            harness.config, downstream=SimpleSpanProcessor(exporter), registry=registry,
+            clock=harness.clock, raise_internal_errors=True))
+        return exporter, registry
+
+    def test_fourth_idle_chat_span_carries_the_evidence(self) -> None:
         """Live: the 4th chat span in a row without a tool call is exported with the warn."""
-        with live.tracer.start_as_current_span("invoke_agent coder", attributes={
-                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "coder"}):
-            self._chat(live, ["tool_calls"])
-            with live.tracer.start_as_current_span("execute_tool bash", attributes={
-                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "bash"}):
-                pass
-            for _ in range(4):
-                self._chat(live, ["stop"])
-        chats = live.spans("chat gpt")
-        assert [s.attributes.get("loopguard.code") for s in chats] == [None] * 4 + ["IDLE_TURNS"]
-        fourth = chats[4].attributes
+        harness = LoopGuardHarness()
+        exporter, registry = self._watch(harness)
+        with harness.run() as agent:
+            _f21(agent)
+        chats = [s for s in exporter.get_finished_spans() if s.name == "chat model"]
+        assert [(s.attributes or {}).get("loopguard.code") for s in chats] == \
+            [None] * 4 + ["IDLE_TURNS"]
+        fourth = chats[4].attributes or {}
         assert (fourth["loopguard.detector"], fourth["loopguard.action"],
                 fourth["loopguard.count"]) == ("idle_turns", "warn", 4)
-        assert live.registry.get_sample_value("loopguard_loop_detected_total", {
+        assert registry.get_sample_value("loopguard_loop_detected_total", {
             "prompt_template": "unknown", "detector": "idle_turns", "action": "warn",
             "mode": "observe"}) == 1
+        harness.shutdown()
 
-    def test_tool_call_between_chat_spans_keeps_it_quiet(self, live: Live) -> None:
-        """Live: chat, tool, chat, tool... then a final answer: no chat span is flagged."""
-        with live.tracer.start_as_current_span("invoke_agent coder", attributes={
-                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "coder"}):
+    def test_tool_call_after_each_chat_span_keeps_it_quiet(self) -> None:
+        """Live: chat, tool, chat, tool... then a final answer: no span is flagged."""
+        harness = LoopGuardHarness()
+        exporter, _ = self._watch(harness)
+        with harness.run() as agent:
             for n in range(6):
-                self._chat(live, ["tool_calls"])
-                with live.tracer.start_as_current_span("execute_tool bash", attributes={
-                        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "bash",
-                        "gen_ai.tool.call.arguments": json.dumps({"command": f"ls {n}"})}):
-                    pass
-            self._chat(live, ["stop"])
-        assert not any("loopguard.code" in s.attributes for s in live.spans("chat gpt"))
+                agent.turn()
+                agent.tool("bash", {"command": f"ls {n}"}, f"{n} files")
+            agent.turn(finish_reasons=["stop"])
+        assert not any("loopguard.code" in (s.attributes or {})
+                       for s in exporter.get_finished_spans())
+        harness.shutdown()

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
@@ -15,7 +13,7 @@ from prometheus_client import CollectorRegistry
 from otel_loopguard import ConfigError, LoopEngine, LoopGuardConfig, ToolCall
 from otel_loopguard.detectors import BudgetDetector
 from otel_loopguard.processor import LoopGuardSpanProcessor
-from otel_loopguard.testing import FakeClock, LoopGuardHarness
+from otel_loopguard.testing import LoopGuardHarness
 
 CODING = {"coding-agent": {"max_tool_calls_warn": 200, "max_tool_calls_stop": 400}}
 
@@ -262,64 +260,32 @@ class TestConfig:
         assert config.budget("t", "max_tool_calls_stop") == 20
 
 
-class Live:
-    """A real TracerProvider with the LoopGuardSpanProcessor in front of an exporter."""
-
-    def __init__(self, **config: Any) -> None:
-        self.registry = CollectorRegistry()
-        self.exporter = InMemorySpanExporter()
-        self.provider = TracerProvider()
-        self.provider.add_span_processor(LoopGuardSpanProcessor(
-            LoopGuardConfig.create(**config), downstream=SimpleSpanProcessor(self.exporter),
-            registry=self.registry, clock=FakeClock(), raise_internal_errors=True))
-        self.tracer = self.provider.get_tracer("test")
-
-    def session(self, calls: int) -> None:
-        """One agent run; the template is named on the chat spans only (as Langfuse does)."""
-        with self.tracer.start_as_current_span("invoke_agent coder", attributes={
-                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "coder"}):
-            for i in range(calls):
-                with self.tracer.start_as_current_span("chat", attributes={
-                        "gen_ai.operation.name": "chat", "gen_ai.prompt.name": "coding-agent",
-                        "gen_ai.response.finish_reasons": ["tool_calls"]}):
-                    pass
-                with self.tracer.start_as_current_span("execute_tool bash", attributes={
-                        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "bash",
-                        "gen_ai.tool.call.arguments": f'{{"command": "pytest -k t{i}"}}',
-                        "gen_ai.tool.call.result": f"{i} passed"}):
-                    pass
-
-    def budget_codes(self) -> list[tuple[int, str]]:
-        return [(int(s.attributes["loopguard.call_index"]), str(s.attributes["loopguard.code"]))
-                for s in self.exporter.get_finished_spans()
-                if s.attributes and "loopguard.code" in s.attributes]
-
-
-@pytest.fixture(name="make_live")
-def _make_live() -> Iterator[Any]:
-    made: list[Live] = []
-
-    def make(**config: Any) -> Live:
-        made.append(Live(**config))
-        return made[-1]
-
-    yield make
-    for live in made:
-        live.provider.shutdown()
-
-
 class TestThroughSpans:
-    def test_live_template_from_chat_spans_raises_the_budget(self, make_live: Any) -> None:
-        """Live: 60 calls of a coding-agent run with a raised template budget: no finding."""
-        live = make_live(templates=CODING)
-        live.session(60)
-        assert live.budget_codes() == []
+    @staticmethod
+    def _live_budget_codes(**config: Any) -> list[tuple[int, str]]:
+        """Run a 60-call coding session through the processor on a real provider."""
+        harness = LoopGuardHarness(LoopGuardConfig.create(**config))
+        exporter = InMemorySpanExporter()
+        harness.provider.add_span_processor(LoopGuardSpanProcessor(
+            harness.config, downstream=SimpleSpanProcessor(exporter),
+            registry=CollectorRegistry(), clock=harness.clock, raise_internal_errors=True))
+        with harness.run() as agent:  # the template is named on the chat spans only
+            for i in range(60):
+                agent.turn(finish_reasons=["tool_calls"],
+                           attributes={"gen_ai.prompt.name": "coding-agent"})
+                agent.tool("bash", {"command": f"pytest -k t{i}"}, f"{i} passed")
+        harness.shutdown()
+        return [(int(a["loopguard.call_index"]), str(a["loopguard.code"]))
+                for a in (s.attributes or {} for s in exporter.get_finished_spans())
+                if "loopguard.code" in a]
 
-    def test_live_without_the_table_warns_at_50(self, make_live: Any) -> None:
+    def test_live_template_from_chat_spans_raises_the_budget(self) -> None:
+        """Live: 60 calls of a coding-agent run with a raised template budget: no finding."""
+        assert self._live_budget_codes(templates=CODING) == []
+
+    def test_live_without_the_table_warns_at_50(self) -> None:
         """Live: the same run without a template table warns at the 50th tool call."""
-        live = make_live()
-        live.session(60)
-        assert live.budget_codes() == [(50, "BUDGET_WARNING")]
+        assert self._live_budget_codes() == [(50, "BUDGET_WARNING")]
 
     def test_check_uses_the_template_table(self) -> None:
         """check: a run named by its template gets that template's budget."""

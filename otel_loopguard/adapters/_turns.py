@@ -24,38 +24,44 @@ _UNTELLING_PROVIDERS: Final = ("gemini", "vertex", "google", "ollama")
 _WORD: Final = re.compile(r"[\w-]+")
 _MAX_MESSAGES_CHARS: Final = 1 << 20
 """Longer output messages are not parsed (the finish reasons still count)."""
+_OI_ROLE: Final = k.OI_OUTPUT_MESSAGES_PREFIX + "0.message.role"
+_OI_TOOL_CALL: Final = (k.OI_OUTPUT_MESSAGES_PREFIX
+                        + "0.message.tool_calls.0.tool_call.function.name")
+_TL_TOOL_CALL: Final = k.GEN_AI_COMPLETION_PREFIX + "0.tool_calls.0.name"
+_TL_FUNCTION_CALL: Final = k.GEN_AI_COMPLETION_PREFIX + "0.function_call.name"
+_TL_FINISH_REASON: Final = k.GEN_AI_COMPLETION_PREFIX + "0.finish_reason"
+_TL_CAPTURED: Final = frozenset(k.GEN_AI_COMPLETION_PREFIX + "0." + key
+                                for key in ("role", "content", "finish_reason"))
+"""Keys of which OpenLLMetry sets at least one when it captured the first completion."""
 
 
 def tool_request_of(attributes: Mapping[str, Any]) -> bool | None:
     """Return whether a model span asked for tool calls: True, False, or None when unknown.
 
     Reads the GenAI finish reasons and output messages, OpenInference's flattened output
-    messages and OpenLLMetry's flattened completions. A finish reason of ``stop`` from a
-    provider that also reports it for function calls (Gemini, Vertex AI, Ollama) says nothing.
+    messages and OpenLLMetry's flattened completions (their first message or choice). A finish
+    reason of ``stop`` from a provider that also reports it for function calls (Gemini, Vertex
+    AI, Ollama) says nothing. A few dictionary lookups unless output messages must be parsed.
     """
     reasons = _reasons(attributes.get(k.GEN_AI_RESPONSE_FINISH_REASONS))
-    if reasons & _TOOL_REASONS:
+    if not reasons.isdisjoint(_TOOL_REASONS):
         return True
     messages = attributes.get(k.GEN_AI_OUTPUT_MESSAGES)
-    if messages is not None:
-        found = _messages_request_tools(messages)
-        if found is not None:
-            return found
-    flattened = _flattened(attributes)
-    if flattened is not None:
-        return flattened
+    found = None if messages is None else _messages_request_tools(messages)
+    if found is None:
+        found = _flattened(attributes)
+    if found is not None:
+        return found
     if reasons and reasons <= _ANSWER_REASONS and not _untelling(attributes):
         return False
     return None
 
 
 def _reasons(value: Any) -> frozenset[str]:
-    if value is None:
-        return frozenset()
+    if type(value) is tuple or type(value) is list:  # the usual shape: a string array
+        return frozenset(str(v).strip().lower() for v in value)
     if isinstance(value, str):
         return frozenset(w.lower() for w in _WORD.findall(value))
-    if isinstance(value, list | tuple):
-        return frozenset(str(v).strip().lower() for v in value)
     return frozenset()
 
 
@@ -86,21 +92,13 @@ def _asks_for_tools(message: dict[str, Any]) -> bool:
 
 
 def _flattened(attributes: Mapping[str, Any]) -> bool | None:
-    """Return what OpenInference's or OpenLLMetry's flattened output says (None: nothing)."""
-    found: bool | None = None
-    for key in attributes:
-        if key.startswith(k.OI_OUTPUT_MESSAGES_PREFIX):
-            if ".message.tool_calls." in key:
-                return True
-            found = False
-        elif key.startswith(k.GEN_AI_COMPLETION_PREFIX):
-            if ".tool_calls." in key or ".function_call." in key:
-                return True
-            if key.endswith(".finish_reason") and \
-                    str(attributes[key]).lower() in _TOOL_REASONS:
-                return True
-            found = False
-    return found
+    """Return what OpenInference's or OpenLLMetry's first output says (None: not captured)."""
+    if _OI_TOOL_CALL in attributes:
+        return True
+    if not _TL_CAPTURED.isdisjoint(attributes):
+        return (_TL_TOOL_CALL in attributes or _TL_FUNCTION_CALL in attributes
+                or str(attributes.get(_TL_FINISH_REASON, "")).lower() in _TOOL_REASONS)
+    return False if _OI_ROLE in attributes else None
 
 
 def _untelling(attributes: Mapping[str, Any]) -> bool:
