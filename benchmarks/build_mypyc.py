@@ -35,6 +35,7 @@ MODULES = (
     "otel_loopguard/detectors/budget.py",
     "otel_loopguard/detectors/cycle.py",
     "otel_loopguard/detectors/failure.py",
+    "otel_loopguard/detectors/idle.py",
     "otel_loopguard/detectors/near_duplicate.py",
     "otel_loopguard/detectors/repetition.py",
 )

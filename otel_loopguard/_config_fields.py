@@ -11,7 +11,7 @@ from otel_loopguard.exceptions import ConfigError
 from otel_loopguard.signature import DEFAULT_VOLATILE_KEYS
 
 _DETECTORS: Final = ("stagnation", "repeat", "cycle", "failure", "mutating_failure", "reread",
-                     "batch", "handoff", "near_duplicate", "budget")
+                     "batch", "handoff", "near_duplicate", "budget", "idle_turns")
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +169,8 @@ FIELDS: Final[dict[str, FieldRule]] = {
                                       optional=True),
     "max_run_seconds_stop": FieldRule("float", None, "Wall-clock seconds per run: stop", 0.0,
                                       optional=True),
+    "idle_turns_warn": _int(4, "Model turns in a row that call no tool, in one agent "
+                            "invocation: warn", 2, optional=True),
     # tool kinds
     "mutating_tools": FieldRule("list", ("edit_file", "write_file", "delete_file", "bash",
                                          "patch", "terminal", "apply_patch"),
@@ -211,7 +213,17 @@ TOOL_THRESHOLDS: Final = frozenset(
         "max_runs", "run_ttl_seconds", "max_prompt_templates", "max_tools", "metrics_port",
         "max_value_chars", "handoff_window", "handoff_max_cycle", "max_tool_calls_warn",
         "max_tool_calls_stop", "max_steps_warn", "max_steps_stop", "max_run_seconds_warn",
-        "max_run_seconds_stop",
+        "max_run_seconds_stop", "idle_turns_warn",
         "cycle_max_length", "window_size", "near_duplicate_window",
         "near_duplicate_similarity"))
 """Thresholds that may be overridden per tool."""
+
+TEMPLATE_THRESHOLDS: Final = frozenset({
+    "max_tool_calls_warn", "max_tool_calls_stop", "max_calls_per_tool_warn",
+    "max_calls_per_tool_stop", "max_steps_warn", "max_steps_stop", "max_run_seconds_warn",
+    "max_run_seconds_stop"})
+"""Budgets that may be set per prompt template (``[loopguard.templates."name"]``)."""
+
+BUDGET_LADDERS: Final = tuple((f"{name}_warn", f"{name}_stop") for name in (
+    "max_tool_calls", "max_calls_per_tool", "max_steps", "max_run_seconds"))
+"""Budget (warn, stop) pairs: a template's table must keep each warn <= its stop."""

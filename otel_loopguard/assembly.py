@@ -29,9 +29,10 @@ from otel_loopguard.adapters import (
     may_be_event,
     prompt_template_of,
     to_event,
+    tool_request_of,
 )
 from otel_loopguard.config import LoopGuardConfig
-from otel_loopguard.types import Handoff, SpanAdapter, SpanRecord, ToolCall
+from otel_loopguard.types import Handoff, ModelTurn, SpanAdapter, SpanRecord, ToolCall
 
 __all__ = ["AssembledTrace", "SiblingAgents", "TraceEvent", "assemble_trace", "nearest_agent",
            "template_in"]
@@ -99,9 +100,9 @@ class SiblingAgents:
 
 @dataclass(frozen=True, slots=True)
 class TraceEvent:
-    """A tool call or handoff of a trace, with the agent span that owns it."""
+    """A tool call, handoff or model turn of a trace, with the agent span that owns it."""
 
-    event: ToolCall | Handoff
+    event: ToolCall | Handoff | ModelTurn
     agent_span_id: str | None
 
 
@@ -117,8 +118,13 @@ class AssembledTrace:
 
 
 def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuardConfig,
-                   adapters: Sequence[SpanAdapter] = DEFAULT_ADAPTERS) -> AssembledTrace:
-    """Return the ordered events of one trace's spans (any order in, end order out)."""
+                   adapters: Sequence[SpanAdapter] = DEFAULT_ADAPTERS, *,
+                   model_turns: bool = False) -> AssembledTrace:
+    """Return the ordered events of one trace's spans (any order in, end order out).
+
+    With ``model_turns``, each model span is an event too (a ``ModelTurn``), for the
+    ``idle_turns`` detector.
+    """
     ordered = sorted(spans, key=_END_START)
     agents: dict[str, str] = {}
     # With the default adapters, spans that none of them can turn into an event are skipped
@@ -137,6 +143,8 @@ def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuard
         if is_model_turn(name, attributes):
             turns += 1
             has_model = True
+            if model_turns:
+                pending.append((s, -1))  # -1: the span is the model turn itself
         elif candidate is None or candidate(name, attributes):
             pending.append((s, turns))
         # Only spans holding one of the keys can name a template or a conversation.
@@ -148,22 +156,38 @@ def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuard
                          first_start_ns=min(map(_START, ordered), default=0))
     out.prompt_template = template
     out.conversation = conversation
-    by_id: dict[str, SpanRecord] | None = None
-    events = out.events
-    for span, turn in pending:
-        event = to_event(span, adapters)
-        if event is None:
-            continue
-        if by_id is None:
-            by_id = dict(zip(map(_SPAN_ID, ordered), ordered, strict=True))
-        owner, owner_name = _owning_agent(span, by_id, agents)
-        if isinstance(event, ToolCall):
-            event = dataclasses.replace(event, agent=event.agent or owner_name,
-                                            turn=turn if has_model else None)
-        events.append(TraceEvent(event, owner))
+    events = out.events = _events(pending, ordered, agents, adapters, has_model)
     if not any(isinstance(item.event, Handoff) for item in events):
         _add_sibling_handoffs(out, ordered, agents)
     return out
+
+
+def _events(pending: Sequence[tuple[SpanRecord, int]], ordered: Sequence[SpanRecord],
+            agents: dict[str, str], adapters: Sequence[SpanAdapter],
+            has_model: bool) -> list[TraceEvent]:
+    """Return the events of the candidate spans, each with its owning agent span.
+
+    ``pending`` holds each candidate with the model turns before it (-1: a model turn).
+    """
+    by_id: dict[str, SpanRecord] | None = None
+    events: list[TraceEvent] = []
+    for span, turn in pending:
+        event: ToolCall | Handoff | ModelTurn | None = None
+        if turn >= 0:
+            event = to_event(span, adapters)
+            if event is None:
+                continue
+        if by_id is None:
+            by_id = dict(zip(map(_SPAN_ID, ordered), ordered, strict=True))
+        owner, owner_name = _owning_agent(span, by_id, agents)
+        if event is None:
+            event = ModelTurn(span.span_id, span.start_time_ns, span.end_time_ns,
+                              tool_request_of(span.attributes), owner)
+        elif isinstance(event, ToolCall):
+            event = dataclasses.replace(event, agent=event.agent or owner_name,
+                                        turn=turn if has_model else None)
+        events.append(TraceEvent(event, owner))
+    return events
 
 
 _END_START: Final = attrgetter("end_time_ns", "start_time_ns")

@@ -20,7 +20,14 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 from otel_loopguard import environment_variables as _env
-from otel_loopguard._config_fields import FIELDS, TOOL_THRESHOLDS, FieldRule, parse_env_value
+from otel_loopguard._config_fields import (
+    BUDGET_LADDERS,
+    FIELDS,
+    TEMPLATE_THRESHOLDS,
+    TOOL_THRESHOLDS,
+    FieldRule,
+    parse_env_value,
+)
 from otel_loopguard.exceptions import ConfigError
 
 __all__ = ["LoopGuardConfig", "ToolKind", "ToolOverride"]
@@ -28,6 +35,7 @@ __all__ = ["LoopGuardConfig", "ToolKind", "ToolOverride"]
 ToolKind = Literal["read", "mutating", "poll", "exempt", "default"]
 _TOOL_KINDS: Final = ("read", "mutating", "poll", "exempt", "default")
 _ENV_PREFIX: Final = "LOOPGUARD_"
+_NO_BUDGETS: Final[Mapping[str, Any]] = MappingProxyType({})
 _IMPORT_PATH: Final = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 """``module:function`` (dotted names on both sides), the form of ``near_duplicate_embedder``."""
 
@@ -63,6 +71,8 @@ class LoopGuardConfig:
     """Every scalar setting by name (validated)."""
     tools: Mapping[str, ToolOverride] = field(default_factory=dict)
     """Per-tool overrides by tool name."""
+    templates: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Per-prompt-template budgets: template name → budget setting → value."""
 
     def __post_init__(self) -> None:
         """Validate every value and fill in defaults."""
@@ -83,8 +93,11 @@ class LoopGuardConfig:
             if override.thresholds:
                 _check_ladders({**merged, **override.thresholds}, f"tools.{tool}.",
                                set(override.thresholds))
+        templates = {str(k): _validate_template(str(k), v, merged)
+                     for k, v in self.templates.items()}
         object.__setattr__(self, "values", MappingProxyType(merged))
         object.__setattr__(self, "tools", MappingProxyType(tools))
+        object.__setattr__(self, "templates", MappingProxyType(templates))
         for name, value in merged.items():  # plain attributes: read on every tool call
             object.__setattr__(self, name, value)
 
@@ -97,14 +110,22 @@ class LoopGuardConfig:
 
     @classmethod
     def create(cls, *, tools: Mapping[str, ToolOverride | Mapping[str, Any]] | None = None,
+               templates: Mapping[str, Mapping[str, Any]] | None = None,
                **values: Any) -> LoopGuardConfig:
-        """Return a config from keyword settings, e.g. ``create(mode="enforce")``."""
-        return cls(values=values, tools=dict(tools or {}))  # type: ignore[arg-type]  # validated
+        """Return a config from keyword settings, e.g. ``create(mode="enforce")``.
+
+        ``templates`` maps a prompt template's name to its budgets, e.g.
+        ``{"coding-agent": {"max_tool_calls_warn": 150}}``.
+        """
+        return cls(values=values, tools=dict(tools or {}),  # type: ignore[arg-type]  # validated
+                   templates=dict(templates or {}))
 
     def replace(self, **values: Any) -> LoopGuardConfig:
         """Return a copy with some settings changed."""
         tools = values.pop("tools", self.tools)
-        return LoopGuardConfig(values={**self.values, **values}, tools=tools)
+        templates = values.pop("templates", self.templates)
+        return LoopGuardConfig(values={**self.values, **values}, tools=tools,
+                               templates=templates)
 
     def threshold(self, tool: str, name: str) -> Any:
         """Return threshold ``name`` for ``tool``, honouring per-tool overrides."""
@@ -113,6 +134,36 @@ class LoopGuardConfig:
             if override is not None and name in override.thresholds:
                 return override.thresholds[name]
         return self.values[name]
+
+    def template_budgets(self, template: str | None) -> Mapping[str, Any]:
+        """Return the budgets set for prompt template ``template`` (empty when none are).
+
+        A run's template is ``name@version`` or ``name``: the table of that exact identity
+        wins, else the table of its name, so ``[loopguard.templates."coding-agent"]`` covers
+        every version of ``coding-agent``.
+        """
+        table = self.template_table(template)
+        return _NO_BUDGETS if table is None else self.templates[table]
+
+    def template_table(self, template: str | None) -> str | None:
+        """Return the name of the ``templates`` table that applies to ``template``, or None."""
+        if not self.templates or not template:
+            return None
+        if template in self.templates:
+            return template
+        name = template.rpartition("@")[0]
+        return name if name and name in self.templates else None
+
+    def budget(self, template: str | None, name: str, tool: str | None = None) -> Any:
+        """Return budget setting ``name`` for a run of ``template`` and, if given, ``tool``.
+
+        A tool's own table wins (per-tool budgets), then the template's, then the global value.
+        """
+        if tool is not None and self.tools:
+            override = self.tools.get(tool)
+            if override is not None and name in override.thresholds:
+                return override.thresholds[name]
+        return self.template_budgets(template).get(name, self.values[name])
 
     def tool_kind(self, tool: str) -> str | None:
         """Return the configured kind of ``tool``, or None when it is not configured."""
@@ -131,11 +182,15 @@ class LoopGuardConfig:
         raw_tools = data.pop("tools", {}) or {}
         if not isinstance(raw_tools, Mapping):
             raise ConfigError(f"{source}: tools must be a table of tool name -> settings")
+        raw_templates = data.pop("templates", {}) or {}
+        if not isinstance(raw_templates, Mapping):
+            raise ConfigError(f"{source}: templates must be a table of prompt template name "
+                              "-> budgets")
         unknown = sorted(set(data) - set(FIELDS))
         if unknown:
             raise ConfigError(f"{source}: unknown setting {unknown[0]!r}; known settings are "
                               "listed in docs/configuration.md")
-        return cls(values=data, tools=dict(raw_tools))
+        return cls(values=data, tools=dict(raw_tools), templates=dict(raw_templates))
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> LoopGuardConfig:
@@ -169,7 +224,8 @@ class LoopGuardConfig:
                                        thresholds=kept.thresholds if kept else {})
         tools.update(overrides.pop("tools", {}))
         values.pop("tools", None)
-        return cls(values=values, tools=tools)
+        templates = {**base.templates, **values.pop("templates", {})}
+        return cls(values=values, tools=tools, templates=templates)
 
 
 def _read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -222,13 +278,40 @@ def _validate_tool(tool: str, value: Any) -> ToolOverride:
         raise ConfigError(f"tools.{tool} must be a table, got {type(value).__name__}")
     if kind is not None and kind not in _TOOL_KINDS:
         raise ConfigError(f"tools.{tool}.kind must be one of {_TOOL_KINDS}, got {kind!r}")
-    checked: dict[str, Any] = {}
-    for name, item in thresholds.items():
-        if name not in TOOL_THRESHOLDS:
-            raise ConfigError(f"tools.{tool}: unknown setting {name!r}; per-tool settings are "
-                              f"kind and {', '.join(sorted(TOOL_THRESHOLDS))}")
-        checked[name] = FIELDS[name].check(f"tools.{tool}.{name}", item)
+    checked = _checked(f"tools.{tool}", thresholds, TOOL_THRESHOLDS, "per-tool settings are "
+                       f"kind and {', '.join(sorted(TOOL_THRESHOLDS))}")
     return ToolOverride(kind=kind, thresholds=checked)
+
+
+def _checked(where: str, values: Mapping[str, Any], allowed: frozenset[str],
+             known: str) -> dict[str, Any]:
+    """Return the values of table ``where`` validated; ``known`` says which names it takes."""
+    checked: dict[str, Any] = {}
+    for name, item in values.items():
+        if name not in allowed:
+            raise ConfigError(f"{where}: unknown setting {name!r}; {known}")
+        checked[name] = FIELDS[name].check(f"{where}.{name}", item)
+    return checked
+
+
+def _validate_template(template: str, value: Any, merged: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Return a template's checked budgets; its ladders climb with the global values in place."""
+    where = f"templates.{template}"
+    if not template:
+        raise ConfigError("templates: a prompt template name must not be empty")
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where} must be a table of budgets, got {type(value).__name__}")
+    checked = _checked(where, value, TEMPLATE_THRESHOLDS, "per-template settings are "
+                       f"{', '.join(sorted(TEMPLATE_THRESHOLDS))}")
+    effective = {**merged, **checked}
+    for low, high in BUDGET_LADDERS:
+        lo, hi = effective[low], effective[high]
+        if (low in checked or high in checked) and lo is not None and hi is not None and hi < lo:
+            inherited = low if low not in checked else high if high not in checked else None
+            raise ConfigError(f"{where}.{high} must be >= {low} ({lo}), got {hi}"
+                              + (f" (the global {inherited}; set it for this template too)"
+                                 if inherited else ""))
+    return MappingProxyType(checked)
 
 
 def _env_values(environ: Mapping[str, str]) -> dict[str, Any]:

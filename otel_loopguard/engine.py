@@ -16,7 +16,9 @@ from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.detectors import HandoffDetector, make_default_detectors
 from otel_loopguard.detectors._base import ladder
 from otel_loopguard.detectors._step import Step
+from otel_loopguard.detectors.budget import BudgetDetector
 from otel_loopguard.detectors.failure import classify_error
+from otel_loopguard.detectors.idle import IdleTurnsDetector
 from otel_loopguard.exceptions import LoopGuardError
 from otel_loopguard.policy import Policy
 from otel_loopguard.signature import (
@@ -26,7 +28,15 @@ from otel_loopguard.signature import (
     canonical_args,
     digest,
 )
-from otel_loopguard.types import Action, Decision, Detector, Evidence, Handoff, ToolCall
+from otel_loopguard.types import (
+    Action,
+    Decision,
+    Detector,
+    Evidence,
+    Handoff,
+    ModelTurn,
+    ToolCall,
+)
 
 __all__ = ["LoopEngine", "RunState"]
 
@@ -40,15 +50,21 @@ _RESULT_CACHE_MAX: Final = 16
 class RunState:
     """Everything the engine remembers about one run. Bounded; guarded by ``lock``."""
 
-    __slots__ = ("calls", "explicit_handoffs", "handoff_state", "highest", "hinted",
-                 "last_agent", "last_end_ns", "last_turn", "lock", "notifying", "outcomes",
-                 "per_tool", "results", "states", "stopped")
+    __slots__ = ("calls", "explicit_handoffs", "handoff_state", "handoffs", "highest", "hinted",
+                 "idle_state", "last_agent", "last_end_ns", "last_turn", "lock", "notifying",
+                 "outcomes", "per_tool", "results", "states", "stopped", "template")
 
-    def __init__(self, states: tuple[Any, ...], handoff_state: Any) -> None:
+    def __init__(self, states: tuple[Any, ...], handoff_state: Any,
+                 idle_state: Any = None) -> None:
         """Hold fresh detector states."""
         self.lock = threading.Lock()
         self.states = states
         self.handoff_state = handoff_state
+        self.idle_state = idle_state
+        self.handoffs = 0
+        """Explicit handoffs observed (a handoff is an action: it ends a streak of idle turns)."""
+        self.template: str | None = None
+        """The run's prompt template, once a caller has told ``LoopEngine.set_template``."""
         self.calls = 0
         self.highest = Action.CONTINUE
         self.stopped: Decision | None = None
@@ -75,8 +91,12 @@ class RunState:
         return self.notifying == threading.get_ident()
 
 
-_RESET_SLOTS: Final = tuple(n for n in RunState.__slots__ if n not in ("lock", "notifying"))
-"""What ``LoopEngine.reset`` replaces: everything but the lock and the callback marker."""
+_RESET_SLOTS: Final = tuple(n for n in RunState.__slots__
+                            if n not in ("lock", "notifying", "template"))
+"""What ``LoopEngine.reset`` replaces: everything but the lock, the callback marker and the
+run's template (which says what the run is, not what it has seen)."""
+_MODEL: Final = ""
+"""The ``tool`` of a decision on a model turn (no tool call triggered it)."""
 
 
 class _Outcome:
@@ -132,11 +152,18 @@ class LoopEngine:
         self._result_cache_size = max(2, min(_RESULT_CACHE_MAX, self.config.cycle_max_length))
         self._observers = tuple(detector.observe for detector in self.detectors)
         self._max_chars = self.config.max_value_chars
+        self.idle = IdleTurnsDetector(self.config) if (
+            "idle_turns" in self.config.detectors and self.config.run_key != "conversation"
+            and self.config.idle_turns_warn is not None) else None
+        """The idle-turns detector, fed by ``process_model_turn`` (None when off)."""
+        self._budget = next(((i, d) for i, d in enumerate(self.detectors)
+                             if isinstance(d, BudgetDetector)), None)
 
     def new_run(self) -> RunState:
         """Return the state of a new run."""
         return RunState(tuple(d.new_state() for d in self.detectors),
-                        self.handoffs.new_state() if self.handoffs else None)
+                        self.handoffs.new_state() if self.handoffs else None,
+                        self.idle.new_state() if self.idle else None)
 
     def reset(self, run: RunState) -> None:
         """Forget everything ``run`` has seen, in place (seed 004's ``reset()``); hold its lock.
@@ -149,6 +176,8 @@ class LoopEngine:
         fresh = self.new_run()
         for name in _RESET_SLOTS:
             setattr(run, name, getattr(fresh, name))
+        if run.template is not None:
+            self._use_template(run)
 
     def summary(self, run: RunState) -> dict[str, Any]:
         """Return the counts of ``run`` (seed 004's ``summary()``), for logging at its end.
@@ -158,9 +187,10 @@ class LoopEngine:
         budget (the stop limit, else the warn limit, else None) and ``budget_remaining``, the
         calls left before it (None without a budget).
         """
-        cfg = self.config
-        limit = cfg.max_tool_calls_stop if cfg.max_tool_calls_stop is not None \
-            else cfg.max_tool_calls_warn
+        cfg, template = self.config, run.template
+        limit = cfg.budget(template, "max_tool_calls_stop")
+        if limit is None:
+            limit = cfg.budget(template, "max_tool_calls_warn")
         return {"tool_calls": run.calls, "unique_call_signatures": len(run.outcomes),
                 "action": run.highest.label, "max_tool_calls": limit,
                 "budget_remaining": None if limit is None else max(0, limit - run.calls)}
@@ -257,11 +287,11 @@ class LoopEngine:
 
     def _predict_budget(self, run: RunState, tool: str) -> Evidence | None:
         cfg = self.config
-        limit = cfg.max_tool_calls_stop
+        limit = cfg.budget(run.template, "max_tool_calls_stop")
         if limit is not None and run.calls + 1 >= limit:
             return Evidence("budget", "BUDGET_EXHAUSTED", Action.STOP, tool, run.calls + 1,
                             {"budget": "run", "limit": limit, "predicted": True})
-        limit = cfg.threshold(tool, "max_calls_per_tool_stop")
+        limit = cfg.budget(run.template, "max_calls_per_tool_stop", tool)
         count = run.per_tool.get(tool, 0) + 1
         if limit is not None and count >= limit:
             return Evidence("budget", "BUDGET_EXHAUSTED", Action.STOP, tool, count,
@@ -293,8 +323,51 @@ class LoopEngine:
             _check_reentry(run)
         run.explicit_handoffs = True
         run.last_agent = handoff.to_agent
+        if handoff.explicit:
+            run.handoffs += 1
         found = self.handoffs.observe(run.handoff_state, handoff) if self.handoffs else None
         return self._finish(run, [found] if found else [], "handoff", run.calls, handoff.span_id)
+
+    def process_model_turn(self, run: RunState, turn: ModelTurn) -> Decision:
+        """Observe one model turn (a chat span) of ``run`` and return the decision on it.
+
+        Call it, in end-time order with the run's tool calls and handoffs, for every model
+        span of the run; the ``idle_turns`` detector judges the turns (its decisions have
+        ``tool`` ``""`` and the run's tool calls so far as ``call_index``). Cheap when that
+        detector is off.
+
+        Raises:
+            LoopGuardError: when called from ``on_decision`` for the same run.
+        """
+        if run.notifying:
+            _check_reentry(run)
+        idle = self.idle
+        found = idle.observe_turn(run.idle_state, turn, run.calls + run.handoffs) \
+            if idle is not None else None
+        if found is None:  # a model turn cannot be blocked: a stop is not repeated on it
+            return Decision(Action.CONTINUE, "OK", (), "", run.calls, _MODEL, turn.span_id)
+        return self._finish(run, [found], _MODEL, run.calls, turn.span_id)
+
+    def set_template(self, run: RunState, template: str | None) -> None:
+        """Record the prompt template of ``run`` (``name@version``, ``name`` or ``tpl-…``).
+
+        The template's budgets (``LoopGuardConfig.templates``) apply from the run's next tool
+        call; callers may learn the template after the first calls. Nothing is kept per
+        template name beyond the run itself. Hold the run's lock.
+
+        Raises:
+            LoopGuardError: when called from ``on_decision`` for the same run.
+        """
+        if run.notifying:
+            _check_reentry(run)
+        if template != run.template:
+            run.template = template
+            self._use_template(run)
+
+    def _use_template(self, run: RunState) -> None:
+        if self._budget is not None:
+            index, budget = self._budget
+            budget.use_template(run.states[index], run.template)
 
     def make_step(self, run: RunState, call: ToolCall) -> Step:
         """Return the normalised step of ``call`` and advance the run's counters."""

@@ -36,6 +36,7 @@ __all__ = [
     "LOOPGUARD_HANDOFF_STOP",
     "LOOPGUARD_HANDOFF_WINDOW",
     "LOOPGUARD_HINT_ON_WARN",
+    "LOOPGUARD_IDLE_TURNS_WARN",
     "LOOPGUARD_MAX_CALLS_PER_TOOL_STOP",
     "LOOPGUARD_MAX_CALLS_PER_TOOL_WARN",
     "LOOPGUARD_MAX_PROMPT_TEMPLATES",
@@ -139,10 +140,10 @@ LOOPGUARD_DETECTORS: Final = "LOOPGUARD_DETECTORS"
 """Detectors that run (all by default).
 
 Setting ``detectors``. Default: ``stagnation``, ``repeat``, ``cycle``, ``failure``,
-``mutating_failure``, ``reread``, ``batch``, ``handoff``, ``near_duplicate``, ``budget``.
-Allowed: a comma-separated list of detector names: ``stagnation``, ``repeat``, ``cycle``,
-``failure``, ``mutating_failure``, ``reread``, ``batch``, ``handoff``, ``near_duplicate``,
-``budget``.
+``mutating_failure``, ``reread``, ``batch``, ``handoff``, ``near_duplicate``, ``budget``,
+``idle_turns``. Allowed: a comma-separated list of detector names: ``stagnation``, ``repeat``,
+``cycle``, ``failure``, ``mutating_failure``, ``reread``, ``batch``, ``handoff``,
+``near_duplicate``, ``budget``, ``idle_turns``.
 """
 
 LOOPGUARD_WINDOW_SIZE: Final = "LOOPGUARD_WINDOW_SIZE"
@@ -368,6 +369,13 @@ LOOPGUARD_MAX_RUN_SECONDS_STOP: Final = "LOOPGUARD_MAX_RUN_SECONDS_STOP"
 
 Setting ``max_run_seconds_stop``. Default: unset (off). Allowed: a number >= 0; ``off`` or
 ``none`` turns it off.
+"""
+
+LOOPGUARD_IDLE_TURNS_WARN: Final = "LOOPGUARD_IDLE_TURNS_WARN"
+"""Model turns in a row that call no tool, in one agent invocation: warn.
+
+Setting ``idle_turns_warn``. Default: ``4``. Allowed: an integer >= 2; ``off`` or ``none`` turns
+it off. Off when ``run_key`` is ``conversation``.
 """
 
 LOOPGUARD_MUTATING_TOOLS: Final = "LOOPGUARD_MUTATING_TOOLS"

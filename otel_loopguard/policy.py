@@ -14,7 +14,7 @@ PATTERN_DETECTORS: Final = frozenset({"repeat", "cycle", "near_duplicate"})
 NO_PROGRESS_DETECTORS: Final = frozenset({"stagnation", "failure", "mutating_failure"})
 """Evidence that the agent makes no progress."""
 _PRIORITY: Final = ("handoff", "failure", "mutating_failure", "stagnation", "cycle",
-                    "near_duplicate", "repeat", "reread", "batch", "budget")
+                    "near_duplicate", "repeat", "reread", "batch", "idle_turns", "budget")
 
 _ADVICE: Final = {
     Action.WARN: "Consider a different approach.",
@@ -87,6 +87,11 @@ _TEMPLATES: Final[dict[str, Callable[[Evidence], str]]] = {
         + (" that return nothing new" if _compared(e) else "")
         + "; rewording will not help. Use what you already have, try a different tool or "
         "source, or report that the information is not available."),
+    "IDLE_TURNS": lambda e: (
+        f"You have answered {e.count} times in a row without calling a tool, and nothing "
+        "changed in between. If your replies are being rejected, follow the required format "
+        "exactly (call a tool the way the instructions say); otherwise give your final answer "
+        "or report what is blocking you."),
     "BUDGET_WARNING": lambda e: f"This run has {_spent(e)}; wrap up soon.",
     "BUDGET_EXHAUSTED": lambda e: (
         f"This run has exhausted its {e.details.get('budget')} budget "

@@ -10,7 +10,7 @@ so tests are deterministic and go through the same adapters as production spans.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -92,10 +92,18 @@ class AgentScript:
             span.end(end_time=self._clock.advance(seconds))
         self._clock.advance(0.001)
 
-    def turn(self, *, seconds: float = 0.05) -> None:
-        """Emit one model call (``chat`` span): the next tool calls belong to a new batch."""
-        span = self._tracer.start_span("chat model", context=self._ctx(), attributes={
-            "gen_ai.operation.name": "chat"}, start_time=self._clock())
+    def turn(self, *, seconds: float = 0.05, finish_reasons: Sequence[str] | None = None,
+             attributes: Mapping[str, Any] | None = None) -> None:
+        """Emit one model call (``chat`` span): the next tool calls belong to a new batch.
+
+        ``finish_reasons`` sets ``gen_ai.response.finish_reasons`` (``["tool_calls"]``: the
+        model asked for tools, ``["stop"]``: it answered in text); ``attributes`` are added.
+        """
+        attrs: dict[str, Any] = {"gen_ai.operation.name": "chat", **(attributes or {})}
+        if finish_reasons is not None:
+            attrs["gen_ai.response.finish_reasons"] = list(finish_reasons)
+        span = self._tracer.start_span("chat model", context=self._ctx(), attributes=attrs,
+                                       start_time=self._clock())
         span.end(end_time=self._clock.advance(seconds))
 
     def handoff(self, source: str, target: str) -> None:

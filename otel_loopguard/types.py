@@ -15,6 +15,7 @@ __all__ = [
     "Detector",
     "Evidence",
     "Handoff",
+    "ModelTurn",
     "SpanAdapter",
     "SpanRecord",
     "ToolCall",
@@ -111,6 +112,21 @@ class Handoff:
     end_time_ns: int = 0
     explicit: bool = True
     """False when inferred from a change of the agent invoking tools."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelTurn:
+    """One model call (a chat span) of a run: the turn that may request tool calls."""
+
+    span_id: str = ""
+    start_time_ns: int = 0
+    end_time_ns: int = 0
+    requested_tools: bool | None = None
+    """True when the span says the model asked for tool calls, False when it says the model
+    answered without any, None when the span does not say (finish reasons and output messages
+    not captured)."""
+    agent_span_id: str | None = None
+    """The agent invocation (agent span) the turn belongs to, when known."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -258,6 +258,22 @@ def test_a_handoff_finding_says_where_it_fell(capsys: pytest.CaptureFixture[str]
     assert "call 0" not in out
 
 
+def test_an_idle_turns_finding_says_it_fell_at_a_model_turn(
+        write_trace: Callable[..., str], capsys: pytest.CaptureFixture[str]) -> None:
+    """Four chat answers in a row without a tool call: the text names the model turn."""
+    def body(agent: AgentScript) -> None:
+        agent.turn(finish_reasons=["tool_calls"])
+        agent.tool("bash", {"command": "ls"}, "a.py")
+        for _ in range(4):
+            agent.turn(finish_reasons=["stop"])
+
+    path = write_trace(({}, body))
+    assert main(["check", "--fail-on", "warn", path]) == 1
+    out = capsys.readouterr().out
+    assert "  - warn at a model turn after call 1 (IDLE_TURNS, idle_turns): 4 turns in a row " \
+           "without a tool call\n    hint: You have answered 4 times in a row" in out
+
+
 class TestPartlyBadRecords:
     def test_one_bad_span_keeps_the_others(self, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:

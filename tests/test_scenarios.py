@@ -133,6 +133,26 @@ HEALTHY.update({
 })
 
 
+def _h23(agent: AgentScript) -> None:
+    for i in range(150):  # edit a file, view it, rerun the tests: each with its own outcome
+        agent.turn(finish_reasons=["tool_calls"])
+        if i % 3 == 0:
+            agent.tool("str_replace_based_edit_tool", {"command": "str_replace",
+                                                       "path": f"src/m{i}.py", "old_str": "a",
+                                                       "new_str": "b"}, "The file was edited.")
+        elif i % 3 == 1:
+            agent.tool("str_replace_based_edit_tool", {"command": "view",
+                                                       "path": f"src/m{i - 1}.py"}, f"b = {i}")
+        else:
+            agent.tool("bash", {"command": "pytest -q"}, f"{i} passed")
+    agent.turn(finish_reasons=["stop"])
+
+
+HEALTHY["H23-coding-session-with-template-budget"] = Scenario(
+    _one_run(_h23, prompt="coding-agent"),
+    config={"templates": {"coding-agent": {"max_tool_calls_warn": 200}}})
+
+
 def _f6(agent: AgentScript) -> None:
     _each([("search", {"q": "claim"}, "none"), ("summarize", {"text": "none"}, "none")] * 3)(
         agent)
@@ -266,3 +286,25 @@ class TestLoopScenarios:
         assert handoffs and handoffs[0].action.label == "stop"
         assert handoffs[0].evidence[0].count == 2
         assert len(handoffs) == 1  # the 4th handoff is the first (and only) one flagged
+
+
+class TestModelTurnScenarios:
+    def test_f21_idle_turns_warn_at_the_fourth(self) -> None:
+        """F21: 4 model turns in a row calling no tool (format errors): warn at the 4th turn."""
+        def script(h: LoopGuardHarness) -> None:
+            with h.run() as agent:
+                agent.turn(finish_reasons=["tool_calls"])
+                agent.tool("bash", {"command": "ls"}, "a.py")
+                for _ in range(4):
+                    agent.turn(finish_reasons=["stop"])
+
+        reports = _run(Scenario(script))
+        assert len(reports) == 1
+        findings = reports[0].findings
+        assert [(d.code, d.action.label, d.evidence[0].count) for d in findings] == [
+            ("IDLE_TURNS", "warn", 4)]
+
+    def test_h23_without_the_template_budget_warns_at_50(self) -> None:
+        """H23's session without its template table gets the 50-call warn, nothing else."""
+        reports = _run(Scenario(_one_run(_h23, prompt="coding-agent")))
+        assert [(d.call_index, d.code) for d in reports[0].findings] == [(50, "BUDGET_WARNING")]

@@ -2,7 +2,8 @@
 
 ``to_event(span)`` tries the adapters in a fixed order (GenAI, OpenInference, OpenLLMetry,
 Logfire/openai-agents) and returns the first answer. Helpers here also find a span's agent,
-whether it is a model turn, its prompt template and its conversation.
+whether it is a model turn (and whether that turn asked for tools), its prompt template and its
+conversation.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from otel_loopguard.adapters import _keys as k
+from otel_loopguard.adapters._turns import tool_request_of
 from otel_loopguard.adapters.genai import GenAIAdapter
 from otel_loopguard.adapters.logfire import LogfireAdapter
 from otel_loopguard.adapters.openinference import OpenInferenceAdapter
@@ -31,6 +33,7 @@ __all__ = [
     "may_be_event",
     "prompt_template_of",
     "to_event",
+    "tool_request_of",
 ]
 
 DEFAULT_ADAPTERS: tuple[SpanAdapter, ...] = (

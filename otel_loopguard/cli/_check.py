@@ -150,6 +150,12 @@ def _explain(report: RunReport, out: TextIO) -> None:
                       f"handoff): {cycle or 'agents'}\n")
             out.write(f"    hint: {decision.hint}\n")
             continue
+        if evidence.detector == "idle_turns":  # a model turn, not a tool call, got it
+            out.write(f"  - {decision.action.label} at a model turn after call "
+                      f"{decision.call_index} ({decision.code}, idle_turns): {evidence.count} "
+                      "turns in a row without a tool call\n")
+            out.write(f"    hint: {decision.hint}\n")
+            continue
         indices = evidence.details.get("call_indices") or [decision.call_index]
         calls = ", ".join(str(i) for i in indices)
         out.write(f"  - {decision.action.label} at call {decision.call_index} "

@@ -2,26 +2,61 @@
 
 from __future__ import annotations
 
-import sys
-from typing import ClassVar
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from otel_loopguard.config import LoopGuardConfig
-from otel_loopguard.detectors._base import DetectorBase, lowest
+from otel_loopguard.detectors._base import DetectorBase
 from otel_loopguard.detectors._step import Step
 from otel_loopguard.types import Action, Evidence
 
 __all__ = ["BudgetDetector"]
 
+_PER_TOOL = ("max_calls_per_tool_warn", "max_calls_per_tool_stop")
+
+
+@dataclass(frozen=True, slots=True)
+class _Limits:
+    """The budgets of one kind of run: the global ones, or a prompt template's."""
+
+    max_tool_calls_warn: int | None
+    max_tool_calls_stop: int | None
+    max_calls_per_tool_warn: int | None
+    max_calls_per_tool_stop: int | None
+    max_steps_warn: int | None
+    max_steps_stop: int | None
+    max_run_seconds_warn: float | None
+    max_run_seconds_stop: float | None
+    per_tool: bool
+    """True when some tool may have a per-tool budget (else those are never looked up)."""
+    by_time: bool
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any], tool_budgets: bool) -> _Limits:
+        """Return the limits in ``values``; ``tool_budgets``: a tool's table sets one."""
+        per_tool = tool_budgets or any(values[name] is not None for name in _PER_TOOL)
+        by_time = (values["max_run_seconds_warn"] is not None
+                   or values["max_run_seconds_stop"] is not None)
+        return cls(values["max_tool_calls_warn"], values["max_tool_calls_stop"],
+                   values["max_calls_per_tool_warn"], values["max_calls_per_tool_stop"],
+                   values["max_steps_warn"], values["max_steps_stop"],
+                   values["max_run_seconds_warn"], values["max_run_seconds_stop"],
+                   per_tool, by_time)
+
 
 class _BudgetState:
-    __slots__ = ("calls", "per_tool", "seconds_warned", "started_ns", "steps_warned")
+    __slots__ = ("calls", "calls_warned", "limits", "per_tool", "seconds_warned", "started_ns",
+                 "steps_warned")
 
-    def __init__(self) -> None:
+    def __init__(self, limits: _Limits) -> None:
         self.calls = 0
         self.per_tool: dict[str, int] = {}
         self.started_ns = 0
-        self.seconds_warned = False
-        self.steps_warned = False
+        self.limits = limits
+        # the warn limit each budget last warned at: a warn fires once, and once more only
+        # when the run's prompt template raises that limit later in the run
+        self.calls_warned = self.steps_warned = self.seconds_warned = -1.0
 
 
 class BudgetDetector(DetectorBase):
@@ -29,7 +64,10 @@ class BudgetDetector(DetectorBase):
 
     Defaults: warn at 50 tool calls per run; the other budgets (calls of one tool, steps, i.e.
     tool calls and model turns, and wall-clock seconds) are off. Exempt tools count toward
-    budgets but are never flagged themselves.
+    budgets but are never flagged themselves. A prompt template's table
+    (``LoopGuardConfig.templates``) replaces the budgets it sets for runs of that template,
+    from the call after the engine learns the run's template (``use_template``); a tool's own
+    table still wins for the per-tool budgets.
     """
 
     name: ClassVar[str] = "budget"
@@ -38,14 +76,20 @@ class BudgetDetector(DetectorBase):
         """Bind to ``config``; budgets that are off for every tool are never looked at."""
         super().__init__(config)
         cfg = self.config
-        self._per_tool = lowest(cfg, "max_calls_per_tool_warn",
-                                "max_calls_per_tool_stop") != sys.maxsize
-        self._by_time = (cfg.max_run_seconds_warn is not None
-                         or cfg.max_run_seconds_stop is not None)
+        tool_budgets = any(name in o.thresholds for o in cfg.tools.values() for name in _PER_TOOL)
+        self._default = _Limits.of(cfg.values, tool_budgets)
+        # one entry per configured table: bounded by the config, never by the templates seen
+        self._templates = {table: _Limits.of({**cfg.values, **budgets}, tool_budgets)
+                           for table, budgets in cfg.templates.items()}
 
     def new_state(self) -> _BudgetState:
         """Return the run's counters."""
-        return _BudgetState()
+        return _BudgetState(self._default)
+
+    def use_template(self, state: _BudgetState, template: str | None) -> None:
+        """Apply the budgets of prompt template ``template`` to the run (global if none)."""
+        table = self.config.template_table(template)
+        state.limits = self._default if table is None else self._templates[table]
 
     def observe(self, state: _BudgetState, step: Step) -> Evidence | None:
         """Count the call and compare every budget (a stop wins over a warn)."""
@@ -59,7 +103,7 @@ class BudgetDetector(DetectorBase):
         if step.kind == "exempt":
             return None
         found = self._counted(step, state, per_tool)
-        if not self._by_time or (found is not None and found.action is Action.STOP):
+        if not state.limits.by_time or (found is not None and found.action is Action.STOP):
             return found
         seconds = max(0, step.end_time_ns - state.started_ns) / 1e9
         by_time = self._seconds(step, seconds, state)
@@ -74,37 +118,46 @@ class BudgetDetector(DetectorBase):
         Steps are the run's tool calls plus the model turns before this call (seed 002's step
         budget); a turn can add several at once, so its warn fires once, on reaching it.
         """
-        cfg, calls, tool = self.config, state.calls, step.tool
-        stop = cfg.max_tool_calls_stop
+        limits, calls, tool = state.limits, state.calls, step.tool
+        stop = limits.max_tool_calls_stop
         if stop is not None and calls >= stop:
             return self._hit(step, "run", calls, stop, Action.STOP)
         steps = calls + step.turns
-        if cfg.max_steps_stop is not None and steps >= cfg.max_steps_stop:
-            return self._hit(step, "steps", steps, cfg.max_steps_stop, Action.STOP)
+        if limits.max_steps_stop is not None and steps >= limits.max_steps_stop:
+            return self._hit(step, "steps", steps, limits.max_steps_stop, Action.STOP)
         tool_warn = None
-        if self._per_tool:
-            tool_stop = cfg.threshold(tool, "max_calls_per_tool_stop")
+        if limits.per_tool:
+            tool_stop = self._tool_limit(tool, "max_calls_per_tool_stop", limits)
             if tool_stop is not None and per_tool >= tool_stop:
                 return self._hit(step, "tool", per_tool, tool_stop, Action.STOP)
-            tool_warn = cfg.threshold(tool, "max_calls_per_tool_warn")
-        if cfg.max_tool_calls_warn is not None and calls == cfg.max_tool_calls_warn:
-            return self._hit(step, "run", calls, cfg.max_tool_calls_warn, Action.WARN)
+            tool_warn = self._tool_limit(tool, "max_calls_per_tool_warn", limits)
+        warn = limits.max_tool_calls_warn
+        if warn is not None and calls >= warn > state.calls_warned:
+            state.calls_warned = warn
+            return self._hit(step, "run", calls, warn, Action.WARN)
         if tool_warn is not None and per_tool == tool_warn:
             return self._hit(step, "tool", per_tool, tool_warn, Action.WARN)
-        warn = cfg.max_steps_warn
-        if warn is not None and steps >= warn and not state.steps_warned:
-            state.steps_warned = True
+        warn = limits.max_steps_warn
+        if warn is not None and steps >= warn > state.steps_warned:
+            state.steps_warned = warn
             return self._hit(step, "steps", steps, warn, Action.WARN)
         return None
 
+    def _tool_limit(self, tool: str, name: str, limits: _Limits) -> Any:
+        """Return a per-tool budget: the tool's own table, else the run's limits."""
+        override = self.config.tools.get(tool)
+        if override is not None and name in override.thresholds:
+            return override.thresholds[name]
+        return getattr(limits, name)
+
     def _seconds(self, step: Step, seconds: float, state: _BudgetState) -> Evidence | None:
-        cfg = self.config
-        if cfg.max_run_seconds_stop is not None and seconds >= cfg.max_run_seconds_stop:
-            return self._hit(step, "seconds", state.calls, cfg.max_run_seconds_stop, Action.STOP,
-                             seconds)
-        warn = cfg.max_run_seconds_warn
-        if warn is not None and seconds >= warn and not state.seconds_warned:
-            state.seconds_warned = True
+        limits = state.limits
+        if limits.max_run_seconds_stop is not None and seconds >= limits.max_run_seconds_stop:
+            return self._hit(step, "seconds", state.calls, limits.max_run_seconds_stop,
+                             Action.STOP, seconds)
+        warn = limits.max_run_seconds_warn
+        if warn is not None and seconds >= warn > state.seconds_warned:
+            state.seconds_warned = warn
             return self._hit(step, "seconds", state.calls, warn, Action.WARN, seconds)
         return None
 

@@ -33,6 +33,7 @@ from otel_loopguard.adapters import (
     is_model_turn,
     may_be_event,
     to_event,
+    tool_request_of,
 )
 from otel_loopguard.adapters import _keys as k
 from otel_loopguard.assembly import template_in
@@ -45,7 +46,7 @@ from otel_loopguard.otlp._reference import raw_attributes, span_record_from_read
 from otel_loopguard.processor._live import LiveSpans
 from otel_loopguard.processor._worker import SpanWorker
 from otel_loopguard.state import InMemoryRunStateStore, RunEntry
-from otel_loopguard.types import Action, Decision, Handoff, SpanAdapter, ToolCall
+from otel_loopguard.types import Action, Decision, Handoff, ModelTurn, SpanAdapter, ToolCall
 
 __all__ = ["LoopGuardSpanProcessor", "evidence_attributes", "install"]
 
@@ -248,8 +249,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             ReadableSpan | None):
         """Handle a span that may be a tool call, model turn or handoff (``on_end``'s reads)."""
         if is_model_turn(name, attrs):
-            self._model_turn(span, attrs)
-            return None
+            return self._model_turn(span, attrs)
         if attrs.get("loopguard.blocked"):
             return None  # the guard blocked it: the tool never ran
         if self.adapters is _DEFAULT and not may_be_event(name, attrs):
@@ -271,20 +271,39 @@ class LoopGuardSpanProcessor(SpanProcessor):
             self.metrics.record_call(template, event.tool, first=first)
         return self._finding(span, decision, previous, template, run_id)
 
-    def _model_turn(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
-        """Count a model turn of the span's run (the turns make batches).
+    def _model_turn(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> ReadableSpan | None:
+        """Count a model turn of the span's run (the turns make batches) and judge it.
 
         A model span often carries the prompt template (``gen_ai.prompt.name``, Langfuse's and
         Traceloop's keys) that the tool spans after it lack; it becomes the run's template.
         """
-        entry, _ = self.store.get_or_create(self._run_id(span, attrs))
+        run_id = self._run_id(span, attrs)
+        entry, _ = self.store.get_or_create(run_id)
         if entry.state.notifying and entry.state.in_callback():
-            return  # ended inside this run's on_decision, which holds its lock
+            return None  # ended inside this run's on_decision, which holds its lock
+        turn = None
+        if self.engine.idle is not None:  # idle_turns: the turn, with its agent invocation
+            parent_id = span.parent.span_id if span.parent is not None else None
+            turn = ModelTurn(format(span.context.span_id, "016x"), span.start_time or 0,
+                             span.end_time or 0, tool_request_of(attrs),
+                             self.live.agent_span_id(parent_id))
         with entry.state.lock:
             entry.model_turns += 1
             entry.seen_model = True
             if entry.template is None:
-                entry.template = template_in(attrs, self.config)
+                self._learn_template(entry, template_in(attrs, self.config))
+            if turn is None:
+                return None
+            previous = entry.state.highest
+            decision = self.engine.process_model_turn(entry.state, turn)
+            template = entry.template
+        return self._finding(span, decision, previous, template, run_id)
+
+    def _learn_template(self, entry: RunEntry, template: str | None) -> None:
+        """Make ``template`` the run's (hold its lock): labels, and the template's budgets."""
+        if template is not None and entry.template is None:
+            entry.template = template
+            self.engine.set_template(entry.state, template)
 
     def _finding(self, span: ReadableSpan, decision: Decision, previous: Action,
                  template: str | None, run_id: str) -> ReadableSpan | None:
@@ -303,7 +322,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             if entry.template is None or want_agent:
                 template, agent = self._ancestry(attrs, parent_id, entry.template is None,
                                                  want_agent)
-                entry.template = entry.template or template
+                self._learn_template(entry, template)
             previous = entry.state.highest
             if isinstance(event, ToolCall):
                 if want_agent or entry.seen_model:
@@ -457,7 +476,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         with entry.state.lock:
             if entry.template is None:
                 parent = span.parent.span_id if span.parent is not None else None
-                entry.template = self._ancestry(attrs, parent, True, False)[0]
+                self._learn_template(entry, self._ancestry(attrs, parent, True, False)[0])
         return run_id, entry
 
     def record_enforcement(self, entry: RunEntry, enforcement: str) -> None:

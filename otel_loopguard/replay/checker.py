@@ -16,7 +16,7 @@ from otel_loopguard.adapters import DEFAULT_ADAPTERS
 from otel_loopguard.assembly import AssembledTrace, assemble_trace
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.engine import LoopEngine, RunState
-from otel_loopguard.types import Action, Decision, SpanAdapter, SpanRecord, ToolCall
+from otel_loopguard.types import Action, Decision, ModelTurn, SpanAdapter, SpanRecord, ToolCall
 
 __all__ = ["Checker", "RunReport", "report_to_json"]
 
@@ -136,7 +136,8 @@ class Checker:
             yield from self._finish_trace(trace_id, trace)
 
     def _finish_trace(self, trace_id: str, trace: _OpenTrace) -> Iterator[RunReport]:
-        assembled = assemble_trace(trace_id, trace.spans, self.config, self.adapters)
+        assembled = assemble_trace(trace_id, trace.spans, self.config, self.adapters,
+                                   model_turns=self.engine.idle is not None)
         key = self.config.run_key
         if key == "agent":
             yield from self._per_agent(assembled)
@@ -176,11 +177,15 @@ class Checker:
         if assembled.trace_id not in report.trace_ids:
             report.trace_ids.append(assembled.trace_id)
         report.prompt_template = report.prompt_template or assembled.prompt_template
+        if report.prompt_template:
+            self.engine.set_template(state, report.prompt_template)
         for item in items:
             event = item.event
             if isinstance(event, ToolCall):
                 decision = self.engine.process(state, event)
                 report.tool_calls += 1
+            elif isinstance(event, ModelTurn):
+                decision = self.engine.process_model_turn(state, event)
             else:
                 decision = self.engine.process_handoff(state, event)
             if decision.flagged:

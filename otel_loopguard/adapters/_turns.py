@@ -1,0 +1,107 @@
+"""Whether a model span asked for tool calls, from what each convention puts on it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+import orjson
+
+from otel_loopguard.adapters import _keys as k
+
+__all__ = ["tool_request_of"]
+
+_TOOL_REASONS: Final = frozenset({"tool_calls", "tool_call", "tool_use", "function_call",
+                                  "tool-calls", "tool-call", "function_calls"})
+"""Finish reasons that mean the model asked for tools (OpenAI, Anthropic, Bedrock, Cohere...)."""
+_ANSWER_REASONS: Final = frozenset({"stop", "end_turn", "stop_sequence", "length", "max_tokens",
+                                    "max_output_tokens", "content_filter", "eos", "refusal",
+                                    "safety", "error", "end"})
+"""Finish reasons that mean the model answered in text (other values say nothing)."""
+_UNTELLING_PROVIDERS: Final = ("gemini", "vertex", "google", "ollama")
+"""Providers whose finish reason is ``stop`` even when the model called a function."""
+_WORD: Final = re.compile(r"[\w-]+")
+_MAX_MESSAGES_CHARS: Final = 1 << 20
+"""Longer output messages are not parsed (the finish reasons still count)."""
+_OI_ROLE: Final = k.OI_OUTPUT_MESSAGES_PREFIX + "0.message.role"
+_OI_TOOL_CALL: Final = (k.OI_OUTPUT_MESSAGES_PREFIX
+                        + "0.message.tool_calls.0.tool_call.function.name")
+_TL_TOOL_CALL: Final = k.GEN_AI_COMPLETION_PREFIX + "0.tool_calls.0.name"
+_TL_FUNCTION_CALL: Final = k.GEN_AI_COMPLETION_PREFIX + "0.function_call.name"
+_TL_FINISH_REASON: Final = k.GEN_AI_COMPLETION_PREFIX + "0.finish_reason"
+_TL_CAPTURED: Final = frozenset(k.GEN_AI_COMPLETION_PREFIX + "0." + key
+                                for key in ("role", "content", "finish_reason"))
+"""Keys of which OpenLLMetry sets at least one when it captured the first completion."""
+
+
+def tool_request_of(attributes: Mapping[str, Any]) -> bool | None:
+    """Return whether a model span asked for tool calls: True, False, or None when unknown.
+
+    Reads the GenAI finish reasons and output messages, OpenInference's flattened output
+    messages and OpenLLMetry's flattened completions (their first message or choice). A finish
+    reason of ``stop`` from a provider that also reports it for function calls (Gemini, Vertex
+    AI, Ollama) says nothing. A few dictionary lookups unless output messages must be parsed.
+    """
+    reasons = _reasons(attributes.get(k.GEN_AI_RESPONSE_FINISH_REASONS))
+    if not reasons.isdisjoint(_TOOL_REASONS):
+        return True
+    messages = attributes.get(k.GEN_AI_OUTPUT_MESSAGES)
+    found = None if messages is None else _messages_request_tools(messages)
+    if found is None:
+        found = _flattened(attributes)
+    if found is not None:
+        return found
+    if reasons and reasons <= _ANSWER_REASONS and not _untelling(attributes):
+        return False
+    return None
+
+
+def _reasons(value: Any) -> frozenset[str]:
+    if type(value) is tuple or type(value) is list:  # the usual shape: a string array
+        return frozenset(str(v).strip().lower() for v in value)
+    if isinstance(value, str):
+        return frozenset(w.lower() for w in _WORD.findall(value))
+    return frozenset()
+
+
+def _messages_request_tools(messages: Any) -> bool | None:
+    """Return whether GenAI output messages hold a tool call (None when unreadable)."""
+    if isinstance(messages, str | bytes):
+        messages = _parse(messages)
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        return None
+    return any(_asks_for_tools(message) for message in messages)
+
+
+def _parse(text: str | bytes) -> Any:
+    if len(text) > _MAX_MESSAGES_CHARS:
+        return None
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _asks_for_tools(message: dict[str, Any]) -> bool:
+    parts = message.get("parts")
+    if isinstance(parts, list) and any(
+            isinstance(p, dict) and p.get("type") == "tool_call" for p in parts):
+        return True
+    return str(message.get("finish_reason", "")).lower() in _TOOL_REASONS
+
+
+def _flattened(attributes: Mapping[str, Any]) -> bool | None:
+    """Return what OpenInference's or OpenLLMetry's first output says (None: not captured)."""
+    if _OI_TOOL_CALL in attributes:
+        return True
+    if not _TL_CAPTURED.isdisjoint(attributes):
+        return (_TL_TOOL_CALL in attributes or _TL_FUNCTION_CALL in attributes
+                or str(attributes.get(_TL_FINISH_REASON, "")).lower() in _TOOL_REASONS)
+    return False if _OI_ROLE in attributes else None
+
+
+def _untelling(attributes: Mapping[str, Any]) -> bool:
+    provider = str(attributes.get(k.GEN_AI_PROVIDER_NAME) or attributes.get(k.GEN_AI_SYSTEM)
+                   or "").lower()
+    return any(name in provider for name in _UNTELLING_PROVIDERS)

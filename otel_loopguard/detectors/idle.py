@@ -1,0 +1,98 @@
+"""Idle turns: model turns of one agent invocation in a row that call no tool."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from otel_loopguard.config import LoopGuardConfig
+from otel_loopguard.detectors._base import _MAX_LISTED, DetectorBase
+from otel_loopguard.types import Action, Evidence, ModelTurn
+
+__all__ = ["IdleTurnsDetector"]
+
+
+class _IdleState:
+    __slots__ = ("acted", "agent", "armed", "count", "end_ns", "pending", "span_ids")
+
+    def __init__(self) -> None:
+        self.count = 0
+        """Idle turns in a row, the pending one excluded."""
+        self.span_ids: list[str] = []
+        """Span ids of the latest idle turns of the streak (at most ``_MAX_LISTED``)."""
+        self.pending: str | None = None
+        """Span id of the latest turn when it asked for tools and none has run yet."""
+        self.acted = 0
+        """The run's tool calls and handoffs when the latest turn ended."""
+        self.agent: str | None = None
+        self.armed = False
+        """True once the run is known to be an agent (agent span, tool call or tool request)."""
+        self.end_ns = 0
+        """When the latest turn ended."""
+
+
+class IdleTurnsDetector(DetectorBase):
+    """Warn when the model answers turn after turn without calling a tool.
+
+    A turn is idle when no tool call or handoff of the run follows it before the next model
+    turn. A turn that asked for no tool call (its finish reasons or output messages say so),
+    or whose span does not say, counts as idle from its end; a turn that asked for tools
+    counts only once the next turn shows that none ran (the harness rejected the call). A tool
+    call or a handoff ends the streak, and so does a turn of another agent invocation. Only
+    agent runs count: a turn inside an agent span, or in a run that has called or requested
+    tools, so a chain of plain model calls (summaries of chunks, say) stays quiet. Warns at
+    ``idle_turns_warn`` (4) idle turns in a row and at every idle turn after it, never more
+    than warn (a model turn cannot be blocked).
+
+    Not a tool-call ``Detector``: the engine calls ``observe_turn`` once per model turn, under
+    the run's lock.
+    """
+
+    name: ClassVar[str] = "idle_turns"
+
+    def __init__(self, config: LoopGuardConfig | None = None) -> None:
+        """Bind to ``config`` (``idle_turns_warn``)."""
+        super().__init__(config)
+        self.warn: int | None = self.config.idle_turns_warn
+
+    def new_state(self) -> _IdleState:
+        """Return the run's streak."""
+        return _IdleState()
+
+    def observe_turn(self, state: _IdleState, turn: ModelTurn, acted: int) -> Evidence | None:
+        """Take one model turn; ``acted`` is the run's tool calls and handoffs so far.
+
+        A turn that overlaps the one before it, with nothing in between, is the same model call
+        seen twice (a framework's span around the SDK's span) or a parallel call: not a turn of
+        its own.
+        """
+        if acted == state.acted and 0 < turn.start_time_ns < state.end_ns:
+            state.end_ns = max(state.end_ns, turn.end_time_ns)
+            return None
+        state.end_ns = turn.end_time_ns
+        if acted != state.acted or (turn.agent_span_id is not None
+                                    and turn.agent_span_id != state.agent):
+            state.count, state.span_ids, state.pending = 0, [], None  # the streak ended
+            state.armed = state.armed or acted > 0
+        elif state.pending is not None:  # the turn before this one was idle after all
+            self._add(state, state.pending)
+        state.acted, state.pending = acted, None
+        if turn.agent_span_id is not None:
+            state.agent = turn.agent_span_id
+            state.armed = True
+        if turn.requested_tools:  # idle only if no call follows it: known at the next turn
+            state.armed = True
+            state.pending = turn.span_id
+        else:  # asked for none, or the span does not say: idle until a tool call follows
+            self._add(state, turn.span_id)
+        if not state.armed or self.warn is None or state.count < self.warn:
+            return None
+        return self.evidence("IDLE_TURNS", Action.WARN, "", state.count, {
+            "idle_turns": state.count, "turn_span_ids": list(state.span_ids),
+            "limit": self.warn})
+
+    @staticmethod
+    def _add(state: _IdleState, span_id: str) -> None:
+        state.count += 1
+        state.span_ids.append(span_id)
+        if len(state.span_ids) > _MAX_LISTED:
+            del state.span_ids[0]

@@ -1,0 +1,313 @@
+"""The idle_turns detector: model turns of one agent invocation in a row that call no tool."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from prometheus_client import CollectorRegistry
+
+from otel_loopguard import LoopEngine, LoopGuardConfig, RunState, ToolCall
+from otel_loopguard.adapters import tool_request_of
+from otel_loopguard.processor import LoopGuardSpanProcessor
+from otel_loopguard.receiver._stream import StreamingChecker
+from otel_loopguard.testing import AgentScript, LoopGuardHarness
+from otel_loopguard.types import Decision, Handoff, ModelTurn
+
+AGENT = "a" * 16
+
+
+class Feed:
+    """An engine and one run, fed model turns and tool calls in order (1 ms apart)."""
+
+    def __init__(self, **config: Any) -> None:
+        self.engine = LoopEngine(LoopGuardConfig.create(**config))
+        self.run: RunState = self.engine.new_run()
+        self.now = 0
+        self.turns = 0
+
+    def _times(self) -> tuple[int, int]:
+        self.now += 1_000_000
+        return self.now - 500_000, self.now
+
+    def turn(self, requested: bool | None = False, agent: str | None = AGENT) -> Decision:
+        self.turns += 1
+        start, end = self._times()
+        return self.engine.process_model_turn(self.run, ModelTurn(
+            f"t{self.turns}", start, end, requested, agent))
+
+    def tool(self, name: str = "search", n: int = 0) -> Decision:
+        start, end = self._times()
+        return self.engine.process(self.run, ToolCall(
+            name, {"q": n}, f"r{n}", True, start_time_ns=start, end_time_ns=end))
+
+    def idle(self, count: int, requested: bool | None = False) -> list[str]:
+        return [self.turn(requested).action.label for _ in range(count)]
+
+
+class TestIdleTurnsEngine:
+    def test_f21_warns_at_the_fourth_idle_turn(self) -> None:
+        """Four turns in a row that answer in text (the harness rejecting each): warn at the 4th."""
+        feed = Feed()
+        feed.tool()
+        decisions = [feed.turn(False) for _ in range(4)]
+        assert [d.action.label for d in decisions] == ["continue"] * 3 + ["warn"]
+        warn = decisions[3]
+        assert (warn.code, warn.detector, warn.tool, warn.call_index) == (
+            "IDLE_TURNS", "idle_turns", "", 1)
+        evidence = warn.evidence[0]
+        assert evidence.count == 4
+        assert evidence.details["turn_span_ids"] == ["t1", "t2", "t3", "t4"]
+        assert warn.span_id == "t4"
+        assert warn.hint.startswith("You have answered 4 times in a row without calling a tool")
+
+    def test_unknown_tool_request_counts_like_a_text_answer(self) -> None:
+        """Spans that do not say whether the model asked for tools: warn at the 4th as well."""
+        assert Feed().idle(5, requested=None) == ["continue"] * 3 + ["warn"] * 2
+
+    def test_a_tool_call_ends_the_streak(self) -> None:
+        """Three idle turns, a tool call, three idle turns: quiet; the next idle turn warns."""
+        feed = Feed()
+        assert feed.idle(3) == ["continue"] * 3
+        feed.tool()
+        assert feed.idle(3) == ["continue"] * 3
+        last = feed.turn()
+        assert last.action.label == "warn"
+        assert last.evidence[0].details["turn_span_ids"] == ["t4", "t5", "t6", "t7"]
+
+    def test_productive_run_is_quiet(self) -> None:
+        """A turn, then its tool call, forty times over, then a final answer: nothing flagged."""
+        feed = Feed()
+        for n in range(40):
+            assert feed.turn(None).action.label == "continue"
+            feed.tool(n=n)
+        assert feed.turn(False).action.label == "continue"
+
+    def test_rejected_tool_calls_count_once_the_next_turn_shows_none_ran(self) -> None:
+        """Turns that asked for tools the harness never ran: idle, known at the next turn."""
+        feed = Feed()
+        feed.tool()
+        actions = feed.idle(5, requested=True)
+        assert actions == ["continue"] * 4 + ["warn"]
+        assert feed.turn(True).evidence[0].count == 5
+
+    def test_a_turn_that_asked_for_tools_which_ran_is_not_idle(self) -> None:
+        """Each turn asks for a tool and the tool runs: the streak never starts."""
+        feed = Feed()
+        for n in range(6):
+            assert feed.turn(True).action.label == "continue"
+            feed.tool(n=n)
+
+    def test_no_model_turns_no_finding(self) -> None:
+        """Without model spans the detector sees nothing: a run of tool calls stays quiet."""
+        feed = Feed()
+        decisions = [feed.tool(n=n) for n in range(20)]
+        assert all(not d.flagged for d in decisions)
+
+    def test_off_when_runs_are_conversations(self) -> None:
+        """With run_key = conversation (chat turns across traces) the detector is off."""
+        feed = Feed(run_key="conversation")
+        assert feed.engine.idle is None
+        assert feed.idle(8) == ["continue"] * 8
+
+    @pytest.mark.parametrize(("config", "expected"), [
+        ({"idle_turns_warn": 6}, ["continue"] * 5 + ["warn"]),
+        ({"idle_turns_warn": None}, ["continue"] * 6),
+        ({"detectors": ["stagnation", "budget"]}, ["continue"] * 6),
+    ], ids=["threshold", "threshold-off", "detector-off"])
+    def test_threshold_and_detector_list(self, config: dict[str, Any],
+                                         expected: list[str]) -> None:
+        """idle_turns_warn sets the count; None or leaving it out of detectors turns it off."""
+        assert Feed(**config).idle(6) == expected
+
+    def test_plain_model_chain_is_quiet(self) -> None:
+        """Model calls outside any agent span, in a run without tools, are not an agent: quiet."""
+        feed = Feed()
+        assert [feed.turn(False, agent=None).action.label for _ in range(8)] == ["continue"] * 8
+
+    def test_run_with_tool_calls_counts_without_agent_spans(self) -> None:
+        """Without agent spans, a run that has called tools is an agent run."""
+        feed = Feed()
+        feed.tool()
+        actions = [feed.turn(False, agent=None).action.label for _ in range(4)]
+        assert actions == ["continue"] * 3 + ["warn"]
+
+    def test_turns_of_another_agent_invocation_start_a_new_streak(self) -> None:
+        """Writer and critic agents answering in turn, no tools: each invocation is one turn."""
+        feed = Feed()
+        agents = [f"{i:016x}" for i in range(8)]
+        assert [feed.turn(False, agent=a).action.label for a in agents] == ["continue"] * 8
+
+    def test_explicit_handoff_ends_the_streak(self) -> None:
+        """A handoff is an action: the turns before it and after it do not add up."""
+        feed = Feed()
+        feed.tool()
+        assert feed.idle(3) == ["continue"] * 3
+        feed.engine.process_handoff(feed.run, Handoff("triage", "billing", "h1"))
+        assert feed.idle(3) == ["continue"] * 3
+
+    def test_overlapping_model_spans_are_one_turn(self) -> None:
+        """A framework's model span around the SDK's (both model spans) counts as one turn."""
+        feed = Feed()
+        feed.tool()
+        actions = []
+        for i in range(4):
+            inner = ModelTurn(f"in{i}", 10_000 * i + 2, 10_000 * i + 5, False, AGENT)
+            outer = ModelTurn(f"out{i}", 10_000 * i + 1, 10_000 * i + 6, False, AGENT)
+            actions += [feed.engine.process_model_turn(feed.run, t).action.label
+                        for t in (inner, outer)]
+        assert actions == ["continue"] * 6 + ["warn", "continue"]
+
+    def test_reset_forgets_the_streak(self) -> None:
+        """LoopEngine.reset starts the streak over."""
+        feed = Feed()
+        feed.idle(3)
+        feed.engine.reset(feed.run)
+        assert feed.idle(3) == ["continue"] * 3
+
+    def test_stop_is_not_repeated_on_model_turns(self) -> None:
+        """Enforce mode: a stopped run's model turns get no sticky stop (they cannot be blocked)."""
+        feed = Feed(mode="enforce", max_tool_calls_stop=1)
+        assert feed.tool().action.label == "stop"
+        assert feed.turn().action.label == "continue"
+
+
+class TestToolRequestOf:
+    @pytest.mark.parametrize(("attributes", "expected"), [
+        ({}, None),
+        ({"gen_ai.response.finish_reasons": ["tool_calls"]}, True),
+        ({"gen_ai.response.finish_reasons": ("tool_use",)}, True),
+        ({"gen_ai.response.finish_reasons": ["stop"]}, False),
+        ({"gen_ai.response.finish_reasons": ["end_turn"]}, False),
+        ({"gen_ai.response.finish_reasons": '["stop"]'}, False),
+        ({"gen_ai.response.finish_reasons": ["completed"]}, None),
+        ({"gen_ai.response.finish_reasons": ["stop"], "gen_ai.provider.name": "gcp.gemini"},
+         None),
+        ({"gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [
+            {"type": "tool_call", "name": "search", "arguments": {}}]}])}, True),
+        ({"gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [
+            {"type": "text", "content": "call tool_call please"}],
+            "finish_reason": "stop"}])}, False),
+        ({"gen_ai.output.messages": "{not json", "gen_ai.response.finish_reasons": ["stop"]},
+         False),
+        ({"gen_ai.response.finish_reasons": ["stop"], "gen_ai.provider.name": "gcp.gemini",
+          "gen_ai.output.messages": [{"role": "assistant", "parts": [
+              {"type": "tool_call", "name": "f"}]}]}, True),
+        ({"llm.output_messages.0.message.role": "assistant",
+          "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "search"}, True),
+        ({"llm.output_messages.0.message.role": "assistant",
+          "llm.output_messages.0.message.content": "Hello"}, False),
+        ({"gen_ai.completion.0.role": "assistant", "gen_ai.completion.0.tool_calls.0.name": "s"},
+         True),
+        ({"gen_ai.completion.0.finish_reason": "tool_calls"}, True),
+        ({"gen_ai.completion.0.content": "Hello", "gen_ai.completion.0.finish_reason": "stop"},
+         False),
+    ], ids=["nothing", "openai-tool-calls", "anthropic-tool-use", "stop", "end-turn",
+            "reasons-as-text", "unknown-reason", "gemini-stop-says-nothing",
+            "output-messages-tool-call", "output-messages-text", "broken-messages-use-reasons",
+            "gemini-with-messages", "openinference-tool-call", "openinference-text",
+            "openllmetry-tool-call", "openllmetry-reason", "openllmetry-text"])
+    def test_conventions(self, attributes: dict[str, Any], expected: bool | None) -> None:
+        """Each convention's finish reasons and output messages say whether tools were asked."""
+        assert tool_request_of(attributes) is expected
+
+
+def _f21(agent: AgentScript, finish_reasons: Sequence[str] | None = ("stop",)) -> None:
+    agent.turn(finish_reasons=["tool_calls"])
+    agent.tool("read_file", {"path": "a.py"}, "print('a')")
+    for _ in range(4):  # the harness answers each with the same format error
+        agent.turn(finish_reasons=finish_reasons)
+
+
+class TestThroughSpans:
+    def test_check_warns_at_the_fourth_idle_turn(self) -> None:
+        """F21 through real spans and check: the 4th chat span carries the idle_turns warn."""
+        harness = LoopGuardHarness()
+        with harness.run() as agent:
+            _f21(agent)
+        reports = harness.check()
+        assert len(reports) == 1
+        findings = reports[0].findings
+        assert [(d.code, d.call_index, d.evidence[0].count) for d in findings] == [
+            ("IDLE_TURNS", 1, 4)]
+        chats = [s.span_id for s in harness.spans() if s.name == "chat model"]
+        assert findings[0].span_id == chats[4]
+        assert findings[0].evidence[0].details["turn_span_ids"] == chats[1:5]
+        assert reports[0].action.label == "warn"
+        harness.shutdown()
+
+    def test_check_without_finish_reasons(self) -> None:
+        """Chat spans that carry no finish reasons: the same warn at the 4th idle turn."""
+        harness = LoopGuardHarness()
+        with harness.run() as agent:
+            _f21(agent, finish_reasons=None)
+        assert [d.code for d in harness.check()[0].findings] == ["IDLE_TURNS"]
+        harness.shutdown()
+
+    def test_serve_path_flags_the_same_turn(self) -> None:
+        """serve (StreamingChecker) reports what check reports."""
+        harness = LoopGuardHarness()
+        with harness.run() as agent:
+            _f21(agent)
+        streaming = StreamingChecker(LoopGuardConfig(), raise_internal_errors=True)
+        streaming.add(harness.spans())
+        reports = streaming.flush()
+        assert [d.code for r in reports for d in r.findings] == ["IDLE_TURNS"]
+        harness.shutdown()
+
+    def test_check_with_conversation_runs_is_quiet(self) -> None:
+        """run_key = conversation: no idle_turns finding."""
+        harness = LoopGuardHarness(LoopGuardConfig.create(run_key="conversation"))
+        with harness.run(conversation="c1") as agent:
+            _f21(agent)
+        assert harness.check()[0].findings == []
+        harness.shutdown()
+
+
+class TestLiveProcessor:
+    """The LoopGuardSpanProcessor on the harness's real TracerProvider, exporting through
+    ``downstream=`` to its own exporter."""
+
+    def _watch(self, harness: LoopGuardHarness) -> tuple[InMemorySpanExporter,
+                                                         CollectorRegistry]:
+        exporter, registry = InMemorySpanExporter(), CollectorRegistry()
+        harness.provider.add_span_processor(LoopGuardSpanProcessor(
+            harness.config, downstream=SimpleSpanProcessor(exporter), registry=registry,
+            clock=harness.clock, raise_internal_errors=True))
+        return exporter, registry
+
+    def test_fourth_idle_chat_span_carries_the_evidence(self) -> None:
+        """Live: the 4th chat span in a row without a tool call is exported with the warn."""
+        harness = LoopGuardHarness()
+        exporter, registry = self._watch(harness)
+        with harness.run() as agent:
+            _f21(agent)
+        harness.provider.force_flush()  # the processor checks spans on its worker thread
+        chats = [s for s in exporter.get_finished_spans() if s.name == "chat model"]
+        assert [(s.attributes or {}).get("loopguard.code") for s in chats] == \
+            [None] * 4 + ["IDLE_TURNS"]
+        fourth = chats[4].attributes or {}
+        assert (fourth["loopguard.detector"], fourth["loopguard.action"],
+                fourth["loopguard.count"]) == ("idle_turns", "warn", 4)
+        assert registry.get_sample_value("loopguard_loop_detected_total", {
+            "prompt_template": "unknown", "detector": "idle_turns", "action": "warn",
+            "mode": "observe"}) == 1
+        harness.shutdown()
+
+    def test_tool_call_after_each_chat_span_keeps_it_quiet(self) -> None:
+        """Live: chat, tool, chat, tool... then a final answer: no span is flagged."""
+        harness = LoopGuardHarness()
+        exporter, _ = self._watch(harness)
+        with harness.run() as agent:
+            for n in range(6):
+                agent.turn()
+                agent.tool("bash", {"command": f"ls {n}"}, f"{n} files")
+            agent.turn(finish_reasons=["stop"])
+        harness.provider.force_flush()
+        assert not any("loopguard.code" in (s.attributes or {})
+                       for s in exporter.get_finished_spans())
+        harness.shutdown()
