@@ -1,4 +1,4 @@
-"""Contract tests for the Grafana dashboard and the Prometheus rules in ``dashboards/``."""
+"""Contract tests for the Grafana dashboard and the Prometheus rules the package ships."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+import otel_loopguard
 from otel_loopguard._metric_names import (
     ENFORCED,
     LOOP_DETECTED,
@@ -22,7 +23,8 @@ from otel_loopguard._metric_names import (
     TOOL_CALLS,
 )
 
-DASHBOARDS = Path(__file__).resolve().parent.parent / "dashboards"
+DASHBOARDS = Path(otel_loopguard.__file__).resolve().parent / "assets"
+"""The shipped dashboard and rules, where the imported package (or an installed wheel) has them."""
 DASHBOARD = DASHBOARDS / "loopguard.json"
 ALERTS = DASHBOARDS / "alerts.yaml"
 ALERTS_TEST = DASHBOARDS / "alerts_test.yaml"
@@ -183,7 +185,7 @@ class TestMetricNames:
 
 
 class TestDashboardStructure:
-    """The JSON structure of dashboards/loopguard.json."""
+    """The JSON structure of otel_loopguard/assets/loopguard.json."""
 
     def test_uid_is_stable(self, dashboard: dict[str, Any]) -> None:
         """The dashboard keeps the uid that links and provisioning refer to."""
@@ -192,7 +194,7 @@ class TestDashboardStructure:
         assert dashboard["schemaVersion"] >= 39
 
     def test_uids_are_unique_across_dashboards(self) -> None:
-        """No two dashboards in dashboards/ share a uid."""
+        """No two dashboards in the assets share a uid."""
         uids = [load_dashboard(path).get("uid") for path in sorted(DASHBOARDS.glob("*.json"))]
         assert all(uids)
         assert len(uids) == len(set(uids))
@@ -352,12 +354,12 @@ class TestPromtool:
     """promtool accepts the rules, their unit tests and every dashboard expression."""
 
     def test_check_rules(self) -> None:
-        """`promtool check rules dashboards/alerts.yaml` succeeds."""
+        """`promtool check rules otel_loopguard/assets/alerts.yaml` succeeds."""
         result = run_promtool("check", "rules", str(ALERTS))
         assert result.returncode == 0, result.stdout + result.stderr
 
     def test_rule_unit_tests(self) -> None:
-        """`promtool test rules dashboards/alerts_test.yaml` succeeds."""
+        """`promtool test rules otel_loopguard/assets/alerts_test.yaml` succeeds."""
         result = run_promtool("test", "rules", str(ALERTS_TEST))
         assert result.returncode == 0, result.stdout + result.stderr
 

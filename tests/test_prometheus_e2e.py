@@ -3,7 +3,7 @@
 One demo process (``python -m otel_loopguard demo --duration 60 --quiet``) and one Prometheus
 (1 s scrape and rule evaluation, from ``tests/_prometheus.py``) are shared by the module.
 
-Prometheus loads a *time-compressed copy* of ``dashboards/alerts.yaml``. Only durations are
+Prometheus loads a *time-compressed copy* of the shipped ``alerts.yaml``. Only durations are
 rewritten, by regex on the text, so every expression, threshold and the ``>= 20`` runs floor stay
 exactly as shipped:
 
