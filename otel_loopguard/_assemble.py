@@ -49,6 +49,8 @@ class AssembledTrace:
     prompt_template: str | None = None
     conversation: str | None = None
     first_start_ns: int = 0
+    service_name: str | None = None
+    """``service.name`` of the first span whose resource has one."""
 
 
 def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuardConfig,
@@ -85,6 +87,8 @@ def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuard
                          first_start_ns=min(map(_START, ordered), default=0))
     out.prompt_template = template
     out.conversation = conversation
+    out.service_name = next((str(service) for s in spans
+                             if (service := s.resource.get("service.name"))), None)
     by_id: dict[str, SpanRecord] | None = None
     events = out.events
     for span, turn in pending:
