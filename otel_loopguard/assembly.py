@@ -115,6 +115,8 @@ class AssembledTrace:
     prompt_template: str | None = None
     conversation: str | None = None
     first_start_ns: int = 0
+    service_name: str | None = None
+    """``service.name`` of the first span whose resource has one."""
 
 
 def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuardConfig,
@@ -156,6 +158,8 @@ def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuard
                          first_start_ns=min(map(_START, ordered), default=0))
     out.prompt_template = template
     out.conversation = conversation
+    out.service_name = next((str(service) for s in spans
+                             if (service := s.resource.get("service.name"))), None)
     events = out.events = _events(pending, ordered, agents, adapters, has_model)
     if not any(isinstance(item.event, Handoff) for item in events):
         _add_sibling_handoffs(out, ordered, agents)

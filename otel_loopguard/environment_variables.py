@@ -90,8 +90,9 @@ file; a missing file or invalid TOML raises ``ConfigError``.
 
 LOOPGUARD_ENABLED: Final = "LOOPGUARD_ENABLED"
 """Whether ``opentelemetry-instrument`` installs loopguard automatically (the
-``opentelemetry_post_instrument`` entry point). Default: ``true``. Allowed: ``false``, ``0``,
-``no`` or ``off`` turn it off; anything else leaves it on.
+``opentelemetry_post_instrument`` entry point). Default: ``true``. Allowed: ``true``, ``1``,
+``yes``, ``on``; ``false``, ``0``, ``no`` or ``off`` turn it off. Any other value is logged as an
+error and leaves loopguard out.
 """
 
 LOOPGUARD_SERVE_TOKEN: Final = "LOOPGUARD_SERVE_TOKEN"

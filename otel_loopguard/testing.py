@@ -1,7 +1,8 @@
 """Test helpers for agents instrumented with OpenTelemetry.
 
-Scripted spans, a fake clock, and a ``loopguard_harness`` pytest fixture (registered through the
-``pytest11`` entry point).
+Scripted spans, a fake clock, and the ``loopguard_harness`` pytest fixture (the plugin that
+otel-loopguard installs registers it; ``-p no:otel_loopguard`` turns the plugin off, and
+``from otel_loopguard.testing import loopguard_harness`` in a ``conftest.py`` brings it back).
 
 Spans are made by a real ``TracerProvider`` in the OTel GenAI convention, with explicit times,
 so tests are deterministic and go through the same adapters as production spans.
@@ -175,17 +176,10 @@ class LoopGuardHarness:
 
 def _fixture() -> Any:
     try:
-        import pytest
+        from otel_loopguard._pytest_plugin import loopguard_harness as fixture
     except ImportError:  # pragma: no cover - pytest is only needed for the fixture
         return None
-
-    @pytest.fixture(name="loopguard_harness")
-    def _loopguard_harness() -> Iterator[LoopGuardHarness]:
-        harness = LoopGuardHarness()
-        yield harness
-        harness.shutdown()
-
-    return _loopguard_harness
+    return fixture
 
 
 loopguard_harness = _fixture()

@@ -5,7 +5,7 @@
 stops it on exit::
 
     with running_prometheus(
-        ["127.0.0.1:9464"], ["dashboards/alerts.yaml"], tmp_path=tmp_path
+        ["127.0.0.1:9464"], ["otel_loopguard/assets/alerts.yaml"], tmp_path=tmp_path
     ) as prom:
         prom.wait_for("loopguard_runs_total", bool)
 
@@ -156,18 +156,22 @@ def free_port() -> int:
 
 
 def write_config(
-    path: Path, targets: Sequence[str], rule_files: Sequence[str | Path] = ()
+    path: Path,
+    targets: Sequence[str],
+    rule_files: Sequence[str | Path] = (),
+    scrape_configs: Sequence[dict[str, Any]] | None = None,
 ) -> Path:
     """Write a prometheus.yml: job ``loopguard`` scrapes ``targets`` every second, with rules.
 
-    ``rule_files`` are loaded as the configuration's rule files.
+    ``rule_files`` are loaded as the configuration's rule files. ``scrape_configs``, when given,
+    replace the ``loopguard`` job (``targets`` is then ignored).
     """
+    jobs = list(scrape_configs) if scrape_configs is not None else [
+        {"job_name": "loopguard", "static_configs": [{"targets": list(targets)}]}]
     config = {
         "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
         "rule_files": [str(Path(f).resolve()) for f in rule_files],
-        "scrape_configs": [
-            {"job_name": "loopguard", "static_configs": [{"targets": list(targets)}]}
-        ],
+        "scrape_configs": jobs,
     }
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
@@ -179,10 +183,12 @@ def running_prometheus(
     rule_files: Sequence[str | Path] = (),
     *,
     tmp_path: Path | None = None,
+    scrape_configs: Sequence[dict[str, Any]] | None = None,
 ) -> Iterator[PrometheusServer]:
     """Start Prometheus on 127.0.0.1 scraping ``targets``; yield it once ready, stop it on exit.
 
-    Targets are ``host:port``.
+    Targets are ``host:port``; ``scrape_configs`` replace the default job (see
+    :func:`write_config`), and their static targets are the ones waited for.
     "Ready" means ``/-/ready`` answers and every target is listed as active (not necessarily
     scraped yet). Files go under ``tmp_path`` (a fresh temporary directory when None). Raises
     ``PrometheusError``, including the server's log, if it does not become ready within 30 s.
@@ -193,7 +199,11 @@ def running_prometheus(
                 stack.enter_context(tempfile.TemporaryDirectory(prefix="loopguard-prom-"))
             )
         tmp_path.mkdir(parents=True, exist_ok=True)
-        config_path = write_config(tmp_path / "prometheus.yml", targets, rule_files)
+        config_path = write_config(tmp_path / "prometheus.yml", targets, rule_files,
+                                   scrape_configs)
+        if scrape_configs is not None:
+            targets = [t for job in scrape_configs for c in job.get("static_configs", [])
+                       for t in c["targets"]]
         server = _start(config_path, tmp_path)
         try:
             wait_until(

@@ -1,5 +1,5 @@
-"""Shared fixtures: the real-Prometheus helper is loaded as a plugin."""
+"""Shared fixtures: the real-Prometheus helper and pytest's pytester are loaded as plugins."""
 
 from __future__ import annotations
 
-pytest_plugins = ["_prometheus"]
+pytest_plugins = ["_prometheus", "pytester"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import textwrap
@@ -34,14 +35,16 @@ def _instrument() -> str | None:
 @pytest.mark.skipif(_instrument() is None, reason="opentelemetry-instrument not installed")
 class TestOpentelemetryInstrument:
     def _run(self, tmp_path: Path, **env: str) -> str:
+        return self._start(tmp_path, **env).stdout
+
+    def _start(self, tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
         script = tmp_path / "app.py"
         script.write_text(SCRIPT)
         environ = {**os.environ, "OTEL_TRACES_EXPORTER": "console",
                    "OTEL_METRICS_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "none",
                    "OTEL_SERVICE_NAME": "agent", **env}
-        done = subprocess.run([_instrument() or "", sys.executable, str(script)], env=environ,
+        return subprocess.run([_instrument() or "", sys.executable, str(script)], env=environ,
                               capture_output=True, text=True, timeout=60, check=True)
-        return done.stdout
 
     def _agent_events(self, stdout: str) -> list[dict[str, object]]:
         decoder, spans, text = json.JSONDecoder(), [], stdout.strip()
@@ -96,6 +99,37 @@ class TestOpentelemetryInstrument:
         assert done.returncode == 0, done.stderr
         assert "CODES [None, None, 'STAGNANT_RESULT', None]" in done.stdout
         assert "CALLS 3.0" in done.stdout
+
+    @pytest.mark.parametrize(("env", "message"), [
+        ({"LOOPGUARD_STAGNATION_WARN": "abc"},
+         "otel-loopguard: not installed: LOOPGUARD_STAGNATION_WARN must be an integer >= 2, "
+         "got 'abc'"),
+        ({"LOOPGUARD_ENABLED": "maybe"},
+         "otel-loopguard: not installed: LOOPGUARD_ENABLED must be a bool, got 'maybe'"),
+        ({"LOOPGUARD_CONFIG_FILE": "/nonexistent/loopguard.toml"},
+         "otel-loopguard: not installed: /nonexistent/loopguard.toml: config file not found"),
+    ], ids=["bad-threshold", "bad-enabled", "missing-config-file"])
+    def test_bad_setting_is_one_line_and_the_app_runs(
+            self, tmp_path: Path, env: dict[str, str], message: str) -> None:
+        """A bad LOOPGUARD_* setting logs one line, no traceback; the app runs and the rest of
+        the auto-configuration (the console exporter) still exports its spans, unwatched."""
+        done = self._start(tmp_path, **env)
+        assert done.stderr.splitlines() == [message]
+        assert self._agent_events(done.stdout) == []
+
+    def test_busy_metrics_port_keeps_detection(self, tmp_path: Path) -> None:
+        """A metrics port already in use logs one line; detection still runs and the spans are
+        still exported."""
+        with socket.socket() as busy:
+            busy.bind(("127.0.0.1", 0))
+            busy.listen()
+            port = busy.getsockname()[1]
+            done = self._start(tmp_path, LOOPGUARD_METRICS_PORT=str(port))
+        assert done.stderr.splitlines() == [
+            f"otel-loopguard: cannot serve /metrics on 127.0.0.1:{port} (Address already in "
+            "use); loop detection runs without it"]
+        events = self._agent_events(done.stdout)
+        assert [e["attributes"]["loopguard.action"] for e in events] == ["warn"]
 
     def test_can_be_disabled(self, tmp_path: Path) -> None:
         """LOOPGUARD_ENABLED=false keeps it out."""

@@ -14,10 +14,12 @@ from urllib.parse import urlsplit
 
 import pytest
 import yaml
+from _prometheus import PROMETHEUS_AVAILABLE, SKIP_REASON, running_prometheus
+from prometheus_client import CollectorRegistry
 from test_receiver import to_json_doc
 
 from otel_loopguard.cli import main
-from otel_loopguard.receiver import ReceiverOptions
+from otel_loopguard.receiver import LoopGuardReceiver, ReceiverOptions
 from otel_loopguard.testing import LoopGuardHarness
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,6 +29,10 @@ COLLECTOR_FILES = [p for p in YAML_FILES if p.name.startswith("otelcol-")]
 GRPC_PORT = 4317
 HTTP_PORT = 4318
 KINDS = ("receivers", "processors", "exporters", "connectors")
+SCRAPE_FILES = sorted(CONFIG_DIR.glob("prometheus-scrape*.yaml"))
+TOKEN_FILE = "/etc/prometheus/loopguard/token"
+requires_promtool = pytest.mark.skipif(shutil.which("promtool") is None,
+                                       reason="promtool not installed (apt-get install prometheus)")
 
 
 def load(path: Path) -> Any:
@@ -35,6 +41,33 @@ def load(path: Path) -> Any:
 
 def ids(paths: list[Path]) -> list[str]:
     return [p.name for p in paths]
+
+
+def _kubernetes() -> dict[str, Any]:
+    return {d["kind"]: d for d in yaml.safe_load_all(
+        (CONFIG_DIR / "kubernetes.yaml").read_text(encoding="utf-8"))}
+
+
+def _promtool(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["promtool", *args], capture_output=True, text=True, timeout=60,
+                          check=False)
+
+
+def _with_token_file(config: dict[str, Any], tmp_path: Path) -> Path:
+    """Write ``config`` with its token file path pointed at a real file; return the path."""
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    for job in config["scrape_configs"]:
+        if "authorization" in job:
+            assert job["authorization"]["credentials_file"] == TOKEN_FILE
+            job["authorization"]["credentials_file"] = str(token)
+    path = tmp_path / "prometheus.yml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def _up(prom: Any) -> dict[str, float]:
+    return {r["metric"]["job"]: float(r["value"][1]) for r in prom.query("up")}
 
 
 def port_of(endpoint: str) -> int:
@@ -153,7 +186,7 @@ class TestCollectorConfigs:
 class TestPrometheusAndKubernetes:
     def test_scrape_targets_use_the_metrics_port(self) -> None:
         """Every loopguard scrape job reads /metrics on 4318."""
-        jobs = load(CONFIG_DIR / "prometheus-scrape.yaml")["scrape_configs"]
+        jobs = [j for path in SCRAPE_FILES for j in load(path)["scrape_configs"]]
         loopguard = [j for j in jobs if j["job_name"].startswith("loopguard")]
         assert len(loopguard) == 3
         for job in loopguard:
@@ -166,22 +199,66 @@ class TestPrometheusAndKubernetes:
         k8s = next(j for j in loopguard if "kubernetes_sd_configs" in j)
         assert any(r.get("regex") == str(HTTP_PORT) for r in k8s["relabel_configs"])
 
-    @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed")
+    @pytest.mark.prometheus
+    @pytest.mark.skipif(not PROMETHEUS_AVAILABLE, reason=SKIP_REASON)
+    def test_prometheus_scrapes_a_token_protected_serve(self, tmp_path: Path) -> None:
+        """A real Prometheus with the shipped job's authorization block scrapes a serve that
+        requires the token (up == 1); the same job without it gets 401 (up == 0)."""
+        (job,) = [j for j in load(CONFIG_DIR / "prometheus-scrape.yaml")["scrape_configs"]
+                  if j["job_name"] == "loopguard"]
+        token = tmp_path / "token"
+        token.write_text("s3cret\n")
+        options = ReceiverOptions(http_port=0, grpc_port=None, token="s3cret")
+        with LoopGuardReceiver(options=options, registry=CollectorRegistry()) as receiver:
+            target = f"127.0.0.1:{receiver.http_port}"
+            with_token = {**job, "authorization": {**job["authorization"],
+                                                   "credentials_file": str(token)},
+                          "static_configs": [{"targets": [target]}]}
+            without = {"job_name": "no-token", "metrics_path": "/metrics",
+                       "static_configs": [{"targets": [target]}]}
+            with running_prometheus([], tmp_path=tmp_path / "prom",
+                                    scrape_configs=[with_token, without]) as prom:
+                prom.wait_for('count(up{job="no-token"}) and count(up{job="loopguard"})')
+                assert _up(prom) == {"loopguard": 1.0, "no-token": 0.0}
+
+    def test_every_loopguard_job_sends_the_token(self) -> None:
+        """kubernetes.yaml makes serve require a token on /metrics, so every loopguard scrape
+        job sends it as a bearer token read from the documented file."""
+        (container,) = _kubernetes()["Deployment"]["spec"]["template"]["spec"]["containers"]
+        assert "--token-file" in container["command"]
+        jobs = [j for path in SCRAPE_FILES for j in load(path)["scrape_configs"]
+                if j["job_name"].startswith("loopguard")]
+        assert len(jobs) == 3
+        for job in jobs:
+            assert job["authorization"] == {"type": "Bearer",
+                                            "credentials_file": TOKEN_FILE}, job["job_name"]
+        readme = (CONFIG_DIR / "README.md").read_text(encoding="utf-8")
+        assert TOKEN_FILE in readme
+
+    @requires_promtool
     def test_promtool_accepts_the_scrape_config(self, tmp_path: Path) -> None:
-        """promtool check config passes (the Kubernetes job aside: Debian's build lacks it)."""
-        config = load(CONFIG_DIR / "prometheus-scrape.yaml")
-        config["scrape_configs"] = [j for j in config["scrape_configs"]
-                                    if "kubernetes_sd_configs" not in j]
-        path = tmp_path / "prometheus.yml"
-        path.write_text(yaml.safe_dump(config))
-        result = subprocess.run(["promtool", "check", "config", str(path)],
-                                capture_output=True, text=True, timeout=60, check=False)
+        """prometheus-scrape.yaml passes promtool check config as shipped (syntax), and in full
+        once the token file it names exists."""
+        path = CONFIG_DIR / "prometheus-scrape.yaml"
+        result = _promtool("check", "config", "--syntax-only", str(path))
+        assert result.returncode == 0, result.stdout + result.stderr
+        result = _promtool("check", "config", str(_with_token_file(load(path), tmp_path)))
+        assert result.returncode == 0, result.stdout + result.stderr
+
+    @requires_promtool
+    def test_promtool_accepts_the_kubernetes_job_but_its_discovery(self, tmp_path: Path) -> None:
+        """The Kubernetes job passes promtool check config once its discovery block is swapped
+        for a static one (Debian's promtool has no Kubernetes discovery)."""
+        config = load(CONFIG_DIR / "prometheus-scrape-kubernetes.yaml")
+        (job,) = config["scrape_configs"]
+        assert job.pop("kubernetes_sd_configs")[0]["role"] == "pod"
+        job["static_configs"] = [{"targets": ["loopguard-0:4318"]}]
+        result = _promtool("check", "config", str(_with_token_file(config, tmp_path)))
         assert result.returncode == 0, result.stdout + result.stderr
 
     def test_kubernetes_manifest(self) -> None:
         """The headless service and pods expose 4317/4318 and probe /healthz and /readyz."""
-        docs = {d["kind"]: d for d in yaml.safe_load_all(
-            (CONFIG_DIR / "kubernetes.yaml").read_text(encoding="utf-8"))}
+        docs = _kubernetes()
         service = docs["Service"]["spec"]
         assert service["clusterIP"] == "None"
         assert {p["port"] for p in service["ports"]} == {GRPC_PORT, HTTP_PORT}
@@ -190,8 +267,8 @@ class TestPrometheusAndKubernetes:
         assert {p["containerPort"] for p in container["ports"]} == {GRPC_PORT, HTTP_PORT}
         assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": HTTP_PORT}
         assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": HTTP_PORT}
-        rule = docs["Role"]["rules"][0]
-        assert rule["resources"] == ["endpointslices"]
+        resources = {r["resources"][0] for r in docs["Role"]["rules"]}
+        assert resources == {"endpointslices", "endpoints"}  # newer and older Collectors
         k8s = load(CONFIG_DIR / "otelcol-loadbalancing-k8s.yaml")
         name = docs["Service"]["metadata"]["name"]
         namespace = docs["Service"]["metadata"]["namespace"]
@@ -200,9 +277,11 @@ class TestPrometheusAndKubernetes:
 
 
 def test_deployment_doc_states_the_limits() -> None:
-    """docs/deployment.md says no Collector ran here and names the conversation limit."""
+    """docs/deployment.md says which Collector to use and how to validate the configs, and
+    names the conversation limit."""
     text = (ROOT / "docs" / "deployment.md").read_text(encoding="utf-8")
-    assert "no Collector binary" in text
+    assert "otelcol-contrib 0.139 or later" in text
+    assert "otelcol-contrib validate --config" in text
     assert "run_key = conversation" in text or "conversation" in text
     for path in YAML_FILES:
         assert path.name in text

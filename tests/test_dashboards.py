@@ -1,4 +1,4 @@
-"""Contract tests for the Grafana dashboard and the Prometheus rules in ``dashboards/``."""
+"""Contract tests for the Grafana dashboard and the Prometheus rules the package ships."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,21 +14,38 @@ from typing import Any
 import pytest
 import yaml
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+import otel_loopguard
 from otel_loopguard.metrics._names import (
     ENFORCED,
     LOOP_DETECTED,
     METRIC_NAMES,
+    OPEN_RUNS,
     RUNS,
     RUNS_FLAGGED,
     TOOL_CALLS,
 )
+from otel_loopguard.receiver import FORWARDED, QUEUE, REQUESTS, SPANS
 
-DASHBOARDS = Path(__file__).resolve().parent.parent / "dashboards"
+DASHBOARDS = Path(otel_loopguard.__file__).resolve().parent / "assets"
+"""The shipped dashboard and rules, where the imported package (or an installed wheel) has them."""
 DASHBOARD = DASHBOARDS / "loopguard.json"
 ALERTS = DASHBOARDS / "alerts.yaml"
 ALERTS_TEST = DASHBOARDS / "alerts_test.yaml"
 DATASOURCE_UID = "${datasource}"
 PROMPT_TEMPLATE_FILTER = 'prompt_template=~"$prompt_template"'
+TARGET_FILTER = 'job=~"$job",instance=~"$instance"'
+RECEIVER_METRICS = frozenset({REQUESTS, SPANS, QUEUE, FORWARDED})
+"""The metrics only ``serve`` exports, on the dashboard's serve row."""
+EXPORTED = METRIC_NAMES | RECEIVER_METRICS
+PROMETHEUS_METRICS = frozenset({"up"})
+"""Series Prometheus itself writes for every target."""
+PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
+RUNBOOK = Path(__file__).resolve().parent.parent / "docs" / "runbook.md"
 TEMPLATED_METRICS = frozenset({TOOL_CALLS, LOOP_DETECTED, RUNS, RUNS_FLAGGED, ENFORCED})
 """Metrics carrying a ``prompt_template`` label, which every dashboard selector must filter on."""
 
@@ -59,7 +77,7 @@ _KEYWORDS = frozenset(
 _GRAFANA_MACROS = {"__rate_interval": "1m", "__range": "1h", "__interval": "15s"}
 _MACRO = re.compile(r"\$\{?(__rate_interval|__range|__interval)\}?(?!\w)")
 _VARIABLE = re.compile(r"\$\{\w+(?::\w+)?\}|\$\w+")
-_LABEL_VALUES = re.compile(r"label_values\(\s*([A-Za-z_:][\w:]*)\s*,")
+_LABEL_VALUES = re.compile(r"label_values\(\s*([A-Za-z_:][\w:]*)\s*(?:\{[^{}]*\})?\s*,")
 
 
 def metric_names(expr: str) -> set[str]:
@@ -183,7 +201,7 @@ class TestMetricNames:
 
 
 class TestDashboardStructure:
-    """The JSON structure of dashboards/loopguard.json."""
+    """The JSON structure of otel_loopguard/assets/loopguard.json."""
 
     def test_uid_is_stable(self, dashboard: dict[str, Any]) -> None:
         """The dashboard keeps the uid that links and provisioning refer to."""
@@ -192,7 +210,7 @@ class TestDashboardStructure:
         assert dashboard["schemaVersion"] >= 39
 
     def test_uids_are_unique_across_dashboards(self) -> None:
-        """No two dashboards in dashboards/ share a uid."""
+        """No two dashboards in the assets share a uid."""
         uids = [load_dashboard(path).get("uid") for path in sorted(DASHBOARDS.glob("*.json"))]
         assert all(uids)
         assert len(uids) == len(set(uids))
@@ -210,10 +228,48 @@ class TestDashboardStructure:
         variable = {v["name"]: v for v in dashboard["templating"]["list"]}["prompt_template"]
         assert variable["type"] == "query"
         assert variable["datasource"]["uid"] == DATASOURCE_UID
-        assert variable["definition"] == f"label_values({TOOL_CALLS}, prompt_template)"
+        assert variable["definition"] == (
+            f"label_values({TOOL_CALLS}{{{TARGET_FILTER}}}, prompt_template)")
         assert (variable["multi"], variable["includeAll"], variable["allValue"]) == (
             True, True, ".*"
         )
+
+    def test_has_job_and_instance_variables(self, dashboard: dict[str, Any]) -> None:
+        """Multi-value `job` and `instance` variables (All is `.*`) pick the scrape targets; the
+        instances listed are those of the chosen jobs."""
+        variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+        assert [v["name"] for v in dashboard["templating"]["list"]] == [
+            "datasource", "job", "instance", "prompt_template"]
+        assert variables["job"]["definition"] == f"label_values({OPEN_RUNS}, job)"
+        assert variables["instance"]["definition"] == (
+            f'label_values({OPEN_RUNS}{{job=~"$job"}}, instance)')
+        for name in ("job", "instance"):
+            variable = variables[name]
+            assert variable["type"] == "query"
+            assert variable["datasource"]["uid"] == DATASOURCE_UID
+            assert (variable["multi"], variable["includeAll"], variable["allValue"]) == (
+                True, True, ".*")
+
+    def test_every_selector_filters_on_job_and_instance(self, dashboard: dict[str, Any]) -> None:
+        """Every series selector of every panel is narrowed by the `$job` and `$instance`
+        variables."""
+        selector = re.compile(r"(?<![\w:])([a-z_]+)(\{[^{}]*\})?(?=\s*[\[)\s])")
+        for name, expr in dashboard_exprs(dashboard):
+            for metric, labels in selector.findall(expr + " "):
+                if metric in EXPORTED | PROMETHEUS_METRICS:
+                    assert labels.startswith("{" + TARGET_FILTER), f"{name}: {metric}{labels}"
+
+    def test_serve_row(self, dashboard: dict[str, Any]) -> None:
+        """A serve row shows its intake: requests and spans by outcome, the queue, forwarding,
+        and whether each target is up."""
+        panels = list(iter_panels(dashboard["panels"]))
+        row = next(i for i, p in enumerate(panels) if p["title"] == "serve (OTLP receiver)")
+        shown = set().union(*(metric_names(substitute_macros(t["expr"]))
+                              for p in panels[row + 1:] for t in p.get("targets", [])))
+        assert shown == RECEIVER_METRICS | PROMETHEUS_METRICS
+        by_outcome = [p for p in panels[row + 1:]
+                      if any("sum by (outcome)" in t["expr"] for t in p["targets"])]
+        assert len(by_outcome) == 2
 
     def test_every_panel_has_title_and_description(self, dashboard: dict[str, Any]) -> None:
         """Every panel has a title, and every non-row panel a description of the question it
@@ -276,7 +332,7 @@ class TestMetricContract:
         """Every metric name in a dashboard expression is in METRIC_NAMES or is a loopguard
         recording rule.
         """
-        known = METRIC_NAMES | recording_rule_names()
+        known = EXPORTED | PROMETHEUS_METRICS | recording_rule_names()
         for name, expr in dashboard_exprs(dashboard):
             names = metric_names(substitute_macros(expr))
             assert names, f"{name}: no metric found in {expr!r}"
@@ -288,6 +344,7 @@ class TestMetricContract:
         assert queries
         for query in queries:
             assert set(_LABEL_VALUES.findall(query)) <= METRIC_NAMES, query
+            assert _LABEL_VALUES.findall(query), query
 
     def test_dashboard_shows_every_exported_metric(self, dashboard: dict[str, Any]) -> None:
         """Every exported metric appears on at least one panel, so no metric ships without a
@@ -296,13 +353,13 @@ class TestMetricContract:
         used = set().union(
             *(metric_names(substitute_macros(e)) for _, e in dashboard_exprs(dashboard))
         )
-        assert METRIC_NAMES - used == set()
+        assert EXPORTED - used == set()
 
     def test_rules_reference_only_exported_metrics(self) -> None:
         """Every metric name in a rule expression is in METRIC_NAMES or a recording rule of the
         same file.
         """
-        known = METRIC_NAMES | recording_rule_names()
+        known = EXPORTED | PROMETHEUS_METRICS | recording_rule_names()
         for rule in load_rules():
             names = metric_names(rule["expr"])
             assert names, rule
@@ -318,20 +375,46 @@ class TestMetricContract:
             assert re.fullmatch(r"loopguard:\w+:\w+", name), name
 
     def test_rule_group_and_alerts(self) -> None:
-        """alerts.yaml has the `otel-loopguard` group with the three documented alerts."""
+        """alerts.yaml has the loop group and the serve group with the documented alerts."""
         doc = yaml.safe_load(ALERTS.read_text())
-        assert [g["name"] for g in doc["groups"]] == ["otel-loopguard"]
+        assert [g["name"] for g in doc["groups"]] == ["otel-loopguard", "otel-loopguard-serve"]
         assert set(alert_rules()) == {
             "LoopGuardBrokenPromptTemplate",
             "LoopGuardLoopSpike",
             "LoopGuardInternalErrors",
+            "LoopGuardServeDown",
+            "LoopGuardServeAbsent",
+            "LoopGuardServeRejectingSpans",
+            "LoopGuardServeLateSpans",
+            "LoopGuardServeThrottling",
         }
+
+    def test_serve_alerts_select_the_loopguard_jobs(self) -> None:
+        """Every serve alert selects the jobs named loopguard*, as prometheus-scrape.yaml names
+        them; the down and absent alerts read Prometheus's own `up`."""
+        serve = yaml.safe_load(ALERTS.read_text())["groups"][1]["rules"]
+        for rule in serve:
+            assert 'job=~"loopguard.*"' in rule["expr"], rule["alert"]
+        exprs = {r["alert"]: r["expr"] for r in serve}
+        assert exprs["LoopGuardServeDown"] == 'up{job=~"loopguard.*"} == 0'
+        assert exprs["LoopGuardServeAbsent"] == 'absent(up{job=~"loopguard.*"})'
+
+    def test_every_alert_has_a_runbook_entry(self) -> None:
+        """Every alert's runbook_url is an anchor of docs/runbook.md under the documentation URL
+        of pyproject.toml, and the page has a section with that anchor."""
+        base = tomllib.loads(PYPROJECT.read_text())["project"]["urls"]["Documentation"]
+        page = base.replace("/tree/", "/blob/") + "/runbook.md#"
+        headings = {line[3:].strip().lower() for line in RUNBOOK.read_text().splitlines()
+                    if line.startswith("## ")}
+        for name, rule in alert_rules().items():
+            assert rule["annotations"]["runbook_url"] == page + name.lower(), name
+            assert name.lower() in headings, name
 
     def test_alerts_have_severity_and_annotations(self) -> None:
         """Every alert carries a severity label and a summary and description annotation."""
         for name, rule in alert_rules().items():
             assert rule["labels"]["severity"] in {"critical", "warning"}, name
-            assert {"summary", "description"} <= set(rule["annotations"]), name
+            assert {"summary", "description", "runbook_url"} <= set(rule["annotations"]), name
 
     def test_every_alert_is_tested_firing_and_not_firing(self) -> None:
         """alerts_test.yaml has, for every alert, a case where it fires and a case where it does
@@ -352,12 +435,12 @@ class TestPromtool:
     """promtool accepts the rules, their unit tests and every dashboard expression."""
 
     def test_check_rules(self) -> None:
-        """`promtool check rules dashboards/alerts.yaml` succeeds."""
+        """`promtool check rules otel_loopguard/assets/alerts.yaml` succeeds."""
         result = run_promtool("check", "rules", str(ALERTS))
         assert result.returncode == 0, result.stdout + result.stderr
 
     def test_rule_unit_tests(self) -> None:
-        """`promtool test rules dashboards/alerts_test.yaml` succeeds."""
+        """`promtool test rules otel_loopguard/assets/alerts_test.yaml` succeeds."""
         result = run_promtool("test", "rules", str(ALERTS_TEST))
         assert result.returncode == 0, result.stdout + result.stderr
 

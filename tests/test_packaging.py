@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
+import re
+import subprocess
 import sys
+import zipfile
 from importlib.metadata import PackageNotFoundError, distribution, version
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -58,3 +64,89 @@ class TestTyped:
             pytest.skip("editable install: the package files stay in the source tree")
         files = dist.files or []
         assert any(str(f).replace("\\", "/") == "otel_loopguard/py.typed" for f in files)
+
+
+ROOT = PYPROJECT.parent
+EXTRA = re.compile(r"otel-loopguard\[([\w,-]+)\]")
+
+
+def _pyproject() -> dict[str, Any]:
+    return tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))
+
+
+class TestMetadata:
+    def test_license_file_is_the_apache_2_text(self) -> None:
+        """LICENSE holds the full Apache License 2.0, the licence pyproject.toml declares."""
+        text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+        assert _pyproject()["project"]["license"] == "Apache-2.0"
+        assert "Apache License\n                           Version 2.0, January 2004" in text
+        assert "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION" in text
+        assert "END OF TERMS AND CONDITIONS" in text
+        assert "APPENDIX: How to apply the Apache License to your work." in text
+        assert _pyproject()["project"]["license-files"] == ["LICENSE"]
+
+    def test_project_urls(self) -> None:
+        """pyproject.toml names the home page, documentation, repository and issue tracker."""
+        urls = _pyproject()["project"]["urls"]
+        assert set(urls) == {"Homepage", "Documentation", "Repository", "Issues"}
+        assert all(url.startswith("https://") for url in urls.values())
+
+    def test_every_extra_named_exists(self) -> None:
+        """Every ``otel-loopguard[extra]`` the docs, configs or messages name is declared."""
+        declared = set(_pyproject()["project"].get("optional-dependencies", {}))
+        paths = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"),
+                 *(ROOT / "collector-config").iterdir(), *(ROOT / "otel_loopguard").rglob("*.py")]
+        named = {(p.name, extra) for p in paths if p.is_file()
+                 for group in EXTRA.findall(p.read_text(encoding="utf-8"))
+                 for extra in group.split(",")}
+        assert {(name, extra) for name, extra in named if extra not in declared} == set()
+
+
+def _build_wheel(tmp_path: Path) -> Path:
+    if importlib.util.find_spec("hatchling") is None:
+        pytest.skip("hatchling is not installed (it is in the test dependency group)")
+    if not PYPROJECT.exists():
+        pytest.skip("no source tree next to the tests")
+    out = tmp_path / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                    "-q", "-w", str(out), str(ROOT)], check=True, capture_output=True, timeout=300)
+    (wheel,) = out.glob("otel_loopguard-*.whl")
+    return wheel
+
+
+@pytest.fixture(name="wheel", scope="module")
+def _wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build_wheel(tmp_path_factory.mktemp("wheel"))
+
+
+@pytest.mark.slow
+class TestWheel:
+    def test_wheel_contents(self, wheel: Path) -> None:
+        """The wheel carries the assets, the licence, the typing marker and both entry points."""
+        with zipfile.ZipFile(wheel) as archive:
+            names = set(archive.namelist())
+            info = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+            entry_points = archive.read(info).decode()
+        for asset in ("loopguard.json", "alerts.yaml", "alerts_test.yaml"):
+            assert f"otel_loopguard/assets/{asset}" in names
+        assert "otel_loopguard/py.typed" in names
+        assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+        assert "otel_loopguard = otel_loopguard._pytest_plugin" in entry_points
+        assert "otel_loopguard = otel_loopguard.processor._auto:post_instrument" in entry_points
+
+    def test_installed_wheel_writes_the_assets(self, wheel: Path, tmp_path: Path) -> None:
+        """Installed from the wheel (outside the source tree), ``assets`` writes the dashboard
+        and rules that the package ships."""
+        site = tmp_path / "site"
+        subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target",
+                        str(site), str(wheel)], check=True, capture_output=True, timeout=300)
+        out = tmp_path / "out"
+        code = ("import sys, otel_loopguard; from otel_loopguard.cli import main; "
+                "print(otel_loopguard.__file__); sys.exit(main(['assets', '-o', sys.argv[1]]))")
+        done = subprocess.run([sys.executable, "-c", code, str(out)], cwd=tmp_path,
+                              env={**os.environ, "PYTHONPATH": str(site)}, capture_output=True,
+                              text=True, timeout=120, check=True)
+        assert done.stdout.splitlines()[0].startswith(str(site))
+        shipped = Path(otel_loopguard.__file__).parent / "assets"
+        for name in ("loopguard.json", "alerts.yaml", "alerts_test.yaml"):
+            assert (out / name).read_bytes() == (shipped / name).read_bytes()

@@ -3,11 +3,11 @@
 One demo process (``python -m otel_loopguard demo --duration 60 --quiet``) and one Prometheus
 (1 s scrape and rule evaluation, from ``tests/_prometheus.py``) are shared by the module.
 
-Prometheus loads a *time-compressed copy* of ``dashboards/alerts.yaml``. Only durations are
+Prometheus loads a *time-compressed copy* of the shipped ``alerts.yaml``. Only durations are
 rewritten, by regex on the text, so every expression, threshold and the ``>= 20`` runs floor stay
 exactly as shipped:
 
-* ``for: 5m`` -> ``for: 2s``
+* ``for: 5m`` -> ``for: 2s``, ``for: 10m`` -> ``for: 3s``, ``for: 15m`` -> ``for: 4s``
 * range ``[15m]`` -> ``[20s]``, ``[10m]`` -> ``[15s]``, ``[1h]`` -> ``[8s]``
 * ``offset 1h`` -> ``offset 8s``, ``offset 10m`` -> ``offset 15s``
 
@@ -52,7 +52,7 @@ BROKEN = "support_triage@v3"
 HEALTHY = "order_status@v1"
 TEMPLATES = {"order_status@v1", "refund_flow@v2", "research@v1", "support_triage@v3"}
 
-_FOR = {"5m": "2s"}
+_FOR = {"5m": "2s", "10m": "3s", "15m": "4s"}
 _RANGES = {"15m": "20s", "10m": "15s", "1h": "8s"}
 _OFFSETS = {"1h": "8s", "10m": "15s"}
 
@@ -62,11 +62,20 @@ EXPECTED_EMPTY_PANELS = {
     "panel-15-A": "internal errors: none happen",
     "panel-15-B": "skipped spans: the demo never fills the processor's queue",
     "panel-16-A": "label overflow: 4 templates and 14 tools stay under the caps of 200",
+    "panel-18-A": "serve requests: the demo is the span processor, not serve",
+    "panel-19-A": "serve spans: the demo is the span processor, not serve",
+    "panel-20-A": "serve queue: the demo is the span processor, not serve",
+    "panel-21-A": "serve forwarding: the demo is the span processor, not serve",
 }
 """Dashboard targets legitimately without series in the demo: they must parse and be empty."""
 EXPECTED_EMPTY_RULES = {
     "LoopGuardInternalErrors": "no internal errors happen",
     "LoopGuardLoopSpike": "every template's hint rate is steady, never 3x its own baseline",
+    "LoopGuardServeDown": "the demo's target is up",
+    "LoopGuardServeAbsent": "the demo is scraped as job loopguard",
+    "LoopGuardServeRejectingSpans": "no serve in the demo (test_prometheus_serve_e2e has one)",
+    "LoopGuardServeLateSpans": "no serve in the demo (test_prometheus_serve_e2e has one)",
+    "LoopGuardServeThrottling": "no serve in the demo",
 }
 """Rule expressions that legitimately have no series in the demo: they must parse and be empty."""
 
@@ -79,7 +88,7 @@ def compress_durations(text: str) -> str:
         text, count = re.subn(pattern, lambda m: fmt.format(table[m[1]]), text)
         assert count, f"alerts.yaml no longer contains {pattern!r}; update compress_durations"
 
-    sub(r"for: (5m)\b", _FOR, "for: {}")
+    sub(r"for: (5m|10m|15m)\b", _FOR, "for: {}")
     sub(r"\[(15m|10m|1h)\]", _RANGES, "[{}]")
     sub(r"offset (1h|10m)\b", _OFFSETS, "offset {}")
     left = re.findall(r"\[\d+[mhd]\]|offset \d+[mhd]|for: \d+[mhd]", text)

@@ -66,7 +66,7 @@ def _prom(
     metrics_target: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[PrometheusServer]:
     """One Prometheus for the module, scraping ``metrics_target`` and loading
-    dashboards/alerts.yaml.
+    otel_loopguard/assets/alerts.yaml.
     """
     with running_prometheus(
         [metrics_target], [ALERTS], tmp_path=tmp_path_factory.mktemp("prom")
@@ -107,7 +107,7 @@ class TestRunningPrometheus:
             prom.wait_for("loopguard_no_such_metric", timeout=0.5)
 
     def test_loads_alert_rules(self, prom: PrometheusServer) -> None:
-        """alerts.yaml loads as the `otel-loopguard` group and every rule evaluates with health
+        """alerts.yaml loads as the loop and serve groups and every rule evaluates with health
         ok.
         """
 
@@ -115,8 +115,8 @@ class TestRunningPrometheus:
             return bool(groups) and all(r["health"] == "ok" for g in groups for r in g["rules"])
 
         groups = wait_until(prom.rules, rules_evaluated, timeout=30.0, what="rules evaluated")
-        assert [g["name"] for g in groups] == ["otel-loopguard"]
-        assert len(groups[0]["rules"]) == 7
+        assert [g["name"] for g in groups] == ["otel-loopguard", "otel-loopguard-serve"]
+        assert [len(g["rules"]) for g in groups] == [7, 5]
 
     def test_internal_error_alert_fires(self, prom: PrometheusServer) -> None:
         """A counter created by its first internal error makes LoopGuardInternalErrors fire."""

@@ -64,6 +64,21 @@ class TestPackageAll:
         for name in otel_loopguard.__all__:
             assert getattr(otel_loopguard, name) is not None
 
+    def test_names_are_imported_on_first_use(self) -> None:
+        """Each public name is the object of the module it lives in, listed once in the lazy
+        map, which covers exactly ``__all__``."""
+        sources = otel_loopguard._SOURCES
+        listed = [name for names in sources.values() for name in names]
+        assert sorted(listed) == sorted(otel_loopguard.__all__)
+        for module, names in sources.items():
+            for name in names:
+                assert getattr(otel_loopguard, name) is getattr(
+                    importlib.import_module(module), name)
+
+    def test_dir_lists_public_names(self) -> None:
+        """``dir()`` lists every public name, imported yet or not."""
+        assert set(otel_loopguard.__all__) <= set(dir(otel_loopguard))
+
     def test_surface_stays_curated(self) -> None:
         """The curated surface stays around 20 names."""
         assert len(otel_loopguard.__all__) <= 30

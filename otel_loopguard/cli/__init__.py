@@ -1,4 +1,4 @@
-"""The ``otel-loopguard`` command line: ``check``, ``demo`` and ``serve``.
+"""The ``otel-loopguard`` command line: ``check``, ``demo``, ``serve`` and ``assets``.
 
 Exit codes: 0 clean, 1 a run reached ``--fail-on`` (``check``), 2 usage or input error.
 Results go to stdout, diagnostics to stderr.
@@ -46,6 +46,9 @@ def _build_parser() -> argparse.ArgumentParser:
         pass
     else:
         _serve.add_parser(commands)
+    from otel_loopguard.cli import _assets
+
+    _assets.add_parser(commands)
     return parser
 
 

@@ -1,6 +1,7 @@
 """``otel-loopguard serve``: receive OTLP from agents in any language and detect loops.
 
-Finished runs go to stdout as JSON lines (the ``check --format json`` shape of a run), the
+Finished runs go to stdout as JSON lines (the ``check --format json`` shape of a run, after the
+time and the run's ``service.name``), the
 listening addresses and errors to stderr. SIGTERM or SIGINT stops it gracefully: accepted
 spans are all checked before it exits.
 """
@@ -14,6 +15,7 @@ import os
 import signal
 import sys
 import threading
+from datetime import datetime, timezone
 from typing import Any, Final
 
 from prometheus_client import GC_COLLECTOR, CollectorRegistry, PlatformCollector, ProcessCollector
@@ -25,7 +27,7 @@ from otel_loopguard.receiver import LoopGuardReceiver, ReceiverOptions
 from otel_loopguard.replay.checker import RunReport, report_to_json
 from otel_loopguard.types import Action
 
-__all__ = ["add_parser"]
+__all__ = ["add_parser", "report_line"]
 
 TOKEN_ENV: Final = LOOPGUARD_SERVE_TOKEN
 """Bearer token for ``serve`` when ``--token-file`` is not given."""
@@ -138,12 +140,23 @@ def _printer(mode: str) -> Any:
     def show(report: RunReport) -> None:
         if mode == "flagged" and report.action is Action.CONTINUE:
             return
-        line = json.dumps(report_to_json(report), separators=(",", ":"))
+        line = json.dumps(report_line(report), separators=(",", ":"))
         with lock:
             sys.stdout.write(line + "\n")
             sys.stdout.flush()
 
     return show
+
+
+def report_line(report: RunReport, now: datetime | None = None) -> dict[str, Any]:
+    """Return the JSON object ``serve`` prints for a finished run.
+
+    The run in the ``check --format json`` shape, after the time it was reported (RFC 3339, UTC)
+    and the ``service.name`` of its spans (None when their resource has none).
+    """
+    moment = now or datetime.now(timezone.utc)
+    return {"time": moment.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "service.name": report.service_name, **report_to_json(report)}
 
 
 def _registry() -> CollectorRegistry:

@@ -26,8 +26,8 @@ GRPC_CODES: Final = {"INVALID_ARGUMENT": 3, "NOT_FOUND": 5, "RESOURCE_EXHAUSTED"
                      "UNIMPLEMENTED": 12, "INTERNAL": 13, "UNAVAILABLE": 14,
                      "UNAUTHENTICATED": 16}
 """The ``google.rpc.Code`` values used in error bodies and gRPC statuses."""
-_PROTO_MISSING: Final = ("receiving OTLP protobuf needs opentelemetry-proto: "
-                         "pip install 'otel-loopguard[receiver]'")
+_PROTO_MISSING: Final = ("receiving OTLP protobuf needs opentelemetry-proto, a dependency of "
+                         "otel-loopguard: pip install opentelemetry-proto")
 _WBITS: Final = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS,
                  "deflate": 32 + zlib.MAX_WBITS}
 _ONE_PROTO_PREFIX: Final = "resource_spans[0].scope_spans[0].spans[0]"

@@ -34,7 +34,7 @@ from otel_loopguard._guard import InternalErrorGuard
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.metrics import LoopGuardMetrics
 from otel_loopguard.otlp._request import Decoded, RequestError
-from otel_loopguard.receiver._stream import StreamingChecker
+from otel_loopguard.receiver._stream import ClosedTrace, StreamingChecker
 from otel_loopguard.replay.checker import RunReport
 
 __all__ = ["LoopGuardReceiver", "ReceiverOptions"]
@@ -52,6 +52,8 @@ SPANS: Final = "loopguard_receiver_spans_total"
 duplicate (a span id seen twice in a trace, e.g. an exporter retry)."""
 QUEUE: Final = "loopguard_receiver_queue_batches"
 """Gauge: decoded batches waiting for the worker."""
+FORWARDED: Final = "loopguard_receiver_forwarded_spans_total"
+"""Counter: spans handed to the forwarding exporter (``forward_endpoint``) once checked."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -154,6 +156,8 @@ class LoopGuardReceiver:
                                  ["protocol", "outcome"], registry=registry)
         self._spans = Counter(SPANS[:-6], "Received spans by outcome (accepted, rejected, "
                               "late, duplicate).", ["outcome"], registry=registry)
+        self._forwarded = Counter(FORWARDED[:-6], "Spans handed to the forwarding exporter.",
+                                  registry=registry)
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=self.options.max_queue)
         if registry is not None:
             registry.register(_QueueCollector(self._queue.qsize))
@@ -162,7 +166,7 @@ class LoopGuardReceiver:
             self.config, metrics=self.metrics,
             reorder_window_seconds=self.options.reorder_window_seconds,
             max_spans=self.options.max_buffered_spans, clock=clock,
-            on_trace=self.forwarder.forward if self.forwarder is not None else None,
+            on_trace=self._forward if self.forwarder is not None else None,
             raise_internal_errors=raise_internal_errors)
         if self.metrics is not None:
             self.metrics.track_open_runs(lambda: self.stream.open_runs)
@@ -190,6 +194,11 @@ class LoopGuardReceiver:
 
         return Forwarder(make_exporter(self.options.forward_endpoint,
                                        self.options.forward_protocol))
+
+    def _forward(self, closed: ClosedTrace) -> None:
+        self.forwarder.forward(closed)
+        if closed.payloads is not None:
+            self._forwarded.inc(len(closed.payloads))
 
     # --- lifecycle -----------------------------------------------------------------------------
     def start(self) -> LoopGuardReceiver:

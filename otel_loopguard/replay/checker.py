@@ -35,6 +35,8 @@ class RunReport:
     action: Action = Action.CONTINUE
     findings: list[Decision] = field(default_factory=list)
     findings_dropped: int = 0
+    service_name: str | None = None
+    """The ``service.name`` resource attribute of the run's spans, when they carry one."""
 
 
 @dataclass(slots=True)
@@ -177,6 +179,7 @@ class Checker:
         if assembled.trace_id not in report.trace_ids:
             report.trace_ids.append(assembled.trace_id)
         report.prompt_template = report.prompt_template or assembled.prompt_template
+        report.service_name = report.service_name or assembled.service_name
         if report.prompt_template:
             self.engine.set_template(state, report.prompt_template)
         for item in items:

@@ -55,7 +55,8 @@ _MAX_FRAME_BYTES = 1 << 28
 _UNRECOGNISED = "unrecognised content: neither OTLP/JSON nor OTLP protobuf"
 _READ_ERRORS = (OSError, EOFError, zlib.error)
 _PROTO_MISSING = (
-    "reading OTLP protobuf needs opentelemetry-proto: pip install 'otel-loopguard[receiver]'"
+    "reading OTLP protobuf needs opentelemetry-proto, a dependency of otel-loopguard: "
+    "pip install opentelemetry-proto"
 )
 
 
@@ -394,7 +395,7 @@ def _decode_proto(data: bytes) -> tuple[list[SpanRecord], str]:
         ImportError: when opentelemetry-proto is not installed.
         _BadRecord: when the message does not parse or holds malformed ids.
     """
-    # Lazy: protobuf comes with the optional "receiver" extra; JSON files never need it.
+    # Lazy: JSON files never need protobuf, so reading them never pays for its import.
     decode_error: type[Exception] = importlib.import_module("google.protobuf.message").DecodeError
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
         ExportTraceServiceRequest,

@@ -1,0 +1,96 @@
+"""The documentation is written for users: no working notes, commit names or machine paths.
+
+The pages users read (README.md, docs/, collector-config/README.md) must not refer to what they
+cannot see: commits, measurement rounds, targets "not met", the team, the machine the docs were
+written on, internal specifications, seeds or scenario ids.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = sorted([ROOT / "README.md", ROOT / "collector-config" / "README.md",
+                *(ROOT / "docs").glob("*.md")])
+
+MARKERS = {
+    "a round of work": re.compile(r"\b(?:this|previous|first|last|next) round\b", re.IGNORECASE),
+    "a target not met": re.compile(r"\bnot met\b", re.IGNORECASE),
+    "the team": re.compile(r"\bleft to the team\b", re.IGNORECASE),
+    "a machine path": re.compile(r"/work/|/tmp/snap|/root/"),
+    "a seed file": re.compile(r"\bseed 0\d", re.IGNORECASE),
+    "a specification users cannot see": re.compile(r"\bspecs?\b|\bspecification of this\b",
+                                                   re.IGNORECASE),
+    "a scenario id": re.compile(r"\b[HF]\d{1,2}\b"),
+}
+"""What may not appear anywhere on a page."""
+
+_HEX = re.compile(r"(?<![\w~-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}(?![\w-])")
+_CODE = re.compile(r"```.*?```|`[^`\n]+`", re.DOTALL)
+_IDS_IN_CODE = frozenset({8, 16, 32})
+"""Lengths that are example output in code (signature digests, span and trace ids), not
+commits."""
+
+
+def commit_like(text: str) -> list[str]:
+    """Return the hex words of ``text`` that look like commit names.
+
+    Outside code every hex word of 7 to 40 characters (with digits and letters) counts; inside
+    code, those of 8, 16 and 32 characters are example digests and ids.
+    """
+    found = []
+    for start, end, in_code in _segments(text):
+        for word in _HEX.findall(text[start:end]):
+            if not (in_code and len(word) in _IDS_IN_CODE):
+                found.append(word)
+    return found
+
+
+def _segments(text: str) -> list[tuple[int, int, bool]]:
+    spans, last = [], 0
+    for match in _CODE.finditer(text):
+        spans += [(last, match.start(), False), (match.start(), match.end(), True)]
+        last = match.end()
+    return [*spans, (last, len(text), False)]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def test_page_has_no_working_notes(page: Path) -> None:
+    """No page mentions rounds of work, unmet targets, the team, machine paths, specifications,
+    seeds or scenario ids."""
+    text = page.read_text(encoding="utf-8")
+    found = {what: pattern.findall(text) for what, pattern in MARKERS.items()}
+    assert {what: hits for what, hits in found.items() if hits} == {}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def test_page_names_no_commit(page: Path) -> None:
+    """No page names a commit."""
+    assert commit_like(page.read_text(encoding="utf-8")) == []
+
+
+class TestMarkers:
+    """The patterns catch what they are for, and leave example output alone."""
+
+    @pytest.mark.parametrize("text", [
+        "measured at commit c5b36a0", "see `af81567`", "the figures of this round",
+        "The target is **not met**", "a decision left to the team",
+        "PYTHONPATH=/work/snap python", "seed 002's step budget", "as the spec asks",
+        "scenario F20 asks", "(H18)",
+    ])
+    def test_catches(self, text: str) -> None:
+        """Each of these is caught by one marker or the commit check."""
+        assert commit_like(text) or any(p.search(text) for p in MARKERS.values())
+
+    @pytest.mark.parametrize("text", [
+        '`"run_id": "6143f831f09ff9b0e86f1d11d41297b6"`', '```\n"call": "64cbaf80"\n```',
+        "`tpl-1a2b3c4d`", "`~1a2b3c4d`", "--seed 42", "a specific tool", "HTTP 401",
+        "pages 1-100", "the F1 key",
+    ])
+    def test_leaves_alone(self, text: str) -> None:
+        """Example ids in code, hashed labels, flags and ordinary words pass."""
+        assert not commit_like(text)
+        assert not any(p.search(text) for name, p in MARKERS.items() if name != "a scenario id")

@@ -1,0 +1,81 @@
+"""The lines ``otel-loopguard serve`` prints for finished runs: time, service.name, the run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import threading
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from _prometheus import free_port, wait_until
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+from otel_loopguard.cli import main
+from otel_loopguard.cli._serve import report_line
+from otel_loopguard.replay.checker import RunReport
+
+
+def _export_looping_run(port: int, service: str) -> None:
+    provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    provider.add_span_processor(SimpleSpanProcessor(
+        OTLPSpanExporter(endpoint=f"http://127.0.0.1:{port}/v1/traces")))
+    tracer = provider.get_tracer("app")
+    with tracer.start_as_current_span("invoke_agent triage", attributes={
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "triage"}):
+        for _ in range(3):
+            with tracer.start_as_current_span("execute_tool search", attributes={
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search",
+                    "gen_ai.tool.call.arguments": '{"q": "x"}',
+                    "gen_ai.tool.call.result": "no results"}):
+                pass
+    provider.shutdown()
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_flagged_run_line_carries_time_and_service_name(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A flagged run received over OTLP/HTTP is printed with the time it was reported (UTC) and
+    the service.name of the agent that sent it."""
+    for name in list(os.environ):
+        if name.startswith("LOOPGUARD_"):
+            monkeypatch.delenv(name)
+    port = free_port()
+
+    def agent() -> None:
+        wait_until(lambda: _listening(port), timeout=20, what="serve listening")
+        _export_looping_run(port, "checkout-agent")
+        os.kill(os.getpid(), signal.SIGTERM)  # shutdown checks every accepted span first
+
+    before = datetime.now(timezone.utc)
+    thread = threading.Thread(target=agent, daemon=True)
+    thread.start()
+    code = main(["serve", "--no-grpc", "--http-port", str(port), "--reorder-window", "0"])
+    thread.join(10)
+    assert code == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    report = json.loads(line)
+    assert list(report)[:3] == ["time", "service.name", "run_id"]
+    assert report["service.name"] == "checkout-agent"
+    assert report["action"] == "warn"
+    assert report["time"].endswith("Z")
+    when = datetime.fromisoformat(report["time"].replace("Z", "+00:00"))
+    assert before - timedelta(seconds=1) <= when <= datetime.now(timezone.utc)
+
+
+def test_run_without_service_name() -> None:
+    """A run whose spans carry no service.name prints it as null, with a millisecond UTC time."""
+    now = datetime(2025, 3, 1, 12, 30, 5, 123456, tzinfo=timezone.utc)
+    line = report_line(RunReport(run_id="r1"), now)
+    assert line["time"] == "2025-03-01T12:30:05.123Z"
+    assert line["service.name"] is None
+    assert line["run_id"] == "r1"
