@@ -18,7 +18,7 @@ Scenarios (one trace each):
 - ``healthy``: ``search`` of ``paris``, ``london``, ``tokyo``, three different answers.
 - ``failing``: ``fetch_account({"account_id": 42})`` twice, failing with "401 unauthorized"
   (raised, or for ADK returned as ``{"status": "error", "error_message": ...}``).
-- ``handoff`` (ADK, LlamaIndex): triage → billing → triage → billing → triage.
+- ``handoff`` (ADK, LlamaIndex): triage → billing → triage → billing → triage → billing.
 - ``there_and_back`` (ADK, LlamaIndex): triage → billing → triage, then an answer.
 - ``parallel`` (ADK): two searches in one model turn, twice, different arguments.
 - ``cached`` (CrewAI): ``looping`` with CrewAI's tool cache on (the default).
@@ -85,7 +85,7 @@ CREWAI_PLANS: dict[str, list[Step]] = {
 }
 """CrewAI refuses a call identical to the one before it (no span), so its loop alternates."""
 HANDOFFS = {
-    "handoff": ["billing", "triage", "billing", "triage"],
+    "handoff": ["billing", "triage", "billing", "triage", "billing"],
     "there_and_back": ["billing", "triage"],
 }
 """Scenario → the agent each handoff goes to, in order (the first leaves from triage)."""
@@ -182,7 +182,7 @@ def _adk_model(steps: list[Step]) -> Any:
     class ScriptedLlm(BaseLlm):
         """Answers each model call with the next scripted turn."""
 
-        script: list[Any] = []
+        script: list[Any] = []  # noqa: RUF012 - a pydantic field (BaseLlm is a model)
 
         async def generate_content_async(self, llm_request: Any, stream: bool = False) -> Any:
             step = self.script.pop(0)
