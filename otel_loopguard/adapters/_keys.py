@@ -64,7 +64,7 @@ OI_GRAPH_NODE_ID: Final = "graph.node.id"
 OI_SESSION_ID: Final = "session.id"
 """OpenInference / Langfuse: session id."""
 OI_PROMPT_TEMPLATE: Final = "llm.prompt_template.template"
-"""OpenInference: the template text itself (hashed to ``tpl-xxxxxxxx`` for labels)."""
+"""OpenInference: the template text itself (labelled ``tpl-<first words>-<hash>``)."""
 OI_PROMPT_TEMPLATE_VERSION: Final = "llm.prompt_template.version"
 """OpenInference: the template version."""
 
