@@ -23,7 +23,7 @@ from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.processor import LoopGuardSpanProcessor
 
 sys.path.insert(0, str(Path(__file__).parent))
-from scripted_agents import FRAMEWORKS, Framework  # noqa: E402
+from scripted_agents import FRAMEWORKS, Framework
 
 FAMILIES = {"pydantic-ai": "pydantic-ai", "agent-framework": "agent-framework"}
 """Family (requirements file) → the framework its venv holds."""
