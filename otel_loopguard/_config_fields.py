@@ -188,13 +188,19 @@ FIELDS: Final[dict[str, FieldRule]] = {
     "run_ttl_seconds": FieldRule("float", 3600.0, "Idle seconds before a run is dropped", 1.0),
     # prompt templates and conversations
     "prompt_name_keys": FieldRule("list", ("gen_ai.prompt.name", "langfuse.observation.prompt.name",
-                                           "traceloop.prompt.key", "llm.prompt_template.template"),
-                                  "Attributes that name the prompt template, in order"),
+                                           "traceloop.prompt.key", "metadata.prompt_name",
+                                           "llm.prompt_template.template",
+                                           "metadata.prompt_template"),
+                                  "Attributes (or paths inside a JSON attribute, "
+                                  "metadata.prompt_name) that name the prompt template, in "
+                                  "order"),
     "prompt_version_keys": FieldRule("list", ("gen_ai.prompt.version",
                                               "langfuse.observation.prompt.version",
                                               "traceloop.prompt.version",
-                                              "llm.prompt_template.version"),
-                                     "Attributes that carry its version, in order"),
+                                              "metadata.prompt_version",
+                                              "llm.prompt_template.version",
+                                              "metadata.prompt_version"),
+                                     "Attributes (or paths) that carry its version, in order"),
     "conversation_keys": FieldRule("list", ("gen_ai.conversation.id", "session.id",
                                             "traceloop.association.properties.session_id"),
                                    "Attributes that identify a conversation "

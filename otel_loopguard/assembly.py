@@ -16,6 +16,7 @@ The rules, shared by the live processor (spans as they start and end), ``check``
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -28,6 +29,7 @@ from otel_loopguard.adapters import (
     is_model_turn,
     may_be_event,
     prompt_template_of,
+    template_key_roots,
     to_event,
     tool_request_of,
 )
@@ -45,10 +47,16 @@ _K = TypeVar("_K")
 
 def template_in(attributes: Mapping[str, Any], config: LoopGuardConfig) -> str | None:
     """Return the prompt template these attributes name, or None."""
-    if frozenset(config.prompt_name_keys).isdisjoint(attributes):
-        return None  # ``prompt_template_of`` finds nothing without one of the name keys
+    if _key_roots(tuple(config.prompt_name_keys)).isdisjoint(attributes):
+        return None  # ``prompt_template_of`` finds nothing without one of the keys' roots
     return prompt_template_of(attributes, config.prompt_name_keys,
                               config.prompt_version_keys) or None
+
+
+@functools.lru_cache(maxsize=16)
+def _key_roots(keys: tuple[str, ...]) -> frozenset[str]:
+    """``template_key_roots``, once per configuration's keys (it is asked for every span)."""
+    return template_key_roots(keys)
 
 
 def nearest_agent(parent: _K | None, step: Callable[[_K], tuple[str | None, _K | None] | None]

@@ -354,7 +354,9 @@ def _canonical(normalized: Any, *, result: bool = False) -> str:
     Compact JSON has whitespace only inside strings, so folding runs the text once: runs of
     whitespace (raw, or escaped as ``\\n``, ``\\t``...) become one space, and a space next to a
     string's opening or closing quote is dropped. For results, ISO date-time strings are
-    masked. Both the JSON-text fast path and the object path end here, so they agree.
+    masked. The memory address of an object repr (``<… object at 0x7f…>``) is masked in
+    arguments and results alike. Both the JSON-text fast path and the object path end here,
+    so they agree.
     """
     try:
         text = orjson.dumps(normalized, option=orjson.OPT_SORT_KEYS).decode()
@@ -365,6 +367,8 @@ def _canonical(normalized: Any, *, result: bool = False) -> str:
     # C-speed replace and one scan instead of three two-character scans (2 us vs 4 us per KB).
     if "\\" in text or "  " in text.replace('"', " ") or not text.isascii():
         text = _fold_whitespace(text)
+    if " at 0x" in text:  # object reprs: the address differs on every call, the object not
+        text = _ADDRESS_RE.sub(" at 0x", text)
     if result and "-" in text and _DATETIME_PREFIX_RE.search(text) is not None:
         text = _DATETIME_IN_JSON_RE.sub('"' + _DATETIME_TOKEN + '"', text)
     return text
@@ -411,6 +415,8 @@ def _trim_string_ends(text: str) -> str:
     return text
 
 
+_ADDRESS_RE: Final = re.compile(r" at 0x[0-9a-fA-F]{4,16}(?=>)")
+"""The memory address in a Python object repr (``<Context object at 0x7f3a5c1d2e90>``)."""
 _DATETIME_PREFIX_RE: Final = re.compile(r'"\d{4}-\d\d-\d\d[T ]\d\d:\d\d', re.ASCII | re.IGNORECASE)
 """The start of every ``_DATETIME_IN_JSON_RE`` match: a search for it is 6x cheaper than a sub."""
 _DATETIME_IN_JSON_RE: Final = re.compile(
@@ -600,6 +606,10 @@ def _structured_error(value: Any) -> str | None:
         if code is not None and 400 <= code <= 599:
             message = value.get("message") or value.get("detail") or ""
             return f"{code} {message}".strip()
+    status = value.get("status")
+    if isinstance(status, str) and status.lower() == "error":  # Google ADK's error convention
+        return str(value.get("error_message") or value.get("message") or value.get("detail")
+                   or status)
     if value.get("ok") is False or value.get("success") is False:
         return str(value.get("message") or value.get("detail") or "ok: false")
     return None

@@ -488,7 +488,17 @@ class TestHandoffDetector:
         ([("a", "b"), ("b", "c"), ("c", "a")] * 2, 6),
         ([("s", "w")] * 6, None),
         ([("a", "b"), ("b", "a"), ("a", "c"), ("c", "a")], None),
-    ], ids=["ping-pong", "three-agents", "not-chained", "different-cycles"])
+        ([("a", "b")], None),
+        ([("a", "b"), ("b", "a")], None),
+        ([("a", "b"), ("a", "b"), ("b", "a"), ("b", "a"), ("a", "b"), ("b", "a")], 6),
+        ([("", "b"), ("", "a"), ("", "b"), ("", "a"), ("", "b")], 5),
+        ([("s", "w1"), ("s", "w2"), ("s", "w1"), ("s", "w2"), ("s", "w1")], None),
+        ([("a", "b"), ("b", "a"), ("a", "a"), ("a", "b"), ("b", "a")], 5),
+        ([("a", "b"), ("b", "a"), ("a", "c"), ("c", "a"), ("a", "b"), ("b", "a"), ("a", "c"),
+          ("c", "a")], 8),
+    ], ids=["ping-pong", "three-agents", "not-chained", "different-cycles", "single",
+            "there-and-back", "reported-twice", "unknown-sources", "supervisor-dispatch",
+            "self-handoff", "cycle-through-the-same-agent"])
     def test_closed_cycles(self, pairs: list[tuple[str, str]], first_stop: int | None) -> None:
         """The second identical closed cycle of chained handoffs stops."""
         decisions = self._handoffs(pairs)

@@ -8,11 +8,14 @@ conversation.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+import functools
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
 
 from otel_loopguard.adapters import _keys as k
 from otel_loopguard.adapters._turns import tool_request_of
+from otel_loopguard.adapters._unwrap import parse_maybe_json
 from otel_loopguard.adapters.genai import GenAIAdapter
 from otel_loopguard.adapters.logfire import LogfireAdapter
 from otel_loopguard.adapters.openinference import OpenInferenceAdapter
@@ -27,11 +30,14 @@ __all__ = [
     "OpenInferenceAdapter",
     "OpenLLMetryAdapter",
     "agent_of",
+    "attribute_value",
     "conversation_of",
     "is_candidate",
     "is_model_turn",
     "may_be_event",
     "prompt_template_of",
+    "template_key_roots",
+    "template_label",
     "to_event",
     "tool_request_of",
 ]
@@ -94,34 +100,99 @@ def is_model_turn(name: str, attributes: Mapping[str, Any]) -> bool:
     return attributes.get(k.TL_SPAN_KIND) == "llm"
 
 
+_TEXT_KEYS: Final = frozenset({k.OI_PROMPT_TEMPLATE, "metadata.prompt_template"})
+"""Keys whose value is a template's text, never its name."""
+_NAME_RE: Final = re.compile(r"[\w.:/@+-]{1,80}")
+"""What a template name looks like; any other value is text and gets a derived label."""
+_WORD_RE: Final = re.compile(r"[a-z0-9]+")
+_SLUG_WORDS: Final = 4
+_SLUG_CHARS: Final = 24
+
+
+def template_label(text: str) -> str:
+    """Return the label of a template known only by its text: ``tpl-<first words>-<hash>``.
+
+    The slug is the first four words, lower case, at most 24 characters; the hash tells
+    templates with the same beginning apart. The text itself never becomes a label.
+    """
+    slug = "-".join(_WORD_RE.findall(text[:200].lower())[:_SLUG_WORDS])[:_SLUG_CHARS]
+    slug = slug.rstrip("-")
+    return f"tpl-{slug}-{digest(text)[:8]}" if slug else f"tpl-{digest(text)[:8]}"
+
+
+@functools.lru_cache(maxsize=256)
+def _key_path(key: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Return ``(attribute, path inside its JSON)`` candidates for ``key``, whole key first.
+
+    ``metadata.prompt_name`` is the attribute ``metadata.prompt_name``, else ``prompt_name``
+    inside the JSON of attribute ``metadata``.
+    """
+    parts = key.split(".")
+    return ((key, ()), *((".".join(parts[:i]), tuple(parts[i:]))
+                         for i in range(len(parts) - 1, 0, -1)))
+
+
+def attribute_value(attributes: Mapping[str, Any], key: str) -> Any:
+    """Return the value ``key`` names: an attribute, or a path inside a JSON attribute.
+
+    None when absent. A JSON attribute is parsed only when it mentions the path's first key.
+    """
+    value = attributes.get(key)
+    if value is not None or "." not in key:
+        return value
+    for root, path in _key_path(key)[1:]:
+        found = attributes.get(root)
+        if found is None:
+            continue
+        if isinstance(found, str):
+            if f'"{path[0]}"' not in found:
+                continue
+            found = parse_maybe_json(found)
+        for part in path:
+            found = found.get(part) if isinstance(found, Mapping) else None
+        if found is not None:
+            return found
+    return None
+
+
+def template_key_roots(keys: Iterable[str]) -> frozenset[str]:
+    """Return the attribute names whose presence may give a value for one of ``keys``.
+
+    Each key itself, and for a path key (``metadata.prompt_name``) the attribute it starts
+    with (``metadata``): a span without any of them names no template or conversation.
+    """
+    return frozenset(root for key in keys for root, _ in _key_path(key))
+
+
 def prompt_template_of(attributes: Mapping[str, Any], name_keys: Sequence[str],
                        version_keys: Sequence[str]) -> str | None:
     """Return ``name@version`` or ``name`` from the first name key present, or None.
 
-    Template *text* (OpenInference's ``llm.prompt_template.template``) becomes a short stable
-    hash ``tpl-1a2b3c4d``: text never reaches a metric label.
+    A key may name a path inside a JSON attribute (``metadata.prompt_name``). A template
+    known only by its text (OpenInference's ``llm.prompt_template.template``, or a value that
+    is no name) gets the label ``template_label`` derives: text never reaches a metric label.
     """
     for position, key in enumerate(name_keys):
-        value = attributes.get(key)
+        value = attribute_value(attributes, key)
         if value is None or value == "":
             continue
         label = str(value)
-        if key == k.OI_PROMPT_TEMPLATE or len(label) > 80 or "\n" in label or " " in label:
-            label = "tpl-" + digest(label)[:8]
+        if key in _TEXT_KEYS or _NAME_RE.fullmatch(label) is None:
+            label = template_label(label)
         paired = version_keys[position:position + 1] if len(version_keys) == len(name_keys) \
             else version_keys
         for vkey in paired:
-            version = attributes.get(vkey)
+            version = attribute_value(attributes, vkey)
             if version not in (None, ""):
-                return f"{label}@{version}"
+                return f"{label}@{str(version)[:40]}"
         return label
     return None
 
 
 def conversation_of(attributes: Mapping[str, Any], keys: Sequence[str]) -> str | None:
-    """Return the conversation/session id carried by the span, if any."""
+    """Return the conversation/session id carried by the span, if any (keys as above)."""
     for key in keys:
-        value = attributes.get(key)
+        value = attribute_value(attributes, key)
         if value not in (None, ""):
             return str(value)
     return None

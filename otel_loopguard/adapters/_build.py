@@ -6,10 +6,12 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from otel_loopguard.adapters import _keys as k
+from otel_loopguard.adapters._rules import handoff_target
 from otel_loopguard.adapters._unwrap import unwrap_arguments, unwrap_result
-from otel_loopguard.types import STATUS_ERROR, SpanRecord, ToolCall
+from otel_loopguard.types import STATUS_ERROR, Handoff, SpanRecord, ToolCall
 
-__all__ = ["HANDOFF", "CallPlan", "build_tool_call", "error_message", "tool_call_values"]
+__all__ = ["HANDOFF", "CallPlan", "build_handoff", "build_tool_call", "error_message",
+           "failed_by_attributes", "tool_call_values"]
 
 _MISSING = object()
 
@@ -21,7 +23,7 @@ HANDOFF: Final[CallPlan] = ("", "", "", None)
 
 
 def error_message(span: SpanRecord) -> str:
-    """Return the best description of a failed span: status, ``error.type``, exception event."""
+    """Return the best description of a failed span: status, exception event, ``error.type``."""
     if span.status_message:
         return span.status_message
     for name, attrs in span.events:
@@ -32,20 +34,31 @@ def error_message(span: SpanRecord) -> str:
     return str(etype) if etype and etype != "_OTHER" else ""
 
 
+def failed_by_attributes(attrs: Mapping[str, Any]) -> bool:
+    """Return True when the span's attributes say the tool failed, whatever its status.
+
+    ``error.type`` is set only on failure (OTel; ``tool_error`` in the MCP conventions), and
+    Strands writes ``gen_ai.tool.status = "error"``.
+    """
+    return k.ERROR_TYPE in attrs or attrs.get(k.GEN_AI_TOOL_STATUS) == "error"
+
+
 def tool_call_values(attrs: Mapping[str, Any], args_key: str, result_key: str,
                      status_error: bool, message_of: Callable[[], str],
                      ) -> tuple[Any, Any, bool, bool, str]:
     """Return ``(arguments, result, has_result, error, error_message)`` of a tool span.
 
     ``status_error`` tells whether the span's status is ERROR; ``message_of()`` is called only
-    then, for the description of the failure.
+    when the span failed (status, ``failed_by_attributes``), for the description of the failure.
+    A failure the result envelope reports (``is_error``) is described by the result.
     """
     raw_args = attrs.get(args_key)
     raw_result = attrs.get(result_key, _MISSING)
     has_result = raw_result is not _MISSING
     result, envelope_error = unwrap_result(raw_result) if has_result else (None, False)
-    failed = status_error or envelope_error
-    message = message_of() if status_error else ""
+    span_error = status_error or failed_by_attributes(attrs)
+    failed = span_error or envelope_error
+    message = message_of() if span_error else ""
     if envelope_error and not message:
         message = str(result)[:500]
     return unwrap_arguments(raw_args), result, has_result, failed, message
@@ -62,3 +75,10 @@ def build_tool_call(span: SpanRecord, tool: Any, args_key: str, result_key: str,
         has_result=has_result, error=failed, error_message=message,
         agent=str(agent) if agent else None, span_id=span.span_id, trace_id=span.trace_id,
         start_time_ns=span.start_time_ns, end_time_ns=span.end_time_ns)
+
+
+def build_handoff(span: SpanRecord, tool: Any, args_key: str, agent: Any = None) -> Handoff:
+    """Return the handoff of a handoff tool's span (see ``_rules``): to its target agent."""
+    return Handoff(from_agent=str(agent) if agent else "",
+                   to_agent=handoff_target(str(tool), span.attributes.get(args_key)),
+                   span_id=span.span_id, end_time_ns=span.end_time_ns)

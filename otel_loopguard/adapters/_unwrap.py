@@ -1,4 +1,41 @@
-"""Unwrap the envelopes real instrumentations put around tool arguments and results."""
+r"""Unwrap the envelopes real instrumentations put around tool arguments and results.
+
+Each rule is matched by shape, wherever the value comes from, and only when the whole value
+has that shape (no other keys), so a tool's own result that merely contains such a key is
+left alone. Unwrapping keeps two results equal exactly when their contents are equal; JSON
+text found inside is signed like any result (parsed, volatile fields stripped).
+
+Argument envelopes:
+
+========================  =====================================================  ===========
+rule                      shape                                                  seen from
+========================  =====================================================  ===========
+LangChain callback        ``{"input_str": .., "inputs": {..}, "kwargs", ..}``    Traceloop
+call envelope             ``{"args": [], "kwargs": {..}}`` (+ smolagents'        smolagents,
+                          ``sanitize_inputs_outputs``) → the keyword arguments   LlamaIndex
+MCP request               ``{"tool_name": .., "arguments": {..}}`` → arguments   OpenLLMetry
+========================  =====================================================  ===========
+
+Per-call ids (``tool_call_id``, ``run_id``, ``callbacks``…) are dropped from arguments.
+
+Result envelopes (→ the tool's own answer, and whether the envelope says it failed):
+
+==================  ================================================  =====================
+rule                shape                                             seen from
+==================  ================================================  =====================
+ToolMessage         LangChain ``ToolMessage`` (``status: error``)     OpenInference,
+                                                                      Traceloop (LangChain)
+result object       ``{"result": X}`` (+ ``is_error``)                Google ADK, OpenLLMetry
+                                                                      MCP
+text blocks         ``[{"text": ..}, ..]``                            Strands
+MCP result          ``{"content": [{"type": "text", "text": ..}],     MCP ``CallToolResult``
+                    "isError": .., "structuredContent": ..}``
+ToolOutput          ``{"blocks": [..], "raw_input": .., "raw_output":  LlamaIndex
+                    .., "is_error": ..}`` → ``raw_output``
+tool reminder       text, then ``\n\nYou ONLY have access to the    CrewAI (every few
+                    following tools`` ... → the text before it        observations)
+==================  ================================================  =====================
+"""
 
 from __future__ import annotations
 
@@ -14,23 +51,35 @@ _CALL_KEYS: Final = frozenset({"tool_call_id", "run_id", "callbacks", "run_manag
                                "tags", "config", "id", "call_id"})
 """Per-call ids and per-step metadata: never part of a signature."""
 _ARG_MARKERS: Final = ('"input_str"', '"inputs"', "tool_call_id", '"run_id"', '"metadata"',
-                       '"callbacks"', '"call_id"')
+                       '"callbacks"', '"call_id"', '"kwargs"', '"tool_name"')
 """Substrings without which a JSON argument string cannot hold an envelope or call ids."""
-_RESULT_MARKERS: Final = ("ToolMessage", '"tool_call_id"')
-"""Substrings without which a result string cannot be a serialised ToolMessage."""
-_A1, _A2, _A3, _A4, _A5, _A6, _A7 = _ARG_MARKERS
-_R1, _R2 = _RESULT_MARKERS
+_RESULT_MARKERS: Final = ("ToolMessage", '"tool_call_id"', '"is_error"', '"isError"')
+"""Substrings without which a result string cannot be a ToolMessage, ToolOutput or MCP result."""
+_RESULT_HEADS: Final = ('{"result"', '[{"text"', '{"content"')
+"""How the other result envelopes start (``json.dumps`` keeps the keys in this order)."""
+_A1, _A2, _A3, _A4, _A5, _A6, _A7, _A8, _A9 = _ARG_MARKERS
+_R1, _R2, _R3, _R4 = _RESULT_MARKERS
+_CALL_ENVELOPE: Final = frozenset({"args", "kwargs", "sanitize_inputs_outputs"})
+_MCP_REQUEST: Final = frozenset({"tool_name", "arguments"})
+_RESULT_OBJECT: Final = frozenset({"result", "is_error"})
+_MCP_RESULT: Final = frozenset({"content", "isError", "structuredContent", "meta", "_meta"})
+_TOOL_OUTPUT: Final = frozenset({"blocks", "content", "tool_name", "raw_input", "raw_output",
+                                 "is_error"})
+_TEXT_BLOCK: Final = frozenset({"text", "type"})
+_TOOL_REMINDER: Final = "\nYou ONLY have access to the following tools"
+"""How CrewAI's reminder of the tool list, appended to some observations, begins."""
 
 
 def _has_arg_marker(text: str) -> bool:
     """Return ``any(m in text for m in _ARG_MARKERS)``, unrolled (the hot path, per span)."""
     return (_A1 in text or _A2 in text or _A3 in text or _A4 in text or _A5 in text
-            or _A6 in text or _A7 in text)
+            or _A6 in text or _A7 in text or _A8 in text or _A9 in text)
 
 
 def _has_result_marker(text: str) -> bool:
-    """Return ``any(m in text for m in _RESULT_MARKERS)``, unrolled."""
-    return _R1 in text or _R2 in text
+    """Return whether ``text`` may hold a result envelope (C-speed tests only)."""
+    return (_R1 in text or _R2 in text or _R3 in text or _R4 in text
+            or text.lstrip()[:9].startswith(_RESULT_HEADS))
 
 
 def parse_maybe_json(value: Any) -> Any:
@@ -55,21 +104,33 @@ def parse_maybe_json(value: Any) -> Any:
 def unwrap_arguments(value: Any) -> Any:
     """Return the real arguments of a tool call.
 
-    Handles Traceloop's LangChain envelope (``{"input_str":.., "inputs":.., "kwargs":..,
-    "metadata":..}``), per-call ids inside it (``kwargs.tool_call_id``), and JSON strings. A
-    bare value (OpenInference's single-argument LangChain tools) is returned as is.
+    Applies the argument envelope rules of the module docstring, drops per-call ids, and
+    parses JSON strings that hold an envelope. A bare value (OpenInference's single-argument
+    LangChain tools) is returned as is.
     """
     if isinstance(value, str) and not _has_arg_marker(value):
         return value  # no envelope: the engine parses the JSON once, canonically
     parsed = parse_maybe_json(value)
-    if not isinstance(parsed, Mapping):
-        return parsed
+    return _unwrap_argument_mapping(parsed) if isinstance(parsed, Mapping) else parsed
+
+
+def _unwrap_argument_mapping(parsed: Mapping[str, Any]) -> Any:
+    """``unwrap_arguments`` of a parsed mapping: the envelope rules, then call ids dropped."""
     if "input_str" in parsed or "inputs" in parsed:
         inputs = parsed.get("inputs")
         if isinstance(inputs, Mapping) and inputs:
             return _strip_call_keys(inputs)
         inner = parse_maybe_json(parsed.get("input_str"))
         return _strip_call_keys(inner) if isinstance(inner, Mapping) else inner
+    keys = parsed.keys()
+    if "kwargs" in parsed and keys <= _CALL_ENVELOPE and isinstance(parsed["kwargs"], Mapping):
+        args = parsed.get("args")
+        kwargs = _strip_call_keys(parsed["kwargs"])
+        return {**kwargs, "args": args} if args else kwargs
+    if keys == _MCP_REQUEST:
+        parsed = parse_maybe_json(parsed["arguments"])
+        if not isinstance(parsed, Mapping):
+            return parsed
     return _strip_call_keys(parsed) if _CALL_KEYS & parsed.keys() else parsed
 
 
@@ -80,16 +141,28 @@ def _strip_call_keys(mapping: Mapping[str, Any]) -> dict[str, Any]:
 def unwrap_result(value: Any) -> tuple[Any, bool]:
     """Return (the real result, whether the envelope says the call failed).
 
-    Handles LangChain ToolMessages as OpenInference serialises them (``{"type": "tool",
-    "data": {"content": .., "tool_call_id": .., "status": ..}}``) and as Traceloop does
-    (``{"output": {"lc": 1, "id": [..., "ToolMessage"], "kwargs": {"content": ..}}, "kwargs":
-    ..}``).
+    Applies the result envelope rules of the module docstring. LangChain ToolMessages come
+    as OpenInference serialises them (``{"type": "tool", "data": {"content": ..,
+    "tool_call_id": .., "status": ..}}``) and as Traceloop does (``{"output": {"lc": 1, "id":
+    [..., "ToolMessage"], "kwargs": {"content": ..}}, "kwargs": ..}``).
     """
-    if isinstance(value, str) and not _has_result_marker(value):
-        return value, False
+    if isinstance(value, str):
+        if _TOOL_REMINDER in value:
+            value = value[:value.index(_TOOL_REMINDER)].rstrip()
+        if not _has_result_marker(value):
+            return value, False
     parsed = parse_maybe_json(value)
+    if isinstance(parsed, list):
+        texts = _block_texts(parsed)
+        return (value, False) if texts is None else (texts, False)
     if not isinstance(parsed, Mapping):
         return value, False
+    unwrapped = _unwrap_object(parsed)
+    return unwrapped if unwrapped is not None else _unwrap_message(parsed, value)
+
+
+def _unwrap_message(parsed: Mapping[str, Any], value: Any) -> tuple[Any, bool]:
+    """``unwrap_result`` of a mapping that may be a LangChain ToolMessage (else ``value``)."""
     if "output" in parsed and len(parsed) <= 3 and ("kwargs" in parsed or len(parsed) == 1):
         inner = parse_maybe_json(parsed["output"])
         if isinstance(inner, Mapping) and _is_tool_message(inner):
@@ -98,6 +171,34 @@ def unwrap_result(value: Any) -> tuple[Any, bool]:
     if _is_tool_message(parsed):
         return _message_content(parsed)
     return value, False
+
+
+def _unwrap_object(parsed: Mapping[str, Any]) -> tuple[Any, bool] | None:
+    """Return (answer, failed) of a result object, MCP result or ToolOutput, else None."""
+    keys = parsed.keys()
+    failed = parsed.get("is_error") is True or parsed.get("isError") is True
+    if "result" in parsed and keys <= _RESULT_OBJECT:
+        return parsed["result"], failed
+    if "raw_output" in parsed and keys <= _TOOL_OUTPUT:
+        return parsed["raw_output"], failed
+    if "content" in parsed and keys <= _MCP_RESULT and ("isError" in parsed or len(keys) == 1):
+        texts = _block_texts(parsed["content"])
+        if texts is not None:
+            structured = parsed.get("structuredContent")
+            return (structured if structured is not None else texts), failed
+    return None
+
+
+def _block_texts(blocks: Any) -> Any:
+    """Return the text of a list of text blocks (one string, or a list of them), else None."""
+    if not isinstance(blocks, list) or not blocks or len(blocks) > 64:
+        return None
+    texts = []
+    for block in blocks:
+        if not isinstance(block, Mapping) or "text" not in block or not block.keys() <= _TEXT_BLOCK:
+            return None
+        texts.append(block["text"])
+    return texts[0] if len(texts) == 1 else texts
 
 
 def _is_tool_message(mapping: Mapping[str, Any]) -> bool:

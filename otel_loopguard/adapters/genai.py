@@ -1,4 +1,4 @@
-"""OTel GenAI ``execute_tool`` spans (official instrumentations, Traceloop 0.62, hand-made)."""
+"""OTel GenAI ``execute_tool`` spans (official instrumentations, Traceloop, ADK, Strands...)."""
 
 from __future__ import annotations
 
@@ -6,15 +6,32 @@ from collections.abc import Mapping
 from typing import Any
 
 from otel_loopguard.adapters import _keys as k
-from otel_loopguard.adapters._build import HANDOFF, CallPlan, build_tool_call
+from otel_loopguard.adapters._build import HANDOFF, CallPlan, build_handoff, build_tool_call
+from otel_loopguard.adapters._rules import is_handoff_tool, is_non_call
 from otel_loopguard.types import Handoff, SpanRecord, ToolCall
 
 __all__ = ["GenAIAdapter"]
+
+_ADK_PLACEHOLDER = "{}"
+"""What ADK's legacy schema writes for the response when content capture is off."""
+
+
+def _call_plan(name: str, attrs: Mapping[str, Any]) -> CallPlan:
+    """Return ``(tool, arguments key, result key, agent)`` of an ``execute_tool`` span."""
+    tool = attrs.get(k.GEN_AI_TOOL_NAME) or attrs.get(k.TL_ENTITY_NAME) or \
+        name.removeprefix("execute_tool").strip() or "unknown"
+    args_key, result_key = k.GEN_AI_TOOL_CALL_ARGUMENTS, k.GEN_AI_TOOL_CALL_RESULT
+    if args_key not in attrs and attrs.get(k.ADK_TOOL_RESPONSE, _ADK_PLACEHOLDER) != \
+            _ADK_PLACEHOLDER:
+        args_key, result_key = k.ADK_TOOL_CALL_ARGS, k.ADK_TOOL_RESPONSE
+    return tool, args_key, result_key, attrs.get(k.GEN_AI_AGENT_NAME)
 
 
 class GenAIAdapter:
     """Reads ``gen_ai.operation.name = execute_tool`` spans and Traceloop ``handoff`` spans.
 
+    Handoff tools (ADK's ``transfer_to_agent``...) become handoffs and summary spans (ADK's
+    ``(merged tools)``) nothing, by the tables of ``otel_loopguard.adapters._rules``.
     Thread-safe: stateless.
     """
 
@@ -29,10 +46,11 @@ class GenAIAdapter:
         """
         op = attrs.get(k.GEN_AI_OPERATION_NAME)
         if op == k.OP_EXECUTE_TOOL:
-            tool = attrs.get(k.GEN_AI_TOOL_NAME) or attrs.get(k.TL_ENTITY_NAME) or \
-                name.removeprefix("execute_tool").strip() or "unknown"
-            return (tool, k.GEN_AI_TOOL_CALL_ARGUMENTS, k.GEN_AI_TOOL_CALL_RESULT,
-                    attrs.get(k.GEN_AI_AGENT_NAME))
+            plan = _call_plan(name, attrs)
+            raw_args = attrs.get(plan[1])
+            if is_non_call(plan[0], raw_args):
+                return None
+            return HANDOFF if is_handoff_tool(plan[0], raw_args) else plan
         if op == k.OP_HANDOFF:
             source = attrs.get(k.GEN_AI_HANDOFF_FROM)
             target = attrs.get(k.GEN_AI_HANDOFF_TO)
@@ -46,8 +64,11 @@ class GenAIAdapter:
         plan = self.plan(span.name, attrs)
         if plan is None:
             return None
-        if plan is HANDOFF:
-            return Handoff(from_agent=str(attrs.get(k.GEN_AI_HANDOFF_FROM)),
-                           to_agent=str(attrs.get(k.GEN_AI_HANDOFF_TO)),
-                           span_id=span.span_id, end_time_ns=span.end_time_ns)
-        return build_tool_call(span, *plan)
+        if plan is not HANDOFF:
+            return build_tool_call(span, *plan)
+        if attrs.get(k.GEN_AI_OPERATION_NAME) == k.OP_EXECUTE_TOOL:
+            tool, args_key, _, agent = _call_plan(span.name, attrs)
+            return build_handoff(span, tool, args_key, agent)
+        return Handoff(from_agent=str(attrs.get(k.GEN_AI_HANDOFF_FROM)),
+                       to_agent=str(attrs.get(k.GEN_AI_HANDOFF_TO)),
+                       span_id=span.span_id, end_time_ns=span.end_time_ns)

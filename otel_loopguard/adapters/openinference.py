@@ -1,4 +1,4 @@
-"""OpenInference ``TOOL`` spans (openai-agents, LangChain/LangGraph instrumentations)."""
+"""OpenInference ``TOOL`` spans (openai-agents, LangChain, smolagents, LlamaIndex, CrewAI)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from otel_loopguard.adapters import _keys as k
-from otel_loopguard.adapters._build import HANDOFF, CallPlan, build_tool_call
+from otel_loopguard.adapters._build import HANDOFF, CallPlan, build_handoff, build_tool_call
+from otel_loopguard.adapters._rules import is_handoff_tool, is_non_call
 from otel_loopguard.types import Handoff, SpanRecord, ToolCall
 
 __all__ = ["OpenInferenceAdapter"]
@@ -14,10 +15,15 @@ __all__ = ["OpenInferenceAdapter"]
 _HANDOFF_PREFIX = "handoff to "
 
 
+def _agent(attrs: Mapping[str, Any]) -> Any:
+    return attrs.get(k.OI_AGENT_NAME)
+
+
 class OpenInferenceAdapter:
     """Reads ``openinference.span.kind = TOOL`` spans; ``handoff to X`` TOOL spans are handoffs.
 
-    Thread-safe: stateless.
+    Handoff tools (LlamaIndex's ``handoff``...) become handoffs and smolagents' ``final_answer``
+    nothing, by the tables of ``otel_loopguard.adapters._rules``. Thread-safe: stateless.
     """
 
     name = "openinference"
@@ -30,7 +36,12 @@ class OpenInferenceAdapter:
         if name.startswith(_HANDOFF_PREFIX):
             return HANDOFF if attrs.get(k.OI_INPUT_VALUE) else None
         tool = attrs.get(k.OI_TOOL_NAME) or name
-        return (tool, k.OI_INPUT_VALUE, k.OI_OUTPUT_VALUE, attrs.get(k.OI_AGENT_NAME))
+        raw_args = attrs.get(k.OI_INPUT_VALUE)
+        if is_non_call(tool, raw_args):
+            return None
+        if is_handoff_tool(tool, raw_args):
+            return HANDOFF
+        return (tool, k.OI_INPUT_VALUE, k.OI_OUTPUT_VALUE, _agent(attrs))
 
     def to_event(self, span: SpanRecord) -> ToolCall | Handoff | None:
         """Return the tool call or handoff of ``span``, or None."""
@@ -38,8 +49,11 @@ class OpenInferenceAdapter:
         plan = self.plan(span.name, attrs)
         if plan is None:
             return None
-        if plan is HANDOFF:
-            target = attrs.get(k.OI_OUTPUT_VALUE) or span.name.removeprefix(_HANDOFF_PREFIX)
-            return Handoff(from_agent=str(attrs.get(k.OI_INPUT_VALUE)), to_agent=str(target),
-                           span_id=span.span_id, end_time_ns=span.end_time_ns)
-        return build_tool_call(span, *plan)
+        if plan is not HANDOFF:
+            return build_tool_call(span, *plan)
+        if not span.name.startswith(_HANDOFF_PREFIX):
+            tool = attrs.get(k.OI_TOOL_NAME) or span.name
+            return build_handoff(span, tool, k.OI_INPUT_VALUE, _agent(attrs))
+        target = attrs.get(k.OI_OUTPUT_VALUE) or span.name.removeprefix(_HANDOFF_PREFIX)
+        return Handoff(from_agent=str(attrs.get(k.OI_INPUT_VALUE)), to_agent=str(target),
+                       span_id=span.span_id, end_time_ns=span.end_time_ns)

@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from otel_loopguard.adapters import _keys as k
-from otel_loopguard.adapters._build import CallPlan, build_tool_call
+from otel_loopguard.adapters._build import HANDOFF, CallPlan, build_handoff, build_tool_call
+from otel_loopguard.adapters._rules import is_handoff_tool, is_non_call
 from otel_loopguard.types import Handoff, SpanRecord, ToolCall
 
 __all__ = ["OpenLLMetryAdapter"]
@@ -16,7 +17,8 @@ class OpenLLMetryAdapter:
     """Reads ``traceloop.span.kind = tool`` spans (``@tool`` decorator: entity input/output).
 
     Spans that also carry ``gen_ai.operation.name = execute_tool`` are read by the GenAI
-    adapter first. Thread-safe: stateless.
+    adapter first. MCP client calls (``{"tool_name", "arguments"}`` in, ``{"result",
+    "is_error"}`` out) are unwrapped by ``_unwrap``. Thread-safe: stateless.
     """
 
     name = "openllmetry"
@@ -29,11 +31,25 @@ class OpenLLMetryAdapter:
         tool = attrs.get(k.GEN_AI_TOOL_NAME) or attrs.get(k.TL_ENTITY_NAME) or \
             name.removesuffix(".tool")
         if k.GEN_AI_TOOL_CALL_ARGUMENTS in attrs or k.GEN_AI_TOOL_CALL_RESULT in attrs:
-            return (tool, k.GEN_AI_TOOL_CALL_ARGUMENTS, k.GEN_AI_TOOL_CALL_RESULT,
+            plan = (tool, k.GEN_AI_TOOL_CALL_ARGUMENTS, k.GEN_AI_TOOL_CALL_RESULT,
                     attrs.get(k.GEN_AI_AGENT_NAME))
-        return (tool, k.TL_ENTITY_INPUT, k.TL_ENTITY_OUTPUT, attrs.get(k.GEN_AI_AGENT_NAME))
+        else:
+            plan = (tool, k.TL_ENTITY_INPUT, k.TL_ENTITY_OUTPUT, attrs.get(k.GEN_AI_AGENT_NAME))
+        raw_args = attrs.get(plan[1])
+        if is_non_call(tool, raw_args):
+            return None
+        return HANDOFF if is_handoff_tool(tool, raw_args) else plan
 
     def to_event(self, span: SpanRecord) -> ToolCall | Handoff | None:
-        """Return the tool call of ``span``, or None."""
+        """Return the tool call or handoff of ``span``, or None."""
         plan = self.plan(span.name, span.attributes)
-        return None if plan is None else build_tool_call(span, *plan)
+        if plan is None:
+            return None
+        if plan is HANDOFF:
+            attrs = span.attributes
+            tool = attrs.get(k.GEN_AI_TOOL_NAME) or attrs.get(k.TL_ENTITY_NAME) or \
+                span.name.removesuffix(".tool")
+            key = k.GEN_AI_TOOL_CALL_ARGUMENTS if k.GEN_AI_TOOL_CALL_ARGUMENTS in attrs \
+                else k.TL_ENTITY_INPUT
+            return build_handoff(span, tool, key, attrs.get(k.GEN_AI_AGENT_NAME))
+        return build_tool_call(span, *plan)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.detectors.budget import BudgetDetector
-from otel_loopguard.detectors.cycle import CycleDetector, HandoffDetector
+from otel_loopguard.detectors.cycle import CycleDetector
 from otel_loopguard.detectors.failure import FailureDetector, MutatingFailureDetector
+from otel_loopguard.detectors.handoff import HandoffDetector
 from otel_loopguard.detectors.near_duplicate import NearDuplicateDetector
 from otel_loopguard.detectors.repetition import (
     BatchDetector,

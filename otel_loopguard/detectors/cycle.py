@@ -1,6 +1,6 @@
-"""Detectors of repeating sequences: tool-call cycles and agent handoff ping-pong.
+"""Detector of repeating sequences of tool calls (agent handoffs: ``handoff.py``).
 
-Both use :class:`PeriodMatcher`, which keeps, for every period ``p`` up to the maximum, the
+It uses :class:`PeriodMatcher`, which keeps, for every period ``p`` up to the maximum, the
 length of the current suffix where ``step[i] == step[i - p]``. Each new step updates those
 counters in O(max period), so the cost per call is constant in the run length and linear (not
 quadratic) in the longest cycle looked for.
@@ -12,9 +12,9 @@ from typing import Any, ClassVar, Final
 
 from otel_loopguard.detectors._base import DetectorBase, ladder
 from otel_loopguard.detectors._step import Step
-from otel_loopguard.types import Action, Evidence, Handoff
+from otel_loopguard.types import Evidence
 
-__all__ = ["CycleDetector", "HandoffDetector", "PeriodMatcher"]
+__all__ = ["CycleDetector", "PeriodMatcher"]
 
 _NO_MATCH: Final[dict[int, int]] = {}
 """The counters of a step seen nowhere in the window (shared; never modified)."""
@@ -156,44 +156,3 @@ class CycleDetector(DetectorBase):
                 "cycle_tools": [m[3] for m in members],
                 "call_indices": [m[1] for m in members],
                 "repeats_span_ids": [m[2] for m in members if m[2]]}
-
-
-class _HandoffState:
-    __slots__ = ("last_to", "matcher")
-
-    def __init__(self, max_period: int) -> None:
-        self.matcher = PeriodMatcher(max_period)
-        self.last_to: str | None = None
-
-
-class HandoffDetector(DetectorBase):
-    """A closed cycle of agent handoffs (A→B→A, A→B→C→A) repeated: stop at 2 cycles.
-
-    Only chained handoffs count (each one leaves from the agent the previous one reached), so a
-    supervisor handing work to the same worker again and again is not a ping-pong.
-    """
-
-    name: ClassVar[str] = "handoff"
-
-    def new_state(self) -> _HandoffState:
-        """Return the run's handoff matcher."""
-        return _HandoffState(self.config.handoff_max_cycle)
-
-    def observe(self, state: _HandoffState, step: Handoff) -> Evidence | None:
-        """Add one handoff and report a repeated closed cycle."""
-        if state.last_to is not None and step.from_agent != state.last_to:
-            state.matcher.reset()
-        state.last_to = step.to_agent
-        state.matcher.push(step.from_agent + "\x00" + step.to_agent,
-                           (step.from_agent, step.to_agent, step.span_id))
-        period, matched = state.matcher.period()
-        if not period:
-            return None
-        matched = min(matched, self.config.handoff_window - period)
-        cycles = matched // period + 1
-        action = Action.STOP if cycles >= self.config.handoff_stop else Action.CONTINUE
-        edges = state.matcher.last_payloads(period)
-        agents = [edge[0] for edge in edges] + [edges[0][0]]
-        return self.evidence("HANDOFF_LOOP", action, "handoff", cycles, {
-            "cycle": agents, "cycles": cycles,
-            "repeats_span_ids": [edge[2] for edge in edges if edge[2]]})

@@ -1,0 +1,84 @@
+"""Tool spans that are not tool calls, and tool calls that are handoffs.
+
+Both tables are matched on what every path sees (the span's name and attributes), so the live
+processor, ``check`` and ``serve`` read a span the same way.
+
+Spans that are not tool calls (the adapters return nothing for them):
+
+=====================  =============================================  =====================
+tool name              when                                           why
+=====================  =============================================  =====================
+``(merged tools)``     any ``execute_tool`` span                      Google ADK's summary
+                                                                      of a parallel batch,
+                                                                      after its own spans
+``final_answer``       arguments in smolagents' call envelope         smolagents ends every
+                       (``sanitize_inputs_outputs``)                  run with it
+=====================  =============================================  =====================
+
+Tools that hand control to another agent (the adapters return a ``Handoff``):
+
+=======================  ====================================  ==============================
+tool name                target                                seen from
+=======================  ====================================  ==============================
+``transfer_to_agent``    argument ``agent_name``               Google ADK
+``handoff``              argument ``to_agent``                 LlamaIndex ``AgentWorkflow``
+``transfer_to_<agent>``  the name's suffix                     LangGraph handoff tools
+``transfer_back_to_<a>`` the name's suffix                     LangGraph supervisor
+=======================  ====================================  ==============================
+
+The agent handing off is the span's agent attribute when it has one, else unknown (``""``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from otel_loopguard.adapters._unwrap import parse_maybe_json, unwrap_arguments
+
+__all__ = ["handoff_target", "is_handoff_tool", "is_non_call"]
+
+_MERGED: Final = "(merged tools)"
+_FINAL_ANSWER: Final = "final_answer"
+_SMOLAGENTS_MARKER: Final = '"sanitize_inputs_outputs"'
+_TARGET_ARGUMENT: Final = {"transfer_to_agent": "agent_name", "handoff": "to_agent"}
+"""Handoff tool → the argument naming the agent it hands to."""
+_TARGET_PREFIXES: Final = ("transfer_back_to_", "transfer_to_")
+"""Handoff tools named after their target (longest prefix first)."""
+
+
+def is_non_call(tool: Any, arguments: Any) -> bool:
+    """Return True when a tool span with this name and raw arguments is no tool call."""
+    if tool == _MERGED:
+        return True
+    return (tool == _FINAL_ANSWER and isinstance(arguments, str)
+            and _SMOLAGENTS_MARKER in arguments)
+
+
+def is_handoff_tool(tool: Any, arguments: Any) -> bool:
+    """Return True when the call hands control to another agent (see the module table)."""
+    if not isinstance(tool, str):
+        return False
+    key = _TARGET_ARGUMENT.get(tool)
+    if key is not None:
+        return bool(_argument(arguments, key))
+    return tool.startswith(_TARGET_PREFIXES) and tool != "transfer_to_agent"
+
+
+def handoff_target(tool: str, arguments: Any) -> str:
+    """Return the agent a handoff tool call hands control to (``""`` when not found)."""
+    key = _TARGET_ARGUMENT.get(tool)
+    if key is not None:
+        return _argument(arguments, key)
+    for prefix in _TARGET_PREFIXES:
+        if tool.startswith(prefix):
+            return tool.removeprefix(prefix)
+    return ""
+
+
+def _argument(arguments: Any, key: str) -> str:
+    value = unwrap_arguments(arguments)
+    if isinstance(value, str):
+        value = parse_maybe_json(value)
+    found = value.get(key) if isinstance(value, Mapping) else None
+    return found if isinstance(found, str) else ""

@@ -1,0 +1,95 @@
+"""Detector of agent handoff ping-pong: the same directed cycle of agents closing twice.
+
+Every convention feeds it the same way: explicit handoff spans, handoff tools (ADK's
+``transfer_to_agent``, LlamaIndex's ``handoff``) and, when a run has neither, changes of the
+agent that invokes tools. The rule:
+
+- keep the sequence of agents control passed through (a handoff's source starts it; each
+  handoff appends its target);
+- collapse an agent following itself (a handoff reported twice, a handoff to the agent already
+  in control);
+- when a handoff leaves from an agent other than the one in control (a supervisor handing work
+  out again after a worker returned to it unseen), start a new sequence there;
+- fire when the latest agents are the same directed cycle closed twice, back to back
+  (triage → billing → triage → billing → triage): a single handoff and a single there-and-back
+  stay quiet.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import ClassVar
+
+from otel_loopguard.detectors._base import DetectorBase
+from otel_loopguard.types import Action, Evidence, Handoff
+
+__all__ = ["HandoffDetector"]
+
+
+class _HandoffState:
+    __slots__ = ("agents", "span_ids")
+
+    def __init__(self, window: int) -> None:
+        self.agents: deque[str] = deque(maxlen=window + 1)
+        """Agents in control, oldest first, no agent twice in a row."""
+        self.span_ids: deque[str] = deque(maxlen=window + 1)
+        """Span id of the handoff that reached each agent (``""`` for the first)."""
+
+
+class HandoffDetector(DetectorBase):
+    """The same directed cycle of agents closed twice in a row: stop (see the module rule).
+
+    Looks at the last ``handoff_window`` handoffs, cycles of 2 to ``handoff_max_cycle`` agents;
+    stops at ``handoff_stop`` closures. Not thread-safe: called under the run's lock.
+    """
+
+    name: ClassVar[str] = "handoff"
+
+    def new_state(self) -> _HandoffState:
+        """Return the run's sequence of agents."""
+        return _HandoffState(self.config.handoff_window)
+
+    def observe(self, state: _HandoffState, step: Handoff) -> Evidence | None:
+        """Add one handoff and report a cycle closed again."""
+        agents, source, target = state.agents, step.from_agent, step.to_agent
+        if not target or (agents and target == agents[-1]):
+            return None  # an agent following itself
+        if source and agents and source != agents[-1]:
+            agents.clear()  # control came back to the source by a path we did not see
+            state.span_ids.clear()
+        if not agents and source and source != target:
+            agents.append(source)
+            state.span_ids.append("")
+        agents.append(target)
+        state.span_ids.append(step.span_id)
+        period, closures = self._closures(agents)
+        if not period:
+            return None
+        action = Action.STOP if closures >= self.config.handoff_stop else Action.CONTINUE
+        cycle = list(agents)[-period - 1:]
+        spans = [s for s in list(state.span_ids)[-period * closures:] if s]
+        return self.evidence("HANDOFF_LOOP", action, "handoff", closures, {
+            "cycle": cycle, "cycles": closures, "repeats_span_ids": spans})
+
+    def _closures(self, agents: deque[str]) -> tuple[int, int]:
+        """Return (cycle length, closures in a row) of the cycle closed most often, or (0, 0).
+
+        A cycle of ``p`` agents has closed ``c`` times in a row when the last ``p * c + 1``
+        agents repeat with period ``p``; of equal counts, the shortest cycle wins.
+        """
+        seq = list(agents)
+        best = (0, 0)
+        for period in range(2, min(self.config.handoff_max_cycle, len(seq) - 1) + 1):
+            closures = (_periodic_suffix(seq, period) - 1) // period
+            if closures > best[1]:
+                best = (period, closures)
+        return best
+
+
+def _periodic_suffix(seq: list[str], period: int) -> int:
+    """Return the length of the longest suffix of ``seq`` with period ``period``."""
+    size = len(seq)
+    length = period  # any ``period`` items are periodic
+    while length < size and seq[size - 1 - length] == seq[size - 1 - length + period]:
+        length += 1
+    return min(length, size)

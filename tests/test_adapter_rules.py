@@ -1,0 +1,199 @@
+"""Envelope, error, non-call and handoff rules of the adapters, and template labels."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from otel_loopguard.adapters import (
+    attribute_value,
+    conversation_of,
+    prompt_template_of,
+    template_key_roots,
+    template_label,
+    to_event,
+)
+from otel_loopguard.adapters._build import tool_call_values
+from otel_loopguard.adapters._unwrap import unwrap_arguments, unwrap_result
+from otel_loopguard.signature import tool_signature
+from otel_loopguard.types import Handoff, SpanRecord, ToolCall
+
+INNER = json.dumps({"results": [], "request_id": "r-1"})
+
+
+def _span(attrs: dict[str, Any], name: str = "tool", status: int = 0) -> SpanRecord:
+    return SpanRecord(trace_id="0" * 32, span_id="1" * 16, parent_span_id=None, name=name,
+                      start_time_ns=1, end_time_ns=2, attributes=attrs, status_code=status)
+
+
+class TestArgumentEnvelopes:
+    @pytest.mark.parametrize(("raw", "expected"), [
+        ('{"args": [], "sanitize_inputs_outputs": true, "kwargs": {"q": "x"}}', {"q": "x"}),
+        ('{"kwargs": {"q": "x"}}', {"q": "x"}),
+        ('{"args": [1], "kwargs": {"q": "x"}}', {"q": "x", "args": [1]}),
+        ('{"tool_name": "search", "arguments": {"q": "x"}}', {"q": "x"}),
+        ('{"kwargs": {"q": "x"}, "other": 1}', {"kwargs": {"q": "x"}, "other": 1}),
+        ('{"tool_name": "search", "arguments": {"q": "x"}, "more": 1}',
+         {"tool_name": "search", "arguments": {"q": "x"}, "more": 1}),
+    ], ids=["smolagents", "llama-index", "positional", "mcp", "kwargs-among-others",
+            "mcp-shape-with-more"])
+    def test_envelopes_by_shape(self, raw: str, expected: Any) -> None:
+        """Only a value of exactly the envelope's shape is unwrapped."""
+        assert unwrap_arguments(raw) == expected
+
+
+class TestResultEnvelopes:
+    @pytest.mark.parametrize(("raw", "expected", "failed"), [
+        (json.dumps({"result": INNER}), INNER, False),
+        (json.dumps({"result": "boom", "is_error": True}), "boom", True),
+        (json.dumps([{"text": INNER}]), INNER, False),
+        (json.dumps([{"text": "a"}, {"text": "b"}]), ["a", "b"], False),
+        (json.dumps({"content": [{"type": "text", "text": INNER}], "isError": False}), INNER,
+         False),
+        (json.dumps({"content": [{"type": "text", "text": "no"}], "isError": True}), "no", True),
+        (json.dumps({"blocks": [{"text": INNER}], "tool_name": "s", "raw_input": {},
+                     "raw_output": INNER, "is_error": False}), INNER, False),
+        (INNER + "\n\n\nYou ONLY have access to the following tools, and should NEVER", INNER,
+         False),
+    ], ids=["adk", "openllmetry-mcp-error", "strands", "strands-two", "mcp", "mcp-error",
+            "llama-index", "crewai-reminder"])
+    def test_envelopes(self, raw: str, expected: Any, failed: bool) -> None:
+        """Each envelope opens to the tool's own answer and its failure flag."""
+        assert unwrap_result(raw) == (expected, failed)
+
+    @pytest.mark.parametrize("raw", [
+        json.dumps({"result": 1, "total": 2}),
+        json.dumps([{"text": "a", "score": 1}]),
+        json.dumps({"content": "plain"}),
+    ], ids=["result-among-others", "text-with-more", "content-not-blocks"])
+    def test_other_shapes_are_left_alone(self, raw: str) -> None:
+        """A tool's own result that merely contains such a key is kept whole."""
+        assert unwrap_result(raw) == (raw, False)
+
+
+class TestErrorRules:
+    @pytest.mark.parametrize("attrs", [
+        {"error.type": "tool_error"}, {"gen_ai.tool.status": "error"}],
+        ids=["error.type", "strands-status"])
+    def test_attributes_say_failed(self, attrs: dict[str, Any]) -> None:
+        """``error.type`` or Strands' ``gen_ai.tool.status`` fail a span whose status is UNSET."""
+        values = tool_call_values({"a": "{}", **attrs}, "a", "r", False, lambda: "why")
+        assert values[3] is True and values[4] == "why"
+
+    def test_adk_status_error_result(self) -> None:
+        """ADK's ``{"status": "error", "error_message": ...}`` is a structured error result."""
+        from otel_loopguard.signature import VolatileMatcher, analyze_result
+
+        info = analyze_result('{"status": "error", "error_message": "401 unauthorized"}',
+                              VolatileMatcher())
+        assert info.error == "401 unauthorized"
+
+
+class TestNonCallsAndHandoffTools:
+    def test_merged_tools(self) -> None:
+        """ADK's ``(merged tools)`` span is nothing."""
+        assert to_event(_span({"gen_ai.operation.name": "execute_tool",
+                               "gen_ai.tool.name": "(merged tools)"})) is None
+
+    def test_final_answer_of_smolagents_only(self) -> None:
+        """smolagents' final_answer is nothing; another framework's final_answer is a call."""
+        smol = {"openinference.span.kind": "TOOL", "tool.name": "final_answer",
+                "input.value": '{"args": [], "sanitize_inputs_outputs": true, "kwargs": {}}'}
+        other = {"openinference.span.kind": "TOOL", "tool.name": "final_answer",
+                 "input.value": '{"answer": "x"}'}
+        assert to_event(_span(smol)) is None
+        assert isinstance(to_event(_span(other)), ToolCall)
+
+    @pytest.mark.parametrize(("attrs", "source", "target"), [
+        ({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "transfer_to_agent",
+          "gen_ai.agent.name": "triage", "gen_ai.tool.call.arguments": '{"agent_name": "b"}'},
+         "triage", "b"),
+        ({"openinference.span.kind": "TOOL", "tool.name": "handoff",
+          "input.value": '{"kwargs": {"to_agent": "b", "ctx": "<C object at 0x7f12ab34>"}}'},
+         "", "b"),
+        ({"openinference.span.kind": "TOOL", "tool.name": "transfer_to_billing",
+          "agent.name": "triage", "input.value": "{}"}, "triage", "billing"),
+        ({"traceloop.span.kind": "tool", "traceloop.entity.name": "transfer_back_to_supervisor",
+          "traceloop.entity.input": "{}"}, "", "supervisor"),
+    ], ids=["adk", "llama-index", "langgraph", "langgraph-supervisor"])
+    def test_handoff_tools(self, attrs: dict[str, Any], source: str, target: str) -> None:
+        """A handoff tool's span is a handoff to its target, from the span's agent if named."""
+        event = to_event(_span(attrs))
+        assert isinstance(event, Handoff)
+        assert (event.from_agent, event.to_agent) == (source, target)
+
+    def test_handoff_tool_without_target_is_a_call(self) -> None:
+        """A ``handoff`` tool without ``to_agent`` is an ordinary call."""
+        attrs = {"openinference.span.kind": "TOOL", "tool.name": "handoff",
+                 "input.value": '{"ticket": 1}'}
+        assert isinstance(to_event(_span(attrs)), ToolCall)
+
+    def test_adk_legacy_schema(self) -> None:
+        """ADK's legacy schema keys are read, its ``{}`` placeholders are not content."""
+        legacy = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search",
+                  "gcp.vertex.agent.tool_call_args": '{"q": "x"}',
+                  "gcp.vertex.agent.tool_response": json.dumps({"result": INNER})}
+        call = to_event(_span(legacy))
+        assert isinstance(call, ToolCall)
+        assert call.arguments == '{"q": "x"}' and call.result == INNER
+        off = {**legacy, "gcp.vertex.agent.tool_call_args": "{}",
+               "gcp.vertex.agent.tool_response": "{}"}
+        call = to_event(_span(off))
+        assert isinstance(call, ToolCall) and not call.has_result and call.arguments is None
+
+
+class TestVolatileArguments:
+    def test_object_addresses_are_masked(self) -> None:
+        """Two reprs of the same kind of object sign the same; other values still count."""
+        def sig(address: str, to: str = "b") -> str:
+            return tool_signature("handoff", {"to_agent": to,
+                                              "ctx": f"<Context object at {address}>"})
+
+        assert sig("0x7fe8e312d650") == sig("0x7fe8e278b250")
+        assert sig("0x7fe8e312d650") != sig("0x7fe8e312d650", to="c")
+        assert tool_signature("t", {"v": "0x7fe8e312d650"}) != tool_signature(
+            "t", {"v": "0x7fe8e278b250"})
+
+
+class TestTemplates:
+    KEYS = ("gen_ai.prompt.name", "metadata.prompt_name", "llm.prompt_template.template")
+    VERSIONS = ("gen_ai.prompt.version", "metadata.prompt_version",
+                "llm.prompt_template.version")
+
+    def test_path_inside_a_json_attribute(self) -> None:
+        """``metadata.prompt_name`` reads the key inside the JSON attribute ``metadata``."""
+        attrs = {"metadata": '{"prompt_name": "support_triage", "prompt_version": "v3"}'}
+        assert prompt_template_of(attrs, self.KEYS, self.VERSIONS) == "support_triage@v3"
+        assert attribute_value({"metadata": {"a": {"b": 1}}}, "metadata.a.b") == 1
+        assert attribute_value({"metadata.a": 2, "metadata": '{"a": 3}'}, "metadata.a") == 2
+        assert attribute_value({"metadata": "not json {"}, "metadata.a") is None
+
+    def test_template_text_label(self) -> None:
+        """Text gets its first words and a hash, bounded; two texts, two labels."""
+        text = "You are support triage. Answer the customer's question: {question}"
+        label = prompt_template_of({"llm.prompt_template.template": text}, self.KEYS,
+                                   self.VERSIONS)
+        assert label is not None and label.startswith("tpl-you-are-support-triage-")
+        assert text not in label and len(label) <= 37
+        assert template_label(text) != template_label(text + " Be brief.")
+        assert len(template_label("x" * 10_000)) <= 37
+        assert template_label("!!!").startswith("tpl-") and len(template_label("!!!")) == 12
+
+    def test_a_name_with_spaces_is_text(self) -> None:
+        """A name key whose value is no name (spaces) is labelled like text."""
+        label = prompt_template_of({"gen_ai.prompt.name": "Support triage prompt"},
+                                   self.KEYS, self.VERSIONS)
+        assert label is not None and label.startswith("tpl-support-triage-prompt-")
+
+    def test_key_roots(self) -> None:
+        """The attributes to look for: each key and the root of each path key."""
+        roots = template_key_roots(["gen_ai.prompt.name", "metadata.prompt_name"])
+        assert {"gen_ai.prompt.name", "metadata.prompt_name", "metadata", "gen_ai",
+                "gen_ai.prompt"} == roots
+
+    def test_conversation_path(self) -> None:
+        """Conversation keys may be paths too."""
+        attrs = {"metadata": '{"session_id": "s-1"}'}
+        assert conversation_of(attrs, ["session.id", "metadata.session_id"]) == "s-1"
