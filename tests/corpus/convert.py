@@ -255,9 +255,10 @@ def _mini_assistant_turn(message: dict[str, Any], following: list[dict[str, Any]
         turn.calls.append(call)
     if not turn.calls:
         blocks = _BASH_BLOCK.findall(str(message.get("content") or ""))
-        if len(blocks) == 1 and following and following[0].get("role") == "user":
+        if len(blocks) == 1:
             call = Call("bash", {"command": blocks[0].strip()}, "")
-            _fill_result(call, following[0])
+            if following and following[0].get("role") == "user":
+                _fill_result(call, following[0])
             turn.calls.append(call)
         else:
             turn.rejected = f"{len(blocks)} actions"
