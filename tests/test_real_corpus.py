@@ -14,24 +14,23 @@ import gzip
 import json
 
 import pytest
-
 from corpus import convert
 from corpus.figures import corpus_figures, format_table
 
-MIN_RUNS = 5
+MIN_RUNS = 10
 MAX_FALSE_POSITIVES = 2
 """Healthy runs a loop detector may flag (now: 1) before the test fails."""
 MAX_MISSED_LOOPS = 1
-"""Loop runs no loop detector may miss (now: 0) before the test fails."""
+"""Loop runs no loop detector may miss (now: 0 of 0) before the test fails."""
 MAX_REPLAN_OR_STOP_ON_HEALTHY = 1
 """Healthy runs that may reach replan or stop (now: 0)."""
 
 
 @pytest.fixture(scope="module")
-def figures():  # noqa: ANN201 - test fixture
+def figures():
     """Replay the corpus once for the module."""
     result = corpus_figures()
-    print("\n" + format_table(result))  # noqa: T201 - the figures are the point of the test
+    print("\n" + format_table(result))
     return result
 
 
@@ -52,16 +51,16 @@ def test_every_run_has_provenance_a_label_and_a_reason() -> None:
         assert meta["path"] and meta["license"] and len(meta["reason"]) > 10, run
 
 
-def test_false_positives_stay_within_bound(figures) -> None:  # noqa: ANN001
+def test_false_positives_stay_within_bound(figures) -> None:
     assert len(figures.false_positives) <= MAX_FALSE_POSITIVES, format_table(figures)
     assert figures.counts()["replan_or_stop_on_healthy"] <= MAX_REPLAN_OR_STOP_ON_HEALTHY
 
 
-def test_loops_are_caught_within_bound(figures) -> None:  # noqa: ANN001
+def test_loops_are_caught_within_bound(figures) -> None:
     assert len(figures.missed) <= MAX_MISSED_LOOPS, format_table(figures)
 
 
-def test_every_labelled_run_was_replayed(figures) -> None:  # noqa: ANN001
+def test_every_labelled_run_was_replayed(figures) -> None:
     labels = json.loads(convert.LABELS.read_text())
     assert {o.run for o in figures.outcomes} == set(labels)
     for outcome in figures.outcomes:
@@ -78,7 +77,7 @@ def test_extract_errors_name_the_line() -> None:
         convert.parse_extract(header + "---\nbash ls\n", "x.txt")
 
 
-def test_raw_mini_swe_agent_and_swe_agent_files_convert(tmp_path) -> None:  # noqa: ANN001
+def test_raw_mini_swe_agent_and_swe_agent_files_convert(tmp_path) -> None:
     mini = {"messages": [
         {"role": "system", "content": "s"},
         {"role": "assistant", "content": "THOUGHT: look\n\n```bash\nls -la\n```"},

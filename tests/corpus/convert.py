@@ -61,7 +61,8 @@ OUTPUT = HERE / "runs.jsonl.gz"
 LABELS = HERE / "labels.json"
 
 _STEP_NS = 1_000_000_000  # one second per span: ordering is what matters, not durations
-_RESULT_RE = re.compile(r"^(?P<id>o\d+|empty)(?:\s+rc=(?P<rc>-?\d+))?(?:\s+err=\"(?P<err>[^\"]*)\")?$")
+_RESULT_RE = re.compile(
+    r"^(?P<id>o\d+|empty)(?:\s+rc=(?P<rc>-?\d+))?(?:\s+err=\"(?P<err>[^\"]*)\")?$")
 _HEADER_KEYS = ("run", "source", "path", "commit", "license", "agent", "model", "label", "reason")
 
 
@@ -379,12 +380,12 @@ def load_extracts(directory: Path = EXTRACTS) -> list[Run]:
 
 def write_runs(runs: Iterable[Run], out: Path) -> int:
     """Write the runs as OTLP/JSON lines (gzip when ``out`` ends with .gz); return the count."""
-    opener = gzip.open if out.suffix == ".gz" else open
-    count = 0
-    with opener(out, "wt", encoding="utf-8") as handle:  # type: ignore[operator]
-        for count, run in enumerate(runs, 1):
-            handle.write(json.dumps(run_to_otlp(run, count), separators=(",", ":")) + "\n")
-    return count
+    lines = [json.dumps(run_to_otlp(run, index), separators=(",", ":")) + "\n"
+             for index, run in enumerate(runs, 1)]
+    data = "".join(lines).encode()
+    # mtime=0 keeps the archive byte-for-byte stable when the extracts have not changed
+    out.write_bytes(gzip.compress(data, mtime=0) if out.suffix == ".gz" else data)
+    return len(lines)
 
 
 def labels_json(runs: Iterable[Run]) -> str:
