@@ -1,0 +1,100 @@
+"""The loop detectors on runs of real agents, converted from public trajectories.
+
+The corpus (tests/corpus, see its README) holds real runs, each labelled ``loop`` or
+``healthy`` by reading the trajectory. The test replays all of them through the engine of
+``otel-loopguard check`` at default settings, prints precision and recall per source and
+overall, and fails when the figures fall below what the current code achieves. The bounds
+leave one run of slack; re-tighten them after a detector change that moves them (the printed
+table says where they are now).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+from corpus import convert
+from corpus.figures import corpus_figures, format_table
+
+MIN_RUNS = 25
+MAX_FALSE_POSITIVES = 3
+"""Healthy runs a loop detector may flag (now: 2) before the test fails."""
+MAX_MISSED_LOOPS = 5
+"""Loop runs no loop detector may miss (now: 4 of 13) before the test fails."""
+MAX_REPLAN_OR_STOP_ON_HEALTHY = 2
+"""Healthy runs that may reach replan or stop (now: 1)."""
+
+
+@pytest.fixture(scope="module")
+def figures():
+    """Replay the corpus once for the module."""
+    result = corpus_figures()
+    print("\n" + format_table(result))
+    return result
+
+
+def test_the_stored_traces_are_the_conversion_of_the_extracts() -> None:
+    runs = convert.load_extracts()
+    with gzip.open(convert.OUTPUT, "rt", encoding="utf-8") as handle:
+        stored = [json.loads(line) for line in handle]
+    assert stored == [convert.run_to_otlp(run, index) for index, run in enumerate(runs, 1)]
+    assert json.loads(convert.LABELS.read_text()) == json.loads(convert.labels_json(runs))
+
+
+def test_every_run_has_provenance_a_label_and_a_reason() -> None:
+    labels = json.loads(convert.LABELS.read_text())
+    assert len(labels) >= MIN_RUNS
+    for run, meta in labels.items():
+        assert meta["label"] in ("loop", "healthy"), run
+        assert meta["source"].count("/") == 1, run
+        assert meta["path"] and meta["license"] and len(meta["reason"]) > 10, run
+
+
+def test_false_positives_stay_within_bound(figures) -> None:
+    assert len(figures.false_positives) <= MAX_FALSE_POSITIVES, format_table(figures)
+    assert figures.counts()["replan_or_stop_on_healthy"] <= MAX_REPLAN_OR_STOP_ON_HEALTHY
+
+
+def test_loops_are_caught_within_bound(figures) -> None:
+    assert len(figures.missed) <= MAX_MISSED_LOOPS, format_table(figures)
+
+
+def test_every_labelled_run_was_replayed(figures) -> None:
+    labels = json.loads(convert.LABELS.read_text())
+    assert {o.run for o in figures.outcomes} == set(labels)
+    for outcome in figures.outcomes:
+        assert outcome.tool_calls == labels[outcome.run]["tool_calls"], outcome.run
+
+
+def test_extract_errors_name_the_line() -> None:
+    text = "run x\n---\nbash ls => o1\n"
+    with pytest.raises(ValueError, match=r"x.txt: missing header"):
+        convert.parse_extract(text, "x.txt")
+    header = "".join(f"{key} v\n" for key in ("run", "source", "path", "commit", "license",
+                                                "agent", "model", "reason")) + "label loop\n"
+    with pytest.raises(ValueError, match=r"x.txt:11: a call needs"):
+        convert.parse_extract(header + "---\nbash ls\n", "x.txt")
+
+
+def test_raw_mini_swe_agent_and_swe_agent_files_convert(tmp_path) -> None:
+    mini = {"messages": [
+        {"role": "system", "content": "s"},
+        {"role": "assistant", "content": "THOUGHT: look\n\n```bash\nls -la\n```"},
+        {"role": "user", "content": "<returncode>0</returncode>\n<output>\na\n</output>"},
+        {"role": "assistant", "content": "no command here"},
+        {"role": "user", "content": "Please always provide EXACTLY ONE action"},
+        {"role": "assistant", "content": "run\n\n```bash\npytest -q\n```"},
+        {"role": "user", "content": "<returncode>1</returncode>\n<output>\nF\n</output>"}]}
+    swe = {"trajectory": [
+        {"action": "open a.py\n", "observation": "[File: a.py]"},
+        {"action": "edit 1:1\nx\nend_of_edit\n",
+         "observation": "Your changes have NOT been applied. Please fix your edit"}]}
+    (tmp_path / "m.traj.json").write_text(json.dumps(mini))
+    (tmp_path / "s.traj").write_text(json.dumps(swe))
+    [m_run] = convert.parse_raw(tmp_path / "m.traj.json")
+    [s_run] = convert.parse_raw(tmp_path / "s.traj")
+    assert [t.rejected for t in m_run.turns] == [None, "0 actions", None]
+    assert [c.arguments["command"] for t in m_run.turns for c in t.calls] == ["ls -la", "pytest -q"]
+    assert [c.error for t in m_run.turns for c in t.calls] == [None, "exit code 1"]
+    assert [c.error for t in s_run.turns for c in t.calls] == [None, "edit not applied"]
