@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from otel_loopguard.checker import Checker
 from otel_loopguard.config import LoopGuardConfig
-from otel_loopguard.tracefile import iter_spans
+from otel_loopguard.replay.checker import Checker
+from otel_loopguard.replay.tracefile import iter_spans
 from otel_loopguard.types import Action
 
 HERE = Path(__file__).resolve().parent
