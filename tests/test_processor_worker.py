@@ -152,3 +152,26 @@ def test_a_forked_child_gets_its_own_worker() -> None:
     assert status == 0
     assert out == repr([None, None, "warn", None])
     provider.shutdown()
+
+
+def test_open_spans_the_app_never_ends_are_bounded_by_age_and_count() -> None:
+    """Spans started and never ended are forgotten past the run TTL, and past max_open, at a
+    constant cost: the table keeps start order, so the oldest is always first."""
+    from otel_loopguard.processor._live import LiveSpans
+
+    class Open:
+        def __init__(self, start_time: int) -> None:
+            self.start_time = start_time
+
+    import time
+
+    now = time.time_ns()
+    live = LiveSpans(max_open=1000, max_age_seconds=60)
+    for i in range(500):  # started two minutes ago and never ended
+        live.add(i, Open(now - 120 * 10**9 + i))
+    assert len(live) == 0  # each start forgets the ones older than the age bound
+    live.add(10_000, Open(now))
+    assert list(live.spans) == [10_000]
+    for i in range(2000):
+        live.add(20_000 + i, Open(now))
+    assert len(live) == 1000 and next(iter(live.spans)) == 21_000  # the newest 1,000

@@ -130,9 +130,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
             ttl_seconds=self.config.run_ttl_seconds, clock=clock, on_evict=self._evicted)
         if self.metrics is not None:
             self.metrics.track_open_runs(self.store.__len__)
-        self.live = LiveSpans()
-        self._open = self.live.spans  # the hooks touch the dict directly: they run per span
-        self._max_open = self.live.max_open
+        self.live = LiveSpans(max_age_seconds=self.config.run_ttl_seconds)
+        self._open = self.live.spans  # on_end pops from the table directly: it runs per span
         self._trace_runs: OrderedDict[int, str] = OrderedDict()
         self._trace_lock = threading.Lock()
         self._mode = self.config.mode
@@ -168,10 +167,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 span_id, name = span._context[1], span._name  # type: ignore[index]
             except AttributeError:
                 span_id, name = span.context.span_id, span.name
-            open_spans = self._open
-            open_spans[span_id] = span
-            if len(open_spans) > self._max_open:
-                self.live.trim()
+            self.live.add(span_id, span)
             agent = self._agent_names.get(name)  # one lookup: span names repeat
             if agent is None:
                 agent = self._is_agent_name(name)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any, Final
 
@@ -13,40 +15,60 @@ from otel_loopguard.otlp._reference import raw_attributes
 __all__ = ["MAX_DEPTH", "LiveSpans"]
 
 _MAX_OPEN: Final = 100_000
+_DEFAULT_MAX_AGE_SECONDS: Final = 3600.0
 MAX_DEPTH: Final = MAX_ANCESTRY
 """How far ``ancestors`` walks up (a cycle or a very deep tree stops there)."""
 
 
 class LiveSpans:
-    """Open spans by span id (bounded: the oldest are forgotten past ``max_open``).
+    """Open spans by span id, bounded by count (``max_open``) and by age (``max_age_seconds``).
 
-    Thread-safe for the operations used: single dict stores, pops and reads, which are atomic
-    in CPython; a walk that races with an ending span just stops early.
+    Spans are kept in start order, so the oldest is always first: a span the application never
+    ends is forgotten once it is older than ``max_age_seconds`` (the run TTL: its run is gone by
+    then) or when ``max_open`` newer ones have started, at a constant cost per start.
+
+    Thread-safe for the operations used: single ``OrderedDict`` stores, pops and reads, which
+    are atomic in CPython; a walk that races with an ending span just stops early.
     """
 
-    def __init__(self, max_open: int = _MAX_OPEN) -> None:
+    def __init__(self, max_open: int = _MAX_OPEN,
+                 max_age_seconds: float = _DEFAULT_MAX_AGE_SECONDS) -> None:
         """Create an empty table."""
-        self.spans: dict[int, Any] = {}
+        self.spans: OrderedDict[int, Any] = OrderedDict()
         self.max_open = max_open
+        self._max_age_ns = int(max_age_seconds * 1e9)
 
     def __len__(self) -> int:
         """Return how many spans are open."""
         return len(self.spans)
 
-    def add(self, span: Any) -> None:
-        """Remember an open span."""
+    def add(self, span_id: int, span: Any) -> None:
+        """Remember an open span; forget the oldest ones past the count or age bound."""
         spans = self.spans
-        spans[span.context.span_id] = span
+        spans[span_id] = span
         if len(spans) > self.max_open:
-            with contextlib.suppress(KeyError, StopIteration, RuntimeError):
-                del spans[next(iter(spans))]
+            self._forget_oldest()
+        try:
+            oldest = next(iter(spans.values()), None)
+        except RuntimeError:  # another thread changed the table meanwhile: look next time
+            return
+        started = getattr(oldest, "start_time", None)
+        if started is not None and time.time_ns() - started > self._max_age_ns:
+            self._forget_older_than(time.time_ns() - self._max_age_ns)
 
-    def trim(self) -> None:
-        """Forget the oldest open spans beyond ``max_open``."""
+    def _forget_oldest(self) -> None:
+        with contextlib.suppress(KeyError):
+            while len(self.spans) > self.max_open:
+                self.spans.popitem(last=False)
+
+    def _forget_older_than(self, limit_ns: int) -> None:
         spans = self.spans
-        while len(spans) > self.max_open:
-            with contextlib.suppress(KeyError, StopIteration, RuntimeError):
-                del spans[next(iter(spans))]
+        with contextlib.suppress(KeyError, RuntimeError):
+            while spans:
+                started = getattr(next(iter(spans.values())), "start_time", None)
+                if started is None or started >= limit_ns:
+                    return
+                spans.popitem(last=False)
 
     def remove(self, span_id: int) -> None:
         """Forget an ended span."""
