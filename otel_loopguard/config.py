@@ -10,7 +10,7 @@ import os
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Final, Literal
 
@@ -20,13 +20,20 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 from otel_loopguard import environment_variables as _env
-from otel_loopguard._config_fields import FIELDS, TOOL_THRESHOLDS, FieldRule, parse_env_value
+from otel_loopguard._config_fields import (
+    FIELDS,
+    TOOL_KINDS,
+    TOOL_THRESHOLDS,
+    FieldRule,
+    parse_env_value,
+)
 from otel_loopguard.exceptions import ConfigError
 
 __all__ = ["LoopGuardConfig", "ToolKind", "ToolOverride"]
 
 ToolKind = Literal["read", "mutating", "poll", "exempt", "default"]
-_TOOL_KINDS: Final = ("read", "mutating", "poll", "exempt", "default")
+_TOOL_KINDS: Final = TOOL_KINDS
+_TOOL_FLAGS: Final = ("shell", "editor")
 _ENV_PREFIX: Final = "LOOPGUARD_"
 _IMPORT_PATH: Final = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 """``module:function`` (dotted names on both sides), the form of ``near_duplicate_embedder``."""
@@ -34,12 +41,20 @@ _IMPORT_PATH: Final = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolOverride:
-    """Per-tool settings: a kind and any threshold of ``LoopGuardConfig``."""
+    """Per-tool settings: a kind, how its calls are read, and any threshold of the config."""
 
     kind: ToolKind | None = None
-    """``read``, ``mutating``, ``poll``, ``exempt`` or ``default``; None keeps the inferred kind."""
+    """``read``, ``mutating``, ``poll``, ``exempt`` or ``default``; None keeps the inferred kind.
+
+    A kind set here wins over everything, including the per-call kinds of shell tools."""
     thresholds: Mapping[str, Any] = field(default_factory=dict)
     """Threshold name → value, e.g. ``{"stagnation_warn": 5}``."""
+    shell: bool | None = None
+    """True: calls are shell commands, classified per call; False: never (even when listed in
+    ``shell_tools`` or named like a command); None: as ``shell_tools`` says."""
+    editor: bool | None = None
+    """True: calls are editor calls, classified by their subcommand; False: never; None: as
+    ``editor_tools`` says."""
 
 
 def _defaults() -> dict[str, Any]:
@@ -163,10 +178,9 @@ class LoopGuardConfig:
         base = cls.from_file(path) if path else cls()
         values = {**base.values, **_env_values(env), **overrides}
         tools: dict[str, Any] = dict(base.tools)
-        for tool, override in _env_tools(env).items():  # env sets the kind, keeps thresholds
+        for tool, override in _env_tools(env).items():  # env sets the kind, keeps the rest
             kept = base.tools.get(tool)
-            tools[tool] = ToolOverride(kind=override.kind,
-                                       thresholds=kept.thresholds if kept else {})
+            tools[tool] = replace(kept, kind=override.kind) if kept else override
         tools.update(overrides.pop("tools", {}))
         values.pop("tools", None)
         return cls(values=values, tools=tools)
@@ -215,20 +229,28 @@ def _check_ladders(values: dict[str, Any], prefix: str = "",
 def _validate_tool(tool: str, value: Any) -> ToolOverride:
     if isinstance(value, ToolOverride):
         kind, thresholds = value.kind, dict(value.thresholds)
+        flags = {"shell": value.shell, "editor": value.editor}
     elif isinstance(value, Mapping):
         thresholds = dict(value)
         kind = thresholds.pop("kind", None)
+        flags = {name: thresholds.pop(name, None) for name in _TOOL_FLAGS}
     else:
         raise ConfigError(f"tools.{tool} must be a table, got {type(value).__name__}")
     if kind is not None and kind not in _TOOL_KINDS:
         raise ConfigError(f"tools.{tool}.kind must be one of {_TOOL_KINDS}, got {kind!r}")
+    for name, flag in flags.items():
+        if flag is not None and not isinstance(flag, bool):
+            raise ConfigError(f"tools.{tool}.{name} must be true or false, got {flag!r}")
+    if flags["shell"] and flags["editor"]:
+        raise ConfigError(f"tools.{tool}: shell and editor cannot both be true")
     checked: dict[str, Any] = {}
     for name, item in thresholds.items():
         if name not in TOOL_THRESHOLDS:
             raise ConfigError(f"tools.{tool}: unknown setting {name!r}; per-tool settings are "
-                              f"kind and {', '.join(sorted(TOOL_THRESHOLDS))}")
+                              f"kind, shell, editor and {', '.join(sorted(TOOL_THRESHOLDS))}")
         checked[name] = FIELDS[name].check(f"tools.{tool}.{name}", item)
-    return ToolOverride(kind=kind, thresholds=checked)
+    return ToolOverride(kind=kind, thresholds=checked, shell=flags["shell"],
+                        editor=flags["editor"])
 
 
 def _env_values(environ: Mapping[str, str]) -> dict[str, Any]:
