@@ -9,11 +9,13 @@ it anyway. The caller bounds the text it passes (``kinds.MAX_COMMAND_CHARS``).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator, Mapping
 from typing import Final
 
 from otel_loopguard._command_table import (
+    DEFAULT_COMMAND_KINDS,
     IGNORED_WORDS,
     KEYWORDS,
     MODULE_RUNNERS,
@@ -22,7 +24,7 @@ from otel_loopguard._command_table import (
     WRAPPERS,
 )
 
-__all__ = ["RANK", "Rule", "ShellReader", "compile_rules"]
+__all__ = ["RANK", "Index", "Rule", "ShellReader", "all_rules", "compile_rules", "default_rules"]
 
 RANK: Final[Mapping[str, int]] = {"exempt": 0, "read": 1, "poll": 2, "default": 3, "mutating": 4}
 """How kinds combine over the commands of a line: the highest wins."""
@@ -31,26 +33,34 @@ Rule = tuple[tuple[str, ...], tuple[str, ...], str]
 """(subcommand words, options that must be present, kind) of one table key."""
 
 _TOKEN: Final = re.compile(r"""
-    (?P<sp>[ \t\r\f\v]+)
-  | (?P<nl>\n)
-  | (?P<comment>\#[^\n]*)
-  | (?P<redir>\d*(?:>>|>\||>&|<<<|<<-|<<|<>|<&|>|<)|&>>?)
-  | (?P<op>&&|\|\||;;&?|;&|\|&|[;&|()])
-  | (?P<word>(?:[^\s'"\\;&|()<>]+|'[^']*'?|"(?:[^"\\]|\\.)*"?|\\.?)+)
+    [ \t\r\f\v]*                       # blanks before a token are part of its match
+    (?:
+      (?P<nl>\n)
+    | (?P<comment>\#[^\n]*)
+    | (?P<redir>\d*(?:>>|>\||>&|<<<|<<-|<<|<>|<&|>|<)|&>>?)
+    | (?P<op>&&|\|\||;;&?|;&|\|&|[;&|()])
+    | (?P<word>(?:[^\s'"\\;&|()<>]+|'[^']*'?|"[^"\\]*(?:\\.[^"\\]*)*"?|\\.?)+)
+    )
 """, re.VERBOSE | re.DOTALL)
-_UNQUOTE: Final = re.compile(r"""'([^']*)'?|"((?:[^"\\]|\\.)*)"?|\\(.?)""", re.DOTALL)
+_UNQUOTE: Final = re.compile(r"""'([^']*)'?|"([^"\\]*(?:\\.[^"\\]*)*)"?|\\(.?)""", re.DOTALL)
 _DQ_ESCAPE: Final = re.compile(r"""\\([$`"\\\n])""")
 _HEREDOC: Final = re.compile(r"""(?<!<)<<(?!<)(-?)[ \t]*(?:'([^'\n]*)'|"([^"\n]*)"|\\?([\w.-]+))""")
 _ASSIGNMENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^]]*\])?\+?=")
 _VERSIONED: Final = re.compile(r"(python|pip|pypy)[0-9.]*")
 _SHORT_GROUP: Final = re.compile(r"-[A-Za-z]+")
+_PATH_LIKE: Final = re.compile(r"[^\s-]\S{0,1023}")
 _WRITES: Final = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
 _HEADERS: Final = frozenset({"for", "select", "case", "function", "coproc"})
 _VERSION_ARGS: Final = (["--version"], ["-V"], ["-v"], ["--help"], ["-h"])
 _EXEC_OPTIONS: Final = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 _GLOBAL_VALUE_OPTIONS: Final[Mapping[str, frozenset[str]]] = {
     "git": frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace"}),
+    "python": frozenset({"-c", "-W", "-X"}),
+    "node": frozenset({"-e", "--eval", "-p", "--print", "-r", "--require"}),
+    "perl": frozenset({"-e", "-E"}),
+    "ruby": frozenset({"-e"}),
 }
+"""Options whose value is not an argument (``git -C dir``, ``python -c CODE``)."""
 _MAX_NESTING: Final = 32
 """Open parentheses tracked; deeper ones just split commands."""
 _MAX_DEPTH: Final = 2
@@ -62,24 +72,68 @@ Outcome = tuple[str | None, str | None]
 """(kind or None when nothing runs, target or None)."""
 
 
-def compile_rules(table: Mapping[str, str]) -> dict[str, list[Rule]]:
-    """Return the table as command word → rules, the most specific first.
+Index = dict[str, list[Rule]]
+"""The rules of one command word by first subcommand, each list the most specific first.
+
+``index[""]`` holds the rules without a subcommand; ``index["diff"]`` those starting with
+``diff`` followed by those without a subcommand, so a lookup reads one short list.
+"""
+
+
+def compile_rules(table: Mapping[str, str],
+                  base: Mapping[str, Index] | None = None) -> dict[str, Index]:
+    """Return the table as command word → :data:`Index`.
 
     A key's words after the first are subcommands (``git diff``) and options (``sed -i``); its
-    first word counts by its command name (``./deploy.sh`` is ``deploy.sh``).
+    first word counts by its command name (``./deploy.sh`` is ``deploy.sh``). Entries of
+    ``table`` replace the rules of ``base`` with the same key.
     """
-    rules: dict[str, list[Rule]] = {}
+    buckets: dict[str, dict[tuple[tuple[str, ...], tuple[str, ...]], str]] = {}
     for key, kind in table.items():
         first, *rest = key.split()
         word = _name(first)
-        subs = tuple(r for r in rest if not r.startswith("-"))
-        options = tuple(r for r in rest if r.startswith("-"))
-        bucket = rules.setdefault(word, [])
-        bucket[:] = [r for r in bucket if (r[0], r[1]) != (subs, options)]
-        bucket.append((subs, options, kind))
-    for bucket in rules.values():
-        bucket.sort(key=lambda rule: -(len(rule[0]) + len(rule[1])))  # stable: table order
+        bucket = buckets.get(word)
+        if bucket is None:
+            old = base.get(word) if base is not None else None
+            bucket = buckets[word] = {(subs, options): k for subs, options, k in _flat(old)}
+        bucket[(tuple(r for r in rest if not r.startswith("-")),
+                tuple(r for r in rest if r.startswith("-")))] = kind
+    rules = dict(base) if base is not None else {}
+    for word, bucket in buckets.items():
+        rules[word] = _index([(subs, options, kind) for (subs, options), kind in bucket.items()])
     return rules
+
+
+def _index(rules: list[Rule]) -> Index:
+    """Return ``rules`` indexed by first subcommand, the most specific first (stable)."""
+    def specific_first(group: list[Rule]) -> list[Rule]:
+        return sorted(group, key=lambda rule: -(len(rule[0]) + len(rule[1])))
+
+    plain = [r for r in rules if not r[0]]
+    index = {"": specific_first(plain)}
+    for sub in {r[0][0] for r in rules if r[0]}:
+        index[sub] = specific_first([r for r in rules if r[0][:1] == (sub,)] + plain)
+    return index
+
+
+def _flat(index: Index | None) -> list[Rule]:
+    """Return the rules of an :data:`Index`, each once."""
+    if not index:
+        return []
+    return [r for key, group in index.items() for r in group if (r[0][0] if r[0] else "") == key]
+
+
+def all_rules(rules: Mapping[str, Index]) -> Iterator[tuple[str, Rule]]:
+    """Yield (command word, rule) for every rule."""
+    for word, index in rules.items():
+        for rule in _flat(index):
+            yield word, rule
+
+
+@functools.cache
+def default_rules() -> Mapping[str, Index]:
+    """Return the built-in table, compiled once."""
+    return compile_rules(DEFAULT_COMMAND_KINDS)
 
 
 def strip_heredocs(text: str) -> str:
@@ -127,14 +181,13 @@ def segments(text: str) -> Iterator[Segment]:
     around it goes on after the closing parenthesis.
     """
     splitter = _Splitter()
-    for match in _TOKEN.finditer(text):
-        group = match.lastgroup
-        if group == "word":
-            splitter.word(unquote(match.group()))
-        elif group == "redir":
-            splitter.redirect = match.group()
-        elif group in ("op", "nl"):
-            done = splitter.operator(match.group())
+    for newline, _comment, redirect, operator, word in _TOKEN.findall(text):  # C-level scan
+        if word:
+            splitter.word(unquote(word))
+        elif redirect:
+            splitter.redirect = redirect
+        elif operator or newline:
+            done = splitter.operator(operator or newline)
             if done is not None:
                 yield done
     yield from splitter.finish()
@@ -213,14 +266,13 @@ def _has_option(args: list[str], option: str) -> bool:
 
 def _path_like(word: str) -> bool:
     """Return True for a word that can name a file, URL or id (not an option, a count, text)."""
-    return 0 < len(word) <= 1024 and not word.startswith("-") and not word.isdigit() and not any(
-        c.isspace() for c in word)
+    return _PATH_LIKE.fullmatch(word) is not None and not word.isdigit()
 
 
 class ShellReader:
     """Classifies command lines with a compiled command table. Thread-safe (no mutable state)."""
 
-    def __init__(self, rules: Mapping[str, list[Rule]]) -> None:
+    def __init__(self, rules: Mapping[str, Index]) -> None:
         """Bind to ``rules`` (from :func:`compile_rules`)."""
         self._rules = rules
 
@@ -278,9 +330,10 @@ class ShellReader:
             return special
         if name == "tar" and args and not args[0].startswith("-"):
             args = ["-" + args[0], *args[1:]]  # old-style options: tar tzf
-        matched = self._match(name, args)
+        positional = _positional(name, args)
+        matched = self._match(name, args, positional)
         kind, used = matched if matched is not None else ("default", 0)
-        positional = [a for a in _positional(name, args)[used:] if _path_like(a)]
+        positional = [a for a in positional[used:] if _path_like(a)]
         if kind not in ("default", "poll"):
             return kind, positional[-1] if positional else None
         if "/" in word and matched is None:
@@ -316,17 +369,19 @@ class ShellReader:
         paths = [a for a in args if _path_like(a) and not a.startswith("-")]
         return kind, paths[0] if paths else None
 
-    def _match(self, name: str, args: list[str],
+    def _match(self, name: str, args: list[str], positional: list[str] | None = None,
                specific_only: bool = False) -> tuple[str, int] | None:
         """Return (kind, subcommand words used) of the most specific rule of ``name``."""
-        rules = self._rules.get(name)
-        if not rules:
+        index = self._rules.get(name)
+        if not index:
             return None
-        positional = _positional(name, args)
-        for subs, options, kind in rules:
+        if positional is None:
+            positional = _positional(name, args)
+        group = index.get(positional[0], index[""]) if positional else index[""]
+        for subs, options, kind in group:
             if specific_only and not subs and not options:
                 continue
-            if tuple(positional[:len(subs)]) == subs and all(
+            if (not subs or tuple(positional[:len(subs)]) == subs) and all(
                     _has_option(args, o) for o in options):
                 return kind, len(subs)
         return None

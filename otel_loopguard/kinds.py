@@ -27,12 +27,14 @@ Other tools get None from :meth:`CallKindClassifier.kind`: the engine then infer
 from the name once and caches it, so they cost nothing more per call.
 
 Cost: a command line is read once, up to :data:`MAX_COMMAND_CHARS` characters (a write beyond
-them is not seen); the (kind, target) of the last 512 command texts is cached, so a loop
-repeating its command pays a dictionary lookup.
+them is not seen); the (kind, target) of the last 512 command texts, and of the last 512
+argument texts up to 8,192 characters, is cached, so a loop repeating its command pays a
+dictionary lookup.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from collections.abc import Mapping
@@ -47,7 +49,7 @@ from otel_loopguard._command_table import (
     SHELLS,
     WRAPPERS,
 )
-from otel_loopguard._shell import ShellReader, compile_rules
+from otel_loopguard._shell import Index, ShellReader, all_rules, compile_rules, default_rules
 from otel_loopguard.config import LoopGuardConfig
 
 __all__ = ["DEFAULT_COMMAND_KINDS", "MAX_COMMAND_CHARS", "CallKindClassifier", "CallMode"]
@@ -58,6 +60,8 @@ MAX_COMMAND_CHARS: Final = 4096
 """Characters of a command line that are read (the start of a long heredoc script is enough)."""
 
 _CACHE_MAX: Final = 512
+_MAX_KEY_CHARS: Final = 2 * MAX_COMMAND_CHARS
+"""Argument texts up to this long are cache keys as they are (the span's JSON text)."""
 _MODE_CACHE_MAX: Final = 4096
 _MAX_JSON_CHARS: Final = 1 << 20
 """JSON argument texts longer than this are not parsed (the call keeps its tool's kind)."""
@@ -77,8 +81,8 @@ _READ_NAME_PREFIXES: Final = ("view", "read", "open", "show")
 _NOT_COMMAND_TOOLS: Final = frozenset({
     "test", "[", "[[", "file", "type", "info", "help", "open", "view", "read", "find", "join",
     "sort", "install", "create", "edit", "insert", "append", "service", "expr", "echo", "date",
-    "wait", "watch", "sleep"})
-"""Command words too common as plain tool names to be read as shell calls."""
+    "wait", "watch", "sleep", "python", "pypy", "node", "ruby", "perl", "php", "deno", "bun"})
+"""Command words too common as plain tool names, or interpreters whose arguments are code."""
 _PATCH_FILE: Final = re.compile(
     r"^(?:\*\*\* (?:Update|Add|Delete) File: |\+\+\+ (?:b/)?)(\S+)", re.MULTILINE)
 _MAX_TARGET_CHARS: Final = 512
@@ -96,17 +100,19 @@ class CallKindClassifier:
     def __init__(self, config: LoopGuardConfig | None = None) -> None:
         """Compile the command table (built-in entries, then ``command_kinds`` on top)."""
         self._config = config = config or LoopGuardConfig()
-        table = {**DEFAULT_COMMAND_KINDS, **(config.command_kinds or {})}
-        self._reader = ShellReader(compile_rules(table))
+        rules = compile_rules(config.command_kinds, default_rules()) if config.command_kinds \
+            else default_rules()
+        self._reader = ShellReader(rules)
         self._shell_tools = frozenset(t.lower() for t in config.shell_tools)
         self._editor_tools = frozenset(t.lower() for t in config.editor_tools)
-        skipped = _NOT_COMMAND_TOOLS | WRAPPERS | IGNORED_WORDS | KEYWORDS | SHELLS
-        self._command_words = frozenset(
-            key.split()[0] for key, kind in table.items()
-            if kind != "default" and key.split()[0] not in skipped
-        ) if config.command_word_tools else frozenset()
+        self._command_words = (_command_words(rules) if config.command_kinds
+                               else _default_command_words()) \
+            if config.command_word_tools else frozenset()
         self._modes: dict[str, CallMode | None] = {}
         self._outcomes: dict[str, tuple[str | None, str | None]] = {}
+        """Command text → (kind, target)."""
+        self._by_arguments: dict[tuple[str, str], tuple[str | None, str | None]] = {}
+        """(tool, for command-word tools; the arguments' JSON text) → (kind, target)."""
 
     def mode(self, tool: str) -> CallMode | None:
         """Return how calls of ``tool`` are classified: ``shell``, ``editor``, ``command``.
@@ -166,7 +172,9 @@ class CallKindClassifier:
             found = self._command_outcome(mode, tool, arguments)[1]
         else:
             parsed = _parsed(arguments)
-            found = _editor_target(parsed) if mode == "editor" else _argument_target(parsed)
+            found = _argument_target(parsed, _PATH_KEYS, suffixes=False) if mode == "editor" \
+                else _argument_target(parsed)
+            found = found or _patch_target(parsed)
         return found[:_MAX_TARGET_CHARS] if found else None
 
     def command_kind(self, command: str) -> str | None:
@@ -175,6 +183,20 @@ class CallKindClassifier:
 
     def _command_outcome(self, mode: CallMode, tool: str,
                          arguments: Any) -> tuple[str | None, str | None]:
+        """Return the (kind, target) of a shell or command-word call, cached by argument text."""
+        key = (tool if mode == "command" else "", arguments) if isinstance(arguments, str) and \
+            len(arguments) <= _MAX_KEY_CHARS else None
+        outcome = self._by_arguments.get(key) if key is not None else None
+        if outcome is None:
+            outcome = self._command_outcome_of(mode, tool, arguments)
+            if key is not None:
+                if len(self._by_arguments) >= _CACHE_MAX:
+                    self._by_arguments.clear()
+                self._by_arguments[key] = outcome
+        return outcome
+
+    def _command_outcome_of(self, mode: CallMode, tool: str,
+                            arguments: Any) -> tuple[str | None, str | None]:
         text = _command_text(_parsed(arguments))
         if mode == "command":
             word = tool.rsplit("__", 1)[-1].lower()
@@ -193,6 +215,18 @@ class CallKindClassifier:
                 self._outcomes.clear()  # cheaper than LRU bookkeeping; a loop refills it
             self._outcomes[text] = outcome
         return outcome
+
+
+def _command_words(rules: Mapping[str, Index]) -> frozenset[str]:
+    """Return the command words a tool may be named after: those with a rule that is not default."""
+    skipped = _NOT_COMMAND_TOOLS | WRAPPERS | IGNORED_WORDS | KEYWORDS | SHELLS
+    return frozenset(word for word, (_, _, kind) in all_rules(rules)
+                     if kind != "default" and word not in skipped)
+
+
+@functools.cache
+def _default_command_words() -> frozenset[str]:
+    return _command_words(default_rules())
 
 
 def _parsed(arguments: Any) -> Any:
@@ -261,15 +295,15 @@ def _editor_kind(tool: str, arguments: Any) -> str:
     return "read" if name.startswith(_READ_NAME_PREFIXES) else "mutating"
 
 
-def _editor_target(arguments: Any) -> str | None:
-    found = _argument_target(arguments, _PATH_KEYS, suffixes=False)
-    if found is None and isinstance(arguments, Mapping):
-        for value in arguments.values():
-            if isinstance(value, str) and ("*** " in value or "+++ " in value):
-                match = _PATCH_FILE.search(value[:MAX_COMMAND_CHARS])
-                if match:
-                    return match.group(1)
-    return found
+def _patch_target(arguments: Any) -> str | None:
+    """Return the first file a patch text in the arguments touches (``*** Update File: f``)."""
+    values = arguments.values() if isinstance(arguments, Mapping) else (arguments,)
+    for value in values:
+        if isinstance(value, str) and ("*** " in value or "+++ " in value):
+            match = _PATCH_FILE.search(value[:MAX_COMMAND_CHARS])
+            if match:
+                return match.group(1)
+    return None
 
 
 def _argument_target(arguments: Any, keys: tuple[str, ...] = _TARGET_KEYS,
