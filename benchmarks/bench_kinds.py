@@ -17,6 +17,8 @@ Workloads:
 
 * ``no_loop``: the eight non-shell tools of ``_workload.no_loop_run`` (every call new): the path
   that must not get slower;
+* ``shell_new``: ``bash`` calls of those command lines, each made unique by a trailing comment
+  (``# 17``): every command text is new, as in a healthy session;
 * ``shell_varied``: ``bash`` calls cycling through the 353 real command lines of
   ``tests/data/shell_commands.jsonl`` (each command text seen again only every 353 calls);
 * ``shell_repeat``: ``bash`` calls of 8 command lines in turn (the command cache hits);
@@ -38,7 +40,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _ROOT = os.path.dirname(_HERE)
 sys.path.insert(0, _HERE)
 
-WORKLOADS = ("no_loop", "shell_varied", "shell_repeat", "editor")
+WORKLOADS = ("no_loop", "shell_new", "shell_varied", "shell_repeat", "editor")
 _CORPUS = os.path.join(_ROOT, "tests", "data", "shell_commands.jsonl")
 
 
@@ -64,9 +66,11 @@ def make_calls(package: Any, workload: str, count: int) -> list[Any]:
     commands = _commands()
     if workload == "shell_repeat":
         commands = commands[:8]
-    return [tool_call(tool="bash", arguments=json.dumps({"command": commands[i % len(commands)]}),
+    texts = [commands[i % len(commands)] + (f"\n# {i}" if workload == "shell_new" else "")
+             for i in range(count)]
+    return [tool_call(tool="bash", arguments=json.dumps({"command": text}),
                       result=f"output {i}\n" * 8, has_result=True, span_id=f"{i:016x}", turn=i)
-            for i in range(count)]
+            for i, text in enumerate(texts)]
 
 
 def load(tree: str) -> Any:

@@ -248,8 +248,8 @@ def _writes_file(redirect: str, word: str) -> bool:
 
 def _name(word: str) -> str:
     """Return the command name of ``word``: its basename, versions folded (python3.11 → python)."""
-    name = word.rsplit("/", 1)[-1]
-    versioned = _VERSIONED.fullmatch(name)
+    name = word.rsplit("/", 1)[-1] if "/" in word else word
+    versioned = _VERSIONED.fullmatch(name) if name[:1] == "p" else None
     return versioned.group(1) if versioned else name
 
 
@@ -290,6 +290,8 @@ class ShellReader:
                 best_kind, best_target = kind, target
             elif kind == best_kind and best_target is None:
                 best_target = target
+            if best_kind == "mutating" and best_target is not None:
+                break  # nothing later can change the outcome
         return best_kind or "read", best_target
 
     def _segment(self, words: list[str], writes: list[str], depth: int) -> Outcome:
@@ -333,12 +335,11 @@ class ShellReader:
         positional = _positional(name, args)
         matched = self._match(name, args, positional)
         kind, used = matched if matched is not None else ("default", 0)
-        positional = [a for a in positional[used:] if _path_like(a)]
-        if kind not in ("default", "poll"):
-            return kind, positional[-1] if positional else None
+        if kind not in ("default", "poll"):  # the file it changes or reads: the last one
+            return kind, next((a for a in reversed(positional[used:]) if _path_like(a)), None)
         if "/" in word and matched is None:
             return kind, word  # ./run.sh: the script it runs
-        return kind, positional[0] if positional else None
+        return kind, next((a for a in positional[used:] if _path_like(a)), None)
 
     def _special(self, name: str, args: list[str], depth: int) -> Outcome | None:
         """Return the outcome of ``bash -c``, ``find``, ``tee`` and ``--version``, else None."""
