@@ -230,17 +230,21 @@ def _default_command_words() -> frozenset[str]:
 
 
 def _parsed(arguments: Any) -> Any:
-    """Return JSON-text arguments parsed (other values, and texts that are not JSON, as given)."""
-    if isinstance(arguments, str | bytes) and len(arguments) <= _MAX_JSON_CHARS:
-        head = arguments.lstrip()[:1]
-        if head in ("{", "[", b"{", b"["):
-            try:
-                return orjson.loads(arguments)
-            except orjson.JSONDecodeError:
-                pass
-        if isinstance(arguments, bytes):
-            return arguments.decode("utf-8", "replace")
-    return arguments
+    """Return JSON-text arguments parsed; other values, and texts that are not JSON, as given.
+
+    A JSON text longer than ``_MAX_JSON_CHARS`` gives None: its call keeps its tool's kind.
+    """
+    if not isinstance(arguments, str | bytes):
+        return arguments
+    head = arguments[:64].lstrip()[:1]
+    if head in ("{", "[", b"{", b"["):
+        if len(arguments) > _MAX_JSON_CHARS:
+            return None
+        try:
+            return orjson.loads(arguments)
+        except orjson.JSONDecodeError:
+            pass
+    return arguments.decode("utf-8", "replace") if isinstance(arguments, bytes) else arguments
 
 
 def _command_text(arguments: Any, nested: bool = True) -> str | None:

@@ -217,8 +217,10 @@ class TestArguments:
         """The command comes from the usual argument keys, JSON text, plain text or argv."""
         assert classifier.kind("bash", arguments) == kind
 
-    @pytest.mark.parametrize("arguments", [None, {}, {"timeout": 5}, 42, {"command": 3},
-                                           {"command": ["ls", 1]}, "", '{"command": ""}'])
+    @pytest.mark.parametrize("arguments", [
+        None, {}, {"timeout": 5}, 42, {"command": 3}, {"command": ["ls", 1]}, "",
+        '{"command": ""}', '{"command": "cat <<EOF > f\\n' + "x" * (1 << 20) + '"}'],
+        ids=lambda v: str(v)[:30])
     def test_no_command_text(self, classifier: CallKindClassifier, arguments: Any) -> None:
         """Without command text (arguments not captured) a shell call has no kind of its own."""
         assert classifier.kind("bash", arguments) is None
