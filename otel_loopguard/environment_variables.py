@@ -7,7 +7,8 @@ at import. An environment variable wins over the TOML file and loses to an expli
 
 Value formats: integers and floats as written (``3``, ``0.5``); ``off`` or ``none`` turns an
 optional limit off; booleans are ``true``/``false`` (also ``1``/``0``, ``yes``/``no``,
-``on``/``off``); lists are comma-separated (``read_file,read_many_files``). An empty variable
+``on``/``off``); lists are comma-separated (``read_file,read_many_files``); the command table is
+``command=kind`` pairs, comma-separated (``terraform apply=mutating``). An empty variable
 counts as unset. A malformed value raises ``ConfigError`` at start-up; it is never silently
 defaulted. ``docs/configuration.md`` has the same list as a table, checked by
 ``tests/test_environment_variables.py``.
