@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Final
 
 from otel_loopguard.exceptions import ConfigError
 from otel_loopguard.signature import DEFAULT_VOLATILE_KEYS
 
+TOOL_KINDS: Final = ("read", "mutating", "poll", "exempt", "default")
+_SHELL_TOOLS: Final = ("bash", "sh", "zsh", "shell", "terminal", "cmd", "exec", "exec_command",
+                       "execute_bash", "execute_command", "local_shell", "run_bash",
+                       "run_command", "run_in_terminal", "run_shell_command", "run_terminal_cmd",
+                       "container.exec")
+_EDITOR_TOOLS: Final = ("str_replace_editor", "str_replace_based_edit_tool", "text_editor",
+                        "edit", "multiedit", "write", "read", "view", "view_file", "edit_file",
+                        "write_file", "write_to_file", "create_file", "replace_in_file",
+                        "apply_patch")
 _DETECTORS: Final = ("stagnation", "repeat", "cycle", "failure", "mutating_failure", "reread",
                      "batch", "handoff", "near_duplicate", "budget", "idle_turns")
 
@@ -19,7 +29,7 @@ class FieldRule:
     """How one setting is typed, bounded and documented."""
 
     kind: str
-    """``int``, ``float``, ``bool``, ``str``, ``choice`` or ``list``."""
+    """``int``, ``float``, ``bool``, ``str``, ``choice``, ``list`` or ``table`` (key → choice)."""
     default: Any
     doc: str
     minimum: float | None = None
@@ -39,6 +49,9 @@ class FieldRule:
                 f"an integer >= {self.minimum:g}{top}{off}")
         if self.kind == "list":
             return "a list of strings (comma-separated in env vars)"
+        if self.kind == "table":
+            return (f"a table of command -> kind, each kind one of {self.choices} "
+                    "(key=kind pairs, comma-separated, in env vars)")
         return f"a {self.kind}"
 
     def check(self, name: str, value: Any) -> Any:
@@ -50,24 +63,38 @@ class FieldRule:
         if value is None and self.optional:
             return None
         bad = ConfigError(f"{name} must be {self.allowed()}, got {value!r}")
-        if self.kind == "bool":
-            if not isinstance(value, bool):
-                raise bad
-            return value
-        if self.kind == "choice":
-            if value not in self.choices:
-                raise bad
+        if (self.kind == "bool" and not isinstance(value, bool)) or (
+                self.kind == "choice" and value not in self.choices):
+            raise bad
+        if self.kind in ("bool", "choice"):
             return value
         if self.kind == "str":
             if not isinstance(value, str):
                 raise bad
             return value
+        if self.kind == "table":
+            return self._check_table(name, value, bad)
         if self.kind == "list":
             if isinstance(value, str) or not isinstance(value, Sequence) or not all(
                     isinstance(v, str) for v in value):
                 raise bad
             return tuple(value)
         return self._check_number(value, bad)
+
+    def _check_table(self, name: str, value: Any, bad: ConfigError) -> Mapping[str, str]:
+        """Return a table with its keys' whitespace folded, or raise naming the bad entry."""
+        if not isinstance(value, Mapping):
+            raise bad
+        table: dict[str, str] = {}
+        for key, kind in value.items():
+            folded = " ".join(key.split()) if isinstance(key, str) else ""
+            if not folded:
+                raise ConfigError(f"{name}: every key must be a command (e.g. 'git diff'), "
+                                  f"got {key!r}")
+            if kind not in self.choices:
+                raise ConfigError(f"{name}.{folded} must be one of {self.choices}, got {kind!r}")
+            table[folded] = kind
+        return MappingProxyType(table)
 
     def _check_number(self, value: Any, bad: ConfigError) -> Any:
         if isinstance(value, bool) or not isinstance(value, int | float):
@@ -102,6 +129,11 @@ def parse_env_value(var: str, rule: FieldRule, raw: str) -> Any:
             return None if rule.optional and text.lower() in ("none", "off") else float(text)
         if rule.kind == "list":
             return tuple(p.strip() for p in text.split(",") if p.strip())
+        if rule.kind == "table":
+            pairs = [p.partition("=") for p in text.split(",") if p.strip()]
+            if any(not sep for _, sep, _ in pairs):
+                raise ValueError
+            return {key.strip(): kind.strip() for key, _, kind in pairs}
     except ValueError:
         raise ConfigError(f"{var} must be {rule.allowed()}, got {raw!r}") from None
     return text
@@ -172,14 +204,24 @@ FIELDS: Final[dict[str, FieldRule]] = {
     "idle_turns_warn": _int(4, "Model turns in a row that call no tool, in one agent "
                             "invocation: warn", 2, optional=True),
     # tool kinds
-    "mutating_tools": FieldRule("list", ("edit_file", "write_file", "delete_file", "bash",
-                                         "patch", "terminal", "apply_patch"),
-                                "Tools that change the world (MCP names ending in __<name> too)"),
+    "mutating_tools": FieldRule("list", ("edit_file", "write_file", "delete_file", "patch",
+                                         "apply_patch"),
+                                "Tools that change the world, whatever their arguments (MCP "
+                                "names ending in __<name> too)"),
     "read_tools": FieldRule("list", ("read_file", "read_many_files"),
                             "Tools whose re-reads the reread detector watches"),
     "poll_tool_patterns": FieldRule("list", ("*status*", "poll*", "wait*", "*progress*",
                                              "check_job*", "get_job*"),
                                     "Tool-name globs treated as poll tools"),
+    "shell_tools": FieldRule("list", _SHELL_TOOLS, "Tools whose calls are shell commands, "
+                             "classified per call by the command (names in lower case)"),
+    "editor_tools": FieldRule("list", _EDITOR_TOOLS, "Editor tools, classified per call by "
+                              "their subcommand (view reads; create, str_replace... change)"),
+    "command_kinds": FieldRule("table", None, "Entries added to the built-in command table, "
+                               "e.g. terraform apply=mutating (they win over built-in ones)",
+                               choices=TOOL_KINDS, optional=True),
+    "command_word_tools": FieldRule("bool", True, "Read a tool named like a known command "
+                                    "(cat, sed, git...) as a shell call of that command"),
     "volatile_keys": FieldRule("list", DEFAULT_VOLATILE_KEYS,
                                "Result keys ignored when comparing results (globs)"),
     "max_value_chars": _int(4096, "Strings longer than this are hashed in signatures", 64),

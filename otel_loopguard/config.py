@@ -10,7 +10,7 @@ import os
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Final, Literal
 
@@ -24,6 +24,7 @@ from otel_loopguard._config_fields import (
     BUDGET_LADDERS,
     FIELDS,
     TEMPLATE_THRESHOLDS,
+    TOOL_KINDS,
     TOOL_THRESHOLDS,
     FieldRule,
     parse_env_value,
@@ -33,7 +34,8 @@ from otel_loopguard.exceptions import ConfigError
 __all__ = ["LoopGuardConfig", "ToolKind", "ToolOverride"]
 
 ToolKind = Literal["read", "mutating", "poll", "exempt", "default"]
-_TOOL_KINDS: Final = ("read", "mutating", "poll", "exempt", "default")
+_TOOL_KINDS: Final = TOOL_KINDS
+_TOOL_FLAGS: Final = ("shell", "editor")
 _ENV_PREFIX: Final = "LOOPGUARD_"
 _NO_BUDGETS: Final[Mapping[str, Any]] = MappingProxyType({})
 _IMPORT_PATH: Final = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
@@ -42,12 +44,20 @@ _IMPORT_PATH: Final = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolOverride:
-    """Per-tool settings: a kind and any threshold of ``LoopGuardConfig``."""
+    """Per-tool settings: a kind, how its calls are read, and any threshold of the config."""
 
     kind: ToolKind | None = None
-    """``read``, ``mutating``, ``poll``, ``exempt`` or ``default``; None keeps the inferred kind."""
+    """``read``, ``mutating``, ``poll``, ``exempt`` or ``default``; None keeps the inferred kind.
+
+    A kind set here wins over everything, including the per-call kinds of shell tools."""
     thresholds: Mapping[str, Any] = field(default_factory=dict)
     """Threshold name → value, e.g. ``{"stagnation_warn": 5}``."""
+    shell: bool | None = None
+    """True: calls are shell commands, classified per call; False: never (even when listed in
+    ``shell_tools`` or named like a command); None: as ``shell_tools`` says."""
+    editor: bool | None = None
+    """True: calls are editor calls, classified by their subcommand; False: never; None: as
+    ``editor_tools`` says."""
 
 
 def _defaults() -> dict[str, Any]:
@@ -218,10 +228,9 @@ class LoopGuardConfig:
         base = cls.from_file(path) if path else cls()
         values = {**base.values, **_env_values(env), **overrides}
         tools: dict[str, Any] = dict(base.tools)
-        for tool, override in _env_tools(env).items():  # env sets the kind, keeps thresholds
+        for tool, override in _env_tools(env).items():  # env sets the kind, keeps the rest
             kept = base.tools.get(tool)
-            tools[tool] = ToolOverride(kind=override.kind,
-                                       thresholds=kept.thresholds if kept else {})
+            tools[tool] = replace(kept, kind=override.kind) if kept else override
         tools.update(overrides.pop("tools", {}))
         values.pop("tools", None)
         templates = {**base.templates, **values.pop("templates", {})}
@@ -271,16 +280,24 @@ def _check_ladders(values: dict[str, Any], prefix: str = "",
 def _validate_tool(tool: str, value: Any) -> ToolOverride:
     if isinstance(value, ToolOverride):
         kind, thresholds = value.kind, dict(value.thresholds)
+        flags = {"shell": value.shell, "editor": value.editor}
     elif isinstance(value, Mapping):
         thresholds = dict(value)
         kind = thresholds.pop("kind", None)
+        flags = {name: thresholds.pop(name, None) for name in _TOOL_FLAGS}
     else:
         raise ConfigError(f"tools.{tool} must be a table, got {type(value).__name__}")
     if kind is not None and kind not in _TOOL_KINDS:
         raise ConfigError(f"tools.{tool}.kind must be one of {_TOOL_KINDS}, got {kind!r}")
+    for name, flag in flags.items():
+        if flag is not None and not isinstance(flag, bool):
+            raise ConfigError(f"tools.{tool}.{name} must be true or false, got {flag!r}")
+    if flags["shell"] and flags["editor"]:
+        raise ConfigError(f"tools.{tool}: shell and editor cannot both be true")
     checked = _checked(f"tools.{tool}", thresholds, TOOL_THRESHOLDS, "per-tool settings are "
-                       f"kind and {', '.join(sorted(TOOL_THRESHOLDS))}")
-    return ToolOverride(kind=kind, thresholds=checked)
+                       f"kind, shell, editor and {', '.join(sorted(TOOL_THRESHOLDS))}")
+    return ToolOverride(kind=kind, thresholds=checked, shell=flags["shell"],
+                        editor=flags["editor"])
 
 
 def _checked(where: str, values: Mapping[str, Any], allowed: frozenset[str],

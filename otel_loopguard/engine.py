@@ -20,6 +20,7 @@ from otel_loopguard.detectors.budget import BudgetDetector
 from otel_loopguard.detectors.failure import classify_error
 from otel_loopguard.detectors.idle import IdleTurnsDetector
 from otel_loopguard.exceptions import LoopGuardError
+from otel_loopguard.kinds import CallKindClassifier
 from otel_loopguard.policy import Policy
 from otel_loopguard.signature import (
     ResultInfo,
@@ -45,6 +46,9 @@ _MASK_RE: Final = re.compile(r"\b[0-9a-f]{12,}\b|\d{5,}|\d{4}-\d{2}-\d{2}[T ][\d
 _NO_RESULT: Final = ResultInfo(digest="")
 _RESULT_CACHE_MAX: Final = 16
 """Most recent result texts per run whose analysis is reused (a loop repeats its results)."""
+_PER_CALL: Final = "\x00per-call"
+"""Cached kind of a tool whose every call is classified on its own (shell and editor tools)."""
+_NO_ARGUMENTS: Final[Any] = object()
 
 
 class RunState:
@@ -146,6 +150,7 @@ class LoopEngine:
         self.callback_errors = 0
         self._volatile_matcher = VolatileMatcher(self.config.volatile_keys)
         self._kinds: dict[str, str] = {}
+        self._call_kinds = CallKindClassifier(self.config)
         self._in_callback = threading.local()
         self._near_duplicates = "near_duplicate" in self.config.detectors
         self._plain_policy = type(self.policy) is Policy
@@ -235,7 +240,7 @@ class LoopEngine:
         call_sig = digest(tool + "\x00" + self._canonical_args(arguments)[1])
         if self.signature is not None:
             call_sig = self._custom_call_sig(tool, arguments, call_sig)
-        kind = self.tool_kind(tool)
+        kind = self.tool_kind(tool, arguments=arguments)
         if kind == "exempt":
             return self.policy.decide((), tool=tool, call_index=run.calls + 1, span_id="")
         evidence = [e for e in (self._predict_outcome(run, tool, kind, call_sig),
@@ -387,8 +392,8 @@ class LoopEngine:
         if self.signature is not None:
             call_sig = self._custom_call_sig(tool, call.arguments, call_sig)
         kind = self._kinds.get(tool)
-        if kind is None or (info.in_progress and kind == "default"):
-            kind = self.tool_kind(tool, info)
+        if kind is None or kind is _PER_CALL or (info.in_progress and kind == "default"):
+            kind = self.tool_kind(tool, info, call.arguments)
         # positional: keyword arguments cost a third more on this per-call path
         return Step(run.calls, tool, kind, call_sig, call.has_result,
                     info.digest, error, error_class, reason, info.empty, call.span_id,
@@ -445,13 +450,24 @@ class LoopEngine:
                 del cache[next(iter(cache))]
         return info
 
-    def tool_kind(self, tool: str, info: ResultInfo = _NO_RESULT) -> str:
-        """Return ``read``, ``mutating``, ``poll``, ``exempt`` or ``default`` for ``tool``."""
+    def tool_kind(self, tool: str, info: ResultInfo = _NO_RESULT,
+                  arguments: Any = _NO_ARGUMENTS) -> str:
+        """Return the kind of a call: ``read``, ``mutating``, ``poll``, ``exempt`` or ``default``.
+
+        The configured kind of the tool wins; a shell or editor tool's call gets the kind of
+        what it does (:mod:`otel_loopguard.kinds`; without ``arguments``, or without command
+        text in them, the kind its name gives); other tools get the kind their name gives,
+        cached. A ``default`` call whose result is in progress counts as ``poll``.
+        """
         kind = self._kinds.get(tool)
         if kind is None:
-            kind = self._infer_kind(tool)
+            kind = _PER_CALL if self._call_kinds.mode(tool) else self._infer_kind(tool)
             if len(self._kinds) < 4096:
                 self._kinds[tool] = kind
+        if kind is _PER_CALL:
+            per_call = None if arguments is _NO_ARGUMENTS else \
+                self._call_kinds.kind(tool, arguments)
+            kind = per_call or self._infer_kind(tool)
         if kind == "default" and info.in_progress and self.config.tool_kind(tool) is None:
             return "poll"
         return kind

@@ -7,7 +7,8 @@ at import. An environment variable wins over the TOML file and loses to an expli
 
 Value formats: integers and floats as written (``3``, ``0.5``); ``off`` or ``none`` turns an
 optional limit off; booleans are ``true``/``false`` (also ``1``/``0``, ``yes``/``no``,
-``on``/``off``); lists are comma-separated (``read_file,read_many_files``). An empty variable
+``on``/``off``); lists are comma-separated (``read_file,read_many_files``); the command table is
+``command=kind`` pairs, comma-separated (``terraform apply=mutating``). An empty variable
 counts as unset. A malformed value raises ``ConfigError`` at start-up; it is never silently
 defaulted. ``docs/configuration.md`` has the same list as a table, checked by
 ``tests/test_environment_variables.py``.
@@ -19,12 +20,15 @@ from typing import Final
 
 __all__ = [
     "LOOPGUARD_BATCH_WARN",
+    "LOOPGUARD_COMMAND_KINDS",
+    "LOOPGUARD_COMMAND_WORD_TOOLS",
     "LOOPGUARD_CONFIG_FILE",
     "LOOPGUARD_CONVERSATION_KEYS",
     "LOOPGUARD_CYCLE_MAX_LENGTH",
     "LOOPGUARD_CYCLE_STOP",
     "LOOPGUARD_CYCLE_WARN",
     "LOOPGUARD_DETECTORS",
+    "LOOPGUARD_EDITOR_TOOLS",
     "LOOPGUARD_ENABLED",
     "LOOPGUARD_ENFORCEMENT",
     "LOOPGUARD_FAILURE_PERMANENT_SAME_ARGS_STOP",
@@ -72,6 +76,7 @@ __all__ = [
     "LOOPGUARD_RUN_KEY",
     "LOOPGUARD_RUN_TTL_SECONDS",
     "LOOPGUARD_SERVE_TOKEN",
+    "LOOPGUARD_SHELL_TOOLS",
     "LOOPGUARD_STAGNATION_REPLAN",
     "LOOPGUARD_STAGNATION_STOP",
     "LOOPGUARD_STAGNATION_WARN",
@@ -380,10 +385,11 @@ it off. Off when ``run_key`` is ``conversation``.
 """
 
 LOOPGUARD_MUTATING_TOOLS: Final = "LOOPGUARD_MUTATING_TOOLS"
-"""Tools that change the world (MCP names ending in __<name> too).
+"""Tools that change the world, whatever their arguments (MCP names ending in __<name> too).
 
-Setting ``mutating_tools``. Default: ``edit_file``, ``write_file``, ``delete_file``, ``bash``,
-``patch``, ``terminal``, ``apply_patch``. Allowed: a comma-separated list.
+Setting ``mutating_tools``. Default: ``edit_file``, ``write_file``, ``delete_file``, ``patch``,
+``apply_patch``. Allowed: a comma-separated list. A tool listed here is ``mutating`` for every
+call, even a shell or editor tool.
 """
 
 LOOPGUARD_READ_TOOLS: Final = "LOOPGUARD_READ_TOOLS"
@@ -398,6 +404,40 @@ LOOPGUARD_POLL_TOOL_PATTERNS: Final = "LOOPGUARD_POLL_TOOL_PATTERNS"
 
 Setting ``poll_tool_patterns``. Default: ``*status*``, ``poll*``, ``wait*``, ``*progress*``,
 ``check_job*``, ``get_job*``. Allowed: a comma-separated list.
+"""
+
+LOOPGUARD_SHELL_TOOLS: Final = "LOOPGUARD_SHELL_TOOLS"
+"""Tools whose calls are shell commands, classified per call by the command.
+
+Setting ``shell_tools``. Default: ``bash``, ``sh``, ``zsh``, ``shell``, ``terminal``, ``cmd``,
+``exec``, ``exec_command``, ``execute_bash``, ``execute_command``, ``local_shell``,
+``run_bash``, ``run_command``, ``run_in_terminal``, ``run_shell_command``, ``run_terminal_cmd``,
+``container.exec``. Allowed: a comma-separated list (compared in lower case; MCP names ending
+in __<name> too).
+"""
+
+LOOPGUARD_EDITOR_TOOLS: Final = "LOOPGUARD_EDITOR_TOOLS"
+"""Editor tools, classified per call by their subcommand (view reads; create, str_replace change).
+
+Setting ``editor_tools``. Default: ``str_replace_editor``, ``str_replace_based_edit_tool``,
+``text_editor``, ``edit``, ``multiedit``, ``write``, ``read``, ``view``, ``view_file``,
+``edit_file``, ``write_file``, ``write_to_file``, ``create_file``, ``replace_in_file``,
+``apply_patch``. Allowed: a comma-separated list (compared in lower case).
+"""
+
+LOOPGUARD_COMMAND_KINDS: Final = "LOOPGUARD_COMMAND_KINDS"
+"""Entries added to the built-in command table, e.g. ``terraform apply=mutating``.
+
+Setting ``command_kinds``. Default: unset (the built-in table only). Allowed: ``command=kind``
+pairs separated by commas (``terraform apply=mutating,make=default``), each kind one of
+``read``, ``mutating``, ``poll``, ``exempt``, ``default``; an entry wins over a built-in one
+with the same command.
+"""
+
+LOOPGUARD_COMMAND_WORD_TOOLS: Final = "LOOPGUARD_COMMAND_WORD_TOOLS"
+"""Read a tool named like a known command (cat, sed, git...) as a shell call of that command.
+
+Setting ``command_word_tools``. Default: ``true``. Allowed: a boolean.
 """
 
 LOOPGUARD_VOLATILE_KEYS: Final = "LOOPGUARD_VOLATILE_KEYS"

@@ -180,7 +180,8 @@ class TestFromFile:
         """An unknown per-tool setting is named with its tool, and the allowed ones listed."""
         text = "[loopguard.tools.x]\nwindow_size = 3\n"
         with pytest.raises(ConfigError, match=r"tools\.x: unknown setting 'window_size'; "
-                                              r"per-tool settings are kind and batch_warn"):
+                                              r"per-tool settings are kind, shell, editor and "
+                                              r"batch_warn"):
             LoopGuardConfig.from_file(_write(tmp_path, text))
 
     def test_tools_must_be_a_table(self, tmp_path: Path) -> None:

@@ -46,6 +46,9 @@ def _non_default(name: str, rule: FieldRule) -> tuple[str, Any]:
     if rule.kind == "list":
         items = ("stagnation", "repeat") if name == "detectors" else ("alpha", "beta_*")
         return " alpha , beta_* " if name != "detectors" else "stagnation,repeat", items
+    if rule.kind == "table":
+        return ("terraform apply=mutating, make = default",
+                {"terraform apply": "mutating", "make": "default"})
     if rule.kind == "float":
         value = 0.75 if rule.maximum is not None else 42.5
         return str(value), value

@@ -1,0 +1,154 @@
+"""The built-in table of shell command kinds, and the words the shell parser treats specially.
+
+``kinds.py`` reads these; ``docs/detectors.md`` ("Call kinds") describes them for users. A key is
+a command word, optionally followed by subcommand words and options that must be present
+(``git diff``, ``sed -i``, ``python setup.py install``); the most specific matching key wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final
+
+__all__ = ["DEFAULT_COMMAND_KINDS", "IGNORED_WORDS", "KEYWORDS", "MODULE_RUNNERS", "SHELLS",
+           "WRAPPERS", "WRAPPER_VALUE_OPTIONS"]
+
+
+def _each(kind: str, keys: str) -> dict[str, str]:
+    """Return ``kind`` for each comma-separated key of ``keys``."""
+    return dict.fromkeys((key.strip() for key in keys.split(",") if key.strip()), kind)
+
+
+_READS: Final = _each("read", """
+    cat, tac, nl, head, tail, less, more, bat, ls, ll, la, dir, tree, exa, eza, pwd, echo, printf,
+    grep, egrep, fgrep, rg, ag, ack, find, fd, locate, which, whereis, type, file, stat, wc, du, df,
+    free, nproc, uname, hostname, whoami, id, groups, date, uptime, env, printenv, ps, lsof,
+    netstat, ss, diff, cmp, comm, sort, uniq, cut, tr, column, paste, join, fold, rev, jq, yq, xxd,
+    od, hexdump, strings, md5sum, sha1sum, sha256sum, sha512sum, cksum, realpath, readlink, dirname,
+    basename, test, [, [[, seq, expr, bc, read, history, man, help, info, lsblk, lscpu, dmesg,
+    journalctl, awk, gawk, sed, view, command -v, command -V, ldconfig -p, dpkg -l, dpkg -s,
+    dpkg -L, rpm -q, qemu-img info, apt list, apt show, apt search, apt-cache, conda list,
+    conda info, conda search, brew list, brew info, systemctl status, crontab -l, docker ps,
+    docker images, docker logs, docker inspect, kubectl get, kubectl describe, kubectl logs,
+    terraform plan, terraform show, terraform validate, terraform output, go env, go version,
+    go list, gofmt, cargo tree, cargo metadata, open, goto, scroll_up, scroll_down, find_file,
+    search_dir, search_file, tar -t, tar --list
+""")
+"""Commands that only look: files, processes, the environment (SWE-agent's viewer words too)."""
+
+_WRITES: Final = _each("mutating", """
+    rm, rmdir, mv, cp, mkdir, touch, chmod, chown, chgrp, ln, install, truncate, dd, patch, shred,
+    unlink, rsync, scp, tee, unzip, gunzip, gzip, bunzip2, bzip2, xz, unxz, zip, tar, mount, umount,
+    kill, pkill, killall, ed, ex, vi, vim, nvim, nano, emacs, wget, sed -i, sed --in-place, perl -i,
+    awk -i, gawk -i, sort -o, find -delete, dpkg -i, ldconfig, curl -o, curl -O, curl --output,
+    create, edit, insert, append, systemctl, service, crontab, useradd, userdel, usermod, chpasswd,
+    black, isort, autopep8 -i, autopep8 --in-place, ruff format,
+    ruff check --fix, ruff --fix, prettier --write, eslint --fix, gofmt -w, clang-format -i,
+    cargo fmt, go fmt, venv, virtualenv
+""")
+"""Commands that change files, packages, processes or services."""
+
+_PACKAGES: Final = {
+    **_each("mutating", """
+        pip install, pip uninstall, pip download, pip wheel, uv add, uv remove,
+        uv sync, uv lock, uv pip install, uv pip uninstall, uv pip sync, uv venv, poetry add,
+        poetry install, poetry remove, poetry update, poetry lock, npm install, npm i, npm ci,
+        npm uninstall, npm remove, npm rm, npm update, npm upgrade, npm add, npm link, npm publish,
+        npm init, npm audit fix, pnpm install, pnpm i, pnpm add, pnpm remove, pnpm update,
+        yarn add, yarn install, yarn remove, yarn upgrade, apt install, apt remove, apt purge,
+        apt update, apt upgrade, apt autoremove, apt-get install, apt-get remove, apt-get purge,
+        apt-get update, apt-get upgrade, apt-get dist-upgrade, apt-get autoremove, apk add,
+        apk del, apk update, yum install, yum remove, dnf install, dnf remove, conda install,
+        conda create, conda remove, conda update, conda env create, mamba install, brew install,
+        brew uninstall, brew upgrade, brew update, gem install, bundle install, composer install,
+        composer require, composer update, cargo install, cargo add, cargo remove, cargo new,
+        cargo init, cargo fix, cargo update, go get, go install, go mod tidy, go mod init,
+        go mod download, go generate, python setup.py install, python setup.py develop,
+        docker rm, docker rmi, docker stop, docker kill, docker pull, docker push, docker tag,
+        docker compose down, kubectl apply, kubectl delete, kubectl create, kubectl patch,
+        kubectl scale, kubectl edit, kubectl rollout, terraform apply, terraform destroy,
+        terraform import
+    """),
+    **_each("read", """
+        pip list, pip show, pip freeze, pip check, pip index, pip search, pip config list,
+        npm ls, npm list, npm view, npm info, npm outdated,
+        npm root, npm prefix, npm explain, npm why, npm config get, pnpm ls, pnpm list, yarn list,
+        yarn info, yarn why, poetry show, uv pip list, uv pip show, uv pip freeze, uv tree,
+        cargo fmt --check, ruff format --check, black --check, black --diff, isort --check-only,
+        isort --diff
+    """),
+    **_each("default", """
+        pip, npm, pnpm, yarn, uv, poetry, conda, brew, cargo, go, docker, kubectl, terraform,
+        curl, make, pytest, python, node, ruby, php, java, bash, sh, zsh
+    """),
+}
+"""Package managers and tool CLIs: installing changes the world, listing only looks."""
+
+_GIT: Final = {
+    **_each("read", """
+        git status, git diff, git log, git show, git blame, git grep, git branch, git reflog,
+        git ls-files, git ls-tree, git ls-remote, git cat-file, git rev-parse, git rev-list,
+        git describe, git shortlog, git tag, git remote, git config --get, git config --list,
+        git config -l, git stash list, git stash show, git worktree list, git submodule status,
+        git merge-base, git name-rev, git check-ignore, git count-objects, git whatchanged,
+        git help, git version, git apply --check, git apply --stat, git clean -n,
+        git clean --dry-run
+    """),
+    **_each("mutating", """
+        git add, git am, git apply, git checkout, git cherry-pick, git clean, git clone,
+        git commit, git fetch, git init, git merge, git mv, git pull, git push, git rebase,
+        git reset, git restore, git revert, git rm, git stash, git switch, git bisect,
+        git format-patch, git gc, git prune, git update-index, git update-ref, git config,
+        git worktree, git submodule, git notes, git branch -d, git branch -D, git branch -m,
+        git branch -M, git branch --delete, git branch --move, git tag -a, git tag -d,
+        git tag --delete, git remote add, git remote remove, git remote rm, git remote set-url,
+        git remote rename
+    """),
+    "git": "default",
+}
+"""git: the history-reading subcommands look, the others change the repository."""
+
+_POLLS: Final = _each("poll", "sleep, watch, wait, tail -f, tail -F, tail --follow")
+"""Waiting, then looking again: what a long job's poll loop runs."""
+
+DEFAULT_COMMAND_KINDS: Final[Mapping[str, str]] = MappingProxyType(
+    {**_READS, **_WRITES, **_PACKAGES, **_GIT, **_POLLS})
+"""The built-in command table: key (command word, subcommands, options) → kind.
+
+Users extend or override it with the ``command_kinds`` setting; a command word not in it is
+``default`` (running a program).
+"""
+
+WRAPPERS: Final = frozenset({"sudo", "doas", "env", "timeout", "nohup", "nice", "ionice", "time",
+                             "command", "exec", "builtin", "stdbuf", "xargs", "unbuffer",
+                             "caffeinate", "chronic"})
+"""Words that run the command after them: the kind is that command's."""
+
+WRAPPER_VALUE_OPTIONS: Final[Mapping[str, frozenset[str]]] = MappingProxyType({
+    "sudo": frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U"}),
+    "nice": frozenset({"-n"}),
+    "ionice": frozenset({"-c", "-n", "-p"}),
+    "timeout": frozenset({"-s", "-k", "--signal", "--kill-after"}),
+    "xargs": frozenset({"-I", "-n", "-P", "-L", "-s", "-d", "-E", "-a", "--max-args",
+                        "--max-procs", "--arg-file", "--delimiter"}),
+    "env": frozenset({"-u", "-C", "--unset", "--chdir"}),
+    "stdbuf": frozenset({"-i", "-o", "-e"}),
+})
+"""Options of a wrapper that take the next word as their value."""
+
+IGNORED_WORDS: Final = frozenset({"cd", "pushd", "popd", "export", "unset", "set", "shopt",
+                                  "source", ".", "alias", "unalias", "true", "false", ":",
+                                  "exit", "return", "local", "declare", "typeset", "readonly",
+                                  "trap", "ulimit", "umask", "hash", "shift", "break",
+                                  "continue", "done", "fi", "esac", "}", "]]"})
+"""Shell builtins and closing keywords that neither read, change nor run anything."""
+
+KEYWORDS: Final = frozenset({"!", "{", "then", "else", "do", "elif", "if", "while", "until"})
+"""Words before the command of a segment (``if grep ...``, ``then rm ...``)."""
+
+SHELLS: Final = frozenset({"bash", "sh", "zsh", "dash", "ksh"})
+"""Shells whose ``-c`` script is classified in place (one level deep)."""
+
+MODULE_RUNNERS: Final = frozenset({"python", "pypy"})
+"""Interpreters whose ``-m module`` runs the module as a command (``python -m pip install``)."""

@@ -1,0 +1,431 @@
+"""A small, bounded shell reader: what one command line reads, changes or runs.
+
+It is not a shell parser. It splits a command line into simple commands (at ``;``, ``&&``,
+``||``, ``|``, ``&``, parentheses and newlines, outside quotes), drops heredoc bodies and
+comments, notes output redirections into files, and looks each command up in the command table.
+Unbalanced quotes never raise: the rest of the text is one word, as a shell would refuse to run
+it anyway. The caller bounds the text it passes (``kinds.MAX_COMMAND_CHARS``).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterator, Mapping
+from typing import Final
+
+from otel_loopguard._command_table import (
+    DEFAULT_COMMAND_KINDS,
+    IGNORED_WORDS,
+    KEYWORDS,
+    MODULE_RUNNERS,
+    SHELLS,
+    WRAPPER_VALUE_OPTIONS,
+    WRAPPERS,
+)
+
+__all__ = ["RANK", "Index", "Rule", "ShellReader", "all_rules", "compile_rules", "default_rules"]
+
+RANK: Final[Mapping[str, int]] = {"exempt": 0, "read": 1, "poll": 2, "default": 3, "mutating": 4}
+"""How kinds combine over the commands of a line: the highest wins."""
+
+Rule = tuple[tuple[str, ...], tuple[str, ...], str]
+"""(subcommand words, options that must be present, kind) of one table key."""
+
+_TOKEN: Final = re.compile(r"""
+    [ \t\r\f\v]*                       # blanks before a token are part of its match
+    (?:
+      (?P<nl>\n)
+    | (?P<comment>\#[^\n]*)
+    | (?P<redir>\d*(?:>>|>\||>&|<<<|<<-|<<|<>|<&|>|<)|&>>?)
+    | (?P<op>&&|\|\||;;&?|;&|\|&|[;&|()])
+    | (?P<word>(?:[^\s'"\\;&|()<>]+|'[^']*'?|"[^"\\]*(?:\\.[^"\\]*)*"?|\\.?)+)
+    )
+""", re.VERBOSE | re.DOTALL)
+_UNQUOTE: Final = re.compile(r"""'([^']*)'?|"([^"\\]*(?:\\.[^"\\]*)*)"?|\\(.?)""", re.DOTALL)
+_DQ_ESCAPE: Final = re.compile(r"""\\([$`"\\\n])""")
+_HEREDOC: Final = re.compile(r"""(?<!<)<<(?!<)(-?)[ \t]*(?:'([^'\n]*)'|"([^"\n]*)"|\\?([\w.-]+))""")
+_ASSIGNMENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^]]*\])?\+?=")
+_VERSIONED: Final = re.compile(r"(python|pip|pypy)[0-9.]*")
+_SHORT_GROUP: Final = re.compile(r"-[A-Za-z]+")
+_PATH_LIKE: Final = re.compile(r"[^\s-]\S{0,1023}")
+_WRITES: Final = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
+_HEADERS: Final = frozenset({"for", "select", "case", "function", "coproc"})
+_VERSION_ARGS: Final = (["--version"], ["-V"], ["-v"], ["--help"], ["-h"])
+_EXEC_OPTIONS: Final = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+_GLOBAL_VALUE_OPTIONS: Final[Mapping[str, frozenset[str]]] = {
+    "git": frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace"}),
+    "python": frozenset({"-c", "-W", "-X"}),
+    "node": frozenset({"-e", "--eval", "-p", "--print", "-r", "--require"}),
+    "perl": frozenset({"-e", "-E"}),
+    "ruby": frozenset({"-e"}),
+}
+"""Options whose value is not an argument (``git -C dir``, ``python -c CODE``)."""
+_MAX_NESTING: Final = 32
+"""Open parentheses tracked; deeper ones just split commands."""
+_MAX_DEPTH: Final = 2
+"""``bash -c '…'`` inside ``bash -c '…'`` is read; deeper scripts count as running a program."""
+
+Segment = tuple[list[str], list[str]]
+"""(words, files written by redirection) of one simple command."""
+Outcome = tuple[str | None, str | None]
+"""(kind or None when nothing runs, target or None)."""
+
+
+Index = dict[str, list[Rule]]
+"""The rules of one command word by first subcommand, each list the most specific first.
+
+``index[""]`` holds the rules without a subcommand; ``index["diff"]`` those starting with
+``diff`` followed by those without a subcommand, so a lookup reads one short list.
+"""
+
+
+def compile_rules(table: Mapping[str, str],
+                  base: Mapping[str, Index] | None = None) -> dict[str, Index]:
+    """Return the table as command word → :data:`Index`.
+
+    A key's words after the first are subcommands (``git diff``) and options (``sed -i``); its
+    first word counts by its command name (``./deploy.sh`` is ``deploy.sh``). Entries of
+    ``table`` replace the rules of ``base`` with the same key.
+    """
+    buckets: dict[str, dict[tuple[tuple[str, ...], tuple[str, ...]], str]] = {}
+    for key, kind in table.items():
+        first, *rest = key.split()
+        word = _name(first)
+        bucket = buckets.get(word)
+        if bucket is None:
+            old = base.get(word) if base is not None else None
+            bucket = buckets[word] = {(subs, options): k for subs, options, k in _flat(old)}
+        bucket[(tuple(r for r in rest if not r.startswith("-")),
+                tuple(r for r in rest if r.startswith("-")))] = kind
+    rules = dict(base) if base is not None else {}
+    for word, bucket in buckets.items():
+        rules[word] = _index([(subs, options, kind) for (subs, options), kind in bucket.items()])
+    return rules
+
+
+def _index(rules: list[Rule]) -> Index:
+    """Return ``rules`` indexed by first subcommand, the most specific first (stable)."""
+    def specific_first(group: list[Rule]) -> list[Rule]:
+        return sorted(group, key=lambda rule: -(len(rule[0]) + len(rule[1])))
+
+    plain = [r for r in rules if not r[0]]
+    index = {"": specific_first(plain)}
+    for sub in {r[0][0] for r in rules if r[0]}:
+        index[sub] = specific_first([r for r in rules if r[0][:1] == (sub,)] + plain)
+    return index
+
+
+def _flat(index: Index | None) -> list[Rule]:
+    """Return the rules of an :data:`Index`, each once."""
+    if not index:
+        return []
+    return [r for key, group in index.items() for r in group if (r[0][0] if r[0] else "") == key]
+
+
+def all_rules(rules: Mapping[str, Index]) -> Iterator[tuple[str, Rule]]:
+    """Yield (command word, rule) for every rule."""
+    for word, index in rules.items():
+        for rule in _flat(index):
+            yield word, rule
+
+
+@functools.cache
+def default_rules() -> Mapping[str, Index]:
+    """Return the built-in table, compiled once."""
+    return compile_rules(DEFAULT_COMMAND_KINDS)
+
+
+def strip_heredocs(text: str) -> str:
+    """Return ``text`` without the bodies (and end lines) of its heredocs."""
+    if "<<" not in text:
+        return text
+    kept: list[str] = []
+    pending: list[tuple[str, bool]] = []
+    for line in text.split("\n"):
+        if pending:
+            delimiter, dash = pending[0]
+            if (line.lstrip("\t") if dash else line).strip() == delimiter:
+                del pending[0]
+            continue
+        kept.append(line)
+        for match in _HEREDOC.finditer(line):
+            before = line[:match.start()]
+            if before.count("'") % 2 or before.count('"') % 2:  # inside quotes: not a heredoc
+                continue
+            delimiter = match.group(2) or match.group(3) or match.group(4) or ""
+            pending.append((delimiter, match.group(1) == "-"))
+    return "\n".join(kept)
+
+
+def unquote(word: str) -> str:
+    """Return ``word`` with its shell quoting removed."""
+    if "'" not in word and '"' not in word and "\\" not in word:
+        return word
+    return _UNQUOTE.sub(_unquote_part, word)
+
+
+def _unquote_part(match: re.Match[str]) -> str:
+    single, double, escaped = match.group(1), match.group(2), match.group(3)
+    if single is not None:
+        return single
+    if double is not None:
+        return _DQ_ESCAPE.sub(r"\1", double)
+    return escaped or ""
+
+
+def segments(text: str) -> Iterator[Segment]:
+    """Yield the simple commands of ``text`` (heredoc bodies already stripped).
+
+    A parenthesised part (a subshell, ``$(…)``, ``<(…)``) is a command of its own; the command
+    around it goes on after the closing parenthesis.
+    """
+    splitter = _Splitter()
+    for newline, _comment, redirect, operator, word in _TOKEN.findall(text):  # C-level scan
+        if word:
+            splitter.word(unquote(word))
+        elif redirect:
+            splitter.redirect = redirect
+        elif operator or newline:
+            done = splitter.operator(operator or newline)
+            if done is not None:
+                yield done
+    yield from splitter.finish()
+
+
+class _Splitter:
+    """The state of :func:`segments`: the command being read and the ones around it."""
+
+    __slots__ = ("in_patterns", "outer", "redirect", "words", "writes")
+
+    def __init__(self) -> None:
+        self.words: list[str] = []
+        self.writes: list[str] = []
+        self.outer: list[Segment] = []
+        self.redirect: str | None = None
+        self.in_patterns = False
+        """Between ``case … in`` (or ``;;``) and the pattern's ``)``: words are patterns."""
+
+    def word(self, word: str) -> None:
+        if self.in_patterns:
+            self.in_patterns = word != "esac"
+        elif self.redirect is not None:
+            if _writes_file(self.redirect, word):
+                self.writes.append(word)
+            self.redirect = None
+        elif word == "in" and len(self.words) == 2 and self.words[0] == "case":
+            self.words, self.in_patterns = [], True
+        else:
+            self.words.append(word)
+
+    def operator(self, value: str) -> Segment | None:
+        """Take an operator or newline; return the command it ends, if any."""
+        self.redirect = None
+        if self.in_patterns:
+            self.in_patterns = value != ")"
+            return None
+        if value == "(" and len(self.outer) < _MAX_NESTING:
+            self.outer.append((self.words, self.writes))
+            self.words, self.writes = [], []
+            return None
+        done = (self.words, self.writes) if self.words or self.writes else None
+        self.words, self.writes = self.outer.pop() if value == ")" and self.outer else ([], [])
+        self.in_patterns = value in (";;", ";&", ";;&")
+        return done
+
+    def finish(self) -> list[Segment]:
+        return [s for s in (*self.outer, (self.words, self.writes)) if s[0] or s[1]]
+
+
+def _writes_file(redirect: str, word: str) -> bool:
+    """Return True when ``redirect`` sends output into the file ``word`` (not /dev/null, &2)."""
+    if word.startswith("/dev/"):
+        return False
+    if redirect.lstrip("0123456789") in _WRITES:
+        return True
+    return redirect.endswith(">&") and not word.isdigit() and word != "-"
+
+
+def _name(word: str) -> str:
+    """Return the command name of ``word``: its basename, versions folded (python3.11 → python)."""
+    name = word.rsplit("/", 1)[-1] if "/" in word else word
+    versioned = _VERSIONED.fullmatch(name) if name[:1] == "p" else None
+    return versioned.group(1) if versioned else name
+
+
+def _has_option(args: list[str], option: str) -> bool:
+    """Return True when ``option`` is among ``args`` (``-i`` also in ``-i.bak`` and ``-ni``)."""
+    if option.startswith("--"):
+        return any(a == option or a.startswith(option + "=") for a in args)
+    if len(option) != 2:
+        return option in args
+    letter = option[1]
+    return any(a == option or (a.startswith(option) and not a.startswith("--"))
+               or (_SHORT_GROUP.fullmatch(a) is not None and letter in a) for a in args)
+
+
+def _path_like(word: str) -> bool:
+    """Return True for a word that can name a file, URL or id (not an option, a count, text)."""
+    return _PATH_LIKE.fullmatch(word) is not None and not word.isdigit()
+
+
+class ShellReader:
+    """Classifies command lines with a compiled command table. Thread-safe (no mutable state)."""
+
+    def __init__(self, rules: Mapping[str, Index]) -> None:
+        """Bind to ``rules`` (from :func:`compile_rules`)."""
+        self._rules = rules
+
+    def analyze(self, text: str, depth: int = 0) -> Outcome:
+        """Return the (kind, target) of a command line; kind None when it has no words."""
+        if not text.strip():
+            return None, None
+        best_kind: str | None = None
+        best_target: str | None = None
+        for words, writes in segments(strip_heredocs(text)):
+            kind, target = self._segment(words, writes, depth)
+            if kind is None:
+                continue
+            if best_kind is None or RANK[kind] > RANK[best_kind]:
+                best_kind, best_target = kind, target
+            elif kind == best_kind and best_target is None:
+                best_target = target
+            if best_kind == "mutating" and best_target is not None:
+                break  # nothing later can change the outcome
+        return best_kind or "read", best_target
+
+    def _segment(self, words: list[str], writes: list[str], depth: int) -> Outcome:
+        kind, target = self._command(words, depth)
+        if writes:
+            return "mutating", writes[0]
+        return kind, target
+
+    def _command(self, words: list[str], depth: int) -> Outcome:
+        start = 0
+        while start < len(words) and (words[start] in KEYWORDS
+                                      or _ASSIGNMENT.match(words[start])):
+            start += 1
+        if start == len(words) or words[start] in _HEADERS or words[start] in IGNORED_WORDS:
+            return None, None
+        word, args = words[start], words[start + 1:]
+        name = _name(word)
+        while True:
+            if name in WRAPPERS:
+                specific = self._match(name, args, specific_only=True)
+                if specific is not None:
+                    return specific[0], None
+                rest = _unwrap(name, args)
+                if not rest:
+                    return (self._match(name, []) or ("default", 0))[0], None
+                word, args = rest[0], rest[1:]
+                name = _name(word)
+            elif name in MODULE_RUNNERS and len(args) > 1 and args[0] == "-m":
+                word, args = args[1], args[2:]
+                name = word
+            else:
+                break
+        return self._simple(name, word, args, depth)
+
+    def _simple(self, name: str, word: str, args: list[str], depth: int) -> Outcome:
+        special = self._special(name, args, depth)
+        if special is not None:
+            return special
+        if name == "tar" and args and not args[0].startswith("-"):
+            args = ["-" + args[0], *args[1:]]  # old-style options: tar tzf
+        positional = _positional(name, args)
+        matched = self._match(name, args, positional)
+        kind, used = matched if matched is not None else ("default", 0)
+        if kind not in ("default", "poll"):  # the file it changes or reads: the last one
+            return kind, next((a for a in reversed(positional[used:]) if _path_like(a)), None)
+        if "/" in word and matched is None:
+            return kind, word  # ./run.sh: the script it runs
+        return kind, next((a for a in positional[used:] if _path_like(a)), None)
+
+    def _special(self, name: str, args: list[str], depth: int) -> Outcome | None:
+        """Return the outcome of ``bash -c``, ``find``, ``tee`` and ``--version``, else None."""
+        if name in SHELLS:
+            script = _shell_script(args)
+            if script is not None:
+                return self.analyze(script, depth + 1) if depth < _MAX_DEPTH else (
+                    "default", None)
+        if name == "find":
+            return self._find(args, depth)
+        if name == "tee":
+            files = [a for a in args if _path_like(a) and not a.startswith("/dev/")]
+            return ("mutating", files[0]) if files else ("read", None)
+        return ("read", None) if args in _VERSION_ARGS else None
+
+    def _find(self, args: list[str], depth: int) -> Outcome:
+        kind: str = "mutating" if "-delete" in args else "read"
+        for index, arg in enumerate(args):
+            if arg in _EXEC_OPTIONS:
+                inner = []
+                for item in args[index + 1:]:
+                    if item in (";", "+"):
+                        break
+                    inner.append(item)
+                found, _ = self._command(inner, depth)
+                if found is not None and RANK[found] > RANK[kind]:
+                    kind = found
+        paths = [a for a in args if _path_like(a) and not a.startswith("-")]
+        return kind, paths[0] if paths else None
+
+    def _match(self, name: str, args: list[str], positional: list[str] | None = None,
+               specific_only: bool = False) -> tuple[str, int] | None:
+        """Return (kind, subcommand words used) of the most specific rule of ``name``."""
+        index = self._rules.get(name)
+        if not index:
+            return None
+        if positional is None:
+            positional = _positional(name, args)
+        group = index.get(positional[0], index[""]) if positional else index[""]
+        for subs, options, kind in group:
+            if specific_only and not subs and not options:
+                continue
+            if (not subs or tuple(positional[:len(subs)]) == subs) and all(
+                    _has_option(args, o) for o in options):
+                return kind, len(subs)
+        return None
+
+
+def _positional(name: str, args: list[str]) -> list[str]:
+    """Return the arguments that are not options (nor values of ``git -C`` style options)."""
+    takes_value = _GLOBAL_VALUE_OPTIONS.get(name, frozenset())
+    out: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in takes_value:
+            skip = True
+        elif not arg.startswith("-") or arg == "-":
+            out.append(arg)
+    return out
+
+
+def _unwrap(wrapper: str, args: list[str]) -> list[str]:
+    """Return the command a wrapper runs (``timeout 60 pytest`` → ``pytest``)."""
+    takes_value = WRAPPER_VALUE_OPTIONS.get(wrapper, frozenset())
+    index, duration_left = 0, wrapper == "timeout"
+    while index < len(args):
+        arg = args[index]
+        if arg in takes_value:
+            index += 2
+        elif (arg.startswith("-") and arg != "-") or (
+                wrapper == "env" and _ASSIGNMENT.match(arg)):
+            index += 1
+        elif duration_left:
+            index, duration_left = index + 1, False
+        else:
+            break
+    return args[index:]
+
+
+def _shell_script(args: list[str]) -> str | None:
+    """Return the script of ``bash -c SCRIPT`` (also ``-lc``, ``-ec``); None for ``bash file``."""
+    for index, arg in enumerate(args):
+        if _SHORT_GROUP.fullmatch(arg) and "c" in arg:
+            return args[index + 1] if index + 1 < len(args) else ""
+        if not arg.startswith("-"):
+            return None
+    return None

@@ -1,0 +1,326 @@
+"""Call kinds per call: what one call of a shell-like or editor tool does.
+
+Coding agents run everything through one ``bash`` tool, so a tool's name says nothing about a
+call: ``cat a.py`` reads, ``sed -i … a.py`` and ``cat <<'EOF' > a.py`` change a file,
+``pytest`` runs something. :class:`CallKindClassifier` gives such calls their own kind
+(``read``, ``mutating``, ``poll``, ``exempt`` or ``default``) and, where it can, their
+**target**: the file a call reads or writes, the script it runs.
+
+Which tools are classified per call (``mode``):
+
+- a configured ``kind`` of the tool (``[loopguard.tools.<name>] kind = …``) always wins, and a
+  tool listed in ``mutating_tools`` or ``read_tools`` keeps that kind for every call;
+- ``shell`` tools (the ``shell_tools`` setting, or ``shell = true`` for the tool): by the
+  command text in their arguments (``command``, ``cmd``, ``script``, ``code``, ``input``,
+  ``commands``, ``command_line``, a plain string, or an argv list such as
+  ``["bash", "-lc", "…"]``);
+- ``editor`` tools (``editor_tools``, or ``editor = true``): by their subcommand (``command``,
+  ``action``, ``operation``, ``mode``): ``view`` reads, ``create``, ``str_replace``, ``insert``,
+  ``undo_edit``, ``write``… change; without one, a tool named ``view…``/``read…``/``open…``/
+  ``show…`` reads and any other editor tool changes;
+- ``command`` tools, when ``command_word_tools`` is on: a tool named like a command of the
+  table (``cat``, ``sed``, ``git``, ``pip``…) is read as a shell call of that command with its
+  arguments (some harness converters name a shell call after its first word).
+
+Tool names are compared in lower case, and an MCP name ``server__tool`` by its ``tool`` part.
+Other tools get None from :meth:`CallKindClassifier.kind`: the engine then infers their kind
+from the name once and caches it, so they cost nothing more per call.
+
+Cost: a command line is read once, up to :data:`MAX_COMMAND_CHARS` characters (a write beyond
+them is not seen); the (kind, target) of the last 512 command texts, and of the last 512
+argument texts up to 8,192 characters, is cached, so a loop repeating its command pays a
+dictionary lookup.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import shlex
+from collections.abc import Mapping
+from typing import Any, Final, Literal
+
+import orjson
+
+from otel_loopguard._command_table import (
+    DEFAULT_COMMAND_KINDS,
+    IGNORED_WORDS,
+    KEYWORDS,
+    SHELLS,
+    WRAPPERS,
+)
+from otel_loopguard._shell import Index, ShellReader, all_rules, compile_rules, default_rules
+from otel_loopguard.config import LoopGuardConfig
+
+__all__ = ["DEFAULT_COMMAND_KINDS", "MAX_COMMAND_CHARS", "CallKindClassifier", "CallMode"]
+
+CallMode = Literal["shell", "editor", "command"]
+
+MAX_COMMAND_CHARS: Final = 4096
+"""Characters of a command line that are read (the start of a long heredoc script is enough)."""
+
+_CACHE_MAX: Final = 512
+_MAX_KEY_CHARS: Final = 2 * MAX_COMMAND_CHARS
+"""Argument texts up to this long are cache keys as they are (the span's JSON text)."""
+_MODE_CACHE_MAX: Final = 4096
+_MAX_JSON_CHARS: Final = 1 << 20
+"""JSON argument texts longer than this are not parsed (the call keeps its tool's kind)."""
+_UNSET: Final[Any] = object()
+_COMMAND_KEYS: Final = ("command", "cmd", "script", "code", "input", "commands", "command_line")
+_SUBCOMMAND_KEYS: Final = ("command", "action", "operation", "mode", "subcommand")
+_PATH_KEYS: Final = ("path", "file_path", "filePath", "file", "filename", "target_file",
+                     "absolute_path", "notebook_path")
+_TARGET_KEYS: Final = (*_PATH_KEYS, "url", "uri", "href", "link", "id")
+_TARGET_SUFFIXES: Final = ("_id", "_url", "_path", "Id", "Url", "Path")
+_EDITOR_READS: Final = frozenset({"view", "read", "show", "list", "open", "cat", "get", "find",
+                                  "search", "view_range"})
+_EDITOR_WRITES: Final = frozenset({"create", "write", "str_replace", "insert", "undo_edit",
+                                   "edit", "replace", "append", "delete", "remove", "rename",
+                                   "move", "patch", "apply", "overwrite", "save", "multi_edit"})
+_READ_NAME_PREFIXES: Final = ("view", "read", "open", "show")
+_NOT_COMMAND_TOOLS: Final = frozenset({
+    "test", "[", "[[", "file", "type", "info", "help", "open", "view", "read", "find", "join",
+    "sort", "install", "create", "edit", "insert", "append", "service", "expr", "echo", "date",
+    "wait", "watch", "sleep", "python", "pypy", "node", "ruby", "perl", "php", "deno", "bun"})
+"""Command words too common as plain tool names, or interpreters whose arguments are code."""
+_PATCH_FILE: Final = re.compile(
+    r"^(?:\*\*\* (?:Update|Add|Delete) File: |\+\+\+ (?:b/)?)(\S+)", re.MULTILINE)
+_MAX_TARGET_CHARS: Final = 512
+
+
+class CallKindClassifier:
+    """Classifies calls of shell-like and editor tools by what each call does.
+
+    Build it from the config (``shell_tools``, ``editor_tools``, ``command_kinds``,
+    ``command_word_tools``, the per-tool ``kind``/``shell``/``editor``, ``mutating_tools``,
+    ``read_tools``). Thread-safe: its caches are plain dictionaries, bounded, and cleared
+    rather than evicted when full. Never raises on arguments, whatever their shape.
+    """
+
+    def __init__(self, config: LoopGuardConfig | None = None) -> None:
+        """Compile the command table (built-in entries, then ``command_kinds`` on top)."""
+        self._config = config = config or LoopGuardConfig()
+        rules = compile_rules(config.command_kinds, default_rules()) if config.command_kinds \
+            else default_rules()
+        self._reader = ShellReader(rules)
+        self._shell_tools = frozenset(t.lower() for t in config.shell_tools)
+        self._editor_tools = frozenset(t.lower() for t in config.editor_tools)
+        self._command_words = (_command_words(rules) if config.command_kinds
+                               else _default_command_words()) \
+            if config.command_word_tools else frozenset()
+        self._modes: dict[str, CallMode | None] = {}
+        self._outcomes: dict[str, tuple[str | None, str | None]] = {}
+        """Command text → (kind, target)."""
+        self._by_arguments: dict[tuple[str, str], tuple[str | None, str | None]] = {}
+        """(tool, for command-word tools; the arguments' JSON text) → (kind, target)."""
+
+    def mode(self, tool: str) -> CallMode | None:
+        """Return how calls of ``tool`` are classified: ``shell``, ``editor``, ``command``.
+
+        None when the tool's kind comes from its name (configured, listed, or inferred).
+        """
+        mode = self._modes.get(tool, _UNSET)
+        if mode is _UNSET:
+            mode = self._mode_of(tool)
+            if len(self._modes) < _MODE_CACHE_MAX:
+                self._modes[tool] = mode
+        return mode  # type: ignore[no-any-return]  # _UNSET replaced above
+
+    def _mode_of(self, tool: str) -> CallMode | None:
+        cfg = self._config
+        override = cfg.tools.get(tool)
+        if override is not None and (override.kind is not None or override.shell
+                                     or override.editor):
+            return None if override.kind is not None else (
+                "shell" if override.shell else "editor")
+        base = tool.rsplit("__", 1)[-1]
+        if {tool, base} & {*cfg.mutating_tools, *cfg.read_tools}:
+            return None
+        name = base.lower()
+        shell_on = override is None or override.shell is not False
+        editor_on = override is None or override.editor is not False
+        modes: tuple[tuple[CallMode, bool], ...] = (
+            ("shell", shell_on and name in self._shell_tools),
+            ("editor", editor_on and name in self._editor_tools),
+            ("command", shell_on and name in self._command_words))
+        return next((mode for mode, found in modes if found), None)
+
+    def kind(self, tool: str, arguments: Any) -> str | None:
+        """Return the kind of this call, or None when the tool is not classified per call.
+
+        Also None for a shell call without command text (arguments not captured): the call
+        then takes its tool's kind.
+        """
+        mode = self.mode(tool)
+        if mode is None:
+            return None
+        if mode == "editor":
+            return _editor_kind(tool, _parsed(arguments))
+        return self._command_outcome(mode, tool, arguments)[0]
+
+    def target(self, tool: str, arguments: Any) -> str | None:
+        """Return what this call is about, or None when nothing names it.
+
+        For a shell call, the file its deciding command writes (a redirection, ``sed -i``'s
+        file, ``cp``'s destination) or reads, or the script it runs (``python x.py``); for an
+        editor call, its ``path``; for other tools, the first of the arguments ``path``,
+        ``file_path``, ``file``, ``url``, ``uri``, ``id`` or a key ending in ``_id``, ``_url``
+        or ``_path``. Best effort, at most 512 characters.
+        """
+        mode = self.mode(tool)
+        if mode in ("shell", "command"):
+            found = self._command_outcome(mode, tool, arguments)[1]
+        else:
+            parsed = _parsed(arguments)
+            found = _argument_target(parsed, _PATH_KEYS, suffixes=False) if mode == "editor" \
+                else _argument_target(parsed)
+            found = found or _patch_target(parsed)
+        return found[:_MAX_TARGET_CHARS] if found else None
+
+    def command_kind(self, command: str) -> str | None:
+        """Return the kind of a shell command line (None for an empty one)."""
+        return self._outcome(command)[0]
+
+    def _command_outcome(self, mode: CallMode, tool: str,
+                         arguments: Any) -> tuple[str | None, str | None]:
+        """Return the (kind, target) of a shell or command-word call, cached by argument text."""
+        key = (tool if mode == "command" else "", arguments) if isinstance(arguments, str) and \
+            len(arguments) <= _MAX_KEY_CHARS else None
+        outcome = self._by_arguments.get(key) if key is not None else None
+        if outcome is None:
+            outcome = self._command_outcome_of(mode, tool, arguments)
+            if key is not None:
+                if len(self._by_arguments) >= _CACHE_MAX:
+                    self._by_arguments.clear()
+                self._by_arguments[key] = outcome
+        return outcome
+
+    def _command_outcome_of(self, mode: CallMode, tool: str,
+                            arguments: Any) -> tuple[str | None, str | None]:
+        text = _command_text(_parsed(arguments))
+        if mode == "command":
+            word = tool.rsplit("__", 1)[-1].lower()
+            if text is None or not text.strip():
+                text = word
+            elif text.split(None, 1)[0].rsplit("/", 1)[-1] != word:
+                text = word + " " + text
+        return self._outcome(text) if text is not None else (None, None)
+
+    def _outcome(self, text: str) -> tuple[str | None, str | None]:
+        text = text[:MAX_COMMAND_CHARS]
+        outcome = self._outcomes.get(text)
+        if outcome is None:
+            outcome = self._reader.analyze(text)
+            if len(self._outcomes) >= _CACHE_MAX:
+                self._outcomes.clear()  # cheaper than LRU bookkeeping; a loop refills it
+            self._outcomes[text] = outcome
+        return outcome
+
+
+def _command_words(rules: Mapping[str, Index]) -> frozenset[str]:
+    """Return the command words a tool may be named after: those with a rule that is not default."""
+    skipped = _NOT_COMMAND_TOOLS | WRAPPERS | IGNORED_WORDS | KEYWORDS | SHELLS
+    return frozenset(word for word, (_, _, kind) in all_rules(rules)
+                     if kind != "default" and word not in skipped)
+
+
+@functools.cache
+def _default_command_words() -> frozenset[str]:
+    return _command_words(default_rules())
+
+
+def _parsed(arguments: Any) -> Any:
+    """Return JSON-text arguments parsed; other values, and texts that are not JSON, as given.
+
+    A JSON text longer than ``_MAX_JSON_CHARS`` gives None: its call keeps its tool's kind.
+    """
+    if not isinstance(arguments, str | bytes):
+        return arguments
+    head = arguments[:64].lstrip()[:1]
+    if head in ("{", "[", b"{", b"["):
+        if len(arguments) > _MAX_JSON_CHARS:
+            return None
+        try:
+            return orjson.loads(arguments)
+        except orjson.JSONDecodeError:
+            pass
+    return arguments.decode("utf-8", "replace") if isinstance(arguments, bytes) else arguments
+
+
+def _command_text(arguments: Any, nested: bool = True) -> str | None:
+    """Return the command line in a shell call's (parsed) arguments, or None."""
+    if isinstance(arguments, str):
+        return arguments
+    if isinstance(arguments, list | tuple):
+        return _argv_text(arguments)
+    if not isinstance(arguments, Mapping):
+        return None
+    for key in _COMMAND_KEYS:
+        value = arguments.get(key)
+        if value is not None:
+            return _value_text(key, value)
+    action = arguments.get("action")  # OpenAI local_shell: {"action": {"command": [...]}}
+    return _command_text(action, nested=False) if nested and isinstance(action, Mapping) else None
+
+
+def _value_text(key: str, value: Any) -> str | None:
+    """Return the command line of one argument: a string, an argv list, or a list of lines."""
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, list | tuple):
+        return None
+    if key == "commands" and all(isinstance(v, str) for v in value):
+        return "\n".join(value)
+    return _argv_text(value)
+
+
+def _argv_text(argv: list[Any] | tuple[Any, ...]) -> str | None:
+    """Return an argv list as a command line (``["bash", "-lc", S]`` → ``S``)."""
+    if not argv or not all(isinstance(a, str) for a in argv):
+        return None
+    if len(argv) >= 3 and argv[0].rsplit("/", 1)[-1] in SHELLS and argv[1].startswith("-") \
+            and "c" in argv[1]:
+        return str(argv[2])
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+def _editor_kind(tool: str, arguments: Any) -> str:
+    if isinstance(arguments, Mapping):
+        for key in _SUBCOMMAND_KEYS:
+            value = arguments.get(key)
+            if isinstance(value, str):
+                sub = value.strip().lower()
+                if sub in _EDITOR_READS:
+                    return "read"
+                if sub in _EDITOR_WRITES:
+                    return "mutating"
+                break
+    name = tool.rsplit("__", 1)[-1].lower()
+    return "read" if name.startswith(_READ_NAME_PREFIXES) else "mutating"
+
+
+def _patch_target(arguments: Any) -> str | None:
+    """Return the first file a patch text in the arguments touches (``*** Update File: f``)."""
+    values = arguments.values() if isinstance(arguments, Mapping) else (arguments,)
+    for value in values:
+        if isinstance(value, str) and ("*** " in value or "+++ " in value):
+            match = _PATCH_FILE.search(value[:MAX_COMMAND_CHARS])
+            if match:
+                return match.group(1)
+    return None
+
+
+def _argument_target(arguments: Any, keys: tuple[str, ...] = _TARGET_KEYS,
+                     suffixes: bool = True) -> str | None:
+    if not isinstance(arguments, Mapping):
+        return None
+    for key in keys:
+        value = arguments.get(key)
+        if isinstance(value, str | int) and not isinstance(value, bool) and value != "":
+            return str(value)
+    if suffixes:
+        for key, value in arguments.items():
+            if isinstance(key, str) and key.endswith(_TARGET_SUFFIXES) and \
+                    isinstance(value, str | int) and not isinstance(value, bool):
+                return str(value)
+    return None
