@@ -260,8 +260,8 @@ class _TraceReader:
                     self._tick(source.count)
             except _ReadError as exc:
                 self._fail(self._line, f"cannot read: {exc}")
-            except TooLarge as exc:
-                self._fail(0, f"too large: {exc}")
+            except TooLarge:  # the limit is per file, whatever part of it was left
+                self._fail(0, f"too large: {TooLarge(self._limit)}")
             except ImportError as exc:  # zstd support is missing
                 raise TraceFileError(self._path, 0, str(exc)) from None
             if self._progress is not None:
@@ -407,13 +407,15 @@ def _parse_json(data: bytes) -> Any:
     with contextlib.suppress(ValueError, RecursionError):
         return loads_json(data)  # orjson when it reads what json.loads would; the message below
     try:
-        return json.loads(data)
-    except json.JSONDecodeError as exc:
-        message = f"invalid JSON: {exc.msg} at column {exc.colno}"
-        raise _BadRecord(message, exc.lineno - 1) from None
+        text = data.decode("utf-8")  # not json's own guess, which takes NUL bytes for UTF-16
     except UnicodeDecodeError as exc:
         raise _BadRecord(f"not JSON text: byte 0x{data[exc.start]:02x} at offset {exc.start} "
                          "is not UTF-8 (binary data?)") from None
+    try:
+        return json.loads(text.removeprefix("\ufeff"))
+    except json.JSONDecodeError as exc:
+        message = f"invalid JSON: {exc.msg} at column {exc.colno}"
+        raise _BadRecord(message, exc.lineno - 1) from None
     except RecursionError:
         raise _BadRecord("invalid JSON: nested too deeply") from None
     except ValueError as exc:
