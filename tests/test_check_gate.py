@@ -199,15 +199,22 @@ class TestPartlyBadInput:
             "(binary data?)",
             "otel-loopguard: 1 bad input record skipped"]
 
-    def test_binary_garbage_in_the_middle(self, tmp_path: Path,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
-        """Control bytes on line 2 (within the first bytes read) cost line 2 only."""
+    @pytest.mark.parametrize(("damaged", "line", "reason"), [
+        (b'{"resourceSpans": []}\n\x00\x01\x02\x03\n', 2, "invalid JSON"),
+        (b'{"resourceSpans":[{"scopeSpans":[null]}]}\n', 1, ""),
+    ], ids=["control-bytes-on-line-2", "a-shape-that-trips-a-decoder"])
+    def test_a_damaged_line_costs_that_line(self, tmp_path: Path, damaged: bytes, line: int,
+                                            reason: str,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+        """Control bytes within the first bytes read, or a shape a decoder trips on, are
+        reported as their line; the rest is still checked."""
         path = tmp_path / "damaged.jsonl"
-        path.write_bytes(b'{"resourceSpans": []}\n\x00\x01\x02\x03\n' + LOOPING.read_bytes())
+        path.write_bytes(damaged + LOOPING.read_bytes())
         code, doc, err = _check_json(capsys, str(path))
         assert code == 2
         assert [r["action"] for r in doc["runs"]] == ["stop"]
-        assert f"{path}:2: invalid JSON" in err
+        assert err.startswith(f"otel-loopguard: {path}:{line}: {reason}")
+        assert "Traceback" not in err
 
     def test_framed_protobuf_with_a_zero_filled_tail(self, tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
@@ -219,17 +226,6 @@ class TestPartlyBadInput:
         assert code == 2
         assert doc["summary"]["tool_calls"] == 2
         assert f"{path}:2: unrecognised content" in err and "from here on" in err
-
-    def test_a_record_that_crashes_a_decoder(self, tmp_path: Path,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
-        """Shapes that trip a decoder are reported as that record, the rest still checked."""
-        path = tmp_path / "odd.jsonl"
-        path.write_bytes(b'{"resourceSpans":[{"scopeSpans":[null]}]}\n' + LOOPING.read_bytes())
-        code, doc, err = _check_json(capsys, str(path))
-        assert code == 2
-        assert [r["action"] for r in doc["runs"]] == ["stop"]
-        assert err.startswith(f"otel-loopguard: {path}:1: ")
-        assert "Traceback" not in err
 
     def test_many_bad_records_are_listed_up_to_100(self, tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
@@ -345,3 +341,15 @@ class TestNeverATraceback:
         assert capsys.readouterr().err == (f"otel-loopguard: {tmp_path}: cannot write the "
                                            "report: is a directory\n")
 
+
+
+def test_the_documented_usage_is_the_real_one(monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/cli.md shows the usage ``check --help`` prints (80 columns)."""
+    monkeypatch.setenv("COLUMNS", "80")
+    with pytest.raises(SystemExit):
+        main(["check", "--help"])
+    usage = capsys.readouterr().out.split("\n\n")[0]
+    docs = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    section = docs[docs.index("## check"):]
+    assert section.split("```text\n", 1)[1].split("\n```", 1)[0] == usage
