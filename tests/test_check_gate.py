@@ -202,12 +202,14 @@ class TestPartlyBadInput:
     @pytest.mark.parametrize(("damaged", "line", "reason"), [
         (b'{"resourceSpans": []}\n\x00\x01\x02\x03\n', 2, "invalid JSON"),
         (b'{"resourceSpans":[{"scopeSpans":[null]}]}\n', 1, ""),
-    ], ids=["control-bytes-on-line-2", "a-shape-that-trips-a-decoder"])
+        (b"\n\x89PNG\x00\x01garbage\n", 2, "not JSON text"),
+    ], ids=["control-bytes-on-line-2", "a-shape-that-trips-a-decoder", "binary-after-a-newline"])
     def test_a_damaged_line_costs_that_line(self, tmp_path: Path, damaged: bytes, line: int,
                                             reason: str,
                                             capsys: pytest.CaptureFixture[str]) -> None:
-        """Control bytes within the first bytes read, or a shape a decoder trips on, are
-        reported as their line; the rest is still checked."""
+        """Control bytes within the first bytes read, a shape a decoder trips on, binary bytes
+        after a leading newline (which made the file look like protobuf) are reported as their
+        line; the rest is still checked."""
         path = tmp_path / "damaged.jsonl"
         path.write_bytes(damaged + LOOPING.read_bytes())
         code, doc, err = _check_json(capsys, str(path))

@@ -34,26 +34,36 @@ class SpanDeduplicator:
         self._hot: OrderedDict[str, set[int]] = OrderedDict()
         self._cold: OrderedDict[str, array[int]] = OrderedDict()
         self._cold_ids = 0
+        self._last: tuple[str, set[int]] = ("", set())
+        """The trace of the previous span and its ids: spans of a trace mostly come together."""
 
     def is_new(self, trace_id: str, span_id: str) -> bool:
         """Return False (and count a duplicate) when this span of this trace was seen before."""
         key = hash(span_id)
-        ids = self._hot.get(trace_id)
-        if ids is None:
-            cold = self._cold.get(trace_id)
-            if cold is not None:
-                at = bisect_left(cold, key)
-                if at < len(cold) and cold[at] == key:
+        last_trace, ids = self._last
+        if trace_id != last_trace:
+            found = self._hot.get(trace_id)
+            if found is None:
+                if self._in_cold(trace_id, key):
                     self.duplicates += 1
                     return False
-            ids = self._warm(trace_id)
-        else:
-            self._hot.move_to_end(trace_id)
+                found = self._warm(trace_id)
+            else:
+                self._hot.move_to_end(trace_id)
+            ids = found
+            self._last = (trace_id, ids)
         if key in ids:
             self.duplicates += 1
             return False
         ids.add(key)
         return True
+
+    def _in_cold(self, trace_id: str, key: int) -> bool:
+        cold = self._cold.get(trace_id)
+        if cold is None:
+            return False
+        at = bisect_left(cold, key)
+        return at < len(cold) and cold[at] == key
 
     def _warm(self, trace_id: str) -> set[int]:
         """Make ``trace_id`` hot (with its cold ids, if any); cool the least recent hot trace."""

@@ -4,7 +4,8 @@
   can also be protobuf: then it is JSON when it holds no control character that JSON text
   cannot hold, or when its first line is a whole JSON value.)
 * Binary content that starts with the tag of ``resource_spans`` (``0x0a``) is one serialized
-  ``ExportTraceServiceRequest``.
+  ``ExportTraceServiceRequest`` (or, if it does not parse and later lines start like JSON, JSON
+  Lines after a damaged line).
 * Binary content whose first 4 bytes are a plausible big-endian length followed by the start
   of a message (protobuf, JSON, or a compressed message) is the Collector's ``format: proto``
   framing.
@@ -24,7 +25,7 @@ from typing import Final
 from otel_loopguard.replay._compressed import GZIP_MAGIC, ZSTD_MAGIC
 
 __all__ = ["FRAME_HEADER", "MAX_FRAME_BYTES", "SNIFF_BYTES", "WIDE_SNIFF_BYTES", "Content",
-           "content_of", "needs_wide_look", "unrecognised"]
+           "content_of", "has_json_lines", "needs_wide_look", "unrecognised"]
 
 SNIFF_BYTES: Final = 512
 WIDE_SNIFF_BYTES: Final = 1 << 16
@@ -66,9 +67,18 @@ def content_of(head: bytes) -> Content:
         return Content.PROTO_REQUEST
     if _plausible_frame(head):
         return Content.PROTO_FRAMED
-    if _LATER_JSON_LINE_RE.search(head):
+    if has_json_lines(head):
         return Content.JSON
     return Content.UNKNOWN
+
+
+def has_json_lines(head: bytes) -> bool:
+    """Return True when a line after the first starts like JSON (``{`` or ``[``).
+
+    Protobuf holds such bytes too (a tag, then a length of 91 or 123): for content taken as a
+    protobuf request, this only says what to try when it does not parse.
+    """
+    return _LATER_JSON_LINE_RE.search(head) is not None
 
 
 def _json_text(head: bytes, text: bytes) -> bool:

@@ -11,10 +11,12 @@ The reader sniffs the content, not the file name:
   Text whose first line is damaged (binary bytes) but whose later lines are JSON is read as JSON
   Lines too, so that only the damaged lines are lost;
 * binary content that starts with the tag of ``resource_spans`` (``0x0a``) is one serialized
-  ``ExportTraceServiceRequest``; binary content that starts with a plausible length prefix is
-  the Collector's ``format: proto`` framing, where each message (protobuf, or JSON when the
-  exporter compresses, each message then compressed on its own) is preceded by its length as a
-  4-byte big-endian integer. Anything else is reported as unrecognised.
+  ``ExportTraceServiceRequest`` (read as JSON Lines instead when it does not parse but its
+  later lines do: a newline, then a damaged line);
+* binary content that starts with a plausible length prefix is the Collector's
+  ``format: proto`` framing: each message (protobuf, or JSON when the exporter compresses, each
+  message then compressed on its own) preceded by its length as a 4-byte big-endian integer.
+  Anything else is reported as unrecognised.
 
 Memory is bounded by the largest line, document or message, never by the file size.
 """
@@ -50,6 +52,7 @@ from otel_loopguard.replay._sniff import (
     WIDE_SNIFF_BYTES,
     Content,
     content_of,
+    has_json_lines,
     needs_wide_look,
     unrecognised,
 )
@@ -152,6 +155,8 @@ class _Record(NamedTuple):
     is_json: bool
     located: bool = False
     """True for a JSON line: its spans can be told by ``line``."""
+    maybe_lines: bool = False
+    """Protobuf that may be JSON Lines after a damaged line: read so if it does not parse."""
 
 
 class _ByteSource(Protocol):
@@ -245,6 +250,8 @@ class _TraceReader:
         self._expanded = 0
         """Bytes that compressed messages of framed input expanded to so far."""
         self._reported_bytes = 0
+        self._deferred: list[tuple[int, str]] | None = None
+        """Errors held back while a guess is tried (see ``_json_lines_in``)."""
         self._line = 0
         """Line (or message) being read, for errors raised by the stream itself."""
 
@@ -268,6 +275,9 @@ class _TraceReader:
                 self._progress(source.count)
 
     def _fail(self, line: int, message: str) -> None:
+        if self._deferred is not None:
+            self._deferred.append((line, message))
+            return
         error = TraceFileError(self._path, line, message)
         if self._strict:
             raise error
@@ -297,7 +307,7 @@ class _TraceReader:
         if found is Content.JSON:
             yield from self._json_records(stream)
         elif found is Content.PROTO_REQUEST:
-            yield _Record(0, stream.read(), is_json=False)
+            yield _Record(0, stream.read(), is_json=False, maybe_lines=has_json_lines(head))
         elif found is Content.PROTO_FRAMED:
             yield from self._framed_records(stream)
         else:
@@ -369,15 +379,37 @@ class _TraceReader:
             spans, problem = (_decode_json(record.data) if record.is_json
                               else _decode_proto(record.data))
         except _BadRecord as exc:
+            if record.maybe_lines:
+                return self._json_lines_in(record.data, exc.message)
             self._fail(record.line + exc.line_offset, exc.message)
             return []
         except ImportError:
+            if record.maybe_lines:
+                return self._json_lines_in(record.data, _PROTO_MISSING)
             raise TraceFileError(self._path, 0, _PROTO_MISSING) from None
         except Exception as exc:  # a decoder failing on odd input loses this record, not the file
             self._fail(record.line, f"cannot decode: {type(exc).__name__}: {exc}")
             return []
         if problem:
             self._fail(record.line, problem)
+        return spans
+
+    def _json_lines_in(self, data: bytes, proto_error: str) -> list[SpanRecord]:
+        """Return the spans of ``data`` read as JSON Lines (a newline, then a damaged line).
+
+        When no line holds a span, ``data`` was protobuf after all: ``proto_error`` is reported
+        instead of one error per "line".
+        """
+        self._deferred = []
+        try:
+            spans = [span for record in self._json_records(io.BufferedReader(io.BytesIO(data)))
+                     for span in self._decode(record)]
+        finally:
+            deferred, self._deferred = self._deferred, None
+        if not spans:
+            deferred = [(0, proto_error)]
+        for line, message in deferred:
+            self._fail(line, message)
         return spans
 
 
