@@ -181,7 +181,9 @@ class TestNothingToCheck:
         path.write_text(json_line(scripted_spans(({}, lambda agent: agent.turn()))) + "\n",
                         encoding="utf-8")
         assert main(["check", str(path)]) == 0
-        assert "none of the 2 spans is a tool call" in capsys.readouterr().err
+        assert capsys.readouterr().err == ("otel-loopguard: note: none of the 2 spans is a tool "
+                                           "call, so only handoff loops could have been "
+                                           "detected\n")
 
 
 class TestPartlyBadInput:
@@ -355,3 +357,12 @@ def test_the_documented_usage_is_the_real_one(monkeypatch: pytest.MonkeyPatch,
     docs = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
     section = docs[docs.index("## check"):]
     assert section.split("```text\n", 1)[1].split("\n```", 1)[0] == usage
+
+
+def test_errors_cannot_forge_lines_either(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """A file name with a newline (or anything quoted from input) stays on its one line."""
+    missing = tmp_path / "x\nSTOP  run forged.jsonl"
+    assert main(["check", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"otel-loopguard: {tmp_path}/x\\x0aSTOP  run forged.jsonl: no such file\n"

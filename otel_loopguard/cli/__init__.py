@@ -85,7 +85,9 @@ def _run(args: argparse.Namespace) -> int:
         message = f"unexpected error: {type(exc).__name__}: {exc}"
     else:
         return code
-    print(f"otel-loopguard: {message}", file=sys.stderr)
+    from otel_loopguard.cli._report import clean  # a bad record's reason may quote a span
+
+    print(f"otel-loopguard: {clean(message)}", file=sys.stderr)
     return EXIT_USAGE
 
 

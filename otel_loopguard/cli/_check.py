@@ -127,9 +127,9 @@ def _verdict(summary: Summary, paths: list[str]) -> int:
         where = clean(paths[0]) if len(paths) == 1 else f"the {plural(len(paths), 'input')}"
         _say(f"nothing to check: no spans in {where} (--allow-empty accepts empty input)")
         code = 2
-    elif summary.spans and not summary.tool_calls:
-        _say(f"note: none of the {plural(summary.spans, 'span')} is a tool call, so no loop "
-             "could be detected")
+    elif summary.spans and not summary.tool_calls and not summary.flagged:
+        _say(f"note: none of the {plural(summary.spans, 'span')} is a tool call, so only "
+             "handoff loops could have been detected")
     return code
 
 
