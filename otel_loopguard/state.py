@@ -9,6 +9,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from otel_loopguard._time import seconds_to_ns
 from otel_loopguard.assembly import SiblingAgents
 from otel_loopguard.engine import RunState
 from otel_loopguard.types import Clock
@@ -48,7 +49,7 @@ class InMemoryRunStateStore:
 
         self._new_state = new_state
         self.max_runs = max_runs
-        self._ttl_ns = int(ttl_seconds * 1e9)
+        self._ttl_ns = seconds_to_ns(ttl_seconds)
         self._clock: Clock = clock or time.monotonic_ns
         self._on_evict = on_evict
         self._runs: OrderedDict[str, RunEntry] = OrderedDict()

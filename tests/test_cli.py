@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
-import base64
 import io
 import json
 import os
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from google.protobuf.json_format import MessageToDict
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from _otlp_files import Script, json_line, scripted_spans
 
 from otel_loopguard.cli import main
-from otel_loopguard.testing import AgentScript, LoopGuardHarness
+from otel_loopguard.testing import AgentScript
 
 ROOT = Path(__file__).resolve().parent.parent
 HEALTHY = str(ROOT / "examples" / "traces" / "healthy_agent.jsonl")
@@ -38,35 +36,16 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name)
 
 
-def _hex_ids(node: Any) -> Any:
-    if isinstance(node, dict):
-        return {k: (base64.b64decode(v).hex() if k in ("traceId", "spanId", "parentSpanId")
-                    else _hex_ids(v)) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_hex_ids(v) for v in node]
-    return node
-
-
 @pytest.fixture(name="write_trace")
-def _write_trace(tmp_path: Path) -> Iterator[Callable[..., str]]:
+def _write_trace(tmp_path: Path) -> Callable[..., str]:
     """Script runs with a real ``TracerProvider`` and write them as OTLP/JSON lines."""
-    harnesses: list[LoopGuardHarness] = []
 
-    def write(*runs: tuple[dict[str, Any], Callable[[AgentScript], None]],
-              name: str = "trace.jsonl") -> str:
-        harness = LoopGuardHarness()
-        harnesses.append(harness)
-        for options, body in runs:
-            with harness.run(**options) as agent:
-                body(agent)
-        doc = _hex_ids(MessageToDict(encode_spans(harness.exporter.get_finished_spans())))
+    def write(*runs: Script, name: str = "trace.jsonl") -> str:
         path = tmp_path / name
-        path.write_text(json.dumps(doc, separators=(",", ":")) + "\n", encoding="utf-8")
+        path.write_text(json_line(scripted_spans(*runs)) + "\n", encoding="utf-8")
         return str(path)
 
-    yield write
-    for harness in harnesses:
-        harness.shutdown()
+    return write
 
 
 def _same_search(times: int) -> Callable[[AgentScript], None]:
@@ -88,8 +67,9 @@ class TestExitCodes:
         """The healthy example has no loop: exit 0 and an ``ok`` line."""
         assert main(["check", HEALTHY]) == 0
         out = capsys.readouterr().out
-        assert out.startswith("ok    run 3ca5fe047262230b8092163bef8e409a: 6 tool calls")
-        assert out.endswith("1 run(s), 6 tool call(s); 0 flagged\n")
+        assert out.startswith("ok    run 3ca5fe047262230b8092163bef8e409a [order_status@v1]: "
+                              "6 tool calls, no loop\n")
+        assert out.endswith("\n1 run, 6 tool calls; 0 flagged\n")
 
     def test_looping_example_exits_1(self, capsys: pytest.CaptureFixture[str]) -> None:
         """The looping example reaches stop: exit 1 and the findings with their hints."""
@@ -168,7 +148,8 @@ class TestJsonOutput:
         """The summary counts runs, tool calls and runs by highest action."""
         _, doc = _json(capsys, [HEALTHY, LOOPING])
         assert doc["summary"] == {"runs": 2, "tool_calls": 13, "actions": {
-            "continue": 1, "warn": 0, "replan": 0, "stop": 1}}
+            "continue": 1, "warn": 0, "replan": 0, "stop": 1}, "spans": 27,
+            "duplicate_spans": 0, "bad_records": 0}
 
     def test_evidence_holds_no_payloads(self, capsys: pytest.CaptureFixture[str]) -> None:
         """Arguments and results never appear in the output, only digests and counts."""
@@ -199,10 +180,10 @@ class TestInputErrors:
         """A bad line is reported as ``file:line: ...``, the good lines are still checked."""
         assert main(["check", one_bad_line]) == 2
         captured = capsys.readouterr()
-        assert "2 run(s), 13 tool call(s); 1 flagged" in captured.out
+        assert "2 runs, 13 tool calls; 1 flagged" in captured.out
         errors = captured.err.splitlines()
         assert errors[0].startswith(f"otel-loopguard: {one_bad_line}:2: invalid JSON")
-        assert errors[1] == "otel-loopguard: 1 bad input record(s) skipped"
+        assert errors[1] == "otel-loopguard: 1 bad input record skipped"
         assert "Traceback" not in captured.err
 
     def test_strict_stops_at_the_bad_line(self, one_bad_line: str,
@@ -369,7 +350,7 @@ class TestInputs:
         main(["check", "-q", HEALTHY, LOOPING])
         out = capsys.readouterr().out
         assert "ok    run" not in out
-        assert "STOP  run" in out and "2 run(s)" in out
+        assert "STOP  run" in out and "2 runs" in out
 
 
 class TestRunKey:

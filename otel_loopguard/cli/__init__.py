@@ -1,12 +1,15 @@
 """The ``otel-loopguard`` command line: ``check``, ``demo``, ``serve`` and ``assets``.
 
 Exit codes: 0 clean, 1 a run reached ``--fail-on`` (``check``), 2 usage or input error.
-Results go to stdout, diagnostics to stderr.
+Results go to stdout, diagnostics to stderr: one line for any error, never a traceback (an
+unexpected one says so, with its type and message).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -64,14 +67,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the command's handler; any error is one line on stderr and exit code 2."""
     try:
         code: int = args.handler(args)
     except ConfigError as exc:
-        print(f"otel-loopguard: config error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        message = f"config error: {exc}"
     except LoopGuardError as exc:
-        print(f"otel-loopguard: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        message = str(exc)
     except KeyboardInterrupt:
         return 130
-    return code
+    except BrokenPipeError:  # the reader went away, e.g. `check ... | head -1`
+        _silence_stdout()
+        message = "output closed before the report was complete (broken pipe)"
+    except Exception as exc:  # never a traceback: one line, and the details in the debug log
+        logging.getLogger("otel_loopguard").debug("unexpected error", exc_info=True)
+        message = f"unexpected error: {type(exc).__name__}: {exc}"
+    else:
+        return code
+    from otel_loopguard.cli._report import clean  # a bad record's reason may quote a span
+
+    print(f"otel-loopguard: {clean(message)}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush does not fail again."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (tests capture it)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)

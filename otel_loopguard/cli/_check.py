@@ -1,23 +1,39 @@
-"""``otel-loopguard check``: replay saved OTLP traces and report loops (a CI gate)."""
+"""``otel-loopguard check``: replay saved OTLP traces and report loops (a CI gate).
+
+Exit codes: 0 when no run reaches ``--fail-on``, 1 when one does, 2 on bad input (a bad record,
+no span at all unless ``--allow-empty``) or usage; 2 wins over 1.
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
 import os
+import re
 import sys
-from collections.abc import Iterable, Iterator
-from typing import Any, TextIO
+import tempfile
+from collections.abc import Iterator
+from typing import Any, Final, TextIO, cast
 
+from otel_loopguard.cli._github import GithubReporter
+from otel_loopguard.cli._inputs import Inputs, expand
+from otel_loopguard.cli._junit import JunitReporter
+from otel_loopguard.cli._report import MAX_PROBLEMS_LISTED, Reporter, Summary, clean, plural
+from otel_loopguard.cli._sarif import SarifReporter
+from otel_loopguard.cli._text import JsonReporter, TextReporter, use_color
 from otel_loopguard.config import LoopGuardConfig
-from otel_loopguard.exceptions import TraceFileError
-from otel_loopguard.replay.checker import Checker, RunReport, report_to_json
-from otel_loopguard.replay.tracefile import iter_spans
-from otel_loopguard.types import Action, SpanRecord
+from otel_loopguard.exceptions import LoopGuardError, TraceFileError
+from otel_loopguard.replay.checker import Checker
+from otel_loopguard.replay.tracefile import DEFAULT_MAX_DECOMPRESSED_BYTES
+from otel_loopguard.types import Action
 
-__all__ = ["add_parser"]
+__all__ = ["add_parser", "parse_size"]
 
-_PROGRESS_MIN_BYTES = 8 << 20
+_FORMATS: Final[dict[str, type[Reporter]]] = {
+    "text": TextReporter, "json": JsonReporter, "junit": JunitReporter,
+    "sarif": SarifReporter, "github": GithubReporter}
+_SIZE_RE: Final = re.compile(r"\s*(\d+)\s*([kmg]i?b?|b)?\s*", re.IGNORECASE)
+_SHIFTS: Final = {"": 0, "b": 0, "k": 10, "m": 20, "g": 30}
 
 
 def add_parser(commands: Any) -> None:
@@ -25,139 +41,132 @@ def add_parser(commands: Any) -> None:
     parser = commands.add_parser(
         "check", help="replay saved OTLP traces and report loops",
         description="Replay saved OTLP traces (JSON lines as the Collector's file exporter "
-                    "writes them, a JSON document, .gz, OTLP protobuf, or - for stdin) through "
-                    "the detectors. Exit 0 when no run reaches --fail-on, 1 when one does, 2 on "
-                    "bad input or usage.")
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="trace files, or - for stdin")
-    parser.add_argument("--format", choices=("text", "json"), default="text")
+                    "writes them, a JSON document, OTLP protobuf; plain, .gz or .zst; a "
+                    "directory, read recursively; or - for stdin) through the detectors. Exit 0 "
+                    "when no run reaches --fail-on, 1 when one does, 2 on bad or empty input or "
+                    "usage.")
+    parser.add_argument("paths", nargs="+", metavar="PATH",
+                        help="trace files or directories, or - for stdin")
+    parser.add_argument("--format", choices=tuple(_FORMATS), default="text",
+                        help="output format (default: text)")
+    parser.add_argument("--output", "-o", metavar="FILE",
+                        help="write the report to FILE instead of stdout (written when the "
+                             "check completes)")
     parser.add_argument("--config", metavar="FILE", help="TOML config file")
     parser.add_argument("--fail-on", choices=("warn", "replan", "stop"), default="stop",
                         help="lowest action that makes the exit code 1 (default: stop)")
     parser.add_argument("--run-key", choices=("trace", "conversation", "agent"),
                         help="how tool calls are grouped into runs (default: trace)")
     parser.add_argument("--strict", action="store_true",
-                        help="stop at the first bad line instead of skipping it")
+                        help="stop at the first bad record instead of skipping it")
+    parser.add_argument("--allow-empty", action="store_true",
+                        help="accept input without any span (exit 0 instead of 2)")
+    parser.add_argument("--max-decompressed", type=parse_size, metavar="SIZE",
+                        default=DEFAULT_MAX_DECOMPRESSED_BYTES,
+                        help="largest size a compressed file may expand to, e.g. 512MiB "
+                             "(default: 1GiB)")
+    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                        help="colour the text format: auto (a terminal, unless NO_COLOR is "
+                             "set), always or never")
     parser.add_argument("--quiet", "-q", action="store_true",
                         help="text format: list flagged runs only")
     parser.set_defaults(handler=run_check)
+
+
+def parse_size(text: str) -> int:
+    """Return a size in bytes from ``1073741824``, ``512MiB``, ``1G`` or ``64k`` (binary units)."""
+    match = _SIZE_RE.fullmatch(text)
+    if match is None or int(match.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(f"not a size in bytes (e.g. 512MiB, 1GiB): {text!r}")
+    unit = (match.group(2) or "")[:1].lower()
+    return int(match.group(1)) << _SHIFTS[unit]
 
 
 def run_check(args: argparse.Namespace) -> int:
     """Run ``check`` and return its exit code."""
     overrides = {"run_key": args.run_key} if args.run_key else {}
     config = LoopGuardConfig.load(args.config, **overrides)
-    errors: list[TraceFileError] = []
+    fail_on = Action.parse(args.fail_on)
+    files = expand(args.paths)
+    summary = Summary(fail_on=fail_on)
+    with _output(args.output) as out:
+        reporter = _FORMATS[args.format](out, fail_on=fail_on, quiet=args.quiet,
+                                         color=use_color(args.color, out))
 
-    def on_error(error: TraceFileError) -> None:
-        errors.append(error)
-        print(f"otel-loopguard: {error}", file=sys.stderr)
+        def on_error(error: TraceFileError) -> None:
+            summary.problem(str(error))
+            if summary.bad_records <= MAX_PROBLEMS_LISTED:
+                _say(clean(str(error)))
+            elif summary.bad_records == MAX_PROBLEMS_LISTED + 1:
+                _say(f"more bad records not shown (the first {MAX_PROBLEMS_LISTED} are)")
+            reporter.bad_input(error)
 
-    spans = _all_spans(args.paths, args.strict, on_error)
-    reports = Checker(config).run(spans)  # streamed: memory is bounded by the open runs
-    if args.format == "json":
-        highest = _print_json(reports, sys.stdout)
-    else:
-        highest = _print_text(reports, sys.stdout, quiet=args.quiet)
-    if errors:
-        print(f"otel-loopguard: {len(errors)} bad input record(s) skipped", file=sys.stderr)
-        return 2
-    return 1 if highest >= Action.parse(args.fail_on) else 0
+        inputs = Inputs(files, strict=args.strict, on_error=on_error,
+                        max_decompressed_bytes=args.max_decompressed)
+        checker = Checker(config)
+        try:
+            for report in checker.run(inputs.spans()):  # streamed: memory bounded by open runs
+                summary.add(report)
+                reporter.run(report, inputs.where(report))
+            summary.spans = inputs.spans_read
+            summary.duplicate_spans = checker.duplicate_spans
+            summary.empty = summary.spans == 0 and not args.allow_empty
+            reporter.finish(summary)
+        finally:
+            reporter.close()
+    return _verdict(summary, args.paths)
 
 
-def _all_spans(paths: list[str], strict: bool, on_error: Any) -> Iterator[SpanRecord]:
-    for path in paths:
-        progress = _progress_bar(path)
-        yield from iter_spans(path, strict=strict, on_error=on_error, progress=progress)
-        if progress is not None:
-            sys.stderr.write("\n")
+def _verdict(summary: Summary, paths: list[str]) -> int:
+    """Say what is wrong with the input, if anything; return the exit code."""
+    code = 1 if summary.failing else 0
+    if summary.bad_records:
+        _say(f"{plural(summary.bad_records, 'bad input record')} skipped")
+        code = 2
+    if summary.empty:
+        where = clean(paths[0]) if len(paths) == 1 else f"the {plural(len(paths), 'input')}"
+        _say(f"nothing to check: no spans in {where} (--allow-empty accepts empty input)")
+        code = 2
+    elif summary.spans and not summary.tool_calls and not summary.flagged:
+        _say(f"note: none of the {plural(summary.spans, 'span')} is a tool call, so only "
+             "handoff loops could have been detected")
+    return code
 
 
-def _progress_bar(path: str) -> Any:
-    if path == "-" or not sys.stderr.isatty():
-        return None
+def _say(message: str) -> None:
+    print(f"otel-loopguard: {message}", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def _output(path: str | None) -> Iterator[TextIO]:
+    """Yield stdout, or a temporary file that replaces ``path`` once the report is complete."""
+    if path is None or path == "-":
+        reconfigure = getattr(sys.stdout, "reconfigure", None)
+        if reconfigure is not None:  # a span's text must not fail on a narrow terminal encoding
+            reconfigure(errors="backslashreplace")
+        yield sys.stdout
+        return
+    if os.path.isdir(path):
+        raise LoopGuardError(f"{path}: cannot write the report: is a directory")
+    directory = os.path.dirname(os.path.abspath(path))
     try:
-        total = os.path.getsize(path)
-    except OSError:
-        return None
-    if total < _PROGRESS_MIN_BYTES:
-        return None
-
-    def show(done: int) -> None:
-        share = min(1.0, done / total)
-        bar = "#" * int(share * 30)
-        sys.stderr.write(f"\r{os.path.basename(path)} [{bar:<30}] {share:4.0%}")
-        sys.stderr.flush()
-
-    return show
-
-
-def _print_json(reports: Iterable[RunReport], out: TextIO) -> Action:
-    """Write the JSON document run by run as the runs finish; return the highest action.
-
-    The same document ``json.dump(..., indent=2)`` of the whole would write, without holding
-    every run in memory.
-    """
-    actions = {a.label: 0 for a in Action}
-    runs = calls = 0
-    highest = Action.CONTINUE
-    out.write('{\n  "runs": [')
-    for report in reports:
-        actions[report.action.label] += 1
-        runs, calls = runs + 1, calls + report.tool_calls
-        highest = max(highest, report.action)
-        text = json.dumps(report_to_json(report), indent=2).replace("\n", "\n    ")
-        out.write(("," if runs > 1 else "") + "\n    " + text)
-    summary = json.dumps({"runs": runs, "tool_calls": calls, "actions": actions}, indent=2)
-    out.write(("\n  ]" if runs else "]") + ',\n  "summary": ' + summary.replace("\n", "\n  ")
-              + "\n}\n")
-    return highest
-
-
-def _print_text(reports: Iterable[RunReport], out: TextIO, *, quiet: bool) -> Action:
-    """Write each run as it finishes, then the totals; return the highest action."""
-    runs = calls = flagged = 0
-    highest = Action.CONTINUE
-    for report in reports:
-        runs, calls = runs + 1, calls + report.tool_calls
-        highest = max(highest, report.action)
-        if report.action is Action.CONTINUE:
-            if not quiet:
-                out.write(f"ok    run {report.run_id}: {report.tool_calls} tool calls, "
-                          "no loop\n")
-            continue
-        flagged += 1
-        _explain(report, out)
-    out.write(f"\n{runs} run(s), {calls} tool call(s); {flagged} flagged\n")
-    return highest
-
-
-def _explain(report: RunReport, out: TextIO) -> None:
-    template = f" [{report.prompt_template}]" if report.prompt_template else ""
-    out.write(f"{report.action.label.upper():5} run {report.run_id}{template}: "
-              f"{report.tool_calls} tool calls\n")
-    shown: set[tuple[str, str, str]] = set()
-    for decision in report.findings:
-        key = (decision.tool, decision.code, decision.action.label)
-        if key in shown:
-            continue
-        shown.add(key)
-        evidence = decision.evidence[0]
-        if evidence.detector == "handoff":  # no tool call triggered it: say where it fell
-            where = (f"after call {decision.call_index}" if decision.call_index
-                     else "before any tool call")
-            cycle = " -> ".join(str(a) for a in evidence.details.get("cycle", []))
-            out.write(f"  - {decision.action.label} at a handoff {where} ({decision.code}, "
-                      f"handoff): {cycle or 'agents'}\n")
-            out.write(f"    hint: {decision.hint}\n")
-            continue
-        if evidence.detector == "idle_turns":  # a model turn, not a tool call, got it
-            out.write(f"  - {decision.action.label} at a model turn after call "
-                      f"{decision.call_index} ({decision.code}, idle_turns): {evidence.count} "
-                      "turns in a row without a tool call\n")
-            out.write(f"    hint: {decision.hint}\n")
-            continue
-        indices = evidence.details.get("call_indices") or [decision.call_index]
-        calls = ", ".join(str(i) for i in indices)
-        out.write(f"  - {decision.action.label} at call {decision.call_index} "
-                  f"({decision.code}, {evidence.detector}): {decision.tool} - calls {calls}\n")
-        out.write(f"    hint: {decision.hint}\n")
+        handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed below
+            "w", encoding="utf-8", newline="\n", dir=directory, delete=False,
+            prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    except OSError as exc:
+        raise LoopGuardError(f"{path}: cannot write the report: "
+                             f"{exc.strerror or exc}") from None
+    try:
+        with handle:
+            yield cast(TextIO, handle)
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(handle.name, 0o666 & ~mask)  # as open() would have made it
+        os.replace(handle.name, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(handle.name)
+        if isinstance(exc, OSError) and not isinstance(exc, BrokenPipeError):
+            raise LoopGuardError(f"{path}: cannot write the report: "
+                                 f"{exc.strerror or exc}") from None
+        raise

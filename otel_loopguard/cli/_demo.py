@@ -35,6 +35,7 @@ from opentelemetry.trace import Status, StatusCode
 from prometheus_client import CollectorRegistry
 
 from otel_loopguard.config import LoopGuardConfig
+from otel_loopguard.exceptions import LoopGuardError
 from otel_loopguard.metrics import start_metrics_server
 from otel_loopguard.metrics._names import LOOP_DETECTED, RUNS, RUNS_FLAGGED, TOOL_CALLS
 from otel_loopguard.processor import LoopGuardSpanProcessor
@@ -346,7 +347,11 @@ def run_demo(args: argparse.Namespace) -> int:
         provider = TracerProvider(resource=Resource.create({"service.name": "loopguard-demo"}))
         stack.callback(provider.shutdown)
         provider.add_span_processor(LoopGuardSpanProcessor(config, registry=registry))
-        server = start_metrics_server(args.metrics_port, args.metrics_addr, registry)
+        try:
+            server = start_metrics_server(args.metrics_port, args.metrics_addr, registry)
+        except OSError as exc:  # a busy port, an address not on this host
+            raise LoopGuardError(f"cannot serve metrics on {args.metrics_addr}:"
+                                 f"{args.metrics_port}: {exc.strerror or exc}") from None
         stack.callback(server.server_close)
         stack.callback(server.shutdown)
         print(f"serving metrics on http://{args.metrics_addr}:{server.server_port}/metrics "

@@ -8,6 +8,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any, Final
 
+from otel_loopguard._time import seconds_to_ns
 from otel_loopguard.adapters import agent_of
 from otel_loopguard.assembly import MAX_ANCESTRY, nearest_agent
 from otel_loopguard.otlp._reference import raw_attributes
@@ -36,7 +37,7 @@ class LiveSpans:
         """Create an empty table."""
         self.spans: OrderedDict[int, Any] = OrderedDict()
         self.max_open = max_open
-        self._max_age_ns = int(max_age_seconds * 1e9)
+        self._max_age_ns = seconds_to_ns(max_age_seconds)
 
     def __len__(self) -> int:
         """Return how many spans are open."""

@@ -26,6 +26,7 @@ from operator import attrgetter
 from typing import Any, Final
 
 from otel_loopguard._guard import InternalErrorGuard
+from otel_loopguard._time import seconds_to_ns
 from otel_loopguard.adapters import DEFAULT_ADAPTERS
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.evidence import evidence_attributes
@@ -105,9 +106,9 @@ class StreamingChecker:
         self.metrics = metrics
         self.on_trace = on_trace
         self._clock = clock
-        self._window_ns = int(reorder_window_seconds * 1e9)
+        self._window_ns = seconds_to_ns(reorder_window_seconds)
         ttl = self.config.run_ttl_seconds if idle_ttl_seconds is None else idle_ttl_seconds
-        self._idle_ns = int(ttl * 1e9)
+        self._idle_ns = seconds_to_ns(ttl)
         self.max_traces = max_traces or self.config.max_runs
         self.max_spans = max_spans
         self._mode = self.config.mode

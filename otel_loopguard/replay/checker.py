@@ -3,6 +3,8 @@
 Spans are grouped by trace while they stream in; a trace is assembled when its root span has
 been seen and ``grace_spans`` more spans have passed without touching it, or at the end of the
 input. Memory is bounded by the open traces and runs (``max_runs``), not by the input size.
+A span seen again within its trace (an exporter retry, overlapping dumps, a file passed twice)
+is a copy: it is checked once, as ``serve`` does, and counted in ``duplicate_spans``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from otel_loopguard.adapters import DEFAULT_ADAPTERS
 from otel_loopguard.assembly import AssembledTrace, assemble_trace
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.engine import LoopEngine, RunState
+from otel_loopguard.replay._dedupe import SpanDeduplicator
 from otel_loopguard.types import Action, Decision, ModelTurn, SpanAdapter, SpanRecord, ToolCall
 
 __all__ = ["Checker", "RunReport", "report_to_json"]
@@ -73,6 +76,7 @@ class Checker:
         self._clock = clock
         self._touched: dict[str, int] = {}
         """Run id → when it was last fed (``clock`` time), for ``expire``."""
+        self._dedupe = SpanDeduplicator()
 
     @property
     def open_runs(self) -> int:
@@ -100,6 +104,11 @@ class Checker:
         self._touched.pop(run_id, None)
         return report
 
+    @property
+    def duplicate_spans(self) -> int:
+        """Return how many spans were dropped as copies of a span already taken."""
+        return self._dedupe.duplicates
+
     def run(self, spans: Iterable[SpanRecord]) -> Iterator[RunReport]:
         """Yield the report of every run in ``spans`` (flagged or not), then flush."""
         for span in spans:
@@ -107,7 +116,9 @@ class Checker:
         yield from self.flush()
 
     def add(self, span: SpanRecord) -> Iterator[RunReport]:
-        """Take one span; yield reports of runs that this span lets close."""
+        """Take one span (unless it is a copy); yield reports of runs that this span lets close."""
+        if not self._dedupe.is_new(span.trace_id, span.span_id):
+            return
         self._seen += 1
         trace = self._traces.get(span.trace_id)
         if trace is None:

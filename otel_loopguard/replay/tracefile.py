@@ -1,15 +1,22 @@
-"""Streaming reader of OTLP trace files: JSON Lines, JSON documents and protobuf, plain or gzip.
+"""Streaming reader of OTLP trace files: JSON Lines, JSON or protobuf; plain, gzip or zstd.
 
 The reader sniffs the content, not the file name:
 
-* gzip is recognised by its magic bytes (``1f 8b``) and decompressed on the fly;
+* gzip (``1f 8b``) and zstandard (``28 b5 2f fd``) are recognised by their magic bytes and
+  decompressed on the fly, at most ``max_decompressed_bytes`` (1 GiB) per file;
 * text that starts with ``{`` or ``[`` is OTLP/JSON. It is read line by line as JSON Lines
   (the Collector ``file`` exporter format, one ``ExportTraceServiceRequest`` per line), unless
   the first line opens a document that does not end on it (pretty-printed JSON), in which case
-  the whole document is read at once. A JSON array of requests is accepted wherever a request is;
+  the whole document is read at once. A JSON array of requests is accepted wherever a request is.
+  Text whose first line is damaged (binary bytes) but whose later lines are JSON is read as JSON
+  Lines too, so that only the damaged lines are lost;
 * binary content that starts with the tag of ``resource_spans`` (``0x0a``) is one serialized
-  ``ExportTraceServiceRequest``; any other binary content is the Collector's ``format: proto``
-  framing, where each message is preceded by its length as a 4-byte big-endian integer.
+  ``ExportTraceServiceRequest`` (read as JSON Lines instead when it does not parse but its
+  later lines do: a newline, then a damaged line);
+* binary content that starts with a plausible length prefix is the Collector's
+  ``format: proto`` framing: each message (protobuf, or JSON when the exporter compresses, each
+  message then compressed on its own) preceded by its length as a 4-byte big-endian integer.
+  Anything else is reported as unrecognised.
 
 Memory is bounded by the largest line, document or message, never by the file size.
 """
@@ -17,14 +24,11 @@ Memory is bounded by the largest line, document or message, never by the file si
 from __future__ import annotations
 
 import contextlib
-import gzip
 import importlib
 import io
 import json
 import logging
 import os
-import re
-import struct
 import sys
 import zlib
 from collections.abc import Callable, Iterator
@@ -33,27 +37,40 @@ from typing import IO, TYPE_CHECKING, Any, BinaryIO, NamedTuple, Protocol
 from otel_loopguard.exceptions import TraceFileError
 from otel_loopguard.otlp._fast import json_spans, loads_json, proto_spans
 from otel_loopguard.otlp._request import RequestError, json_one_by_one, proto_one_by_one
+from otel_loopguard.replay._compressed import (
+    DEFAULT_MAX_DECOMPRESSED_BYTES,
+    BadMessage,
+    TooLarge,
+    compression_of,
+    decompress_message,
+    open_decompressed,
+)
+from otel_loopguard.replay._sniff import (
+    FRAME_HEADER,
+    MAX_FRAME_BYTES,
+    SNIFF_BYTES,
+    WIDE_SNIFF_BYTES,
+    Content,
+    content_of,
+    has_json_lines,
+    needs_wide_look,
+    unrecognised,
+)
 
 if TYPE_CHECKING:
     from otel_loopguard.types import SpanRecord
 
-__all__ = ["iter_spans"]
+__all__ = ["DEFAULT_MAX_DECOMPRESSED_BYTES", "iter_located_spans", "iter_spans"]
 
 _LOGGER = logging.getLogger(__name__)
 _CHUNK_BYTES = 1 << 20
 """Read size, largest read of a protobuf frame, and progress-report granularity."""
-_SNIFF_BYTES = 512
-_GZIP_MAGIC = b"\x1f\x8b"
 _UTF8_BOM = b"\xef\xbb\xbf"
-_JSON_SPACE = b" \t\r\n"
-_CONTROL_RE = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")
-_PROTO_REQUEST_TAG = b"\n"
-"""First byte of any non-empty ``ExportTraceServiceRequest``: field 1, length-delimited."""
-_FRAME_HEADER = struct.Struct(">I")
-_MAX_FRAME_BYTES = 1 << 28
-"""Larger length prefixes mean the content is not framed protobuf (text starts above 500 MB)."""
-_UNRECOGNISED = "unrecognised content: neither OTLP/JSON nor OTLP protobuf"
 _READ_ERRORS = (OSError, EOFError, zlib.error)
+_SPANS_KEYS = ("resourceSpans", "resource_spans")
+_OTHER_SIGNALS = {"resourceLogs": "logs", "resource_logs": "logs", "resourceMetrics": "metrics",
+                  "resource_metrics": "metrics", "resourceProfiles": "profiles",
+                  "resource_profiles": "profiles"}
 _PROTO_MISSING = (
     "reading OTLP protobuf needs opentelemetry-proto, a dependency of otel-loopguard: "
     "pip install opentelemetry-proto"
@@ -66,6 +83,7 @@ def iter_spans(
     strict: bool = False,
     on_error: Callable[[TraceFileError], None] | None = None,
     progress: Callable[[int], None] | None = None,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
 ) -> Iterator[SpanRecord]:
     """Yield every span of an OTLP trace file, streaming; the file is read line by line.
 
@@ -73,7 +91,8 @@ def iter_spans(
     its line, e.g. ``traces.jsonl:17: invalid JSON: Expecting ',' delimiter at column 40``; a bad
     line yields no spans and reading goes on with the next one. For framed protobuf files the
     ``line`` of an error is the 1-based message number; it is 0 when the whole file is at fault
-    (an unreadable single protobuf message). Read errors such as truncated gzip end the reading.
+    (an unreadable single protobuf message, unrecognised content, a file too large once
+    decompressed). Read errors such as truncated gzip end the reading of the file.
 
     Args:
         path: the file, or ``"-"`` for standard input (binary, possibly gzip).
@@ -82,18 +101,39 @@ def iter_spans(
             warnings on the ``otel_loopguard.replay.tracefile`` logger.
         progress: called with the number of (compressed) bytes consumed so far, about every
             1 MiB and once at the end, to drive a progress bar.
+        max_decompressed_bytes: a compressed file (or message) that expands to more than this
+            is reported as too large (line 0) and reading it stops there; default 1 GiB.
 
     Returns:
         A lazy iterator of span records, in file order; an empty file yields nothing.
 
     Raises:
         TraceFileError: at once, with line 0, when ``path`` does not exist ("no such file");
-            while iterating, when the file cannot be opened, when protobuf support is missing,
-            or on the first bad input with ``strict``.
+            while iterating, when the file cannot be opened, when protobuf or zstd support is
+            missing, or on the first bad input with ``strict``.
+    """
+    located = iter_located_spans(path, strict=strict, on_error=on_error, progress=progress,
+                                 max_decompressed_bytes=max_decompressed_bytes)
+    return (span for _, span in located)
+
+
+def iter_located_spans(
+    path: str,
+    *,
+    strict: bool = False,
+    on_error: Callable[[TraceFileError], None] | None = None,
+    progress: Callable[[int], None] | None = None,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> Iterator[tuple[int, SpanRecord]]:
+    """Yield ``(line, span)`` for every span of a trace file, as :func:`iter_spans` does.
+
+    ``line`` is the 1-based line of the JSON line that held the span, or 0 when the span came
+    from a JSON document read whole or from protobuf.
     """
     if path != "-" and not os.path.exists(path):
         raise TraceFileError(path, 0, "no such file")
-    reader = _TraceReader(path, strict=strict, on_error=on_error, progress=progress)
+    reader = _TraceReader(path, strict=strict, on_error=on_error, progress=progress,
+                          limit=max_decompressed_bytes)
     return reader.spans()
 
 
@@ -114,6 +154,10 @@ class _Record(NamedTuple):
     line: int
     data: bytes
     is_json: bool
+    located: bool = False
+    """True for a JSON line: its spans can be told by ``line``."""
+    maybe_lines: bool = False
+    """Protobuf that may be JSON Lines after a damaged line: read so if it does not parse."""
 
 
 class _ByteSource(Protocol):
@@ -125,13 +169,15 @@ class _ByteSource(Protocol):
 class _Source(io.RawIOBase):
     """Raw stream over ``source`` that counts bytes read and can prefetch without consuming.
 
-    Read failures of any kind (I/O, gzip, zlib) surface as ``_ReadError``.
+    Read failures of any kind (I/O, gzip, zlib, zstd) surface as ``_ReadError``; reading more
+    than ``limit`` bytes raises ``TooLarge``.
     """
 
-    def __init__(self, source: _ByteSource) -> None:
+    def __init__(self, source: _ByteSource, limit: int | None = None) -> None:
         super().__init__()
         self._read_some: Callable[[int], bytes | None] = getattr(source, "read1", source.read)
         self._pending = b""
+        self._limit = limit
         self.count = 0
         """Bytes read from ``source`` so far."""
 
@@ -164,6 +210,8 @@ class _Source(io.RawIOBase):
         except _READ_ERRORS as exc:
             raise _ReadError(str(exc) or type(exc).__name__) from exc
         self.count += len(data)
+        if self._limit is not None and self.count > self._limit:
+            raise TooLarge(self._limit)
         return data
 
 
@@ -193,29 +241,44 @@ class _TraceReader:
         strict: bool,
         on_error: Callable[[TraceFileError], None] | None,
         progress: Callable[[int], None] | None,
+        limit: int,
     ) -> None:
         self._path = path
         self._strict = strict
         self._on_error = on_error
         self._progress = progress
+        self._limit = limit
+        self._expanded = 0
+        """Bytes that compressed messages of framed input expanded to so far."""
         self._reported_bytes = 0
+        self._deferred: list[tuple[int, str]] | None = None
+        """Errors held back while a guess is tried (see ``_json_lines_in``)."""
         self._line = 0
         """Line (or message) being read, for errors raised by the stream itself."""
 
-    def spans(self) -> Iterator[SpanRecord]:
-        """Yield the spans of the file, reporting bad records and read errors."""
+    def spans(self) -> Iterator[tuple[int, SpanRecord]]:
+        """Yield ``(line, span)`` for the spans of the file, reporting bad records and errors."""
         with _open_binary(self._path) as raw:
             source = _Source(raw)
             try:
                 for record in self._records(source):
-                    yield from self._decode(record)
+                    line = record.line if record.located else 0
+                    for span in self._decode(record):
+                        yield line, span
                     self._tick(source.count)
             except _ReadError as exc:
                 self._fail(self._line, f"cannot read: {exc}")
+            except TooLarge:  # the limit is per file, whatever part of it was left
+                self._fail(0, f"too large: {TooLarge(self._limit)}")
+            except ImportError as exc:  # zstd support is missing
+                raise TraceFileError(self._path, 0, str(exc)) from None
             if self._progress is not None:
                 self._progress(source.count)
 
     def _fail(self, line: int, message: str) -> None:
+        if self._deferred is not None:
+            self._deferred.append((line, message))
+            return
         error = TraceFileError(self._path, line, message)
         if self._strict:
             raise error
@@ -230,20 +293,26 @@ class _TraceReader:
             self._progress(consumed)
 
     def _records(self, source: _Source) -> Iterator[_Record]:
-        """Sniff the content (gzip, JSON, protobuf) and yield its records."""
+        """Sniff the content (gzip, zstd, JSON, protobuf) and yield its records."""
         content = source
-        if source.prefetch(len(_GZIP_MAGIC)) == _GZIP_MAGIC:
-            content = _Source(gzip.GzipFile(fileobj=io.BufferedReader(source), mode="rb"))
-        head = content.prefetch(_SNIFF_BYTES)
+        kind = compression_of(source.prefetch(4))
+        if kind is not None:
+            content = _Source(open_decompressed(kind, source), self._limit)
+        head = content.prefetch(SNIFF_BYTES)
         if not head:
             return
+        if needs_wide_look(head):
+            head = content.prefetch(WIDE_SNIFF_BYTES)
         stream = io.BufferedReader(content, _CHUNK_BYTES)
-        if _looks_like_json(head):
+        found = content_of(head)
+        if found is Content.JSON:
             yield from self._json_records(stream)
-        elif head.startswith(_PROTO_REQUEST_TAG):
-            yield _Record(0, stream.read(), is_json=False)
-        else:
+        elif found is Content.PROTO_REQUEST:
+            yield _Record(0, stream.read(), is_json=False, maybe_lines=has_json_lines(head))
+        elif found is Content.PROTO_FRAMED:
             yield from self._framed_records(stream)
+        else:
+            self._fail(0, unrecognised(head))
 
     def _json_records(self, stream: BinaryIO) -> Iterator[_Record]:
         """Yield each non-blank line, or the whole document if the first line leaves it open."""
@@ -255,9 +324,9 @@ class _TraceReader:
         if _opens_document(line):
             yield _Record(line_no, line + stream.read(), is_json=True)
             return
-        yield _Record(line_no, line, is_json=True)
+        yield _Record(line_no, line, is_json=True, located=True)
         for line_no, line in lines:
-            yield _Record(line_no, line, is_json=True)
+            yield _Record(line_no, line, is_json=True, located=True)
 
     def _lines(self, stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
         """Yield ``(number, line)`` of each non-blank line, tracking the line being read."""
@@ -270,20 +339,36 @@ class _TraceReader:
     def _framed_records(self, stream: BinaryIO) -> Iterator[_Record]:
         """Yield the messages of the Collector's length-prefixed ``format: proto`` framing."""
         self._line = 1
-        while header := stream.read(_FRAME_HEADER.size):
-            if len(header) < _FRAME_HEADER.size:
+        while header := stream.read(FRAME_HEADER.size):
+            if len(header) < FRAME_HEADER.size:
                 self._fail(self._line, "truncated length prefix")
                 return
-            (size,) = _FRAME_HEADER.unpack(header)
-            if size > _MAX_FRAME_BYTES:
-                self._fail(self._line, _UNRECOGNISED)
+            (size,) = FRAME_HEADER.unpack(header)
+            if size == 0 or size > MAX_FRAME_BYTES:  # zero bytes: a file preallocated, not written
+                self._fail(self._line, f"{unrecognised(header)} from here on")
                 return
             data = _read_up_to(stream, size)
             if len(data) < size:
                 self._fail(self._line, f"truncated message: expected {size} bytes, got {len(data)}")
                 return
-            yield _Record(self._line, data, is_json=data.startswith(b"{"))
+            record = self._framed_record(data)
+            if record is not None:
+                yield record
             self._line += 1
+
+    def _framed_record(self, data: bytes) -> _Record | None:
+        """Return one framed message as a record, decompressed when the exporter compressed it.
+
+        A message that does not decompress is reported and None returned.
+        """
+        try:
+            plain = decompress_message(data, self._limit - self._expanded)
+        except BadMessage as exc:
+            self._fail(self._line, str(exc))
+            return None
+        if plain is not data:
+            self._expanded += len(plain)
+        return _Record(self._line, plain, is_json=plain.lstrip()[:1] in (b"{", b"["))
 
     def _decode(self, record: _Record) -> list[SpanRecord]:
         """Return the good spans of one record, reporting what is bad in it.
@@ -295,21 +380,38 @@ class _TraceReader:
             spans, problem = (_decode_json(record.data) if record.is_json
                               else _decode_proto(record.data))
         except _BadRecord as exc:
+            if record.maybe_lines:
+                return self._json_lines_in(record.data, exc.message)
             self._fail(record.line + exc.line_offset, exc.message)
             return []
         except ImportError:
+            if record.maybe_lines:
+                return self._json_lines_in(record.data, _PROTO_MISSING)
             raise TraceFileError(self._path, 0, _PROTO_MISSING) from None
+        except Exception as exc:  # a decoder failing on odd input loses this record, not the file
+            self._fail(record.line, f"cannot decode: {type(exc).__name__}: {exc}")
+            return []
         if problem:
             self._fail(record.line, problem)
         return spans
 
+    def _json_lines_in(self, data: bytes, proto_error: str) -> list[SpanRecord]:
+        """Return the spans of ``data`` read as JSON Lines (a newline, then a damaged line).
 
-def _looks_like_json(head: bytes) -> bool:
-    """Return True when the first bytes are JSON text rather than protobuf."""
-    text = head.removeprefix(_UTF8_BOM).lstrip(_JSON_SPACE)
-    if not text:
-        return True
-    return text[:1] in (b"{", b"[") and _CONTROL_RE.search(text) is None
+        When no line holds a span, ``data`` was protobuf after all: ``proto_error`` is reported
+        instead of one error per "line".
+        """
+        self._deferred = []
+        try:
+            spans = [span for record in self._json_records(io.BufferedReader(io.BytesIO(data)))
+                     for span in self._decode(record)]
+        finally:
+            deferred, self._deferred = self._deferred, None
+        if not spans:
+            deferred = [(0, proto_error)]
+        for line, message in deferred:
+            self._fail(line, message)
+        return spans
 
 
 def _opens_document(line: bytes) -> bool:
@@ -338,7 +440,12 @@ def _parse_json(data: bytes) -> Any:
     with contextlib.suppress(ValueError, RecursionError):
         return loads_json(data)  # orjson when it reads what json.loads would; the message below
     try:
-        return json.loads(data)
+        text = data.decode("utf-8")  # not json's own guess, which takes NUL bytes for UTF-16
+    except UnicodeDecodeError as exc:
+        raise _BadRecord(f"not JSON text: byte 0x{data[exc.start]:02x} at offset {exc.start} "
+                         "is not UTF-8 (binary data?)") from None
+    try:
+        return json.loads(text.removeprefix("\ufeff"))
     except json.JSONDecodeError as exc:
         message = f"invalid JSON: {exc.msg} at column {exc.colno}"
         raise _BadRecord(message, exc.lineno - 1) from None
@@ -369,6 +476,8 @@ def _decode_json(data: bytes) -> tuple[list[SpanRecord], str]:
 
 
 def _spans_of_json_request(request: Any) -> tuple[list[SpanRecord], str]:
+    if isinstance(request, dict) and request and not any(k in request for k in _SPANS_KEYS):
+        raise _BadRecord(_not_a_trace_request(request))
     try:
         return json_spans(request), ""
     except ValueError as exc:
@@ -378,6 +487,15 @@ def _spans_of_json_request(request: Any) -> tuple[list[SpanRecord], str]:
     except RequestError as exc:
         raise _BadRecord(exc.message) from None
     return _partial(decoded.spans, decoded.rejected, decoded.error_message)
+
+
+def _not_a_trace_request(request: dict[str, Any]) -> str:
+    """Word why a JSON object without ``resourceSpans`` is reported (``{}`` is an empty request)."""
+    for key, signal in _OTHER_SIGNALS.items():
+        if key in request:
+            return f"an OTLP {signal} request, not traces ({key})"
+    keys = ", ".join(repr(k) for k in list(request)[:3]) + (", ..." if len(request) > 3 else "")
+    return f"not an OTLP trace request: no resourceSpans (keys: {keys})"
 
 
 def _partial(spans: list[SpanRecord], rejected: int, first: str) -> tuple[list[SpanRecord], str]:

@@ -1,0 +1,65 @@
+"""``check --format github``: GitHub Actions workflow commands, one annotation per flagged run.
+
+A run at or above ``--fail-on`` is an ``::error``, a run flagged below it a ``::warning``; bad
+input records are ``::error`` annotations on their file and line. Values are escaped as the
+Actions toolkit escapes them (``%``, CR and LF in the message; also ``:`` and ``,`` in
+properties), after span text has been cleaned of control characters.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from otel_loopguard.cli._report import Reporter, Summary, Where, clean, entries, run_title
+from otel_loopguard.cli._report import summary_line as _summary_line
+from otel_loopguard.types import Action
+
+if TYPE_CHECKING:
+    from otel_loopguard.exceptions import TraceFileError
+    from otel_loopguard.replay.checker import RunReport
+
+__all__ = ["GithubReporter", "escape_data", "escape_property"]
+
+
+def escape_data(text: str) -> str:
+    """Escape a workflow command's message."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    """Escape a workflow command's property value (``title``, ``file`` ...)."""
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+class GithubReporter(Reporter):
+    """Annotations for the flagged runs and the bad input, then the totals as a plain line."""
+
+    def run(self, report: RunReport, where: Where | None) -> None:
+        """Write the annotation of a flagged run (nothing for a clean one)."""
+        if report.action is Action.CONTINUE:
+            return
+        level = "error" if report.action >= self.fail_on else "warning"
+        calls = "1 tool call" if report.tool_calls == 1 else f"{report.tool_calls} tool calls"
+        title = f"{report.action.label.upper()} {run_title(report)}: {calls}"
+        lines = []
+        for entry in entries(report):
+            lines += [entry.text, f"hint: {entry.hint}"]
+        self._command(level, where, title, "\n".join(lines))
+
+    def bad_input(self, error: TraceFileError) -> None:
+        """Write an error annotation on the bad record's file and line."""
+        where = Where(error.path, error.line) if error.path != "-" else None
+        self._command("error", where, "otel-loopguard: bad input record", clean(error.reason))
+
+    def finish(self, summary: Summary) -> None:
+        """Write the totals, as a plain log line."""
+        self.out.write(f"{_summary_line(summary)}\n")
+
+    def _command(self, level: str, where: Where | None, title: str, message: str) -> None:
+        props = []
+        if where is not None:
+            props.append(f"file={escape_property(clean(where.path))}")
+            if where.line:
+                props.append(f"line={where.line}")
+        props.append(f"title={escape_property(title)}")
+        self.out.write(f"::{level} {','.join(props)}::{escape_data(message)}\n")

@@ -1,0 +1,190 @@
+"""What every ``check`` output format shares: the summary, safe span text, finding lines.
+
+Anything that came from a span (tool names, run and conversation ids, prompt templates, agent
+names, hints quoting them) goes through :func:`clean` before it is printed, so that no control
+character, newline, ANSI escape or bidirectional override in a span can forge output lines.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final, TextIO
+
+from otel_loopguard.types import Action, Decision
+
+if TYPE_CHECKING:
+    from otel_loopguard.exceptions import TraceFileError
+    from otel_loopguard.replay.checker import RunReport
+
+__all__ = ["MAX_PROBLEMS_LISTED", "Reporter", "RunEntry", "Summary", "Where", "clean",
+           "entries", "plural", "run_title", "summary_line"]
+
+MAX_PROBLEMS_LISTED: Final = 100
+"""Input problems kept for the report (stderr and the count show them all)."""
+_UNSAFE: Final = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+    "\ufeff\ufff9-\ufffb\ufffe\uffff\ud800-\udfff]")
+"""C0 and C1 controls (newlines and ESC included), bidirectional marks and overrides, line and
+paragraph separators, BOM, interlinear annotations, non-characters and lone surrogates."""
+NO_TEMPLATE: Final = "no prompt template"
+
+
+def clean(text: object) -> str:
+    r"""Return ``text`` with every character that could forge or garble a line escaped.
+
+    ``"a\nb"`` becomes ``a\x0ab`` and ``"\x1b[31m"`` becomes ``\x1b[31m`` (literally); printable
+    text, non-ASCII letters included, is left alone.
+    """
+    value = str(text)
+    if _UNSAFE.search(value) is None:
+        return value
+    return _UNSAFE.sub(_escape, value)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """Return ``"1 run"``, ``"2 runs"``; ``many`` for irregular plurals."""
+    return f"{count} {noun if count == 1 else many or noun + 's'}"
+
+
+@dataclass(frozen=True, slots=True)
+class Where:
+    """Where the first span of a run was read: the input file and its line (0: not a line)."""
+
+    path: str
+    line: int = 0
+
+
+@dataclass(slots=True)
+class Summary:
+    """Totals of one ``check``, filled as runs are reported."""
+
+    fail_on: Action
+    runs: int = 0
+    tool_calls: int = 0
+    flagged: int = 0
+    """Runs above ``continue``."""
+    failed: int = 0
+    """Runs at or above ``fail_on``."""
+    actions: dict[str, int] = field(default_factory=lambda: {a.label: 0 for a in Action})
+    highest: Action = Action.CONTINUE
+    spans: int = 0
+    """Spans read, copies included."""
+    duplicate_spans: int = 0
+    bad_records: int = 0
+    problems: list[str] = field(default_factory=list)
+    """The first input problems (``file:line: reason``), at most ``MAX_PROBLEMS_LISTED``."""
+    empty: bool = False
+    """True when the input held no span (an error unless empty input is allowed)."""
+
+    def add(self, report: RunReport) -> None:
+        """Count one finished run."""
+        self.runs += 1
+        self.tool_calls += report.tool_calls
+        self.actions[report.action.label] += 1
+        self.highest = max(self.highest, report.action)
+        if report.action > Action.CONTINUE:
+            self.flagged += 1
+        if report.action >= self.fail_on:
+            self.failed += 1
+
+    def problem(self, message: str) -> None:
+        """Count one input problem, keeping its message if few are kept so far."""
+        self.bad_records += 1
+        if len(self.problems) < MAX_PROBLEMS_LISTED:
+            self.problems.append(message)
+
+    @property
+    def failing(self) -> bool:
+        """Return True when a run reached ``fail_on``."""
+        return self.failed > 0
+
+
+def summary_line(summary: Summary) -> str:
+    """Return the closing line of the text formats, e.g. ``2 runs, 13 tool calls; 1 flagged``."""
+    line = (f"{plural(summary.runs, 'run')}, {plural(summary.tool_calls, 'tool call')}; "
+            f"{summary.flagged} flagged")
+    if summary.duplicate_spans:
+        line += f"; {plural(summary.duplicate_spans, 'duplicate span')} dropped"
+    return line
+
+
+def run_title(report: RunReport) -> str:
+    """Return ``run <id> [<template>]``, cleaned (a conversation id comes from a span)."""
+    return f"run {clean(report.run_id)} [{clean(report.prompt_template or NO_TEMPLATE)}]"
+
+
+@dataclass(frozen=True, slots=True)
+class RunEntry:
+    """One line of a flagged run: the first finding of each (tool, code, action)."""
+
+    decision: Decision
+    text: str
+    """e.g. ``stop at call 7 (PERMANENT_FAILURE, failure): crm_lookup - calls 6, 7``."""
+    hint: str
+
+
+def entries(report: RunReport) -> Iterator[RunEntry]:
+    """Yield the entries of a run, in order, each (tool, code, action) once; text cleaned."""
+    shown: set[tuple[str, str, str]] = set()
+    for decision in report.findings:
+        key = (decision.tool, decision.code, decision.action.label)
+        if key not in shown:
+            shown.add(key)
+            yield RunEntry(decision, describe(decision), clean(decision.hint))
+
+
+def describe(decision: Decision) -> str:
+    """Return the one-line description of a finding, cleaned."""
+    evidence = decision.evidence[0]
+    action = decision.action.label
+    if evidence.detector == "handoff":  # no tool call triggered it: say where it fell
+        where = (f"after call {decision.call_index}" if decision.call_index
+                 else "before any tool call")
+        cycle = " -> ".join(clean(a) for a in evidence.details.get("cycle", []))
+        return f"{action} at a handoff {where} ({decision.code}, handoff): {cycle or 'agents'}"
+    if evidence.detector == "idle_turns":  # a model turn, not a tool call, got it
+        return (f"{action} at a model turn after call {decision.call_index} ({decision.code}, "
+                f"idle_turns): {evidence.count} turns in a row without a tool call")
+    indices = evidence.details.get("call_indices") or [decision.call_index]
+    calls = ", ".join(str(i) for i in indices)
+    return (f"{action} at call {decision.call_index} ({decision.code}, {evidence.detector}): "
+            f"{clean(decision.tool)} - {'call' if len(indices) == 1 else 'calls'} {calls}")
+
+
+class Reporter:
+    """Writes one output format as runs finish; subclasses override what they need.
+
+    Args:
+        out: where the report goes (stdout or the ``--output`` file).
+        fail_on: the lowest action that fails the check.
+        quiet: list flagged runs only (text formats).
+        color: colour the text format.
+    """
+
+    def __init__(self, out: TextIO, *, fail_on: Action, quiet: bool = False,
+                 color: bool = False) -> None:
+        self.out = out
+        self.fail_on = fail_on
+        self.quiet = quiet
+        self.color = color
+        self.written = 0
+        """Runs written so far (for formats that punctuate between runs)."""
+
+    def run(self, report: RunReport, where: Where | None) -> None:
+        """Write one finished run."""
+
+    def bad_input(self, error: TraceFileError) -> None:
+        """Note one bad input record (stderr has it already)."""
+
+    def finish(self, summary: Summary) -> None:
+        """Write what comes after the last run."""
+
+    def close(self) -> None:
+        """Release what the reporter holds, finished or not (the check may have failed)."""

@@ -1,0 +1,151 @@
+"""``check --format sarif``: SARIF 2.1.0, one result per finding, for code-scanning UIs.
+
+Each finding (as ``--format json`` lists them) is a result whose rule is its code
+(``STAGNANT_RESULT`` ...), at level ``error`` when its action reaches ``--fail-on`` and
+``warning`` below it, located in the trace file (and line) where its run's first span was read.
+The partial fingerprint is made of the prompt template, tool, code and action, so a loop that
+comes back run after run is one alert, not a new one per trace id. Results are written as runs
+finish; the rules, the input problems and the totals follow them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import urllib.parse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, TextIO
+
+from otel_loopguard.cli._report import NO_TEMPLATE, Reporter, Summary, Where, clean, describe
+from otel_loopguard.types import Action
+
+if TYPE_CHECKING:
+    from otel_loopguard.exceptions import TraceFileError
+    from otel_loopguard.replay.checker import RunReport
+    from otel_loopguard.types import Decision
+
+__all__ = ["SarifReporter"]
+
+_SCHEMA: Final = "https://json.schemastore.org/sarif-2.1.0.json"
+_RULES: Final = {
+    "STAGNANT_RESULT": "The same call keeps returning the same result",
+    "POLL_STAGNANT": "A polling tool keeps returning the same result",
+    "REPEATED_CALL": "The same call is repeated",
+    "CYCLE_DETECTED": "A sequence of tool calls repeats back to back",
+    "PERMANENT_FAILURE": "A call is retried after a permanent error",
+    "REPEATED_FAILURE": "A tool keeps failing the same way",
+    "MUTATING_FAILURE": "A mutating tool keeps failing identically",
+    "REPEATED_READ": "The same range of the same file is read again and again",
+    "REPEATED_BATCH": "The same set of parallel tool calls is repeated",
+    "HANDOFF_LOOP": "Agents hand off to each other in a cycle",
+    "NEAR_DUPLICATE": "Near-identical calls of one tool with no progress",
+    "BUDGET_WARNING": "A run is close to its budget",
+    "BUDGET_EXHAUSTED": "A run exceeded its budget",
+}
+
+
+class SarifReporter(Reporter):
+    """One SARIF log with one run (of otel-loopguard), streamed result by result."""
+
+    def __init__(self, out: TextIO, *, fail_on: Action, quiet: bool = False,
+                 color: bool = False) -> None:
+        super().__init__(out, fail_on=fail_on, quiet=quiet, color=color)
+        self._rules: dict[str, tuple[int, str]] = {}
+        """Rule id -> (index, detector), in order of first use."""
+        self._notifications: list[dict[str, Any]] = []
+
+    def run(self, report: RunReport, where: Where | None) -> None:
+        """Write one result per finding of the run."""
+        for decision in report.findings:
+            self._write(self._result(report, decision, where))
+
+    def bad_input(self, error: TraceFileError) -> None:
+        """Keep a tool execution notification for a bad record (the first 100)."""
+        if len(self._notifications) >= 100:
+            return
+        note: dict[str, Any] = {"level": "error", "message": {"text": clean(str(error))}}
+        if error.path != "-":
+            note["locations"] = [_location(Where(error.path, error.line))]
+        self._notifications.append(note)
+
+    def finish(self, summary: Summary) -> None:
+        """Close the results and write the tool, its rules, the invocation and the totals."""
+        from otel_loopguard import __version__
+
+        rules = [{"id": rule, "name": _name(rule),
+                  "shortDescription": {"text": _RULES.get(rule, rule)},
+                  "properties": {"detector": detector}}
+                 for rule, (_, detector) in self._rules.items()]
+        invocation: dict[str, Any] = {
+            "executionSuccessful": not summary.bad_records and not summary.empty}
+        if self._notifications:
+            invocation["toolExecutionNotifications"] = self._notifications
+        tail = {
+            "tool": {"driver": {"name": "otel-loopguard", "version": str(__version__),
+                                "rules": rules}},
+            "invocations": [invocation],
+            "properties": {"fail_on": self.fail_on.label, "runs": summary.runs,
+                           "tool_calls": summary.tool_calls, "actions": summary.actions,
+                           "spans": summary.spans, "duplicate_spans": summary.duplicate_spans,
+                           "bad_records": summary.bad_records},
+        }
+        text = json.dumps(tail, indent=2)[1:-1].replace("\n", "\n    ").rstrip()
+        head = "" if self.written else self._open()
+        self.out.write(head + "\n      ]," + text + "\n    }\n  ]\n}\n")
+
+    def _open(self) -> str:
+        return (f'{{\n  "$schema": "{_SCHEMA}",\n  "version": "2.1.0",\n  "runs": [\n    {{\n'
+                '      "results": [')
+
+    def _write(self, result: dict[str, Any]) -> None:
+        text = json.dumps(result, indent=2).replace("\n", "\n        ")
+        self.out.write((self._open() if not self.written else ",") + "\n        " + text)
+        self.written += 1
+
+    def _result(self, report: RunReport, decision: Decision,
+                where: Where | None) -> dict[str, Any]:
+        rule = decision.code
+        if rule not in self._rules:
+            self._rules[rule] = (len(self._rules), decision.detector)
+        template = report.prompt_template or NO_TEMPLATE
+        level = "error" if decision.action >= self.fail_on else "warning"
+        text = (f"{describe(decision)}, in run {clean(report.run_id)} [{clean(template)}]. "
+                f"{clean(decision.hint)}")
+        logical: dict[str, Any] = {"name": clean(decision.tool or "handoff"),
+                                   "fullyQualifiedName": f"{clean(template)}/"
+                                                         f"{clean(decision.tool or 'handoff')}"}
+        location: dict[str, Any] = {"logicalLocations": [logical]}
+        if where is not None and where.path != "-":
+            location.update(_location(where))
+        fingerprint = hashlib.sha256("\x00".join(
+            (template, decision.tool, rule, decision.action.label)).encode()).hexdigest()
+        return {
+            "ruleId": rule, "ruleIndex": self._rules[rule][0], "level": level,
+            "message": {"text": text}, "locations": [location],
+            "partialFingerprints": {"loopguardFinding/v1": fingerprint[:32]},
+            "properties": {"run_id": report.run_id, "trace_ids": report.trace_ids,
+                           "prompt_template": report.prompt_template,
+                           "tool": decision.tool, "action": decision.action.label,
+                           "call_index": decision.call_index, "span_id": decision.span_id,
+                           "detector": decision.detector, "escalated": decision.escalated},
+        }
+
+
+def _location(where: Where) -> dict[str, Any]:
+    physical: dict[str, Any] = {"artifactLocation": {"uri": _uri(where.path)}}
+    if where.line:
+        physical["region"] = {"startLine": where.line}
+    return {"physicalLocation": physical}
+
+
+def _uri(path: str) -> str:
+    """Return a relative URI reference for a relative path, a ``file:`` URI for an absolute one."""
+    if os.path.isabs(path):
+        return Path(path).as_uri()
+    return urllib.parse.quote(path.replace(os.sep, "/"))
+
+
+def _name(rule: str) -> str:
+    """Return ``StagnantResult`` for ``STAGNANT_RESULT`` (SARIF rule names are identifiers)."""
+    return "".join(part.capitalize() for part in rule.split("_"))

@@ -1,0 +1,84 @@
+"""``check --format text`` (the default) and ``--format json``."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import TYPE_CHECKING, Final, TextIO
+
+from otel_loopguard.cli._report import Reporter, Summary, Where, entries, run_title, summary_line
+from otel_loopguard.replay.checker import report_to_json
+from otel_loopguard.types import Action
+
+if TYPE_CHECKING:
+    from otel_loopguard.replay.checker import RunReport
+
+__all__ = ["JsonReporter", "TextReporter", "use_color"]
+
+_COLORS: Final = {Action.CONTINUE: "32", Action.WARN: "33", Action.REPLAN: "35",
+                  Action.STOP: "1;31"}
+_DIM: Final = "2"
+
+
+def use_color(mode: str, out: TextIO) -> bool:
+    """Return whether to colour: ``always``, ``never``, or ``auto``.
+
+    ``auto`` colours a terminal, unless ``NO_COLOR`` is set (to anything but the empty string)
+    or ``TERM`` is ``dumb``.
+    """
+    if mode != "auto":
+        return mode == "always"
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    isatty = getattr(out, "isatty", None)
+    return bool(isatty and isatty())
+
+
+class TextReporter(Reporter):
+    """One line per run (``ok`` or its highest action), one entry per finding, then totals."""
+
+    def run(self, report: RunReport, where: Where | None) -> None:
+        """Write the run line and, for a flagged run, its entries with their hints."""
+        calls = "1 tool call" if report.tool_calls == 1 else f"{report.tool_calls} tool calls"
+        if report.action is Action.CONTINUE:
+            if not self.quiet:
+                label = self._paint("ok   ", Action.CONTINUE)
+                self.out.write(f"{label} {run_title(report)}: {calls}, no loop\n")
+            return
+        label = self._paint(f"{report.action.label.upper():5}", report.action)
+        self.out.write(f"{label} {run_title(report)}: {calls}\n")
+        for entry in entries(report):
+            self.out.write(f"  - {entry.text}\n")
+            self.out.write(f"    {self._dim('hint:')} {entry.hint}\n")
+
+    def finish(self, summary: Summary) -> None:
+        """Write the totals line."""
+        self.out.write(f"\n{summary_line(summary)}\n")
+
+    def _paint(self, text: str, action: Action) -> str:
+        return f"\x1b[{_COLORS[action]}m{text}\x1b[0m" if self.color else text
+
+    def _dim(self, text: str) -> str:
+        return f"\x1b[{_DIM}m{text}\x1b[0m" if self.color else text
+
+
+class JsonReporter(Reporter):
+    """One JSON document, written run by run as the runs finish (never all held in memory).
+
+    The same document ``json.dump(..., indent=2)`` of the whole would write.
+    """
+
+    def run(self, report: RunReport, where: Where | None) -> None:
+        """Write one run of the ``runs`` array."""
+        text = json.dumps(report_to_json(report), indent=2).replace("\n", "\n    ")
+        self.out.write(('{\n  "runs": [' if not self.written else ",") + "\n    " + text)
+        self.written += 1
+
+    def finish(self, summary: Summary) -> None:
+        """Close the ``runs`` array and write the summary."""
+        doc = {"runs": summary.runs, "tool_calls": summary.tool_calls,
+               "actions": summary.actions, "spans": summary.spans,
+               "duplicate_spans": summary.duplicate_spans, "bad_records": summary.bad_records}
+        text = json.dumps(doc, indent=2).replace("\n", "\n  ")
+        self.out.write(('{\n  "runs": []' if not self.written else "\n  ]") + ',\n  "summary": '
+                       + text + "\n}\n")

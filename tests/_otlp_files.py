@@ -1,0 +1,49 @@
+"""Trace files as the Collector writes them, from runs scripted on a real ``TracerProvider``."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from google.protobuf.json_format import MessageToDict
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace import ReadableSpan
+
+from otel_loopguard.testing import AgentScript, LoopGuardHarness
+
+Script = tuple[dict[str, Any], Callable[[AgentScript], None]]
+
+
+def hex_ids(node: Any) -> Any:
+    """Turn the base64 ids of protobuf's JSON mapping into the hex ids OTLP/JSON uses."""
+    if isinstance(node, dict):
+        return {k: (base64.b64decode(v).hex() if k in ("traceId", "spanId", "parentSpanId")
+                    else hex_ids(v)) for k, v in node.items()}
+    if isinstance(node, list):
+        return [hex_ids(v) for v in node]
+    return node
+
+
+def scripted_spans(*runs: Script) -> list[ReadableSpan]:
+    """Return the finished spans of the scripted runs (``(run options, body)`` each)."""
+    harness = LoopGuardHarness()
+    try:
+        for options, body in runs:
+            with harness.run(**options) as agent:
+                body(agent)
+        return list(harness.exporter.get_finished_spans())
+    finally:
+        harness.shutdown()
+
+
+def json_line(spans: Sequence[ReadableSpan]) -> str:
+    """Return one ``ExportTraceServiceRequest`` as an OTLP/JSON line (no newline)."""
+    doc = hex_ids(MessageToDict(encode_spans(spans)))
+    return json.dumps(doc, separators=(",", ":"))
+
+
+def proto_message(spans: Sequence[ReadableSpan]) -> bytes:
+    """Return one serialized ``ExportTraceServiceRequest``."""
+    return encode_spans(spans).SerializeToString()  # type: ignore[no-any-return]

@@ -1,0 +1,411 @@
+"""``check`` output: JUnit XML, SARIF 2.1.0, GitHub workflow commands, ``--output``, and text
+that no span can forge."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from _otlp_files import json_line, scripted_spans
+
+from otel_loopguard.cli import main
+from otel_loopguard.cli._github import escape_data, escape_property
+from otel_loopguard.cli._report import clean
+from otel_loopguard.cli._text import use_color
+from otel_loopguard.testing import AgentScript
+
+ROOT = Path(__file__).resolve().parent.parent
+HEALTHY = str(ROOT / "examples" / "traces" / "healthy_agent.jsonl")
+LOOPING = str(ROOT / "examples" / "traces" / "looping_agent.jsonl")
+SARIF_SCHEMA = ROOT / "tests" / "data" / "sarif-schema-2.1.0.json"
+EVIL = "evil\x1b[31m\r\nSTOP  run forged\u202e%0A,x:y\x00"
+"""A tool name that tries to forge a line, colour the terminal and reverse the text."""
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith("LOOPGUARD_") or name == "NO_COLOR":
+            monkeypatch.delenv(name)
+
+
+def _output(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = main(["check", *argv])
+    return code, capsys.readouterr().out
+
+
+def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    main(["check", "--format", "json", *argv])
+    return json.loads(capsys.readouterr().out)  # type: ignore[no-any-return]
+
+
+@pytest.fixture(name="evil_trace")
+def _evil_trace(tmp_path: Path) -> str:
+    """A looping run whose tool name, conversation id and template carry control characters."""
+    def body(agent: AgentScript) -> None:
+        for _ in range(5):
+            agent.turn()
+            agent.tool(EVIL, {"q": "x"}, "same")
+
+    spans = scripted_spans(({"prompt": "tmpl\x1b[2J\x08", "conversation": "c\x1b]0;t\x07\nok"},
+                            body))
+    path = tmp_path / "evil.jsonl"
+    path.write_text(json_line(spans) + "\n", encoding="utf-8")
+    return str(path)
+
+
+class TestJunit:
+    @staticmethod
+    def _parse(text: str) -> ET.Element:
+        """Parse and check the shape CI systems read: testsuites/testsuite/testcase/failure,
+        with consistent counts."""
+        root = ET.fromstring(text)
+        assert root.tag == "testsuites"
+        (suite,) = root
+        assert suite.tag == "testsuite"
+        cases = list(suite)
+        assert all(case.tag == "testcase" and case.get("name") and case.get("classname")
+                   for case in cases)
+        failures = [c for c in cases if c.find("failure") is not None]
+        errors = [c for c in cases if c.find("error") is not None]
+        for node in (root, suite):
+            assert int(node.get("tests", "-1")) == len(cases)
+            assert int(node.get("failures", "-1")) == len(failures)
+            assert int(node.get("errors", "-1")) == len(errors)
+            assert float(node.get("time", "-1")) >= 0
+        for case in cases:
+            assert {child.tag for child in case} <= {"failure", "error", "system-out"}
+            for result in (*case.findall("failure"), *case.findall("error")):
+                assert result.get("message") and result.get("type")
+        return root
+
+    def test_one_case_per_run_one_failure_per_failing_run(
+            self, capsys: pytest.CaptureFixture[str]) -> None:
+        code, out = _output(capsys, "--format", "junit", HEALTHY, LOOPING)
+        assert code == 1
+        suite = self._parse(out)[0]
+        cases = {c.get("classname"): c for c in suite}
+        assert set(cases) == {"order_status@v1", "support_triage@v3"}
+        failure = cases["support_triage@v3"].find("failure")
+        assert failure is not None and failure.get("type") == "stop"
+        assert failure.text is not None
+        assert "stop at call 7 (PERMANENT_FAILURE, failure): crm_lookup - calls 6, 7" in \
+            failure.text
+        assert cases["support_triage@v3"].get("file") == LOOPING
+        assert cases["support_triage@v3"].get("line") == "1"
+        assert len(cases["order_status@v1"]) == 0
+
+    def test_below_fail_on_is_not_a_failure(self, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+        """A run flagged below ``--fail-on`` passes, its findings in ``system-out``."""
+        def warned(agent: AgentScript) -> None:
+            for _ in range(3):
+                agent.turn()
+                agent.tool("search", {"q": "refunds"}, "no results")
+
+        path = tmp_path / "warn.jsonl"
+        path.write_text(json_line(scripted_spans(({}, warned))) + "\n", encoding="utf-8")
+        _, out = _output(capsys, "--format", "junit", str(path))
+        (case,) = self._parse(out)[0]
+        assert case.find("failure") is None
+        system_out = case.find("system-out")
+        assert system_out is not None and "warn at call 3" in (system_out.text or "")
+        _, out = _output(capsys, "--format", "junit", "--fail-on", "warn", str(path))
+        (case,) = self._parse(out)[0]
+        assert case.find("failure") is not None
+
+    def test_bad_input_is_an_error_case(self, tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text('{"foo": 1}\n', encoding="utf-8")
+        code, out = _output(capsys, "--format", "junit", str(bad), LOOPING)
+        assert code == 2
+        cases = self._parse(out)[0]
+        error = cases[-1].find("error")
+        assert error is not None and error.get("message") == "1 bad input record skipped"
+        assert f"{bad}:1: not an OTLP trace request" in (error.text or "")
+
+    def test_empty_input_is_an_error_case(self, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+        empty = tmp_path / "empty.jsonl"
+        empty.write_bytes(b"")
+        code, out = _output(capsys, "--format", "junit", str(empty))
+        assert code == 2
+        (case,) = self._parse(out)[0]
+        error = case.find("error")
+        assert error is not None and error.get("message") == "no spans in the input"
+
+    def test_span_text_cannot_break_the_xml(self, evil_trace: str,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+        """Control characters cannot even be escaped in XML 1.0: they are spelled out."""
+        _, out = _output(capsys, "--format", "junit", evil_trace)
+        (case,) = self._parse(out)[0]
+        failure = case.find("failure")
+        assert failure is not None
+        assert "evil\\x1b[31m\\x0d\\x0aSTOP  run forged\\u202e" in (failure.text or "")
+
+
+@pytest.fixture(name="validate", scope="module")
+def _validator() -> Any:
+    """Validate against the SARIF 2.1.0 schema (the OASIS one, kept under tests/data)."""
+    schema = json.loads(SARIF_SCHEMA.read_text(encoding="utf-8"))
+    validator_class = jsonschema.validators.validator_for(schema)
+    validator_class.check_schema(schema)
+    return validator_class(schema, format_checker=validator_class.FORMAT_CHECKER).validate
+
+
+class TestSarif:
+    def test_valid_and_one_result_per_finding(self, validate: Any,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+        findings = [f for r in _json(capsys, HEALTHY, LOOPING)["runs"] for f in r["findings"]]
+        code, out = _output(capsys, "--format", "sarif", HEALTHY, LOOPING)
+        assert code == 1
+        log = json.loads(out)
+        validate(log)
+        (run,) = log["runs"]
+        results = run["results"]
+        assert [(r["ruleId"], r["properties"]["call_index"]) for r in results] == [
+            (f["code"], f["call_index"]) for f in findings]
+        assert [r["level"] for r in results] == ["warning", "warning", "error", "error"]
+        rules = run["tool"]["driver"]["rules"]
+        assert all(rules[r["ruleIndex"]]["id"] == r["ruleId"] for r in results)
+        location = results[-1]["locations"][0]["physicalLocation"]
+        assert location["artifactLocation"]["uri"] == Path(LOOPING).as_uri()
+        assert location["region"] == {"startLine": 1}
+        assert run["invocations"] == [{"executionSuccessful": True}]
+
+    def test_relative_paths_are_relative_uris(self, tmp_path: Path, validate: Any,
+                                              monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+        (tmp_path / "my traces").mkdir()
+        (tmp_path / "my traces" / "t.jsonl").write_bytes(Path(LOOPING).read_bytes())
+        monkeypatch.chdir(tmp_path)
+        _, out = _output(capsys, "--format", "sarif", "my traces/t.jsonl")
+        log = json.loads(out)
+        validate(log)
+        uri = log["runs"][0]["results"][0]["locations"][0]["physicalLocation"][
+            "artifactLocation"]["uri"]
+        assert uri == "my%20traces/t.jsonl"
+
+    def test_fingerprints_group_a_recurring_loop(self, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+        """The same loop in two runs (two trace ids) has the same fingerprints."""
+        line = Path(LOOPING).read_text(encoding="utf-8").strip()
+        other = re.sub(r'"traceId":"[0-9a-f]{32}"', '"traceId":"' + "ab" * 16 + '"', line)
+        path = tmp_path / "two.jsonl"
+        path.write_text(f"{line}\n{other}\n", encoding="utf-8")
+        _, out = _output(capsys, "--format", "sarif", str(path))
+        results = json.loads(out)["runs"][0]["results"]
+        prints = [r["partialFingerprints"]["loopguardFinding/v1"] for r in results]
+        assert len(prints) == 8 and prints[:4] == prints[4:] and len(set(prints)) == 4
+
+    def test_no_findings_and_bad_input(self, tmp_path: Path, validate: Any,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text('{"foo": 1}\n', encoding="utf-8")
+        code, out = _output(capsys, "--format", "sarif", HEALTHY, str(bad))
+        assert code == 2
+        log = json.loads(out)
+        validate(log)
+        (run,) = log["runs"]
+        assert run["results"] == []
+        (invocation,) = run["invocations"]
+        assert invocation["executionSuccessful"] is False
+        (note,) = invocation["toolExecutionNotifications"]
+        assert note["locations"][0]["physicalLocation"]["region"] == {"startLine": 1}
+
+    def test_empty_input_is_still_a_valid_log(self, tmp_path: Path, validate: Any,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+        empty = tmp_path / "empty.jsonl"
+        empty.write_bytes(b"")
+        code, out = _output(capsys, "--format", "sarif", "--allow-empty", str(empty))
+        assert code == 0
+        validate(json.loads(out))
+
+    def test_span_text_is_cleaned(self, evil_trace: str, validate: Any,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+        _, out = _output(capsys, "--format", "sarif", evil_trace)
+        log = json.loads(out)
+        validate(log)
+        text = log["runs"][0]["results"][0]["message"]["text"]
+        assert "\x1b" not in text and "\n" not in text and "\u202e" not in text
+        assert log["runs"][0]["results"][0]["properties"]["tool"] == EVIL
+
+
+def _workflow_commands(text: str) -> list[tuple[str, dict[str, str], str]]:
+    """Parse workflow commands as the Actions runner does (``::name k=v,k=v::data``)."""
+    def unescape(value: str, *extra: tuple[str, str]) -> str:
+        for escaped, plain in (*extra, ("%0D", "\r"), ("%0A", "\n"), ("%25", "%")):
+            value = value.replace(escaped, plain)
+        return value
+
+    commands = []
+    for line in text.splitlines():
+        match = re.fullmatch(r"::(\w+)(?: ([^:]*))?::(.*)", line)
+        if match is None:
+            continue
+        props = {}
+        for pair in (match.group(2) or "").split(","):
+            key, _, value = pair.partition("=")
+            props[key] = unescape(value, ("%3A", ":"), ("%2C", ","))
+        commands.append((match.group(1), props, unescape(match.group(3))))
+    return commands
+
+
+class TestGithub:
+    def test_annotations(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text('{"foo": 1}\n', encoding="utf-8")
+        code, out = _output(capsys, "--format", "github", HEALTHY, LOOPING, str(bad))
+        assert code == 2
+        commands = _workflow_commands(out)
+        assert sorted((name, props.get("file"), props.get("line"))
+                      for name, props, _ in commands) == sorted([
+            ("error", LOOPING, "1"), ("error", str(bad), "1")])
+        _, props, message = next(c for c in commands if c[1]["file"] == LOOPING)
+        assert props["title"] == ("STOP run 6143f831f09ff9b0e86f1d11d41297b6 "
+                                  "[support_triage@v3]: 7 tool calls")
+        assert message.splitlines()[0] == ("warn at call 3 (STAGNANT_RESULT, stagnation): "
+                                           "search_kb - calls 1, 2, 3")
+        assert out.endswith("\n2 runs, 13 tool calls; 1 flagged\n")
+
+    def test_below_fail_on_is_a_warning(self, capsys: pytest.CaptureFixture[str]) -> None:
+        _, out = _output(capsys, "--format", "github", "--fail-on", "warn", LOOPING)
+        assert [c[0] for c in _workflow_commands(out)] == ["error"]
+        _, out = _output(capsys, "--format", "github", LOOPING)
+        assert [c[0] for c in _workflow_commands(out)] == ["error"]
+
+    def test_span_text_cannot_forge_a_command(self, evil_trace: str,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+        """One flagged run is one line: the tool name's CR LF, ``::``, ``%`` and ``,`` stay
+        inside it, escaped."""
+        _, out = _output(capsys, "--format", "github", "--run-key", "conversation", evil_trace)
+        lines = out.splitlines()
+        assert len(lines) == 2
+        ((_, props, message),) = _workflow_commands(out)
+        # a template name with control characters gets a readable label
+        assert props["title"] == \
+            "STOP run c\\x1b]0;t\\x07\\x0aok [tpl-tmpl-2j-51bbe4c9]: 5 tool calls"
+        assert "evil\\x1b[31m\\x0d\\x0aSTOP  run forged\\u202e%0A,x:y\\x00 - calls 1, 2, 3" \
+            in message
+
+    def test_escaping_rules(self) -> None:
+        """The Actions toolkit's rules: ``%`` first, then CR and LF; ``:`` and ``,`` in
+        properties."""
+        assert escape_data("50% a\r\nb::c,d") == "50%25 a%0D%0Ab::c,d"
+        assert escape_property("50% a\r\nb::c,d") == "50%25 a%0D%0Ab%3A%3Ac%2Cd"
+
+
+class TestOutputFile:
+    @pytest.mark.parametrize("fmt", ["text", "json", "junit", "sarif", "github"])
+    def test_any_format_to_a_file(self, fmt: str, tmp_path: Path,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+        """``--output`` writes what stdout would get (junit and sarif carry a time; compare
+        their shape), and stdout stays empty."""
+        target = tmp_path / f"report.{fmt}"
+        code = main(["check", "--format", fmt, "--output", str(target), HEALTHY, LOOPING])
+        assert code == 1
+        assert capsys.readouterr().out == ""
+        _, stdout = _output(capsys, "--format", fmt, HEALTHY, LOOPING)
+        written = target.read_text(encoding="utf-8")
+        timeless = re.compile(r' time="[0-9.]+"| timestamp="[^"]+"')
+        assert timeless.sub("", written) == timeless.sub("", stdout)
+        assert target.stat().st_mode & 0o644 == 0o644
+        assert [p.name for p in tmp_path.iterdir()] == [target.name]
+
+    def test_not_written_when_the_check_fails(self, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+        """An aborted check (``--strict`` on a bad record) leaves no half report behind."""
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text(Path(LOOPING).read_text() + '{"foo": 1}\n', encoding="utf-8")
+        target = tmp_path / "report.xml"
+        code = main(["check", "--strict", "--format", "junit", "-o", str(target), str(bad)])
+        assert code == 2
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl"]
+        assert capsys.readouterr().err.startswith(f"otel-loopguard: {bad}:2: ")
+
+    def test_an_unwritable_place(self, tmp_path: Path,
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+        target = tmp_path / "missing-dir" / "report.txt"
+        assert main(["check", "-o", str(target), LOOPING]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"otel-loopguard: {target}: cannot write the report: ")
+        assert len(err.splitlines()) == 1
+
+
+class TestText:
+    def test_span_text_cannot_forge_lines(self, evil_trace: str,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+        """Newlines, ESC, NUL and bidi overrides from spans are spelled out: one run is its
+        run line, one entry per finding with its hint, and the totals."""
+        _, out = _output(capsys, "--run-key", "conversation", evil_trace)
+        lines = out.splitlines()
+        # a template name with control characters gets a readable label
+        assert lines[0] == \
+            "STOP  run c\\x1b]0;t\\x07\\x0aok [tpl-tmpl-2j-51bbe4c9]: 5 tool calls"
+        assert len(lines) == 1 + 2 * 3 + 2
+        assert not re.search("[\x00-\x08\x0b-\x1f\x7f\u202e]", out)
+        assert "evil\\x1b[31m\\x0d\\x0aSTOP  run forged\\u202e%0A,x:y\\x00 - calls 1, 2, 3" in out
+
+    def test_clean(self) -> None:
+        assert clean("plain ünïcode → ok") == "plain ünïcode → ok"
+        assert clean("a\nb\tc\x7f\x9b\u2028\ud800") == "a\\x0ab\\x09c\\x7f\\x9b\\u2028\\ud800"
+
+    def test_prompt_template_on_every_run_line(self, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+        """Clean runs show their template too; a run without one says so."""
+        path = tmp_path / "t.jsonl"
+        path.write_text(json_line(scripted_spans(
+            ({}, lambda agent: agent.tool("search", {"q": 1}, "r")))) + "\n", encoding="utf-8")
+        _, out = _output(capsys, HEALTHY, str(path))
+        lines = out.splitlines()
+        assert lines[0] == ("ok    run 3ca5fe047262230b8092163bef8e409a [order_status@v1]: "
+                            "6 tool calls, no loop")
+        assert re.fullmatch(r"ok    run [0-9a-f]{32} \[no prompt template\]: 1 tool call, "
+                            r"no loop", lines[1])
+
+    def test_plurals(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        path = tmp_path / "t.jsonl"
+        path.write_text(json_line(scripted_spans(
+            ({}, lambda agent: agent.tool("search", {"q": 1}, "r")))) + "\n", encoding="utf-8")
+        _, out = _output(capsys, str(path))
+        assert out.endswith("\n1 run, 1 tool call; 0 flagged\n")
+        _, out = _output(capsys, HEALTHY, LOOPING)
+        assert out.endswith("\n2 runs, 13 tool calls; 1 flagged\n")
+
+    def test_color_always_and_never(self, capsys: pytest.CaptureFixture[str]) -> None:
+        _, out = _output(capsys, "--color", "always", LOOPING)
+        assert out.startswith("\x1b[1;31mSTOP \x1b[0m run 6143f831")
+        _, out = _output(capsys, "--color", "never", LOOPING)
+        assert "\x1b" not in out
+
+    def test_color_auto_on_a_terminal(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """``auto`` colours a terminal, not a pipe or file, and never when NO_COLOR is set."""
+        class Terminal(io.StringIO):
+            def isatty(self) -> bool:
+                return True
+
+        terminal = Terminal()
+        monkeypatch.setattr(sys, "stdout", terminal)
+        assert main(["check", LOOPING]) == 1
+        assert "\x1b[1;31mSTOP" in terminal.getvalue()
+        monkeypatch.setenv("NO_COLOR", "1")
+        terminal.seek(0)
+        terminal.truncate()
+        assert main(["check", LOOPING]) == 1
+        assert "\x1b" not in terminal.getvalue()
+        assert use_color("always", terminal)
+        monkeypatch.setenv("NO_COLOR", "")
+        monkeypatch.setenv("TERM", "dumb")
+        assert not use_color("auto", terminal)
+        monkeypatch.setenv("TERM", "xterm")
+        assert use_color("auto", terminal)
+        assert not use_color("auto", io.StringIO())
