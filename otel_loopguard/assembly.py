@@ -36,8 +36,8 @@ from otel_loopguard.adapters import (
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.types import Handoff, ModelTurn, SpanAdapter, SpanRecord, ToolCall
 
-__all__ = ["AssembledTrace", "SiblingAgents", "TraceEvent", "assemble_trace", "nearest_agent",
-           "template_in"]
+__all__ = ["AssembledTrace", "SiblingAgents", "TraceEvent", "assemble_trace", "lone_tool_call",
+           "nearest_agent", "template_in"]
 
 MAX_ANCESTRY: Final = 64
 """How far ``nearest_agent`` walks up (a cycle or a very deep tree stops there)."""
@@ -57,6 +57,23 @@ def template_in(attributes: Mapping[str, Any], config: LoopGuardConfig) -> str |
 def _key_roots(keys: tuple[str, ...]) -> frozenset[str]:
     """``template_key_roots``, once per configuration's keys (it is asked for every span)."""
     return template_key_roots(keys)
+
+
+def lone_tool_call(event: object, parent_span_id: str | None) -> bool:
+    """Return True for a tool call whose span has no parent (and whose run has no conversation).
+
+    Such a call is a run of its own, keyed by its own trace, so no repetition can ever be seen:
+    the instrumentation needs a parent agent span or a conversation id.
+    """
+    return isinstance(event, ToolCall) and parent_span_id is None
+
+
+LONE_TOOL_CALL_HINT: Final = (
+    "a tool span with no parent span and no conversation id is a run of its own, so no loop "
+    "can be detected across such calls: wrap an agent run in a parent span (the framework's "
+    "agent span, or your own), or set gen_ai.conversation.id (or session.id) on the tool spans "
+    "with run_key = \"conversation\"; see docs/getting-started.md")
+"""What the processor logs, ``check`` prints and ``serve`` logs once, on the first such call."""
 
 
 def nearest_agent(parent: _K | None, step: Callable[[_K], tuple[str | None, _K | None] | None]
@@ -125,6 +142,8 @@ class AssembledTrace:
     first_start_ns: int = 0
     service_name: str | None = None
     """``service.name`` of the first span whose resource has one."""
+    unparented_tool_calls: int = 0
+    """Tool calls with no parent span, unless the run is keyed by a conversation id they have."""
 
 
 def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuardConfig,
@@ -169,6 +188,10 @@ def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuard
     out.service_name = next((str(service) for s in spans
                              if (service := s.resource.get("service.name"))), None)
     events = out.events = _events(pending, ordered, agents, adapters, has_model)
+    if (conversation is None or config.run_key != "conversation") and events:
+        parents = {s.span_id: s.parent_span_id for s in ordered}
+        out.unparented_tool_calls = sum(
+            lone_tool_call(item.event, parents.get(item.event.span_id, "")) for item in events)
     if not any(isinstance(item.event, Handoff) for item in events):
         _add_sibling_handoffs(out, ordered, agents)
     return out

@@ -366,3 +366,28 @@ def test_errors_cannot_forge_lines_either(tmp_path: Path,
     assert main(["check", str(missing)]) == 2
     err = capsys.readouterr().err
     assert err == f"otel-loopguard: {tmp_path}/x\\x0aSTOP  run forged.jsonl: no such file\n"
+
+
+def test_parentless_tool_calls_get_a_note_once(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """Tool spans with no parent and no conversation id are each a run of one: check says so
+    once, with what to set, and still checks them."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("t")
+    for _ in range(3):
+        with tracer.start_as_current_span("execute_tool search", attributes={
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search",
+                "gen_ai.tool.call.arguments": '{"q": 1}', "gen_ai.tool.call.result": "none"}):
+            pass
+    path = tmp_path / "lone.jsonl"
+    path.write_text(json_line(exporter.get_finished_spans()) + "\n")
+    assert main(["check", str(path)]) == 0  # three runs of one call: nothing to detect
+    err = capsys.readouterr().err
+    assert err.count("otel-loopguard: note:") == 1
+    assert "3 tool calls with no parent span and no conversation id" in err

@@ -29,6 +29,7 @@ from otel_loopguard.metrics._names import (
     RUNS_FLAGGED,
     SKIPPED_SPANS,
     TOOL_CALLS,
+    UNPARENTED_TOOL_CALLS,
 )
 from otel_loopguard.processor import LoopGuardSpanProcessor
 from otel_loopguard.types import Action
@@ -61,6 +62,7 @@ def _exercise(metrics: LoopGuardMetrics) -> None:
     metrics.record_eviction("ttl", 2)
     metrics.record_internal_error("on_end")
     metrics.record_skipped("queue_full")
+    metrics.record_unparented("trace")
     metrics.track_open_runs(lambda: 4)
 
 
@@ -250,6 +252,7 @@ class TestExposition:
             LABEL_OVERFLOW,
             OPEN_RUNS,
             SKIPPED_SPANS,
+            UNPARENTED_TOOL_CALLS,
         } == METRIC_NAMES
 
     @pytest.mark.skipif(PROMTOOL is None, reason="promtool not found (apt-get install prometheus)")

@@ -175,3 +175,49 @@ def test_open_spans_the_app_never_ends_are_bounded_by_age_and_count() -> None:
     for i in range(2000):
         live.add(20_000 + i, Open(now))
     assert len(live) == 1000 and next(iter(live.spans)) == 21_000  # the newest 1,000
+
+
+def test_tool_spans_without_parent_or_conversation_are_reported_once(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Each parentless tool span is a run of one under run_key trace, with a conversation id or
+    not: counted every time, logged once with what to set; a parent span makes it quiet."""
+    import logging
+
+    exporter = InMemorySpanExporter()
+    provider, registry = _provider(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("t")
+    with caplog.at_level(logging.WARNING, logger="otel_loopguard"):
+        for _ in range(3):
+            with tracer.start_as_current_span("execute_tool search", attributes=TOOL):
+                pass
+        with tracer.start_as_current_span("execute_tool search", attributes={
+                **TOOL, "gen_ai.conversation.id": "c1"}):
+            pass
+        _loop(provider, 2)
+        provider.force_flush()
+    assert registry.get_sample_value("loopguard_unparented_tool_calls_total",
+                                     {"run_key": "trace"}) == 4
+    lines = [r.getMessage() for r in caplog.records if "no parent span" in r.getMessage()]
+    assert len(lines) == 1 and "gen_ai.conversation.id" in lines[0]
+    provider.shutdown()
+
+
+def test_check_and_serve_report_unparented_tool_calls() -> None:
+    """The shared assembly counts them for check and serve too."""
+    from otel_loopguard.assembly import assemble_trace
+    from otel_loopguard.types import SpanRecord
+
+    def tool(span_id: str, parent: str | None, **extra: Any) -> SpanRecord:
+        return SpanRecord(trace_id="a" * 32, span_id=span_id, parent_span_id=parent,
+                          name="execute_tool search", start_time_ns=1, end_time_ns=2,
+                          attributes={**TOOL, **extra})
+
+    config = LoopGuardConfig()
+    assert assemble_trace("a" * 32, [tool("1" * 16, None)], config).unparented_tool_calls == 1
+    assert assemble_trace("a" * 32, [tool("1" * 16, "2" * 16)],
+                          config).unparented_tool_calls == 0
+    by_conversation = LoopGuardConfig.create(run_key="conversation")
+    assert assemble_trace("a" * 32, [tool("1" * 16, None, **{"session.id": "s"})],
+                          by_conversation).unparented_tool_calls == 0
+    assert assemble_trace("a" * 32, [tool("1" * 16, None, **{"session.id": "s"})],
+                          config).unparented_tool_calls == 1

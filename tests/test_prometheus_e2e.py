@@ -61,6 +61,7 @@ EXPECTED_EMPTY_PANELS = {
     "panel-14-A": "evictions: every run ends its root span, far below max_runs and the TTL",
     "panel-15-A": "internal errors: none happen",
     "panel-15-B": "skipped spans: the demo never fills the processor's queue",
+    "panel-15-C": "unparented tool calls: every demo tool span has an agent span",
     "panel-16-A": "label overflow: 4 templates and 14 tools stay under the caps of 200",
     "panel-18-A": "serve requests: the demo is the span processor, not serve",
     "panel-19-A": "serve spans: the demo is the span processor, not serve",

@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any, Final, TextIO, cast
 
+from otel_loopguard.assembly import LONE_TOOL_CALL_HINT
 from otel_loopguard.cli._github import GithubReporter
 from otel_loopguard.cli._inputs import Inputs, expand
 from otel_loopguard.cli._junit import JunitReporter
@@ -104,9 +105,11 @@ def run_check(args: argparse.Namespace) -> int:
         inputs = Inputs(files, strict=args.strict, on_error=on_error,
                         max_decompressed_bytes=args.max_decompressed)
         checker = Checker(config)
+        lone = 0
         try:
             for report in checker.run(inputs.spans()):  # streamed: memory bounded by open runs
                 summary.add(report)
+                lone += report.unparented_tool_calls
                 reporter.run(report, inputs.where(report))
             summary.spans = inputs.spans_read
             summary.duplicate_spans = checker.duplicate_spans
@@ -114,6 +117,9 @@ def run_check(args: argparse.Namespace) -> int:
             reporter.finish(summary)
         finally:
             reporter.close()
+    if lone:
+        _say(f"note: {plural(lone, 'tool call')} with no parent span and no conversation id: "
+             f"{LONE_TOOL_CALL_HINT}")
     return _verdict(summary, args.paths)
 
 

@@ -30,6 +30,7 @@ from otel_loopguard.metrics._names import (
     RUNS_FLAGGED,
     SKIPPED_SPANS,
     TOOL_CALLS,
+    UNPARENTED_TOOL_CALLS,
 )
 from otel_loopguard.signature import digest
 from otel_loopguard.types import Action
@@ -169,6 +170,9 @@ class LoopGuardMetrics:
                                       "because the cap was reached.", ["label"], registry=reg)
         self.skipped = Counter(_base(SKIPPED_SPANS), "Ended spans passed on unchecked.",
                                ["reason"], registry=reg)
+        self.unparented = Counter(_base(UNPARENTED_TOOL_CALLS), "Tool calls with no parent span "
+                                  "and no conversation id (no loop can be detected across "
+                                  "them).", ["run_key"], registry=reg)
         self._sizes: list[Callable[[], int]] = []
         self._open_gauge: Gauge | None = None
         if self.multiprocess:
@@ -236,6 +240,10 @@ class LoopGuardMetrics:
     def record_skipped(self, reason: str) -> None:
         """Count one span passed on unchecked for ``reason`` (``queue_full``)."""
         self.skipped.labels(reason).inc()
+
+    def record_unparented(self, run_key: str, count: int = 1) -> None:
+        """Count tool calls that have no parent span and no conversation id."""
+        self.unparented.labels(run_key).inc(count)
 
     def record_internal_error(self, kind: str) -> None:
         """Count one contained internal error of ``kind``."""

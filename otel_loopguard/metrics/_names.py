@@ -26,8 +26,12 @@ LABEL_OVERFLOW: Final = "loopguard_label_overflow_total"
 SKIPPED_SPANS: Final = "loopguard_skipped_spans_total"
 """Counter {reason}: ended spans passed on unchecked (``queue_full``: the worker's queue)."""
 
+UNPARENTED_TOOL_CALLS: Final = "loopguard_unparented_tool_calls_total"
+"""Counter {run_key}: tool calls with no parent span and no conversation id (each one a run of
+its own, so no loop can be detected across them)."""
+
 METRIC_NAMES: Final = frozenset(
     {TOOL_CALLS, LOOP_DETECTED, RUNS, RUNS_FLAGGED, ENFORCED, OPEN_RUNS, EVICTED_RUNS,
-     INTERNAL_ERRORS, LABEL_OVERFLOW, SKIPPED_SPANS}
+     INTERNAL_ERRORS, LABEL_OVERFLOW, SKIPPED_SPANS, UNPARENTED_TOOL_CALLS}
 )
 """Every series name as it appears in PromQL."""

@@ -36,7 +36,7 @@ from otel_loopguard.adapters import (
     tool_request_of,
 )
 from otel_loopguard.adapters import _keys as k
-from otel_loopguard.assembly import template_in
+from otel_loopguard.assembly import LONE_TOOL_CALL_HINT, template_in
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.engine import LoopEngine
 from otel_loopguard.evidence import EVENT_NAME, evidence_attributes
@@ -141,6 +141,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         self._multiprocess = self.metrics is not None and self.metrics.multiprocess
         self._agent_names: dict[str, bool] = {}
         """Span name → whether it names an agent span (bounded; races only repeat work)."""
+        self._warned_unparented = False
         if background is None:
             background = self._mode == "observe" and downstream is not None
         elif background and downstream is None:
@@ -263,9 +264,20 @@ class LoopGuardSpanProcessor(SpanProcessor):
         if entry.state.notifying and entry.state.in_callback():
             return None  # ended inside this run's on_decision, which holds its lock
         decision, previous, template, first = self._decide(entry, event, attrs, span)
-        if isinstance(event, ToolCall) and self.metrics is not None:
-            self.metrics.record_call(template, event.tool, first=first)
+        if isinstance(event, ToolCall):
+            if span.parent is None and run_id == event.trace_id:
+                self._unparented()
+            if self.metrics is not None:
+                self.metrics.record_call(template, event.tool, first=first)
         return self._finding(span, decision, previous, template, run_id)
+
+    def _unparented(self) -> None:
+        """Report a tool span with no parent and no conversation id (logged once)."""
+        if self.metrics is not None:
+            self.metrics.record_unparented(self.config.run_key)
+        if not self._warned_unparented:
+            self._warned_unparented = True
+            logger.warning("otel-loopguard: %s", LONE_TOOL_CALL_HINT)
 
     def _model_turn(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> ReadableSpan | None:
         """Count a model turn of the span's run (the turns make batches) and judge it.

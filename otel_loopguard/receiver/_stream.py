@@ -18,6 +18,7 @@ Conversation-keyed runs span traces; they close after ``idle_ttl_seconds`` witho
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
@@ -28,6 +29,7 @@ from typing import Any, Final
 from otel_loopguard._guard import InternalErrorGuard
 from otel_loopguard._time import seconds_to_ns
 from otel_loopguard.adapters import DEFAULT_ADAPTERS
+from otel_loopguard.assembly import LONE_TOOL_CALL_HINT
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.evidence import evidence_attributes
 from otel_loopguard.metrics import LoopGuardMetrics
@@ -40,6 +42,7 @@ _DEFAULT_REORDER_WINDOW_SECONDS: Final = 5.0
 _DEFAULT_MAX_SPANS: Final = 1_000_000
 _MIN_CLOSED_MEMORY: Final = 10_000
 _SPAN_ID: Final = attrgetter("span_id")
+_LOG: Final = logging.getLogger("otel_loopguard")
 
 
 @dataclass(slots=True)
@@ -126,6 +129,7 @@ class StreamingChecker:
         self.buffered_spans = 0
         self.late_spans = 0
         self.duplicate_spans = 0
+        self._warned_unparented = False
 
     @property
     def open_traces(self) -> int:
@@ -252,7 +256,17 @@ class StreamingChecker:
         out = list(reports)
         for report in out:
             self._highest.pop(report.run_id, None)
+            if report.unparented_tool_calls:
+                self._unparented(report.unparented_tool_calls)
         return out
+
+    def _unparented(self, count: int) -> None:
+        """Report tool calls with no parent and no conversation id (logged once)."""
+        if self.metrics is not None:
+            self.metrics.record_unparented(self.config.run_key, count)
+        if not self._warned_unparented:
+            self._warned_unparented = True
+            _LOG.warning("otel-loopguard serve: %s", LONE_TOOL_CALL_HINT)
 
     def _late(self, spans: Sequence[SpanRecord], payloads: Sequence[Any] | None,
               indices: list[int]) -> None:

@@ -40,6 +40,8 @@ class RunReport:
     findings_dropped: int = 0
     service_name: str | None = None
     """The ``service.name`` resource attribute of the run's spans, when they carry one."""
+    unparented_tool_calls: int = 0
+    """Its tool calls with no parent span and no conversation id (each one a run of its own)."""
 
 
 @dataclass(slots=True)
@@ -191,6 +193,7 @@ class Checker:
             report.trace_ids.append(assembled.trace_id)
         report.prompt_template = report.prompt_template or assembled.prompt_template
         report.service_name = report.service_name or assembled.service_name
+        report.unparented_tool_calls += assembled.unparented_tool_calls
         if report.prompt_template:
             self.engine.set_template(state, report.prompt_template)
         for item in items:
