@@ -6,6 +6,8 @@ callers keep one :class:`RunState` per run and serialise calls on it (``RunState
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import fnmatch
 import re
 import threading
@@ -14,8 +16,8 @@ from typing import Any, Final
 
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.detectors import HandoffDetector, make_default_detectors
-from otel_loopguard.detectors._base import ladder
-from otel_loopguard.detectors._step import Step
+from otel_loopguard.detectors._step import Step, in_world
+from otel_loopguard.detectors._target import call_target
 from otel_loopguard.detectors.failure import classify_error
 from otel_loopguard.exceptions import LoopGuardError
 from otel_loopguard.policy import Policy
@@ -35,14 +37,17 @@ _MASK_RE: Final = re.compile(r"\b[0-9a-f]{12,}\b|\d{5,}|\d{4}-\d{2}-\d{2}[T ][\d
 _NO_RESULT: Final = ResultInfo(digest="")
 _RESULT_CACHE_MAX: Final = 16
 """Most recent result texts per run whose analysis is reused (a loop repeats its results)."""
+_MAX_MUTATIONS: Final = 1024
+"""Distinct successful mutations a run remembers to tell a new state change from a re-applied
+one (the oldest forgotten first)."""
 
 
 class RunState:
     """Everything the engine remembers about one run. Bounded; guarded by ``lock``."""
 
     __slots__ = ("calls", "explicit_handoffs", "handoff_state", "highest", "hinted",
-                 "last_agent", "last_end_ns", "last_turn", "lock", "notifying", "outcomes",
-                 "per_tool", "results", "states", "stopped")
+                 "last_agent", "last_end_ns", "last_turn", "lock", "mutations", "notifying",
+                 "outcomes", "per_tool", "results", "states", "stopped", "version")
 
     def __init__(self, states: tuple[Any, ...], handoff_state: Any) -> None:
         """Hold fresh detector states."""
@@ -58,6 +63,10 @@ class RunState:
         self.explicit_handoffs = False
         self.outcomes: dict[str, _Outcome] = {}
         """Call signature → its latest outcome streak, for ``precheck`` (bounded)."""
+        self.version = 0
+        """The world version: distinct successful state changes seen (see ``make_step``)."""
+        self.mutations: dict[str, None] = {}
+        """The (call, result) keys of the successful mutations behind ``version`` (bounded)."""
         self.per_tool: dict[str, int] = {}
         self.results: dict[tuple[int, int], ResultInfo] = {}
         """(length, hash) of the run's latest result texts → their analysis (bounded)."""
@@ -82,14 +91,11 @@ _RESET_SLOTS: Final = tuple(n for n in RunState.__slots__ if n not in ("lock", "
 class _Outcome:
     """The streak of identical outcomes of one call signature (successes or failures)."""
 
-    __slots__ = ("error_class", "error_key", "result", "streak")
+    __slots__ = ("since", "step", "streak")
 
-    def __init__(self, result: str, error_key: str | None, error_class: str | None) -> None:
-        self.result, self.error_key, self.error_class, self.streak = (
-            result, error_key, error_class, 1)
-
-    def same_as(self, result: str, error_key: str | None) -> bool:
-        return self.result == result and self.error_key == error_key
+    def __init__(self, step: Step) -> None:
+        self.step, self.streak, self.since = step, 1, step.version
+        """The latest step, how many in a row had its outcome, the world version of the first."""
 
 
 class LoopEngine:
@@ -131,6 +137,8 @@ class LoopEngine:
         self._plain_policy = type(self.policy) is Policy
         self._result_cache_size = max(2, min(_RESULT_CACHE_MAX, self.config.cycle_max_length))
         self._observers = tuple(detector.observe for detector in self.detectors)
+        self._forks = tuple(getattr(detector, "fork", None) or _deep_fork
+                            for detector in self.detectors)
         self._max_chars = self.config.max_value_chars
 
     def new_run(self) -> RunState:
@@ -192,91 +200,68 @@ class LoopEngine:
     def precheck(self, run: RunState, tool: str, arguments: Any) -> Decision:
         """Return what running this call *again* would lead to, before it runs (enforce mode).
 
-        Assumes the call repeats its latest outcome (the same result, or the same error): a
-        call whose next identical outcome would reach a threshold gets that action now, so a
-        guard can block the call that would be one too many. Budgets count this call. Does not
-        change the run's state.
+        Assumes the call repeats its latest outcome in this run (the same result, or the same
+        error; a call not seen yet has an unknown, uncaptured result) and runs the detectors on
+        copies of their states with that hypothetical call, so the prediction is what detection
+        would decide: a call whose next identical outcome would reach a threshold gets that
+        action now, and a guard can block the call that would be one too many. Budgets count
+        this call. Does not change the run's state.
 
         Raises:
             LoopGuardError: when called from ``on_decision`` for the same run.
         """
         if run.notifying:
             _check_reentry(run)
-        call_sig = digest(tool + "\x00" + self._canonical_args(arguments)[1])
-        if self.signature is not None:
-            call_sig = self._custom_call_sig(tool, arguments, call_sig)
-        kind = self.tool_kind(tool)
-        if kind == "exempt":
-            return self.policy.decide((), tool=tool, call_index=run.calls + 1, span_id="")
-        evidence = [e for e in (self._predict_outcome(run, tool, kind, call_sig),
-                                self._predict_budget(run, tool)) if e is not None]
-        decision = self.policy.decide(evidence, tool=tool, call_index=run.calls + 1,
-                                      span_id="")
+        step = self._hypothetical(run, tool, arguments)
+        evidence: list[Evidence] = []
+        if step.kind != "exempt":
+            for detector, fork, state in zip(self.detectors, self._forks, run.states,
+                                             strict=True):
+                found = detector.observe(fork(state, step), step)
+                if found is not None:
+                    evidence.append(dataclasses.replace(
+                        found, details={**found.details, "predicted": True}))
+        decision = self.policy.decide(evidence, tool=tool, call_index=step.index, span_id="")
         if self.config.mode == "enforce" and run.stopped is not None and \
                 decision.action < Action.STOP:
             prior = run.stopped
             decision = Decision(action=Action.STOP, code=prior.code, evidence=prior.evidence,
-                                hint=prior.hint, call_index=run.calls + 1, tool=tool)
+                                hint=prior.hint, call_index=step.index, tool=tool)
         return decision
 
-    def _predict_outcome(self, run: RunState, tool: str, kind: str,
-                         call_sig: str) -> Evidence | None:
+    def _hypothetical(self, run: RunState, tool: str, arguments: Any) -> Step:
+        """Return the step of ``tool(arguments)`` repeating its latest outcome in ``run``."""
+        args, canonical = self._canonical_args(arguments)
+        call_sig = digest(tool + "\x00" + canonical)
+        if self.signature is not None:
+            call_sig = self._custom_call_sig(tool, arguments, call_sig)
         outcome = run.outcomes.get(call_sig)
+        version, end = run.version, max(run.last_end_ns, 0)
+        args = args if self._near_duplicates else None
         if outcome is None:
-            return None
-        cfg, count = self.config, outcome.streak + 1
-        details: dict[str, Any] = {"call": call_sig[:8], "predicted": True}
-        if outcome.error_key is not None:
-            if kind == "mutating":
-                action = ladder(count, cfg.threshold(tool, "mutating_failure_warn"), None,
-                                cfg.threshold(tool, "mutating_failure_stop"))
-                if action is Action.STOP:
-                    return Evidence("mutating_failure", "MUTATING_FAILURE", action, tool, count,
-                                    details)
-            if outcome.error_class == "permanent":
-                action = ladder(count, None, None,
-                                cfg.threshold(tool, "failure_permanent_same_args_stop"))
-                return Evidence("failure", "PERMANENT_FAILURE", action, tool, count,
-                                {**details, "error_class": "permanent"}) if action else None
-            action = ladder(count, cfg.threshold(tool, "failure_retryable_warn"), None,
-                            cfg.threshold(tool, "failure_retryable_stop"))
-            return Evidence("failure", "REPEATED_FAILURE", action, tool, count,
-                            {**details, "error_class": "retryable"}) if action else None
-        if not outcome.result:
-            return None  # results not captured: repetition alone never stops
-        if kind == "poll":
-            action = ladder(count, cfg.threshold(tool, "poll_warn"), None,
-                            cfg.threshold(tool, "poll_stop"))
-            code = "POLL_STAGNANT"
-        else:
-            action = ladder(count, cfg.threshold(tool, "stagnation_warn"),
-                            cfg.threshold(tool, "stagnation_replan"),
-                            cfg.threshold(tool, "stagnation_stop"))
-            code = "STAGNANT_RESULT"
-        return Evidence("stagnation", code, action, tool, count, details) if action else None
-
-    def _predict_budget(self, run: RunState, tool: str) -> Evidence | None:
-        cfg = self.config
-        limit = cfg.max_tool_calls_stop
-        if limit is not None and run.calls + 1 >= limit:
-            return Evidence("budget", "BUDGET_EXHAUSTED", Action.STOP, tool, run.calls + 1,
-                            {"budget": "run", "limit": limit, "predicted": True})
-        limit = cfg.threshold(tool, "max_calls_per_tool_stop")
-        count = run.per_tool.get(tool, 0) + 1
-        if limit is not None and count >= limit:
-            return Evidence("budget", "BUDGET_EXHAUSTED", Action.STOP, tool, count,
-                            {"budget": "tool", "limit": limit, "predicted": True})
-        return None
+            kind = self.tool_kind(tool)
+            return Step(run.calls + 1, tool, kind, call_sig, False, "", None, None, "", False,
+                        "", end, end, True, in_world(call_sig, kind, version), args,
+                        run.last_turn or 0, in_world(call_sig, kind, version), version)
+        seen = outcome.step  # a repeat: the same outcome, and so no new state change
+        pair = call_sig + ":" + seen.result_sig if seen.has_result else call_sig
+        return Step(run.calls + 1, tool, seen.kind, call_sig, seen.has_result, seen.result_sig,
+                    seen.error, seen.error_class, seen.error_reason, seen.empty, "", end, end,
+                    True, in_world(pair, seen.kind, version), args, run.last_turn or 0,
+                    in_world(call_sig, seen.kind, version), version, seen.target,
+                    outcome.streak + 1, outcome.since)
 
     @staticmethod
     def _remember_outcome(run: RunState, step: Step) -> None:
         run.per_tool[step.tool] = run.per_tool.get(step.tool, 0) + 1
         outcome = run.outcomes.pop(step.call_sig, None)
-        error_key = step.error
-        if outcome is not None and outcome.same_as(step.result_sig, error_key):
+        if outcome is not None and outcome.step.result_sig == step.result_sig and \
+                outcome.step.error == step.error:
             outcome.streak += 1
+            outcome.step = step
         else:
-            outcome = _Outcome(step.result_sig, error_key, step.error_class)
+            outcome = _Outcome(step)
+        step.streak, step.streak_version = outcome.streak, outcome.since
         run.outcomes[step.call_sig] = outcome
         if len(run.outcomes) > 1024:
             del run.outcomes[next(iter(run.outcomes))]
@@ -316,12 +301,39 @@ class LoopEngine:
         kind = self._kinds.get(tool)
         if kind is None or (info.in_progress and kind == "default"):
             kind = self.tool_kind(tool, info)
+        pair = call_sig + ":" + info.digest if call.has_result else call_sig
+        version = run.version
+        if kind == "mutating":
+            if error is None and pair not in run.mutations:
+                version = self._changed(run, pair)
+            call_key = call_sig
+        elif version:
+            pair, call_key = in_world(pair, kind, version), in_world(call_sig, kind, version)
+        else:
+            call_key = call_sig
         # positional: keyword arguments cost a third more on this per-call path
         return Step(run.calls, tool, kind, call_sig, call.has_result,
                     info.digest, error, error_class, reason, info.empty, call.span_id,
-                    call.start_time_ns, call.end_time_ns, new_batch,
-                    call_sig + ":" + info.digest if call.has_result else call_sig,
-                    args if self._near_duplicates else None, call.turn or 0)
+                    call.start_time_ns, call.end_time_ns, new_batch, pair,
+                    args if self._near_duplicates else None, call.turn or 0, call_key, version,
+                    None if error is None else call_target(tool, args))
+
+    @staticmethod
+    def _changed(run: RunState, mutation: str) -> int:
+        """Record a new successful state change and return the run's next world version.
+
+        A successful mutating call that differs from the run's earlier ones (other arguments,
+        or another result) changes the agent's world: the calls after it are new observations,
+        and every repetition detector counts their repeats within the new version (their keys
+        carry it, see ``in_world``). Re-applying a remembered mutation with the same result is
+        no change.
+        """
+        mutations = run.mutations
+        mutations[mutation] = None
+        if len(mutations) > _MAX_MUTATIONS:
+            del mutations[next(iter(mutations))]
+        run.version += 1
+        return run.version
 
     def _custom_call_sig(self, tool: str, arguments: Any, builtin: str) -> str:
         """Return the call signature from the ``signature`` hook (``builtin`` if it fails)."""
@@ -470,6 +482,11 @@ class LoopEngine:
         finally:
             run.notifying = previous
             self._in_callback.active = False
+
+
+def _deep_fork(state: Any, step: Step) -> Any:
+    """Return a deep copy of ``state``: the fork of a detector that has no ``fork`` method."""
+    return copy.deepcopy(state)
 
 
 def _check_reentry(run: RunState) -> None:

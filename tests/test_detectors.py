@@ -147,12 +147,15 @@ class TestCycleDetector:
     @pytest.mark.parametrize(("length", "max_length", "expected"), [
         (2, 8, {4: "warn", 6: "stop"}),
         (8, 8, {16: "warn", 24: "stop"}),
-        (9, 8, {}),
+        (9, 8, {20: "warn"}),
+        (13, 8, {}),
         (9, 9, {18: "warn", 27: "stop"}),
-    ], ids=["2-steps", "8-steps", "9-steps-too-long", "9-steps-allowed"])
+    ], ids=["2-steps", "8-steps", "9-steps-as-a-block", "13-steps-too-long", "9-steps-allowed"])
     def test_cycle_lengths(self, length: int, max_length: int,
                            expected: dict[int, str]) -> None:
-        """Cycles up to ``cycle_max_length`` steps are reported when a repetition completes."""
+        """Cycles up to ``cycle_max_length`` steps are reported when a repetition completes;
+        a longer one, up to ``cycle_max_length + cycle_max_gap``, only warns as a repeated block
+        at its third occurrence."""
         steps = [_call(f"t{i}", {"i": i}, f"r{i}") for i in range(length)]
         config = LoopGuardConfig.create(cycle_max_length=max_length)
         assert _by(_run(steps * 3, config), "cycle") == expected
@@ -290,7 +293,9 @@ class TestCycleCost:
             engine.process(run, ToolCall(tool=f"t{i % 13}", arguments={"i": i}, result=i,
                                          has_result=True, turn=i))
         state = run.states[0]
-        assert len(state.matcher._history) <= engine.config.cycle_max_length
+        config = engine.config
+        assert len(state.matcher._history) <= config.cycle_max_length + config.cycle_max_gap
+        assert len(state.matcher._chains) == len(state.matcher._history)
         assert len(state.batch) == 1
 
 
@@ -338,7 +343,8 @@ class TestFailureDetector:
 
     def test_volatile_parts_of_errors_are_masked(self) -> None:
         """Errors that differ only in request numbers are the same error."""
-        calls = [_call("get", {"id": i}, error=f"record {n} not found")
+        calls = [_call("get", {"path": "/data/report.csv", "attempt": i},
+                       error=f"record {n} not found")
                  for i, n in enumerate((81723, 99102, 55210))]
         assert _by(_run(calls), "failure") == {2: "warn", 3: "stop"}
 
@@ -452,12 +458,22 @@ class TestBatchDetector:
             detectors=["batch"]))
         assert _by(decisions, "batch") == {6: "warn"}
 
-    def test_a_different_turn_breaks_the_streak(self) -> None:
-        """Another batch between repeats restarts the count."""
+    def test_a_few_other_turns_between_repeats_still_count(self) -> None:
+        """Another batch between repeats does not hide them: the third identical batch warns."""
         a, b = _call("price", {"s": 1}, "12"), _call("stock", {"s": 1}, "0")
         c, d = _call("price", {"s": 2}, "7"), _call("stock", {"s": 2}, "3")
         calls = self._turns([a, b], [a, b], [c, d], [a, b])
-        assert _by(_run(calls), "batch") == {}
+        assert _by(_run(calls), "batch") == {8: "warn"}
+
+    def test_more_other_turns_than_the_gap_restart_the_count(self) -> None:
+        """More than ``cycle_max_gap`` other turns between two repeats restart the count."""
+        a, b = _call("price", {"s": 1}, "12"), _call("stock", {"s": 1}, "0")
+        others = [[_call("think", {"n": i}, f"t{i}")] for i in range(5)]
+        calls = self._turns([a, b], [a, b], *others, [a, b])
+        config = LoopGuardConfig.create(detectors=["batch"])
+        assert _by(_run(calls, config), "batch") == {}
+        narrow = config.replace(cycle_max_gap=5)
+        assert _by(_run(calls, narrow), "batch") == {11: "warn"}
 
     def test_single_calls_are_not_batches(self) -> None:
         """One call per turn never makes a repeated batch."""

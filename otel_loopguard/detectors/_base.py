@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import copy
 import sys
+from collections import deque
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.types import Action, Evidence
 
-__all__ = ["DetectorBase", "ladder", "lowest", "occurrence_details"]
+__all__ = ["DetectorBase", "copy_state", "ladder", "lowest", "occurrence_details"]
 
 _MAX_LISTED = 10
 """Call indices and span ids listed in evidence (the most recent ones)."""
@@ -47,6 +49,23 @@ def occurrence_details(occurrences: Iterable[tuple[int, str]], **extra: Any) -> 
             "repeats_span_ids": [s for _, s in items[:-1] if s], **extra}
 
 
+def copy_state(state: Any) -> Any:
+    """Return a copy of a detector state one level deeper than ``copy.copy``.
+
+    A container (dict, list, set, deque) is copied; an object with ``__slots__`` is copied and
+    so is each container it holds. Values inside those containers are shared, so this suits a
+    state whose ``observe`` replaces nested values instead of changing them in place.
+    """
+    if isinstance(state, dict | list | set | deque):
+        return state.copy()
+    other = copy.copy(state)
+    for name in getattr(type(state), "__slots__", ()):
+        value = getattr(state, name, None)
+        if isinstance(value, dict | list | set | deque):
+            setattr(other, name, value.copy())
+    return other
+
+
 class DetectorBase:
     """Common constructor: a detector reads its thresholds from a ``LoopGuardConfig``."""
 
@@ -55,6 +74,16 @@ class DetectorBase:
     def __init__(self, config: LoopGuardConfig | None = None) -> None:
         """Bind the detector to ``config`` (defaults when None)."""
         self.config = config or LoopGuardConfig()
+
+    def fork(self, state: Any, step: Any) -> Any:
+        """Return a copy of ``state`` for one hypothetical ``step`` (the enforce-mode precheck).
+
+        ``observe(fork, step)`` must give what ``observe(state, step)`` would, and change
+        nothing in ``state``. The default is ``copy_state``; a detector whose ``observe``
+        changes nested containers in place, or that can copy only the part ``step`` touches,
+        overrides it.
+        """
+        return copy_state(state)
 
     def evidence(self, code: str, action: Action, tool: str, count: int,
                  details: dict[str, Any]) -> Evidence | None:

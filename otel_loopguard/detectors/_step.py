@@ -5,7 +5,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CountingWindow", "Step"]
+__all__ = ["CountingWindow", "Step", "in_world"]
+
+
+def in_world(key: str, kind: str, version: int) -> str:
+    """Return ``key`` (a call, or a call and its outcome) as seen in world ``version``.
+
+    The world version of a run advances on each successful mutating call that differs from the
+    run's earlier ones (see ``LoopEngine``). A read or plain call made after such a change is a
+    new observation, so its key carries the version and repeats are counted within one version.
+    A mutating call is the change itself: its key is the same in every version, so re-applying
+    the same mutation is a repeat wherever it happens.
+    """
+    if not version or kind == "mutating":
+        return key
+    return f"{key}@{version}"
 
 
 @dataclass(slots=True)
@@ -35,11 +49,23 @@ class Step:
     new_batch: bool
     """True when this call starts a new model turn (batch)."""
     pair: str
-    """The key of (call, outcome): ``call_sig:result_sig``, the call alone without a result."""
+    """The key of (call, outcome): ``call_sig:result_sig``, the call alone without a result; in
+    the run's current world version (``in_world``), so repeats count within one version."""
     arguments: Any = None
     """Parsed arguments, kept only while the call is being observed (near-duplicates)."""
     turns: int = 0
     """Model turns of the run before this call (0 when unknown), for the step budget."""
+    call_key: str = ""
+    """The call alone (``call_sig``) in the run's current world version (``in_world``)."""
+    version: int = 0
+    """The run's world version after this call: how many distinct successful state changes
+    (mutating calls with a new call or result) the run has seen up to and including it."""
+    target: str | None = None
+    """What a failed call acted on (a path, URL or id from its arguments), else None."""
+    streak: int = 1
+    """Calls of this signature in a row (anywhere in the run) with this same outcome."""
+    streak_version: int = 0
+    """The world version of the first call of that streak."""
 
 
 class CountingWindow:
@@ -78,3 +104,10 @@ class CountingWindow:
             occurrences = members[key] = []
         occurrences.append((index, span_id))
         return occurrences
+
+    def copy(self) -> CountingWindow:
+        """Return an independent copy (``push`` on it leaves this window as it is)."""
+        other = CountingWindow(self._size)
+        other._order = self._order.copy()
+        other._members = {key: occ.copy() for key, occ in self._members.items()}
+        return other

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any, ClassVar
 
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.detectors._base import DetectorBase, ladder, lowest, occurrence_details
 from otel_loopguard.detectors._step import CountingWindow, Step
-from otel_loopguard.types import Evidence
+from otel_loopguard.types import Action, Evidence
 
 __all__ = ["BatchDetector", "RepeatDetector", "RereadDetector", "StagnationDetector"]
 
@@ -26,12 +27,14 @@ class _PollState:
 
 
 class StagnationDetector(DetectorBase):
-    """The same call returning the same result (volatile fields stripped).
+    """The same call returning the same result (volatile fields stripped), in the same world.
 
-    Counts occurrences of (call, result) in the last ``window_size`` calls: warn at 3, replan at
-    4, stop at 5. Poll tools count unchanged results in a row instead: warn at 5, stop at 10.
-    Failed calls are left to the failure detectors; calls without a captured result to
-    ``repeat``.
+    Counts occurrences of (call, result) in the last ``window_size`` calls, within the run's
+    current world version (a different successful state change restarts the count): warn at 3,
+    replan at 4, stop at 5. A plain call that keeps returning the identical result across
+    different state changes gets only a ``NO_EFFECT`` warn, at the 6th identical result in a
+    row. Poll tools count unchanged results in a row instead: warn at 5, stop at 10. Failed
+    calls are left to the failure detectors; calls without a captured result to ``repeat``.
     """
 
     name: ClassVar[str] = "stagnation"
@@ -42,10 +45,20 @@ class StagnationDetector(DetectorBase):
         self._floor = lowest(self.config, "stagnation_warn", "stagnation_replan",
                              "stagnation_stop")
         self._poll_floor = lowest(self.config, "poll_warn", "poll_stop")
+        self._no_effect_floor = lowest(self.config, "stagnation_no_effect_warn")
 
     def new_state(self) -> _PollState:
         """Return the run's window and per-call poll streaks."""
         return _PollState(self.config.window_size)
+
+    def fork(self, state: _PollState, step: Step) -> _PollState:
+        """Return a copy for one hypothetical step: the window, and that call's poll streak."""
+        other = _PollState(1)
+        other.window = state.window.copy()
+        last = state.last.get(step.call_key)
+        if last is not None:
+            other.last[step.call_key] = last
+        return other
 
     def observe(self, state: _PollState, step: Step) -> Evidence | None:
         """Count this (call, result) and report the ladder it reached."""
@@ -54,26 +67,39 @@ class StagnationDetector(DetectorBase):
         if step.kind == "poll":
             return self._poll(state, step)
         occ = state.window.push(step.pair, step.index, step.span_id)
-        if len(occ) < self._floor:
+        if len(occ) >= self._floor:
+            cfg, tool = self.config, step.tool
+            action = ladder(len(occ), cfg.threshold(tool, "stagnation_warn"),
+                            cfg.threshold(tool, "stagnation_replan"),
+                            cfg.threshold(tool, "stagnation_stop"))
+            if action:
+                return self.evidence("STAGNANT_RESULT", action, tool, len(occ),
+                                     occurrence_details(occ, call=step.call_sig[:8],
+                                                        result=step.result_sig[:8],
+                                                        window=cfg.window_size))
+        if (step.streak >= self._no_effect_floor and step.kind == "default"
+                and step.streak_version != step.version):
+            return self._no_effect(step)
+        return None
+
+    def _no_effect(self, step: Step) -> Evidence | None:
+        """A rerun whose identical result survived state changes: warn, never more."""
+        warn = self.config.threshold(step.tool, "stagnation_no_effect_warn")
+        if warn is None or step.streak < warn:
             return None
-        cfg, tool = self.config, step.tool
-        action = ladder(len(occ), cfg.threshold(tool, "stagnation_warn"),
-                        cfg.threshold(tool, "stagnation_replan"),
-                        cfg.threshold(tool, "stagnation_stop"))
-        return self.evidence("STAGNANT_RESULT", action, tool, len(occ), occurrence_details(
-            occ, call=step.call_sig[:8], result=step.result_sig[:8],
-            window=cfg.window_size))
+        return self.evidence("NO_EFFECT", Action.WARN, step.tool, step.streak, {
+            "call": step.call_sig[:8], "result": step.result_sig[:8],
+            "state_changes": step.version - step.streak_version, "call_indices": [step.index]})
 
     def _poll(self, state: _PollState, step: Step) -> Evidence | None:
-        last = state.last.get(step.call_sig)
+        key = step.call_key
+        last = state.last.pop(key, None)
+        item = (step.index, step.span_id)
         if last is not None and last[0] == step.result_sig:
-            streak = last[1]
-            streak.append((step.index, step.span_id))
-            del streak[:-self.config.poll_stop]
+            streak = [*last[1][1 - self.config.poll_stop:], item]  # a new list: forks share
         else:
-            streak = [(step.index, step.span_id)]
-        state.last.pop(step.call_sig, None)
-        state.last[step.call_sig] = (step.result_sig, streak)
+            streak = [item]
+        state.last[key] = (step.result_sig, streak)
         if len(state.last) > _MAX_TRACKED:
             del state.last[next(iter(state.last))]
         if len(streak) < self._poll_floor:
@@ -86,7 +112,11 @@ class StagnationDetector(DetectorBase):
 
 
 class RepeatDetector(DetectorBase):
-    """The same call repeated when results are not captured: warn at 3, replan at 5, no stop."""
+    """The same call repeated when results are not captured: warn at 3, replan at 5, no stop.
+
+    Repeats count within the run's current world version: a call repeated after a different
+    successful state change starts a new count.
+    """
 
     name: ClassVar[str] = "repeat"
 
@@ -99,11 +129,15 @@ class RepeatDetector(DetectorBase):
         """Return the run's window of recent calls."""
         return CountingWindow(self.config.window_size)
 
+    def fork(self, state: CountingWindow, step: Step) -> CountingWindow:
+        """Return a copy of the window."""
+        return state.copy()
+
     def observe(self, state: CountingWindow, step: Step) -> Evidence | None:
-        """Count this call when its result is absent."""
+        """Count this call (in the run's current world version) when its result is absent."""
         if step.has_result or step.error is not None or step.kind in ("exempt", "poll"):
             return None
-        occ = state.push(step.call_sig, step.index, step.span_id)
+        occ = state.push(step.call_key, step.index, step.span_id)
         if len(occ) < self._floor:
             return None
         cfg, tool = self.config, step.tool
@@ -115,6 +149,9 @@ class RepeatDetector(DetectorBase):
 
 class RereadDetector(DetectorBase):
     """Re-reading the same range of the same file with unchanged content, anywhere in the run.
+
+    Reads count within the run's current world version: a file read again after a different
+    successful state change (an edit, a write) is a new observation.
 
     Without captured results the reads alone are compared, with the quieter repeat ladder (warn
     at ``repeat_warn``, replan at ``repeat_replan``), still anywhere in the run.
@@ -132,14 +169,19 @@ class RereadDetector(DetectorBase):
         """Return the run-wide (read, content) → (count, recent occurrences) table."""
         return {}
 
+    def fork(self, state: dict[str, tuple[int, list[tuple[int, str]]]],
+             step: Step) -> dict[str, tuple[int, list[tuple[int, str]]]]:
+        """Return a table holding only the entry ``step`` reads (its count decides alone)."""
+        entry = state.get(step.pair)
+        return {} if entry is None else {step.pair: entry}
+
     def observe(self, state: dict[str, tuple[int, list[tuple[int, str]]]],
                 step: Step) -> Evidence | None:
         """Count this read (with its content when captured) when the tool is a read tool."""
         if step.kind != "read" or step.error is not None:
             return None
         count, occ = state.pop(step.pair, (0, []))  # the pair is the call alone without results
-        occ.append((step.index, step.span_id))
-        del occ[:-10]
+        occ = [*occ[-9:], (step.index, step.span_id)]  # a new list: forks share the old one
         state[step.pair] = (count + 1, occ)
         if len(state) > _MAX_TRACKED:
             del state[next(iter(state))]
@@ -159,23 +201,34 @@ class RereadDetector(DetectorBase):
 
 
 class _BatchState:
-    __slots__ = ("current", "current_fired", "previous", "streak")
+    __slots__ = ("current", "current_fired", "recent")
 
-    def __init__(self) -> None:
+    def __init__(self, turns: int) -> None:
         self.current: set[str] = set()
-        self.previous: frozenset[str] = frozenset()
-        self.streak = 0
+        self.recent: deque[tuple[frozenset[str], int]] = deque(maxlen=turns)
+        """The latest closed turns: (their calls, how many times that batch came in a row)."""
         self.current_fired = False
+
+    def streak(self, batch: frozenset[str]) -> int:
+        """Return the streak of the latest recent turn that issued ``batch`` (0: none)."""
+        for done, streak in reversed(self.recent):
+            if done == batch:
+                return streak
+        return 0
 
 
 class BatchDetector(DetectorBase):
-    """The same set of parallel calls with unchanged results in consecutive model turns."""
+    """The same set of parallel calls with unchanged results in consecutive model turns.
+
+    Up to ``cycle_max_gap`` other turns may stand between two repetitions of the batch. Calls
+    count within the run's current world version, as in every repetition detector.
+    """
 
     name: ClassVar[str] = "batch"
 
     def new_state(self) -> _BatchState:
-        """Return the run's current and previous batch."""
-        return _BatchState()
+        """Return the run's current batch and its latest closed turns."""
+        return _BatchState(self.config.cycle_max_gap + 1)
 
     def observe(self, state: _BatchState, step: Step) -> Evidence | None:
         """Add the call to its batch and compare the batch with the turns before it."""
@@ -185,10 +238,13 @@ class BatchDetector(DetectorBase):
             state.current_fired = True  # a turn this large is not compared (bounded state)
             return None
         state.current.add(step.pair)
-        if (state.current_fired or len(state.current) < 2 or step.kind in ("exempt", "poll")
-                or frozenset(state.current) != state.previous):
+        if (state.current_fired or len(state.current) < 2
+                or step.kind in ("exempt", "poll")):
             return None
-        count = state.streak + 1
+        streak = state.streak(frozenset(state.current))
+        if not streak:
+            return None
+        count = streak + 1
         action = ladder(count, self.config.threshold(step.tool, "batch_warn"))
         if action:
             state.current_fired = True
@@ -199,10 +255,6 @@ class BatchDetector(DetectorBase):
     @staticmethod
     def _close(state: _BatchState) -> None:
         done = frozenset(state.current)
-        if len(done) >= 2:
-            state.streak = state.streak + 1 if done == state.previous else 1
-        else:
-            state.streak = 0
-        state.previous = done
+        state.recent.append((done, state.streak(done) + 1 if len(done) >= 2 else 0))
         state.current = set()
         state.current_fired = False
