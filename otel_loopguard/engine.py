@@ -47,7 +47,7 @@ class RunState:
 
     __slots__ = ("calls", "explicit_handoffs", "handoff_state", "highest", "hinted",
                  "last_agent", "last_end_ns", "last_turn", "lock", "mutations", "notifying",
-                 "outcomes", "per_tool", "results", "states", "stopped", "version")
+                 "outcomes", "per_tool", "results", "states", "stopped", "version", "world")
 
     def __init__(self, states: tuple[Any, ...], handoff_state: Any) -> None:
         """Hold fresh detector states."""
@@ -65,6 +65,8 @@ class RunState:
         """Call signature → its latest outcome streak, for ``precheck`` (bounded)."""
         self.version = 0
         """The world version: distinct successful state changes seen (see ``make_step``)."""
+        self.world = ""
+        """What ``in_world`` appends to a key in the current version."""
         self.mutations: dict[str, None] = {}
         """The (call, result) keys of the successful mutations behind ``version`` (bounded)."""
         self.per_tool: dict[str, int] = {}
@@ -241,14 +243,13 @@ class LoopEngine:
         if outcome is None:
             kind = self.tool_kind(tool)
             return Step(run.calls + 1, tool, kind, call_sig, False, "", None, None, "", False,
-                        "", end, end, True, in_world(call_sig, kind, version), args,
-                        run.last_turn or 0, in_world(call_sig, kind, version), version)
+                        "", end, end, True, in_world(call_sig, version), args,
+                        run.last_turn or 0, in_world(call_sig, version), call_sig, version)
         seen = outcome.step  # a repeat: the same outcome, and so no new state change
-        pair = call_sig + ":" + seen.result_sig if seen.has_result else call_sig
         return Step(run.calls + 1, tool, seen.kind, call_sig, seen.has_result, seen.result_sig,
                     seen.error, seen.error_class, seen.error_reason, seen.empty, "", end, end,
-                    True, in_world(pair, seen.kind, version), args, run.last_turn or 0,
-                    in_world(call_sig, seen.kind, version), version, seen.target,
+                    True, in_world(seen.outcome, version), args, run.last_turn or 0,
+                    in_world(call_sig, version), seen.outcome, version, seen.target,
                     outcome.streak + 1, outcome.since)
 
     @staticmethod
@@ -301,22 +302,20 @@ class LoopEngine:
         kind = self._kinds.get(tool)
         if kind is None or (info.in_progress and kind == "default"):
             kind = self.tool_kind(tool, info)
-        pair = call_sig + ":" + info.digest if call.has_result else call_sig
+        outcome = call_sig + ":" + info.digest if call.has_result else call_sig
         version = run.version
-        if kind == "mutating":
-            if error is None and pair not in run.mutations:
-                version = self._changed(run, pair)
-            call_key = call_sig
-        elif version:
-            pair, call_key = in_world(pair, kind, version), in_world(call_sig, kind, version)
+        if kind == "mutating" and error is None and outcome not in run.mutations:
+            version = self._changed(run, outcome)
+        if version:  # in_world, inlined on this per-call path
+            pair, call_key = outcome + run.world, call_sig + run.world
         else:
-            call_key = call_sig
+            pair, call_key = outcome, call_sig
         # positional: keyword arguments cost a third more on this per-call path
         return Step(run.calls, tool, kind, call_sig, call.has_result,
                     info.digest, error, error_class, reason, info.empty, call.span_id,
                     call.start_time_ns, call.end_time_ns, new_batch, pair,
-                    args if self._near_duplicates else None, call.turn or 0, call_key, version,
-                    None if error is None else call_target(tool, args))
+                    args if self._near_duplicates else None, call.turn or 0, call_key, outcome,
+                    version, None if error is None else call_target(tool, args))
 
     @staticmethod
     def _changed(run: RunState, mutation: str) -> int:
@@ -333,6 +332,7 @@ class LoopEngine:
         if len(mutations) > _MAX_MUTATIONS:
             del mutations[next(iter(mutations))]
         run.version += 1
+        run.world = in_world("", run.version)
         return run.version
 
     def _custom_call_sig(self, tool: str, arguments: Any, builtin: str) -> str:

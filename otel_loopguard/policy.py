@@ -48,6 +48,10 @@ _TEMPLATES: Final[dict[str, Callable[[Evidence], str]]] = {
     "STAGNANT_RESULT": lambda e: (
         f'You have called "{e.tool}" with the same arguments {e.count} times and got the same '
         "result each time; repeating it will not change the result."),
+    "NO_EFFECT": lambda e: (
+        f'"{e.tool}" has returned the identical result {e.count} times in a row, across '
+        f'{e.details.get("state_changes")} changes in between; your changes have not changed '
+        "its outcome. Re-read the output and try a different approach."),
     "POLL_STAGNANT": lambda e: (
         f'"{e.tool}" has reported the same state {e.count} times in a row; the job may be stuck. '
         "Wait longer between checks or report that it is not progressing."),
@@ -59,6 +63,9 @@ _TEMPLATES: Final[dict[str, Callable[[Evidence], str]]] = {
         f"({_tools(e.details)}) {e.count} times in a row"
         + (" with the same results" if _compared(e) else "")
         + "; break the cycle."),
+    "REPEATED_BLOCK": lambda e: (
+        f"You have repeated the same {e.details.get('cycle_length')} calls ({_tools(e.details)}) "
+        f"{e.count} times with the same results, with other calls in between; break the loop."),
     "PERMANENT_FAILURE": lambda e: (
         f'"{e.tool}" failed {e.count} times with the same permanent error '
         f'({e.details.get("error_reason")}); retrying will fail again. Fix the arguments or '

@@ -12,6 +12,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from _calls import by as _by
+from _calls import call as _call
+from _calls import codes as _codes
+from _calls import filler as _filler
+from _calls import run as _run
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -28,47 +33,6 @@ from otel_loopguard import (
 from otel_loopguard.detectors import NearDuplicateDetector, RepeatDetector
 from otel_loopguard.detectors.cycle import PeriodMatcher
 from otel_loopguard.detectors.failure import classify_error
-
-NO_RESULT = object()
-
-
-def _call(tool: str, arguments: Any = None, result: Any = NO_RESULT, *,
-          error: str | None = None, turn: int | None = None, agent: str | None = None,
-          start: int | None = None, end: int | None = None) -> dict[str, Any]:
-    call: dict[str, Any] = {"tool": tool, "arguments": arguments, "turn": turn, "agent": agent}
-    if result is not NO_RESULT:
-        call.update(result=result, has_result=True)
-    if error is not None:
-        call.update(error=True, error_message=error)
-    if start is not None:
-        call.update(start_time_ns=start, end_time_ns=end if end is not None else start + 1)
-    return call
-
-
-def _run(calls: Sequence[dict[str, Any]], config: LoopGuardConfig | None = None,
-         engine: LoopEngine | None = None) -> list[Decision]:
-    engine = engine or LoopEngine(config)
-    run = engine.new_run()
-    out = []
-    for index, call in enumerate(calls):
-        out.append(engine.process(run, ToolCall(**{
-            "start_time_ns": 10 * index + 1, "end_time_ns": 10 * index + 2,
-            "span_id": f"{index + 1:016x}", **call})))
-    return out
-
-
-def _by(decisions: Sequence[Decision], detector: str) -> dict[int, str]:
-    """Return call index -> action of ``detector``'s evidence, for the calls it fired on."""
-    return {d.call_index: e.action.label for d in decisions for e in d.evidence
-            if e.detector == detector}
-
-
-def _codes(decisions: Sequence[Decision]) -> set[str]:
-    return {e.code for d in decisions for e in d.evidence}
-
-
-def _filler(count: int, start: int = 0) -> list[dict[str, Any]]:
-    return [_call(f"other_{i}", {"n": i}, f"r{i}") for i in range(start, start + count)]
 
 
 class TestStagnationDetector:

@@ -142,8 +142,6 @@ def _h18(agent: AgentScript) -> None:
            ("run_tests", {}, failing)])(agent)
 
 
-_BASH_XFAIL = ("a script run through bash is a plain call once kinds are inferred per call; "
-               "with bash a mutating tool by name, its rerun is a re-applied mutation")
 _SWE_XFAIL = ("needs kinds per call: a str_replace through str_replace_editor is a state change "
               "and a test run through bash a plain call")
 
@@ -264,7 +262,7 @@ HEALTHY.update({
     "H17-reread-after-edit": Scenario(_one_run(_h17)),
     "H18-same-failure-after-different-edits": Scenario(_one_run(_h18)),
     "H18-repro-after-four-fixes": Scenario(_one_run(_h18_repro("run_script"))),
-    "H18-repro-after-four-fixes-bash": Scenario(_one_run(_h18_repro("bash")), xfail=_BASH_XFAIL),
+    "H18-repro-after-four-fixes-bash": Scenario(_one_run(_h18_repro("bash"))),
     "H19-heredoc-writes": Scenario(_one_run(_h19)),
     "H20-sed-edits": Scenario(_one_run(_h20)),
     "H21-view-after-edits": Scenario(_one_run(_h21)),

@@ -5,21 +5,30 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CountingWindow", "Step", "in_world"]
+__all__ = ["CountingWindow", "Step", "in_world", "sequence_key"]
 
 
-def in_world(key: str, kind: str, version: int) -> str:
+def in_world(key: str, version: int) -> str:
     """Return ``key`` (a call, or a call and its outcome) as seen in world ``version``.
 
     The world version of a run advances on each successful mutating call that differs from the
-    run's earlier ones (see ``LoopEngine``). A read or plain call made after such a change is a
-    new observation, so its key carries the version and repeats are counted within one version.
-    A mutating call is the change itself: its key is the same in every version, so re-applying
-    the same mutation is a repeat wherever it happens.
+    run's earlier ones (see ``LoopEngine``). A call made after such a change is a new
+    observation, so the repetition detectors count repeats of its key within one version. A
+    mutation is keyed by the version it leaves, so applying it again with the same result, with
+    no other change between, repeats its key, and applying it again after another change does
+    not (``git add`` after each edit).
     """
-    if not version or kind == "mutating":
-        return key
-    return f"{key}@{version}"
+    return f"{key}@{version}" if version else key
+
+
+def sequence_key(step: Step) -> str:
+    """Return the key of ``step`` as a member of a repeating sequence (cycle, batch).
+
+    A read or plain call is its ``pair`` (in its world version). A mutation is its call and
+    outcome in any version: a block that rebuilds the same file with the same commands repeats
+    even though its first run changed the world.
+    """
+    return step.outcome if step.kind == "mutating" else step.pair
 
 
 @dataclass(slots=True)
@@ -57,6 +66,8 @@ class Step:
     """Model turns of the run before this call (0 when unknown), for the step budget."""
     call_key: str = ""
     """The call alone (``call_sig``) in the run's current world version (``in_world``)."""
+    outcome: str = ""
+    """The key of (call, outcome) in no particular world version (``pair`` without it)."""
     version: int = 0
     """The run's world version after this call: how many distinct successful state changes
     (mutating calls with a new call or result) the run has seen up to and including it."""

@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Final
 
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.detectors._base import DetectorBase, ladder, lowest
-from otel_loopguard.detectors._step import Step
+from otel_loopguard.detectors._step import Step, sequence_key
 from otel_loopguard.types import Action, Evidence, Handoff
 
 __all__ = ["CycleDetector", "HandoffDetector", "PeriodMatcher"]
@@ -32,8 +32,8 @@ class PeriodMatcher:
     Not thread-safe: used under the run's lock. Memory is O(max_period).
     """
 
-    __slots__ = ("_block", "_chains", "_history", "_keys", "_match", "_previous",
-                 "_previous_block", "cycle_max", "max_period")
+    __slots__ = ("_chains", "_history", "_keys", "_match", "_previous", "_previous_block",
+                 "block", "cycle_max", "max_period")
 
     def __init__(self, max_period: int, cycle_max: int | None = None) -> None:
         """Track periods 1..``max_period``.
@@ -45,7 +45,13 @@ class PeriodMatcher:
         self.cycle_max = cycle_max
         self._chains: list[int] = []
         """Per kept step (with ``cycle_max``): how many times the block ending there occurred."""
-        self._block = self._previous_block = _NO_BLOCK
+        self.block = self._previous_block = _NO_BLOCK
+        """The latest step's block, with ``cycle_max``: (occurrences, period, matched steps).
+
+        The latest ``matched`` (>= 2) steps equal the ``matched`` steps ``period`` steps
+        earlier, and that block has now occurred ``occurrences`` times, each occurrence matching
+        the one before it in the same way (other steps may stand between them). ``(1, 0, 0)``
+        when the latest step ends no repeated block."""
         self._history: list[tuple[str, Any]] = []  # bounded by hand: lists are small
         self._keys: list[str] = []
         """The keys of ``_history``, searched by C-speed ``count`` and ``index``."""
@@ -63,7 +69,7 @@ class PeriodMatcher:
         """
         history, keys = self._history, self._keys
         old = self._previous = self._match
-        self._previous_block = self._block
+        self._previous_block = self.block
         size = len(keys)
         found = keys.count(key)
         block = _NO_BLOCK
@@ -81,7 +87,7 @@ class PeriodMatcher:
             self._match = match
         else:
             self._match = _NO_MATCH
-        self._block = block
+        self.block = block
         history.append((key, payload))
         keys.append(key)
         if self.cycle_max is not None:
@@ -100,7 +106,7 @@ class PeriodMatcher:
             if self.cycle_max is not None:
                 self._chains.pop()
             self._match = self._previous
-            self._block = self._previous_block
+            self.block = self._previous_block
         self.push(key, payload)
 
     def reset(self) -> None:
@@ -110,7 +116,13 @@ class PeriodMatcher:
         self._chains.clear()
         self._match = _NO_MATCH
         self._previous = self._match
-        self._block = self._previous_block = _NO_BLOCK
+        self.block = self._previous_block = _NO_BLOCK
+        """The latest step's block, with ``cycle_max``: (occurrences, period, matched steps).
+
+        The latest ``matched`` (>= 2) steps equal the ``matched`` steps ``period`` steps
+        earlier, and that block has now occurred ``occurrences`` times, each occurrence matching
+        the one before it in the same way (other steps may stand between them). ``(1, 0, 0)``
+        when the latest step ends no repeated block."""
 
     def copy(self) -> PeriodMatcher:
         """Return an independent copy (pushing on it leaves this matcher as it is)."""
@@ -119,7 +131,7 @@ class PeriodMatcher:
         other._keys = self._keys.copy()
         other._chains = self._chains.copy()
         other._match, other._previous = self._match, self._previous  # replaced, never changed
-        other._block, other._previous_block = self._block, self._previous_block
+        other.block, other._previous_block = self.block, self._previous_block
         return other
 
     def period(self, min_period: int = 2) -> tuple[int, int]:
@@ -136,17 +148,9 @@ class PeriodMatcher:
             return 0, 0
         return best, self._match[best]
 
-    def block(self) -> tuple[int, int, int, int]:
-        """Return the latest step's block: (occurrences, period, matched steps, previous).
-
-        With ``cycle_max`` set: the latest ``matched`` (>= 2) steps equal the ``matched`` steps
-        ``period`` steps earlier, and that block has now occurred ``occurrences`` times, each
-        occurrence matching the one before it in the same way (other steps may stand between
-        them); ``previous`` is the occurrences of the step before. ``(1, 0, 0, ...)`` when the
-        latest step ends no repeated block.
-        """
-        previous = self._chains[-2] if len(self._chains) > 1 else 1
-        return (*self._block, previous)
+    def previous_occurrences(self) -> int:
+        """Return the occurrences (see ``block``) of the block ending at the step before."""
+        return self._chains[-2] if len(self._chains) > 1 else 1
 
     def last_payloads(self, count: int) -> list[Any]:
         """Return the payloads of the latest ``count`` steps, oldest first."""
@@ -170,8 +174,8 @@ class CycleDetector(DetectorBase):
 
     A block of steps (mutating calls included) that comes back identically, outcomes included,
     with up to ``cycle_max_gap`` other steps between its repetitions warns (``REPEATED_BLOCK``)
-    at ``cycle_gap_warn`` (3) occurrences, on the second step of that occurrence. Calls other
-    than mutating ones count within the run's world version (see ``Step.pair``).
+    at ``cycle_gap_warn`` (3) occurrences, on the second step of that occurrence. Steps are
+    compared by ``sequence_key``: reads and plain calls within the run's world version.
     """
 
     name: ClassVar[str] = "cycle"
@@ -195,10 +199,11 @@ class CycleDetector(DetectorBase):
 
     def observe(self, state: _CycleState, step: Step) -> Evidence | None:
         """Add the call (to its batch's step) and report a completed repetition."""
-        member = (step.pair, step.index, step.span_id, step.tool)
+        key = sequence_key(step)
+        member = (key, step.index, step.span_id, step.tool)
         if step.new_batch or not state.batch or len(state.batch) >= _MAX_BATCH:
             state.batch = [member]
-            state.matcher.push(step.pair, tuple(state.batch))
+            state.matcher.push(key, tuple(state.batch))
         else:
             state.batch.append(member)
             key = "|".join(sorted(m[0] for m in state.batch))
@@ -207,7 +212,8 @@ class CycleDetector(DetectorBase):
         if step.kind in ("exempt", "poll") or period == 1:  # the same step again: stagnation's
             return None
         if not period:
-            return self._block(state, step)
+            return None if state.matcher.block[0] < self._gap_floor else \
+                self._block(state, step)
         if matched % period:
             return None
         reps = matched // period + 1
@@ -223,8 +229,8 @@ class CycleDetector(DetectorBase):
 
     def _block(self, state: _CycleState, step: Step) -> Evidence | None:
         """Report a block that came back, other steps between, as it starts again."""
-        count, period, matched, previous = state.matcher.block()
-        if count < self._gap_floor or count <= previous or not step.has_result:
+        count, period, matched = state.matcher.block
+        if count <= state.matcher.previous_occurrences() or not step.has_result:
             return None
         warn = self.config.threshold(step.tool, "cycle_gap_warn")
         if warn is None or count < warn:

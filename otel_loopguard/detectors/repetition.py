@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.detectors._base import DetectorBase, ladder, lowest, occurrence_details
-from otel_loopguard.detectors._step import CountingWindow, Step
+from otel_loopguard.detectors._step import CountingWindow, Step, sequence_key
 from otel_loopguard.types import Action, Evidence
 
 __all__ = ["BatchDetector", "RepeatDetector", "RereadDetector", "StagnationDetector"]
@@ -32,9 +32,10 @@ class StagnationDetector(DetectorBase):
     Counts occurrences of (call, result) in the last ``window_size`` calls, within the run's
     current world version (a different successful state change restarts the count): warn at 3,
     replan at 4, stop at 5. A plain call that keeps returning the identical result across
-    different state changes gets only a ``NO_EFFECT`` warn, at the 6th identical result in a
-    row. Poll tools count unchanged results in a row instead: warn at 5, stop at 10. Failed
-    calls are left to the failure detectors; calls without a captured result to ``repeat``.
+    different state changes (at least two during its streak) gets only a ``NO_EFFECT`` warn, at
+    the 6th identical result in a row. Poll tools count unchanged results in a row instead: warn
+    at 5, stop at 10. Failed calls are left to the failure detectors; calls without a captured
+    result to ``repeat``.
     """
 
     name: ClassVar[str] = "stagnation"
@@ -78,7 +79,7 @@ class StagnationDetector(DetectorBase):
                                                         result=step.result_sig[:8],
                                                         window=cfg.window_size))
         if (step.streak >= self._no_effect_floor and step.kind == "default"
-                and step.streak_version != step.version):
+                and step.version - step.streak_version >= 2):
             return self._no_effect(step)
         return None
 
@@ -237,7 +238,7 @@ class BatchDetector(DetectorBase):
         if len(state.current) >= _MAX_BATCH:
             state.current_fired = True  # a turn this large is not compared (bounded state)
             return None
-        state.current.add(step.pair)
+        state.current.add(sequence_key(step))
         if (state.current_fired or len(state.current) < 2
                 or step.kind in ("exempt", "poll")):
             return None
