@@ -42,7 +42,10 @@ class TestLadders:
         """Thirty users not found, one after the other, warn and never stop."""
         calls = [_fail("get_user", {"email": f"u{i}@example.com"}, "user not found")
                  for i in range(30)]
-        assert max(d.action for d in run(calls)) is Action.WARN
+        decisions = run(calls)
+        assert max(d.action for d in decisions) is Action.WARN
+        assert "each time with other input" in decisions[4].hint
+        assert decisions[4].evidence[0].details["ladder"] == "any_target"
 
     def test_retries_of_other_calls_do_not_add_up(self) -> None:
         """Two calls each retried twice on a 503 are two retries of each, not four."""

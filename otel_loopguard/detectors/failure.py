@@ -131,12 +131,15 @@ class FailureDetector(DetectorBase):
         """Return the strongest of the three permanent ladders, with the count that reached it."""
         cfg, tool = self.config, step.tool
         found = [(ladder(same_call, None, None,
-                         cfg.threshold(tool, "failure_permanent_same_args_stop")), same_call),
+                         cfg.threshold(tool, "failure_permanent_same_args_stop")), same_call,
+                  "same_arguments"),
                  (ladder(same_target, cfg.threshold(tool, "failure_permanent_warn"), None,
-                         cfg.threshold(tool, "failure_permanent_stop")), same_target),
+                         cfg.threshold(tool, "failure_permanent_stop")), same_target,
+                  "same_target"),
                  (ladder(count, cfg.threshold(tool, "failure_permanent_any_target_warn")),
-                  count)]
-        action, reached = max(found, key=lambda item: item[0])  # the first of the strongest
+                  count, "any_target")]
+        action, reached, scope = max(found, key=lambda item: item[0])  # the first strongest
+        details["ladder"] = scope
         return self.evidence("PERMANENT_FAILURE", action, tool, reached, details)
 
 
