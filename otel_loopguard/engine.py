@@ -215,14 +215,14 @@ class LoopEngine:
         if run.notifying:
             _check_reentry(run)
         step = self._hypothetical(run, tool, arguments)
+        if step.kind == "exempt":
+            return self.policy.decide((), tool=tool, call_index=step.index, span_id="")
         evidence: list[Evidence] = []
-        if step.kind != "exempt":
-            for detector, fork, state in zip(self.detectors, self._forks, run.states,
-                                             strict=True):
-                found = detector.observe(fork(state, step), step)
-                if found is not None:
-                    evidence.append(dataclasses.replace(
-                        found, details={**found.details, "predicted": True}))
+        for detector, fork, state in zip(self.detectors, self._forks, run.states, strict=True):
+            found = detector.observe(fork(state, step), step)
+            if found is not None:
+                evidence.append(dataclasses.replace(
+                    found, details={**found.details, "predicted": True}))
         decision = self.policy.decide(evidence, tool=tool, call_index=step.index, span_id="")
         if self.config.mode == "enforce" and run.stopped is not None and \
                 decision.action < Action.STOP:

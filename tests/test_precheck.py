@@ -133,3 +133,16 @@ def test_a_detector_without_fork_is_deep_copied() -> None:
         engine.process(state, tool_call(index, call("search", {"q": index}, "r")))
     assert engine.precheck(state, "search", {"q": 9}).code == "COUNTED"
     assert state.states[-1] == [1, 2]
+
+
+def test_an_exempt_tool_is_never_blocked() -> None:
+    """In enforce mode a stop is sticky for the run, but an exempt tool's call still runs."""
+    config = LoopGuardConfig.create(mode="enforce", tools={"heartbeat": {"kind": "exempt"}})
+    engine = LoopEngine(config)
+    state = engine.new_run()
+    for index in range(2):
+        engine.process(state, tool_call(index, call("fetch", {"id": 1},
+                                                    error="HTTP 401 Unauthorized")))
+    assert state.stopped is not None
+    assert engine.precheck(state, "fetch", {"id": 1}).action is Action.STOP
+    assert engine.precheck(state, "heartbeat", {}).action is Action.CONTINUE
