@@ -40,6 +40,7 @@ _RESULT_CACHE_MAX: Final = 16
 _MAX_MUTATIONS: Final = 1024
 """Distinct successful mutations a run remembers to tell a new state change from a re-applied
 one (the oldest forgotten first)."""
+_NO_MUTATIONS: Final[frozenset[str]] = frozenset()
 
 
 class RunState:
@@ -67,8 +68,9 @@ class RunState:
         """The world version: distinct successful state changes seen (see ``make_step``)."""
         self.world = ""
         """What ``in_world`` appends to a key in the current version."""
-        self.mutations: dict[str, None] = {}
-        """The (call, result) keys of the successful mutations behind ``version`` (bounded)."""
+        self.mutations: dict[str, None] | frozenset[str] = _NO_MUTATIONS
+        """The (call, result) keys of the successful mutations behind ``version`` (bounded;
+        a shared empty set until the first one)."""
         self.per_tool: dict[str, int] = {}
         self.results: dict[tuple[int, int], ResultInfo] = {}
         """(length, hash) of the run's latest result texts → their analysis (bounded)."""
@@ -91,13 +93,19 @@ _RESET_SLOTS: Final = tuple(n for n in RunState.__slots__ if n not in ("lock", "
 
 
 class _Outcome:
-    """The streak of identical outcomes of one call signature (successes or failures)."""
+    """The streak of identical outcomes of one call signature (successes or failures).
 
-    __slots__ = ("since", "step", "streak")
+    Keeps what ``precheck`` needs to repeat the outcome: its result and error, the call's kind,
+    whether the result was empty; how many calls in a row had it, and the world version of the
+    first of them.
+    """
+
+    __slots__ = ("empty", "error", "kind", "result", "since", "streak")
 
     def __init__(self, step: Step) -> None:
-        self.step, self.streak, self.since = step, 1, step.version
-        """The latest step, how many in a row had its outcome, the world version of the first."""
+        self.result, self.error, self.kind, self.empty = (
+            step.result_sig, step.error, step.kind, step.empty)
+        self.streak, self.since = 1, step.version
 
 
 class LoopEngine:
@@ -239,27 +247,29 @@ class LoopEngine:
             call_sig = self._custom_call_sig(tool, arguments, call_sig)
         outcome = run.outcomes.get(call_sig)
         version, end = run.version, max(run.last_end_ns, 0)
-        args = args if self._near_duplicates else None
         if outcome is None:
             kind = self.tool_kind(tool)
             return Step(run.calls + 1, tool, kind, call_sig, False, "", None, None, "", False,
-                        "", end, end, True, in_world(call_sig, version), args,
-                        run.last_turn or 0, in_world(call_sig, version), call_sig, version)
-        seen = outcome.step  # a repeat: the same outcome, and so no new state change
-        return Step(run.calls + 1, tool, seen.kind, call_sig, seen.has_result, seen.result_sig,
-                    seen.error, seen.error_class, seen.error_reason, seen.empty, "", end, end,
-                    True, in_world(seen.outcome, version), args, run.last_turn or 0,
-                    in_world(call_sig, version), seen.outcome, version, seen.target,
-                    outcome.streak + 1, outcome.since)
+                        "", end, end, True, in_world(call_sig, version),
+                        args if self._near_duplicates else None, run.last_turn or 0,
+                        in_world(call_sig, version), call_sig, version)
+        # a repeat: the same outcome, and so no new state change
+        error_class, reason = classify_error(outcome.error) if outcome.error else (None, "")
+        key = call_sig + ":" + outcome.result if outcome.result else call_sig
+        return Step(run.calls + 1, tool, outcome.kind, call_sig, bool(outcome.result),
+                    outcome.result, outcome.error, error_class, reason, outcome.empty, "", end,
+                    end, True, in_world(key, version), args if self._near_duplicates else None,
+                    run.last_turn or 0, in_world(call_sig, version), key, version,
+                    call_target(tool, args) if outcome.error else None, outcome.streak + 1,
+                    outcome.since)
 
     @staticmethod
     def _remember_outcome(run: RunState, step: Step) -> None:
         run.per_tool[step.tool] = run.per_tool.get(step.tool, 0) + 1
         outcome = run.outcomes.pop(step.call_sig, None)
-        if outcome is not None and outcome.step.result_sig == step.result_sig and \
-                outcome.step.error == step.error:
+        if outcome is not None and outcome.result == step.result_sig and \
+                outcome.error == step.error:
             outcome.streak += 1
-            outcome.step = step
         else:
             outcome = _Outcome(step)
         step.streak, step.streak_version = outcome.streak, outcome.since
@@ -328,6 +338,8 @@ class LoopEngine:
         no change.
         """
         mutations = run.mutations
+        if not isinstance(mutations, dict):
+            mutations = run.mutations = {}
         mutations[mutation] = None
         if len(mutations) > _MAX_MUTATIONS:
             del mutations[next(iter(mutations))]

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections import deque
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.detectors._base import DetectorBase, ladder, lowest, occurrence_details
@@ -16,6 +15,8 @@ _MAX_BATCH = 64
 """Parallel calls of one turn the batch detector compares; larger turns are skipped."""
 _MAX_TRACKED = 1024
 """Distinct keys a run-wide counter keeps (oldest dropped first)."""
+_NO_BATCH: Final[tuple[frozenset[str], int]] = (frozenset(), 0)
+"""A closed turn of fewer than two calls (shared)."""
 
 
 class _PollState:
@@ -202,12 +203,13 @@ class RereadDetector(DetectorBase):
 
 
 class _BatchState:
-    __slots__ = ("current", "current_fired", "recent")
+    __slots__ = ("current", "current_fired", "recent", "turns")
 
     def __init__(self, turns: int) -> None:
         self.current: set[str] = set()
-        self.recent: deque[tuple[frozenset[str], int]] = deque(maxlen=turns)
-        """The latest closed turns: (their calls, how many times that batch came in a row)."""
+        self.recent: list[tuple[frozenset[str], int]] = []
+        """The latest ``turns`` closed turns: (their calls, how many times that batch came)."""
+        self.turns = turns
         self.current_fired = False
 
     def streak(self, batch: frozenset[str]) -> int:
@@ -255,7 +257,12 @@ class BatchDetector(DetectorBase):
 
     @staticmethod
     def _close(state: _BatchState) -> None:
-        done = frozenset(state.current)
-        state.recent.append((done, state.streak(done) + 1 if len(done) >= 2 else 0))
+        if len(state.current) >= 2:
+            done = frozenset(state.current)
+            state.recent.append((done, state.streak(done) + 1))
+        else:  # a single call is no batch: it only takes its turn's place
+            state.recent.append(_NO_BATCH)
+        if len(state.recent) > state.turns:
+            del state.recent[0]
         state.current = set()
         state.current_fired = False
