@@ -63,7 +63,7 @@ class RunState:
         self.last_agent: str | None = None
         self.explicit_handoffs = False
         self.outcomes: dict[str, _Outcome] = {}
-        """Call signature → its latest outcome streak, for ``precheck`` (bounded)."""
+        """Call signature → its latest outcome, for ``precheck`` and ``NO_EFFECT`` (bounded)."""
         self.version = 0
         """The world version: distinct successful state changes seen (see ``make_step``)."""
         self.world = ""
@@ -96,16 +96,16 @@ class _Outcome:
     """The streak of identical outcomes of one call signature (successes or failures).
 
     Keeps what ``precheck`` needs to repeat the outcome: its result and error, the call's kind,
-    whether the result was empty; how many calls in a row had it, and the world version of the
-    first of them.
+    whether the result was empty; in how many world versions in a row the call got it
+    (``Step.unchanged``), and the latest of them.
     """
 
-    __slots__ = ("empty", "error", "kind", "result", "since", "streak")
+    __slots__ = ("empty", "error", "kind", "result", "unchanged", "version")
 
     def __init__(self, step: Step) -> None:
         self.result, self.error, self.kind, self.empty = (
             step.result_sig, step.error, step.kind, step.empty)
-        self.streak, self.since = 1, step.version
+        self.unchanged, self.version = 1, step.version
 
 
 class LoopEngine:
@@ -260,8 +260,8 @@ class LoopEngine:
                     outcome.result, outcome.error, error_class, reason, outcome.empty, "", end,
                     end, True, in_world(key, version), args if self._near_duplicates else None,
                     run.last_turn or 0, in_world(call_sig, version), key, version,
-                    call_target(tool, args) if outcome.error else None, outcome.streak + 1,
-                    outcome.since)
+                    call_target(tool, args) if outcome.error else None,
+                    outcome.unchanged + (outcome.version != version))
 
     @staticmethod
     def _remember_outcome(run: RunState, step: Step) -> None:
@@ -269,10 +269,12 @@ class LoopEngine:
         outcome = run.outcomes.pop(step.call_sig, None)
         if outcome is not None and outcome.result == step.result_sig and \
                 outcome.error == step.error:
-            outcome.streak += 1
+            if outcome.version != step.version:
+                outcome.unchanged += 1
+                outcome.version = step.version
+            step.unchanged = outcome.unchanged
         else:
             outcome = _Outcome(step)
-        step.streak, step.streak_version = outcome.streak, outcome.since
         run.outcomes[step.call_sig] = outcome
         if len(run.outcomes) > 1024:
             del run.outcomes[next(iter(run.outcomes))]

@@ -49,9 +49,9 @@ _TEMPLATES: Final[dict[str, Callable[[Evidence], str]]] = {
         f'You have called "{e.tool}" with the same arguments {e.count} times and got the same '
         "result each time; repeating it will not change the result."),
     "NO_EFFECT": lambda e: (
-        f'"{e.tool}" has returned the identical result {e.count} times in a row, across '
-        f'{e.details.get("state_changes")} changes in between; your changes have not changed '
-        "its outcome. Re-read the output before the next change."),
+        f'"{e.tool}" has returned the identical result after each of your last '
+        f'{e.details.get("state_changes")} changes; they have not changed its outcome. Re-read '
+        "the output before the next change."),
     "POLL_STAGNANT": lambda e: (
         f'"{e.tool}" has reported the same state {e.count} times in a row; the job may be stuck. '
         "Wait longer between checks or report that it is not progressing."),

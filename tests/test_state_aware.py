@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import pytest
-from _calls import by, call, codes, run, tool_call
+from _calls import by, call, codes, filler, run, tool_call
 
 from otel_loopguard import Action, LoopEngine, LoopGuardConfig
 from otel_loopguard.detectors._step import in_world, sequence_key
@@ -114,6 +114,18 @@ class TestNoEffect:
         evidence = decisions[11].evidence[0]
         assert (evidence.count, evidence.details["state_changes"]) == (6, 5)
         assert "have not changed" in decisions[11].hint
+
+    def test_each_change_counts_once(self) -> None:
+        """Two reruns after each change: the identical result must survive 5 changes."""
+        calls = [c for n in range(7) for c in (edit(n), rerun(), rerun())]
+        assert by(run(calls), "stagnation") == {17: "warn", 18: "warn", 20: "warn", 21: "warn"}
+
+    def test_changes_before_the_repeats_do_not_count(self) -> None:
+        """Changes made before the result started repeating are not changes it survived."""
+        calls = [rerun(), *[edit(n) for n in range(5)]]
+        for n in range(6):
+            calls += [*filler(12, 20 * n), rerun()]
+        assert by(run(calls), "stagnation") == {}
 
     def test_a_changed_result_restarts_it(self) -> None:
         """Five identical failures, then another one: the count starts again."""

@@ -73,10 +73,9 @@ class Step:
     (mutating calls with a new call or result) the run has seen up to and including it."""
     target: str | None = None
     """What a failed call acted on (a path, URL or id from its arguments), else None."""
-    streak: int = 1
-    """Calls of this signature in a row (anywhere in the run) with this same outcome."""
-    streak_version: int = 0
-    """The world version of the first call of that streak."""
+    unchanged: int = 1
+    """In how many world versions in a row this call got this same outcome, this one's
+    included: the state changes its identical outcome survived, plus one."""
 
 
 class CountingWindow:

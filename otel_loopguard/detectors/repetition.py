@@ -33,10 +33,10 @@ class StagnationDetector(DetectorBase):
     Counts occurrences of (call, result) in the last ``window_size`` calls, within the run's
     current world version (a different successful state change restarts the count): warn at 3,
     replan at 4, stop at 5. A plain call that keeps returning the identical result across
-    different state changes (at least two during its streak) gets only a ``NO_EFFECT`` warn, at
-    the 6th identical result in a row. Poll tools count unchanged results in a row instead: warn
-    at 5, stop at 10. Failed calls are left to the failure detectors; calls without a captured
-    result to ``repeat``.
+    different state changes gets only a ``NO_EFFECT`` warn, when that result has survived 5
+    changes (the 6th identical result, each after another change). Poll tools count unchanged
+    results in a row instead: warn at 5, stop at 10. Failed calls are left to the failure
+    detectors; calls without a captured result to ``repeat``.
     """
 
     name: ClassVar[str] = "stagnation"
@@ -79,19 +79,18 @@ class StagnationDetector(DetectorBase):
                                      occurrence_details(occ, call=step.call_sig[:8],
                                                         result=step.result_sig[:8],
                                                         window=cfg.window_size))
-        if (step.streak >= self._no_effect_floor and step.kind == "default"
-                and step.version - step.streak_version >= 2):
+        if step.unchanged >= self._no_effect_floor and step.kind == "default":
             return self._no_effect(step)
         return None
 
     def _no_effect(self, step: Step) -> Evidence | None:
         """A rerun whose identical result survived state changes: warn, never more."""
         warn = self.config.threshold(step.tool, "stagnation_no_effect_warn")
-        if warn is None or step.streak < warn:
+        if warn is None or step.unchanged < warn:
             return None
-        return self.evidence("NO_EFFECT", Action.WARN, step.tool, step.streak, {
+        return self.evidence("NO_EFFECT", Action.WARN, step.tool, step.unchanged, {
             "call": step.call_sig[:8], "result": step.result_sig[:8],
-            "state_changes": step.version - step.streak_version, "call_indices": [step.index]})
+            "state_changes": step.unchanged - 1, "call_indices": [step.index]})
 
     def _poll(self, state: _PollState, step: Step) -> Evidence | None:
         key = step.call_key
