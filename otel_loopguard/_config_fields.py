@@ -130,7 +130,7 @@ FIELDS: Final[dict[str, FieldRule]] = {
     "stagnation_replan": _int(4, "Same call, same result: replan at this count", 2),
     "stagnation_stop": _int(5, "Same call, same result: stop at this count", 2),
     "stagnation_no_effect_warn": _int(
-        6, "Same call, same result in a row across different state changes: warn (NO_EFFECT)",
+        6, "Same call, same result in this many world versions in a row: warn (NO_EFFECT)",
         2, optional=True),
     "repeat_warn": _int(3, "Same call, results not captured: warn at this count", 2),
     "repeat_replan": _int(5, "Same call, results not captured: replan at this count", 2),

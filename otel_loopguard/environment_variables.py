@@ -174,7 +174,7 @@ Setting ``stagnation_stop``. Default: ``5``. Allowed: an integer >= 2.
 """
 
 LOOPGUARD_STAGNATION_NO_EFFECT_WARN: Final = "LOOPGUARD_STAGNATION_NO_EFFECT_WARN"
-"""Same call, same result in a row across different state changes: warn (NO_EFFECT).
+"""Same call, same result in this many world versions in a row: warn (NO_EFFECT).
 
 Setting ``stagnation_no_effect_warn``. Default: ``6``. Allowed: an integer >= 2;
 ``off`` or ``none`` turns it off.
