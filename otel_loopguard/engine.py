@@ -7,7 +7,6 @@ callers keep one :class:`RunState` per run and serialise calls on it (``RunState
 from __future__ import annotations
 
 import copy
-import dataclasses
 import fnmatch
 import re
 import threading
@@ -226,11 +225,11 @@ class LoopEngine:
         if step.kind == "exempt":
             return self.policy.decide((), tool=tool, call_index=step.index, span_id="")
         evidence: list[Evidence] = []
-        for detector, fork, state in zip(self.detectors, self._forks, run.states, strict=True):
-            found = detector.observe(fork(state, step), step)
+        for observe, fork, state in zip(self._observers, self._forks, run.states, strict=True):
+            found = observe(fork(state, step), step)
             if found is not None:
-                evidence.append(dataclasses.replace(
-                    found, details={**found.details, "predicted": True}))
+                evidence.append(Evidence(found.detector, found.code, found.action, found.tool,
+                                         found.count, {**found.details, "predicted": True}))
         decision = self.policy.decide(evidence, tool=tool, call_index=step.index, span_id="")
         if self.config.mode == "enforce" and run.stopped is not None and \
                 decision.action < Action.STOP:

@@ -121,3 +121,16 @@ class CountingWindow:
         other._order = self._order.copy()
         other._members = {key: occ.copy() for key, occ in self._members.items()}
         return other
+
+    def only(self, key: str) -> CountingWindow:
+        """Return an independent window holding only the occurrences of ``key``.
+
+        ``push(key, ...)`` on it returns what it would return on this window: the other keys
+        never change the occurrences of ``key`` (positions, not entries, bound the window).
+        """
+        other = CountingWindow(self._size)
+        occurrences = self._members.get(key)
+        if occurrences:
+            other._order = [key] * len(occurrences)
+            other._members = {key: occurrences.copy()}
+        return other

@@ -54,9 +54,9 @@ class StagnationDetector(DetectorBase):
         return _PollState(self.config.window_size)
 
     def fork(self, state: _PollState, step: Step) -> _PollState:
-        """Return a copy for one hypothetical step: the window, and that call's poll streak."""
+        """Return a copy for one hypothetical step: its pair's window, its poll streak."""
         other = _PollState(1)
-        other.window = state.window.copy()
+        other.window = state.window.only(step.pair)
         last = state.last.get(step.call_key)
         if last is not None:
             other.last[step.call_key] = last
@@ -131,8 +131,8 @@ class RepeatDetector(DetectorBase):
         return CountingWindow(self.config.window_size)
 
     def fork(self, state: CountingWindow, step: Step) -> CountingWindow:
-        """Return a copy of the window."""
-        return state.copy()
+        """Return a window holding only ``step``'s call (the only count it reads)."""
+        return state.only(step.call_key)
 
     def observe(self, state: CountingWindow, step: Step) -> Evidence | None:
         """Count this call (in the run's current world version) when its result is absent."""
@@ -231,6 +231,13 @@ class BatchDetector(DetectorBase):
     def new_state(self) -> _BatchState:
         """Return the run's current batch and its latest closed turns."""
         return _BatchState(self.config.cycle_max_gap + 1)
+
+    def fork(self, state: _BatchState, step: Step) -> _BatchState:
+        """Return a copy (the closed turns are immutable and shared)."""
+        other = _BatchState(state.turns)
+        other.current, other.recent = state.current.copy(), state.recent.copy()
+        other.current_fired = state.current_fired
+        return other
 
     def observe(self, state: _BatchState, step: Step) -> Evidence | None:
         """Add the call to its batch and compare the batch with the turns before it."""
