@@ -161,17 +161,31 @@ FIELDS: Final[dict[str, FieldRule]] = {
     "stagnation_warn": _int(3, "Same call, same result: warn at this count", 2),
     "stagnation_replan": _int(4, "Same call, same result: replan at this count", 2),
     "stagnation_stop": _int(5, "Same call, same result: stop at this count", 2),
+    "stagnation_no_effect_warn": _int(
+        6, "Same call, same result in this many world versions in a row: warn (NO_EFFECT)",
+        2, optional=True),
     "repeat_warn": _int(3, "Same call, results not captured: warn at this count", 2),
     "repeat_replan": _int(5, "Same call, results not captured: replan at this count", 2),
     "cycle_max_length": _int(8, "Longest cycle (in steps) the cycle detector looks for", 2, 1000),
     "cycle_warn": _int(2, "Cycle repetitions for warn", 2),
     "cycle_stop": _int(3, "Cycle repetitions for stop", 2),
+    "cycle_max_gap": _int(4, "Other calls (turns, for batch) allowed between two repetitions of "
+                          "a block or a batch", 0, 100),
+    "cycle_gap_warn": _int(3, "Block repeated with other calls between: warn at this many "
+                           "occurrences", 2, optional=True),
     "failure_permanent_same_args_stop": _int(
         2, "Permanent failure with identical arguments: stop at this count", 2),
-    "failure_permanent_warn": _int(2, "Same permanent error, other arguments: warn", 2),
-    "failure_permanent_stop": _int(3, "Same permanent error, other arguments: stop", 2),
-    "failure_retryable_warn": _int(3, "Same retryable error: warn at this count", 2),
-    "failure_retryable_stop": _int(5, "Same retryable error: stop at this count", 2),
+    "failure_permanent_warn": _int(2, "Same permanent error, other arguments, same target: "
+                                   "warn", 2),
+    "failure_permanent_stop": _int(3, "Same permanent error, other arguments, same target: "
+                                   "stop", 2),
+    "failure_permanent_any_target_warn": _int(
+        5, "Same permanent error on other targets: warn (never stops by itself)", 2,
+        optional=True),
+    "failure_retryable_warn": _int(3, "Same retryable error, identical arguments: warn at this "
+                                   "count", 2),
+    "failure_retryable_stop": _int(5, "Same retryable error, identical arguments: stop at this "
+                                   "count", 2),
     "mutating_failure_warn": _int(2, "Mutating tool failing identically: warn", 2),
     "mutating_failure_stop": _int(3, "Mutating tool failing identically: stop", 2),
     "reread_warn": _int(3, "Same read with unchanged content anywhere in the run: warn", 2),
@@ -262,7 +276,7 @@ TOOL_THRESHOLDS: Final = frozenset(
         "max_value_chars", "handoff_window", "handoff_max_cycle", "max_tool_calls_warn",
         "max_tool_calls_stop", "max_steps_warn", "max_steps_stop", "max_run_seconds_warn",
         "max_run_seconds_stop", "idle_turns_warn",
-        "cycle_max_length", "window_size", "near_duplicate_window",
+        "cycle_max_length", "cycle_max_gap", "window_size", "near_duplicate_window",
         "near_duplicate_similarity"))
 """Thresholds that may be overridden per tool."""
 

@@ -6,6 +6,7 @@ callers keep one :class:`RunState` per run and serialise calls on it (``RunState
 
 from __future__ import annotations
 
+import copy
 import fnmatch
 import re
 import threading
@@ -14,8 +15,8 @@ from typing import Any, Final
 
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.detectors import HandoffDetector, make_default_detectors
-from otel_loopguard.detectors._base import ladder
-from otel_loopguard.detectors._step import Step
+from otel_loopguard.detectors._step import Step, in_world
+from otel_loopguard.detectors._target import call_target
 from otel_loopguard.detectors.budget import BudgetDetector
 from otel_loopguard.detectors.failure import classify_error
 from otel_loopguard.detectors.idle import IdleTurnsDetector
@@ -49,14 +50,19 @@ _RESULT_CACHE_MAX: Final = 16
 _PER_CALL: Final = "\x00per-call"
 """Cached kind of a tool whose every call is classified on its own (shell and editor tools)."""
 _NO_ARGUMENTS: Final[Any] = object()
+_MAX_MUTATIONS: Final = 1024
+"""Distinct successful mutations a run remembers to tell a new state change from a re-applied
+one (the oldest forgotten first)."""
+_NO_MUTATIONS: Final[frozenset[str]] = frozenset()
 
 
 class RunState:
     """Everything the engine remembers about one run. Bounded; guarded by ``lock``."""
 
     __slots__ = ("calls", "explicit_handoffs", "handoff_state", "handoffs", "highest", "hinted",
-                 "idle_state", "last_agent", "last_end_ns", "last_turn", "lock", "notifying",
-                 "outcomes", "per_tool", "results", "states", "stopped", "template")
+                 "idle_state", "last_agent", "last_end_ns", "last_turn", "lock", "mutations",
+                 "notifying", "outcomes", "per_tool", "results", "states", "stopped", "template",
+                 "version", "world")
 
     def __init__(self, states: tuple[Any, ...], handoff_state: Any,
                  idle_state: Any = None) -> None:
@@ -77,7 +83,14 @@ class RunState:
         self.last_agent: str | None = None
         self.explicit_handoffs = False
         self.outcomes: dict[str, _Outcome] = {}
-        """Call signature → its latest outcome streak, for ``precheck`` (bounded)."""
+        """Call signature → its latest outcome, for ``precheck`` and ``NO_EFFECT`` (bounded)."""
+        self.version = 0
+        """The world version: distinct successful state changes seen (see ``make_step``)."""
+        self.world = ""
+        """What ``in_world`` appends to a key in the current version."""
+        self.mutations: dict[str, None] | frozenset[str] = _NO_MUTATIONS
+        """The (call, result) keys of the successful mutations behind ``version`` (bounded;
+        a shared empty set until the first one)."""
         self.per_tool: dict[str, int] = {}
         self.results: dict[tuple[int, int], ResultInfo] = {}
         """(length, hash) of the run's latest result texts → their analysis (bounded)."""
@@ -104,16 +117,19 @@ _MODEL: Final = ""
 
 
 class _Outcome:
-    """The streak of identical outcomes of one call signature (successes or failures)."""
+    """The streak of identical outcomes of one call signature (successes or failures).
 
-    __slots__ = ("error_class", "error_key", "result", "streak")
+    Keeps what ``precheck`` needs to repeat the outcome: its result and error, the call's kind,
+    whether the result was empty; in how many world versions in a row the call got it
+    (``Step.unchanged``), and the latest of them.
+    """
 
-    def __init__(self, result: str, error_key: str | None, error_class: str | None) -> None:
-        self.result, self.error_key, self.error_class, self.streak = (
-            result, error_key, error_class, 1)
+    __slots__ = ("empty", "error", "kind", "result", "unchanged", "version")
 
-    def same_as(self, result: str, error_key: str | None) -> bool:
-        return self.result == result and self.error_key == error_key
+    def __init__(self, step: Step) -> None:
+        self.result, self.error, self.kind, self.empty = (
+            step.result_sig, step.error, step.kind, step.empty)
+        self.unchanged, self.version = 1, step.version
 
 
 class LoopEngine:
@@ -156,6 +172,8 @@ class LoopEngine:
         self._plain_policy = type(self.policy) is Policy
         self._result_cache_size = max(2, min(_RESULT_CACHE_MAX, self.config.cycle_max_length))
         self._observers = tuple(detector.observe for detector in self.detectors)
+        self._forks = tuple(getattr(detector, "fork", None) or _deep_fork
+                            for detector in self.detectors)
         self._max_chars = self.config.max_value_chars
         self.idle = IdleTurnsDetector(self.config) if (
             "idle_turns" in self.config.detectors and self.config.run_key != "conversation"
@@ -227,91 +245,71 @@ class LoopEngine:
     def precheck(self, run: RunState, tool: str, arguments: Any) -> Decision:
         """Return what running this call *again* would lead to, before it runs (enforce mode).
 
-        Assumes the call repeats its latest outcome (the same result, or the same error): a
-        call whose next identical outcome would reach a threshold gets that action now, so a
-        guard can block the call that would be one too many. Budgets count this call. Does not
-        change the run's state.
+        Assumes the call repeats its latest outcome in this run (the same result, or the same
+        error; a call not seen yet has an unknown, uncaptured result) and runs the detectors on
+        copies of their states with that hypothetical call, so the prediction is what detection
+        would decide: a call whose next identical outcome would reach a threshold gets that
+        action now, and a guard can block the call that would be one too many. Budgets count
+        this call. Does not change the run's state.
 
         Raises:
             LoopGuardError: when called from ``on_decision`` for the same run.
         """
         if run.notifying:
             _check_reentry(run)
-        call_sig = digest(tool + "\x00" + self._canonical_args(arguments)[1])
-        if self.signature is not None:
-            call_sig = self._custom_call_sig(tool, arguments, call_sig)
-        kind = self.tool_kind(tool, arguments=arguments)
-        if kind == "exempt":
-            return self.policy.decide((), tool=tool, call_index=run.calls + 1, span_id="")
-        evidence = [e for e in (self._predict_outcome(run, tool, kind, call_sig),
-                                self._predict_budget(run, tool)) if e is not None]
-        decision = self.policy.decide(evidence, tool=tool, call_index=run.calls + 1,
-                                      span_id="")
+        step = self._hypothetical(run, tool, arguments)
+        if step.kind == "exempt":
+            return self.policy.decide((), tool=tool, call_index=step.index, span_id="")
+        evidence: list[Evidence] = []
+        for observe, fork, state in zip(self._observers, self._forks, run.states, strict=True):
+            found = observe(fork(state, step), step)
+            if found is not None:
+                evidence.append(Evidence(found.detector, found.code, found.action, found.tool,
+                                         found.count, {**found.details, "predicted": True}))
+        decision = self.policy.decide(evidence, tool=tool, call_index=step.index, span_id="")
         if self.config.mode == "enforce" and run.stopped is not None and \
                 decision.action < Action.STOP:
             prior = run.stopped
             decision = Decision(action=Action.STOP, code=prior.code, evidence=prior.evidence,
-                                hint=prior.hint, call_index=run.calls + 1, tool=tool)
+                                hint=prior.hint, call_index=step.index, tool=tool)
         return decision
 
-    def _predict_outcome(self, run: RunState, tool: str, kind: str,
-                         call_sig: str) -> Evidence | None:
+    def _hypothetical(self, run: RunState, tool: str, arguments: Any) -> Step:
+        """Return the step of ``tool(arguments)`` repeating its latest outcome in ``run``."""
+        args, canonical = self._canonical_args(arguments)
+        call_sig = digest(tool + "\x00" + canonical)
+        if self.signature is not None:
+            call_sig = self._custom_call_sig(tool, arguments, call_sig)
         outcome = run.outcomes.get(call_sig)
+        version, end = run.version, max(run.last_end_ns, 0)
         if outcome is None:
-            return None
-        cfg, count = self.config, outcome.streak + 1
-        details: dict[str, Any] = {"call": call_sig[:8], "predicted": True}
-        if outcome.error_key is not None:
-            if kind == "mutating":
-                action = ladder(count, cfg.threshold(tool, "mutating_failure_warn"), None,
-                                cfg.threshold(tool, "mutating_failure_stop"))
-                if action is Action.STOP:
-                    return Evidence("mutating_failure", "MUTATING_FAILURE", action, tool, count,
-                                    details)
-            if outcome.error_class == "permanent":
-                action = ladder(count, None, None,
-                                cfg.threshold(tool, "failure_permanent_same_args_stop"))
-                return Evidence("failure", "PERMANENT_FAILURE", action, tool, count,
-                                {**details, "error_class": "permanent"}) if action else None
-            action = ladder(count, cfg.threshold(tool, "failure_retryable_warn"), None,
-                            cfg.threshold(tool, "failure_retryable_stop"))
-            return Evidence("failure", "REPEATED_FAILURE", action, tool, count,
-                            {**details, "error_class": "retryable"}) if action else None
-        if not outcome.result:
-            return None  # results not captured: repetition alone never stops
-        if kind == "poll":
-            action = ladder(count, cfg.threshold(tool, "poll_warn"), None,
-                            cfg.threshold(tool, "poll_stop"))
-            code = "POLL_STAGNANT"
-        else:
-            action = ladder(count, cfg.threshold(tool, "stagnation_warn"),
-                            cfg.threshold(tool, "stagnation_replan"),
-                            cfg.threshold(tool, "stagnation_stop"))
-            code = "STAGNANT_RESULT"
-        return Evidence("stagnation", code, action, tool, count, details) if action else None
-
-    def _predict_budget(self, run: RunState, tool: str) -> Evidence | None:
-        cfg = self.config
-        limit = cfg.budget(run.template, "max_tool_calls_stop")
-        if limit is not None and run.calls + 1 >= limit:
-            return Evidence("budget", "BUDGET_EXHAUSTED", Action.STOP, tool, run.calls + 1,
-                            {"budget": "run", "limit": limit, "predicted": True})
-        limit = cfg.budget(run.template, "max_calls_per_tool_stop", tool)
-        count = run.per_tool.get(tool, 0) + 1
-        if limit is not None and count >= limit:
-            return Evidence("budget", "BUDGET_EXHAUSTED", Action.STOP, tool, count,
-                            {"budget": "tool", "limit": limit, "predicted": True})
-        return None
+            kind = self.tool_kind(tool, arguments=arguments)
+            return Step(run.calls + 1, tool, kind, call_sig, False, "", None, None, "", False,
+                        "", end, end, True, in_world(call_sig, version),
+                        args if self._near_duplicates else None, run.last_turn or 0,
+                        in_world(call_sig, version), call_sig, version)
+        # a repeat: the same outcome, and so no new state change
+        error_class, reason = classify_error(outcome.error) if outcome.error else (None, "")
+        key = call_sig + ":" + outcome.result if outcome.result else call_sig
+        return Step(run.calls + 1, tool, outcome.kind, call_sig, bool(outcome.result),
+                    outcome.result, outcome.error, error_class, reason, outcome.empty, "", end,
+                    end, True, in_world(key, version), args if self._near_duplicates else None,
+                    run.last_turn or 0, in_world(call_sig, version), key, version,
+                    call_target(tool, args) if outcome.error else None,
+                    outcome.unchanged + (outcome.version != version))
 
     @staticmethod
     def _remember_outcome(run: RunState, step: Step) -> None:
         run.per_tool[step.tool] = run.per_tool.get(step.tool, 0) + 1
         outcome = run.outcomes.pop(step.call_sig, None)
-        error_key = step.error
-        if outcome is not None and outcome.same_as(step.result_sig, error_key):
-            outcome.streak += 1
+        if outcome is not None and outcome.result == step.result_sig and \
+                outcome.error == step.error:
+            if outcome.version != step.version:
+                outcome.unchanged += 1
+                outcome.version = step.version
+            step.unchanged = outcome.unchanged
         else:
-            outcome = _Outcome(step.result_sig, error_key, step.error_class)
+            outcome = _Outcome(step)
         run.outcomes[step.call_sig] = outcome
         if len(run.outcomes) > 1024:
             del run.outcomes[next(iter(run.outcomes))]
@@ -394,12 +392,40 @@ class LoopEngine:
         kind = self._kinds.get(tool)
         if kind is None or kind is _PER_CALL or (info.in_progress and kind == "default"):
             kind = self.tool_kind(tool, info, call.arguments)
+        outcome = call_sig + ":" + info.digest if call.has_result else call_sig
+        version = run.version
+        if kind == "mutating" and error is None and outcome not in run.mutations:
+            version = self._changed(run, outcome)
+        if version:  # in_world, inlined on this per-call path
+            pair, call_key = outcome + run.world, call_sig + run.world
+        else:
+            pair, call_key = outcome, call_sig
         # positional: keyword arguments cost a third more on this per-call path
         return Step(run.calls, tool, kind, call_sig, call.has_result,
                     info.digest, error, error_class, reason, info.empty, call.span_id,
-                    call.start_time_ns, call.end_time_ns, new_batch,
-                    call_sig + ":" + info.digest if call.has_result else call_sig,
-                    args if self._near_duplicates else None, call.turn or 0)
+                    call.start_time_ns, call.end_time_ns, new_batch, pair,
+                    args if self._near_duplicates else None, call.turn or 0, call_key, outcome,
+                    version, None if error is None else call_target(tool, args))
+
+    @staticmethod
+    def _changed(run: RunState, mutation: str) -> int:
+        """Record a new successful state change and return the run's next world version.
+
+        A successful mutating call that differs from the run's earlier ones (other arguments,
+        or another result) changes the agent's world: the calls after it are new observations,
+        and every repetition detector counts their repeats within the new version (their keys
+        carry it, see ``in_world``). Re-applying a remembered mutation with the same result is
+        no change.
+        """
+        mutations = run.mutations
+        if not isinstance(mutations, dict):
+            mutations = run.mutations = {}
+        mutations[mutation] = None
+        if len(mutations) > _MAX_MUTATIONS:
+            del mutations[next(iter(mutations))]
+        run.version += 1
+        run.world = in_world("", run.version)
+        return run.version
 
     def _custom_call_sig(self, tool: str, arguments: Any, builtin: str) -> str:
         """Return the call signature from the ``signature`` hook (``builtin`` if it fails)."""
@@ -559,6 +585,11 @@ class LoopEngine:
         finally:
             run.notifying = previous
             self._in_callback.active = False
+
+
+def _deep_fork(state: Any, step: Step) -> Any:
+    """Return a deep copy of ``state``: the fork of a detector that has no ``fork`` method."""
+    return copy.deepcopy(state)
 
 
 def _check_reentry(run: RunState) -> None:

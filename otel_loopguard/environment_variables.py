@@ -24,6 +24,8 @@ __all__ = [
     "LOOPGUARD_COMMAND_WORD_TOOLS",
     "LOOPGUARD_CONFIG_FILE",
     "LOOPGUARD_CONVERSATION_KEYS",
+    "LOOPGUARD_CYCLE_GAP_WARN",
+    "LOOPGUARD_CYCLE_MAX_GAP",
     "LOOPGUARD_CYCLE_MAX_LENGTH",
     "LOOPGUARD_CYCLE_STOP",
     "LOOPGUARD_CYCLE_WARN",
@@ -31,6 +33,7 @@ __all__ = [
     "LOOPGUARD_EDITOR_TOOLS",
     "LOOPGUARD_ENABLED",
     "LOOPGUARD_ENFORCEMENT",
+    "LOOPGUARD_FAILURE_PERMANENT_ANY_TARGET_WARN",
     "LOOPGUARD_FAILURE_PERMANENT_SAME_ARGS_STOP",
     "LOOPGUARD_FAILURE_PERMANENT_STOP",
     "LOOPGUARD_FAILURE_PERMANENT_WARN",
@@ -77,6 +80,7 @@ __all__ = [
     "LOOPGUARD_RUN_TTL_SECONDS",
     "LOOPGUARD_SERVE_TOKEN",
     "LOOPGUARD_SHELL_TOOLS",
+    "LOOPGUARD_STAGNATION_NO_EFFECT_WARN",
     "LOOPGUARD_STAGNATION_REPLAN",
     "LOOPGUARD_STAGNATION_STOP",
     "LOOPGUARD_STAGNATION_WARN",
@@ -176,6 +180,13 @@ LOOPGUARD_STAGNATION_STOP: Final = "LOOPGUARD_STAGNATION_STOP"
 Setting ``stagnation_stop``. Default: ``5``. Allowed: an integer >= 2.
 """
 
+LOOPGUARD_STAGNATION_NO_EFFECT_WARN: Final = "LOOPGUARD_STAGNATION_NO_EFFECT_WARN"
+"""Same call, same result in this many world versions in a row: warn (NO_EFFECT).
+
+Setting ``stagnation_no_effect_warn``. Default: ``6``. Allowed: an integer >= 2;
+``off`` or ``none`` turns it off.
+"""
+
 LOOPGUARD_REPEAT_WARN: Final = "LOOPGUARD_REPEAT_WARN"
 """Same call, results not captured: warn at this count.
 
@@ -206,6 +217,19 @@ LOOPGUARD_CYCLE_STOP: Final = "LOOPGUARD_CYCLE_STOP"
 Setting ``cycle_stop``. Default: ``3``. Allowed: an integer >= 2.
 """
 
+LOOPGUARD_CYCLE_MAX_GAP: Final = "LOOPGUARD_CYCLE_MAX_GAP"
+"""Other calls (turns, for batch) allowed between two repetitions of a block or a batch.
+
+Setting ``cycle_max_gap``. Default: ``4``. Allowed: an integer >= 0 and <= 100.
+"""
+
+LOOPGUARD_CYCLE_GAP_WARN: Final = "LOOPGUARD_CYCLE_GAP_WARN"
+"""Block repeated with other calls between: warn at this many occurrences.
+
+Setting ``cycle_gap_warn``. Default: ``3``. Allowed: an integer >= 2;
+``off`` or ``none`` turns it off.
+"""
+
 LOOPGUARD_FAILURE_PERMANENT_SAME_ARGS_STOP: Final = "LOOPGUARD_FAILURE_PERMANENT_SAME_ARGS_STOP"
 """Permanent failure with identical arguments: stop at this count.
 
@@ -213,25 +237,32 @@ Setting ``failure_permanent_same_args_stop``. Default: ``2``. Allowed: an intege
 """
 
 LOOPGUARD_FAILURE_PERMANENT_WARN: Final = "LOOPGUARD_FAILURE_PERMANENT_WARN"
-"""Same permanent error, other arguments: warn.
+"""Same permanent error, other arguments, same target: warn.
 
 Setting ``failure_permanent_warn``. Default: ``2``. Allowed: an integer >= 2.
 """
 
 LOOPGUARD_FAILURE_PERMANENT_STOP: Final = "LOOPGUARD_FAILURE_PERMANENT_STOP"
-"""Same permanent error, other arguments: stop.
+"""Same permanent error, other arguments, same target: stop.
 
 Setting ``failure_permanent_stop``. Default: ``3``. Allowed: an integer >= 2.
 """
 
+LOOPGUARD_FAILURE_PERMANENT_ANY_TARGET_WARN: Final = "LOOPGUARD_FAILURE_PERMANENT_ANY_TARGET_WARN"
+"""Same permanent error on other targets: warn (never stops by itself).
+
+Setting ``failure_permanent_any_target_warn``. Default: ``5``. Allowed: an integer >= 2;
+``off`` or ``none`` turns it off.
+"""
+
 LOOPGUARD_FAILURE_RETRYABLE_WARN: Final = "LOOPGUARD_FAILURE_RETRYABLE_WARN"
-"""Same retryable error: warn at this count.
+"""Same retryable error, identical arguments: warn at this count.
 
 Setting ``failure_retryable_warn``. Default: ``3``. Allowed: an integer >= 2.
 """
 
 LOOPGUARD_FAILURE_RETRYABLE_STOP: Final = "LOOPGUARD_FAILURE_RETRYABLE_STOP"
-"""Same retryable error: stop at this count.
+"""Same retryable error, identical arguments: stop at this count.
 
 Setting ``failure_retryable_stop``. Default: ``5``. Allowed: an integer >= 2.
 """

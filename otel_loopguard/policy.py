@@ -48,6 +48,10 @@ _TEMPLATES: Final[dict[str, Callable[[Evidence], str]]] = {
     "STAGNANT_RESULT": lambda e: (
         f'You have called "{e.tool}" with the same arguments {e.count} times and got the same '
         "result each time; repeating it will not change the result."),
+    "NO_EFFECT": lambda e: (
+        f'"{e.tool}" has returned the identical result after each of your last '
+        f'{e.details.get("state_changes")} changes; they have not changed its outcome. Re-read '
+        "the output before the next change."),
     "POLL_STAGNANT": lambda e: (
         f'"{e.tool}" has reported the same state {e.count} times in a row; the job may be stuck. '
         "Wait longer between checks or report that it is not progressing."),
@@ -59,7 +63,14 @@ _TEMPLATES: Final[dict[str, Callable[[Evidence], str]]] = {
         f"({_tools(e.details)}) {e.count} times in a row"
         + (" with the same results" if _compared(e) else "")
         + "; break the cycle."),
+    "REPEATED_BLOCK": lambda e: (
+        f"You have repeated the same {e.details.get('cycle_length')} calls ({_tools(e.details)}) "
+        f"{e.count} times with the same results, with other calls in between; break the loop."),
     "PERMANENT_FAILURE": lambda e: (
+        f'"{e.tool}" failed {e.count} times with the same permanent error '
+        f'({e.details.get("error_reason")}), each time with other input; more alternatives '
+        "are unlikely to help. Confirm the input with the user, or report the blocker."
+        if e.details.get("ladder") == "any_target" else
         f'"{e.tool}" failed {e.count} times with the same permanent error '
         f'({e.details.get("error_reason")}); retrying will fail again. Fix the arguments or '
         "permissions, or use another tool."),
@@ -76,8 +87,8 @@ _TEMPLATES: Final[dict[str, Callable[[Evidence], str]]] = {
         f'"{e.tool}" {e.count} times in this run; use what you already read instead of reading '
         "it again."),
     "REPEATED_BATCH": lambda e: (
-        f"You issued the same {e.details.get('batch_size')} parallel tool calls {e.count} turns "
-        "in a row with unchanged results; change the calls or proceed with what you have."),
+        f"You issued the same {e.details.get('batch_size')} parallel tool calls in {e.count} "
+        "recent turns with unchanged results; change the calls or proceed with what you have."),
     "HANDOFF_LOOP": lambda e: (
         f"The task has been handed around {' -> '.join(e.details.get('cycle', []))} "
         f"{e.count} times without progress; the current agent should finish it or report "

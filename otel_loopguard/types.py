@@ -203,6 +203,10 @@ class Detector(Protocol):
     The engine calls ``new_state`` once per run and ``observe`` once per tool call of that run,
     on the thread that ends the span, while it holds the run's lock; ``observe`` mutates only the
     state it is given and must not block or call out.
+
+    The enforce-mode precheck also calls ``observe`` with a hypothetical step, on a copy of the
+    run's state: ``fork(state, step)`` when the detector has that method (``DetectorBase``
+    gives one), else ``copy.deepcopy(state)``.
     """
 
     @property

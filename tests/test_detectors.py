@@ -12,6 +12,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from _calls import by as _by
+from _calls import call as _call
+from _calls import codes as _codes
+from _calls import filler as _filler
+from _calls import run as _run
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -28,47 +33,6 @@ from otel_loopguard import (
 from otel_loopguard.detectors import NearDuplicateDetector, RepeatDetector
 from otel_loopguard.detectors.cycle import PeriodMatcher
 from otel_loopguard.detectors.failure import classify_error
-
-NO_RESULT = object()
-
-
-def _call(tool: str, arguments: Any = None, result: Any = NO_RESULT, *,
-          error: str | None = None, turn: int | None = None, agent: str | None = None,
-          start: int | None = None, end: int | None = None) -> dict[str, Any]:
-    call: dict[str, Any] = {"tool": tool, "arguments": arguments, "turn": turn, "agent": agent}
-    if result is not NO_RESULT:
-        call.update(result=result, has_result=True)
-    if error is not None:
-        call.update(error=True, error_message=error)
-    if start is not None:
-        call.update(start_time_ns=start, end_time_ns=end if end is not None else start + 1)
-    return call
-
-
-def _run(calls: Sequence[dict[str, Any]], config: LoopGuardConfig | None = None,
-         engine: LoopEngine | None = None) -> list[Decision]:
-    engine = engine or LoopEngine(config)
-    run = engine.new_run()
-    out = []
-    for index, call in enumerate(calls):
-        out.append(engine.process(run, ToolCall(**{
-            "start_time_ns": 10 * index + 1, "end_time_ns": 10 * index + 2,
-            "span_id": f"{index + 1:016x}", **call})))
-    return out
-
-
-def _by(decisions: Sequence[Decision], detector: str) -> dict[int, str]:
-    """Return call index -> action of ``detector``'s evidence, for the calls it fired on."""
-    return {d.call_index: e.action.label for d in decisions for e in d.evidence
-            if e.detector == detector}
-
-
-def _codes(decisions: Sequence[Decision]) -> set[str]:
-    return {e.code for d in decisions for e in d.evidence}
-
-
-def _filler(count: int, start: int = 0) -> list[dict[str, Any]]:
-    return [_call(f"other_{i}", {"n": i}, f"r{i}") for i in range(start, start + count)]
 
 
 class TestStagnationDetector:
@@ -147,12 +111,15 @@ class TestCycleDetector:
     @pytest.mark.parametrize(("length", "max_length", "expected"), [
         (2, 8, {4: "warn", 6: "stop"}),
         (8, 8, {16: "warn", 24: "stop"}),
-        (9, 8, {}),
+        (9, 8, {20: "warn"}),
+        (13, 8, {}),
         (9, 9, {18: "warn", 27: "stop"}),
-    ], ids=["2-steps", "8-steps", "9-steps-too-long", "9-steps-allowed"])
+    ], ids=["2-steps", "8-steps", "9-steps-as-a-block", "13-steps-too-long", "9-steps-allowed"])
     def test_cycle_lengths(self, length: int, max_length: int,
                            expected: dict[int, str]) -> None:
-        """Cycles up to ``cycle_max_length`` steps are reported when a repetition completes."""
+        """Cycles up to ``cycle_max_length`` steps are reported when a repetition completes;
+        a longer one, up to ``cycle_max_length + cycle_max_gap``, only warns as a repeated block
+        at its third occurrence."""
         steps = [_call(f"t{i}", {"i": i}, f"r{i}") for i in range(length)]
         config = LoopGuardConfig.create(cycle_max_length=max_length)
         assert _by(_run(steps * 3, config), "cycle") == expected
@@ -290,7 +257,9 @@ class TestCycleCost:
             engine.process(run, ToolCall(tool=f"t{i % 13}", arguments={"i": i}, result=i,
                                          has_result=True, turn=i))
         state = run.states[0]
-        assert len(state.matcher._history) <= engine.config.cycle_max_length
+        config = engine.config
+        assert len(state.matcher._history) <= config.cycle_max_length + config.cycle_max_gap
+        assert len(state.matcher._chains) == len(state.matcher._history)
         assert len(state.batch) == 1
 
 
@@ -338,7 +307,8 @@ class TestFailureDetector:
 
     def test_volatile_parts_of_errors_are_masked(self) -> None:
         """Errors that differ only in request numbers are the same error."""
-        calls = [_call("get", {"id": i}, error=f"record {n} not found")
+        calls = [_call("get", {"path": "/data/report.csv", "attempt": i},
+                       error=f"record {n} not found")
                  for i, n in enumerate((81723, 99102, 55210))]
         assert _by(_run(calls), "failure") == {2: "warn", 3: "stop"}
 
@@ -452,12 +422,22 @@ class TestBatchDetector:
             detectors=["batch"]))
         assert _by(decisions, "batch") == {6: "warn"}
 
-    def test_a_different_turn_breaks_the_streak(self) -> None:
-        """Another batch between repeats restarts the count."""
+    def test_a_few_other_turns_between_repeats_still_count(self) -> None:
+        """Another batch between repeats does not hide them: the third identical batch warns."""
         a, b = _call("price", {"s": 1}, "12"), _call("stock", {"s": 1}, "0")
         c, d = _call("price", {"s": 2}, "7"), _call("stock", {"s": 2}, "3")
         calls = self._turns([a, b], [a, b], [c, d], [a, b])
-        assert _by(_run(calls), "batch") == {}
+        assert _by(_run(calls), "batch") == {8: "warn"}
+
+    def test_more_other_turns_than_the_gap_restart_the_count(self) -> None:
+        """More than ``cycle_max_gap`` other turns between two repeats restart the count."""
+        a, b = _call("price", {"s": 1}, "12"), _call("stock", {"s": 1}, "0")
+        others = [[_call("think", {"n": i}, f"t{i}")] for i in range(5)]
+        calls = self._turns([a, b], [a, b], *others, [a, b])
+        config = LoopGuardConfig.create(detectors=["batch"])
+        assert _by(_run(calls, config), "batch") == {}
+        narrow = config.replace(cycle_max_gap=5)
+        assert _by(_run(calls, narrow), "batch") == {11: "warn"}
 
     def test_single_calls_are_not_batches(self) -> None:
         """One call per turn never makes a repeated batch."""

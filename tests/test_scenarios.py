@@ -1,4 +1,9 @@
-"""The scenario catalogue of the detection spec, through real spans, adapters and ``check``."""
+"""The scenario catalogue of the detection spec, through real spans, adapters and ``check``.
+
+Coding-agent scenarios use ``bash`` and ``str_replace_editor`` as agents name them. A shell
+tool is mutating here because ``bash`` is in ``mutating_tools``; per-call kinds (a heredoc
+write is mutating, ``cat`` a read, a script run plain) must keep every one of them passing.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +28,10 @@ class Scenario:
     config: dict[str, Any] = field(default_factory=dict)
     run_action: str | None = None
     tool_calls: int | None = None
+    codes: frozenset[str] = frozenset()
+    """Decision codes that must appear among the findings."""
+    xfail: str = ""
+    """Why the scenario cannot pass yet (a strict xfail)."""
 
 
 def _one_run(body: Callable[[AgentScript], None], **run: Any) -> Callable[[LoopGuardHarness], None]:
@@ -124,16 +133,148 @@ def _h17(agent: AgentScript) -> None:
         agent.tool("read_file", {"path": "app.py"}, content)
 
 
+def _h18(agent: AgentScript) -> None:
+    failing = {"passed": False, "output": "FAILED test_total - assert 3 == 4"}
+    _each([("run_tests", {}, failing),
+           ("edit_file", {"path": "a.py", "old": "a", "new": "a + b"}, "ok"),
+           ("run_tests", {}, failing),
+           ("edit_file", {"path": "a.py", "old": "a + b", "new": "sum(a, b)"}, "ok"),
+           ("run_tests", {}, failing)])(agent)
+
+
+
+def _run_script(tool: str, command: str) -> tuple[str, dict[str, str]]:
+    """Return (tool, arguments) of running ``command`` through a shell or a dedicated tool."""
+    return (tool, {"command": command}) if tool == "bash" else (tool, {"target": command})
+
+
+def _h18_repro(tool: str) -> Callable[[AgentScript], None]:
+    """Four fixes leave the reproduction's output as it was; the fifth changes it."""
+    def body(agent: AgentScript) -> None:
+        repro = _run_script(tool, "python repro.py")
+        calls: list[tuple[Any, ...]] = [(*repro, "KeyError: 'total'")]
+        for fix in range(1, 6):
+            calls += [("str_replace_editor", {"command": "view", "path": "app.py"},
+                       f"app.py after fix {fix - 1}"),
+                      ("edit_file", {"path": "app.py", "old": f"fix{fix - 1}",
+                                     "new": f"fix{fix}"}, "ok"),
+                      (*repro, "KeyError: 'total'" if fix < 5 else "total: 7")]
+        _each(calls)(agent)
+
+    return body
+
+
+def _h19(agent: AgentScript) -> None:
+    for name in ("a", "b", "c"):
+        body = f"import {name}\n\ndef test_{name}():\n    assert {name}.run() == 1\n"
+        agent.turn()
+        agent.tool("bash", {"command": f"cat <<'EOF' > test_{name}.py\n{body}EOF"}, "")
+
+
+def _h20(agent: AgentScript) -> None:
+    for old, new in (("x", "y"), ("foo", "bar"), ("total", "subtotal")):
+        agent.turn()
+        agent.tool("bash", {"command": f"sed -i 's/{old}/{new}/' a.py"}, "")
+
+
+def _h21(agent: AgentScript) -> None:
+    content = "def total(a, b):\n    return a\n"
+    for i, (old, new) in enumerate((("return a", "return a + b"), ("a + b", "sum((a, b))"),
+                                    ("sum((a, b))", "a + b  # fixed"))):
+        agent.turn()
+        agent.tool("str_replace_editor", {"command": "str_replace", "path": "a.py",
+                                          "old_str": old, "new_str": new},
+                   f"The file a.py has been edited (edit {i + 1}).")
+        content = content.replace(old, new)
+        agent.turn()
+        agent.tool("str_replace_editor", {"command": "view", "path": "a.py"}, content)
+
+
+def _h22(agent: AgentScript) -> None:
+    _each([("bash", {"command": "ed a.py"}, "", "ed: command not found"),
+           ("read_file", {"path": "a.py"}, "x = 1"),
+           ("bash", {"command": "ls"}, "a.py b.py"),
+           ("read_file", {"path": "b.py"}, "y = 2"),
+           ("search", {"q": "line editor"}, "use sed"),
+           ("think", {"thought": "edit b.py"}, "ok"),
+           ("bash", {"command": "ed b.py"}, "", "ed: command not found"),
+           ("bash", {"command": "sed -i 's/y = 2/y = 3/' b.py"}, ""),
+           ("str_replace_editor", {"command": "view", "path": "/repo/src", "view_range": [1, 40]},
+            "", "view_range is not allowed when path points to a directory"),
+           ("str_replace_editor", {"command": "view", "path": "/repo/tests",
+                                   "view_range": [1, 40]},
+            "", "view_range is not allowed when path points to a directory"),
+           ("str_replace_editor", {"command": "view", "path": "/repo/tests"}, "test_a.py")])(agent)
+
+
+def _h23(swe: bool) -> Callable[[AgentScript], None]:
+    """30 rounds of view, edit, view, test, read: 150 calls, the test output changing every
+    fourth round (three reruns with an unchanged failure in between). ``swe``: through the
+    SWE-agent tools (``str_replace_editor``, ``bash``), else through tools named for their kind.
+    """
+    def body(agent: AgentScript) -> None:
+        for i in range(30):
+            module = f"m{i % 6}.py"
+            if swe:
+                view: tuple[Any, ...] = ("str_replace_editor", {"command": "view",
+                                                                "path": module})
+                edit: tuple[Any, ...] = ("str_replace_editor", {
+                    "command": "str_replace", "path": module, "old_str": f"v{i}",
+                    "new_str": f"v{i + 1}"}, f"The file {module} has been edited.")
+            else:
+                view = ("read_file", {"path": module})
+                edit = ("edit_file", {"path": module, "old": f"v{i}", "new": f"v{i + 1}"},
+                        "ok")
+            _each([(*view, f"{module} v{i}"), edit, (*view, f"{module} v{i + 1}"),
+                   (*_run_script("bash" if swe else "run_tests", "python -m pytest -q"),
+                    f"{30 - i // 4} failed"),
+                   ("read_file", {"path": "docs/notes.md", "range": f"{i * 10}-{i * 10 + 10}"},
+                    f"notes {i}")])(agent)
+
+    return body
+
+
+def _h24(agent: AgentScript) -> None:
+    _each([("pay", {"order_id": "#W2378156", "payment_method_id": f"gift_card_{n}"},
+            {"error": "gift card balance is not enough"}) for n in (1, 2, 3)])(agent)
+
+
+def _h25(agent: AgentScript) -> None:
+    _each([("find_user_id_by_name_zip", {"first_name": "Yusuf", "last_name": "Rossi",
+                                         "zip": zip_code},
+            "Error: user not found", "user not found") for zip_code in ("10001", "10010")]
+          )(agent)
+
+
+def _h26(agent: AgentScript) -> None:
+    _each([("get_order_details", {"order_id": f"#W{n}"}, "", "503 Service Unavailable")
+           for n in (1001, 1002, 1003)])(agent)
+
+
 HEALTHY.update({
     "H11-one-way-handoffs": Scenario(_one_run(_h11, agent="supervisor")),
     "H12-spread-reuse": Scenario(_one_run(_h12), config={"max_tool_calls_warn": None}),
     "H14-separate-runs": Scenario(_h14),
     "H15-parallel-healthy": Scenario(_one_run(_h15)),
     "H17-reread-after-edit": Scenario(_one_run(_h17)),
+    "H18-same-failure-after-different-edits": Scenario(_one_run(_h18)),
+    "H18-repro-after-four-fixes": Scenario(_one_run(_h18_repro("run_script"))),
+    "H18-repro-after-four-fixes-bash": Scenario(_one_run(_h18_repro("bash"))),
+    "H19-heredoc-writes": Scenario(_one_run(_h19)),
+    "H20-sed-edits": Scenario(_one_run(_h20)),
+    "H21-view-after-edits": Scenario(_one_run(_h21)),
+    "H22-corrected-mistakes": Scenario(_one_run(_h22)),
+    "H23-productive-coding-session": Scenario(_one_run(_h23(swe=False)), tool_calls=150,
+                                              config={"max_tool_calls_warn": 200}),
+    "H23-productive-coding-session-swe-tools": Scenario(
+        _one_run(_h23(swe=True)), tool_calls=150, config={"max_tool_calls_warn": 200}),
+    "H24-each-gift-card": Scenario(_one_run(_h24)),
+    "H25-corrected-zip": Scenario(_one_run(_h25)),
+    "H26-503-on-other-orders": Scenario(_one_run(_h26)),
 })
 
 
-def _h23(agent: AgentScript) -> None:
+def _h23_with_model_turns(agent: AgentScript) -> None:
     for i in range(150):  # edit a file, view it, rerun the tests: each with its own outcome
         agent.turn(finish_reasons=["tool_calls"])
         if i % 3 == 0:
@@ -149,7 +290,7 @@ def _h23(agent: AgentScript) -> None:
 
 
 HEALTHY["H23-coding-session-with-template-budget"] = Scenario(
-    _one_run(_h23, prompt="coding-agent"),
+    _one_run(_h23_with_model_turns, prompt="coding-agent"),
     config={"templates": {"coding-agent": {"max_tool_calls_warn": 200}}})
 
 
@@ -174,11 +315,48 @@ def _f11(agent: AgentScript) -> None:
         agent.handoff(source, target)
 
 
+_FAILING = {"passed": False, "output": "FAILED test_total - assert 3 == 4"}
+
+
 def _f18(agent: AgentScript) -> None:
-    failing = {"passed": False, "output": "FAILED test_total - assert 3 == 4"}
-    _each([("run_tests", {}, failing), ("edit_file", {"path": "a.py", "v": 1}, "ok"),
-           ("run_tests", {}, failing), ("edit_file", {"path": "a.py", "v": 2}, "ok"),
-           ("run_tests", {}, failing)])(agent)
+    edit = ("edit_file", {"path": "a.py", "old": "total = a", "new": "total = a + b"}, "ok")
+    _each([edit, ("run_tests", {}, _FAILING)] * 3)(agent)
+
+
+def _f19(agent: AgentScript) -> None:
+    calls: list[tuple[Any, ...]] = []
+    for i in range(1, 9):
+        calls += [("edit_file", {"path": "a.py", "old": f"v{i - 1}", "new": f"v{i}"}, "ok"),
+                  ("run_tests", {}, _FAILING)]
+    _each(calls)(agent)
+
+
+_FIX_LINES = ["import sys", "def main():", "    print(sys.argv", "    return 0", "",
+              "main()"]
+
+
+def _f20(agent: AgentScript) -> None:
+    """Calls 1-7 are the first block, 10-16 the second, 19-25 the third."""
+    for attempt in range(3):
+        for n, line in enumerate(_FIX_LINES):
+            agent.turn()
+            agent.tool("bash", {"command": f"echo '{line}' {'>' if n == 0 else '>>'} fix.py"}, "")
+        agent.turn()
+        agent.tool("bash", {"command": "python fix.py"},
+                   '  File "fix.py", line 3\n    print(sys.argv\nSyntaxError: \'(\' was never '
+                   "closed")
+        if attempt < 2:
+            agent.turn()
+            agent.tool("think", {"thought": f"attempt {attempt + 1} failed, rebuild fix.py"},
+                       "ok")
+            agent.turn()
+            agent.tool("read_file", {"path": "notes.md"}, "fix the script")
+
+
+def _f21(agent: AgentScript) -> None:
+    for _ in range(4):
+        agent.turn()  # the model answers without calling a tool; the harness rejects it
+    agent.tool("bash", {"command": "ls"}, "a.py")
 
 
 LOOPS: dict[str, Scenario] = {
@@ -229,8 +407,15 @@ LOOPS: dict[str, Scenario] = {
     "F17-structured-error": Scenario(_one_run(_each([
         ("crm_lookup", {"id": 42}, {"error": {"code": 401, "message": "unauthorized"}})] * 2)),
         {2: "stop"}, 2, frozenset({"failure"})),
-    "F18-same-test-failure": Scenario(_one_run(_f18), {5: "warn"}, 5,
-                                      frozenset({"stagnation"})),
+    "F18-same-edit-same-failure": Scenario(_one_run(_f18), {4: "warn"}, 4,
+                                           frozenset({"cycle", "stagnation"})),
+    "F19-no-effect": Scenario(_one_run(_f19), {12: "warn", 14: "warn", 16: "warn"}, 12,
+                              frozenset({"stagnation"}), run_action="warn",
+                              codes=frozenset({"NO_EFFECT"})),
+    "F20-rebuilt-block": Scenario(_one_run(_f20), {20: "warn"}, 20, frozenset({"cycle"}),
+                                  run_action="warn", codes=frozenset({"REPEATED_BLOCK"})),
+    "F21-idle-turns": Scenario(_one_run(_f21), {}, 0, frozenset({"idle_turns"}),
+                               run_action="warn"),
 }
 
 
@@ -245,20 +430,30 @@ def _run(scenario: Scenario) -> list[Any]:
         harness.shutdown()
 
 
+def _params(scenarios: dict[str, Scenario]) -> list[Any]:
+    return [pytest.param(name, id=name, marks=[pytest.mark.xfail(
+        strict=True, reason=scenario.xfail)] if scenario.xfail else [])
+        for name, scenario in scenarios.items()]
+
+
 class TestHealthyScenarios:
-    @pytest.mark.parametrize("name", list(HEALTHY), ids=list(HEALTHY))
+    @pytest.mark.parametrize("name", _params(HEALTHY))
     def test_stays_quiet(self, name: str) -> None:
-        """Healthy repetition (polling, pagination, retries) produces no finding at all."""
-        reports = _run(HEALTHY[name])
+        """Healthy repetition (polling, pagination, retries, corrected mistakes, edits and
+        reruns) produces no finding at all."""
+        scenario = HEALTHY[name]
+        reports = _run(scenario)
         assert reports, "the scenario produced no run"
         for report in reports:
             assert report.tool_calls > 0
             assert [(d.call_index, d.code) for d in report.findings] == []
             assert report.action.label == "continue"
+        if scenario.tool_calls is not None:
+            assert sum(report.tool_calls for report in reports) == scenario.tool_calls
 
 
 class TestLoopScenarios:
-    @pytest.mark.parametrize("name", list(LOOPS), ids=list(LOOPS))
+    @pytest.mark.parametrize("name", _params(LOOPS))
     def test_flags_at_the_expected_calls(self, name: str) -> None:
         """Each loop is flagged with the expected action at the expected call, not earlier."""
         scenario = LOOPS[name]
@@ -278,6 +473,7 @@ class TestLoopScenarios:
             assert report.action.label == scenario.run_action
         if scenario.tool_calls is not None:
             assert report.tool_calls == scenario.tool_calls
+        assert scenario.codes <= {d.code for d in report.findings}, report.findings
 
     def test_handoff_stop_lands_on_second_closed_cycle(self) -> None:
         """F11 stops exactly when triage→billing→triage closes for the second time."""
@@ -306,5 +502,5 @@ class TestModelTurnScenarios:
 
     def test_h23_without_the_template_budget_warns_at_50(self) -> None:
         """H23's session without its template table gets the 50-call warn, nothing else."""
-        reports = _run(Scenario(_one_run(_h23, prompt="coding-agent")))
+        reports = _run(Scenario(_one_run(_h23_with_model_turns, prompt="coding-agent")))
         assert [(d.call_index, d.code) for d in reports[0].findings] == [(50, "BUDGET_WARNING")]

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import copy
 import sys
+from collections import deque
 from collections.abc import Iterable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.types import Action, Evidence
 
-__all__ = ["DetectorBase", "ladder", "lowest", "occurrence_details"]
+__all__ = ["DetectorBase", "copy_state", "ladder", "lowest", "occurrence_details"]
 
 _MAX_LISTED = 10
 """Call indices and span ids listed in evidence (the most recent ones)."""
+_UNSET: Final = object()
 
 
 def ladder(count: int, warn: int | None, replan: int | None = None,
@@ -47,6 +50,47 @@ def occurrence_details(occurrences: Iterable[tuple[int, str]], **extra: Any) -> 
             "repeats_span_ids": [s for _, s in items[:-1] if s], **extra}
 
 
+_CONTAINERS: Final = (dict, list, set, deque)
+
+
+_SLOTS: dict[type, tuple[str, ...] | None] = {}
+"""Class → its slots (None: its instances have a ``__dict__``), for ``copy_state``."""
+
+
+def _slots(cls: type) -> tuple[str, ...] | None:
+    """Return every slot of ``cls``, or None when its instances have a ``__dict__``."""
+    if cls not in _SLOTS:
+        names = [name for klass in cls.__mro__ for name in getattr(klass, "__slots__", ())]
+        dicts = "__dict__" in names or any("__dict__" in vars(klass) for klass in cls.__mro__
+                                           if klass is not object)
+        _SLOTS[cls] = None if dicts else tuple(names)
+    return _SLOTS[cls]
+
+
+def copy_state(state: Any) -> Any:
+    """Return a copy of a detector state one level deeper than ``copy.copy``.
+
+    A container (dict, list, set, deque) is copied; an object with ``__slots__`` is copied and
+    so is each container it holds. Values inside those containers are shared, so this suits a
+    state whose ``observe`` replaces nested values instead of changing them in place.
+    """
+    if isinstance(state, _CONTAINERS):
+        return state.copy()
+    names = _slots(type(state))
+    if names is None:  # not slotted: copy.copy, then its containers
+        other = copy.copy(state)
+        for name, value in vars(other).items():
+            if isinstance(value, _CONTAINERS):
+                setattr(other, name, value.copy())
+        return other
+    other = object.__new__(type(state))
+    for name in names:
+        value = getattr(state, name, _UNSET)
+        if value is not _UNSET:
+            setattr(other, name, value.copy() if isinstance(value, _CONTAINERS) else value)
+    return other
+
+
 class DetectorBase:
     """Common constructor: a detector reads its thresholds from a ``LoopGuardConfig``."""
 
@@ -55,6 +99,16 @@ class DetectorBase:
     def __init__(self, config: LoopGuardConfig | None = None) -> None:
         """Bind the detector to ``config`` (defaults when None)."""
         self.config = config or LoopGuardConfig()
+
+    def fork(self, state: Any, step: Any) -> Any:
+        """Return a copy of ``state`` for one hypothetical ``step`` (the enforce-mode precheck).
+
+        ``observe(fork, step)`` must give what ``observe(state, step)`` would, and change
+        nothing in ``state``. The default is ``copy_state``; a detector whose ``observe``
+        changes nested containers in place, or that can copy only the part ``step`` touches,
+        overrides it.
+        """
+        return copy_state(state)
 
     def evidence(self, code: str, action: Action, tool: str, count: int,
                  details: dict[str, Any]) -> Evidence | None:

@@ -5,7 +5,30 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CountingWindow", "Step"]
+__all__ = ["CountingWindow", "Step", "in_world", "sequence_key"]
+
+
+def in_world(key: str, version: int) -> str:
+    """Return ``key`` (a call, or a call and its outcome) as seen in world ``version``.
+
+    The world version of a run advances on each successful mutating call that differs from the
+    run's earlier ones (see ``LoopEngine``). A call made after such a change is a new
+    observation, so the repetition detectors count repeats of its key within one version. A
+    mutation is keyed by the version it leaves, so applying it again with the same result, with
+    no other change between, repeats its key, and applying it again after another change does
+    not (``git add`` after each edit).
+    """
+    return f"{key}@{version}" if version else key
+
+
+def sequence_key(step: Step) -> str:
+    """Return the key of ``step`` as a member of a repeating sequence (cycle, batch).
+
+    A read or plain call is its ``pair`` (in its world version). A mutation is its call and
+    outcome in any version: a block that rebuilds the same file with the same commands repeats
+    even though its first run changed the world.
+    """
+    return step.outcome if step.kind == "mutating" else step.pair
 
 
 @dataclass(slots=True)
@@ -35,11 +58,24 @@ class Step:
     new_batch: bool
     """True when this call starts a new model turn (batch)."""
     pair: str
-    """The key of (call, outcome): ``call_sig:result_sig``, the call alone without a result."""
+    """The key of (call, outcome): ``call_sig:result_sig``, the call alone without a result; in
+    the run's current world version (``in_world``), so repeats count within one version."""
     arguments: Any = None
     """Parsed arguments, kept only while the call is being observed (near-duplicates)."""
     turns: int = 0
     """Model turns of the run before this call (0 when unknown), for the step budget."""
+    call_key: str = ""
+    """The call alone (``call_sig``) in the run's current world version (``in_world``)."""
+    outcome: str = ""
+    """The key of (call, outcome) in no particular world version (``pair`` without it)."""
+    version: int = 0
+    """The run's world version after this call: how many distinct successful state changes
+    (mutating calls with a new call or result) the run has seen up to and including it."""
+    target: str | None = None
+    """What a failed call acted on (a path, URL or id from its arguments), else None."""
+    unchanged: int = 1
+    """In how many world versions in a row this call got this same outcome, this one's
+    included: the state changes its identical outcome survived, plus one."""
 
 
 class CountingWindow:
@@ -78,3 +114,23 @@ class CountingWindow:
             occurrences = members[key] = []
         occurrences.append((index, span_id))
         return occurrences
+
+    def copy(self) -> CountingWindow:
+        """Return an independent copy (``push`` on it leaves this window as it is)."""
+        other = CountingWindow(self._size)
+        other._order = self._order.copy()
+        other._members = {key: occ.copy() for key, occ in self._members.items()}
+        return other
+
+    def only(self, key: str) -> CountingWindow:
+        """Return an independent window holding only the occurrences of ``key``.
+
+        ``push(key, ...)`` on it returns what it would return on this window: the other keys
+        never change the occurrences of ``key`` (positions, not entries, bound the window).
+        """
+        other = CountingWindow(self._size)
+        occurrences = self._members.get(key)
+        if occurrences:
+            other._order = [key] * len(occurrences)
+            other._members = {key: occurrences.copy()}
+        return other

@@ -3,16 +3,18 @@
 It uses :class:`PeriodMatcher`, which keeps, for every period ``p`` up to the maximum, the
 length of the current suffix where ``step[i] == step[i - p]``. Each new step updates those
 counters in O(max period), so the cost per call is constant in the run length and linear (not
-quadratic) in the longest cycle looked for.
+quadratic) in the longest cycle looked for. For tool calls it also chains repetitions of a
+block that come back with a few other steps between them (``A B C x A B C y A B C``).
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar, Final
 
-from otel_loopguard.detectors._base import DetectorBase, ladder
-from otel_loopguard.detectors._step import Step
-from otel_loopguard.types import Evidence
+from otel_loopguard.config import LoopGuardConfig
+from otel_loopguard.detectors._base import DetectorBase, ladder, lowest
+from otel_loopguard.detectors._step import Step, sequence_key
+from otel_loopguard.types import Action, Evidence
 
 __all__ = ["CycleDetector", "PeriodMatcher"]
 
@@ -20,6 +22,8 @@ _NO_MATCH: Final[dict[int, int]] = {}
 """The counters of a step seen nowhere in the window (shared; never modified)."""
 _MAX_BATCH = 32
 """Calls of one model turn merged into one cycle step; a larger turn starts a new step."""
+_NO_BLOCK: Final = (1, 0, 0)
+"""(occurrences, period, matched steps) of a step that repeats no earlier block."""
 
 
 class PeriodMatcher:
@@ -28,11 +32,26 @@ class PeriodMatcher:
     Not thread-safe: used under the run's lock. Memory is O(max_period).
     """
 
-    __slots__ = ("_history", "_keys", "_match", "_previous", "max_period")
+    __slots__ = ("_chains", "_history", "_keys", "_match", "_previous", "_previous_block",
+                 "block", "cycle_max", "max_period")
 
-    def __init__(self, max_period: int) -> None:
-        """Track periods 1..``max_period``."""
+    def __init__(self, max_period: int, cycle_max: int | None = None) -> None:
+        """Track periods 1..``max_period``.
+
+        With ``cycle_max``, ``period`` reports back-to-back cycles up to that length only, and
+        the longer periods serve ``block``: a block of steps repeated with other steps between.
+        """
         self.max_period = max_period
+        self.cycle_max = cycle_max
+        self._chains: list[int] = []
+        """Per kept step (with ``cycle_max``): how many times the block ending there occurred."""
+        self.block = self._previous_block = _NO_BLOCK
+        """The latest step's block, with ``cycle_max``: (occurrences, period, matched steps).
+
+        The latest ``matched`` (>= 2) steps equal the ``matched`` steps ``period`` steps
+        earlier, and that block has now occurred ``occurrences`` times, each occurrence matching
+        the one before it in the same way (other steps may stand between them). ``(1, 0, 0)``
+        when the latest step ends no repeated block."""
         self._history: list[tuple[str, Any]] = []  # bounded by hand: lists are small
         self._keys: list[str] = []
         """The keys of ``_history``, searched by C-speed ``count`` and ``index``."""
@@ -50,38 +69,70 @@ class PeriodMatcher:
         """
         history, keys = self._history, self._keys
         old = self._previous = self._match
+        self._previous_block = self.block
         size = len(keys)
         found = keys.count(key)
+        block = _NO_BLOCK
         if found:
             match: dict[int, int] = {}
             start = 0
+            chains = self._chains if self.cycle_max is not None else None
             for _ in range(found):
                 start = keys.index(key, start) + 1
                 period = size - start + 1
-                match[period] = old.get(period, 0) + 1
+                matched = match[period] = old.get(period, 0) + 1
+                if chains is not None and matched >= 2 and period >= 2 and \
+                        chains[start - 1] >= block[0]:
+                    block = (chains[start - 1] + 1, period, matched)
             self._match = match
         else:
             self._match = _NO_MATCH
+        self.block = block
         history.append((key, payload))
         keys.append(key)
+        if self.cycle_max is not None:
+            self._chains.append(block[0])
         if size >= self.max_period:
             del history[0]
             del keys[0]
+            if self.cycle_max is not None:
+                del self._chains[0]
 
     def replace_last(self, key: str, payload: Any = None) -> None:
         """Replace the latest step (a batch that grew by one call)."""
         if self._history:
             self._history.pop()
             self._keys.pop()
+            if self.cycle_max is not None:
+                self._chains.pop()
             self._match = self._previous
+            self.block = self._previous_block
         self.push(key, payload)
 
     def reset(self) -> None:
         """Forget everything (a broken chain)."""
         self._history.clear()
         self._keys.clear()
+        self._chains.clear()
         self._match = _NO_MATCH
         self._previous = self._match
+        self.block = self._previous_block = _NO_BLOCK
+        """The latest step's block, with ``cycle_max``: (occurrences, period, matched steps).
+
+        The latest ``matched`` (>= 2) steps equal the ``matched`` steps ``period`` steps
+        earlier, and that block has now occurred ``occurrences`` times, each occurrence matching
+        the one before it in the same way (other steps may stand between them). ``(1, 0, 0)``
+        when the latest step ends no repeated block."""
+
+    def copy(self) -> PeriodMatcher:
+        """Return an independent copy (pushing on it leaves this matcher as it is)."""
+        other = PeriodMatcher(self.max_period, self.cycle_max)
+        other._history = self._history.copy()
+        other._keys = self._keys.copy()
+        other._chains = self._chains.copy()
+        other._match, other._previous = self._match, self._previous  # replaced, never changed
+        other.block, other._previous_block = self.block, self._previous_block
+        return other
 
     def period(self, min_period: int = 2) -> tuple[int, int]:
         """Return (period, matched steps) of the smallest repeating period, or (0, 0).
@@ -89,13 +140,17 @@ class PeriodMatcher:
         A period below ``min_period`` (e.g. the same step again and again) returns (0, 0): that
         is another detector's business.
         """
-        best = 0
+        best, limit = 0, self.cycle_max or self.max_period
         for period, matched in self._match.items():
-            if matched >= period and (not best or period < best):
+            if matched >= period and period <= limit and (not best or period < best):
                 best = period
         if not best or best < min_period:
             return 0, 0
         return best, self._match[best]
+
+    def previous_occurrences(self) -> int:
+        """Return the occurrences (see ``block``) of the block ending at the step before."""
+        return self._chains[-2] if len(self._chains) > 1 else 1
 
     def last_payloads(self, count: int) -> list[Any]:
         """Return the payloads of the latest ``count`` steps, oldest first."""
@@ -105,8 +160,8 @@ class PeriodMatcher:
 class _CycleState:
     __slots__ = ("batch", "matcher")
 
-    def __init__(self, max_period: int) -> None:
-        self.matcher = PeriodMatcher(max_period)
+    def __init__(self, max_period: int, cycle_max: int | None) -> None:
+        self.matcher = PeriodMatcher(max_period, cycle_max)
         self.batch: list[tuple[str, int, str, str]] = []
 
 
@@ -116,26 +171,50 @@ class CycleDetector(DetectorBase):
     The parallel calls of one batch form a single step. With results captured: warn at 2
     repetitions, stop at 3, reported when a repetition completes. Without results the calls
     alone are compared, with the quieter repeat ladder (warn at 3, replan at 5, no stop).
+
+    A block of steps (mutating calls included) that comes back identically, outcomes included,
+    with up to ``cycle_max_gap`` other steps between its repetitions warns (``REPEATED_BLOCK``)
+    at ``cycle_gap_warn`` (3) occurrences, on the second step of that occurrence. Steps are
+    compared by ``sequence_key``: reads and plain calls within the run's world version.
     """
 
     name: ClassVar[str] = "cycle"
 
+    def __init__(self, config: LoopGuardConfig | None = None) -> None:
+        """Bind to ``config``."""
+        super().__init__(config)
+        self._gap_floor = lowest(self.config, "cycle_gap_warn")
+
     def new_state(self) -> _CycleState:
         """Return the run's period matcher."""
-        return _CycleState(self.config.cycle_max_length)
+        cfg = self.config
+        return _CycleState(cfg.cycle_max_length + cfg.cycle_max_gap, cfg.cycle_max_length)
+
+    def fork(self, state: _CycleState, step: Step) -> _CycleState:
+        """Return a copy of the matcher and the current batch."""
+        other = _CycleState(1, None)
+        other.matcher = state.matcher.copy()
+        other.batch = state.batch.copy()
+        return other
 
     def observe(self, state: _CycleState, step: Step) -> Evidence | None:
         """Add the call (to its batch's step) and report a completed repetition."""
-        member = (step.pair, step.index, step.span_id, step.tool)
+        key = sequence_key(step)
+        member = (key, step.index, step.span_id, step.tool)
         if step.new_batch or not state.batch or len(state.batch) >= _MAX_BATCH:
             state.batch = [member]
-            state.matcher.push(step.pair, tuple(state.batch))
+            state.matcher.push(key, tuple(state.batch))
         else:
             state.batch.append(member)
             key = "|".join(sorted(m[0] for m in state.batch))
             state.matcher.replace_last(key, tuple(state.batch))
-        period, matched = state.matcher.period()
-        if not period or matched % period or step.kind in ("exempt", "poll"):
+        period, matched = state.matcher.period(1)
+        if step.kind in ("exempt", "poll") or period == 1:  # the same step again: stagnation's
+            return None
+        if not period:
+            return None if state.matcher.block[0] < self._gap_floor else \
+                self._block(state, step)
+        if matched % period:
             return None
         reps = matched // period + 1
         cfg = self.config
@@ -147,6 +226,18 @@ class CycleDetector(DetectorBase):
                             cfg.threshold(step.tool, "repeat_replan"))
         return self.evidence("CYCLE_DETECTED", action, step.tool, reps,
                              self._details(state, period, reps, step.has_result))
+
+    def _block(self, state: _CycleState, step: Step) -> Evidence | None:
+        """Report a block that came back, other steps between, as it starts again."""
+        count, period, matched = state.matcher.block
+        if count <= state.matcher.previous_occurrences() or not step.has_result:
+            return None
+        warn = self.config.threshold(step.tool, "cycle_gap_warn")
+        if warn is None or count < warn:
+            return None
+        details = self._details(state, matched, count, True)
+        details["gap"] = period - matched
+        return self.evidence("REPEATED_BLOCK", Action.WARN, step.tool, count, details)
 
     @staticmethod
     def _details(state: _CycleState, period: int, reps: int, outcomes: bool) -> dict[str, Any]:

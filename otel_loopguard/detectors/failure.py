@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import re
-from typing import ClassVar, Final
+from typing import Any, ClassVar, Final
 
 from otel_loopguard.detectors._base import DetectorBase, ladder, occurrence_details
 from otel_loopguard.detectors._step import Step
-from otel_loopguard.types import Action, Evidence
+from otel_loopguard.types import Evidence
 
 __all__ = ["FailureDetector", "MutatingFailureDetector", "classify_error"]
 
@@ -47,18 +47,41 @@ def classify_error(text: str) -> tuple[str, str]:
 
 
 class _ToolFailures:
-    __slots__ = ("by_call", "by_error")
+    __slots__ = ("by_call", "by_error", "by_target")
 
     def __init__(self) -> None:
         self.by_error: dict[str, tuple[int, list[tuple[int, str]]]] = {}
+        """Error → (failures with it, recent occurrences), any arguments."""
         self.by_call: dict[str, int] = {}
+        """Call (in its world version) and error → failures."""
+        self.by_target: dict[str, int] = {}
+        """Target (path, URL, id) and error → failures."""
+
+    def copy(self) -> _ToolFailures:
+        other = _ToolFailures()
+        other.by_error = self.by_error.copy()
+        other.by_call = self.by_call.copy()
+        other.by_target = self.by_target.copy()
+        return other
+
+
+def _bump(counts: dict[str, int], key: str) -> int:
+    """Add one to ``counts[key]`` (at most 256 keys, oldest dropped) and return it."""
+    count = counts[key] = counts.get(key, 0) + 1
+    if len(counts) > 256:
+        del counts[next(iter(counts))]
+    return count
 
 
 class FailureDetector(DetectorBase):
-    """A tool failing the same way again; a success of that tool resets its count.
+    """A tool failing the same way again; a success of that tool resets its counts.
 
-    Permanent errors with identical arguments stop at 2; the same permanent error with other
-    arguments warns at 2 and stops at 3; retryable errors warn at 3 and stop at 5.
+    Permanent errors: identical arguments stop at 2; the same error with other arguments on the
+    same target (path, URL, id, see ``call_target``) warns at 2 and stops at 3; on other targets
+    (the agent trying the user's alternatives) it warns at 5 and never stops by itself.
+    Retryable errors with identical arguments warn at 3 and stop at 5; retries of other calls do
+    not add up. Identical arguments count within the run's world version: the same call failing
+    again after a different successful state change is a new attempt.
     """
 
     name: ClassVar[str] = "failure"
@@ -66,6 +89,11 @@ class FailureDetector(DetectorBase):
     def new_state(self) -> dict[str, _ToolFailures]:
         """Return the run's failures since each tool's last success."""
         return {}
+
+    def fork(self, state: dict[str, _ToolFailures], step: Step) -> dict[str, _ToolFailures]:
+        """Return a table holding a copy of the failures of ``step``'s tool only."""
+        failures = state.get(step.tool)
+        return {} if failures is None else {step.tool: failures.copy()}
 
     def observe(self, state: dict[str, _ToolFailures], step: Step) -> Evidence | None:
         """Count this failure, or reset the tool on success."""
@@ -81,32 +109,38 @@ class FailureDetector(DetectorBase):
             failures = state[step.tool] = _ToolFailures()
         key = (step.error_class or "") + ":" + step.error
         count, occ = failures.by_error.get(key) or (0, [])
-        occ.append((step.index, step.span_id))
-        del occ[:-10]
+        occ = [*occ[-9:], (step.index, step.span_id)]  # a new list: forks share the old one
         failures.by_error[key] = (count + 1, occ)
-        same_call = failures.by_call[step.call_sig + key] = (
-            failures.by_call.get(step.call_sig + key, 0) + 1)
-        if len(failures.by_call) > 256:
-            del failures.by_call[next(iter(failures.by_call))]
         if len(failures.by_error) > 256:
             del failures.by_error[next(iter(failures.by_error))]
-        return self._decide(step, count + 1, same_call, occ)
-
-    def _decide(self, step: Step, count: int, same_call: int,
-                occ: list[tuple[int, str]]) -> Evidence | None:
-        cfg, tool = self.config, step.tool
+        same_call = _bump(failures.by_call, step.call_key + "\x00" + key)
+        same_target = 0 if step.target is None else _bump(failures.by_target,
+                                                           step.target + "\x00" + key)
         details = occurrence_details(occ, error_class=step.error_class,
-                                     error_reason=step.error_reason, same_arguments=same_call)
+                                     error_reason=step.error_reason, same_arguments=same_call,
+                                     same_target=same_target)
         if step.error_class == "permanent":
-            action = ladder(count, cfg.threshold(tool, "failure_permanent_warn"), None,
-                            cfg.threshold(tool, "failure_permanent_stop"))
-            if same_call >= cfg.threshold(tool, "failure_permanent_same_args_stop"):
-                action = Action.STOP
-            return self.evidence("PERMANENT_FAILURE", action, tool, max(count, same_call),
-                                 details)
-        action = ladder(count, cfg.threshold(tool, "failure_retryable_warn"), None,
+            return self._permanent(step, count + 1, same_call, same_target, details)
+        cfg, tool = self.config, step.tool
+        action = ladder(same_call, cfg.threshold(tool, "failure_retryable_warn"), None,
                         cfg.threshold(tool, "failure_retryable_stop"))
-        return self.evidence("REPEATED_FAILURE", action, tool, count, details)
+        return self.evidence("REPEATED_FAILURE", action, tool, same_call, details)
+
+    def _permanent(self, step: Step, count: int, same_call: int,
+                   same_target: int, details: dict[str, Any]) -> Evidence | None:
+        """Return the strongest of the three permanent ladders, with the count that reached it."""
+        cfg, tool = self.config, step.tool
+        found = [(ladder(same_call, None, None,
+                         cfg.threshold(tool, "failure_permanent_same_args_stop")), same_call,
+                  "same_arguments"),
+                 (ladder(same_target, cfg.threshold(tool, "failure_permanent_warn"), None,
+                         cfg.threshold(tool, "failure_permanent_stop")), same_target,
+                  "same_target"),
+                 (ladder(count, cfg.threshold(tool, "failure_permanent_any_target_warn")),
+                  count, "any_target")]
+        action, reached, scope = max(found, key=lambda item: item[0])  # the first strongest
+        details["ladder"] = scope
+        return self.evidence("PERMANENT_FAILURE", action, tool, reached, details)
 
 
 class MutatingFailureDetector(DetectorBase):
@@ -117,6 +151,12 @@ class MutatingFailureDetector(DetectorBase):
     def new_state(self) -> dict[str, tuple[str, int, list[tuple[int, str]]]]:
         """Return each mutating tool's current streak of identical failures."""
         return {}
+
+    def fork(self, state: dict[str, tuple[str, int, list[tuple[int, str]]]],
+             step: Step) -> dict[str, tuple[str, int, list[tuple[int, str]]]]:
+        """Return a table holding only the streak of ``step``'s tool."""
+        streak = state.get(step.tool)
+        return {} if streak is None else {step.tool: streak}
 
     def observe(self, state: dict[str, tuple[str, int, list[tuple[int, str]]]],
                 step: Step) -> Evidence | None:
@@ -129,8 +169,7 @@ class MutatingFailureDetector(DetectorBase):
         key = step.call_sig + ":" + step.error
         previous = state.pop(step.tool, None)
         count, streak = (previous[1], previous[2]) if previous and previous[0] == key else (0, [])
-        streak.append((step.index, step.span_id))
-        del streak[:-10]
+        streak = [*streak[-9:], (step.index, step.span_id)]  # a new list: forks share the old
         state[step.tool] = (key, count + 1, streak)
         if len(state) > 256:
             del state[next(iter(state))]

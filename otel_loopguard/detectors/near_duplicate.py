@@ -92,6 +92,8 @@ def _features(entry: list[Any]) -> dict[str, Feature]:
 class NearDuplicateDetector(DetectorBase):
     """Arguments near-identical but not equal, for the same tool, with no progress.
 
+    Reads and plain calls only: mutating calls are skipped.
+
     Text arguments are compared up to case, punctuation, whitespace and word order, and
     multi-word ones also by token overlap (Jaccard >= ``near_duplicate_jaccard``) or by an
     optional embedder. Single-word values (ids, paths, numbers) must match up to case and
@@ -129,10 +131,25 @@ class NearDuplicateDetector(DetectorBase):
         """Return the run's recent calls: [step, features or None, arguments until featured]."""
         return deque(maxlen=self.config.near_duplicate_window - 1)
 
+    def fork(self, state: deque[list[Any]], step: Step) -> deque[list[Any]]:
+        """Return a copy of the recent calls (entries copied: they cache their features)."""
+        return deque((entry.copy() for entry in state), maxlen=state.maxlen)
+
     def observe(self, state: deque[list[Any]], step: Step) -> Evidence | None:
-        """Group this call with its recent near-duplicates and judge their progress."""
+        """Group this call with its recent near-duplicates and judge their progress.
+
+        Mutating calls are never near-duplicates (each one is its own change, and an empty
+        result is its success); they only take their place in the window. Calls group only
+        within the run's current world version: a rewording after a state change is a new try.
+        """
         tool = step.tool
-        same_tool = [entry for entry in state if entry[0].tool == tool]
+        if step.kind == "mutating":
+            state.append([step, None, None])
+            step.arguments = None
+            return None
+        version = step.version
+        same_tool = [entry for entry in state if entry[0].tool == tool
+                     and entry[0].version == version and entry[0].kind != "mutating"]
         minimum = self.config.threshold(tool, "near_duplicate_min")
         # Features only when this call can complete a group that fires: enough calls of the
         # tool, and (with a result) no progress of its own: an empty result, or one a call of

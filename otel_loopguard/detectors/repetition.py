@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.detectors._base import DetectorBase, ladder, lowest, occurrence_details
-from otel_loopguard.detectors._step import CountingWindow, Step
-from otel_loopguard.types import Evidence
+from otel_loopguard.detectors._step import CountingWindow, Step, sequence_key
+from otel_loopguard.types import Action, Evidence
 
 __all__ = ["BatchDetector", "RepeatDetector", "RereadDetector", "StagnationDetector"]
 
@@ -15,6 +15,8 @@ _MAX_BATCH = 64
 """Parallel calls of one turn the batch detector compares; larger turns are skipped."""
 _MAX_TRACKED = 1024
 """Distinct keys a run-wide counter keeps (oldest dropped first)."""
+_NO_BATCH: Final[tuple[frozenset[str], int]] = (frozenset(), 0)
+"""A closed turn of fewer than two calls (shared)."""
 
 
 class _PollState:
@@ -26,12 +28,15 @@ class _PollState:
 
 
 class StagnationDetector(DetectorBase):
-    """The same call returning the same result (volatile fields stripped).
+    """The same call returning the same result (volatile fields stripped), in the same world.
 
-    Counts occurrences of (call, result) in the last ``window_size`` calls: warn at 3, replan at
-    4, stop at 5. Poll tools count unchanged results in a row instead: warn at 5, stop at 10.
-    Failed calls are left to the failure detectors; calls without a captured result to
-    ``repeat``.
+    Counts occurrences of (call, result) in the last ``window_size`` calls, within the run's
+    current world version (a different successful state change restarts the count): warn at 3,
+    replan at 4, stop at 5. A plain call that keeps returning the identical result across
+    different state changes gets only a ``NO_EFFECT`` warn, when that result has survived 5
+    changes (the 6th identical result, each after another change). Poll tools count unchanged
+    results in a row instead: warn at 5, stop at 10. Failed calls are left to the failure
+    detectors; calls without a captured result to ``repeat``.
     """
 
     name: ClassVar[str] = "stagnation"
@@ -42,10 +47,20 @@ class StagnationDetector(DetectorBase):
         self._floor = lowest(self.config, "stagnation_warn", "stagnation_replan",
                              "stagnation_stop")
         self._poll_floor = lowest(self.config, "poll_warn", "poll_stop")
+        self._no_effect_floor = lowest(self.config, "stagnation_no_effect_warn")
 
     def new_state(self) -> _PollState:
         """Return the run's window and per-call poll streaks."""
         return _PollState(self.config.window_size)
+
+    def fork(self, state: _PollState, step: Step) -> _PollState:
+        """Return a copy for one hypothetical step: its pair's window, its poll streak."""
+        other = _PollState(1)
+        other.window = state.window.only(step.pair)
+        last = state.last.get(step.call_key)
+        if last is not None:
+            other.last[step.call_key] = last
+        return other
 
     def observe(self, state: _PollState, step: Step) -> Evidence | None:
         """Count this (call, result) and report the ladder it reached."""
@@ -54,26 +69,38 @@ class StagnationDetector(DetectorBase):
         if step.kind == "poll":
             return self._poll(state, step)
         occ = state.window.push(step.pair, step.index, step.span_id)
-        if len(occ) < self._floor:
+        if len(occ) >= self._floor:
+            cfg, tool = self.config, step.tool
+            action = ladder(len(occ), cfg.threshold(tool, "stagnation_warn"),
+                            cfg.threshold(tool, "stagnation_replan"),
+                            cfg.threshold(tool, "stagnation_stop"))
+            if action:
+                return self.evidence("STAGNANT_RESULT", action, tool, len(occ),
+                                     occurrence_details(occ, call=step.call_sig[:8],
+                                                        result=step.result_sig[:8],
+                                                        window=cfg.window_size))
+        if step.unchanged >= self._no_effect_floor and step.kind == "default":
+            return self._no_effect(step)
+        return None
+
+    def _no_effect(self, step: Step) -> Evidence | None:
+        """A rerun whose identical result survived state changes: warn, never more."""
+        warn = self.config.threshold(step.tool, "stagnation_no_effect_warn")
+        if warn is None or step.unchanged < warn:
             return None
-        cfg, tool = self.config, step.tool
-        action = ladder(len(occ), cfg.threshold(tool, "stagnation_warn"),
-                        cfg.threshold(tool, "stagnation_replan"),
-                        cfg.threshold(tool, "stagnation_stop"))
-        return self.evidence("STAGNANT_RESULT", action, tool, len(occ), occurrence_details(
-            occ, call=step.call_sig[:8], result=step.result_sig[:8],
-            window=cfg.window_size))
+        return self.evidence("NO_EFFECT", Action.WARN, step.tool, step.unchanged, {
+            "call": step.call_sig[:8], "result": step.result_sig[:8],
+            "state_changes": step.unchanged - 1, "call_indices": [step.index]})
 
     def _poll(self, state: _PollState, step: Step) -> Evidence | None:
-        last = state.last.get(step.call_sig)
+        key = step.call_key
+        last = state.last.pop(key, None)
+        item = (step.index, step.span_id)
         if last is not None and last[0] == step.result_sig:
-            streak = last[1]
-            streak.append((step.index, step.span_id))
-            del streak[:-self.config.poll_stop]
+            streak = [*last[1][1 - self.config.poll_stop:], item]  # a new list: forks share
         else:
-            streak = [(step.index, step.span_id)]
-        state.last.pop(step.call_sig, None)
-        state.last[step.call_sig] = (step.result_sig, streak)
+            streak = [item]
+        state.last[key] = (step.result_sig, streak)
         if len(state.last) > _MAX_TRACKED:
             del state.last[next(iter(state.last))]
         if len(streak) < self._poll_floor:
@@ -86,7 +113,11 @@ class StagnationDetector(DetectorBase):
 
 
 class RepeatDetector(DetectorBase):
-    """The same call repeated when results are not captured: warn at 3, replan at 5, no stop."""
+    """The same call repeated when results are not captured: warn at 3, replan at 5, no stop.
+
+    Repeats count within the run's current world version: a call repeated after a different
+    successful state change starts a new count.
+    """
 
     name: ClassVar[str] = "repeat"
 
@@ -99,11 +130,15 @@ class RepeatDetector(DetectorBase):
         """Return the run's window of recent calls."""
         return CountingWindow(self.config.window_size)
 
+    def fork(self, state: CountingWindow, step: Step) -> CountingWindow:
+        """Return a window holding only ``step``'s call (the only count it reads)."""
+        return state.only(step.call_key)
+
     def observe(self, state: CountingWindow, step: Step) -> Evidence | None:
-        """Count this call when its result is absent."""
+        """Count this call (in the run's current world version) when its result is absent."""
         if step.has_result or step.error is not None or step.kind in ("exempt", "poll"):
             return None
-        occ = state.push(step.call_sig, step.index, step.span_id)
+        occ = state.push(step.call_key, step.index, step.span_id)
         if len(occ) < self._floor:
             return None
         cfg, tool = self.config, step.tool
@@ -115,6 +150,9 @@ class RepeatDetector(DetectorBase):
 
 class RereadDetector(DetectorBase):
     """Re-reading the same range of the same file with unchanged content, anywhere in the run.
+
+    Reads count within the run's current world version: a file read again after a different
+    successful state change (an edit, a write) is a new observation.
 
     Without captured results the reads alone are compared, with the quieter repeat ladder (warn
     at ``repeat_warn``, replan at ``repeat_replan``), still anywhere in the run.
@@ -132,14 +170,19 @@ class RereadDetector(DetectorBase):
         """Return the run-wide (read, content) → (count, recent occurrences) table."""
         return {}
 
+    def fork(self, state: dict[str, tuple[int, list[tuple[int, str]]]],
+             step: Step) -> dict[str, tuple[int, list[tuple[int, str]]]]:
+        """Return a table holding only the entry ``step`` reads (its count decides alone)."""
+        entry = state.get(step.pair)
+        return {} if entry is None else {step.pair: entry}
+
     def observe(self, state: dict[str, tuple[int, list[tuple[int, str]]]],
                 step: Step) -> Evidence | None:
         """Count this read (with its content when captured) when the tool is a read tool."""
         if step.kind != "read" or step.error is not None:
             return None
         count, occ = state.pop(step.pair, (0, []))  # the pair is the call alone without results
-        occ.append((step.index, step.span_id))
-        del occ[:-10]
+        occ = [*occ[-9:], (step.index, step.span_id)]  # a new list: forks share the old one
         state[step.pair] = (count + 1, occ)
         if len(state) > _MAX_TRACKED:
             del state[next(iter(state))]
@@ -159,23 +202,42 @@ class RereadDetector(DetectorBase):
 
 
 class _BatchState:
-    __slots__ = ("current", "current_fired", "previous", "streak")
+    __slots__ = ("current", "current_fired", "recent", "turns")
 
-    def __init__(self) -> None:
+    def __init__(self, turns: int) -> None:
         self.current: set[str] = set()
-        self.previous: frozenset[str] = frozenset()
-        self.streak = 0
+        self.recent: list[tuple[frozenset[str], int]] = []
+        """The latest ``turns`` closed turns: (their calls, how many times that batch came)."""
+        self.turns = turns
         self.current_fired = False
+
+    def streak(self, batch: frozenset[str]) -> int:
+        """Return the streak of the latest recent turn that issued ``batch`` (0: none)."""
+        for done, streak in reversed(self.recent):
+            if done == batch:
+                return streak
+        return 0
 
 
 class BatchDetector(DetectorBase):
-    """The same set of parallel calls with unchanged results in consecutive model turns."""
+    """The same set of parallel calls with unchanged results in consecutive model turns.
+
+    Up to ``cycle_max_gap`` other turns may stand between two repetitions of the batch. Calls
+    count within the run's current world version, as in every repetition detector.
+    """
 
     name: ClassVar[str] = "batch"
 
     def new_state(self) -> _BatchState:
-        """Return the run's current and previous batch."""
-        return _BatchState()
+        """Return the run's current batch and its latest closed turns."""
+        return _BatchState(self.config.cycle_max_gap + 1)
+
+    def fork(self, state: _BatchState, step: Step) -> _BatchState:
+        """Return a copy (the closed turns are immutable and shared)."""
+        other = _BatchState(state.turns)
+        other.current, other.recent = state.current.copy(), state.recent.copy()
+        other.current_fired = state.current_fired
+        return other
 
     def observe(self, state: _BatchState, step: Step) -> Evidence | None:
         """Add the call to its batch and compare the batch with the turns before it."""
@@ -184,11 +246,14 @@ class BatchDetector(DetectorBase):
         if len(state.current) >= _MAX_BATCH:
             state.current_fired = True  # a turn this large is not compared (bounded state)
             return None
-        state.current.add(step.pair)
-        if (state.current_fired or len(state.current) < 2 or step.kind in ("exempt", "poll")
-                or frozenset(state.current) != state.previous):
+        state.current.add(sequence_key(step))
+        if (state.current_fired or len(state.current) < 2
+                or step.kind in ("exempt", "poll")):
             return None
-        count = state.streak + 1
+        streak = state.streak(frozenset(state.current))
+        if not streak:
+            return None
+        count = streak + 1
         action = ladder(count, self.config.threshold(step.tool, "batch_warn"))
         if action:
             state.current_fired = True
@@ -198,11 +263,12 @@ class BatchDetector(DetectorBase):
 
     @staticmethod
     def _close(state: _BatchState) -> None:
-        done = frozenset(state.current)
-        if len(done) >= 2:
-            state.streak = state.streak + 1 if done == state.previous else 1
-        else:
-            state.streak = 0
-        state.previous = done
+        if len(state.current) >= 2:
+            done = frozenset(state.current)
+            state.recent.append((done, state.streak(done) + 1))
+        else:  # a single call is no batch: it only takes its turn's place
+            state.recent.append(_NO_BATCH)
+        if len(state.recent) > state.turns:
+            del state.recent[0]
         state.current = set()
         state.current_fired = False

@@ -1,0 +1,129 @@
+"""The failure ladders: identical arguments, the same target, other targets; and ``call_target``.
+
+A mistake the agent corrects is not a loop: the same error with the user's corrected input, on
+another gift card, on another order, stays quiet; the same call failing again does not.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from _calls import by, call, run
+
+from otel_loopguard import Action, ConfigError, LoopGuardConfig
+from otel_loopguard.detectors._target import call_target
+
+DENIED = "EACCES: permission denied, open '/etc/app.conf'"
+
+
+def _fail(tool: str, arguments: dict[str, Any], error: str) -> dict[str, Any]:
+    return call(tool, arguments, error=error)
+
+
+class TestLadders:
+    @pytest.mark.parametrize(("calls", "expected"), [
+        ([_fail("fetch", {"id": 1}, "HTTP 401 Unauthorized")] * 3,
+         {2: "stop", 3: "stop"}),
+        ([_fail("write_file", {"path": "/etc/app.conf", "content": f"v{i}"}, DENIED)
+          for i in range(4)], {2: "warn", 3: "stop", 4: "stop"}),
+        ([_fail("get_user", {"email": f"user{i}@example.com"}, "user not found")
+          for i in range(8)], {5: "warn", 6: "warn", 7: "warn", 8: "warn"}),
+        ([_fail("fetch", {"id": 1}, "HTTP 429 Too Many Requests")] * 6,
+         {3: "warn", 4: "warn", 5: "stop", 6: "stop"}),
+        ([_fail("get_order", {"order_id": f"#W{i}"}, "503 Service Unavailable")
+          for i in range(8)], {}),
+    ], ids=["permanent-identical", "permanent-same-target", "permanent-other-targets",
+            "retryable-identical", "retryable-other-calls"])
+    def test_ladder(self, calls: list[dict[str, Any]], expected: dict[int, str]) -> None:
+        assert by(run(calls), "failure") == expected
+
+    def test_other_targets_never_stop(self) -> None:
+        """Thirty users not found, one after the other, warn and never stop."""
+        calls = [_fail("get_user", {"email": f"u{i}@example.com"}, "user not found")
+                 for i in range(30)]
+        decisions = run(calls)
+        assert max(d.action for d in decisions) is Action.WARN
+        assert "each time with other input" in decisions[4].hint
+        assert decisions[4].evidence[0].details["ladder"] == "any_target"
+
+    def test_retries_of_other_calls_do_not_add_up(self) -> None:
+        """Two calls each retried twice on a 503 are two retries of each, not four."""
+        a, b = (_fail("get_order", {"order_id": o}, "503 Service Unavailable") for o in "AB")
+        assert by(run([a, b, a, b]), "failure") == {}
+        assert by(run([a, b, a, b, a]), "failure") == {5: "warn"}
+
+    def test_a_corrected_input_after_one_mistake_is_quiet(self) -> None:
+        """Another zip code after "not found", then another approach: nothing at all."""
+        calls = [_fail("find_user", {"name": "Yusuf Rossi", "zip": z}, "user not found")
+                 for z in ("10001", "10010")] + [call("find_user_by_email", {"email": "y@r.io"},
+                                                      "user_1")]
+        assert all(d.action is Action.CONTINUE for d in run(calls))
+
+    def test_a_success_of_the_tool_resets(self) -> None:
+        denied = [_fail("write_file", {"path": "/etc/app.conf", "content": f"v{i}"}, DENIED)
+                  for i in range(2)]
+        calls = [denied[0], call("write_file", {"path": "/tmp/app.conf", "content": "v"}, "ok"),
+                 denied[1]]
+        assert by(run(calls), "failure") == {}
+
+    def test_identical_arguments_after_a_state_change_are_a_new_attempt(self) -> None:
+        """The same call failing again after another successful change is not the same call
+        repeated: it no longer stops at 2 (the same target still warns)."""
+        failing = _fail("read_file", {"path": "out/report.csv"}, "ENOENT: no such file")
+        build = call("run_build", {"target": "report"}, "built")
+        config = LoopGuardConfig.create(tools={"run_build": {"kind": "mutating"}})
+        assert by(run([failing, build, failing], config), "failure") == {3: "warn"}
+        assert by(run([failing, call("think", {}, "hm"), failing]), "failure") == {3: "stop"}
+
+    @pytest.mark.parametrize(("settings", "expected"), [
+        ({"failure_permanent_any_target_warn": 3}, {3: "warn", 4: "warn"}),
+        ({"failure_permanent_any_target_warn": None}, {}),
+        ({"tools": {"get_user": {"failure_permanent_any_target_warn": 2}}},
+         {2: "warn", 3: "warn", 4: "warn"}),
+    ], ids=["global", "off", "per-tool"])
+    def test_other_targets_threshold(self, settings: dict[str, Any],
+                                     expected: dict[int, str]) -> None:
+        calls = [_fail("get_user", {"email": f"u{i}@example.com"}, "user not found")
+                 for i in range(4)]
+        assert by(run(calls, LoopGuardConfig.create(**settings)), "failure") == expected
+
+    def test_evidence_says_which_ladder(self) -> None:
+        """The evidence counts the ladder that decided and lists the other counts."""
+        calls = [_fail("write_file", {"path": "/etc/app.conf", "content": f"v{i}"}, DENIED)
+                 for i in range(3)]
+        evidence = run(calls)[2].evidence
+        failure = next(e for e in evidence if e.detector == "failure")
+        assert (failure.action, failure.count) == (Action.STOP, 3)
+        assert (failure.details["same_target"], failure.details["same_arguments"]) == (3, 1)
+
+    def test_a_bad_threshold_is_a_config_error(self) -> None:
+        with pytest.raises(ConfigError, match="failure_permanent_any_target_warn must be an "
+                                              "integer >= 2"):
+            LoopGuardConfig.create(failure_permanent_any_target_warn=1)
+
+
+class TestCallTarget:
+    @pytest.mark.parametrize(("tool", "arguments", "same_as", "expected"), [
+        ("write_file", {"path": "/a", "content": "x"}, {"path": "/a", "content": "y"}, True),
+        ("write_file", {"path": "/a"}, {"path": "/b"}, False),
+        ("pay", {"order_id": "W1", "payment_method_id": "gc_1"},
+         {"order_id": "W1", "payment_method_id": "gc_2"}, False),
+        ("get_order", {"orderId": "W1", "verbose": True}, {"orderId": "W1"}, True),
+        ("fetch", {"input": {"url": "https://x.io/a"}}, {"url": "https://x.io/a"}, True),
+        ("view", {"path": "/repo/src", "view_range": [1, 40]}, {"path": "/repo/tests"}, False),
+    ], ids=["content-changes", "other-path", "other-card", "camel-id", "wrapped",
+            "other-directory"])
+    def test_same_target(self, tool: str, arguments: dict[str, Any], same_as: dict[str, Any],
+                         expected: bool) -> None:
+        assert (call_target(tool, arguments) == call_target(tool, same_as)) is expected
+
+    @pytest.mark.parametrize("arguments", [
+        {"zip": "10001", "name": "Yusuf"}, {"command": "ed a.py"}, "free text", None,
+        {"path": ["a", "b"]}, {"id": True}])
+    def test_no_target(self, arguments: Any) -> None:
+        """Arguments with no path, URL or id (or only odd values there) have no target."""
+        assert call_target("tool", arguments) is None
+
+    def test_targets_belong_to_one_tool(self) -> None:
+        assert call_target("read", {"path": "/a"}) != call_target("write", {"path": "/a"})
