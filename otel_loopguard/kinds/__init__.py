@@ -42,15 +42,15 @@ from typing import Any, Final, Literal
 
 import orjson
 
-from otel_loopguard._command_table import (
+from otel_loopguard.config import LoopGuardConfig
+from otel_loopguard.kinds._shell import Index, ShellReader, all_rules, compile_rules, default_rules
+from otel_loopguard.kinds._table import (
     DEFAULT_COMMAND_KINDS,
     IGNORED_WORDS,
     KEYWORDS,
     SHELLS,
     WRAPPERS,
 )
-from otel_loopguard._shell import Index, ShellReader, all_rules, compile_rules, default_rules
-from otel_loopguard.config import LoopGuardConfig
 
 __all__ = ["DEFAULT_COMMAND_KINDS", "MAX_COMMAND_CHARS", "CallKindClassifier", "CallMode"]
 

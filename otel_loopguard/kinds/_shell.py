@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Final
 
-from otel_loopguard._command_table import (
+from otel_loopguard.kinds._table import (
     DEFAULT_COMMAND_KINDS,
     IGNORED_WORDS,
     KEYWORDS,
