@@ -221,3 +221,20 @@ def test_check_and_serve_report_unparented_tool_calls() -> None:
                           by_conversation).unparented_tool_calls == 0
     assert assemble_trace("a" * 32, [tool("1" * 16, None, **{"session.id": "s"})],
                           config).unparented_tool_calls == 1
+
+
+def test_a_plain_span_is_handed_on_at_once_when_nothing_is_queued() -> None:
+    """A span no adapter reads skips the worker when it has caught up (no thread switch); with
+    calls still queued it waits its turn, so the calls still find it as their ancestor."""
+    seen: list[tuple[str, bool]] = []
+
+    class Record(SpanProcessor):
+        def on_end(self, span: ReadableSpan) -> None:
+            seen.append((span.name, threading.current_thread() is threading.main_thread()))
+
+    provider, _ = _provider(Record())
+    provider.force_flush()
+    with provider.get_tracer("t").start_as_current_span("GET /health"):
+        pass
+    assert seen == [("GET /health", True)]
+    provider.shutdown()

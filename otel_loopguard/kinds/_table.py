@@ -1,8 +1,9 @@
 """The built-in table of shell command kinds, and the words the shell parser treats specially.
 
-``otel_loopguard.kinds`` reads these; ``docs/detectors.md`` ("Call kinds") describes them for users. A key is
-a command word, optionally followed by subcommand words and options that must be present
-(``git diff``, ``sed -i``, ``python setup.py install``); the most specific matching key wins.
+``otel_loopguard.kinds`` reads these; ``docs/detectors.md`` ("Call kinds") describes them for
+users. A key is a command word, optionally followed by subcommand words and options that must be
+present (``git diff``, ``sed -i``, ``python setup.py install``); the most specific matching key
+wins.
 """
 
 from __future__ import annotations

@@ -186,6 +186,11 @@ class LoopGuardSpanProcessor(SpanProcessor):
         """Queue the ended span for the worker, or (no worker) check it and pass it on."""
         worker = self._worker
         if worker is not None:
+            if worker.caught_up() and _plain(span):
+                # Nothing queued can need this span (as an ancestor, or as the root that
+                # releases a run), so it is handed on here: a plain span costs no thread switch.
+                self._ended(span)
+                return
             if worker.submit(span):
                 return
             if self.metrics is not None:
@@ -499,6 +504,15 @@ class LoopGuardSpanProcessor(SpanProcessor):
 
 def _with(call: ToolCall, **changes: Any) -> ToolCall:
     return dataclasses.replace(call, **changes)
+
+
+def _plain(span: ReadableSpan) -> bool:
+    """Return True for a span no adapter reads (no tool, model or handoff markers)."""
+    try:
+        attrs: Any = span._attributes._dict  # type: ignore[union-attr]  # one read, as in _ended
+    except AttributeError:
+        attrs = span.attributes or {}
+    return _TOOL_MARKERS.isdisjoint(attrs) and not span.name.startswith(_LOGFIRE_PREFIXES)
 
 
 def install(config: LoopGuardConfig | None = None, *,

@@ -73,6 +73,10 @@ class SpanWorker:
         """Return how many items wait."""
         return len(self._queue)
 
+    def caught_up(self) -> bool:
+        """Return True when nothing is queued and the worker is not handling an item."""
+        return self._idle and not self._queue
+
     def submit(self, item: Any) -> bool:
         """Queue ``item``; return False (nothing queued) when the queue is full or stopped."""
         queue = self._queue
