@@ -15,7 +15,6 @@ The rules, shared by the live processor (spans as they start and end), ``check``
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -219,8 +218,7 @@ def _events(pending: Sequence[tuple[SpanRecord, int]], ordered: Sequence[SpanRec
             event = ModelTurn(span.span_id, span.start_time_ns, span.end_time_ns,
                               tool_request_of(span.attributes), owner)
         elif isinstance(event, ToolCall):
-            event = dataclasses.replace(event, agent=event.agent or owner_name,
-                                        turn=turn if has_model else None)
+            event = event.in_context(event.agent or owner_name, turn if has_model else None)
         events.append(TraceEvent(event, owner))
     return events
 

@@ -101,6 +101,16 @@ class ToolCall:
     turn: int | None = None
     """Model turn that issued the call (calls of one turn form a batch); None when unknown."""
 
+    def in_context(self, agent: str | None, turn: int | None) -> ToolCall:
+        """Return this call with the agent and model turn the span assembly found for it.
+
+        A plain constructor call: ``dataclasses.replace`` re-reads the class's fields on every
+        call, and the assembly places every tool call it reads.
+        """
+        return ToolCall(self.tool, self.arguments, self.result, self.has_result, self.error,
+                        self.error_message, agent, self.span_id, self.trace_id,
+                        self.start_time_ns, self.end_time_ns, turn)
+
 
 @dataclass(frozen=True, slots=True)
 class Handoff:

@@ -13,7 +13,6 @@ still-open agent span.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
@@ -339,9 +338,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
             previous = entry.state.highest
             if isinstance(event, ToolCall):
                 if want_agent or entry.seen_model:
-                    event = dataclasses.replace(
-                        event, agent=event.agent or agent,
-                        turn=entry.model_turns if entry.seen_model else event.turn)
+                    event = event.in_context(
+                        event.agent or agent,
+                        entry.model_turns if entry.seen_model else event.turn)
                 entry.tool_calls += 1
                 decision = self.engine.process(entry.state, event)
             else:
@@ -500,10 +499,6 @@ class LoopGuardSpanProcessor(SpanProcessor):
     def _evicted(self, reason: str, count: int) -> None:
         if self.metrics is not None:
             self.metrics.record_eviction(reason, count)
-
-
-def _with(call: ToolCall, **changes: Any) -> ToolCall:
-    return dataclasses.replace(call, **changes)
 
 
 def _plain(span: ReadableSpan) -> bool:
