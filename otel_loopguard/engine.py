@@ -381,10 +381,7 @@ class LoopEngine:
         error = self._error_text(call, info) if call.error or info.error is not None else None
         error_class, reason = classify_error(error) if error is not None else (None, "")
         new_batch = self._new_batch(run, call)
-        try:
-            args, canonical = canonical_args(call.arguments, max_value_chars=self._max_chars)
-        except (ValueError, TypeError, RecursionError) as exc:  # pathological values still sign
-            args, canonical = None, "\x00unsignable:" + type(exc).__name__
+        args, canonical = self._canonical_args(call.arguments)
         tool = call.tool
         call_sig = digest(tool + "\x00" + canonical)
         if self.signature is not None:
@@ -514,7 +511,7 @@ class LoopEngine:
         return "default"
 
     def _canonical_args(self, arguments: Any) -> tuple[Any, str]:
-        """``canonical_args`` that never raises (``make_step`` inlines it)."""
+        """``canonical_args`` that never raises: pathological values still sign."""
         try:
             return canonical_args(arguments, max_value_chars=self._max_chars)
         except (ValueError, TypeError, RecursionError) as exc:  # pathological values still sign

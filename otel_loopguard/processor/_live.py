@@ -54,8 +54,10 @@ class LiveSpans:
         except RuntimeError:  # another thread changed the table meanwhile: look next time
             return
         started = getattr(oldest, "start_time", None)
-        if started is not None and time.time_ns() - started > self._max_age_ns:
-            self._forget_older_than(time.time_ns() - self._max_age_ns)
+        if started is not None:
+            limit = time.time_ns() - self._max_age_ns
+            if started < limit:
+                self._forget_older_than(limit)
 
     def _forget_oldest(self) -> None:
         with contextlib.suppress(KeyError):
