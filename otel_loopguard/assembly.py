@@ -8,6 +8,7 @@ from any of its spans.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -24,7 +25,6 @@ from otel_loopguard.adapters import (
     to_event,
 )
 from otel_loopguard.config import LoopGuardConfig
-from otel_loopguard.otlp._fast import slot_copier
 from otel_loopguard.types import Handoff, SpanAdapter, SpanRecord, ToolCall, slot_setters
 
 __all__ = ["AssembledTrace", "TraceEvent", "assemble_trace"]
@@ -125,8 +125,10 @@ _trace_event: Final = _trace_event_maker()
 _END_START: Final = attrgetter("end_time_ns", "start_time_ns")
 _START: Final = attrgetter("start_time_ns")
 _SPAN_ID: Final = attrgetter("span_id")
-_copy_call: Final = slot_copier(ToolCall, "agent", "turn")
-"""``dataclasses.replace`` for ``ToolCall``, without its per-call field introspection."""
+
+
+def _copy_call(call: ToolCall, agent: str | None, turn: int | None) -> ToolCall:
+    return dataclasses.replace(call, agent=agent, turn=turn)
 
 
 def _add_sibling_handoffs(out: AssembledTrace, spans: Sequence[SpanRecord],

@@ -52,7 +52,7 @@ def _fleet() -> tuple[ReadableSpan, ...]:
 @pytest.fixture(name="expected", scope="module")
 def _expected(fleet: tuple[ReadableSpan, ...]) -> list[dict[str, Any]]:
     """What ``check`` reports for the fleet."""
-    from otel_loopguard.otlp._reference import span_record_from_readable
+    from otel_loopguard.otlp._sdk import span_record_from_readable
 
     return as_json(list(Checker(LoopGuardConfig()).run(
         span_record_from_readable(s) for s in fleet)))

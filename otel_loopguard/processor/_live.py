@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 from otel_loopguard.adapters import agent_of
-from otel_loopguard.otlp._reference import raw_attributes
+from otel_loopguard.otlp._sdk import raw_attributes
 
 __all__ = ["MAX_DEPTH", "LiveSpans"]
 
