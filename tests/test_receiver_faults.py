@@ -358,3 +358,36 @@ class TestInputsThatCrashed:
         path.write_bytes(BAD_BODIES[name] + b"\n")
         assert main(["check", str(path)]) == 2
         assert f"{path}:1: " in capsys.readouterr().err
+
+
+class TestErrorPaths:
+    def test_a_value_nested_too_deeply_is_named_at_its_attribute(self) -> None:
+        """The path names the attribute, dot-separated, whatever the depth (JSON)."""
+        from otel_loopguard.otlp._request import decode_json
+
+        deep: dict[str, Any] = {"stringValue": "x"}
+        for _ in range(250):
+            deep = {"arrayValue": {"values": [deep]}}
+        body = json_body([json_span(0), json_span(1, attributes=[{"key": "d", "value": deep}])])
+        decoded = decode_json(body)
+        assert (len(decoded.spans), decoded.rejected) == (1, 1)
+        assert decoded.error_message == (
+            "rejected 1 malformed span(s); first: resourceSpans[0].scopeSpans[0].spans[1]"
+            ".attributes[0].value.arrayValue: nested deeper than 32 levels")
+
+    def test_protobuf_values_nested_too_deeply(self) -> None:
+        """A protobuf value 40 arrays deep (the parser allows 47) is refused the same way."""
+        from otel_loopguard.otlp._request import decode_protobuf
+
+        request = ExportTraceServiceRequest()
+        scope_spans = request.resource_spans.add().scope_spans.add()
+        scope_spans.spans.add(trace_id=b"\x01" * 16, span_id=b"\x02" * 8)
+        value = scope_spans.spans.add(trace_id=b"\x01" * 16, span_id=b"\x03" * 8).attributes.add(
+            key="d").value
+        for _ in range(40):
+            value = value.array_value.values.add()
+        value.string_value = "x"
+        decoded = decode_protobuf(request.SerializeToString())
+        assert decoded.error_message.endswith(
+            "first: resource_spans[0].scope_spans[0].spans[1].attributes[0].value: nested "
+            "deeper than 32 levels")

@@ -31,6 +31,7 @@ from otel_loopguard.otlp._spans import (
     ZERO_SPAN_ID,
     DecodedSpans,
     FieldError,
+    TooDeep,
     short,
 )
 from otel_loopguard.types import STATUS_ERROR, STATUS_OK, STATUS_UNSET, SpanRecord
@@ -485,9 +486,9 @@ class _Values:
                 try:
                     decoded = self.value(pair.get("value"), depth)
                 except FieldError as exc:
-                    raise exc.under("value") from None
+                    raise _inner(exc, depth) or exc.under("value") from None
             except FieldError as exc:
-                raise exc.under(f"{name}[{index}]") from None
+                raise _inner(exc, depth) or exc.under(f"{name}[{index}]") from None
             if key:
                 out[key] = decoded
         return out
@@ -502,7 +503,7 @@ class _Values:
                 try:
                     return decode(inner, depth)
                 except FieldError as exc:
-                    raise exc.under(member) from None
+                    raise _inner(exc, depth) or exc.under(member) from None
         return None
 
     def _array(self, raw: Any, depth: int) -> tuple[Any, ...]:
@@ -513,7 +514,7 @@ class _Values:
             try:
                 out.append(self.value(item, inner))
             except FieldError as exc:
-                raise exc.under(f"{key}[{index}]") from None
+                raise _inner(exc, inner) or exc.under(f"{key}[{index}]") from None
         return tuple(out)
 
     def _kvlist(self, raw: Any, depth: int) -> dict[str, Any]:
@@ -526,8 +527,13 @@ class _Values:
 def _nested(depth: int) -> int:
     """Return the depth inside an array or map at ``depth``; refuse one level too deep."""
     if depth >= MAX_VALUE_DEPTH:
-        raise FieldError("", f"nested deeper than {MAX_VALUE_DEPTH} levels")
+        raise TooDeep
     return depth + 1
+
+
+def _inner(error: FieldError, depth: int) -> FieldError | None:
+    """Return ``error`` as it is when it is too deep and still inside a value, else None."""
+    return error if depth and isinstance(error, TooDeep) else None
 
 
 def _string_value(raw: Any, depth: int) -> str:

@@ -17,6 +17,7 @@ from otel_loopguard.otlp._spans import (
     TRACE_ID_BYTES,
     DecodedSpans,
     FieldError,
+    TooDeep,
 )
 from otel_loopguard.types import SpanRecord
 
@@ -188,7 +189,9 @@ class _Values:
                 if key:
                     out[key] = text
                 index += 1
-        except FieldError as exc:
+        except TooDeep as exc:
+            if depth:
+                raise
             raise exc.under(f"[{index}].value") from None
         return out
 
@@ -202,19 +205,10 @@ class _Values:
         if kind not in ("array_value", "kvlist_value"):
             return getattr(raw, kind)
         if depth >= MAX_VALUE_DEPTH:
-            raise FieldError(kind, f"nested deeper than {MAX_VALUE_DEPTH} levels")
+            raise TooDeep  # the only error inside a parsed value, named at its attribute
         if kind == "kvlist_value":
-            try:
-                return self.attributes(raw.kvlist_value.values, depth + 1)
-            except FieldError as exc:
-                raise exc.under("kvlist_value.values") from None
-        out = []
-        for index, item in enumerate(raw.array_value.values):
-            try:
-                out.append(self.value(item, depth + 1))
-            except FieldError as exc:
-                raise exc.under(f"array_value.values[{index}]") from None
-        return tuple(out)
+            return self.attributes(raw.kvlist_value.values, depth + 1)
+        return tuple([self.value(item, depth + 1) for item in raw.array_value.values])
 
 
 proto_attributes: Final = _Values(bytes.hex).attributes

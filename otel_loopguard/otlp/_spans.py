@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from otel_loopguard.types import SpanRecord
 
-__all__ = ["MAX_VALUE_DEPTH", "DecodedSpans", "FieldError", "short"]
+__all__ = ["MAX_VALUE_DEPTH", "DecodedSpans", "FieldError", "TooDeep", "short"]
 
 TRACE_ID_BYTES: Final = 16
 SPAN_ID_BYTES: Final = 8
@@ -47,6 +47,18 @@ class FieldError(ValueError):
             return FieldError(prefix, self.problem)
         sep = "" if self.path.startswith("[") else "."
         return FieldError(f"{prefix}{sep}{self.path}", self.problem)
+
+
+class TooDeep(FieldError):
+    """A value nested deeper than ``MAX_VALUE_DEPTH``.
+
+    Named at its attribute, not level by level (a path through 32 arrays would fill the
+    message).
+    """
+
+    def __init__(self) -> None:
+        """Say how deep a value may go."""
+        super().__init__("", f"nested deeper than {MAX_VALUE_DEPTH} levels")
 
 
 def short(value: Any) -> str:
