@@ -28,21 +28,94 @@ from otel_loopguard.signature import (
 )
 from otel_loopguard.types import Action, Decision, Detector, Evidence, Handoff, ToolCall
 
-__all__ = ["LoopEngine", "RunState"]
+__all__ = ["InFlight", "LoopEngine", "RunState"]
 
 _MASK_RE: Final = re.compile(r"\b[0-9a-f]{12,}\b|\d{5,}|\d{4}-\d{2}-\d{2}[T ][\d:.]+\S*",
                              re.IGNORECASE)
 _NO_RESULT: Final = ResultInfo(digest="")
+_CONTAINED: Final = (Exception, SystemExit)
+"""What a user callback may raise without it reaching the app: a ``sys.exit()`` in a callback
+called from ``span.end()`` must not end the span's thread or skip the downstream processor
+(KeyboardInterrupt still goes through)."""
 _RESULT_CACHE_MAX: Final = 16
 """Most recent result texts per run whose analysis is reused (a loop repeats its results)."""
+
+
+_MAX_IN_FLIGHT: Final = 1024
+"""Guarded calls a run counts as running at once; past it the oldest is forgotten."""
+
+
+class InFlight:
+    """The guarded calls of one run that have started and not yet been processed.
+
+    Enforce mode lets a call run only after ``precheck``; while it runs it is not in the run's
+    counters yet, so the guard registers it here (``LoopEngine.call_started``) and ``precheck``
+    counts it: 32 parallel calls then meet the budget and the repetition ladders as 32 calls.
+    ``process`` of a call with the same span id, or ``LoopEngine.call_finished``, takes it out.
+    Guarded by the run's lock, like the rest of ``RunState``.
+    """
+
+    __slots__ = ("by_key", "calls", "captured", "per_signature", "per_tool")
+
+    def __init__(self) -> None:
+        self.calls = 0
+        """Calls running now."""
+        self.by_key: dict[str, tuple[str, str, bool]] = {}
+        """Span id of each running call → (tool, call signature, results captured)."""
+        self.per_tool: dict[str, int] = {}
+        self.per_signature: dict[str, int] = {}
+        """Call signature → running calls with it."""
+        self.captured: dict[str, int] = {}
+        """Call signature → running calls with it whose result will be captured."""
+
+    def tool(self, tool: str) -> int:
+        """Return how many calls of ``tool`` are running."""
+        return self.per_tool.get(tool, 0)
+
+    def signature(self, call_sig: str) -> int:
+        """Return how many calls with this call signature are running."""
+        return self.per_signature.get(call_sig, 0)
+
+    def add(self, key: str, tool: str, call_sig: str, captured: bool) -> None:
+        """Count a call as running (a key already running is counted once)."""
+        if key in self.by_key:
+            return
+        if len(self.by_key) >= _MAX_IN_FLIGHT:
+            self.remove(next(iter(self.by_key)))
+        self.by_key[key] = (tool, call_sig, captured)
+        self.calls += 1
+        _bump(self.per_tool, tool, 1)
+        _bump(self.per_signature, call_sig, 1)
+        if captured:
+            _bump(self.captured, call_sig, 1)
+
+    def remove(self, key: str) -> None:
+        """Stop counting the call ``key`` (nothing when it is not running)."""
+        entry = self.by_key.pop(key, None)
+        if entry is None:
+            return
+        tool, call_sig, captured = entry
+        self.calls -= 1
+        _bump(self.per_tool, tool, -1)
+        _bump(self.per_signature, call_sig, -1)
+        if captured:
+            _bump(self.captured, call_sig, -1)
+
+
+def _bump(counts: dict[str, int], key: str, delta: int) -> None:
+    value = counts.get(key, 0) + delta
+    if value:
+        counts[key] = value
+    else:
+        counts.pop(key, None)
 
 
 class RunState:
     """Everything the engine remembers about one run. Bounded; guarded by ``lock``."""
 
     __slots__ = ("calls", "explicit_handoffs", "handoff_state", "highest", "hinted",
-                 "last_agent", "last_end_ns", "last_turn", "lock", "notifying", "outcomes",
-                 "per_tool", "results", "states", "stopped")
+                 "in_flight", "last_agent", "last_end_ns", "last_turn", "lock", "notifying",
+                 "outcomes", "per_tool", "results", "states", "stopped")
 
     def __init__(self, states: tuple[Any, ...], handoff_state: Any) -> None:
         """Hold fresh detector states."""
@@ -65,6 +138,8 @@ class RunState:
         """Enforce mode, ``hint_then_abort``: a hint was already given in this run."""
         self.notifying = 0
         """The id of the thread running ``on_decision`` for this run (0: none)."""
+        self.in_flight = InFlight()
+        """Guarded calls that started and have not been processed yet (enforce mode)."""
 
     def in_callback(self) -> bool:
         """Return True on the thread that is running ``on_decision`` for this run.
@@ -90,6 +165,11 @@ class _Outcome:
 
     def same_as(self, result: str, error_key: str | None) -> bool:
         return self.result == result and self.error_key == error_key
+
+
+_RUNNING: Final = _Outcome("\x00running", None, None)
+_RUNNING.streak = 0
+"""The outcome ``precheck`` assumes for identical calls still running when none has ended."""
 
 
 class LoopEngine:
@@ -173,6 +253,8 @@ class LoopEngine:
         """
         if run.notifying:
             _check_reentry(run)
+        if run.in_flight.calls:
+            run.in_flight.remove(call.span_id)
         step = self.make_step(run, call)
         self._remember_outcome(run, step)
         evidence: list[Evidence] = []
@@ -194,17 +276,17 @@ class LoopEngine:
 
         Assumes the call repeats its latest outcome (the same result, or the same error): a
         call whose next identical outcome would reach a threshold gets that action now, so a
-        guard can block the call that would be one too many. Budgets count this call. Does not
-        change the run's state.
+        guard can block the call that would be one too many. Budgets count this call, and the
+        ladders and budgets count the calls still running (``RunState.in_flight``): each running
+        call of the same signature as one more repeat of its outcome (of a repeated result when
+        none is known yet and results are captured). Does not change the run's state.
 
         Raises:
             LoopGuardError: when called from ``on_decision`` for the same run.
         """
         if run.notifying:
             _check_reentry(run)
-        call_sig = digest(tool + "\x00" + self._canonical_args(arguments)[1])
-        if self.signature is not None:
-            call_sig = self._custom_call_sig(tool, arguments, call_sig)
+        call_sig = self.call_signature(tool, arguments)
         kind = self.tool_kind(tool)
         if kind == "exempt":
             return self.policy.decide((), tool=tool, call_index=run.calls + 1, span_id="")
@@ -219,12 +301,47 @@ class LoopEngine:
                                 hint=prior.hint, call_index=run.calls + 1, tool=tool)
         return decision
 
+    def call_signature(self, tool: str, arguments: Any) -> str:
+        """Return what identifies a call of ``tool`` with ``arguments`` (its call signature).
+
+        The ``signature`` hook's text when there is one, else the canonical arguments.
+        """
+        call_sig = digest(tool + "\x00" + self._canonical_args(arguments)[1])
+        if self.signature is not None:
+            call_sig = self._custom_call_sig(tool, arguments, call_sig)
+        return call_sig
+
+    def call_started(self, run: RunState, tool: str, arguments: Any, key: str, *,
+                     captured: bool = True) -> None:
+        """Count a guarded call that is about to run in ``run`` until it is processed.
+
+        ``precheck`` then counts it toward the run's budgets and repetition ladders; ``process``
+        of a call whose ``span_id`` is ``key`` (or ``call_finished``) stops counting it. Hold
+        the run's lock.
+
+        Args:
+            run: the run's state.
+            tool: the tool's name.
+            arguments: its arguments, as ``precheck`` got them.
+            key: the span id (16 hex digits) of the call's tool span.
+            captured: whether the call's result will be recorded.
+        """
+        run.in_flight.add(key, tool, self.call_signature(tool, arguments), captured)
+
+    @staticmethod
+    def call_finished(run: RunState, key: str) -> None:
+        """Stop counting the running call ``key`` (nothing if ``process`` already did)."""
+        run.in_flight.remove(key)
+
     def _predict_outcome(self, run: RunState, tool: str, kind: str,
                          call_sig: str) -> Evidence | None:
+        running = run.in_flight.signature(call_sig) if run.in_flight.calls else 0
         outcome = run.outcomes.get(call_sig)
         if outcome is None:
-            return None
-        cfg, count = self.config, outcome.streak + 1
+            if not run.in_flight.captured.get(call_sig):
+                return None
+            outcome = _RUNNING  # identical calls running: assume they return the same result
+        cfg, count = self.config, outcome.streak + running + 1
         details: dict[str, Any] = {"call": call_sig[:8], "predicted": True}
         if outcome.error_key is not None:
             if kind == "mutating":
@@ -258,11 +375,12 @@ class LoopEngine:
     def _predict_budget(self, run: RunState, tool: str) -> Evidence | None:
         cfg = self.config
         limit = cfg.max_tool_calls_stop
-        if limit is not None and run.calls + 1 >= limit:
-            return Evidence("budget", "BUDGET_EXHAUSTED", Action.STOP, tool, run.calls + 1,
+        calls = run.calls + run.in_flight.calls + 1
+        if limit is not None and calls >= limit:
+            return Evidence("budget", "BUDGET_EXHAUSTED", Action.STOP, tool, calls,
                             {"budget": "run", "limit": limit, "predicted": True})
         limit = cfg.threshold(tool, "max_calls_per_tool_stop")
-        count = run.per_tool.get(tool, 0) + 1
+        count = run.per_tool.get(tool, 0) + run.in_flight.tool(tool) + 1
         if limit is not None and count >= limit:
             return Evidence("budget", "BUDGET_EXHAUSTED", Action.STOP, tool, count,
                             {"budget": "tool", "limit": limit, "predicted": True})
@@ -345,7 +463,7 @@ class LoopEngine:
         """
         try:
             text = hook(tool, value)  # type: ignore[misc]  # set when this is called
-        except Exception:
+        except _CONTAINED:
             text = None
         if isinstance(text, str):
             return text
@@ -465,7 +583,7 @@ class LoopEngine:
         previous, run.notifying = run.notifying, threading.get_ident()
         try:
             self.on_decision(decision)
-        except Exception:
+        except _CONTAINED:
             self.callback_errors += 1
         finally:
             run.notifying = previous

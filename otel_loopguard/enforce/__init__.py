@@ -12,9 +12,10 @@ from __future__ import annotations
 import functools
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Final, ParamSpec, TypeVar, cast, overload
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, ParamSpec, TypeVar, cast, overload
 
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
@@ -24,7 +25,10 @@ from otel_loopguard.exceptions import LoopGuardError, ToolLoopError
 from otel_loopguard.processor import LoopGuardSpanProcessor
 from otel_loopguard.types import Action, Decision
 
-__all__ = ["LoopDetectedResult", "ToolCallScope", "ToolGuard"]
+if TYPE_CHECKING:
+    from otel_loopguard.state import RunEntry
+
+__all__ = ["GuardedCall", "LoopDetectedResult", "ToolCallScope", "ToolGuard", "decide"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -52,6 +56,62 @@ class LoopDetectedResult(str):
         obj.error = LOOP_DETECTED
         obj.decision = decision
         return obj
+
+
+@dataclass(frozen=True, slots=True)
+class GuardedCall:
+    """What the guard decided on one call before it ran, and the run it belongs to."""
+
+    run_id: str
+    entry: RunEntry
+    decision: Decision
+    """The precheck decision (the strongest over the argument forms)."""
+    enforcement: str | None
+    """``abort`` or ``hint`` when the call is blocked; None when it may run."""
+    key: str
+    """The span id of the call's tool span, under which it counts as running."""
+
+    def finish(self, processor: LoopGuardSpanProcessor) -> None:
+        """Stop counting the call as running (once its span has ended)."""
+        with self.entry.state.lock:
+            processor.engine.call_finished(self.entry.state, self.key)
+
+
+def decide(processor: LoopGuardSpanProcessor, span: Any, tool: str,
+           arguments: Sequence[Any], *, captured: bool = True) -> GuardedCall:
+    """Precheck a call of ``tool`` in the run of ``span``, choose the enforcement, count it.
+
+    The one verdict of enforce mode, for ``ToolGuard`` and the framework integrations.
+    ``arguments`` lists equivalent forms of the call's arguments (the first is the main one);
+    the strongest decision wins. A call that may run is counted as running in its run
+    (``LoopEngine.call_started``, under the span's id) from now until its span is processed,
+    so calls started in parallel meet the budgets and ladders together. A blocked call is
+    handed to ``on_decision`` and counted in ``loopguard_enforced_total``.
+
+    Raises:
+        LoopGuardError: from ``on_decision`` into the run it was called for.
+    """
+    config, engine = processor.config, processor.engine
+    run_id, entry = processor.run_for_span(span)
+    key = format(span.get_span_context().span_id, "016x")
+    state = entry.state
+    with state.lock:
+        decision = max((engine.precheck(state, tool, args) for args in arguments),
+                       key=lambda d: d.action)  # the first of the strongest
+        if decision.action < Action.STOP or config.mode != "enforce":
+            enforcement = None
+        elif config.enforcement == "hint_then_abort":
+            enforcement = "abort" if state.hinted else "hint"
+            state.hinted = True
+        else:
+            enforcement = config.enforcement
+        if enforcement is None:
+            engine.call_started(state, tool, arguments[0], key, captured=captured)
+        else:  # the call never runs, so process never sees it
+            engine.notify(state, decision)
+    if enforcement is not None:
+        processor.record_enforcement(entry, enforcement)
+    return GuardedCall(run_id, entry, decision, enforcement, key)
 
 
 class ToolCallScope:
@@ -118,44 +178,36 @@ class ToolGuard:
                                  "gen_ai.tool.name": tool}
         if self._capture and arguments is not None:
             attrs["gen_ai.tool.call.arguments"] = _encode(arguments)
-        with self._tracer.start_as_current_span(f"execute_tool {tool}", attributes=attrs,
-                                                record_exception=True) as span:
-            decision, blocked = self._check(span, tool, arguments)
-            yield ToolCallScope(span, decision, blocked, self._capture)
-
-    def _check(self, span: Span, tool: str,
-               arguments: Any) -> tuple[Decision, LoopDetectedResult | None]:
+        guarded: GuardedCall | None = None
         try:
-            return self._precheck(span, tool, arguments)
+            with self._tracer.start_as_current_span(f"execute_tool {tool}", attributes=attrs,
+                                                    record_exception=True) as span:
+                guarded = self._check(span, tool, arguments)
+                decision = guarded.decision if guarded else Decision(Action.CONTINUE, tool=tool)
+                blocked = LoopDetectedResult(decision) if guarded and guarded.enforcement \
+                    else None
+                yield ToolCallScope(span, decision, blocked, self._capture)
+        finally:
+            if guarded is not None and guarded.enforcement is None:
+                guarded.finish(self.processor)  # processing the span's end has done so
+
+    def _check(self, span: Span, tool: str, arguments: Any) -> GuardedCall | None:
+        try:
+            guarded = decide(self.processor, span, tool, [arguments], captured=self._capture)
         except LoopGuardError:  # ToolLoopError, or a call from on_decision into its own run
             raise
         except Exception as exc:
             self.processor.guard.handle("enforce", exc)
-            return Decision(action=Action.CONTINUE, tool=tool), None
-
-    def _precheck(self, span: Span, tool: str,
-                  arguments: Any) -> tuple[Decision, LoopDetectedResult | None]:
-        run_id, entry = self.processor.run_for_span(span)
-        with entry.state.lock:
-            decision = self.processor.engine.precheck(entry.state, tool, arguments)
-            if decision.action < Action.STOP or self.config.mode != "enforce":
-                enforcement = None
-            elif self.config.enforcement == "hint_then_abort":
-                enforcement = "abort" if entry.state.hinted else "hint"
-                entry.state.hinted = True
-            else:
-                enforcement = self.config.enforcement
-            if enforcement is not None:  # the call never runs, so process never sees it
-                self.processor.engine.notify(entry.state, decision)
-        if decision.flagged:
-            self._annotate(span, decision, run_id, enforcement)
-        if enforcement is None:
-            return decision, None
-        self.processor.record_enforcement(entry, enforcement)
-        if enforcement == "abort":
-            span.set_status(Status(StatusCode.ERROR, decision.code))
-            raise ToolLoopError(decision)
-        return decision, LoopDetectedResult(decision)
+            return None
+        if guarded.decision.flagged:
+            try:
+                self._annotate(span, guarded.decision, guarded.run_id, guarded.enforcement)
+            except Exception as exc:
+                self.processor.guard.handle("enforce", exc)
+        if guarded.enforcement == "abort":
+            span.set_status(Status(StatusCode.ERROR, guarded.decision.code))
+            raise ToolLoopError(guarded.decision)
+        return guarded
 
     def _annotate(self, span: Span, decision: Decision, run_id: str,
                   enforcement: str | None) -> None:

@@ -14,7 +14,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode, TraceFlags
 
-from otel_loopguard.enforce import BLOCKED, LoopDetectedResult, _encode
+from otel_loopguard.enforce import BLOCKED, LoopDetectedResult, _encode, decide
 from otel_loopguard.evidence import evidence_attributes
 from otel_loopguard.exceptions import ToolLoopError
 from otel_loopguard.processor import LoopGuardSpanProcessor
@@ -66,30 +66,17 @@ class GuardVerdict:
 
 
 def check(processor: LoopGuardSpanProcessor, run_span: Any, tool: str,
-          arguments: Sequence[Any]) -> GuardVerdict:
-    """Precheck a call of ``tool`` in the run of ``run_span`` and choose the enforcement.
+          arguments: Sequence[Any], *, captured: bool = True) -> GuardVerdict:
+    """Precheck a call of ``tool`` whose tool span is ``run_span`` and choose the enforcement.
 
     ``arguments`` lists equivalent forms of the call's arguments (the first is the main one);
     the strongest decision wins, so a call matches its earlier calls however the instrumentation
-    recorded them. Counts the enforcement in ``loopguard_enforced_total``.
+    recorded them. A call that may run counts as running until its span is processed (see
+    ``enforce.decide``). Counts the enforcement in ``loopguard_enforced_total``.
     """
-    config = processor.config
-    run_id, entry = processor.run_for_span(run_span)
-    with entry.state.lock:
-        decisions = [processor.engine.precheck(entry.state, tool, args) for args in arguments]
-        decision = max(decisions, key=lambda d: d.action)  # the first of the strongest
-        if decision.action < Action.STOP or config.mode != "enforce":
-            enforcement = None
-        elif config.enforcement == "hint_then_abort":
-            enforcement = "abort" if entry.state.hinted else "hint"
-            entry.state.hinted = True
-        else:
-            enforcement = config.enforcement
-        if enforcement is not None:  # the call never runs, so process never sees it
-            processor.engine.notify(entry.state, decision)
-    if enforcement is not None:
-        processor.record_enforcement(entry, enforcement)
-    return GuardVerdict(decision, config.mode, enforcement, run_id)
+    guarded = decide(processor, run_span, tool, arguments, captured=captured)
+    return GuardVerdict(guarded.decision, processor.config.mode, guarded.enforcement,
+                        guarded.run_id)
 
 
 def annotate(span: Any, verdict: GuardVerdict) -> None:
