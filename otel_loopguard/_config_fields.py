@@ -66,6 +66,11 @@ class FieldRule:
             if isinstance(value, str) or not isinstance(value, Sequence) or not all(
                     isinstance(v, str) for v in value):
                 raise bad
+            if not all(v.strip() for v in value):
+                raise ConfigError(f"{name}: an empty name in {list(value)!r}")
+            repeated = next((v for i, v in enumerate(value) if v in value[:i]), None)
+            if repeated is not None:
+                raise ConfigError(f"{name}: {repeated!r} is listed twice")
             return tuple(value)
         return self._check_number(value, bad)
 
@@ -100,8 +105,11 @@ def parse_env_value(var: str, rule: FieldRule, raw: str) -> Any:
             return None if rule.optional and text.lower() in ("none", "off") else int(text)
         if rule.kind == "float":
             return None if rule.optional and text.lower() in ("none", "off") else float(text)
-        if rule.kind == "list":
-            return tuple(p.strip() for p in text.split(",") if p.strip())
+        if rule.kind == "list":  # "" is the empty list; "a,b," is (a, b); "," names nothing
+            items = tuple(p.strip() for p in text.split(",") if p.strip())
+            if text and not items:
+                raise ValueError
+            return items
     except ValueError:
         raise ConfigError(f"{var} must be {rule.allowed()}, got {raw!r}") from None
     return text
