@@ -17,6 +17,7 @@ from otel_loopguard.metrics._names import (
     ENFORCED,
     LOOP_DETECTED,
     METRIC_NAMES,
+    RECEIVER_METRIC_NAMES,
     RUNS,
     RUNS_FLAGGED,
     TOOL_CALLS,
@@ -273,10 +274,10 @@ class TestMetricContract:
     """Dashboards and rules reference only metrics that otel-loopguard exports (style point 37)."""
 
     def test_dashboard_references_only_exported_metrics(self, dashboard: dict[str, Any]) -> None:
-        """Every metric name in a dashboard expression is in METRIC_NAMES or is a loopguard
-        recording rule.
+        """Every metric name in a dashboard expression is in METRIC_NAMES, is one of serve's
+        (RECEIVER_METRIC_NAMES) or is a loopguard recording rule.
         """
-        known = METRIC_NAMES | recording_rule_names()
+        known = METRIC_NAMES | RECEIVER_METRIC_NAMES | recording_rule_names()
         for name, expr in dashboard_exprs(dashboard):
             names = metric_names(substitute_macros(expr))
             assert names, f"{name}: no metric found in {expr!r}"

@@ -391,3 +391,14 @@ class TestErrorPaths:
         assert decoded.error_message.endswith(
             "first: resource_spans[0].scope_spans[0].spans[1].attributes[0].value: nested "
             "deeper than 32 levels")
+
+
+def test_serve_exports_every_receiver_metric(grpc_capture: tuple[Capture, str]) -> None:
+    """Every name in RECEIVER_METRIC_NAMES (what the dashboard may use) is on serve's registry."""
+    from otel_loopguard.metrics._names import RECEIVER_METRIC_NAMES
+
+    served = Served(forward_endpoint=grpc_capture[1])
+    with served.receiver:
+        names = {f"{family.name}_total" if family.type == "counter" else family.name
+                 for family in served.registry.collect()}
+    assert names >= RECEIVER_METRIC_NAMES
