@@ -74,9 +74,6 @@ class LoopGuardConfig:
         if embedder and _IMPORT_PATH.fullmatch(embedder) is None:
             raise ConfigError("near_duplicate_embedder must be an import path module:function "
                               f"(e.g. mypackage.embeddings:embed), got {embedder!r}")
-        if not merged["detectors"]:
-            raise ConfigError("detectors must name at least one detector; to turn loopguard "
-                              "off, set enabled = false (LOOPGUARD_ENABLED=false)")
         unknown = sorted(set(merged["detectors"]) - set(FIELDS["detectors"].default))
         if unknown:
             raise ConfigError(f"detectors: unknown detector {unknown[0]!r}; known detectors are "

@@ -342,15 +342,13 @@ class TestValidation:
         ({"read_tools": ["a", 1]}, "read_tools must be a list of strings"),
         ({"read_tools": ["a", " "]}, "read_tools: an empty name in ['a', ' ']"),
         ({"detectors": ["cycle", "repeat", "cycle"]}, "detectors: 'cycle' is listed twice"),
-        ({"detectors": []}, "detectors must name at least one detector; to turn loopguard off"),
         ({"metrics_port": 70000}, "metrics_port must be an integer >= 0 and <= 65535 "
                                   "(or unset to turn it off), got 70000"),
         ({"stagnaton_warn": 3}, "unknown setting 'stagnaton_warn'; known settings are listed "
                                 "in docs/configuration.md"),
     ], ids=["choice", "below-min", "above-max", "float-above-max", "float-below-min",
             "fractional-int", "bool-for-int", "str-for-int", "str-for-bool", "str-for-list",
-            "mixed-list", "blank-in-list", "repeated-detector", "no-detector", "port-range",
-            "unknown"])
+            "mixed-list", "blank-in-list", "repeated-detector", "port-range", "unknown"])
     def test_bad_values_name_key_and_range(self, values: dict[str, Any], message: str) -> None:
         """A bad value raises ``ConfigError`` naming the setting and its allowed range."""
         with pytest.raises(ConfigError) as info:

@@ -23,27 +23,22 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext, TraceFlags
-from test_receiver import EXPORT, JSON, PROTOBUF, TOKEN, Served, export, get, post
-from test_receiver_forward import Capture
+from test_receiver import (  # noqa: F401 - _fleet is the fleet fixture
+    EXPORT,
+    JSON,
+    PROTOBUF,
+    TOKEN,
+    Served,
+    _fleet,
+    export,
+    get,
+    post,
+)
+from test_receiver_forward import Capture, _grpc_capture  # noqa: F401 - the fixture
 
 from otel_loopguard.cli import main
 
 TRACE = "ab" * 16
-
-
-@pytest.fixture(name="grpc_capture")
-def _grpc_capture() -> Iterator[tuple[Capture, str]]:
-    from concurrent.futures import ThreadPoolExecutor
-
-    capture = Capture()
-    server = grpc.server(ThreadPoolExecutor(2))
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
-        "opentelemetry.proto.collector.trace.v1.TraceService",
-        {"Export": grpc.unary_unary_rpc_method_handler(lambda body, _: capture.keep(body))}),))
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    yield capture, f"http://127.0.0.1:{port}"
-    server.stop(None)
 
 
 def json_span(index: int, trace: str = TRACE, **fields: Any) -> dict[str, Any]:
@@ -191,18 +186,6 @@ class TestGrpcStalls:
         assert accepted == 6
         assert codes <= {grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.DEADLINE_EXCEEDED}
         assert grpc.StatusCode.RESOURCE_EXHAUSTED in codes
-
-
-@pytest.fixture(name="fleet", scope="module")
-def _fleet() -> tuple[ReadableSpan, ...]:
-    from test_receiver_stream import script_fleet
-
-    from otel_loopguard.testing import LoopGuardHarness
-
-    harness = LoopGuardHarness()
-    script_fleet(harness)
-    harness.shutdown()
-    return harness.exporter.get_finished_spans()
 
 
 # --- 3. HTTP: memory and threads bounded, slow clients cut off -----------------------------------

@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import re
 import socket
-import subprocess
 import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,26 +26,11 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from test_receiver import JSON, Served, post
-from test_receiver_forward import Capture
+from test_receiver_forward import Capture, _grpc_capture  # noqa: F401 - the fixture
 
 from otel_loopguard.config import LoopGuardConfig
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(name="grpc_capture")
-def _grpc_capture() -> Iterator[tuple[Capture, str]]:
-    from concurrent.futures import ThreadPoolExecutor
-
-    capture = Capture()
-    server = grpc.server(ThreadPoolExecutor(4))
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
-        "opentelemetry.proto.collector.trace.v1.TraceService",
-        {"Export": grpc.unary_unary_rpc_method_handler(lambda body, _: capture.keep(body))}),))
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    yield capture, f"http://127.0.0.1:{port}"
-    server.stop(None)
 
 
 class Counting(SpanExporter):
@@ -162,6 +144,19 @@ class TestConcurrentExporters:
         assert throttled > 0
 
 
+def never_ending(batch: int, traces: int, spans: int, result: str | None = None) -> bytes:
+    """Return an OTLP/JSON body of ``traces`` traces of ``spans`` tool spans, without roots."""
+    extra = [] if result is None else [
+        {"key": "gen_ai.tool.call.result", "value": {"stringValue": result}}]
+    body = [{"traceId": f"{batch * traces + t + 1:032x}", "spanId": f"{s + 1:016x}",
+             "parentSpanId": "e" * 16, "name": "execute_tool search",
+             "endTimeUnixNano": str(s + 1), "attributes": [
+                 {"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}},
+                 {"key": "gen_ai.tool.name", "value": {"stringValue": "search"}}, *extra]}
+            for t in range(traces) for s in range(spans)]
+    return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": body}]}]}).encode()
+
+
 class TestMemoryCeilings:
     def test_many_never_ending_runs_stay_within_the_caps(self) -> None:
         """5,000 traces whose root never arrives: at most max_runs stay open, the rest are
@@ -180,15 +175,7 @@ class TestMemoryCeilings:
 
             stream.add = add  # type: ignore[method-assign]
             for batch in range(50):
-                spans = [{"traceId": f"{batch * 100 + t + 1:032x}", "spanId": f"{s + 1:016x}",
-                          "parentSpanId": "e" * 16, "name": "execute_tool search",
-                          "endTimeUnixNano": str(s + 1), "attributes": [
-                              {"key": "gen_ai.operation.name",
-                               "value": {"stringValue": "execute_tool"}},
-                              {"key": "gen_ai.tool.name", "value": {"stringValue": "search"}}]}
-                         for t in range(100) for s in range(3)]
-                body = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]})
-                assert post(receiver.http_port, body.encode(), JSON)[0] == 200
+                assert post(receiver.http_port, never_ending(batch, 100, 3), JSON)[0] == 200
             assert receiver.flush(30)
             evicted = served.value("loopguard_evicted_runs_total", reason="capacity")
             calls = served.total("loopguard_tool_calls_total")
@@ -199,46 +186,19 @@ class TestMemoryCeilings:
 
 
 # --- heavy: a serve subprocess, its memory from /proc -------------------------------------------
-class _ServeProcess:
-    """``otel-loopguard serve`` in a subprocess (this checkout), on free ports."""
+def _serve_process(*extra: str) -> Any:
+    """Start ``otel-loopguard serve`` (this checkout) as ``bench_serve`` does, on free ports."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_serve
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    return bench_serve.Serve(*extra)
 
-    BANNER = re.compile(r"OTLP/gRPC [\d.]+:(\d+), OTLP/HTTP (http://[\d.:]+)/v1/traces")
 
-    def __init__(self, *extra: str) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
-        env["PYTHONPATH"] = str(ROOT)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "otel_loopguard", "serve", "--grpc-port", "0",
-             "--http-port", "0", "--reports", "none", *extra],
-            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env, cwd=ROOT)
-        assert self.proc.stderr is not None
-        match = self.BANNER.search(self.proc.stderr.readline())
-        assert match, "serve did not start"
-        self.url = match.group(2)
-        self.port = int(self.url.rsplit(":", 1)[1])
-
-    def rss_mb(self) -> float:
-        with open(f"/proc/{self.proc.pid}/status") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-        return 0.0
-
-    def threads(self) -> int:
-        return len(os.listdir(f"/proc/{self.proc.pid}/task"))
-
-    def metric(self, name: str) -> float:
-        with urllib.request.urlopen(f"{self.url}/metrics", timeout=30) as response:
-            text = response.read().decode()
-        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                   if line.startswith(name) and not line.startswith("#")
-                   and line[len(name)] in " {")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(120)
-        if self.proc.stderr is not None:
-            self.proc.stderr.close()
+def _address(serve: Any) -> tuple[str, int]:
+    host, port = serve.url.removeprefix("http://").rsplit(":", 1)
+    return host, int(port)
 
 
 def _report(**figures: Any) -> None:
@@ -251,13 +211,13 @@ class TestHeavy:
     def test_bodies_that_never_finish_do_not_grow_memory(self) -> None:
         """200 connections each sending 8 MiB minus one byte: serve's memory stays near the
         bytes-in-flight cap (64 MiB) instead of 200 bodies (1.6 GB before)."""
-        serve = _ServeProcess()
+        serve = _serve_process()
         try:
             base = serve.rss_mb()
             chunk = b"\x0a" * (1 << 20)
             socks = []
             for _ in range(200):
-                sock = socket.create_connection(("127.0.0.1", serve.port), timeout=60)
+                sock = socket.create_connection(_address(serve), timeout=60)
                 sock.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: "
                              b"application/x-protobuf\r\nContent-Length: 8388608\r\n\r\n")
                 socks.append(sock)
@@ -279,9 +239,9 @@ class TestHeavy:
 
     def test_slowloris_threads(self) -> None:
         """2,000 connections that never finish their headers (2,010 threads before)."""
-        serve = _ServeProcess()
+        serve = _serve_process()
         try:
-            socks = [socket.create_connection(("127.0.0.1", serve.port), timeout=60)
+            socks = [socket.create_connection(_address(serve), timeout=60)
                      for _ in range(2_000)]
             for sock in socks:
                 with contextlib.suppress(OSError):
@@ -301,24 +261,15 @@ class TestHeavy:
     def test_open_runs_memory(self) -> None:
         """100,000 traces whose root never arrives (two tool spans each, ~1 KB results),
         with --max-runs 100000: resident memory per open run."""
-        serve = _ServeProcess("--max-runs", "100000", "--max-buffered-spans", "1000000")
+        serve = _serve_process("--max-runs", "100000", "--max-buffered-spans", "1000000")
         result = "x" * 1000
         try:
             base = serve.rss_mb()
             for batch in range(400):
-                spans = [{"traceId": f"{batch * 250 + t + 1:032x}", "spanId": f"{s + 1:016x}",
-                          "parentSpanId": "e" * 16, "name": "execute_tool search",
-                          "endTimeUnixNano": str(s + 1), "attributes": [
-                              {"key": "gen_ai.operation.name",
-                               "value": {"stringValue": "execute_tool"}},
-                              {"key": "gen_ai.tool.name", "value": {"stringValue": "search"}},
-                              {"key": "gen_ai.tool.call.result",
-                               "value": {"stringValue": result}}]}
-                         for t in range(250) for s in range(2)]
-                body = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]})
+                body = never_ending(batch, 250, 2, result)
                 while True:
                     request = urllib.request.Request(
-                        f"{serve.url}/v1/traces", data=body.encode(), headers=JSON)
+                        f"{serve.url}/v1/traces", data=body, headers=JSON)
                     try:
                         with urllib.request.urlopen(request, timeout=60) as response:
                             response.read()

@@ -97,7 +97,8 @@ class ReceiverOptions:
     retry_after_seconds: int = 1
     """Retry delay sent with backpressure responses."""
     grpc_workers: int = 8
-    """Threads serving gRPC requests."""
+    """Threads decoding gRPC requests; ``4 * grpc_workers`` calls may be open at once (past it
+    the call that has waited longest for its message is refused)."""
     forward_endpoint: str | None = None
     """Downstream OTLP endpoint that receives the spans with loopguard evidence; None: off."""
     forward_protocol: Literal["grpc", "http"] = "grpc"
