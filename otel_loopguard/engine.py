@@ -51,8 +51,10 @@ class InFlight:
     Enforce mode lets a call run only after ``precheck``; while it runs it is not in the run's
     counters yet, so the guard registers it here (``LoopEngine.call_started``) and ``precheck``
     counts it: 32 parallel calls then meet the budget and the repetition ladders as 32 calls.
-    ``process`` of a call with the same span id, or ``LoopEngine.call_finished``, takes it out.
-    Guarded by the run's lock, like the rest of ``RunState``.
+    Calls are registered under a key, the span id of their tool span (or of the span the guard
+    saw, which parallel calls may share); ``process`` of a call with that span id, or
+    ``LoopEngine.call_finished``, takes one call of the key out. Guarded by the run's lock, like
+    the rest of ``RunState``.
     """
 
     __slots__ = ("by_key", "calls", "captured", "per_signature", "per_tool")
@@ -60,8 +62,8 @@ class InFlight:
     def __init__(self) -> None:
         self.calls = 0
         """Calls running now."""
-        self.by_key: dict[str, tuple[str, str, bool]] = {}
-        """Span id of each running call → (tool, call signature, results captured)."""
+        self.by_key: dict[str, list[tuple[str, str, bool]]] = {}
+        """Key → (tool, call signature, results captured) of each call running under it."""
         self.per_tool: dict[str, int] = {}
         self.per_signature: dict[str, int] = {}
         """Call signature → running calls with it."""
@@ -77,12 +79,10 @@ class InFlight:
         return self.per_signature.get(call_sig, 0)
 
     def add(self, key: str, tool: str, call_sig: str, captured: bool) -> None:
-        """Count a call as running (a key already running is counted once)."""
-        if key in self.by_key:
-            return
-        if len(self.by_key) >= _MAX_IN_FLIGHT:
+        """Count one more call running under ``key``."""
+        if self.calls >= _MAX_IN_FLIGHT:
             self.remove(next(iter(self.by_key)))
-        self.by_key[key] = (tool, call_sig, captured)
+        self.by_key.setdefault(key, []).append((tool, call_sig, captured))
         self.calls += 1
         _bump(self.per_tool, tool, 1)
         _bump(self.per_signature, call_sig, 1)
@@ -90,11 +90,13 @@ class InFlight:
             _bump(self.captured, call_sig, 1)
 
     def remove(self, key: str) -> None:
-        """Stop counting the call ``key`` (nothing when it is not running)."""
-        entry = self.by_key.pop(key, None)
-        if entry is None:
+        """Stop counting one call running under ``key`` (nothing when there is none)."""
+        entries = self.by_key.get(key)
+        if not entries:
             return
-        tool, call_sig, captured = entry
+        tool, call_sig, captured = entries.pop()
+        if not entries:
+            del self.by_key[key]
         self.calls -= 1
         _bump(self.per_tool, tool, -1)
         _bump(self.per_signature, call_sig, -1)
@@ -316,21 +318,23 @@ class LoopEngine:
         """Count a guarded call that is about to run in ``run`` until it is processed.
 
         ``precheck`` then counts it toward the run's budgets and repetition ladders; ``process``
-        of a call whose ``span_id`` is ``key`` (or ``call_finished``) stops counting it. Hold
-        the run's lock.
+        of a call whose ``span_id`` is ``key``, or ``call_finished(run, key)``, stops counting
+        it (whichever comes first; call both when the key may not be the call's own span).
+        Hold the run's lock.
 
         Args:
             run: the run's state.
             tool: the tool's name.
             arguments: its arguments, as ``precheck`` got them.
-            key: the span id (16 hex digits) of the call's tool span.
+            key: the span id (16 hex digits) of the call's tool span, or of the span the guard
+                saw around it.
             captured: whether the call's result will be recorded.
         """
         run.in_flight.add(key, tool, self.call_signature(tool, arguments), captured)
 
     @staticmethod
     def call_finished(run: RunState, key: str) -> None:
-        """Stop counting the running call ``key`` (nothing if ``process`` already did)."""
+        """Stop counting a call running under ``key`` (nothing if ``process`` already did)."""
         run.in_flight.remove(key)
 
     def _predict_outcome(self, run: RunState, tool: str, kind: str,

@@ -141,10 +141,13 @@ class TestInFlightCounter:
         run = engine.new_run()
         engine.call_started(run, "t", {"a": 1}, "00000000000000a1")
         engine.call_started(run, "t", {"a": 1}, "00000000000000a2")
-        engine.call_started(run, "t", {"a": 1}, "00000000000000a2")  # counted once
-        assert (run.in_flight.calls, run.in_flight.tool("t")) == (2, 2)
-        assert engine.precheck(run, "t", {"a": 2}).action is Action.STOP  # 0 done + 2 + this
+        engine.call_started(run, "t", {"a": 1}, "00000000000000a2")  # a span two calls share
+        assert (run.in_flight.calls, run.in_flight.tool("t")) == (3, 3)
+        assert engine.precheck(run, "t", {"a": 2}).action is Action.STOP  # 0 done + 3 + this
         engine.process(run, ToolCall(tool="t", arguments={"a": 1}, span_id="00000000000000a1"))
+        engine.call_finished(run, "00000000000000a1")  # process already did: nothing more
+        engine.call_finished(run, "00000000000000a2")
+        assert (run.in_flight.calls, run.in_flight.tool("t")) == (1, 1)
         engine.call_finished(run, "00000000000000a2")
         engine.call_finished(run, "00000000000000a2")
         assert (run.calls, run.in_flight.calls, run.in_flight.per_signature) == (1, 0, {})
@@ -197,3 +200,26 @@ class TestOnDecisionAndOtherThreads:
         provider.shutdown()
         assert during == [False]
         assert done.is_set()
+
+
+class TestIntegrationsCheck:
+    def test_calls_checked_against_a_shared_span_count_until_finished(self) -> None:
+        """Framework integrations may check calls against a span around the tool's own (a
+        LangChain chain span), which parallel calls share and whose end says nothing about
+        them: each counts as running until the integration says it finished."""
+        from otel_loopguard.integrations._common import check, finished
+
+        processor, _, provider = _guarded(enforcement="abort", max_tool_calls_stop=3)
+        tracer = provider.get_tracer("langchain.instrumentation")
+        with tracer.start_as_current_span("invoke_agent a"), \
+                tracer.start_as_current_span("tools") as chain:
+            first = check(processor, chain, "search", [{"q": 1}])
+            second = check(processor, chain, "search", [{"q": 2}])
+            third = check(processor, chain, "search", [{"q": 3}])
+            finished(processor, first)
+            finished(processor, second)
+            after = check(processor, chain, "search", [{"q": 4}])
+            finished(processor, after)
+        provider.shutdown()
+        assert [v.blocked for v in (first, second, third, after)] == [False, False, True, False]
+        assert processor.store.get_or_create(first.run_id)[0].state.in_flight.calls == 0

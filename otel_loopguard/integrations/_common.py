@@ -7,20 +7,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode, TraceFlags
 
-from otel_loopguard.enforce import BLOCKED, LoopDetectedResult, _encode, decide
+from otel_loopguard.enforce import BLOCKED, GuardedCall, LoopDetectedResult, _encode, decide
 from otel_loopguard.evidence import evidence_attributes
 from otel_loopguard.exceptions import ToolLoopError
 from otel_loopguard.processor import LoopGuardSpanProcessor
 from otel_loopguard.types import Action, Decision
 
-__all__ = ["GuardVerdict", "annotate", "check", "is_instrumentation_tool_span", "observed"]
+__all__ = ["GuardVerdict", "annotate", "check", "finished", "is_instrumentation_tool_span",
+           "observed"]
 
 _log = logging.getLogger("otel_loopguard.integrations")
 
@@ -45,6 +46,8 @@ class GuardVerdict:
     """``abort`` or ``hint`` when the call was blocked; None when it was allowed to run."""
     run_id: str
     """The run the call belongs to (the processor's run id)."""
+    call: GuardedCall | None = field(default=None, compare=False, repr=False)
+    """The allowed call as it counts as running in its run (see :func:`finished`)."""
 
     @property
     def blocked(self) -> bool:
@@ -76,7 +79,20 @@ def check(processor: LoopGuardSpanProcessor, run_span: Any, tool: str,
     """
     guarded = decide(processor, run_span, tool, arguments, captured=captured)
     return GuardVerdict(guarded.decision, processor.config.mode, guarded.enforcement,
-                        guarded.run_id)
+                        guarded.run_id, guarded if guarded.enforcement is None else None)
+
+
+def finished(processor: LoopGuardSpanProcessor, verdict: GuardVerdict | None) -> None:
+    """Stop counting an allowed call as running, once it has returned or raised.
+
+    ``run_span`` of :func:`check` may be a span around the tool's own (a LangChain chain span),
+    whose end says nothing about the call: the integration says when the call is over.
+    """
+    if verdict is not None and verdict.call is not None:
+        try:
+            verdict.call.finish(processor)
+        except Exception as exc:
+            processor.guard.handle("enforce", exc)
 
 
 def annotate(span: Any, verdict: GuardVerdict) -> None:

@@ -64,6 +64,7 @@ from otel_loopguard.integrations._common import (
     GuardVerdict,
     annotate,
     check,
+    finished,
     is_instrumentation_tool_span,
     observed,
     record_result,
@@ -216,6 +217,7 @@ class LoopGuardToolGuardrails:
                 pending.span.end()
             except Exception as exc:
                 self.processor.guard.handle("enforce", exc)
+        finished(self.processor, pending.verdict)  # if its span's end has not already
         suffix = warning(pending.verdict, self.config)
         if suffix is not None and isinstance(output, str):
             return ToolGuardrailFunctionOutput.reject_content(output + suffix,
