@@ -385,3 +385,28 @@ def test_serve_exports_every_receiver_metric(grpc_capture: tuple[Capture, str]) 
         names = {f"{family.name}_total" if family.type == "counter" else family.name
                  for family in served.registry.collect()}
     assert names >= RECEIVER_METRIC_NAMES
+
+
+def test_a_bug_in_decoding_is_a_500_not_a_dropped_connection(
+        fleet: tuple[ReadableSpan, ...], monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unexpected exception while decoding answers 500 / INTERNAL, counted in
+    loopguard_internal_errors_total{kind="intake:..."}, and the receiver keeps serving."""
+    from otel_loopguard.receiver import LoopGuardReceiver, ReceiverOptions, _http
+
+    def broken(body: bytes, *, payloads: bool = False) -> Any:
+        raise KeyError("a bug")
+
+    from prometheus_client import CollectorRegistry
+
+    registry = CollectorRegistry()
+    receiver = LoopGuardReceiver(options=ReceiverOptions(http_port=0, grpc_port=None),
+                                 registry=registry)  # errors contained, as in production
+    body = encode_spans(fleet[:2]).SerializeToString()
+    with receiver:
+        monkeypatch.setattr(_http, "decode_protobuf", broken)
+        status = post(receiver.http_port, body, PROTOBUF)[0]
+        monkeypatch.undo()
+        after = post(receiver.http_port, body, PROTOBUF)[0]
+        errors = registry.get_sample_value("loopguard_internal_errors_total",
+                                           {"kind": "intake:KeyError"})
+    assert (status, after, errors) == (500, 200, 1)

@@ -18,6 +18,7 @@ from typing import Any, Final
 
 import orjson
 
+from otel_loopguard.otlp._sdk import readable_span, sdk_resource, sdk_scope
 from otel_loopguard.otlp._spans import (
     INT32_MAX,
     INT32_MIN,
@@ -189,8 +190,6 @@ def _resource_spans(obj: Mapping[str, Any], path: str, out: DecodedSpans) -> Non
         resource = json_attributes(raw.get("attributes"), name="resource.attributes")
         schema = _string(_get(obj, "schemaUrl"), "schemaUrl")
         if out.payloads is not None:
-            from otel_loopguard.otlp._sdk import sdk_resource
-
             sdk = sdk_resource(_raw_attributes(raw.get("attributes")), schema)
     except FieldError as exc:
         error = exc.under(path)
@@ -199,18 +198,18 @@ def _resource_spans(obj: Mapping[str, Any], path: str, out: DecodedSpans) -> Non
         _scope_spans(_object(scope_spans, scope_path), scope_path, resource, sdk, error, out)
 
 
-def _scope_spans(obj: Mapping[str, Any], path: str, resource: Any, sdk_resource: Any,  # noqa: PLR0917
+def _scope_spans(obj: Mapping[str, Any], path: str, resource: Any, resource_sdk: Any,  # noqa: PLR0917
                  error: FieldError | None, out: DecodedSpans) -> None:
     spans = _list(obj, ("spans",), path)[1]
     if error is None:
         try:
-            name, sdk_scope = _scope(obj, out.payloads is not None)
+            name, scope_sdk = _scope(obj, out.payloads is not None)
         except FieldError as exc:
             error = exc.under(path)
     if error is not None:
         out.reject(len(spans), error)
         return
-    out.take(spans, path, _span, resource, name, _payload, (sdk_resource, sdk_scope))
+    out.take(spans, path, _span, resource, name, _payload, (resource_sdk, scope_sdk))
 
 
 def _scope(obj: Mapping[str, Any], sdk: bool) -> tuple[str, Any]:
@@ -226,8 +225,6 @@ def _scope(obj: Mapping[str, Any], sdk: bool) -> tuple[str, Any]:
     schema = _string(_get(obj, "schemaUrl"), "schemaUrl")
     if not sdk:
         return name, None
-    from otel_loopguard.otlp._sdk import sdk_scope
-
     return name, sdk_scope(name, version, schema, _raw_attributes(scope.get("attributes")))
 
 
@@ -289,8 +286,6 @@ def _span(obj: Any, resource: Mapping[str, Any], scope: str) -> SpanRecord:
 
 def _payload(obj: Mapping[str, Any], record: SpanRecord, resource: Any, scope: Any) -> Any:
     """Return the SDK span of a span ``_span`` accepted (bytes values kept as bytes)."""
-    from otel_loopguard.otlp._sdk import readable_span
-
     get = obj.get
     return readable_span(
         record, attributes=_raw_attributes(get("attributes")), kind=_span_kind(get("kind")),

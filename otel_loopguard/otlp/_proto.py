@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from otel_loopguard.otlp._sdk import readable_span, sdk_resource, sdk_scope
 from otel_loopguard.otlp._spans import (
     MAX_VALUE_DEPTH,
     SPAN_ID_BYTES,
@@ -54,8 +55,6 @@ def decode_proto_spans(request: ExportTraceServiceRequest, *,
             pairs = resource_spans.resource.attributes
             resource = _within("resource.attributes", proto_attributes, pairs)
             if payloads:
-                from otel_loopguard.otlp._sdk import sdk_resource
-
                 sdk = sdk_resource(_raw_attributes(pairs), resource_spans.schema_url)
         except FieldError as exc:
             error = exc.under(path)
@@ -65,11 +64,11 @@ def decode_proto_spans(request: ExportTraceServiceRequest, *,
     return out
 
 
-def _scope_spans(scope_spans: Any, path: str, resource: Any, sdk_resource: Any,  # noqa: PLR0917
+def _scope_spans(scope_spans: Any, path: str, resource: Any, resource_sdk: Any,  # noqa: PLR0917
                  error: FieldError | None, out: DecodedSpans) -> None:
     spans = scope_spans.spans
     scope = scope_spans.scope
-    sdk_scope: Any = None
+    scope_sdk: Any = None
     if error is None:
         try:
             _within("scope.attributes", proto_attributes, scope.attributes)  # forwarded
@@ -80,11 +79,9 @@ def _scope_spans(scope_spans: Any, path: str, resource: Any, sdk_resource: Any, 
         return
     payloads = out.payloads
     if payloads is not None:
-        from otel_loopguard.otlp._sdk import sdk_scope as make_scope
-
-        sdk_scope = make_scope(scope.name, scope.version, scope_spans.schema_url,
-                               _raw_attributes(scope.attributes))
-    out.take(spans, path, _span, resource, scope.name, _payload, (sdk_resource, sdk_scope))
+        scope_sdk = sdk_scope(scope.name, scope.version, scope_spans.schema_url,
+                              _raw_attributes(scope.attributes))
+    out.take(spans, path, _span, resource, scope.name, _payload, (resource_sdk, scope_sdk))
 
 
 def _within(path: str, decode: Callable[[Any], Any], value: Any) -> Any:
@@ -146,8 +143,6 @@ def _links(links: Any, attributes: Callable[[Any], dict[str, Any]],
 
 def _payload(span: Any, record: SpanRecord, resource: Any, scope: Any) -> Any:
     """Return the SDK span of a span ``_span`` accepted (bytes values kept as bytes)."""
-    from otel_loopguard.otlp._sdk import readable_span
-
     return readable_span(
         record, attributes=_raw_attributes(span.attributes), kind=span.kind,
         trace_state=span.trace_state, flags=span.flags,

@@ -55,7 +55,8 @@ _DEFAULT_MAX_REQUEST_BYTES: Final = 8 << 20
 _DEFAULT_MAX_BYTES_IN_FLIGHT: Final = 64 << 20
 _DEFAULT_MAX_QUEUE: Final = 64
 _OUTCOMES: Final = {400: "invalid", 401: "unauthenticated", 408: "timeout", 411: "invalid",
-                    413: "too_large", 415: "unsupported", 429: "throttled", 503: "unavailable"}
+                    413: "too_large", 415: "unsupported", 429: "throttled", 500: "internal",
+                    503: "unavailable"}
 REQUESTS: Final = RECEIVER_REQUESTS
 """Counter {protocol, outcome}: export requests by result (ok, partial, throttled, ...)."""
 SPANS: Final = RECEIVER_SPANS
@@ -361,7 +362,7 @@ class LoopGuardReceiver:
                 self.authorize(authorization)
                 self._admit()
                 try:
-                    decoded = decode(reserve)
+                    decoded = self._decoded(decode, reserve)
                     self._enqueue(decoded)
                 finally:
                     with self._bytes_lock:
@@ -374,6 +375,21 @@ class LoopGuardReceiver:
         if decoded.rejected:
             self._spans.labels("rejected").inc(decoded.rejected)
         return decoded
+
+    def _decoded(self, decode: Callable[[Callable[[int], None]], Decoded],
+                 reserve: Callable[[int], None]) -> Decoded:
+        """Return ``decode(reserve)``; a bug in it is a 500 / INTERNAL answer.
+
+        Not a dropped connection: the bug is contained and counted like any internal error.
+        """
+        try:
+            return decode(reserve)
+        except (RequestError, TimeoutError, OSError):
+            raise
+        except Exception as exc:
+            self.guard.handle("intake", exc)
+            raise RequestError(500, "INTERNAL", "internal error while decoding the request "
+                               "(counted in loopguard_internal_errors_total)") from None
 
     def refused(self, protocol: str, error: RequestError) -> None:
         """Count a request answered with ``error``.
