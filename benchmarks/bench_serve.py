@@ -145,7 +145,8 @@ class Serve:
         self.grpc_port, self.url = int(match.group(1)), match.group(2)
 
     def metric(self, name: str) -> float:
-        text = urllib.request.urlopen(f"{self.url}/metrics", timeout=30).read().decode()
+        with urllib.request.urlopen(f"{self.url}/metrics", timeout=30) as response:
+            text = response.read().decode()
         return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                    if line.startswith(name) and not line.startswith("#")
                    and (line[len(name)] in " {"))
@@ -180,9 +181,15 @@ class Serve:
             time.sleep(0.05)
         return time.monotonic()
 
+    def threads(self) -> int:
+        """Return the threads of the serve process."""
+        return len(os.listdir(f"/proc/{self.proc.pid}/task"))
+
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(60)
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()
 
 
 def _client_http(url: str, work: list[bytes], latencies: list[float], state: dict[str, int],

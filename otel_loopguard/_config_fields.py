@@ -37,6 +37,8 @@ class FieldRule:
     choices: tuple[str, ...] = ()
     optional: bool = False
     """True when None (off) is allowed."""
+    paired: bool = False
+    """A list whose entries pair by position with another list's, so one may appear twice."""
 
     def allowed(self) -> str:
         """Return the allowed values in words, for error messages and docs."""
@@ -78,6 +80,12 @@ class FieldRule:
             if isinstance(value, str) or not isinstance(value, Sequence) or not all(
                     isinstance(v, str) for v in value):
                 raise bad
+            if not all(v.strip() for v in value):
+                raise ConfigError(f"{name}: an empty name in {list(value)!r}")
+            repeated = None if self.paired else next(
+                (v for i, v in enumerate(value) if v in value[:i]), None)
+            if repeated is not None:
+                raise ConfigError(f"{name}: {repeated!r} is listed twice")
             return tuple(value)
         return self._check_number(value, bad)
 
@@ -127,8 +135,11 @@ def parse_env_value(var: str, rule: FieldRule, raw: str) -> Any:
             return None if rule.optional and text.lower() in ("none", "off") else int(text)
         if rule.kind == "float":
             return None if rule.optional and text.lower() in ("none", "off") else float(text)
-        if rule.kind == "list":
-            return tuple(p.strip() for p in text.split(",") if p.strip())
+        if rule.kind == "list":  # "" is the empty list; "a,b," is (a, b); "," names nothing
+            items = tuple(p.strip() for p in text.split(",") if p.strip())
+            if text and not items:
+                raise ValueError
+            return items
         if rule.kind == "table":
             pairs = [p.partition("=") for p in text.split(",") if p.strip()]
             if any(not sep for _, sep, _ in pairs):
@@ -256,7 +267,9 @@ FIELDS: Final[dict[str, FieldRule]] = {
                                               "metadata.prompt_version",
                                               "llm.prompt_template.version",
                                               "metadata.prompt_version"),
-                                     "Attributes (or paths) that carry its version, in order"),
+                                     "Attributes (or paths) that carry its version, in order "
+                                     "(paired by position with prompt_name_keys when both "
+                                     "lists are as long)", paired=True),
     "conversation_keys": FieldRule("list", ("gen_ai.conversation.id", "session.id",
                                             "traceloop.association.properties.session_id"),
                                    "Attributes that identify a conversation "

@@ -11,6 +11,8 @@ logger = logging.getLogger("otel_loopguard")
 
 __all__ = ["InternalErrorGuard"]
 
+_MAX_KINDS = 64
+
 
 class InternalErrorGuard:
     """Counts and logs (once per kind) errors raised inside loopguard's hooks.
@@ -20,7 +22,12 @@ class InternalErrorGuard:
 
     def __init__(self, count: Callable[[str], None] | None = None, *,
                  raise_errors: bool = False) -> None:
-        """Build the guard; ``count(kind)`` is called for every contained error."""
+        """Build the guard; ``count(kind)`` is called for every contained error.
+
+        ``kind`` is ``<where>:<exception type>`` (``on_end:KeyError``); past 64 distinct kinds
+        a new one is counted as ``<where>:other``, so a stream of odd exceptions cannot grow the
+        metric's series without bound.
+        """
         self._count = count
         self.raise_errors = raise_errors
         self._logged: set[str] = set()
@@ -33,11 +40,12 @@ class InternalErrorGuard:
         with self._lock:
             self.errors += 1
             first = kind not in self._logged
-            if first and len(self._logged) < 256:
+            if first and len(self._logged) < _MAX_KINDS:
                 self._logged.add(kind)
+            counted = kind if kind in self._logged else f"{where}:other"
         if self._count is not None:
             with contextlib.suppress(Exception):  # counting must not fail the app either
-                self._count(where)
+                self._count(counted)
         if first:
             logger.exception("otel-loopguard: internal error in %s (logged once per kind; "
                              "counted in loopguard_internal_errors_total)", where, exc_info=exc)

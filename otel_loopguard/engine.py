@@ -10,11 +10,12 @@ import copy
 import fnmatch
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.detectors import HandoffDetector, make_default_detectors
+from otel_loopguard.detectors._base import DetectorBase
 from otel_loopguard.detectors._step import Step, in_world
 from otel_loopguard.detectors._target import call_target
 from otel_loopguard.detectors.budget import BudgetDetector
@@ -40,11 +41,15 @@ from otel_loopguard.types import (
     ToolCall,
 )
 
-__all__ = ["LoopEngine", "RunState"]
+__all__ = ["InFlight", "LoopEngine", "RunState"]
 
 _MASK_RE: Final = re.compile(r"\b[0-9a-f]{12,}\b|\d{5,}|\d{4}-\d{2}-\d{2}[T ][\d:.]+\S*",
                              re.IGNORECASE)
 _NO_RESULT: Final = ResultInfo(digest="")
+_CONTAINED: Final = (Exception, SystemExit)
+"""What a user callback may raise without it reaching the app: a ``sys.exit()`` in a callback
+called from ``span.end()`` must not end the span's thread or skip the downstream processor
+(KeyboardInterrupt still goes through)."""
 _RESULT_CACHE_MAX: Final = 16
 """Most recent result texts per run whose analysis is reused (a loop repeats its results)."""
 _PER_CALL: Final = "\x00per-call"
@@ -54,15 +59,66 @@ _MAX_MUTATIONS: Final = 1024
 """Distinct successful mutations a run remembers to tell a new state change from a re-applied
 one (the oldest forgotten first)."""
 _NO_MUTATIONS: Final[frozenset[str]] = frozenset()
+_RUNNING_RESULT: Final = digest("\x00running")
+"""The result ``precheck`` assumes for a call still running when no identical call has ended:
+the same for every identical call, as a loop's repeated answers are."""
+
+
+_MAX_IN_FLIGHT: Final = 1024
+"""Guarded calls a run counts as running at once; past it the oldest is forgotten."""
+
+
+class InFlight:
+    """The guarded calls of one run that have started and not yet been processed.
+
+    Enforce mode lets a call run only after ``precheck``; while it runs it is not in the run's
+    detector states yet, so the guard registers it here (``LoopEngine.call_started``) and
+    ``precheck`` counts it: 32 parallel calls then meet the budgets and the repetition ladders
+    as 32 calls. Each call is kept as the step ``precheck`` predicted for it, under a key: the
+    span id of its tool span, or of the span the guard saw, which parallel calls may share;
+    ``process`` of a call with that span id, or ``LoopEngine.call_finished``, takes one call of
+    the key out. Guarded by the run's lock, like the rest of ``RunState``.
+    """
+
+    __slots__ = ("by_key", "calls")
+
+    def __init__(self) -> None:
+        """Start with no call running."""
+        self.calls = 0
+        """Calls running now."""
+        self.by_key: dict[str, list[Step]] = {}
+        """Key → the predicted step of each call running under it."""
+
+    def steps(self) -> Iterator[Step]:
+        """Yield the predicted step of every running call, the earliest key first."""
+        for steps in self.by_key.values():
+            yield from steps
+
+    def add(self, key: str, step: Step) -> None:
+        """Count one more call running under ``key`` (past the bound, the oldest is dropped)."""
+        if self.calls >= _MAX_IN_FLIGHT:
+            self.remove(next(iter(self.by_key)))
+        self.by_key.setdefault(key, []).append(step)
+        self.calls += 1
+
+    def remove(self, key: str) -> None:
+        """Stop counting one call running under ``key`` (nothing when there is none)."""
+        steps = self.by_key.get(key)
+        if not steps:
+            return
+        steps.pop()
+        if not steps:
+            del self.by_key[key]
+        self.calls -= 1
 
 
 class RunState:
     """Everything the engine remembers about one run. Bounded; guarded by ``lock``."""
 
     __slots__ = ("calls", "explicit_handoffs", "handoff_state", "handoffs", "highest", "hinted",
-                 "idle_state", "last_agent", "last_end_ns", "last_turn", "lock", "mutations",
-                 "notifying", "outcomes", "per_tool", "results", "states", "stopped", "template",
-                 "version", "world")
+                 "idle_state", "in_flight", "last_agent", "last_end_ns", "last_turn", "lock",
+                 "mutations", "notifying", "outcomes", "per_tool", "results", "states", "stopped",
+                 "template", "version", "world")
 
     def __init__(self, states: tuple[Any, ...], handoff_state: Any,
                  idle_state: Any = None) -> None:
@@ -98,6 +154,8 @@ class RunState:
         """Enforce mode, ``hint_then_abort``: a hint was already given in this run."""
         self.notifying = 0
         """The id of the thread running ``on_decision`` for this run (0: none)."""
+        self.in_flight = InFlight()
+        """Guarded calls that started and have not been processed yet (enforce mode)."""
 
     def in_callback(self) -> bool:
         """Return True on the thread that is running ``on_decision`` for this run.
@@ -174,6 +232,10 @@ class LoopEngine:
         self._observers = tuple(detector.observe for detector in self.detectors)
         self._forks = tuple(getattr(detector, "fork", None) or _deep_fork
                             for detector in self.detectors)
+        self._whole_forks = tuple(
+            getattr(type(detector), "fork", None) in (None, DetectorBase.fork)
+            for detector in self.detectors)
+        """Per detector: its fork copies the whole state, so any call may be observed on it."""
         self._max_chars = self.config.max_value_chars
         self.idle = IdleTurnsDetector(self.config) if (
             "idle_turns" in self.config.detectors and self.config.run_key != "conversation"
@@ -226,6 +288,8 @@ class LoopEngine:
         """
         if run.notifying:
             _check_reentry(run)
+        if run.in_flight.calls:
+            run.in_flight.remove(call.span_id)
         step = self.make_step(run, call)
         self._remember_outcome(run, step)
         evidence: list[Evidence] = []
@@ -252,17 +316,29 @@ class LoopEngine:
         action now, and a guard can block the call that would be one too many. Budgets count
         this call. Does not change the run's state.
 
+        Calls still running (``call_started``) count as if they had ended first, as predicted:
+        identical ones as repeats of the same outcome (of a repeated result, when none is known
+        yet and their results are captured), in every detector; the others in the detectors
+        that copy their whole state (the budgets), since the narrower copies hold only what
+        this call's signature touches.
+
         Raises:
             LoopGuardError: when called from ``on_decision`` for the same run.
         """
         if run.notifying:
             _check_reentry(run)
-        step = self._hypothetical(run, tool, arguments)
+        running = list(run.in_flight.steps()) if run.in_flight.calls else []
+        step = self._hypothetical(run, tool, arguments, running)
         if step.kind == "exempt":
             return self.policy.decide((), tool=tool, call_index=step.index, span_id="")
         evidence: list[Evidence] = []
-        for observe, fork, state in zip(self._observers, self._forks, run.states, strict=True):
-            found = observe(fork(state, step), step)
+        for observe, fork, whole, state in zip(self._observers, self._forks, self._whole_forks,
+                                               run.states, strict=True):
+            forked = fork(state, step)
+            for earlier in running:
+                if whole or earlier.call_sig == step.call_sig:
+                    observe(forked, earlier)
+            found = observe(forked, step)
             if found is not None:
                 evidence.append(Evidence(found.detector, found.code, found.action, found.tool,
                                          found.count, {**found.details, "predicted": True}))
@@ -274,24 +350,66 @@ class LoopEngine:
                                 hint=prior.hint, call_index=step.index, tool=tool)
         return decision
 
-    def _hypothetical(self, run: RunState, tool: str, arguments: Any) -> Step:
-        """Return the step of ``tool(arguments)`` repeating its latest outcome in ``run``."""
+    def call_started(self, run: RunState, tool: str, arguments: Any, key: str, *,
+                     captured: bool = True) -> None:
+        """Count a guarded call that is about to run in ``run`` until it is processed.
+
+        ``precheck`` then counts it toward the run's budgets and repetition ladders; ``process``
+        of a call whose ``span_id`` is ``key``, or ``call_finished(run, key)``, stops counting
+        it (whichever comes first; call both when the key may not be the call's own span).
+        Hold the run's lock.
+
+        Args:
+            run: the run's state.
+            tool: the tool's name.
+            arguments: its arguments, as ``precheck`` got them.
+            key: the span id (16 hex digits) of the call's tool span, or of the span the guard
+                saw around it.
+            captured: whether the call's result will be recorded.
+        """
+        running = list(run.in_flight.steps()) if run.in_flight.calls else []
+        step = self._hypothetical(run, tool, arguments, running, captured=captured)
+        step.arguments = None  # kept for as long as the call runs: only its digests
+        run.in_flight.add(key, step)
+
+    @staticmethod
+    def call_finished(run: RunState, key: str) -> None:
+        """Stop counting a call running under ``key`` (nothing if ``process`` already did)."""
+        run.in_flight.remove(key)
+
+    def _hypothetical(self, run: RunState, tool: str, arguments: Any, running: list[Step], *,
+                      captured: bool = False) -> Step:
+        """Return the step of ``tool(arguments)`` repeating its latest outcome in ``run``.
+
+        Its position follows the ``running`` calls. A call with no outcome yet has an unknown
+        result, unless identical calls are running whose results are captured (or, for a call
+        about to run, its own result will be): then it repeats the result they will get.
+        """
         args, canonical = self._canonical_args(arguments)
         call_sig = digest(tool + "\x00" + canonical)
         if self.signature is not None:
             call_sig = self._custom_call_sig(tool, arguments, call_sig)
         outcome = run.outcomes.get(call_sig)
         version, end = run.version, max(run.last_end_ns, 0)
+        index = run.calls + len(running) + 1
         if outcome is None:
             kind = self.tool_kind(tool, arguments=arguments)
-            return Step(run.calls + 1, tool, kind, call_sig, False, "", None, None, "", False,
-                        "", end, end, True, in_world(call_sig, version),
+            twin = next((s for s in running if s.call_sig == call_sig and s.has_result), None)
+            if twin is None and not captured:
+                return Step(index, tool, kind, call_sig, False, "", None, None, "", False,
+                            "", end, end, True, in_world(call_sig, version),
+                            args if self._near_duplicates else None, run.last_turn or 0,
+                            in_world(call_sig, version), call_sig, version)
+            result = twin.result_sig if twin is not None else _RUNNING_RESULT
+            key = call_sig + ":" + result
+            return Step(index, tool, kind, call_sig, True, result, None, None, "", False, "",
+                        end, end, True, in_world(key, version),
                         args if self._near_duplicates else None, run.last_turn or 0,
-                        in_world(call_sig, version), call_sig, version)
+                        in_world(call_sig, version), key, version)
         # a repeat: the same outcome, and so no new state change
         error_class, reason = classify_error(outcome.error) if outcome.error else (None, "")
         key = call_sig + ":" + outcome.result if outcome.result else call_sig
-        return Step(run.calls + 1, tool, outcome.kind, call_sig, bool(outcome.result),
+        return Step(index, tool, outcome.kind, call_sig, bool(outcome.result),
                     outcome.result, outcome.error, error_class, reason, outcome.empty, "", end,
                     end, True, in_world(key, version), args if self._near_duplicates else None,
                     run.last_turn or 0, in_world(call_sig, version), key, version,
@@ -446,7 +564,7 @@ class LoopEngine:
         """
         try:
             text = hook(tool, value)  # type: ignore[misc]  # set when this is called
-        except Exception:
+        except _CONTAINED:
             text = None
         if isinstance(text, str):
             return text
@@ -577,7 +695,7 @@ class LoopEngine:
         previous, run.notifying = run.notifying, threading.get_ident()
         try:
             self.on_decision(decision)
-        except Exception:
+        except _CONTAINED:
             self.callback_errors += 1
         finally:
             run.notifying = previous

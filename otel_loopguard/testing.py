@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Span, Status, StatusCode
 
 from otel_loopguard.config import LoopGuardConfig
-from otel_loopguard.otlp._reference import span_record_from_readable
+from otel_loopguard.otlp._sdk import span_record_from_readable
 from otel_loopguard.replay.checker import Checker, RunReport
 from otel_loopguard.types import SpanRecord
 

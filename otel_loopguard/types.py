@@ -54,9 +54,14 @@ STATUS_OK = 1
 STATUS_ERROR = 2
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SpanRecord:
-    """A finished span in a neutral shape, whatever produced it (SDK, OTLP/JSON, OTLP protobuf)."""
+    """A finished span in a neutral shape, whatever produced it (SDK, OTLP/JSON, OTLP protobuf).
+
+    Read-only by convention, not frozen: every decoder builds one per span, and a plain
+    slotted dataclass is built several times faster than a frozen one (``__init__`` of a
+    frozen dataclass sets each field through ``object.__setattr__``).
+    """
 
     trace_id: str
     """32 lower-case hex digits."""

@@ -230,8 +230,11 @@ class TestFromEnv:
         ({"LOOPGUARD_STAGNATION_WARN": "1"},
          "LOOPGUARD_STAGNATION_WARN must be an integer >= 2, got 1"),
         ({"LOOPGUARD_MODE": "enforced"}, "one of ('observe', 'enforce'), got 'enforced'"),
+        ({"LOOPGUARD_DETECTORS": ","}, "LOOPGUARD_DETECTORS must be a list of strings"),
+        ({"LOOPGUARD_DETECTORS": " , "}, "LOOPGUARD_DETECTORS must be a list of strings"),
+        ({"LOOPGUARD_DETECTORS": "cycle,cycle"}, "LOOPGUARD_DETECTORS: 'cycle' is listed twice"),
     ], ids=["int-text", "float-text", "bool-text", "tool-kinds-sep", "tool-kinds-kind",
-            "int-range", "choice"])
+            "int-range", "choice", "list-of-nothing", "list-of-blanks", "list-repeats"])
     def test_bad_values(self, env: dict[str, str], message: str) -> None:
         """A malformed variable raises ``ConfigError`` saying what is accepted."""
         with pytest.raises(ConfigError) as info:
@@ -338,13 +341,15 @@ class TestValidation:
         ({"hint_on_warn": "yes"}, "hint_on_warn must be a bool, got 'yes'"),
         ({"read_tools": "read_file"}, "read_tools must be a list of strings"),
         ({"read_tools": ["a", 1]}, "read_tools must be a list of strings"),
+        ({"read_tools": ["a", " "]}, "read_tools: an empty name in ['a', ' ']"),
+        ({"detectors": ["cycle", "repeat", "cycle"]}, "detectors: 'cycle' is listed twice"),
         ({"metrics_port": 70000}, "metrics_port must be an integer >= 0 and <= 65535 "
                                   "(or unset to turn it off), got 70000"),
         ({"stagnaton_warn": 3}, "unknown setting 'stagnaton_warn'; known settings are listed "
                                 "in docs/configuration.md"),
     ], ids=["choice", "below-min", "above-max", "float-above-max", "float-below-min",
             "fractional-int", "bool-for-int", "str-for-int", "str-for-bool", "str-for-list",
-            "mixed-list", "port-range", "unknown"])
+            "mixed-list", "blank-in-list", "repeated-detector", "port-range", "unknown"])
     def test_bad_values_name_key_and_range(self, values: dict[str, Any], message: str) -> None:
         """A bad value raises ``ConfigError`` naming the setting and its allowed range."""
         with pytest.raises(ConfigError) as info:

@@ -6,6 +6,7 @@ import base64
 import copy
 import math
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,12 +19,29 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode
 
-from otel_loopguard.otlp._reference import (
-    span_record_from_readable,
-    spans_from_json_request,
-    spans_from_proto_request,
-)
+from otel_loopguard.otlp._json import decode_json_spans
+from otel_loopguard.otlp._proto import decode_proto_spans
+from otel_loopguard.otlp._sdk import span_record_from_readable
+from otel_loopguard.otlp._spans import DecodedSpans
 from otel_loopguard.types import STATUS_ERROR, STATUS_UNSET, SpanRecord
+
+
+def _strict(decoded: DecodedSpans) -> Iterator[SpanRecord]:
+    """Return the spans, or raise ValueError with the first malformed span's problem."""
+    if decoded.rejected:
+        raise ValueError(decoded.problem)
+    return iter(decoded.spans)
+
+
+def spans_from_json_request(doc: Any) -> Iterator[SpanRecord]:
+    """Decode OTLP/JSON; every span must be well-formed."""
+    return _strict(decode_json_spans(doc))
+
+
+def spans_from_proto_request(request: ExportTraceServiceRequest) -> Iterator[SpanRecord]:
+    """Decode protobuf; every span must be well-formed."""
+    return _strict(decode_proto_spans(request))
+
 
 _ID_KEYS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
 
@@ -59,7 +77,7 @@ def to_json(request: ExportTraceServiceRequest, *, snake: bool = False) -> dict[
     doc = to_json_base64(request, snake=snake)
     for resource_spans in doc.get("resource_spans" if snake else "resourceSpans", []):
         for scope_spans in resource_spans.get("scope_spans" if snake else "scopeSpans", []):
-            for span in scope_spans["spans"]:
+            for span in scope_spans.get("spans", []):
                 for key in _ID_KEYS:
                     if key in span:
                         span[key] = base64.b64decode(span[key]).hex()
@@ -204,7 +222,7 @@ class TestSpansFromJsonRequest:
                 one_span(traceId="zz"),
                 "resourceSpans[0].scopeSpans[0].spans[0].traceId: expected 32 hex digits, got 'zz'",
             ),
-            (one_span(spanId=None), "spans[0].spanId: expected 16 hex digits, got None"),
+            (one_span(spanId=None), "spans[0].spanId: expected 16 hex digits, got null"),
             ({"resourceSpans": {}}, "resourceSpans: expected a list, got dict"),
             ({"resourceSpans": [[]]}, "resourceSpans[0]: expected an object, got list"),
             (one_span(startTimeUnixNano="-1"), "spans[0].startTimeUnixNano: expected a non-neg"),
@@ -227,15 +245,15 @@ class TestSpansFromJsonRequest:
         with pytest.raises(ValueError, match=re.escape(message)):
             list(spans_from_json_request(doc))
 
-    def test_error_after_good_spans(self, request_pb: ExportTraceServiceRequest) -> None:
-        """Spans before a malformed one are yielded before the error is raised."""
+    def test_good_spans_are_kept_beside_a_malformed_one(
+            self, request_pb: ExportTraceServiceRequest) -> None:
+        """A malformed span is counted and named; the spans around it are kept."""
         doc = to_json(request_pb)
         doc["resourceSpans"].append(copy.deepcopy(doc["resourceSpans"][0]))
         first_span({"resourceSpans": doc["resourceSpans"][1:]})["traceId"] = "x"
-        iterator = spans_from_json_request(doc)
-        assert next(iterator).trace_id
-        with pytest.raises(ValueError, match=r"resourceSpans\[1\]"):
-            list(iterator)
+        decoded = decode_json_spans(doc)
+        assert (len(decoded.spans), decoded.rejected) == (3, 1)
+        assert decoded.problem.startswith("resourceSpans[1].scopeSpans[0].spans[0].traceId")
 
     def test_empty_request(self) -> None:
         """A request without resourceSpans holds no spans."""

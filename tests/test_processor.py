@@ -268,7 +268,28 @@ class TestNeverBreaksTheAgent:
         provider.force_flush()
         assert len(exporter.get_finished_spans()) == 3  # export not lost
         assert registry.get_sample_value("loopguard_internal_errors_total",
-                                         {"kind": "on_end"}) == 3
+                                         {"kind": "on_end:RuntimeError"}) == 3
+
+    def test_system_exit_in_on_decision_stays_in_the_callback(self) -> None:
+        """sys.exit() in on_decision neither escapes span.end() nor keeps the span from the
+        downstream processor; it is counted with the callback's errors."""
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        processor = LoopGuardSpanProcessor(
+            LoopGuardConfig(), downstream=SimpleSpanProcessor(exporter),
+            registry=CollectorRegistry(), on_decision=lambda decision: sys.exit(3),
+            raise_internal_errors=True)
+        provider.add_span_processor(processor)
+        tracer = provider.get_tracer("test")
+        with tracer.start_as_current_span("invoke_agent triage", attributes=AGENT):
+            for _ in range(5):
+                with tracer.start_as_current_span("execute_tool search", attributes={
+                        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search",
+                        "gen_ai.tool.call.arguments": "{}", "gen_ai.tool.call.result": "none"}):
+                    pass
+        provider.force_flush()  # detection runs on the processor's worker
+        assert len(exporter.get_finished_spans()) == 6
+        assert processor.engine.callback_errors == 3  # warn, replan, stop
 
     def test_raise_internal_errors_surfaces_bugs(self) -> None:
         """With raise_internal_errors=True a bug propagates, so tests see it."""

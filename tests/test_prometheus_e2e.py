@@ -67,6 +67,7 @@ EXPECTED_EMPTY_PANELS = {
     "panel-19-A": "serve spans: the demo is the span processor, not serve",
     "panel-20-A": "serve queue: the demo is the span processor, not serve",
     "panel-21-A": "serve forwarding: the demo is the span processor, not serve",
+    "panel-21-B": "spans not forwarded: the demo is the span processor, not serve",
 }
 """Dashboard targets legitimately without series in the demo: they must parse and be empty."""
 EXPECTED_EMPTY_RULES = {

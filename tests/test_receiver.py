@@ -52,7 +52,7 @@ def _fleet() -> tuple[ReadableSpan, ...]:
 @pytest.fixture(name="expected", scope="module")
 def _expected(fleet: tuple[ReadableSpan, ...]) -> list[dict[str, Any]]:
     """What ``check`` reports for the fleet."""
-    from otel_loopguard.otlp._reference import span_record_from_readable
+    from otel_loopguard.otlp._sdk import span_record_from_readable
 
     return as_json(list(Checker(LoopGuardConfig()).run(
         span_record_from_readable(s) for s in fleet)))
@@ -61,12 +61,14 @@ def _expected(fleet: tuple[ReadableSpan, ...]) -> list[dict[str, Any]]:
 class Served:
     """A running receiver with its registry and the reports it produced."""
 
-    def __init__(self, clock: Any = time.monotonic_ns, **options: Any) -> None:
+    def __init__(self, clock: Any = time.monotonic_ns, config: LoopGuardConfig | None = None,
+                 **options: Any) -> None:
         self.registry = CollectorRegistry()
         self.reports: list[RunReport] = []
         opts = {"http_port": 0, "grpc_port": 0, "max_request_bytes": LIMIT,
                 "reorder_window_seconds": 0.05, **options}
-        self.receiver = LoopGuardReceiver(LoopGuardConfig(), options=ReceiverOptions(**opts),
+        self.receiver = LoopGuardReceiver(config or LoopGuardConfig(),
+                                          options=ReceiverOptions(**opts),
                                           registry=self.registry, on_report=self.reports.append,
                                           clock=clock, raise_internal_errors=True)
 

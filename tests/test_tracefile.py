@@ -23,7 +23,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_loopguard.exceptions import TraceFileError
-from otel_loopguard.otlp._reference import span_record_from_readable, spans_from_proto_request
+from otel_loopguard.otlp._proto import decode_proto_spans
+from otel_loopguard.otlp._sdk import span_record_from_readable
 from otel_loopguard.replay.tracefile import iter_spans
 from otel_loopguard.types import SpanRecord
 
@@ -75,7 +76,7 @@ def framed(messages: list[bytes]) -> bytes:
 
 def records(requests: list[ExportTraceServiceRequest]) -> list[SpanRecord]:
     """Return the records the requests stand for."""
-    return [span for request in requests for span in spans_from_proto_request(request)]
+    return [span for request in requests for span in decode_proto_spans(request).spans]
 
 
 def read(path: Path | str, **kwargs: Any) -> tuple[list[SpanRecord], list[TraceFileError]]:

@@ -63,6 +63,12 @@ def add_parser(commands: Any) -> None:
                         help="decoded batches waiting before 429/RESOURCE_EXHAUSTED (64)")
     limits.add_argument("--max-buffered-spans", type=int, default=1_000_000, metavar="N",
                         help="spans buffered across open traces (default 1,000,000)")
+    limits.add_argument("--max-bytes-in-flight", type=int, default=64 << 20, metavar="N",
+                        help="request bytes read or decoded at once before 429 (64 MiB)")
+    limits.add_argument("--max-connections", type=int, default=128, metavar="N",
+                        help="HTTP connections served at once (128)")
+    limits.add_argument("--request-timeout", type=_seconds, default=30.0, metavar="SECONDS",
+                        help="time a request may take to arrive; idle HTTP connections too (30)")
     runs = parser.add_argument_group("runs")
     runs.add_argument("--config", metavar="FILE", help="TOML config file")
     runs.add_argument("--run-key", choices=("trace", "conversation", "agent"),
@@ -126,6 +132,8 @@ def _options(args: argparse.Namespace) -> ReceiverOptions:
             http_port=None if args.no_http else args.http_port,
             max_request_bytes=args.max_request_bytes, max_queue=args.max_queue,
             max_buffered_spans=args.max_buffered_spans, token=_token(args),
+            max_bytes_in_flight=args.max_bytes_in_flight, max_connections=args.max_connections,
+            request_timeout_seconds=args.request_timeout,
             reorder_window_seconds=args.reorder_window,
             forward_endpoint=args.forward_endpoint, forward_protocol=args.forward_protocol)
     except ValueError as exc:

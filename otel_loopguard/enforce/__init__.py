@@ -19,7 +19,13 @@ from typing import Any, ParamSpec, TypeVar, cast, overload
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
-from otel_loopguard.enforce._verdict import BLOCKED, LoopDetectedResult, annotate, check
+from otel_loopguard.enforce._verdict import (
+    BLOCKED,
+    GuardVerdict,
+    LoopDetectedResult,
+    annotate,
+    check,
+)
 from otel_loopguard.exceptions import LoopGuardError
 from otel_loopguard.processor import LoopGuardSpanProcessor
 from otel_loopguard.types import Action, Decision
@@ -93,28 +99,34 @@ class ToolGuard:
                                  "gen_ai.tool.name": tool}
         if self._capture and arguments is not None:
             attrs["gen_ai.tool.call.arguments"] = _encode(arguments)
-        with self._tracer.start_as_current_span(f"execute_tool {tool}", attributes=attrs,
-                                                record_exception=True) as span:
-            decision, blocked = self._check(span, tool, arguments)
-            yield ToolCallScope(span, decision, blocked, self._capture)
-
-    def _check(self, span: Span, tool: str,
-               arguments: Any) -> tuple[Decision, LoopDetectedResult | None]:
+        verdict: GuardVerdict | None = None
         try:
-            return self._precheck(span, tool, arguments)
-        except LoopGuardError:  # ToolLoopError, or a call from on_decision into its own run
+            with self._tracer.start_as_current_span(f"execute_tool {tool}", attributes=attrs,
+                                                    record_exception=True) as span:
+                verdict = self._check(span, tool, arguments)
+                if verdict is None:
+                    yield ToolCallScope(span, Decision(action=Action.CONTINUE, tool=tool), None,
+                                        self._capture)
+                else:
+                    yield ToolCallScope(span, verdict.decision,
+                                        verdict.hint_result() if verdict.blocked else None,
+                                        self._capture)
+        finally:
+            if verdict is not None:
+                verdict.finish(self.processor)  # processing the span's end may have done so
+
+    def _check(self, span: Span, tool: str, arguments: Any) -> GuardVerdict | None:
+        try:
+            verdict = check(self.processor, span, tool, [arguments], captured=self._capture)
+            annotate(span, verdict)
+        except LoopGuardError:  # a call from on_decision into its own run
             raise
         except Exception as exc:
             self.processor.guard.handle("enforce", exc)
-            return Decision(action=Action.CONTINUE, tool=tool), None
-
-    def _precheck(self, span: Span, tool: str,
-                  arguments: Any) -> tuple[Decision, LoopDetectedResult | None]:
-        verdict = check(self.processor, span, tool, [arguments])
-        annotate(span, verdict)
+            return None
         if verdict.enforcement == "abort":
             raise verdict.error()
-        return verdict.decision, verdict.hint_result() if verdict.blocked else None
+        return verdict
 
     @overload
     def tool(self, func: Callable[P, R], *, name: str | None = None) -> Callable[P, R]: ...

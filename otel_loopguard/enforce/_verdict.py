@@ -7,8 +7,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Final
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
 
 from opentelemetry.trace import Status, StatusCode
 
@@ -16,6 +16,9 @@ from otel_loopguard.evidence import evidence_attributes
 from otel_loopguard.exceptions import ToolLoopError
 from otel_loopguard.processor import LoopGuardSpanProcessor
 from otel_loopguard.types import Action, Decision
+
+if TYPE_CHECKING:
+    from otel_loopguard.state import RunEntry
 
 __all__ = ["BLOCKED", "GuardVerdict", "LoopDetectedResult", "annotate", "check", "warning"]
 
@@ -60,6 +63,19 @@ class GuardVerdict:
     """``abort`` or ``hint`` when the call was blocked; None when it was allowed to run."""
     run_id: str
     """The run the call belongs to (the processor's run id)."""
+    key: str = ""
+    """The id of the span the call counts as running under (empty when it is not counted)."""
+    entry: RunEntry | None = field(default=None, repr=False, compare=False)
+    """The run's entry, while the call counts as running in it."""
+
+    def finish(self, processor: LoopGuardSpanProcessor) -> None:
+        """Stop counting the call as running in its run (once its span has ended).
+
+        Processing the call's span does so too; calling both is safe (the second does nothing).
+        """
+        if self.entry is not None:
+            with self.entry.state.lock:
+                processor.engine.call_finished(self.entry.state, self.key)
 
     @property
     def blocked(self) -> bool:
@@ -81,15 +97,21 @@ class GuardVerdict:
 
 
 def check(processor: LoopGuardSpanProcessor, run_span: Any, tool: str,
-          arguments: Sequence[Any]) -> GuardVerdict:
+          arguments: Sequence[Any], *, captured: bool = True) -> GuardVerdict:
     """Precheck a call of ``tool`` in the run of ``run_span`` and choose the enforcement.
 
     ``arguments`` lists equivalent forms of the call's arguments (the first is the main one);
     the strongest decision wins, so a call matches its earlier calls however the instrumentation
     recorded them. Counts the enforcement in ``loopguard_enforced_total``.
+
+    A call allowed to run counts as running in its run from now (``LoopEngine.call_started``,
+    under ``run_span``'s id) until the span with that id is processed or ``finish`` is called,
+    so calls started in parallel meet the budgets and ladders together; ``captured`` says
+    whether its result will be recorded.
     """
     config = processor.config
     run_id, entry = processor.run_for_span(run_span)
+    key = format(run_span.get_span_context().span_id, "016x")
     with entry.state.lock:
         decisions = [processor.engine.precheck(entry.state, tool, args) for args in arguments]
         decision = max(decisions, key=lambda d: d.action)  # the first of the strongest
@@ -100,11 +122,15 @@ def check(processor: LoopGuardSpanProcessor, run_span: Any, tool: str,
             entry.state.hinted = True
         else:
             enforcement = config.enforcement
-        if enforcement is not None:  # the call never runs, so process never sees it
+        if enforcement is None:
+            processor.engine.call_started(entry.state, tool, arguments[0], key,
+                                          captured=captured)
+        else:  # the call never runs, so process never sees it
             processor.engine.notify(entry.state, decision)
     if enforcement is not None:
         processor.record_enforcement(entry, enforcement)
-    return GuardVerdict(decision, config.mode, enforcement, run_id)
+        return GuardVerdict(decision, config.mode, enforcement, run_id)
+    return GuardVerdict(decision, config.mode, enforcement, run_id, key, entry)
 
 
 def annotate(span: Any, verdict: GuardVerdict) -> None:

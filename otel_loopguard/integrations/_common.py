@@ -17,13 +17,26 @@ from otel_loopguard.enforce import _encode
 from otel_loopguard.enforce._verdict import GuardVerdict, annotate
 from otel_loopguard.processor import LoopGuardSpanProcessor
 
-__all__ = ["is_instrumentation_tool_span", "observed"]
+__all__ = ["finished", "is_instrumentation_tool_span", "observed"]
 
 _log = logging.getLogger("otel_loopguard.integrations")
 
 OWN_SCOPE: Final = "otel_loopguard.enforce"
 """Instrumentation scope of the spans loopguard opens itself (the same as ``ToolGuard``'s)."""
 _MASK64: Final = (1 << 64) - 1
+
+
+def finished(processor: LoopGuardSpanProcessor, verdict: GuardVerdict | None) -> None:
+    """Stop counting an allowed call as running, once it has returned or raised.
+
+    The span ``check`` was given may be a span around the tool's own (a LangChain chain span),
+    whose end says nothing about the call: the integration says when the call is over.
+    """
+    if verdict is not None:
+        try:
+            verdict.finish(processor)
+        except Exception as exc:
+            processor.guard.handle("enforce", exc)
 
 
 def scope_name(span: Any) -> str:

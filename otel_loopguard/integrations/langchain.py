@@ -46,6 +46,7 @@ from otel_loopguard.enforce._verdict import GuardVerdict, annotate, check, warni
 from otel_loopguard.integrations._common import (
     OWN_SCOPE,
     blocked_span,
+    finished,
     is_instrumentation_tool_span,
     observed,
     record_result,
@@ -224,7 +225,12 @@ class LoopGuardToolCallWrapper:
         plan = self._plan(request)
         if plan.verdict is not None:  # instrumented: the instrumentation records the call
             blocked = self._enforce(plan, request)
-            return blocked if blocked is not None else self._finish(plan, handler(request))
+            if blocked is not None:
+                return blocked
+            try:
+                return self._finish(plan, handler(request))
+            finally:
+                finished(self.processor, plan.verdict)
         with _attached(plan.parent), self._guard.call(plan.tool, plan.arguments) as scope:
             if scope.blocked is not None:
                 return _hint_message(self._scope_verdict(scope), request.tool_call)
@@ -235,8 +241,12 @@ class LoopGuardToolCallWrapper:
         plan = self._plan(request)
         if plan.verdict is not None:
             blocked = self._enforce(plan, request)
-            return blocked if blocked is not None else self._finish(plan,
-                                                                    await handler(request))
+            if blocked is not None:
+                return blocked
+            try:
+                return self._finish(plan, await handler(request))
+            finally:
+                finished(self.processor, plan.verdict)
         with _attached(plan.parent), self._guard.call(plan.tool, plan.arguments) as scope:
             if scope.blocked is not None:
                 return _hint_message(self._scope_verdict(scope), request.tool_call)
@@ -407,7 +417,10 @@ class _ToolFunctionGuard:
             if verdict is not None:
                 if verdict.blocked:
                     return self.blocked_result(verdict)
-                return self.finish(verdict, func(*args, **kwargs))
+                try:
+                    return self.finish(verdict, func(*args, **kwargs))
+                finally:
+                    finished(self.processor, verdict)
             with self._guard.call(self.name, arguments) as scope:
                 if scope.blocked is not None:
                     return self.blocked_result(self._verdict(scope))
@@ -426,7 +439,10 @@ class _ToolFunctionGuard:
             if verdict is not None:
                 if verdict.blocked:
                     return self.blocked_result(verdict)
-                return self.finish(verdict, await func(*args, **kwargs))
+                try:
+                    return self.finish(verdict, await func(*args, **kwargs))
+                finally:
+                    finished(self.processor, verdict)
             with self._guard.call(self.name, arguments) as scope:
                 if scope.blocked is not None:
                     return self.blocked_result(self._verdict(scope))

@@ -62,6 +62,7 @@ from otel_loopguard.enforce._verdict import GuardVerdict, annotate, check, warni
 from otel_loopguard.exceptions import ToolLoopError
 from otel_loopguard.integrations._common import (
     OWN_SCOPE,
+    finished,
     is_instrumentation_tool_span,
     observed,
     record_result,
@@ -213,6 +214,7 @@ class LoopGuardToolGuardrails:
                 pending.span.end()
             except Exception as exc:
                 self.processor.guard.handle("enforce", exc)
+        finished(self.processor, pending.verdict)  # if its span's end has not already
         suffix = warning(pending.verdict, self.config)
         if suffix is not None and isinstance(output, str):
             return ToolGuardrailFunctionOutput.reject_content(output + suffix,

@@ -35,3 +35,21 @@ METRIC_NAMES: Final = frozenset(
      INTERNAL_ERRORS, LABEL_OVERFLOW, SKIPPED_SPANS, UNPARENTED_TOOL_CALLS}
 )
 """Every series name as it appears in PromQL."""
+
+RECEIVER_REQUESTS: Final = "loopguard_receiver_requests_total"
+"""``serve`` only. Counter {protocol, outcome}: export requests by result (ok, partial, ...)."""
+RECEIVER_SPANS: Final = "loopguard_receiver_spans_total"
+"""``serve`` only. Counter {outcome}: spans accepted, rejected, late or duplicate."""
+RECEIVER_QUEUE: Final = "loopguard_receiver_queue_batches"
+"""``serve`` only. Gauge: decoded batches waiting for the worker."""
+FORWARDED: Final = "loopguard_receiver_forwarded_spans_total"
+"""``serve`` only. Counter: spans the downstream of ``--forward-endpoint`` accepted."""
+FORWARD_FAILURES: Final = "loopguard_receiver_forward_failures_total"
+"""``serve`` only. Counter {reason}: spans that were not forwarded (export_failed, queue_full,
+unencodable)."""
+FORWARD_REASONS: Final = ("export_failed", "queue_full", "unencodable")
+"""The ``reason`` label values of ``FORWARD_FAILURES``."""
+
+RECEIVER_METRIC_NAMES: Final = frozenset(
+    {RECEIVER_REQUESTS, RECEIVER_SPANS, RECEIVER_QUEUE, FORWARDED, FORWARD_FAILURES})
+"""The series ``serve`` exports on top of ``METRIC_NAMES``."""

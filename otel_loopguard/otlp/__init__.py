@@ -1,9 +1,13 @@
 """OTLP trace data to ``SpanRecord``: OTLP/JSON, OTLP protobuf and the SDK's own spans.
 
-Shared by ``check`` (trace files), ``serve`` (export requests) and the live processor (SDK
-spans). ``_request`` decodes whole export requests (size caps, decompression, partial success);
-``_fast`` and ``_reference`` decode the spans in them; ``_reference.span_record_from_readable``
-and ``raw_attributes`` are the one place that reads the SDK's private span fields.
+Shared by ``check`` (trace files), ``serve`` (export requests and forwarding) and the live
+processor (SDK spans). One decoder per format: ``_json`` and ``_proto`` turn an export request
+into records in one pass, keeping the good spans and counting the malformed ones (with the
+field path of the first), and accept only what OTLP protobuf can hold (``_spans``), so whatever
+they accept can be forwarded; asked for payloads, they also build the SDK span ``serve``
+forwards (``_sdk.readable_span``). ``_request`` decodes whole requests for ``serve`` (size caps,
+decompression, HTTP and gRPC statuses). ``_sdk.span_record_from_readable`` and
+``raw_attributes`` are the one place that reads the SDK's private span fields.
 """
 
 from __future__ import annotations

@@ -10,19 +10,19 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, Final
 
-from otel_loopguard.otlp._fast import json_spans, loads_json, proto_spans
-from otel_loopguard.otlp._reference import spans_from_json_request, spans_from_proto_request
+from otel_loopguard.otlp._json import decode_json_spans, loads_json
+from otel_loopguard.otlp._proto import decode_proto_spans
+from otel_loopguard.otlp._spans import DecodedSpans, FieldError
 from otel_loopguard.types import SpanRecord
 
 __all__ = ["Decoded", "RequestError", "decode_json", "decode_protobuf", "decompress",
-           "error_body", "json_one_by_one", "proto_one_by_one", "success_body"]
+           "error_body", "success_body"]
 
-GRPC_CODES: Final = {"INVALID_ARGUMENT": 3, "NOT_FOUND": 5, "RESOURCE_EXHAUSTED": 8,
+GRPC_CODES: Final = {"INVALID_ARGUMENT": 3, "DEADLINE_EXCEEDED": 4, "NOT_FOUND": 5,
+                     "RESOURCE_EXHAUSTED": 8,
                      "UNIMPLEMENTED": 12, "INTERNAL": 13, "UNAVAILABLE": 14,
                      "UNAUTHENTICATED": 16}
 """The ``google.rpc.Code`` values used in error bodies and gRPC statuses."""
@@ -30,11 +30,8 @@ _PROTO_MISSING: Final = ("receiving OTLP protobuf needs opentelemetry-proto, a d
                          "otel-loopguard: pip install opentelemetry-proto")
 _WBITS: Final = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS,
                  "deflate": 32 + zlib.MAX_WBITS}
-_ONE_PROTO_PREFIX: Final = "resource_spans[0].scope_spans[0].spans[0]"
-_ONE_JSON_PREFIX: Final = "resourceSpans[0].scopeSpans[0].spans[0]"
-_SCOPE_SPANS_KEYS: Final = ("scopeSpans", "scope_spans", "instrumentationLibrarySpans",
-                            "instrumentation_library_spans")
-_SCOPE_KEYS: Final = ("scope", "instrumentationLibrary", "instrumentation_library")
+
+
 class RequestError(Exception):
     """A request the receiver refuses, with its HTTP status, gRPC code and message."""
 
@@ -61,12 +58,8 @@ class Decoded:
     rejected: int = 0
     error_message: str = ""
     """Why spans were rejected (the first problem), for the partial-success response."""
-    request: Any = None
-    """The protobuf request, when the body was protobuf (for forwarding)."""
-    doc: Any = None
-    """The JSON document, when the body was OTLP/JSON (for forwarding)."""
     payloads: list[Any] | None = None
-    """Forwarding copies of ``spans``, filled in by the receiver when it forwards."""
+    """The SDK span of each of ``spans``, when the receiver forwards them."""
     received_ns: int = 0
     """When the receiver accepted the request (its clock)."""
 
@@ -108,8 +101,12 @@ def _proto_module() -> Any:
     return trace_service_pb2
 
 
-def decode_protobuf(body: bytes) -> Decoded:
+def decode_protobuf(body: bytes, *, payloads: bool = False) -> Decoded:
     """Return the spans of a protobuf ``ExportTraceServiceRequest``.
+
+    Args:
+        body: the serialized request.
+        payloads: also build the SDK span of each accepted span (for forwarding).
 
     Raises:
         RequestError: 400 when the body does not parse or every span is malformed.
@@ -123,16 +120,15 @@ def decode_protobuf(body: bytes) -> Decoded:
     except (DecodeError, ValueError, RuntimeError) as exc:
         raise invalid("body is not a valid OTLP protobuf ExportTraceServiceRequest: "
                       f"{exc or 'parse error'}") from None
-    try:
-        return Decoded(proto_spans(request), request=request)
-    except ValueError:
-        decoded = _checked(proto_one_by_one(request, pb))
-        decoded.request = request
-        return decoded
+    return _checked(decode_proto_spans(request, payloads=payloads))
 
 
-def decode_json(body: bytes) -> Decoded:
+def decode_json(body: bytes, *, payloads: bool = False) -> Decoded:
     """Return the spans of an OTLP/JSON ``ExportTraceServiceRequest`` (hex or base64 ids).
+
+    Args:
+        body: the request body.
+        payloads: also build the SDK span of each accepted span (for forwarding).
 
     Raises:
         RequestError: 400 when the body is not a JSON object, its structure is broken, or every
@@ -146,82 +142,20 @@ def decode_json(body: bytes) -> Decoded:
         raise invalid("body must be a JSON object (an OTLP ExportTraceServiceRequest), "
                       f"got {type(doc).__name__}")
     try:
-        return Decoded(json_spans(doc), doc=doc)
-    except ValueError as exc:
-        decoded = _checked(json_one_by_one(doc, str(exc)))
-        decoded.doc = doc
-        return decoded
+        decoded = decode_json_spans(doc, payloads=payloads)
+    except FieldError as exc:
+        raise invalid(str(exc)) from None
+    return _checked(decoded)
 
 
-def _checked(decoded: Decoded) -> Decoded:
+def _checked(decoded: DecodedSpans) -> Decoded:
     """Reject the request when no span was good; else word the partial-success message."""
-    if decoded.rejected and not decoded.spans:
-        raise invalid(f"all {decoded.rejected} spans rejected: {decoded.error_message}")
-    if decoded.rejected:
-        decoded.error_message = f"rejected {decoded.rejected} malformed span(s); first: " \
-                                f"{decoded.error_message}"
-    return decoded
-
-
-def _one_by_one(items: Iterator[tuple[str, Callable[[], list[SpanRecord]]]],
-                prefix: str) -> Decoded:
-    """Decode spans one at a time, keeping the good ones and the first problem."""
-    out = Decoded([])
-    for path, decode in items:
-        try:
-            out.spans.extend(decode())
-        except ValueError as exc:
-            out.rejected += 1
-            if not out.error_message:
-                out.error_message = path + str(exc).removeprefix(prefix)
-    return out
-
-
-def _records(decode: Callable[[Any], Iterator[SpanRecord]], request: Any) -> list[SpanRecord]:
-    return list(decode(request))
-
-
-def proto_one_by_one(request: Any, pb: Any) -> Decoded:
-    def items() -> Iterator[tuple[str, Callable[[], list[SpanRecord]]]]:
-        for i, resource_spans in enumerate(request.resource_spans):
-            for j, scope_spans in enumerate(resource_spans.scope_spans):
-                for k, span in enumerate(scope_spans.spans):
-                    one = pb.ExportTraceServiceRequest()
-                    rs = one.resource_spans.add()
-                    rs.resource.CopyFrom(resource_spans.resource)
-                    ss = rs.scope_spans.add()
-                    ss.scope.CopyFrom(scope_spans.scope)
-                    ss.spans.append(span)
-                    yield (f"resource_spans[{i}].scope_spans[{j}].spans[{k}]",
-                           partial(_records, spans_from_proto_request, one))
-
-    return _one_by_one(items(), _ONE_PROTO_PREFIX)
-
-
-def _json_list(obj: Any, keys: tuple[str, ...], problem: str) -> list[Any]:
-    if not isinstance(obj, Mapping):
-        raise invalid(problem)
-    for key in keys:
-        value = obj.get(key)
-        if value is not None:
-            if not isinstance(value, list):
-                raise invalid(problem)
-            return value
-    return []
-
-
-def json_one_by_one(doc: Mapping[str, Any], problem: str) -> Decoded:
-    def items() -> Iterator[tuple[str, Callable[[], list[SpanRecord]]]]:
-        for i, rs in enumerate(_json_list(doc, ("resourceSpans", "resource_spans"), problem)):
-            for j, ss in enumerate(_json_list(rs, _SCOPE_SPANS_KEYS, problem)):
-                scope = next((ss[k] for k in _SCOPE_KEYS if ss.get(k) is not None), None)
-                for k, span in enumerate(_json_list(ss, ("spans",), problem)):
-                    one = {"resourceSpans": [{"resource": rs.get("resource"), "scopeSpans": [
-                        {"scope": scope, "spans": [span]}]}]}
-                    yield (f"resourceSpans[{i}].scopeSpans[{j}].spans[{k}]",
-                           partial(_records, spans_from_json_request, one))
-
-    return _one_by_one(items(), _ONE_JSON_PREFIX)
+    rejected = decoded.rejected
+    if rejected and not decoded.spans:
+        raise invalid(f"all {rejected} spans rejected: {decoded.problem}")
+    message = f"rejected {rejected} malformed span(s); first: {decoded.problem}" \
+        if rejected else ""
+    return Decoded(decoded.spans, rejected, message, decoded.payloads)
 
 
 def success_body(decoded: Decoded | None, *, as_json: bool) -> bytes:

@@ -41,7 +41,7 @@ from otel_loopguard.engine import LoopEngine
 from otel_loopguard.evidence import EVENT_NAME, evidence_attributes
 from otel_loopguard.exceptions import LoopGuardError
 from otel_loopguard.metrics import LoopGuardMetrics
-from otel_loopguard.otlp._reference import raw_attributes, span_record_from_readable
+from otel_loopguard.otlp._sdk import raw_attributes, span_record_from_readable
 from otel_loopguard.processor._live import LiveSpans
 from otel_loopguard.processor._worker import SpanWorker
 from otel_loopguard.state import InMemoryRunStateStore, RunEntry

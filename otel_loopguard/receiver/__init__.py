@@ -3,9 +3,11 @@
 OTLP/gRPC and OTLP/HTTP (``/v1/traces``, protobuf or JSON, gzip) feed a bounded queue of decoded
 span batches; one worker thread groups them into runs (see ``reorder_window_seconds``) and runs
 the same engine as ``check``. The HTTP port also serves ``/metrics``, ``/healthz`` and
-``/readyz``. Safe by default: bound to 127.0.0.1, request and decompressed sizes capped, a full
-queue answered with backpressure (HTTP 429 / gRPC ``RESOURCE_EXHAUSTED`` with a retry delay),
-optional bearer-token auth, and a graceful shutdown that finishes every accepted batch.
+``/readyz``. Safe by default: bound to 127.0.0.1; the token (when set) checked before a body is
+read; request sizes, the bytes of requests in flight, the connections and the time a request
+may take to arrive all capped; a full queue answered with backpressure (HTTP 429 / gRPC
+``RESOURCE_EXHAUSTED`` with a retry delay); and a graceful shutdown that finishes every
+accepted batch.
 
 Example::
 
@@ -19,6 +21,7 @@ import contextlib
 import functools
 import hmac
 import logging
+import math
 import queue
 import threading
 import time
@@ -33,8 +36,16 @@ from prometheus_client.registry import Collector
 from otel_loopguard._guard import InternalErrorGuard
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.metrics import LoopGuardMetrics
+from otel_loopguard.metrics._names import (
+    FORWARD_FAILURES,
+    FORWARD_REASONS,
+    FORWARDED,
+    RECEIVER_QUEUE,
+    RECEIVER_REQUESTS,
+    RECEIVER_SPANS,
+)
 from otel_loopguard.otlp._request import Decoded, RequestError
-from otel_loopguard.receiver._stream import ClosedTrace, StreamingChecker
+from otel_loopguard.receiver._stream import StreamingChecker
 from otel_loopguard.replay.checker import RunReport
 
 __all__ = ["LoopGuardReceiver", "ReceiverOptions"]
@@ -42,18 +53,18 @@ __all__ = ["LoopGuardReceiver", "ReceiverOptions"]
 logger = logging.getLogger(__name__)
 
 _DEFAULT_MAX_REQUEST_BYTES: Final = 8 << 20
+_DEFAULT_MAX_BYTES_IN_FLIGHT: Final = 64 << 20
 _DEFAULT_MAX_QUEUE: Final = 64
-_OUTCOMES: Final = {400: "invalid", 401: "unauthenticated", 411: "invalid", 413: "too_large",
-                    415: "unsupported", 429: "throttled", 503: "unavailable"}
-REQUESTS: Final = "loopguard_receiver_requests_total"
+_OUTCOMES: Final = {400: "invalid", 401: "unauthenticated", 408: "timeout", 411: "invalid",
+                    413: "too_large", 415: "unsupported", 429: "throttled", 500: "internal",
+                    503: "unavailable"}
+REQUESTS: Final = RECEIVER_REQUESTS
 """Counter {protocol, outcome}: export requests by result (ok, partial, throttled, ...)."""
-SPANS: Final = "loopguard_receiver_spans_total"
+SPANS: Final = RECEIVER_SPANS
 """Counter {outcome}: spans accepted, rejected (malformed), late (their trace had closed) or
 duplicate (a span id seen twice in a trace, e.g. an exporter retry)."""
-QUEUE: Final = "loopguard_receiver_queue_batches"
+QUEUE: Final = RECEIVER_QUEUE
 """Gauge: decoded batches waiting for the worker."""
-FORWARDED: Final = "loopguard_receiver_forwarded_spans_total"
-"""Counter: spans handed to the forwarding exporter (``forward_endpoint``) once checked."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,6 +79,15 @@ class ReceiverOptions:
     """OTLP/HTTP port (also ``/metrics``, ``/healthz``, ``/readyz``)."""
     max_request_bytes: int = _DEFAULT_MAX_REQUEST_BYTES
     """Largest request body, compressed and decompressed (8 MiB)."""
+    max_bytes_in_flight: int = _DEFAULT_MAX_BYTES_IN_FLIGHT
+    """Request bytes (compressed and decompressed) being read or decoded at once, over both
+    protocols, before requests get 429 / RESOURCE_EXHAUSTED (64 MiB)."""
+    max_connections: int = 128
+    """HTTP connections served at once (one thread each); past it the connection that has
+    waited longest for its request is closed to make room."""
+    request_timeout_seconds: float = 30.0
+    """Time a request may take to arrive once begun: the HTTP request line and headers, then
+    the body, each; the gRPC request message. Also how long an idle HTTP connection is kept."""
     max_queue: int = _DEFAULT_MAX_QUEUE
     """Decoded batches waiting for the worker before requests get 429 / RESOURCE_EXHAUSTED."""
     token: str | None = None
@@ -79,7 +99,8 @@ class ReceiverOptions:
     retry_after_seconds: int = 1
     """Retry delay sent with backpressure responses."""
     grpc_workers: int = 8
-    """Threads serving gRPC requests."""
+    """Threads decoding gRPC requests; ``4 * grpc_workers`` calls may be open at once (past it
+    the call that has waited longest for its message is refused)."""
     forward_endpoint: str | None = None
     """Downstream OTLP endpoint that receives the spans with loopguard evidence; None: off."""
     forward_protocol: Literal["grpc", "http"] = "grpc"
@@ -88,9 +109,15 @@ class ReceiverOptions:
     def __post_init__(self) -> None:
         """Validate sizes and ports."""
         for name in ("max_request_bytes", "max_queue", "max_buffered_spans", "grpc_workers",
-                     "retry_after_seconds"):
+                     "retry_after_seconds", "max_connections"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_bytes_in_flight < self.max_request_bytes:
+            raise ValueError(f"max_bytes_in_flight ({self.max_bytes_in_flight}) must be >= "
+                             f"max_request_bytes ({self.max_request_bytes})")
+        if not 0 < self.request_timeout_seconds < math.inf:
+            raise ValueError("request_timeout_seconds must be > 0, "
+                             f"got {self.request_timeout_seconds}")
         for name in ("grpc_port", "http_port"):
             port = getattr(self, name)
             if port is not None and not 0 <= port <= 65535:
@@ -156,8 +183,14 @@ class LoopGuardReceiver:
                                  ["protocol", "outcome"], registry=registry)
         self._spans = Counter(SPANS[:-6], "Received spans by outcome (accepted, rejected, "
                               "late, duplicate).", ["outcome"], registry=registry)
-        self._forwarded = Counter(FORWARDED[:-6], "Spans handed to the forwarding exporter.",
+        self._forwarded = Counter(FORWARDED[:-6], "Spans forwarded to --forward-endpoint.",
                                   registry=registry)
+        self._forward_failures = Counter(
+            FORWARD_FAILURES[:-6], "Spans not forwarded, by reason (export_failed, queue_full, "
+            "unencodable).", ["reason"], registry=registry)
+        if self.options.forward_endpoint:
+            for reason in FORWARD_REASONS:  # a series per reason from the start, for rate()
+                self._forward_failures.labels(reason)
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=self.options.max_queue)
         if registry is not None:
             registry.register(_QueueCollector(self._queue.qsize))
@@ -166,7 +199,7 @@ class LoopGuardReceiver:
             self.config, metrics=self.metrics,
             reorder_window_seconds=self.options.reorder_window_seconds,
             max_spans=self.options.max_buffered_spans, clock=clock,
-            on_trace=self._forward if self.forwarder is not None else None,
+            on_trace=self.forwarder.forward if self.forwarder is not None else None,
             raise_internal_errors=raise_internal_errors)
         if self.metrics is not None:
             self.metrics.track_open_runs(lambda: self.stream.open_runs)
@@ -181,6 +214,8 @@ class LoopGuardReceiver:
         self._draining = self._stopped = False
         self._inflight = 0
         self._inflight_cond = threading.Condition()
+        self._bytes_in_flight = 0
+        self._bytes_lock = threading.Lock()
         self.http_port: int | None = None
         self.grpc_port: int | None = None
 
@@ -193,12 +228,19 @@ class LoopGuardReceiver:
         )
 
         return Forwarder(make_exporter(self.options.forward_endpoint,
-                                       self.options.forward_protocol))
+                                       self.options.forward_protocol),
+                         on_outcome=self._count_forwarded)
 
-    def _forward(self, closed: ClosedTrace) -> None:
-        self.forwarder.forward(closed)
-        if closed.payloads is not None:
-            self._forwarded.inc(len(closed.payloads))
+    def _count_forwarded(self, outcome: str, spans: int) -> None:
+        if outcome == "exported":
+            self._forwarded.inc(spans)
+        else:
+            self._forward_failures.labels(outcome).inc(spans)
+
+    @property
+    def forwarding(self) -> bool:
+        """Return True when received spans are forwarded (the decoders then build SDK spans)."""
+        return self.forwarder is not None
 
     # --- lifecycle -----------------------------------------------------------------------------
     def start(self) -> LoopGuardReceiver:
@@ -283,27 +325,54 @@ class LoopGuardReceiver:
 
     @property
     def ready(self) -> bool:
-        """Return True when the worker runs, the queue has room and no shutdown started."""
+        """Return True when a request of ``max_request_bytes`` would be taken now.
+
+        That is: the worker runs, the queue has room, the bytes in flight leave room for it,
+        and no shutdown started.
+        """
         worker = self._worker
+        options = self.options
         return worker is not None and worker.is_alive() and not self._draining \
-            and not self._queue.full()
+            and not self._queue.full() \
+            and self._bytes_in_flight + options.max_request_bytes <= options.max_bytes_in_flight
 
     # --- intake (called by the HTTP and gRPC servers, on their threads) ---------------------
-    def handle(self, protocol: str, authorization: str | None,
-               decode: Callable[[], Decoded]) -> Decoded:
+    def handle(self, protocol: str, authorization: str | bytes | None,
+               decode: Callable[[Callable[[int], None]], Decoded]) -> Decoded:
         """Authorize, admit, decode and queue one export request.
+
+        ``decode(reserve)`` reads and decodes the request; it calls ``reserve(n)`` before it
+        holds ``n`` more bytes (the body, then its decompressed form), which raises 429 /
+        RESOURCE_EXHAUSTED when the bytes in flight would pass ``max_bytes_in_flight``
+        (``reserve(-n)`` gives ``n`` back). What is reserved is released when the request is
+        queued or refused.
 
         Raises:
             RequestError: with the HTTP status and gRPC code to answer.
         """
+        reserved = [0]
+
+        def reserve(size: int) -> None:
+            with self._bytes_lock:
+                if size > 0 and \
+                        self._bytes_in_flight + size > self.options.max_bytes_in_flight:
+                    raise self.busy(f"{self._bytes_in_flight} bytes of requests in flight "
+                                     f"(limit {self.options.max_bytes_in_flight})")
+                self._bytes_in_flight += size
+                reserved[0] += size
+
         with self._tracked():
             try:
                 self.authorize(authorization)
                 self._admit()
-                decoded = decode()
-                self._enqueue(decoded)
+                try:
+                    decoded = self._decoded(decode, reserve)
+                    self._enqueue(decoded)
+                finally:
+                    with self._bytes_lock:
+                        self._bytes_in_flight -= reserved[0]
             except RequestError as error:
-                self._requests.labels(protocol, _OUTCOMES.get(error.http_status, "error")).inc()
+                self.refused(protocol, error)
                 raise
         self._requests.labels(protocol, "partial" if decoded.rejected else "ok").inc()
         self._spans.labels("accepted").inc(len(decoded.spans))
@@ -311,8 +380,34 @@ class LoopGuardReceiver:
             self._spans.labels("rejected").inc(decoded.rejected)
         return decoded
 
-    def authorize(self, authorization: str | None) -> None:
+    def _decoded(self, decode: Callable[[Callable[[int], None]], Decoded],
+                 reserve: Callable[[int], None]) -> Decoded:
+        """Return ``decode(reserve)``; a bug in it is a 500 / INTERNAL answer.
+
+        Not a dropped connection: the bug is contained and counted like any internal error.
+        """
+        try:
+            return decode(reserve)
+        except (RequestError, TimeoutError, OSError):
+            raise
+        except Exception as exc:
+            self.guard.handle("intake", exc)
+            raise RequestError(500, "INTERNAL", "internal error while decoding the request "
+                               "(counted in loopguard_internal_errors_total)") from None
+
+    def refused(self, protocol: str, error: RequestError) -> None:
+        """Count a request answered with ``error``.
+
+        ``handle`` counts its own; the front ends call this for what they refuse before it.
+        """
+        self._requests.labels(protocol, _OUTCOMES.get(error.http_status, "error")).inc()
+
+    def authorize(self, authorization: str | bytes | None) -> None:
         """Check an ``Authorization`` value against the token (constant-time compare).
+
+        Args:
+            authorization: the header's value; bytes as they came off the wire (HTTP header
+                values are bytes, so a UTF-8 token matches), or text (gRPC metadata).
 
         Raises:
             RequestError: 401 / UNAUTHENTICATED when a token is required and not matched.
@@ -320,8 +415,9 @@ class LoopGuardReceiver:
         token = self.options.token
         if token is None:
             return
-        scheme, _, credentials = (authorization or "").partition(" ")
-        given = credentials.strip().encode() if scheme.lower() == "bearer" else b""
+        raw = authorization.encode() if isinstance(authorization, str) else authorization or b""
+        scheme, _, credentials = raw.strip().partition(b" ")
+        given = credentials.strip() if scheme.lower() == b"bearer" else b""
         if not hmac.compare_digest(given, token.encode()):
             raise RequestError(401, "UNAUTHENTICATED", "missing or wrong bearer token "
                                "(send 'Authorization: Bearer <token>')")
@@ -331,25 +427,22 @@ class LoopGuardReceiver:
             raise RequestError(503, "UNAVAILABLE", "shutting down; send to another instance",
                                retry_after_seconds=self.options.retry_after_seconds)
         if self._queue.full():
-            raise self._busy()
+            raise self.busy(f"intake queue full ({self.options.max_queue} batches)")
 
-    def _busy(self) -> RequestError:
+    def busy(self, why: str) -> RequestError:
+        """Return the backpressure answer (429 / RESOURCE_EXHAUSTED with a retry delay)."""
         return RequestError(429, "RESOURCE_EXHAUSTED",
-                            f"intake queue full ({self.options.max_queue} batches); retry "
-                            f"after {self.options.retry_after_seconds} s",
+                            f"{why}; retry after {self.options.retry_after_seconds} s",
                             retry_after_seconds=self.options.retry_after_seconds)
 
     def _enqueue(self, decoded: Decoded) -> None:
-        if self.forwarder is not None:
-            decoded.payloads = self.forwarder.payloads(decoded)
-        decoded.request = decoded.doc = None
         if not decoded.spans:
             return
         decoded.received_ns = self._clock()
         try:
             self._queue.put_nowait(decoded)
         except queue.Full:
-            raise self._busy() from None
+            raise self.busy(f"intake queue full ({self.options.max_queue} batches)") from None
 
     @contextlib.contextmanager
     def _tracked(self) -> Iterator[None]:
@@ -409,10 +502,10 @@ class LoopGuardReceiver:
 
 
 def _stop_server(server: Any) -> None:
-    """Stop a ``grpc.Server`` or an ``http.server`` server; never raise."""
+    """Stop the gRPC or the HTTP server; never raise."""
     try:
-        if hasattr(server, "wait_for_termination"):
-            server.stop(grace=None).wait()
+        if hasattr(server, "stop"):
+            server.stop()
         else:
             server.shutdown()
             server.server_close()

@@ -1,44 +1,39 @@
 """Forwarding for ``serve``: re-export received spans through the SDK's own OTLP exporter.
 
-Received spans become SDK ``ReadableSpan`` objects (ids, kind, links, events, status, resource and
-scope kept from the protobuf; OTLP/JSON is converted to protobuf first). When the trace has been
-checked, flagged tool spans get the ``loopguard.*`` evidence attributes, and every span goes to a
+The OTLP decoders build an SDK ``ReadableSpan`` for every span they accept (ids, kind, links,
+events, status, resource and scope kept; see ``otel_loopguard.otlp``), and they accept only
+what protobuf can hold, so every accepted span can be exported. When its trace has been checked,
+flagged tool spans get the ``loopguard.*`` evidence attributes, and every span goes to a
 ``BatchSpanProcessor`` wrapping ``OTLPSpanExporter`` (gRPC or HTTP/protobuf), so the evidence
 shows up next to the spans in Tempo or Jaeger.
+
+Every span handed over ends in one outcome: exported, or dropped for one of the reasons of
+``FORWARD_FAILURES`` (the downstream failed, the queue was full, or the span could not be
+encoded; such a span is dropped alone, not with the batch it was in).
 """
 
 from __future__ import annotations
 
-import base64
 import logging
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
-from google.protobuf import json_format
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import Event, ReadableSpan
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
-from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
-from opentelemetry.trace.span import TraceState
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from otel_loopguard.otlp._request import Decoded
+from otel_loopguard.metrics._names import FORWARD_REASONS
 from otel_loopguard.receiver._stream import ClosedTrace
-from otel_loopguard.types import STATUS_ERROR, SpanRecord
 
 __all__ = ["Forwarder", "make_exporter"]
 
 logger = logging.getLogger(__name__)
 
 _DEFAULT_MAX_QUEUE_SIZE: Final = 65_536
-_KINDS: Final = {1: SpanKind.INTERNAL, 2: SpanKind.SERVER, 3: SpanKind.CLIENT,
-                 4: SpanKind.PRODUCER, 5: SpanKind.CONSUMER}
-_SAMPLED: Final = TraceFlags(TraceFlags.SAMPLED)
-_PARENT_IS_REMOTE: Final = 0x200
-"""``SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK`` of OTLP ``Span.flags``."""
-_ID_KEYS: Final = ("traceId", "spanId", "parentSpanId")
+EXPORTED: Final = "exported"
+EXPORT_FAILED, QUEUE_FULL, UNENCODABLE = FORWARD_REASONS
 
 
 def make_exporter(endpoint: str, protocol: Literal["grpc", "http"] = "grpc") -> SpanExporter:
@@ -65,41 +60,44 @@ def make_exporter(endpoint: str, protocol: Literal["grpc", "http"] = "grpc") -> 
 
 
 class Forwarder:
-    """Turns received spans into SDK spans and exports them once their trace is checked.
+    """Exports the spans of checked traces, evidence added to the flagged ones.
 
-    Thread-safe: ``payloads`` runs on the request threads, ``forward`` on the worker thread.
-    Export runs on the ``BatchSpanProcessor`` thread; when the downstream is slower than the
-    intake, its bounded queue drops spans (and logs) instead of blocking detection.
+    Thread-safe: ``forward`` runs on the receiver's worker thread, export on the
+    ``BatchSpanProcessor`` thread. When the downstream is slower than the intake, the bounded
+    queue drops spans instead of blocking detection.
 
     Args:
         exporter: the span exporter, e.g. from :func:`make_exporter`.
         max_queue_size: spans waiting for export before new ones are dropped (65,536).
+        on_outcome: called with ``(outcome, spans)``: ``exported``, ``export_failed``,
+            ``queue_full`` or ``unencodable``, on the thread that saw it.
     """
 
     def __init__(self, exporter: SpanExporter, *,
-                 max_queue_size: int = _DEFAULT_MAX_QUEUE_SIZE) -> None:
-        self.processor = BatchSpanProcessor(exporter, max_queue_size=max_queue_size,
+                 max_queue_size: int = _DEFAULT_MAX_QUEUE_SIZE,
+                 on_outcome: Callable[[str, int], None] | None = None) -> None:
+        self._on_outcome = on_outcome or _ignore
+        self._exporter = _SeparatingExporter(exporter, self._on_outcome)
+        self.processor = BatchSpanProcessor(self._exporter, max_queue_size=max_queue_size,
                                             schedule_delay_millis=200)
-
-    def payloads(self, decoded: Decoded) -> list[ReadableSpan]:
-        """Return an SDK span for each accepted span of ``decoded``, in the same order."""
-        request = decoded.request
-        if request is None and decoded.doc is not None and not decoded.rejected:
-            request = _json_to_proto(decoded.doc)
-        if request is not None and not decoded.rejected:
-            spans = _from_proto(request)
-            if len(spans) == len(decoded.spans):
-                return spans
-        return [_from_record(span) for span in decoded.spans]
+        self._max_queue_size = max_queue_size
+        self._handed = 0
+        """Spans handed to the processor; minus the exporter's ``taken``, those it queues."""
 
     def forward(self, closed: ClosedTrace) -> None:
         """Export the spans of a checked trace, evidence added to the flagged ones."""
         if closed.payloads is None:
             return
         evidence = closed.evidence
+        on_end = self.processor.on_end
         for record, span in zip(closed.spans, closed.payloads, strict=True):
+            if span is None:
+                continue
+            if self._handed - self._exporter.taken >= self._max_queue_size:
+                self._on_outcome(QUEUE_FULL, 1)  # the processor drops its oldest span
+            self._handed += 1
             extra = evidence.get(record.span_id) if evidence else None
-            self.processor.on_end(_with_attributes(span, extra) if extra else span)
+            on_end(_with_attributes(span, extra) if extra else span)
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Export everything queued so far."""
@@ -110,110 +108,73 @@ class Forwarder:
         self.processor.shutdown()  # type: ignore[no-untyped-call]  # unannotated in the SDK
 
 
+class _SeparatingExporter(SpanExporter):
+    """Wraps an exporter so that a span that cannot be encoded fails alone, not its batch.
+
+    The SDK's OTLP exporters encode a whole batch at once, and one bad span fails them all
+    (gRPC raises, HTTP logs and returns FAILURE). After a failed export each span is encoded
+    on its own; the ones that fail are dropped and counted, and the rest is exported again.
+    """
+
+    def __init__(self, inner: SpanExporter, on_outcome: Callable[[str, int], None]) -> None:
+        self._inner = inner
+        self._on_outcome = on_outcome
+        self._lock = threading.Lock()
+        self.taken = 0
+        """Spans the batch processor has taken from its queue so far."""
+        self._logged = False
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        with self._lock:
+            self.taken += len(spans)
+        if self._export(spans):
+            return SpanExportResult.SUCCESS
+        good = [span for span in spans if _encodes(span)]
+        if len(good) == len(spans):
+            self._on_outcome(EXPORT_FAILED, len(spans))
+            return SpanExportResult.FAILURE
+        self._on_outcome(UNENCODABLE, len(spans) - len(good))
+        if not self._logged:
+            self._logged = True
+            logger.warning("otel-loopguard: dropped %d forwarded span(s) that cannot be encoded "
+                           "as OTLP (counted in loopguard_receiver_forward_failures_total; "
+                           "logged once)", len(spans) - len(good))
+        if good and self._export(good):
+            return SpanExportResult.SUCCESS
+        self._on_outcome(EXPORT_FAILED, len(good))
+        return SpanExportResult.FAILURE
+
+    def _export(self, spans: Sequence[ReadableSpan]) -> bool:
+        try:
+            ok = self._inner.export(spans) is SpanExportResult.SUCCESS
+        except Exception:  # the gRPC exporter raises when the batch does not encode
+            ok = False
+        if ok:
+            self._on_outcome(EXPORTED, len(spans))
+        return ok
+
+    def shutdown(self) -> None:
+        self._inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return self._inner.force_flush(timeout_millis)
+
+
+def _encodes(span: ReadableSpan) -> bool:
+    try:
+        encode_spans([span]).SerializeToString()
+    except Exception:
+        return False
+    return True
+
+
+def _ignore(outcome: str, count: int) -> None:
+    """Count nothing (no metrics)."""
+
+
 def _with_attributes(span: ReadableSpan, extra: Mapping[str, Any]) -> ReadableSpan:
     return ReadableSpan(
         name=span.name, context=span.context, parent=span.parent, resource=span.resource,
         attributes={**(span.attributes or {}), **extra}, events=span.events, links=span.links,
         kind=span.kind, status=span.status, start_time=span.start_time, end_time=span.end_time,
         instrumentation_scope=span.instrumentation_scope)
-
-
-def _json_to_proto(doc: Mapping[str, Any]) -> Any:
-    """Return OTLP/JSON as a protobuf request (hex ids made base64), or None if it won't fit."""
-    try:
-        fixed = _base64_ids(doc)
-        return json_format.ParseDict(fixed, trace_service_pb2.ExportTraceServiceRequest(),
-                                     ignore_unknown_fields=True)
-    except (json_format.ParseError, ValueError, TypeError, AttributeError, RecursionError):
-        return None
-
-
-def _base64_ids(node: Any, key: str = "") -> Any:
-    if isinstance(node, dict):
-        return {k: _base64_ids(v, k) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_base64_ids(v) for v in node]
-    if key in _ID_KEYS and isinstance(node, str) and len(node) in (16, 32):
-        try:
-            return base64.b64encode(bytes.fromhex(node)).decode()
-        except ValueError:
-            return node
-    return node
-
-
-def _from_proto(request: Any) -> list[ReadableSpan]:
-    out: list[ReadableSpan] = []
-    for resource_spans in request.resource_spans:
-        resource = Resource(_attributes(resource_spans.resource.attributes),
-                            resource_spans.schema_url or None)
-        for scope_spans in resource_spans.scope_spans:
-            scope = scope_spans.scope
-            sdk_scope = InstrumentationScope(scope.name, scope.version or None,
-                                             scope_spans.schema_url or None,
-                                             _attributes(scope.attributes))
-            out.extend(_proto_span(span, resource, sdk_scope) for span in scope_spans.spans)
-    return out
-
-
-def _proto_span(span: Any, resource: Resource, scope: InstrumentationScope) -> ReadableSpan:
-    trace_id = int.from_bytes(span.trace_id, "big")
-    state = TraceState.from_header([span.trace_state]) if span.trace_state else None
-    context = SpanContext(trace_id, int.from_bytes(span.span_id, "big"), is_remote=False,
-                          trace_flags=TraceFlags((span.flags & 0xFF) | TraceFlags.SAMPLED),
-                          trace_state=state)
-    parent_id = int.from_bytes(span.parent_span_id, "big") if span.parent_span_id else 0
-    parent = SpanContext(trace_id, parent_id, is_remote=bool(span.flags & _PARENT_IS_REMOTE),
-                         trace_flags=_SAMPLED) if parent_id else None
-    code = span.status.code
-    return ReadableSpan(
-        name=span.name, context=context, parent=parent, resource=resource,
-        attributes=_attributes(span.attributes),
-        events=tuple(Event(e.name, _attributes(e.attributes), e.time_unix_nano, limit=None)
-                     for e in span.events),
-        links=tuple(_link(link) for link in span.links), kind=_KINDS.get(span.kind,
-                                                                         SpanKind.INTERNAL),
-        status=Status(StatusCode(code if code in (0, 1, 2) else 0),
-                      span.status.message if code == STATUS_ERROR else None),
-        start_time=span.start_time_unix_nano, end_time=span.end_time_unix_nano,
-        instrumentation_scope=scope)
-
-
-def _link(link: Any) -> Link:
-    state = TraceState.from_header([link.trace_state]) if link.trace_state else None
-    context = SpanContext(int.from_bytes(link.trace_id, "big"), int.from_bytes(link.span_id,
-                                                                                "big"),
-                          is_remote=True, trace_flags=_SAMPLED, trace_state=state)
-    return Link(context, _attributes(link.attributes))
-
-
-def _attributes(pairs: Sequence[Any]) -> dict[str, Any]:
-    return {kv.key: _value(kv.value) for kv in pairs}
-
-
-def _value(value: Any) -> Any:
-    kind = value.WhichOneof("value")
-    if kind is None:
-        return None
-    if kind == "array_value":
-        return tuple(_value(v) for v in value.array_value.values)
-    if kind == "kvlist_value":
-        return _attributes(value.kvlist_value.values)
-    return getattr(value, kind)
-
-
-def _from_record(span: SpanRecord) -> ReadableSpan:
-    """Return an SDK span from the neutral record (kind and links are not known here)."""
-    trace_id = int(span.trace_id, 16)
-    context = SpanContext(trace_id, int(span.span_id, 16), is_remote=False,
-                          trace_flags=_SAMPLED)
-    parent = SpanContext(trace_id, int(span.parent_span_id, 16), is_remote=False,
-                         trace_flags=_SAMPLED) if span.parent_span_id else None
-    code = span.status_code if span.status_code in (0, 1, 2) else 0
-    return ReadableSpan(
-        name=span.name, context=context, parent=parent, resource=Resource(dict(span.resource)),
-        attributes=dict(span.attributes),
-        events=tuple(Event(name, dict(attrs), span.end_time_ns, limit=None)
-                     for name, attrs in span.events),
-        status=Status(StatusCode(code), span.status_message if code == STATUS_ERROR else None),
-        start_time=span.start_time_ns, end_time=span.end_time_ns,
-        instrumentation_scope=InstrumentationScope(span.scope_name))

@@ -1,15 +1,28 @@
 """The OTLP/gRPC front end of ``serve``: ``opentelemetry.proto.collector.trace.v1.TraceService``.
 
+An asyncio gRPC server on a thread of its own, so a call waiting for its request message costs
+a coroutine, not a thread: decoding runs on ``grpc_workers`` threads once a message is there.
+The bearer token is checked from the call's metadata before the message is read, a call gets
+``request_timeout_seconds`` to send its message, and when ``4 * grpc_workers`` calls are open
+the one that has waited longest for its message is refused to make room, so calls that never
+send one cannot keep real exporters out.
+
 The service is registered as a generic handler that receives the raw request bytes, rather
 than through ``add_TraceServiceServicer_to_server``: grpcio answers a message it cannot
 deserialize with ``INTERNAL``, while OTLP asks for ``INVALID_ARGUMENT`` and a message, which
-only our own decoding can give. grpcio enforces the size cap (``RESOURCE_EXHAUSTED``) and
-handles gzip itself.
+only our own decoding can give. It is a stream-unary handler, the only kind that runs before
+the message has arrived (a unary client sends exactly one message either way). grpcio enforces
+the size cap (``RESOURCE_EXHAUSTED``) and handles gzip itself.
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 import grpc
@@ -19,7 +32,14 @@ from google.rpc import (  # type: ignore[import-untyped]  # googleapis-common-pr
     status_pb2,
 )
 
-from otel_loopguard.otlp._request import GRPC_CODES, RequestError, decode_protobuf, success_body
+from otel_loopguard.otlp._request import (
+    GRPC_CODES,
+    Decoded,
+    RequestError,
+    decode_protobuf,
+    invalid,
+    success_body,
+)
 
 if TYPE_CHECKING:
     from otel_loopguard.receiver import LoopGuardReceiver
@@ -27,57 +47,182 @@ if TYPE_CHECKING:
 __all__ = ["start_grpc_server"]
 
 SERVICE: Final = "opentelemetry.proto.collector.trace.v1.TraceService"
+_STOP_SECONDS: Final = 30.0
 
 
-def start_grpc_server(receiver: LoopGuardReceiver, host: str, port: int) -> tuple[Any, int]:
+def start_grpc_server(receiver: LoopGuardReceiver, host: str, port: int,
+                      ) -> tuple[GrpcServer, int]:
     """Start the OTLP/gRPC server on ``host:port`` (0 picks a free port).
 
     Returns:
-        The ``grpc.Server`` and the bound port.
+        The server (``stop()`` stops it) and the bound port.
 
     Raises:
         OSError: when the address cannot be bound.
     """
-    options = receiver.options
-    server = grpc.server(
-        ThreadPoolExecutor(max_workers=options.grpc_workers,
-                           thread_name_prefix="loopguard-serve-grpc"),
-        options=[("grpc.max_receive_message_length", options.max_request_bytes),
-                 ("grpc.so_reuseport", 0)],
-        maximum_concurrent_rpcs=options.grpc_workers * 4)
-    handler = grpc.method_handlers_generic_handler(
-        SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(_Export(receiver))})
-    server.add_generic_rpc_handlers((handler,))
-    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    try:
-        bound = server.add_insecure_port(address)
-    except RuntimeError as exc:
-        raise OSError(f"cannot bind OTLP/gRPC to {address}: {exc}") from None
-    if not bound:
-        raise OSError(f"cannot bind OTLP/gRPC to {address}")
-    server.start()
-    return server, bound
+    server = GrpcServer(receiver)
+    return server, server.start(host, port)
+
+
+class GrpcServer:
+    """The ``grpc.aio`` server, its event loop thread and its decoding threads."""
+
+    def __init__(self, receiver: LoopGuardReceiver) -> None:
+        """Prepare the loop and the threads; nothing listens until ``start``."""
+        self.receiver = receiver
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
+                                        name="loopguard-serve-grpc-loop")
+        self._pool = ThreadPoolExecutor(max_workers=receiver.options.grpc_workers,
+                                        thread_name_prefix="loopguard-serve-grpc")
+        self._server: Any = None
+
+    def start(self, host: str, port: int) -> int:
+        """Bind and start; return the bound port.
+
+        Raises:
+            OSError: when the address cannot be bound.
+        """
+        self._thread.start()
+        try:
+            return asyncio.run_coroutine_threadsafe(self._start(host, port), self._loop).result()
+        except BaseException:
+            self.stop()
+            raise
+
+    async def _start(self, host: str, port: int) -> int:
+        options = self.receiver.options
+        self._server = grpc.aio.server(options=[
+            ("grpc.max_receive_message_length", options.max_request_bytes),
+            ("grpc.so_reuseport", 0)])
+        export = _Export(self.receiver, self._pool)
+        handler = grpc.method_handlers_generic_handler(
+            SERVICE, {"Export": grpc.stream_unary_rpc_method_handler(export.export)})
+        self._server.add_generic_rpc_handlers((handler,))
+        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        try:
+            bound = self._server.add_insecure_port(address)
+        except RuntimeError as exc:
+            raise OSError(f"cannot bind OTLP/gRPC to {address}: {exc}") from None
+        if not bound:
+            raise OSError(f"cannot bind OTLP/gRPC to {address}")
+        await self._server.start()
+        return int(bound)
+
+    def stop(self) -> None:
+        """Stop at once (calls still open are cancelled), then the loop and the threads."""
+        if self._server is not None and self._loop.is_running():
+            asyncio.run_coroutine_threadsafe(self._server.stop(None), self._loop).result(
+                _STOP_SECONDS)
+        self._server = None
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(_STOP_SECONDS)
+        self._pool.shutdown(wait=True)
+        if not self._loop.is_running():
+            self._loop.close()
 
 
 class _Export:
-    """The ``Export`` method: raw request bytes in, raw response bytes out."""
+    """The ``Export`` method: raw request bytes in, raw response bytes out.
 
-    def __init__(self, receiver: LoopGuardReceiver) -> None:
+    Runs on the event loop thread; only decoding goes to the thread pool. ``_waiting`` and
+    ``_calls`` are touched on the loop thread only, so they need no lock.
+    """
+
+    def __init__(self, receiver: LoopGuardReceiver, pool: ThreadPoolExecutor) -> None:
         self.receiver = receiver
+        self.pool = pool
+        self.timeout = receiver.options.request_timeout_seconds
+        self.max_calls = 4 * receiver.options.grpc_workers
+        self._calls = 0
+        self._waiting: OrderedDict[int, asyncio.Future[None]] = OrderedDict()
+        """Calls still waiting for their message, oldest first: their eviction futures."""
 
-    def __call__(self, request: bytes, context: grpc.ServicerContext) -> bytes:
-        authorization = None
-        for key, value in context.invocation_metadata():
-            if key == "authorization":
-                authorization = value if isinstance(value, str) else None
+    async def export(self, requests: Any, context: grpc.aio.ServicerContext) -> bytes:
+        """Answer one ``Export`` call."""
+        authorization = _authorization(context)
         try:
-            decoded = self.receiver.handle("grpc", authorization,
-                                           lambda: decode_protobuf(request))
+            self.receiver.authorize(authorization)  # before the message is read
+            if self._calls >= self.max_calls and not self._evict_oldest():
+                raise self.receiver.busy(f"{self._calls} OTLP/gRPC calls open")
         except RequestError as error:
-            if error.retry_after_seconds:
-                context.set_trailing_metadata(_retry_metadata(error))
-            context.abort(grpc.StatusCode[error.grpc_code], error.message)
+            self.receiver.refused("grpc", error)
+            await self._abort(context, error)
+        self._calls += 1
+        try:
+            message = await self._message(requests, context)
+            loop = asyncio.get_running_loop()
+            decoded = await loop.run_in_executor(self.pool, partial(
+                self._handle, authorization, message))
+        except RequestError as error:  # counted where it was raised
+            await self._abort(context, error)
+        finally:
+            self._calls -= 1
         return success_body(decoded, as_json=False)
+
+    def _handle(self, authorization: str | None, message: bytes) -> Decoded:
+        forwarding = self.receiver.forwarding
+
+        def decode(reserve: Callable[[int], None]) -> Decoded:
+            reserve(len(message))
+            return decode_protobuf(message, payloads=forwarding)
+
+        return self.receiver.handle("grpc", authorization, decode)
+
+    async def _message(self, requests: Any, context: grpc.aio.ServicerContext) -> bytes:
+        """Return the call's request message, waiting at most ``timeout`` seconds for it.
+
+        Raises:
+            RequestError: DEADLINE_EXCEEDED after the timeout, RESOURCE_EXHAUSTED when the call
+                was evicted to make room, INVALID_ARGUMENT when the client sent no message.
+        """
+        loop = asyncio.get_running_loop()
+        evicted: asyncio.Future[None] = loop.create_future()
+        key = id(evicted)
+        self._waiting[key] = evicted
+        read = asyncio.ensure_future(requests.__anext__())
+        try:
+            await asyncio.wait((read, evicted), timeout=self.timeout,
+                               return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._waiting.pop(key, None)
+            if not read.done():
+                read.cancel()
+        if not read.done() or read.cancelled():
+            error = self.receiver.busy("too many OTLP/gRPC calls waiting for their request "
+                                       "message; this one waited longest") if evicted.done() \
+                else RequestError(408, "DEADLINE_EXCEEDED", "no request message within "
+                                  f"{self.timeout:g} s")
+            self.receiver.refused("grpc", error)
+            raise error
+        try:
+            message: bytes = read.result()
+        except StopAsyncIteration:
+            error = invalid("Export needs one request message")
+            self.receiver.refused("grpc", error)
+            raise error from None
+        return message
+
+    def _evict_oldest(self) -> bool:
+        """Refuse the call that has waited longest for its message; False if none waits."""
+        if not self._waiting:
+            return False
+        _, evicted = self._waiting.popitem(last=False)
+        evicted.set_result(None)
+        return True
+
+    async def _abort(self, context: grpc.aio.ServicerContext, error: RequestError) -> None:
+        if error.retry_after_seconds:
+            context.set_trailing_metadata(_retry_metadata(error))
+        await context.abort(grpc.StatusCode[error.grpc_code], error.message)
+
+
+def _authorization(context: grpc.aio.ServicerContext) -> str | None:
+    for key, value in context.invocation_metadata() or ():
+        if key == "authorization":
+            return value if isinstance(value, str) else None
+    return None
 
 
 def _retry_metadata(error: RequestError) -> tuple[tuple[str, bytes], ...]:

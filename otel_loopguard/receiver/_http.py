@@ -1,14 +1,28 @@
 """The OTLP/HTTP front end of ``serve``: ``/v1/traces``, ``/metrics``, ``/healthz``, ``/readyz``.
 
-A stdlib ``ThreadingHTTPServer`` (HTTP/1.1 keep-alive, one thread per connection). Request
-bodies are never read past ``max_request_bytes``: a larger ``Content-Length`` is refused before
-reading, and the connection is closed whenever a body is left unread.
+A stdlib ``ThreadingHTTPServer`` (HTTP/1.1 keep-alive, one thread per connection) with three
+bounds a slow or hostile client cannot get around:
+
+* **time**: a request's line and headers, then its body, must each arrive within
+  ``request_timeout_seconds`` (a deadline for the whole, not per read, so a byte now and then
+  does not keep it open); an idle connection is closed after the same time;
+* **connections**: at most ``max_connections`` are served at once; past it the connection
+  that has waited longest for its request (idle, or still sending it) is closed to make room,
+  and when every connection is busy with a request the new one gets 503;
+* **memory**: the token is checked, and the body's share of ``max_bytes_in_flight`` taken,
+  before the body is read; a larger ``Content-Length`` than ``max_request_bytes`` is refused
+  unread, and the connection is closed whenever a body is left unread.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import socket
 import threading
+import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
@@ -31,11 +45,27 @@ if TYPE_CHECKING:
 
 __all__ = ["start_http_server"]
 
+logger = logging.getLogger(__name__)
+
 TRACES_PATH: Final = "/v1/traces"
 _PROTOBUF: Final = "application/x-protobuf"
 _JSON: Final = "application/json"
-_SOCKET_TIMEOUT_SECONDS: Final = 30.0
-"""Idle or slow connections are dropped after this long, so they cannot pin threads."""
+_MAX_LENGTH_DIGITS: Final = 18
+_FULL: Final = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+                b"Content-Length: 22\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
+                b"too many connections\r\n")
+_IDLE, _READING, _BUSY = "idle", "reading", "busy"
+
+
+class _Slot:
+    """One served connection: what it is doing and since when (guarded by the server lock)."""
+
+    __slots__ = ("since", "sock", "state")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.state = _IDLE
+        self.since = time.monotonic()
 
 
 class _Server(ThreadingHTTPServer):
@@ -44,6 +74,61 @@ class _Server(ThreadingHTTPServer):
     """The listen backlog (socketserver's default, 5, drops connections of a burst of exporters
     before they can be answered, even with 429)."""
     receiver: LoopGuardReceiver
+
+    def __init__(self, address: tuple[str, int], receiver: LoopGuardReceiver) -> None:
+        super().__init__(address, _Handler)
+        self.receiver = receiver
+        self.max_connections = receiver.options.max_connections
+        self.timeout_seconds = receiver.options.request_timeout_seconds
+        self._lock = threading.Lock()
+        """Held only to read or change ``_slots`` and their states; never while blocking."""
+        self._slots: dict[int, _Slot] = {}
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Serve the connection on a thread of its own, or refuse it when all are busy."""
+        with self._lock:
+            served = sum(slot.state != "evicted" for slot in self._slots.values())
+            admitted = served < self.max_connections or self._evict_oldest()
+            if admitted:
+                self._slots[id(request)] = _Slot(request)
+        if admitted:
+            super().process_request(request, client_address)
+            return
+        self.receiver.refused("http", RequestError(503, "UNAVAILABLE", "too many connections"))
+        with contextlib.suppress(OSError):
+            request.settimeout(1.0)
+            request.sendall(_FULL)
+        self.shutdown_request(request)
+
+    def _evict_oldest(self) -> bool:
+        """Close the connection that has waited longest for its request; hold ``_lock``."""
+        waiting = [slot for slot in self._slots.values() if slot.state in (_IDLE, _READING)]
+        if not waiting:
+            return False
+        oldest = min(waiting, key=lambda slot: slot.since)
+        oldest.state = "evicted"
+        with contextlib.suppress(OSError):
+            oldest.sock.shutdown(socket.SHUT_RDWR)  # its thread's read returns at once
+        return True
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._lock:
+                self._slots.pop(id(request), None)
+
+    def set_state(self, request: Any, state: str) -> None:
+        """Record what a connection does now (``idle``, ``reading`` or ``busy``)."""
+        with self._lock:
+            slot = self._slots.get(id(request))
+            if slot is not None and slot.state != "evicted":
+                slot.state, slot.since = state, time.monotonic()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Stay quiet about clients that went away (or were closed) mid-request."""
+        logger.debug("otel-loopguard: HTTP connection from %s failed", client_address,
+                     exc_info=True)
 
 
 class _Server6(_Server):
@@ -57,27 +142,68 @@ def start_http_server(receiver: LoopGuardReceiver, host: str, port: int) -> Thre
         OSError: when the address cannot be bound.
     """
     server_class: type[_Server] = _Server6 if ":" in host else _Server
-    server = server_class((host, port), _Handler)
-    server.receiver = receiver
+    server = server_class((host, port), receiver)
     threading.Thread(target=server.serve_forever, args=(0.1,), name="loopguard-serve-http",
                      daemon=True).start()
     return server
 
 
+class _DeadlineReader(io.RawIOBase):
+    """The connection's socket, read against a deadline for a whole request (not per read)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        super().__init__()
+        self._sock = sock
+        self.deadline = 0.0
+
+    def readable(self) -> bool:
+        """Return True: this stream is readable."""
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        """Receive into ``buffer``, or raise ``TimeoutError`` once the deadline has passed."""
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("the request did not arrive in time")
+        self._sock.settimeout(remaining)
+        return self._sock.recv_into(buffer)
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "otel-loopguard"
-    timeout = _SOCKET_TIMEOUT_SECONDS
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:
         """Stay silent: one line per request would flood the log at OTLP rates."""
+
+    def setup(self) -> None:
+        """Read the connection through a deadline."""
+        super().setup()
+        self._reader = _DeadlineReader(self.connection)
+        self.rfile = self._buffered = io.BufferedReader(self._reader)
+
+    def handle_one_request(self) -> None:
+        """Wait (as long as an idle connection is kept) for a request, then read it in time."""
+        self.server.set_state(self.request, _IDLE)
+        self._reader.deadline = time.monotonic() + self.server.timeout_seconds
+        try:
+            if not self._buffered.peek(1):
+                self.close_connection = True
+                return
+        except (TimeoutError, OSError, ValueError):
+            self.close_connection = True
+            return
+        self.server.set_state(self.request, _READING)
+        self._reader.deadline = time.monotonic() + self.server.timeout_seconds
+        super().handle_one_request()
 
     # --- routes --------------------------------------------------------------------------------
     def do_GET(self) -> None:
         """Serve ``/metrics``, ``/healthz`` and ``/readyz``."""
         path = urlsplit(self.path).path
         receiver = self.server.receiver
+        self.server.set_state(self.request, _BUSY)
         if path == "/healthz":
             self._send(200, b"ok\n", "text/plain; charset=utf-8")
         elif path == "/readyz":
@@ -101,8 +227,8 @@ class _Handler(BaseHTTPRequestHandler):
         media = self.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
         as_json = media == _JSON
         try:
-            decoded = self.server.receiver.handle("http", self.headers.get("Authorization"),
-                                                  lambda: self._decode(media))
+            decoded = self.server.receiver.handle(
+                "http", self._authorization(), lambda reserve: self._decode(media, reserve))
         except RequestError as error:
             headers = {"Retry-After": str(int(error.retry_after_seconds))} \
                 if error.retry_after_seconds else {}
@@ -116,7 +242,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _metrics(self) -> None:
         receiver = self.server.receiver
         try:
-            receiver.authorize(self.headers.get("Authorization"))
+            receiver.authorize(self._authorization())
         except RequestError as error:
             self._send(401, error.message.encode() + b"\n", "text/plain; charset=utf-8",
                        {"WWW-Authenticate": "Bearer"})
@@ -126,35 +252,67 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, body, CONTENT_TYPE_LATEST)
 
     # --- helpers -------------------------------------------------------------------------------
-    def _decode(self, media: str) -> Decoded:
+    def _authorization(self) -> bytes | None:
+        """Return the ``Authorization`` header as sent (http.server decodes it as Latin-1)."""
+        value = self.headers.get("Authorization")
+        return None if value is None else value.encode("latin-1", "replace")
+
+    def _decode(self, media: str, reserve: Callable[[int], None]) -> Decoded:
         if media not in (_PROTOBUF, _JSON):
             raise RequestError(415, "INVALID_ARGUMENT",
                                f"unsupported Content-Type {media or '(none)'!r}; use "
                                f"{_PROTOBUF} or {_JSON}")
-        limit = self.server.receiver.options.max_request_bytes
-        body = decompress(self._read_body(limit), self.headers.get("Content-Encoding", ""),
-                          limit)
-        return decode_json(body) if media == _JSON else decode_protobuf(body)
+        receiver = self.server.receiver
+        limit = receiver.options.max_request_bytes
+        length = self._content_length(limit)
+        reserve(length)
+        body = self._read_body(length)
+        self.server.set_state(self.request, _BUSY)
+        encoding = self.headers.get("Content-Encoding", "")
+        if encoding.strip().lower() not in ("", "identity"):
+            reserve(limit)  # inflating may take up to the limit
+            body = decompress(body, encoding, limit)
+            reserve(len(body) - limit)  # give back what it did not take
+        forwarding = receiver.forwarding
+        return decode_json(body, payloads=forwarding) if media == _JSON \
+            else decode_protobuf(body, payloads=forwarding)
 
-    def _read_body(self, limit: int) -> bytes:
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            raise RequestError(411, "INVALID_ARGUMENT",
-                               "chunked request bodies are not supported; send Content-Length")
-        raw = self.headers.get("Content-Length")
-        if raw is None:
+    def _content_length(self, limit: int) -> int:
+        """Return the one ``Content-Length`` given, as plain decimal digits.
+
+        Raises:
+            RequestError: 411 without it (or with a ``Transfer-Encoding``), 400 when it is
+                given twice or is not plain digits, 413 when it is over ``limit``.
+        """
+        if self.headers.get("Transfer-Encoding") is not None:
+            raise RequestError(411, "INVALID_ARGUMENT", "Transfer-Encoding is not supported; "
+                               "send the body with a Content-Length")
+        values = self.headers.get_all("Content-Length") or []
+        if not values:
             raise RequestError(411, "INVALID_ARGUMENT", "Content-Length is required")
-        try:
-            length = int(raw)
-        except ValueError:
-            raise invalid(f"bad Content-Length {raw!r}") from None
-        if length < 0:
-            raise invalid(f"bad Content-Length {raw!r}")
+        if len(values) > 1:
+            raise invalid(f"Content-Length given {len(values)} times")
+        raw = values[0].strip(" \t")
+        if not (raw.isascii() and raw.isdigit()) or len(raw) > _MAX_LENGTH_DIGITS:
+            raise invalid(f"bad Content-Length {values[0]!r}")
+        length = int(raw)
         if length > limit:
             raise RequestError(413, "RESOURCE_EXHAUSTED",
                                f"body of {length} bytes exceeds the {limit}-byte limit")
-        body = self.rfile.read(length)
+        return length
+
+    def _read_body(self, length: int) -> bytes:
+        self._reader.deadline = time.monotonic() + self.server.timeout_seconds
+        try:
+            body = self.rfile.read(length)
+        except TimeoutError:
+            raise RequestError(408, "DEADLINE_EXCEEDED", "the body did not arrive within "
+                               f"{self.server.timeout_seconds:g} s") from None
+        except OSError:
+            body = b""
         self._body_read = True
         if len(body) < length:
+            self.close_connection = True
             raise invalid(f"body ended after {len(body)} of {length} bytes")
         return body
 
@@ -162,6 +320,7 @@ class _Handler(BaseHTTPRequestHandler):
               headers: dict[str, str] | None = None) -> None:
         if self.command == "POST" and not getattr(self, "_body_read", False):
             self.close_connection = True  # the unread body would be parsed as the next request
+        self.connection.settimeout(self.server.timeout_seconds)  # a client must read it in time
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))

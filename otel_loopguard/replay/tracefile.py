@@ -35,8 +35,9 @@ from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, NamedTuple, Protocol
 
 from otel_loopguard.exceptions import TraceFileError
-from otel_loopguard.otlp._fast import json_spans, loads_json, proto_spans
-from otel_loopguard.otlp._request import RequestError, json_one_by_one, proto_one_by_one
+from otel_loopguard.otlp._json import decode_json_spans, loads_json
+from otel_loopguard.otlp._proto import decode_proto_spans
+from otel_loopguard.otlp._spans import DecodedSpans, FieldError
 from otel_loopguard.replay._compressed import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
     BadMessage,
@@ -479,14 +480,10 @@ def _spans_of_json_request(request: Any) -> tuple[list[SpanRecord], str]:
     if isinstance(request, dict) and request and not any(k in request for k in _SPANS_KEYS):
         raise _BadRecord(_not_a_trace_request(request))
     try:
-        return json_spans(request), ""
-    except ValueError as exc:
-        first = str(exc)
-    try:  # some spans are malformed: keep the others, as serve's partial success does
-        decoded = json_one_by_one(request, first)
-    except RequestError as exc:
-        raise _BadRecord(exc.message) from None
-    return _partial(decoded.spans, decoded.rejected, decoded.error_message)
+        decoded = decode_json_spans(request)
+    except FieldError as exc:
+        raise _BadRecord(str(exc)) from None
+    return _partial(decoded)
 
 
 def _not_a_trace_request(request: dict[str, Any]) -> str:
@@ -498,12 +495,15 @@ def _not_a_trace_request(request: dict[str, Any]) -> str:
     return f"not an OTLP trace request: no resourceSpans (keys: {keys})"
 
 
-def _partial(spans: list[SpanRecord], rejected: int, first: str) -> tuple[list[SpanRecord], str]:
-    if not rejected:  # every span decodes on its own: nothing to report
+def _partial(decoded: DecodedSpans) -> tuple[list[SpanRecord], str]:
+    """Keep the good spans of a partly malformed record (as serve's partial success does)."""
+    spans, rejected = decoded.spans, decoded.rejected
+    if not rejected:
         return spans, ""
     if not spans:
-        raise _BadRecord(f"all {rejected} spans rejected: {first}")
-    return spans, f"rejected {rejected} malformed span(s), kept {len(spans)}; first: {first}"
+        raise _BadRecord(f"all {rejected} spans rejected: {decoded.problem}")
+    return spans, (f"rejected {rejected} malformed span(s), kept {len(spans)}; first: "
+                   f"{decoded.problem}")
 
 
 def _decode_proto(data: bytes) -> tuple[list[SpanRecord], str]:
@@ -523,11 +523,4 @@ def _decode_proto(data: bytes) -> tuple[list[SpanRecord], str]:
         request = ExportTraceServiceRequest.FromString(data)
     except (decode_error, ValueError, RecursionError) as exc:
         raise _BadRecord(f"invalid protobuf: {exc}") from None
-    try:
-        return proto_spans(request), ""
-    except (ValueError, RecursionError):
-        pass
-    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
-
-    decoded = proto_one_by_one(request, trace_service_pb2)
-    return _partial(decoded.spans, decoded.rejected, decoded.error_message)
+    return _partial(decode_proto_spans(request))

@@ -1,0 +1,137 @@
+"""The OpenTelemetry SDK's spans: to ``SpanRecord`` (live processor) and from OTLP (forwarding).
+
+``raw_attributes`` and ``span_record_from_readable`` are the one place that reads the SDK's
+private span fields. ``readable_span`` builds the SDK span that ``serve`` forwards from the
+fields an OTLP decoder read (the decoders call it; it never reads OTLP itself).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.trace.span import TraceState
+
+from otel_loopguard.types import STATUS_ERROR, SpanRecord
+
+__all__ = ["LinkFields", "raw_attributes", "readable_span", "sdk_resource", "sdk_scope",
+           "span_record_from_readable"]
+
+_KINDS: Final = {1: SpanKind.INTERNAL, 2: SpanKind.SERVER, 3: SpanKind.CLIENT,
+                 4: SpanKind.PRODUCER, 5: SpanKind.CONSUMER}
+_SAMPLED: Final = TraceFlags(TraceFlags.SAMPLED)
+_PARENT_IS_REMOTE: Final = 0x200
+"""``SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK`` of OTLP ``Span.flags``."""
+
+LinkFields = tuple[int, int, str, Mapping[str, Any]]
+"""A link as the decoders read it: trace id, span id, trace state, attributes."""
+
+
+# --- SDK span -> SpanRecord ----------------------------------------------------------------
+def raw_attributes(span: Any) -> Mapping[str, Any]:
+    """Return a span's attributes as a plain ``dict`` when the SDK allows, for fast reads.
+
+    ``span.attributes`` is a ``MappingProxyType`` over ``BoundedAttributes``, whose ``in`` and
+    ``get`` run Python code (``collections.abc.Mapping``); the hot path reads several keys of
+    every span. The SDK keeps the values in ``BoundedAttributes._dict`` (a private name, checked
+    at run time: any other shape falls back to the public property). Callers only read it.
+    """
+    try:
+        inner = span._attributes._dict
+    except AttributeError:
+        inner = None
+    if isinstance(inner, dict):
+        return inner
+    attributes: Mapping[str, Any] = span.attributes or {}
+    return attributes
+
+
+def span_record_from_readable(span: ReadableSpan) -> SpanRecord:
+    """Return the record of a finished SDK span without copying its attributes.
+
+    The record shares the span's read-only attribute views, which never change once the span
+    has ended.
+
+    Args:
+        span: a span handed to ``SpanProcessor.on_end``.
+
+    Returns:
+        The record; a span without a context (never the case for SDK spans) gets zero ids.
+    """
+    context = span.context
+    parent = span.parent
+    scope = span.instrumentation_scope
+    return SpanRecord(
+        trace_id=format(context.trace_id if context else 0, "032x"),
+        span_id=format(context.span_id if context else 0, "016x"),
+        parent_span_id=format(parent.span_id, "016x") if parent else None,
+        name=span.name,
+        start_time_ns=span.start_time or 0,
+        end_time_ns=span.end_time or 0,
+        attributes=raw_attributes(span),
+        status_code=span.status.status_code.value,
+        status_message=span.status.description or "",
+        scope_name=scope.name if scope else "",
+        resource=span.resource.attributes,
+        events=tuple((e.name, e.attributes or {}) for e in span.events),
+    )
+
+
+# --- decoded OTLP fields -> SDK span (forwarding) -----------------------------------------
+def sdk_resource(attributes: Mapping[str, Any], schema_url: str) -> Resource:
+    """Return the SDK resource of one ``ResourceSpans``."""
+    return Resource(attributes, schema_url or None)
+
+
+def sdk_scope(name: str, version: str, schema_url: str,
+              attributes: Mapping[str, Any]) -> InstrumentationScope:
+    """Return the SDK instrumentation scope of one ``ScopeSpans``."""
+    return InstrumentationScope(name, version or None, schema_url or None, attributes)
+
+
+def readable_span(record: SpanRecord, *, attributes: Mapping[str, Any], kind: int,
+                  trace_state: str, flags: int,
+                  events: Sequence[tuple[str, int, Mapping[str, Any]]],
+                  links: Sequence[LinkFields], resource: Resource,
+                  scope: InstrumentationScope) -> ReadableSpan:
+    """Return the SDK span of a decoded OTLP span, ready for an SDK exporter.
+
+    Args:
+        record: the span's record (ids, name, times, status).
+        attributes: its attributes with bytes values kept as bytes.
+        kind: the OTLP ``SpanKind`` number (unknown numbers become INTERNAL).
+        trace_state: the W3C ``tracestate`` text.
+        flags: OTLP ``Span.flags`` (W3C trace flags and the parent's is-remote bit).
+        events: ``(name, time_unix_nano, attributes)`` of each event.
+        links: the span's links.
+        resource: from :func:`sdk_resource`.
+        scope: from :func:`sdk_scope`.
+    """
+    trace_id = int(record.trace_id, 16)
+    context = SpanContext(trace_id, int(record.span_id, 16), is_remote=False,
+                          trace_flags=TraceFlags((flags & 0xFF) | TraceFlags.SAMPLED),
+                          trace_state=_trace_state(trace_state))
+    parent = SpanContext(trace_id, int(record.parent_span_id, 16),
+                         is_remote=bool(flags & _PARENT_IS_REMOTE),
+                         trace_flags=_SAMPLED) if record.parent_span_id else None
+    code = record.status_code
+    return ReadableSpan(
+        name=record.name, context=context, parent=parent, resource=resource,
+        attributes=attributes,
+        events=tuple(Event(name, attrs, time, limit=None) for name, time, attrs in events),
+        links=tuple(Link(SpanContext(link_trace, link_span, is_remote=True,
+                                     trace_flags=_SAMPLED, trace_state=_trace_state(state)),
+                         attrs) for link_trace, link_span, state, attrs in links),
+        kind=_KINDS.get(kind, SpanKind.INTERNAL),
+        status=Status(StatusCode(code if code in (0, 1, 2) else 0),
+                      record.status_message if code == STATUS_ERROR else None),
+        start_time=record.start_time_ns, end_time=record.end_time_ns,
+        instrumentation_scope=scope)
+
+
+def _trace_state(text: str) -> TraceState | None:
+    return TraceState.from_header([text]) if text else None
