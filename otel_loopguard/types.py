@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -184,23 +183,6 @@ class Decision:
     def flagged(self) -> bool:
         """Return True when the action is above ``continue``."""
         return self.action > Action.CONTINUE
-
-
-def slot_setters(cls: type) -> tuple[tuple[str, ...], tuple[Callable[[Any, Any], None], ...]]:
-    """Return the field names of a slotted dataclass and the setters of their slots.
-
-    Setting a frozen dataclass's fields through these skips ``object.__setattr__`` (half the
-    cost); the OTLP fast decoder builds ``SpanRecord`` this way.
-
-    Raises:
-        TypeError: when ``cls`` is not a plain slotted dataclass whose slots are its fields.
-    """
-    names = tuple(f.name for f in dataclasses.fields(cls))
-    if getattr(cls, "__slots__", None) != names or hasattr(cls, "__post_init__"):
-        raise TypeError(f"{cls.__name__} is not a plain slotted dataclass")
-    return names, tuple(cls.__dict__[name].__set__ for name in names)
-
-
 
 
 class Clock(Protocol):
