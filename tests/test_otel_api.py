@@ -27,7 +27,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Counter
 
 from otel_loopguard import LoopGuardConfig
 from otel_loopguard.evidence import EVENT_NAME
@@ -221,6 +221,30 @@ class TestMetricsApi:
                                             ("tool", "other")}))] == 2
         rig.provider.shutdown()
 
+    def test_every_prometheus_metric_has_an_otel_twin(self) -> None:
+        """Each metric LoopGuardMetrics registers (any added later too) is exported over OTel.
+
+        Every counter is touched once, so each has a series on both sides.
+        """
+        registry, reader = CollectorRegistry(), InMemoryMetricReader()
+        metrics = LoopGuardMetrics(registry, meter_provider=MeterProvider(
+            metric_readers=[reader], shutdown_on_exit=False))
+        metrics.track_open_runs(lambda: 3)
+        for value in vars(metrics).values():
+            if isinstance(value, Counter):
+                names = value._labelnames  # the counter's own label names
+                (value.labels(*["x"] * len(names)) if names else value).inc(2)
+        data = reader.get_metrics_data()
+        assert data is not None
+        otel = {m.name: [p.value for p in m.data.data_points]
+                for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
+        prometheus = {f"{f.name}_total" if f.type == "counter" else f.name:
+                      [s.value for s in f.samples if not s.name.endswith("_created")]
+                      for f in registry.collect()}
+        assert otel == prometheus
+        assert otel[OPEN_RUNS] == [3]
+        assert {TOOL_CALLS, LOOP_DETECTED, RUNS} <= set(otel)
+
     def test_open_runs_gauge(self) -> None:
         """loopguard_open_runs is an observable gauge read at collection time."""
         rig = Rig(metrics_exporter="both")
@@ -351,7 +375,8 @@ class TestOtlpExport:
                             for point in metric.sum.data_points:
                                 attrs = frozenset((a.key, a.value.string_value)
                                                   for a in point.attributes)
-                                points[(metric.name, attrs)] = point.as_int
+                                points[(metric.name, attrs)] = getattr(
+                                    point, point.WhichOneof("value"))
         assert points[(TOOL_CALLS, frozenset({("prompt_template", "support@v3"),
                                               ("tool", "search")}))] == 5
         assert points[(RUNS, frozenset({("prompt_template", "support@v3")}))] == 1
@@ -380,3 +405,42 @@ class TestOtlpExport:
         monkeypatch.setattr(metrics_api, "get_meter_provider", lambda: configured)
         assert default_meter_provider() is configured
         assert reset_built_provider() == []
+
+
+class TestServe:
+    def test_serve_counts_into_the_meter_provider(
+            self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """serve with metrics_exporter = otlp: its counters go to the global MeterProvider.
+
+        Its own intake metrics (requests, spans) stay on the Prometheus registry.
+        """
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        from otel_loopguard.receiver import LoopGuardReceiver, ReceiverOptions
+
+        reader = InMemoryMetricReader()
+        configured = MeterProvider(metric_readers=[reader], shutdown_on_exit=False)
+        monkeypatch.setattr(metrics_api, "get_meter_provider", lambda: configured)
+        agent = Rig()  # its spans only: the processor's own metrics are on its registry
+        agent.loop()
+        registry = CollectorRegistry()
+        receiver = LoopGuardReceiver(
+            LoopGuardConfig.create(metrics_exporter="otlp"), registry=registry,
+            options=ReceiverOptions(http_port=0, grpc_port=None, reorder_window_seconds=0.05))
+        with receiver:
+            exporter = OTLPSpanExporter(endpoint=f"{receiver.http_url}/v1/traces")
+            exporter.export(agent.exporter.get_finished_spans())
+            exporter.shutdown()
+            assert receiver.flush(10)
+        data = reader.get_metrics_data()
+        assert data is not None
+        points = {(m.name, frozenset((p.attributes or {}).items())): p.value
+                  for rm in data.resource_metrics for sm in rm.scope_metrics
+                  for m in sm.metrics for p in m.data.data_points}
+        assert points[(TOOL_CALLS, frozenset({("prompt_template", "support@v3"),
+                                              ("tool", "search")}))] == 5
+        assert registry.get_sample_value(TOOL_CALLS, {"prompt_template": "support@v3",
+                                                      "tool": "search"}) is None
+        assert registry.get_sample_value("loopguard_receiver_spans_total",
+                                         {"outcome": "accepted"}) == 6
+        agent.provider.shutdown()

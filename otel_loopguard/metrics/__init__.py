@@ -209,17 +209,16 @@ class LoopGuardMetrics:
             self.export_to(meter_provider)
 
     def export_to(self, meter_provider: Any) -> None:
-        """Record every counter through the OpenTelemetry metrics API too, on ``meter_provider``.
+        """Report every counter through the OpenTelemetry metrics API too, on ``meter_provider``.
 
-        Each Prometheus counter and histogram gets an instrument of the same series name
-        (``loopguard_tool_calls_total``) and its label values as attributes; the open-runs gauge
-        becomes an observable gauge. Call it once, before the metrics are used from other
-        threads (the processor and ``shared`` do).
+        Each Prometheus counter gets an observable counter of the same series name
+        (``loopguard_tool_calls_total``) that reads its series, labels as attributes, when the
+        provider collects; the open-runs gauge becomes an observable gauge. Recording costs
+        nothing more.
         """
-        from otel_loopguard.metrics._otel import tee_metrics
+        from otel_loopguard.metrics._otel import observe_metrics
 
-        tee_metrics(self, meter_provider, lambda: _total(self._sizes))
-        self._calls = {}  # cached children are Prometheus-only ones
+        observe_metrics(self, meter_provider, lambda: _total(self._sizes))
         self.meter_provider = meter_provider
 
     def _overflow(self, label: str) -> None:

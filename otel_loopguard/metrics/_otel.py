@@ -1,13 +1,15 @@
 """The OpenTelemetry metrics backend: loopguard's counters through the OTel metrics API.
 
-Built from the Prometheus metrics ``LoopGuardMetrics`` already defines, so every counter and
-histogram it has (and any added later) gets an OTel instrument with no code of its own. Each one
-is wrapped in a tee: the ``record_*`` methods stay the one recording call site, and every
-``.labels(...).inc()`` adds to the Prometheus child and to the OTel instrument, with the same
-capped and cleaned label values as attributes.
+Built from the Prometheus counters ``LoopGuardMetrics`` already defines, so every counter it
+has (and any added later) gets an OTel instrument with no code of its own. Each is an
+asynchronous (observable) counter whose callback reads the Prometheus counter's series at
+collection time: the ``record_*`` methods stay the one recording call site, a call costs
+nothing more than it does for Prometheus alone, and the two backends cannot disagree. With
+``metrics_exporter = otlp`` the Prometheus counters still count, on no registry.
 
 Names: an OTel counter is named like its Prometheus series, ``_total`` included
-(``loopguard_tool_calls_total``). Prometheus's OTLP translation removes a ``total`` word from a
+(``loopguard_tool_calls_total``), and its attributes are the series' labels (capped and
+cleaned as for Prometheus). Prometheus's OTLP translation removes a ``total`` word from a
 counter's name and appends ``_total``, and the strategies without suffixes keep the name as it
 is, so in Prometheus the series is called the same either way. Instruments carry no unit: a unit
 would add a suffix (``_seconds``) that the scraped series does not have.
@@ -23,7 +25,7 @@ from typing import Any, Final
 from otel_loopguard.exceptions import ConfigError
 from otel_loopguard.metrics._names import OPEN_RUNS
 
-__all__ = ["METER_NAME", "default_meter_provider", "tee_metrics"]
+__all__ = ["METER_NAME", "backends", "default_meter_provider", "observe_metrics"]
 
 METER_NAME: Final = "otel_loopguard"
 """Instrumentation scope of every instrument (``otel_scope_name`` in Prometheus)."""
@@ -33,78 +35,51 @@ _BUILT: list[Any] = []
 _BUILT_LOCK = threading.Lock()
 
 
-class _Child:
-    """One label set of a teed metric: ``inc`` and ``observe`` write to both backends."""
+def observe_metrics(metrics: Any, meter_provider: Any, open_runs: Callable[[], int]) -> None:
+    """Give every Prometheus counter of ``metrics`` an observable OTel twin on the provider.
 
-    __slots__ = ("_attrs", "_prom", "_record")
-
-    def __init__(self, prom: Any, record: Callable[..., None], attrs: dict[str, str]) -> None:
-        self._prom, self._record, self._attrs = prom, record, attrs
-
-    def inc(self, amount: float = 1) -> None:
-        """Add ``amount`` to the counter."""
-        self._prom.inc(amount)
-        self._record(amount, self._attrs)
-
-    def observe(self, value: float) -> None:
-        """Record ``value`` in the histogram."""
-        self._prom.observe(value)
-        self._record(value, self._attrs)
-
-
-class _Tee:
-    """A Prometheus counter or histogram whose children also record into an OTel instrument."""
-
-    __slots__ = ("_names", "_prom", "_record")
-
-    def __init__(self, prom: Any, record: Callable[..., None]) -> None:
-        self._prom, self._record = prom, record
-        self._names: tuple[str, ...] = tuple(prom._labelnames)
-
-    def labels(self, *values: str, **named: str) -> _Child:
-        """Return the child for these label values (positional, or by label name)."""
-        attrs = dict(named) if named else dict(zip(self._names, values, strict=True))
-        return _Child(self._prom.labels(*values, **named), self._record, attrs)
-
-    def inc(self, amount: float = 1) -> None:
-        """Add ``amount`` to an unlabelled counter."""
-        self._prom.inc(amount)
-        self._record(amount)
-
-    def observe(self, value: float) -> None:
-        """Record ``value`` in an unlabelled histogram."""
-        self._prom.observe(value)
-        self._record(value)
-
-
-def tee_metrics(metrics: Any, meter_provider: Any, open_runs: Callable[[], int]) -> None:
-    """Give every Prometheus counter and histogram of ``metrics`` an OTel twin on the provider.
-
-    Replaces each such attribute of ``metrics`` with a tee, and adds an observable gauge
-    ``loopguard_open_runs`` that reads ``open_runs()`` at collection time.
+    Also adds an observable gauge ``loopguard_open_runs`` that reads ``open_runs()``.
     """
     from opentelemetry.metrics import Observation
 
-    from otel_loopguard import __version__
+    import otel_loopguard
 
-    meter = meter_provider.get_meter(METER_NAME, __version__)
-    for attr, prom in list(vars(metrics).items()):
-        kind = getattr(prom, "_type", None)
-        if kind == "counter":
-            instrument = meter.create_counter(f"{prom._name}_total",
-                                              description=prom._documentation)
-            setattr(metrics, attr, _Tee(prom, instrument.add))
-        elif kind == "histogram":
-            bounds = [b for b in prom._upper_bounds if b != float("inf")]
-            instrument = meter.create_histogram(prom._name, description=prom._documentation,
-                                                explicit_bucket_boundaries_advisory=bounds)
-            setattr(metrics, attr, _Tee(prom, instrument.record))
+    meter = meter_provider.get_meter(METER_NAME, otel_loopguard.__version__)
+    for prom in list(vars(metrics).values()):
+        described = prom.describe() if hasattr(prom, "describe") else ()
+        for family in described:
+            if family.type == "counter":
+                name = f"{family.name}_total"
+                meter.create_observable_counter(name, callbacks=[_reader(prom, name)],
+                                                description=family.documentation)
 
-    def observe(_options: Any) -> Iterable[Observation]:
+    def gauge(_options: Any) -> Iterable[Observation]:
         return [Observation(open_runs())]
 
-    meter.create_observable_gauge(OPEN_RUNS, callbacks=[observe],
+    meter.create_observable_gauge(OPEN_RUNS, callbacks=[gauge],
                                   description="Runs currently held in memory.")
+
+
+def _reader(prom: Any, name: str) -> Callable[[Any], Iterable[Any]]:
+    """Return the callback that reports the samples ``name`` of Prometheus metric ``prom``."""
+    from opentelemetry.metrics import Observation
+
+    def read(_options: Any) -> Iterable[Observation]:
+        return [Observation(sample.value, sample.labels) for family in prom.collect()
+                for sample in family.samples if sample.name == name]
+    return read
+
+
+def backends(exporter: str, registry: Any, meter_provider: Any = None) -> tuple[Any, Any]:
+    """Return the (Prometheus registry, MeterProvider) that ``metrics_exporter`` asks for.
+
+    ``prometheus``: the registry alone; ``otlp``: no registry, the meter provider (default
+    ``default_meter_provider()``); ``both``: the two.
+    """
+    if exporter == "prometheus":
+        return registry, None
+    return (None if exporter == "otlp" else registry), (
+        meter_provider if meter_provider is not None else default_meter_provider())
 
 
 def default_meter_provider() -> Any:

@@ -44,7 +44,7 @@ from otel_loopguard.evidence import EVENT_NAME, evidence_attributes
 from otel_loopguard.evidence_log import EvidenceLog
 from otel_loopguard.exceptions import LoopGuardError
 from otel_loopguard.metrics import LoopGuardMetrics
-from otel_loopguard.metrics._otel import default_meter_provider
+from otel_loopguard.metrics._otel import backends
 from otel_loopguard.otlp._reference import raw_attributes, span_record_from_readable
 from otel_loopguard.processor._live import LiveSpans
 from otel_loopguard.processor._worker import SpanWorker
@@ -165,15 +165,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
     def _default_metrics(self, registry: Any, meter_provider: Any) -> LoopGuardMetrics | None:
         if registry is None:
             return None
-        exporter = self.config.metrics_exporter
-        if exporter == "prometheus":
-            meter_provider = None
-        elif meter_provider is None:
-            meter_provider = default_meter_provider()
-        if exporter == "otlp":
-            registry = None
-        elif registry == "default":
-            registry = REGISTRY
+        registry, meter_provider = backends(self.config.metrics_exporter,
+                                            REGISTRY if registry == "default" else registry,
+                                            meter_provider)
         return LoopGuardMetrics.shared(registry, meter_provider=meter_provider,
                                        max_prompt_templates=self.config.max_prompt_templates,
                                        max_tools=self.config.max_tools)
