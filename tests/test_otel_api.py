@@ -199,6 +199,30 @@ class TestLogEvents:
             None, None, "warn", "replan", "stop"]
         rig.provider.shutdown()
 
+    def test_no_logger_provider_is_said_once(self, caplog: pytest.LogCaptureFixture) -> None:
+        """With the global LoggerProvider unset, the first finding logs one line, no error."""
+        from opentelemetry._logs import get_logger_provider
+        from opentelemetry._logs._internal import ProxyLoggerProvider
+
+        if not isinstance(get_logger_provider(), ProxyLoggerProvider):
+            pytest.skip("a global LoggerProvider is set in this process")
+        provider = TracerProvider()
+        provider.add_span_processor(LoopGuardSpanProcessor(
+            LoopGuardConfig.create(evidence="logs"), registry=CollectorRegistry(),
+            downstream=SimpleSpanProcessor(InMemorySpanExporter()), raise_internal_errors=True))
+        tracer = provider.get_tracer("test")
+        with caplog.at_level("WARNING", logger="otel_loopguard"):
+            with tracer.start_as_current_span("invoke_agent triage", attributes=AGENT):
+                for _ in range(5):
+                    with tracer.start_as_current_span("execute_tool search", attributes={
+                            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "s",
+                            "gen_ai.tool.call.arguments": "{}", "gen_ai.tool.call.result": "x"}):
+                        pass
+            provider.force_flush()
+        said = [r.getMessage() for r in caplog.records if "LoggerProvider" in r.getMessage()]
+        assert len(said) == 1 and "only counted in the metrics" in said[0]
+        provider.shutdown()
+
     def test_evidence_setting_from_the_environment(self) -> None:
         """LOOPGUARD_EVIDENCE picks where findings go; a bad value is a one-line error."""
         assert LoopGuardConfig.from_env({"LOOPGUARD_EVIDENCE": "logs"}).evidence == "logs"
