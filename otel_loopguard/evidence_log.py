@@ -59,8 +59,9 @@ class EvidenceLog:
         """
         if not self._warned:
             self._warn_if_unconfigured()
-        context = None if span_context is None else trace.set_span_in_context(
-            NonRecordingSpan(span_context))
+        # never the caller's current span: without a span context, an invalid one (no ids)
+        span = trace.INVALID_SPAN if span_context is None else NonRecordingSpan(span_context)
+        context = trace.set_span_in_context(span)
         self._logger.emit(
             timestamp=timestamp, context=context, severity_number=SeverityNumber.WARN,
             severity_text="WARN", event_name=EVENT_NAME, attributes=evidence,

@@ -223,6 +223,18 @@ class TestLogEvents:
         assert len(said) == 1 and "only counted in the metrics" in said[0]
         provider.shutdown()
 
+    def test_no_span_context_never_borrows_the_current_span(self, rig: Rig) -> None:
+        """A finding without a span context is not correlated with whatever span is current."""
+        from otel_loopguard.evidence_log import EvidenceLog
+        from otel_loopguard.types import Action, Decision
+
+        log = EvidenceLog(rig.logger_provider)
+        with rig.tracer.start_as_current_span("unrelated"):
+            log.emit(Decision(Action.WARN, "STAGNANT_RESULT"), {"loopguard.action": "warn"}, None)
+        (record,) = [r.log_record for r in rig.logs.get_finished_logs()]
+        assert (record.trace_id, record.span_id) == (0, 0)
+        assert record.event_name == EVENT_NAME
+
     def test_evidence_setting_from_the_environment(self) -> None:
         """LOOPGUARD_EVIDENCE picks where findings go; a bad value is a one-line error."""
         assert LoopGuardConfig.from_env({"LOOPGUARD_EVIDENCE": "logs"}).evidence == "logs"
