@@ -120,6 +120,21 @@ class Rig:
                 for s in family.samples if s.name.endswith("_total")}
 
 
+def _five_calls(processor: LoopGuardSpanProcessor) -> TracerProvider:
+    """Return a tracer provider with ``processor`` after one run of five identical calls."""
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("test")
+    with tracer.start_as_current_span("invoke_agent triage", attributes=AGENT):
+        for _ in range(5):
+            with tracer.start_as_current_span("execute_tool search", attributes={
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search",
+                    "gen_ai.tool.call.arguments": "{}", "gen_ai.tool.call.result": "x"}):
+                pass
+    provider.force_flush()
+    return provider
+
+
 @pytest.fixture(name="rig")
 def _rig() -> Iterator[Rig]:
     rig = Rig(evidence="both")
@@ -206,19 +221,11 @@ class TestLogEvents:
 
         if not isinstance(get_logger_provider(), ProxyLoggerProvider):
             pytest.skip("a global LoggerProvider is set in this process")
-        provider = TracerProvider()
-        provider.add_span_processor(LoopGuardSpanProcessor(
-            LoopGuardConfig.create(evidence="logs"), registry=CollectorRegistry(),
-            downstream=SimpleSpanProcessor(InMemorySpanExporter()), raise_internal_errors=True))
-        tracer = provider.get_tracer("test")
         with caplog.at_level("WARNING", logger="otel_loopguard"):
-            with tracer.start_as_current_span("invoke_agent triage", attributes=AGENT):
-                for _ in range(5):
-                    with tracer.start_as_current_span("execute_tool search", attributes={
-                            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "s",
-                            "gen_ai.tool.call.arguments": "{}", "gen_ai.tool.call.result": "x"}):
-                        pass
-            provider.force_flush()
+            provider = _five_calls(LoopGuardSpanProcessor(
+                LoopGuardConfig.create(evidence="logs"), registry=CollectorRegistry(),
+                downstream=SimpleSpanProcessor(InMemorySpanExporter()),
+                raise_internal_errors=True))
         said = [r.getMessage() for r in caplog.records if "LoggerProvider" in r.getMessage()]
         assert len(said) == 1 and "only counted in the metrics" in said[0]
         provider.shutdown()
@@ -383,19 +390,10 @@ class TestOtlpExport:
         url, requests = receiver
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", url)
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "http/protobuf")
-        provider = TracerProvider()
         processor = LoopGuardSpanProcessor(LoopGuardConfig.create(metrics_exporter="otlp"),
                                            downstream=SimpleSpanProcessor(InMemorySpanExporter()),
                                            raise_internal_errors=True)
-        provider.add_span_processor(processor)
-        tracer = provider.get_tracer("test")
-        with tracer.start_as_current_span("invoke_agent triage", attributes=AGENT):
-            for _ in range(5):
-                with tracer.start_as_current_span("execute_tool search", attributes={
-                        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search",
-                        "gen_ai.tool.call.arguments": "{}", "gen_ai.tool.call.result": "x"}):
-                    pass
-        provider.force_flush()
+        provider = _five_calls(processor)
         (built,) = reset_built_provider()
         assert processor.metrics is not None and processor.metrics.meter_provider is built
         assert built.force_flush()
