@@ -280,6 +280,15 @@ FIELDS: Final[dict[str, FieldRule]] = {
     "metrics_addr": FieldRule("str", "127.0.0.1", "Address of the /metrics server"),
     "metrics_port": _int(None, "Port of the /metrics server (off unless set)", 0, 65535,
                          optional=True),
+    "metrics_exporter": FieldRule("choice", "prometheus", "Where the processor's metrics go: "
+                                  "prometheus (a registry, /metrics), otlp (the OpenTelemetry "
+                                  "metrics API) or both",
+                                  choices=("prometheus", "otlp", "both")),
+    # evidence
+    "evidence": FieldRule("choice", "spans", "Where the processor writes a finding: spans "
+                          "(loopguard.* attributes or a span event), logs (an OpenTelemetry "
+                          "log event loopguard.loop_detected) or both",
+                          choices=("spans", "logs", "both")),
 }
 
 TOOL_THRESHOLDS: Final = frozenset(

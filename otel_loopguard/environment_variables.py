@@ -33,6 +33,7 @@ __all__ = [
     "LOOPGUARD_EDITOR_TOOLS",
     "LOOPGUARD_ENABLED",
     "LOOPGUARD_ENFORCEMENT",
+    "LOOPGUARD_EVIDENCE",
     "LOOPGUARD_FAILURE_PERMANENT_ANY_TARGET_WARN",
     "LOOPGUARD_FAILURE_PERMANENT_SAME_ARGS_STOP",
     "LOOPGUARD_FAILURE_PERMANENT_STOP",
@@ -57,6 +58,7 @@ __all__ = [
     "LOOPGUARD_MAX_TOOL_CALLS_WARN",
     "LOOPGUARD_MAX_VALUE_CHARS",
     "LOOPGUARD_METRICS_ADDR",
+    "LOOPGUARD_METRICS_EXPORTER",
     "LOOPGUARD_METRICS_PORT",
     "LOOPGUARD_MODE",
     "LOOPGUARD_MUTATING_FAILURE_STOP",
@@ -543,4 +545,22 @@ LOOPGUARD_METRICS_PORT: Final = "LOOPGUARD_METRICS_PORT"
 
 Setting ``metrics_port``. Default: unset (off). Allowed: an integer >= 0 and <= 65535; ``off``
 or ``none`` turns it off.
+"""
+
+LOOPGUARD_METRICS_EXPORTER: Final = "LOOPGUARD_METRICS_EXPORTER"
+"""Where the processor's metrics go.
+
+Setting ``metrics_exporter``. Default: ``prometheus`` (a Prometheus registry, scraped from
+``/metrics``). Allowed: ``prometheus``, ``otlp`` (the same counters through the OpenTelemetry
+metrics API: the global ``MeterProvider``, or one loopguard builds from the standard
+``OTEL_EXPORTER_OTLP_*`` variables), ``both``.
+"""
+
+LOOPGUARD_EVIDENCE: Final = "LOOPGUARD_EVIDENCE"
+"""Where the processor writes a finding.
+
+Setting ``evidence``. Default: ``spans`` (``loopguard.*`` attributes on the tool span, or a
+``loopguard.loop_detected`` event on the agent span). Allowed: ``spans``, ``logs`` (a
+``loopguard.loop_detected`` log event through the OpenTelemetry Logs API, correlated with the
+tool span), ``both``.
 """

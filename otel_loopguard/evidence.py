@@ -2,15 +2,28 @@
 
 Built in one place for every path (the live processor, ``serve``'s forwarded spans, the
 enforce-mode guard and the framework integrations). Never raw arguments or results.
+
+``EvidenceLog`` emits findings as OpenTelemetry log events (``loopguard.loop_detected``)
+through the Logs API: one record per finding, emitted with ``Logger.emit(event_name=...)`` (the
+way the Logs API carries events; the separate Events API is gone from the SDK), correlated with
+the span the finding is about (its trace id, span id and flags are that span's), with
+``evidence_attributes`` as attributes and one short line as body.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Final
+
+from opentelemetry import trace
+from opentelemetry._logs import LoggerProvider, SeverityNumber, get_logger, get_logger_provider
+from opentelemetry.trace import NonRecordingSpan, SpanContext
 
 from otel_loopguard.types import Decision
 
-__all__ = ["EVENT_NAME", "evidence_attributes"]
+__all__ = ["EVENT_NAME", "LOGGER_NAME", "EvidenceLog", "evidence_attributes"]
+
+logger = logging.getLogger("otel_loopguard")
 
 EVENT_NAME: Final = "loopguard.loop_detected"
 """Name of the span event (and log event) that carries a finding."""
@@ -35,3 +48,57 @@ def evidence_attributes(decision: Decision, run_id: str, mode: str) -> dict[str,
             if key in top.details:
                 attrs[f"loopguard.{key}_signature"] = str(top.details[key])
     return attrs
+
+
+LOGGER_NAME: Final = "otel_loopguard"
+"""Instrumentation scope of the log events."""
+
+
+class EvidenceLog:
+    """Emits one ``loopguard.loop_detected`` log event per finding.
+
+    Thread-safe (the SDK logger is). Emitting costs nothing measurable until a finding.
+
+    Args:
+        logger_provider: where the events go; default the global one
+            (``opentelemetry._logs.get_logger_provider()``), looked up at each emit until one
+            is set, so a provider configured after loopguard still receives them.
+    """
+
+    def __init__(self, logger_provider: LoggerProvider | None = None) -> None:
+        """Get the ``otel_loopguard`` logger from ``logger_provider`` (or the global one)."""
+        import otel_loopguard
+
+        self._explicit = logger_provider is not None
+        self._logger = get_logger(LOGGER_NAME, otel_loopguard.__version__,
+                                  logger_provider=logger_provider)
+        self._warned = False
+
+    def emit(self, decision: Decision, evidence: dict[str, Any], span_context: SpanContext | None,
+             timestamp: int | None = None) -> None:
+        """Emit the finding ``decision``, described by ``evidence``, about ``span_context``.
+
+        Args:
+            decision: a flagged decision.
+            evidence: its ``evidence_attributes``.
+            span_context: the span the finding is about (the tool call's, for a tool call).
+            timestamp: when it happened, in nanoseconds (the span's end); default now.
+        """
+        if not self._warned:
+            self._warn_if_unconfigured()
+        # never the caller's current span: without a span context, an invalid one (no ids)
+        span = trace.INVALID_SPAN if span_context is None else NonRecordingSpan(span_context)
+        context = trace.set_span_in_context(span)
+        self._logger.emit(
+            timestamp=timestamp, context=context, severity_number=SeverityNumber.WARN,
+            severity_text="WARN", event_name=EVENT_NAME, attributes=evidence,
+            body=f"loop detected by {decision.detector}: {decision.action.label}")
+
+    def _warn_if_unconfigured(self) -> None:
+        """Say once when the events go nowhere because no LoggerProvider is configured."""
+        self._warned = True
+        if not self._explicit and type(get_logger_provider()).__name__ == "ProxyLoggerProvider":
+            logger.warning("otel-loopguard: evidence goes to log events, but no OpenTelemetry "
+                           "LoggerProvider is configured (set one with "
+                           "opentelemetry._logs.set_logger_provider); findings are only "
+                           "counted in the metrics")

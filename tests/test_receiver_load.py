@@ -129,21 +129,36 @@ class TestConcurrentExporters:
         """With a two-batch queue the exporters are throttled (429 / RESOURCE_EXHAUSTED) and
         retry: still every span created is accepted."""
         served = Served(max_queue=2, max_request_bytes=8 << 20, retry_after_seconds=1)
+        def throttled() -> float:
+            return sum(served.value("loopguard_receiver_requests_total", protocol=p,
+                                    outcome="throttled") for p in ("grpc", "http"))
+
+        gate = threading.Event()  # the worker waits until the queue has overflowed once
         with served.receiver as receiver:
             original = receiver.stream.add
 
             def slow(*args: Any, **kwargs: Any) -> Any:
-                time.sleep(0.02)  # a slow worker, so the queue fills
+                gate.wait(30)
+                time.sleep(0.02)  # then stays slow, so the queue keeps filling
                 return original(*args, **kwargs)
 
+            def open_gate() -> None:
+                while not gate.is_set() and not throttled():
+                    time.sleep(0.01)
+                gate.set()
+
             receiver.stream.add = slow  # type: ignore[method-assign]
-            created, acknowledged = _run_fleet(served, traces=8, calls=12)
+            watcher = threading.Thread(target=open_gate)
+            watcher.start()
+            try:
+                created, acknowledged = _run_fleet(served, traces=8, calls=12)
+            finally:
+                gate.set()
+                watcher.join(10)
             assert receiver.flush(30)
             accepted = served.value("loopguard_receiver_spans_total", outcome="accepted")
-            throttled = sum(served.value("loopguard_receiver_requests_total", protocol=p,
-                                         outcome="throttled") for p in ("grpc", "http"))
         assert acknowledged == accepted == created == 6 * 8 * 13
-        assert throttled > 0
+        assert throttled() > 0
 
 
 def never_ending(batch: int, traces: int, spans: int, result: str | None = None) -> bytes:

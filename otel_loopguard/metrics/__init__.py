@@ -1,9 +1,10 @@
-"""Prometheus metrics: loop-detected hints per prompt template, runs, enforcement, self-health.
+"""Metrics: loop-detected hints per prompt template, runs, enforcement, self-health.
 
-Label values are bounded: ``prompt_template`` and ``tool`` keep at most ``max_prompt_templates``
-and ``max_tools`` distinct values (default 200 each); later values are counted under ``other``
-and in ``loopguard_label_overflow_total``. A missing template is ``unknown``. Run ids, trace
-ids, arguments and results never become labels.
+Prometheus metrics on a registry, and, with a ``MeterProvider``, the same counters through the
+OpenTelemetry metrics API (``metrics._otel``). Label values are bounded: ``prompt_template`` and
+``tool`` keep at most ``max_prompt_templates`` and ``max_tools`` distinct values (default 200
+each); later values are counted under ``other`` and in ``loopguard_label_overflow_total``. A
+missing template is ``unknown``. Run ids, trace ids, arguments and results never become labels.
 """
 
 from __future__ import annotations
@@ -105,13 +106,19 @@ class _OpenRunsCollector(Collector):
         self._sizes = sizes
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        total = 0
-        for size in list(self._sizes):
-            try:
-                total += size()
-            except Exception:
-                continue
-        yield GaugeMetricFamily(OPEN_RUNS, "Runs currently held in memory.", value=total)
+        yield GaugeMetricFamily(OPEN_RUNS, "Runs currently held in memory.",
+                                value=_total(self._sizes))
+
+
+def _total(sizes: list[Callable[[], int]]) -> int:
+    """Return the sum of the size callbacks that answer (one that raises counts as nothing)."""
+    total = 0
+    for size in list(sizes):
+        try:
+            total += size()
+        except Exception:
+            continue
+    return total
 
 
 class LoopGuardMetrics:
@@ -126,26 +133,38 @@ class LoopGuardMetrics:
             pass a fresh ``CollectorRegistry()``.
         max_prompt_templates: distinct ``prompt_template`` values before ``other`` (200).
         max_tools: distinct ``tool`` values before ``other`` (200).
+        meter_provider: an OpenTelemetry ``MeterProvider``: every counter is also recorded
+            there, under the same name and attributes (see ``export_to``). Default None.
     """
 
     @classmethod
-    def shared(cls, registry: CollectorRegistry = REGISTRY, *, max_prompt_templates: int = 200,
-               max_tools: int = 200) -> LoopGuardMetrics:
+    def shared(cls, registry: CollectorRegistry | None = REGISTRY, *,
+               max_prompt_templates: int = 200, max_tools: int = 200,
+               meter_provider: Any = None) -> LoopGuardMetrics:
         """Return the metrics of ``registry``, created on first use and shared afterwards.
 
         Several processors in one process (``install()`` twice, or a processor built by the
         application beside the one ``opentelemetry-instrument`` installed) then count into the
-        same series instead of failing to register them twice. The caps of the first one apply.
+        same series instead of failing to register them twice. The caps of the first one apply,
+        and its ``meter_provider`` (a later one is used only when the first had none). With
+        ``registry=None`` the metrics are shared per ``meter_provider``.
         """
+        key = registry if registry is not None else meter_provider
+        if key is None:
+            raise ValueError("shared metrics need a registry or a meter provider")
         with _SHARED_LOCK:
-            metrics = _SHARED.get(registry)
+            metrics = _SHARED.get(key)
             if metrics is None:
-                metrics = _SHARED[registry] = cls(registry, max_tools=max_tools,
-                                                  max_prompt_templates=max_prompt_templates)
+                metrics = _SHARED[key] = cls(registry, max_tools=max_tools,
+                                             max_prompt_templates=max_prompt_templates,
+                                             meter_provider=meter_provider)
+            elif meter_provider is not None and metrics.meter_provider is None:
+                metrics.export_to(meter_provider)
             return metrics
 
     def __init__(self, registry: CollectorRegistry | None = REGISTRY, *,
-                 max_prompt_templates: int = 200, max_tools: int = 200) -> None:
+                 max_prompt_templates: int = 200, max_tools: int = 200,
+                 meter_provider: Any = None) -> None:
         """Create and register every metric."""
         reg = registry
         self.multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
@@ -185,6 +204,22 @@ class LoopGuardMetrics:
         self._calls: dict[tuple[str | None, str], tuple[Any, str]] = {}
         """(template, tool) → (labelled ``tool_calls`` child, template label): ``labels()``
         costs more than the increment. Only pairs whose labels were not folded into ``other``."""
+        self.meter_provider: Any = None
+        if meter_provider is not None:
+            self.export_to(meter_provider)
+
+    def export_to(self, meter_provider: Any) -> None:
+        """Report every counter through the OpenTelemetry metrics API too, on ``meter_provider``.
+
+        Each Prometheus counter gets an observable counter of the same series name
+        (``loopguard_tool_calls_total``) that reads its series, labels as attributes, when the
+        provider collects; the open-runs gauge becomes an observable gauge. Recording costs
+        nothing more.
+        """
+        from otel_loopguard.metrics._otel import observe_metrics
+
+        observe_metrics(self, meter_provider, lambda: _total(self._sizes))
+        self.meter_provider = meter_provider
 
     def _overflow(self, label: str) -> None:
         self.label_overflow.labels(label).inc()
@@ -250,8 +285,8 @@ class LoopGuardMetrics:
         self.internal_errors.labels(kind).inc()
 
 
-_SHARED: weakref.WeakKeyDictionary[CollectorRegistry, LoopGuardMetrics] = \
-    weakref.WeakKeyDictionary()
+_SHARED: weakref.WeakKeyDictionary[Any, LoopGuardMetrics] = weakref.WeakKeyDictionary()
+"""Shared metrics by registry (or, without one, by meter provider)."""
 _SHARED_LOCK = threading.Lock()
 
 

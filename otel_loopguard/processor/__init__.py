@@ -8,7 +8,8 @@ Install it with one line::
 With ``downstream=`` the flagged tool span reaches the exporter carrying ``loopguard.*``
 attributes (SDK spans are immutable once ended, so loopguard hands the downstream processor a
 copy). Without it, each finding is added as a ``loopguard.loop_detected`` event on the run's
-still-open agent span.
+still-open agent span. With ``evidence = "logs"`` (or ``"both"``) each finding is also, or
+instead, a ``loopguard.loop_detected`` log event through the OpenTelemetry Logs API.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from prometheus_client import REGISTRY
 
 from otel_loopguard._guard import InternalErrorGuard
 from otel_loopguard.adapters import (
@@ -38,9 +40,10 @@ from otel_loopguard.adapters import _keys as k
 from otel_loopguard.assembly import LONE_TOOL_CALL_HINT, template_in
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.engine import LoopEngine
-from otel_loopguard.evidence import EVENT_NAME, evidence_attributes
+from otel_loopguard.evidence import EVENT_NAME, EvidenceLog, evidence_attributes
 from otel_loopguard.exceptions import LoopGuardError
 from otel_loopguard.metrics import LoopGuardMetrics
+from otel_loopguard.metrics._otel import backends
 from otel_loopguard.otlp._sdk import raw_attributes, span_record_from_readable
 from otel_loopguard.processor._live import LiveSpans
 from otel_loopguard.processor._worker import SpanWorker
@@ -99,6 +102,11 @@ class LoopGuardSpanProcessor(SpanProcessor):
         max_queue_size: ended spans waiting for the worker (16,384). When the queue is full a
             span goes to ``downstream`` unchecked, counted in
             ``loopguard_skipped_spans_total{reason="queue_full"}``.
+        meter_provider: the OpenTelemetry ``MeterProvider`` of the default metrics when
+            ``metrics_exporter`` is ``otlp`` or ``both``; default the global one, else one
+            built for OTLP export from the ``OTEL_EXPORTER_OTLP_*`` variables.
+        logger_provider: the OpenTelemetry ``LoggerProvider`` of the log events when
+            ``evidence`` is ``logs`` or ``both``; default the global one.
     """
 
     def __init__(self, config: LoopGuardConfig | None = None, *,
@@ -109,7 +117,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
                  on_decision: Callable[[Decision], object] | None = None,
                  clock: Callable[[], int] = time.monotonic_ns,
                  raise_internal_errors: bool = False, background: bool | None = None,
-                 max_queue_size: int = _DEFAULT_MAX_QUEUE_SIZE) -> None:
+                 max_queue_size: int = _DEFAULT_MAX_QUEUE_SIZE, meter_provider: Any = None,
+                 logger_provider: Any = None) -> None:
         """Build the processor (see the class docstring for each argument)."""
         self.config = config or LoopGuardConfig.load()
         self.downstream = downstream
@@ -117,7 +126,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
             type(downstream).on_start in _NO_OP_STARTS) else downstream.on_start
         """``downstream.on_start``, or None when it is one of the SDK's empty ones."""
         self.engine = engine or LoopEngine(self.config, on_decision=on_decision)
-        self.metrics = metrics if metrics is not None else self._default_metrics(registry)
+        self.metrics = metrics if metrics is not None else self._default_metrics(
+            registry, meter_provider)
         self.adapters = tuple(adapters)
         if self.adapters == DEFAULT_ADAPTERS:
             self.adapters = _DEFAULT
@@ -134,6 +144,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
         self._trace_runs: OrderedDict[int, str] = OrderedDict()
         self._trace_lock = threading.Lock()
         self._mode = self.config.mode
+        self._span_evidence = self.config.evidence != "logs"
+        self._log = EvidenceLog(logger_provider) if self.config.evidence != "spans" else None
         self._by_trace = self.config.run_key == "trace"
         self._last_trace: tuple[int, str] = (-1, "")
         """The latest tool span's trace id and its hex form."""
@@ -149,14 +161,15 @@ class LoopGuardSpanProcessor(SpanProcessor):
         self._worker = SpanWorker(self._handle, max_queue_size=max_queue_size) \
             if background else None
 
-    def _default_metrics(self, registry: Any) -> LoopGuardMetrics | None:
+    def _default_metrics(self, registry: Any, meter_provider: Any) -> LoopGuardMetrics | None:
         if registry is None:
             return None
-        kwargs = {"max_prompt_templates": self.config.max_prompt_templates,
-                  "max_tools": self.config.max_tools}
-        if registry == "default":
-            return LoopGuardMetrics.shared(**kwargs)
-        return LoopGuardMetrics.shared(registry, **kwargs)
+        registry, meter_provider = backends(self.config.metrics_exporter,
+                                            REGISTRY if registry == "default" else registry,
+                                            meter_provider)
+        return LoopGuardMetrics.shared(registry, meter_provider=meter_provider,
+                                       max_prompt_templates=self.config.max_prompt_templates,
+                                       max_tools=self.config.max_tools)
 
     # --- SpanProcessor hooks ---------------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
@@ -432,13 +445,19 @@ class LoopGuardSpanProcessor(SpanProcessor):
             decision = self.engine.process_handoff(entry.state, handoff)
             entry.state.explicit_handoffs = False
         if decision.flagged:
-            span.set_attributes(evidence_attributes(decision, run_id, self._mode))
+            evidence = evidence_attributes(decision, run_id, self._mode)
+            if self._span_evidence:
+                span.set_attributes(evidence)
+            self._emit(decision, evidence, span.context, span.start_time)
             if self.metrics is not None:
                 self.metrics.record_finding(entry.template, decision.detector, decision.action,
                                             self._mode, old)
 
     def _annotate(self, span: ReadableSpan, decision: Decision, run_id: str) -> ReadableSpan:
         evidence = evidence_attributes(decision, run_id, self._mode)
+        self._emit(decision, evidence, span.context, span.end_time)
+        if not self._span_evidence:
+            return span
         if self.downstream is None:
             parent_id = span.parent.span_id if span.parent is not None else None
             target = self.live.agent_span(parent_id) or self.live.root_span(span)
@@ -451,6 +470,15 @@ class LoopGuardSpanProcessor(SpanProcessor):
             attributes={**raw_attributes(span), **evidence}, events=span.events,
             links=span.links, kind=span.kind, status=span.status, start_time=span.start_time,
             end_time=span.end_time, instrumentation_scope=span.instrumentation_scope)
+
+    def _emit(self, decision: Decision, evidence: dict[str, Any], context: Any,
+              timestamp: int | None) -> None:
+        """Emit the finding as a log event (``evidence`` = logs or both); never raises."""
+        if self._log is not None:
+            try:
+                self._log.emit(decision, evidence, context, timestamp)
+            except Exception as exc:
+                self.guard.handle("log_event", exc)
 
     def _release(self, trace_id: int) -> None:
         if self._by_trace:  # ``_trace_runs`` stays empty: ``_run_id`` returns first
@@ -516,7 +544,8 @@ def install(config: LoopGuardConfig | None = None, *,
     """Add a ``LoopGuardSpanProcessor`` to the global (or given) SDK tracer provider.
 
     Starts the ``/metrics`` server when ``metrics_port`` is configured
-    (``LOOPGUARD_METRICS_PORT``), bound to ``metrics_addr`` (127.0.0.1 by default).
+    (``LOOPGUARD_METRICS_PORT``), bound to ``metrics_addr`` (127.0.0.1 by default), unless
+    ``metrics_exporter`` is ``otlp`` (no Prometheus metrics to serve).
 
     Raises:
         TypeError: when the global provider is not an SDK ``TracerProvider``.
@@ -533,7 +562,7 @@ def install(config: LoopGuardConfig | None = None, *,
     processor = LoopGuardSpanProcessor(config, downstream=downstream, **kwargs)
     provider.add_span_processor(processor)
     cfg = processor.config
-    if cfg.metrics_port is not None:
+    if cfg.metrics_port is not None and cfg.metrics_exporter != "otlp":
         from otel_loopguard.metrics import start_metrics_server
 
         start_metrics_server(cfg.metrics_port, cfg.metrics_addr)

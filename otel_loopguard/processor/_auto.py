@@ -4,7 +4,8 @@
 ``TracerProvider`` and its exporters from ``OTEL_*`` variables), then the instrumentors, then
 every ``opentelemetry_post_instrument`` entry point; ours adds a ``LoopGuardSpanProcessor``
 configured by ``LOOPGUARD_*`` variables. The exporters are already registered at that point,
-so evidence is written as ``loopguard.loop_detected`` events on the open agent span.
+so evidence is written as ``loopguard.loop_detected`` events on the open agent span (or, with
+``LOOPGUARD_EVIDENCE=logs``, as log events to the ``LoggerProvider`` the SDK set up).
 ``LOOPGUARD_ENABLED=false`` turns it off.
 
 It fails soft: the hook runs inside the application's start-up, after the rest of the

@@ -44,6 +44,7 @@ from otel_loopguard.metrics._names import (
     RECEIVER_REQUESTS,
     RECEIVER_SPANS,
 )
+from otel_loopguard.metrics._otel import backends
 from otel_loopguard.otlp._request import Decoded, RequestError
 from otel_loopguard.receiver._stream import StreamingChecker
 from otel_loopguard.replay.checker import RunReport
@@ -176,9 +177,12 @@ class LoopGuardReceiver:
         self.options = options or ReceiverOptions()
         self.registry = registry
         self.on_report = on_report
-        self.metrics = LoopGuardMetrics(
-            registry, max_prompt_templates=self.config.max_prompt_templates,
-            max_tools=self.config.max_tools) if registry is not None else None
+        self.metrics = None
+        if registry is not None:  # LOOPGUARD_METRICS_EXPORTER: Prometheus, OTLP or both
+            own_registry, meter_provider = backends(self.config.metrics_exporter, registry)
+            self.metrics = LoopGuardMetrics(
+                own_registry, max_prompt_templates=self.config.max_prompt_templates,
+                max_tools=self.config.max_tools, meter_provider=meter_provider)
         self._requests = Counter(REQUESTS[:-6], "OTLP export requests by protocol and outcome.",
                                  ["protocol", "outcome"], registry=registry)
         self._spans = Counter(SPANS[:-6], "Received spans by outcome (accepted, rejected, "

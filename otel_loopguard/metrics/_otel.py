@@ -1,0 +1,142 @@
+"""The OpenTelemetry metrics backend: loopguard's counters through the OTel metrics API.
+
+Built from the Prometheus counters ``LoopGuardMetrics`` already defines, so every counter it
+has (and any added later) gets an OTel instrument with no code of its own. Each is an
+asynchronous (observable) counter whose callback reads the Prometheus counter's series at
+collection time: the ``record_*`` methods stay the one recording call site, a call costs
+nothing more than it does for Prometheus alone, and the two backends cannot disagree. With
+``metrics_exporter = otlp`` the Prometheus counters still count, on no registry.
+
+Names: an OTel counter is named like its Prometheus series, ``_total`` included
+(``loopguard_tool_calls_total``), and its attributes are the series' labels (capped and
+cleaned as for Prometheus). Prometheus's OTLP translation removes a ``total`` word from a
+counter's name and appends ``_total``, and the strategies without suffixes keep the name as it
+is, so in Prometheus the series is called the same either way. Instruments carry no unit: a unit
+would add a suffix (``_seconds``) that the scraped series does not have.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Final
+
+from otel_loopguard.exceptions import ConfigError
+from otel_loopguard.metrics._names import OPEN_RUNS
+
+__all__ = ["METER_NAME", "backends", "default_meter_provider", "observe_metrics"]
+
+METER_NAME: Final = "otel_loopguard"
+"""Instrumentation scope of every instrument (``otel_scope_name`` in Prometheus)."""
+_PROTOCOLS: Final = ("http/protobuf", "grpc")
+_BUILT: list[Any] = []
+"""The ``MeterProvider`` built for ``otlp`` when none is configured (one per process)."""
+_BUILT_LOCK = threading.Lock()
+
+
+def observe_metrics(metrics: Any, meter_provider: Any, open_runs: Callable[[], int]) -> None:
+    """Give every Prometheus counter of ``metrics`` an observable OTel twin on the provider.
+
+    Also adds an observable gauge ``loopguard_open_runs`` that reads ``open_runs()``.
+    """
+    from opentelemetry.metrics import Observation
+
+    import otel_loopguard
+
+    meter = meter_provider.get_meter(METER_NAME, otel_loopguard.__version__)
+    for prom in list(vars(metrics).values()):
+        described = prom.describe() if hasattr(prom, "describe") else ()
+        for family in described:
+            if family.type == "counter":
+                name = f"{family.name}_total"
+                meter.create_observable_counter(name, callbacks=[_reader(prom, name)],
+                                                description=family.documentation)
+
+    def gauge(_options: Any) -> Iterable[Observation]:
+        return [Observation(open_runs())]
+
+    meter.create_observable_gauge(OPEN_RUNS, callbacks=[gauge],
+                                  description="Runs currently held in memory.")
+
+
+def _reader(prom: Any, name: str) -> Callable[[Any], Iterable[Any]]:
+    """Return the callback that reports the samples ``name`` of Prometheus metric ``prom``."""
+    from opentelemetry.metrics import Observation
+
+    def read(_options: Any) -> Iterable[Observation]:
+        return [Observation(sample.value, sample.labels) for family in prom.collect()
+                for sample in family.samples if sample.name == name]
+    return read
+
+
+def backends(exporter: str, registry: Any, meter_provider: Any = None) -> tuple[Any, Any]:
+    """Return the (Prometheus registry, MeterProvider) that ``metrics_exporter`` asks for.
+
+    ``prometheus``: the registry alone; ``otlp``: no registry, the meter provider (default
+    ``default_meter_provider()``); ``both``: the two.
+    """
+    if exporter == "prometheus":
+        return registry, None
+    return (None if exporter == "otlp" else registry), (
+        meter_provider if meter_provider is not None else default_meter_provider())
+
+
+def default_meter_provider() -> Any:
+    """Return the global ``MeterProvider`` if one is set, else one built for OTLP export.
+
+    The built one exports every ``OTEL_METRIC_EXPORT_INTERVAL`` (60 s by default) with the
+    OTLP exporter that ``OTEL_EXPORTER_OTLP_METRICS_PROTOCOL`` (or ``OTEL_EXPORTER_OTLP_PROTOCOL``)
+    names, ``http/protobuf`` by default, configured by the standard ``OTEL_EXPORTER_OTLP_*``
+    variables; it is shut down (a last export) when the process exits.
+
+    Raises:
+        ConfigError: when the protocol is unknown or the exporter package is not installed.
+    """
+    from opentelemetry import metrics as metrics_api
+
+    provider = metrics_api.get_meter_provider()
+    if not isinstance(provider, metrics_api.NoOpMeterProvider) and \
+            type(provider).__name__ != "_ProxyMeterProvider":  # the API's "none set yet"
+        return provider
+    with _BUILT_LOCK:
+        if not _BUILT:
+            _BUILT.append(_build_otlp_provider())
+        return _BUILT[0]
+
+
+def _build_otlp_provider() -> Any:
+    protocol = (os.environ.get("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL")
+                or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf").strip()
+    if protocol not in _PROTOCOLS:
+        raise ConfigError(f"OTEL_EXPORTER_OTLP_METRICS_PROTOCOL must be one of {_PROTOCOLS} for "
+                          f"LOOPGUARD_METRICS_EXPORTER=otlp, got {protocol!r}")
+    try:
+        exporter_class = _exporter_class(protocol)
+    except ImportError:
+        raise ConfigError("LOOPGUARD_METRICS_EXPORTER=otlp needs the opentelemetry-exporter-otlp "
+                          "package (pip install opentelemetry-exporter-otlp), or a MeterProvider "
+                          "set with opentelemetry.metrics.set_meter_provider") from None
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+
+    return MeterProvider(metric_readers=[PeriodicExportingMetricReader(exporter_class())])
+
+
+def _exporter_class(protocol: str) -> Any:
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
+            OTLPMetricExporter as Grpc,
+        )
+        return Grpc
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+
+    return OTLPMetricExporter
+
+
+def reset_built_provider() -> Sequence[Any]:
+    """Forget the built provider (tests); return what was built so it can be shut down."""
+    with _BUILT_LOCK:
+        built = list(_BUILT)
+        _BUILT.clear()
+    return built
