@@ -380,7 +380,7 @@ class ShellReader:
                         break
                     inner.append(item)
                 found, _ = self._command(inner, depth)
-                if found in RANK and RANK[found] > RANK[kind]:
+                if found is not None and found in RANK and RANK[found] > RANK[kind]:
                     kind = found
         paths = [a for a in args if _path_like(a) and not a.startswith("-")]
         return kind, paths[0] if paths else None
