@@ -185,7 +185,7 @@ def check_tokenized(arguments: Any) -> None:
     """Raise ValueError naming the first argument text that is neither a token nor a skeleton."""
 
     def operand(word: str) -> str:
-        if _TOKEN.fullmatch(word) or _LITERAL.fullmatch(word):
+        if not word or _TOKEN.fullmatch(word) or _LITERAL.fullmatch(word):
             return word
         raise ValueError(f"argument text {word!r} is not a token (license unknown)")
 
