@@ -73,6 +73,9 @@ _TOKEN = re.compile(r"[a-z]{1,2}\d+")
 _LITERAL = re.compile(r"'?[\d,]+[a-z]?'?")
 """Numbers and line ranges (``5``, ``'1,240p'``), kept in a tokenized command line."""
 _SHELL_KEYS = frozenset({"command", "cmd", "script"})
+_SUBCOMMAND_KEYS = frozenset({"action", "operation", "mode", "subcommand"})
+"""Keys whose one-word value names what a call does (``view``, ``poll``): kept like a command word."""
+_SUBCOMMAND = re.compile(r"[a-z_]{1,32}")
 _WORD = re.compile(r"""'[^']*'|"(?:[^"\\]|\\.)*"|[^\s'"]+""")
 _SEPARATORS = frozenset({"&&", "||", "|", "|&", ";", "&", "(", ")", "\n"})
 _REDIRECT = re.compile(r"\d*(?:>>|>\||>&|>|<<<|<<|<)\d*|&>>?")
@@ -175,7 +178,9 @@ def tokenize_arguments(arguments: Any, tokens: dict[str, str]) -> Any:
         if isinstance(value, list):
             return [walk(v, key) for v in value]
         if isinstance(value, str):
-            return command_skeleton(value, token) if key in _SHELL_KEYS else token(value)
+            if key in _SHELL_KEYS:
+                return command_skeleton(value, token)
+            return value if key in _SUBCOMMAND_KEYS and _SUBCOMMAND.fullmatch(value) else token(value)
         return value
 
     return walk(arguments, None)
@@ -199,7 +204,7 @@ def check_tokenized(arguments: Any) -> None:
         elif isinstance(value, str):
             if key in _SHELL_KEYS:
                 command_skeleton(value, operand)
-            else:
+            elif not (key in _SUBCOMMAND_KEYS and _SUBCOMMAND.fullmatch(value)):
                 operand(value)
 
     walk(arguments, None)
