@@ -74,7 +74,7 @@ _LITERAL = re.compile(r"'?[\d,]+[a-z]?'?")
 """Numbers and line ranges (``5``, ``'1,240p'``), kept in a tokenized command line."""
 _SHELL_KEYS = frozenset({"command", "cmd", "script"})
 _SUBCOMMAND_KEYS = frozenset({"action", "operation", "mode", "subcommand"})
-"""Keys whose one-word value names what a call does (``view``, ``poll``): kept like a command word."""
+"""Keys whose one-word value says what a call does (``view``, ``poll``): kept as it is."""
 _SUBCOMMAND = re.compile(r"[a-z_]{1,32}")
 _WORD = re.compile(r"""'[^']*'|"(?:[^"\\]|\\.)*"|[^\s'"]+""")
 _SEPARATORS = frozenset({"&&", "||", "|", "|&", ";", "&", "(", ")", "\n"})
@@ -155,7 +155,8 @@ def command_skeleton(command: str, operand: Callable[[str], str]) -> str:
         elif head is None and (word in KEYWORDS or "=" in word.split("/")[0]):
             name, equals, value = word.partition("=")
             out.append(f"{name}={operand(value)}" if equals and value else word)
-        elif head is None or (head in WRAPPERS and not _LITERAL.fullmatch(word)):
+        elif head is None or (head in WRAPPERS and not _LITERAL.fullmatch(word)
+                              and not _TOKEN.fullmatch(word)):
             out.append(word)
             head = word
         elif f"{head} {word}" in _KEY_PREFIXES:
@@ -180,7 +181,9 @@ def tokenize_arguments(arguments: Any, tokens: dict[str, str]) -> Any:
         if isinstance(value, str):
             if key in _SHELL_KEYS:
                 return command_skeleton(value, token)
-            return value if key in _SUBCOMMAND_KEYS and _SUBCOMMAND.fullmatch(value) else token(value)
+            if key in _SUBCOMMAND_KEYS and _SUBCOMMAND.fullmatch(value):
+                return value
+            return token(value)
         return value
 
     return walk(arguments, None)
