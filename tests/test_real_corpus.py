@@ -136,3 +136,20 @@ def test_raw_mini_swe_agent_and_swe_agent_files_convert(tmp_path) -> None:
     assert [c.arguments["command"] for t in m_run.turns for c in t.calls] == ["ls -la", "pytest -q"]
     assert [c.error for t in m_run.turns for c in t.calls] == [None, "exit code 1"]
     assert [c.error for t in s_run.turns for c in t.calls] == [None, "edit not applied"]
+
+
+def test_raw_files_can_be_stored_as_tokens(tmp_path) -> None:
+    mini = {"messages": [
+        {"role": "assistant", "content": "look\n\n```bash\ncat /repo/a.py\n```"},
+        {"role": "user", "content": "<returncode>0</returncode>\n<output>\nx = 1\n</output>"},
+        {"role": "assistant", "content": "again\n\n```bash\ncat /repo/a.py\n```"},
+        {"role": "user", "content": "<returncode>0</returncode>\n<output>\nx = 1\n</output>"}]}
+    source = tmp_path / "m.traj.json"
+    source.write_text(json.dumps(mini))
+    out = tmp_path / "out.jsonl"
+    assert convert.main(["--raw", str(source), "--tokens", "-o", str(out)]) == 0
+    [request] = [json.loads(line) for line in out.read_text().splitlines()]
+    spans = request["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    arguments = [attr["value"]["stringValue"] for span in spans for attr in span["attributes"]
+                 if attr["key"] == "gen_ai.tool.call.arguments"]
+    assert arguments == ['{"command": "cat v1"}', '{"command": "cat v1"}']

@@ -16,6 +16,7 @@ Usage::
 
     python tests/corpus/convert.py                      # extracts/*.txt -> runs.jsonl.gz
     python tests/corpus/convert.py --raw FILE... -o out.jsonl
+    python tests/corpus/convert.py --raw FILE... --tokens -o out.jsonl   # licence unknown
 
 Extract format (one run per file; ``#`` starts a comment line)::
 
@@ -34,6 +35,12 @@ Extract format (one run per file; ``#`` starts a comment line)::
     ! <why>                            # a model turn the harness rejected: no tool call
     tool <name> <json args> => <result>  # any other tool, arguments as JSON
     editor <subcommand> <path> [k=v ...] => <result>   # str_replace_editor
+
+For a source whose licence does not allow copying its text (``license unknown``), every
+argument string is a per-run token (``v1``, ``v2``...: the same token means the same value), except
+what the call-kind classifier reads: a shell command keeps its command words, subcommands,
+options, operators and numbers (``cd v1 && git status -sb``, ``sleep v3``), and an ``action``,
+``operation`` or ``mode`` keeps its one-word value. The parser rejects any other text.
 
 A command may hold ``\\n`` for a newline. ``<result>`` is ``oN`` (the N-th distinct output of
 the run; the same ``oN`` again means the same output), ``empty``, optionally followed by
@@ -507,6 +514,8 @@ def main(argv: list[str] | None = None) -> int:
     """Command line entry point."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--raw", nargs="+", type=Path, help="raw trajectory files to convert")
+    parser.add_argument("--tokens", action="store_true",
+                        help="store argument values of raw files as per-run tokens (licence unknown)")
     parser.add_argument("-o", "--output", type=Path, default=OUTPUT)
     args = parser.parse_args(argv)
     try:
@@ -515,6 +524,11 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"convert: {exc}", file=sys.stderr)
         return 2
+    if args.raw and args.tokens:
+        for run in runs:
+            tokens: dict[str, str] = {}
+            for call in (c for turn in run.turns for c in turn.calls):
+                call.arguments = tokenize_arguments(call.arguments, tokens)
     count = write_runs(runs, args.output)
     if not args.raw:
         LABELS.write_text(labels_json(runs))
