@@ -515,7 +515,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--raw", nargs="+", type=Path, help="raw trajectory files to convert")
     parser.add_argument("--tokens", action="store_true",
-                        help="store argument values of raw files as per-run tokens (licence unknown)")
+                        help="store the argument values of raw files as per-run tokens")
     parser.add_argument("-o", "--output", type=Path, default=OUTPUT)
     args = parser.parse_args(argv)
     try:
