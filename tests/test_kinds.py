@@ -125,6 +125,12 @@ TRICKY = [
     ("npm ls", "read"),
     ("make", "default"),
     ("sleep 10 && tail -5 log.txt", "poll"),
+    ("sleep 5", "exempt"),
+    ("cd /repo && sleep 30", "exempt"),
+    ("wait", "exempt"),
+    ("sleep 5 && echo done", "poll"),
+    ("sleep 5 > /tmp/out", "mutating"),
+    ("find . -name x -exec sleep 1 \\;", "read"),
     ("tail -f server.log", "poll"),
     ("sleep 5; python train.py", "default"),
     ("(cd sub && make test)", "default"),
@@ -542,3 +548,22 @@ class TestEngine:
             engine.process(run, _bash("cat missing.txt", "No such file", True))
         decision = engine.precheck(run, "bash", json.dumps({"command": "cat missing.txt"}))
         assert "mutating_failure" not in {e.detector for e in decision.evidence}
+
+    def test_wait_between_checks_that_progress_is_quiet(self) -> None:
+        """``sleep 5`` between polls whose output grows is never stagnation; a stuck check is.
+
+        The wait returns nothing each time by design: only the check after it reports a state.
+        """
+        engine = LoopEngine()
+        run = engine.new_run()
+        actions = []
+        for index in range(20):
+            actions.append(engine.process(run, _bash("tail -5 build.log", f"step {index}")).action)
+            actions.append(engine.process(run, _bash("sleep 5")).action)
+        assert set(actions) == {Action.CONTINUE}
+        stuck = engine.new_run()
+        for _ in range(3):
+            decision = engine.process(stuck, _bash("tail -5 build.log", "step 3"))
+            engine.process(stuck, _bash("sleep 5"))
+        assert decision.action is Action.WARN
+        assert "stagnation" in {e.detector for e in decision.evidence}

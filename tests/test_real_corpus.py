@@ -3,9 +3,9 @@
 The corpus (tests/corpus, see its README) holds real runs, each labelled ``loop`` or
 ``healthy`` by reading the trajectory. The test replays all of them through the engine of
 ``otel-loopguard check`` at default settings, prints precision and recall per source and
-overall, and fails when the figures fall below what the current code achieves. The bounds
-leave one run of slack; re-tighten them after a detector change that moves them (the printed
-table says where they are now).
+overall, and fails when the figures fall below what the current code achieves: the bounds are
+the current figures, with no slack. Re-tighten them after a change that improves them (the
+printed table says where they are now).
 """
 
 from __future__ import annotations
@@ -17,13 +17,17 @@ import pytest
 from corpus import convert
 from corpus.figures import corpus_figures, format_table
 
-MIN_RUNS = 25
-MAX_FALSE_POSITIVES = 3
-"""Healthy runs a loop detector may flag (now: 2) before the test fails."""
-MAX_MISSED_LOOPS = 5
-"""Loop runs no loop detector may miss (now: 4 of 13) before the test fails."""
-MAX_REPLAN_OR_STOP_ON_HEALTHY = 2
-"""Healthy runs that may reach replan or stop (now: 1)."""
+MIN_RUNS = 60
+MIN_LOOPS = 38
+MIN_HEALTHY = 22
+MAX_FALSE_POSITIVES = 1
+"""Healthy runs a loop detector may flag (now: 1 of 22, a warn) before the test fails."""
+MAX_MISSED_LOOPS = 7
+"""Loop runs no loop detector may miss (now: 7 of 38) before the test fails."""
+MAX_REPLAN_OR_STOP_ON_HEALTHY = 0
+"""Healthy runs that may reach replan or stop (now: none)."""
+MIN_PRECISION = 31 / 32
+MIN_RECALL = 31 / 38
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +49,8 @@ def test_the_stored_traces_are_the_conversion_of_the_extracts() -> None:
 def test_every_run_has_provenance_a_label_and_a_reason() -> None:
     labels = json.loads(convert.LABELS.read_text())
     assert len(labels) >= MIN_RUNS
+    kinds = [meta["label"] for meta in labels.values()]
+    assert kinds.count("loop") >= MIN_LOOPS and kinds.count("healthy") >= MIN_HEALTHY
     for run, meta in labels.items():
         assert meta["label"] in ("loop", "healthy"), run
         assert meta["source"].count("/") == 1, run
@@ -58,6 +64,38 @@ def test_false_positives_stay_within_bound(figures) -> None:
 
 def test_loops_are_caught_within_bound(figures) -> None:
     assert len(figures.missed) <= MAX_MISSED_LOOPS, format_table(figures)
+
+
+def test_precision_and_recall_do_not_regress(figures) -> None:
+    counts = figures.counts()
+    assert counts["precision"] >= MIN_PRECISION, format_table(figures)
+    assert counts["recall"] >= MIN_RECALL, format_table(figures)
+
+
+def test_tokenized_runs_keep_command_words_and_nothing_else() -> None:
+    tokens: dict[str, str] = {}
+    stored = convert.tokenize_arguments(
+        {"command": "cd /repo && timeout 60 pytest -x tests/a.py | tail -5", "path": "/repo/a.py",
+         "action": "poll"}, tokens)
+    assert stored == {"command": "cd v1 && timeout v2 pytest -x v3 | tail -5",
+                      "path": "v4", "action": "poll"}
+    convert.check_tokenized(stored)
+    assert convert.command_skeleton("sleep 5", lambda word: "v9") == "sleep v9"
+    assert convert.command_skeleton("python -m pip install x", lambda word: "v9") == \
+        "python -m pip install v9"
+    with pytest.raises(ValueError, match=r"argument text 'settings.py' is not a token"):
+        convert.check_tokenized({"command": "git add settings.py"})
+    with pytest.raises(ValueError, match=r"'Paris' is not a token"):
+        convert.check_tokenized({"query": "Paris"})
+
+
+def test_extracts_of_unlicensed_sources_reject_copied_text() -> None:
+    keys = ("run", "source", "path", "commit", "agent", "model", "reason")
+    header = "".join(f"{key} v\n" for key in keys) + "label loop\nlicense unknown\n"
+    with pytest.raises(ValueError, match=r"x.txt: call 1: argument text 'a.py' is not a token"):
+        convert.parse_extract(header + "---\nbash cat a.py => o1\n", "x.txt")
+    run = convert.parse_extract(header + "---\nbash cat v1 => o1\n", "x.txt")
+    assert run.turns[0].calls[0].arguments == {"command": "cat v1"}
 
 
 def test_every_labelled_run_was_replayed(figures) -> None:
@@ -98,3 +136,20 @@ def test_raw_mini_swe_agent_and_swe_agent_files_convert(tmp_path) -> None:
     assert [c.arguments["command"] for t in m_run.turns for c in t.calls] == ["ls -la", "pytest -q"]
     assert [c.error for t in m_run.turns for c in t.calls] == [None, "exit code 1"]
     assert [c.error for t in s_run.turns for c in t.calls] == [None, "edit not applied"]
+
+
+def test_raw_files_can_be_stored_as_tokens(tmp_path) -> None:
+    mini = {"messages": [
+        {"role": "assistant", "content": "look\n\n```bash\ncat /repo/a.py\n```"},
+        {"role": "user", "content": "<returncode>0</returncode>\n<output>\nx = 1\n</output>"},
+        {"role": "assistant", "content": "again\n\n```bash\ncat /repo/a.py\n```"},
+        {"role": "user", "content": "<returncode>0</returncode>\n<output>\nx = 1\n</output>"}]}
+    source = tmp_path / "m.traj.json"
+    source.write_text(json.dumps(mini))
+    out = tmp_path / "out.jsonl"
+    assert convert.main(["--raw", str(source), "--tokens", "-o", str(out)]) == 0
+    [request] = [json.loads(line) for line in out.read_text().splitlines()]
+    spans = request["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    arguments = [attr["value"]["stringValue"] for span in spans for attr in span["attributes"]
+                 if attr["key"] == "gen_ai.tool.call.arguments"]
+    assert arguments == ['{"command": "cat v1"}', '{"command": "cat v1"}']

@@ -63,6 +63,10 @@ _GLOBAL_VALUE_OPTIONS: Final[Mapping[str, frozenset[str]]] = {
 """Options whose value is not an argument (``git -C dir``, ``python -c CODE``)."""
 _MAX_NESTING: Final = 32
 """Open parentheses tracked; deeper ones just split commands."""
+_WAITS: Final = frozenset({"sleep", "wait"})
+"""Commands that only let time pass: their (empty) output never reports a state."""
+_WAIT: Final = "wait"
+"""The outcome of a wait command inside :meth:`ShellReader.analyze` (never returned)."""
 _MAX_DEPTH: Final = 2
 """``bash -c '…'`` inside ``bash -c '…'`` is read; deeper scripts count as running a program."""
 
@@ -282,8 +286,12 @@ class ShellReader:
             return None, None
         best_kind: str | None = None
         best_target: str | None = None
+        waits = False
         for words, writes in segments(strip_heredocs(text)):
             kind, target = self._segment(words, writes, depth)
+            if kind == _WAIT:
+                waits = True
+                continue
             if kind is None:
                 continue
             if best_kind is None or RANK[kind] > RANK[best_kind]:
@@ -292,6 +300,11 @@ class ShellReader:
                 best_target = target
             if best_kind == "mutating" and best_target is not None:
                 break  # nothing later can change the outcome
+        if waits:  # waiting, then looking again, is a poll; waiting alone reports nothing
+            if best_kind is None:
+                return "exempt", None
+            if RANK[best_kind] < RANK["poll"]:
+                return "poll", best_target
         return best_kind or "read", best_target
 
     def _segment(self, words: list[str], writes: list[str], depth: int) -> Outcome:
@@ -335,6 +348,8 @@ class ShellReader:
         positional = _positional(name, args)
         matched = self._match(name, args, positional)
         kind, used = matched if matched is not None else ("default", 0)
+        if kind == "poll" and name in _WAITS:
+            return _WAIT, None
         if kind not in ("default", "poll"):  # the file it changes or reads: the last one
             return kind, next((a for a in reversed(positional[used:]) if _path_like(a)), None)
         if "/" in word and matched is None:
@@ -365,7 +380,7 @@ class ShellReader:
                         break
                     inner.append(item)
                 found, _ = self._command(inner, depth)
-                if found is not None and RANK[found] > RANK[kind]:
+                if found is not None and found in RANK and RANK[found] > RANK[kind]:
                     kind = found
         paths = [a for a in args if _path_like(a) and not a.startswith("-")]
         return kind, paths[0] if paths else None

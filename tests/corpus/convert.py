@@ -16,6 +16,7 @@ Usage::
 
     python tests/corpus/convert.py                      # extracts/*.txt -> runs.jsonl.gz
     python tests/corpus/convert.py --raw FILE... -o out.jsonl
+    python tests/corpus/convert.py --raw FILE... --tokens -o out.jsonl   # licence unknown
 
 Extract format (one run per file; ``#`` starts a comment line)::
 
@@ -35,6 +36,12 @@ Extract format (one run per file; ``#`` starts a comment line)::
     tool <name> <json args> => <result>  # any other tool, arguments as JSON
     editor <subcommand> <path> [k=v ...] => <result>   # str_replace_editor
 
+For a source whose licence does not allow copying its text (``license unknown``), every
+argument string is a per-run token (``v1``, ``v2``...: the same token means the same value), except
+what the call-kind classifier reads: a shell command keeps its command words, subcommands,
+options, operators and numbers (``cd v1 && git status -sb``, ``sleep v3``), and an ``action``,
+``operation`` or ``mode`` keeps its one-word value. The parser rejects any other text.
+
 A command may hold ``\\n`` for a newline. ``<result>`` is ``oN`` (the N-th distinct output of
 the run; the same ``oN`` again means the same output), ``empty``, optionally followed by
 ``rc=N`` (exit status; non-zero makes the span ERROR with ``exit code N``) or
@@ -50,10 +57,12 @@ import json
 import re
 import shlex
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from otel_loopguard.kinds._table import DEFAULT_COMMAND_KINDS, KEYWORDS, MODULE_RUNNERS, WRAPPERS
 
 HERE = Path(__file__).resolve().parent
 EXTRACTS = HERE / "extracts"
@@ -64,6 +73,21 @@ _STEP_NS = 1_000_000_000  # one second per span: ordering is what matters, not d
 _RESULT_RE = re.compile(
     r"^(?P<id>o\d+|empty)(?:\s+rc=(?P<rc>-?\d+))?(?:\s+err=\"(?P<err>[^\"]*)\")?$")
 _HEADER_KEYS = ("run", "source", "path", "commit", "license", "agent", "model", "label", "reason")
+UNKNOWN_LICENSE = "unknown"
+"""The ``license`` of a source whose text may not be copied: arguments are stored as tokens."""
+_TOKEN = re.compile(r"[a-z]{1,2}\d+")
+"""A per-run token standing for an argument value (``v1``, ``d3``): equal tokens, equal values."""
+_LITERAL = re.compile(r"'?[\d,]+[a-z]?'?")
+"""Numbers and line ranges (``5``, ``'1,240p'``), kept in a tokenized command line."""
+_SHELL_KEYS = frozenset({"command", "cmd", "script"})
+_SUBCOMMAND_KEYS = frozenset({"action", "operation", "mode", "subcommand"})
+"""Keys whose one-word value says what a call does (``view``, ``poll``): kept as it is."""
+_SUBCOMMAND = re.compile(r"[a-z_]{1,32}")
+_WORD = re.compile(r"""'[^']*'|"(?:[^"\\]|\\.)*"|[^\s'"]+""")
+_SEPARATORS = frozenset({"&&", "||", "|", "|&", ";", "&", "(", ")", "\n"})
+_REDIRECT = re.compile(r"\d*(?:>>|>\||>&|>|<<<|<<|<)\d*|&>>?")
+_KEY_PREFIXES = frozenset(" ".join(key.split()[:n]) for key in DEFAULT_COMMAND_KINDS
+                          for n in range(1, len(key.split()) + 1))
 
 
 @dataclass(slots=True)
@@ -112,6 +136,90 @@ def digest(text: str) -> str:
     return "sha256:" + hashlib.sha256(normal.encode()).hexdigest()[:32]
 
 
+# ----------------------------------------------------------------------------- tokens
+
+
+def command_skeleton(command: str, operand: Callable[[str], str]) -> str:
+    """Return ``command`` with what the call-kind classifier reads kept and the rest replaced.
+
+    Kept: the command word of each simple command (after a wrapper such as ``timeout`` or
+    ``sudo``, the wrapped command's too), subcommand words that lead to a key of the command table
+    (``git status``, ``pip install``), options (``-la``, ``--short``), operators and redirections.
+    Every other word (paths, patterns, messages, scripts) is passed to ``operand`` and replaced by
+    what it returns. This is what a source whose text may not be copied keeps of a command line.
+    """
+    out: list[str] = []
+    head: str | None = None
+    for word in _WORD.findall(command.replace("\n", " \n ")):
+        if head in MODULE_RUNNERS and out[-1] == "-m":  # python -m pip: pip is the command
+            out.append(word)
+            head = word
+        elif word in _SEPARATORS:
+            out.append(word)
+            head = None
+        elif _REDIRECT.fullmatch(word) or word.startswith("-"):
+            out.append(word)
+        elif head is None and (word in KEYWORDS or "=" in word.split("/")[0]):
+            name, equals, value = word.partition("=")
+            out.append(f"{name}={operand(value)}" if equals and value else word)
+        elif head is None or (head in WRAPPERS and not _LITERAL.fullmatch(word)
+                              and not _TOKEN.fullmatch(word)):
+            out.append(word)
+            head = word
+        elif f"{head} {word}" in _KEY_PREFIXES:
+            out.append(word)
+            head = f"{head} {word}"
+        else:
+            out.append(operand(word))
+    return " ".join(out).replace(" \n ", "\n")
+
+
+def tokenize_arguments(arguments: Any, tokens: dict[str, str]) -> Any:
+    """Replace each argument value by a per-run token; shell commands keep their skeleton."""
+
+    def token(value: str) -> str:
+        return tokens.setdefault(value, f"v{len(tokens) + 1}")
+
+    def walk(value: Any, key: str | None) -> Any:
+        if isinstance(value, dict):
+            return {k: walk(v, k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v, key) for v in value]
+        if isinstance(value, str):
+            if key in _SHELL_KEYS:
+                return command_skeleton(value, token)
+            if key in _SUBCOMMAND_KEYS and _SUBCOMMAND.fullmatch(value):
+                return value
+            return token(value)
+        return value
+
+    return walk(arguments, None)
+
+
+def check_tokenized(arguments: Any) -> None:
+    """Raise ValueError naming the first argument text that is neither a token nor a skeleton."""
+
+    def operand(word: str) -> str:
+        if not word or _TOKEN.fullmatch(word) or _LITERAL.fullmatch(word):
+            return word
+        raise ValueError(f"argument text {word!r} is not a token (license unknown)")
+
+    def walk(value: Any, key: str | None) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, k)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v, key)
+        elif isinstance(value, str):
+            if key in _SHELL_KEYS:
+                command_skeleton(value, operand)
+            elif not (key in _SUBCOMMAND_KEYS and _SUBCOMMAND.fullmatch(value)):
+                operand(value)
+
+    walk(arguments, None)
+
+
 # ----------------------------------------------------------------------------- extracts
 
 
@@ -143,6 +251,12 @@ def parse_extract(text: str, name: str = "<extract>") -> Run:
         raise ValueError(f"{name}: missing header(s) {', '.join(missing)}")
     if meta["label"] not in ("loop", "healthy"):
         raise ValueError(f"{name}: label must be loop or healthy, got {meta['label']!r}")
+    if meta["license"] == UNKNOWN_LICENSE:
+        for index, call in enumerate((c for t in turns for c in t.calls), 1):
+            try:
+                check_tokenized(call.arguments)
+            except ValueError as exc:
+                raise ValueError(f"{name}: call {index}: {exc}") from None
     return Run(meta, turns)
 
 
@@ -400,6 +514,8 @@ def main(argv: list[str] | None = None) -> int:
     """Command line entry point."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--raw", nargs="+", type=Path, help="raw trajectory files to convert")
+    parser.add_argument("--tokens", action="store_true",
+                        help="store the argument values of raw files as per-run tokens")
     parser.add_argument("-o", "--output", type=Path, default=OUTPUT)
     args = parser.parse_args(argv)
     try:
@@ -408,6 +524,11 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"convert: {exc}", file=sys.stderr)
         return 2
+    if args.raw and args.tokens:
+        for run in runs:
+            tokens: dict[str, str] = {}
+            for call in (c for turn in run.turns for c in turn.calls):
+                call.arguments = tokenize_arguments(call.arguments, tokens)
     count = write_runs(runs, args.output)
     if not args.raw:
         LABELS.write_text(labels_json(runs))
