@@ -118,7 +118,7 @@ class RunState:
     __slots__ = ("calls", "explicit_handoffs", "handoff_state", "handoffs", "highest", "hinted",
                  "idle_state", "in_flight", "last_agent", "last_end_ns", "last_turn", "lock",
                  "mutations", "notifying", "outcomes", "per_tool", "results", "states", "stopped",
-                 "template", "version", "world")
+                 "template", "version")
 
     def __init__(self, states: tuple[Any, ...], handoff_state: Any,
                  idle_state: Any = None) -> None:
@@ -142,8 +142,6 @@ class RunState:
         """Call signature → its latest outcome, for ``precheck`` and ``NO_EFFECT`` (bounded)."""
         self.version = 0
         """The world version: distinct successful state changes seen (see ``make_step``)."""
-        self.world = ""
-        """What ``in_world`` appends to a key in the current version."""
         self.mutations: dict[str, None] | frozenset[str] = _NO_MUTATIONS
         """The (call, result) keys of the successful mutations behind ``version`` (bounded;
         a shared empty set until the first one)."""
@@ -392,29 +390,31 @@ class LoopEngine:
         outcome = run.outcomes.get(call_sig)
         version, end = run.version, max(run.last_end_ns, 0)
         index = run.calls + len(running) + 1
+        common: dict[str, Any] = {"index": index, "tool": tool, "call_sig": call_sig, "span_id": "",
+                  "start_time_ns": end, "end_time_ns": end, "new_batch": True,
+                  "arguments": args if self._near_duplicates else None,
+                  "turns": run.last_turn or 0, "call_key": in_world(call_sig, version),
+                  "version": version}
         if outcome is None:
             kind = self.tool_kind(tool, arguments=arguments)
             twin = next((s for s in running if s.call_sig == call_sig and s.has_result), None)
             if twin is None and not captured:
-                return Step(index, tool, kind, call_sig, False, "", None, None, "", False,
-                            "", end, end, True, in_world(call_sig, version),
-                            args if self._near_duplicates else None, run.last_turn or 0,
-                            in_world(call_sig, version), call_sig, version)
+                return Step(**common, kind=kind, has_result=False, result_sig="", error=None,
+                            error_class=None, error_reason="", empty=False,
+                            pair=in_world(call_sig, version), outcome=call_sig)
             result = twin.result_sig if twin is not None else _RUNNING_RESULT
             key = call_sig + ":" + result
-            return Step(index, tool, kind, call_sig, True, result, None, None, "", False, "",
-                        end, end, True, in_world(key, version),
-                        args if self._near_duplicates else None, run.last_turn or 0,
-                        in_world(call_sig, version), key, version)
+            return Step(**common, kind=kind, has_result=True, result_sig=result, error=None,
+                        error_class=None, error_reason="", empty=False,
+                        pair=in_world(key, version), outcome=key)
         # a repeat: the same outcome, and so no new state change
         error_class, reason = classify_error(outcome.error) if outcome.error else (None, "")
         key = call_sig + ":" + outcome.result if outcome.result else call_sig
-        return Step(index, tool, outcome.kind, call_sig, bool(outcome.result),
-                    outcome.result, outcome.error, error_class, reason, outcome.empty, "", end,
-                    end, True, in_world(key, version), args if self._near_duplicates else None,
-                    run.last_turn or 0, in_world(call_sig, version), key, version,
-                    call_target(tool, args) if outcome.error else None,
-                    outcome.unchanged + (outcome.version != version))
+        return Step(**common, kind=outcome.kind, has_result=bool(outcome.result),
+                    result_sig=outcome.result, error=outcome.error, error_class=error_class,
+                    error_reason=reason, empty=outcome.empty, pair=in_world(key, version),
+                    outcome=key, target=call_target(tool, args) if outcome.error else None,
+                    unchanged=outcome.unchanged + (outcome.version != version))
 
     @staticmethod
     def _remember_outcome(run: RunState, step: Step) -> None:
@@ -511,16 +511,15 @@ class LoopEngine:
         version = run.version
         if kind == "mutating" and error is None and outcome not in run.mutations:
             version = self._changed(run, outcome)
-        if version:  # in_world, inlined on this per-call path
-            pair, call_key = outcome + run.world, call_sig + run.world
-        else:
-            pair, call_key = outcome, call_sig
-        # positional: keyword arguments cost a third more on this per-call path
-        return Step(run.calls, tool, kind, call_sig, call.has_result,
-                    info.digest, error, error_class, reason, info.empty, call.span_id,
-                    call.start_time_ns, call.end_time_ns, new_batch, pair,
-                    args if self._near_duplicates else None, call.turn or 0, call_key, outcome,
-                    version, None if error is None else call_target(tool, args))
+        return Step(index=run.calls, tool=tool, kind=kind, call_sig=call_sig,
+                    has_result=call.has_result, result_sig=info.digest, error=error,
+                    error_class=error_class, error_reason=reason, empty=info.empty,
+                    span_id=call.span_id, start_time_ns=call.start_time_ns,
+                    end_time_ns=call.end_time_ns, new_batch=new_batch,
+                    pair=in_world(outcome, version),
+                    arguments=args if self._near_duplicates else None, turns=call.turn or 0,
+                    call_key=in_world(call_sig, version), outcome=outcome, version=version,
+                    target=None if error is None else call_target(tool, args))
 
     @staticmethod
     def _changed(run: RunState, mutation: str) -> int:
@@ -539,7 +538,6 @@ class LoopEngine:
         if len(mutations) > _MAX_MUTATIONS:
             del mutations[next(iter(mutations))]
         run.version += 1
-        run.world = in_world("", run.version)
         return run.version
 
     def _custom_call_sig(self, tool: str, arguments: Any, builtin: str) -> str:
