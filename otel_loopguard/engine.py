@@ -17,12 +17,12 @@ from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.detectors import HandoffDetector, make_default_detectors
 from otel_loopguard.detectors._base import DetectorBase
 from otel_loopguard.detectors._step import Step, in_world
-from otel_loopguard.detectors._target import call_target
 from otel_loopguard.detectors.budget import BudgetDetector
 from otel_loopguard.detectors.failure import classify_error
 from otel_loopguard.detectors.idle import IdleTurnsDetector
 from otel_loopguard.exceptions import LoopGuardError
 from otel_loopguard.kinds import CallKindClassifier
+from otel_loopguard.kinds._target import call_target
 from otel_loopguard.policy import Policy
 from otel_loopguard.signature import (
     ResultInfo,

@@ -12,7 +12,7 @@ import pytest
 from _calls import by, call, run
 
 from otel_loopguard import Action, ConfigError, LoopGuardConfig
-from otel_loopguard.detectors._target import call_target
+from otel_loopguard.kinds._target import call_target
 
 DENIED = "EACCES: permission denied, open '/etc/app.conf'"
 

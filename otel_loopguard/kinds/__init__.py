@@ -51,6 +51,7 @@ from otel_loopguard.kinds._table import (
     SHELLS,
     WRAPPERS,
 )
+from otel_loopguard.kinds._target import call_target
 
 __all__ = ["DEFAULT_COMMAND_KINDS", "MAX_COMMAND_CHARS", "CallKindClassifier", "CallMode"]
 
@@ -68,10 +69,6 @@ _MAX_JSON_CHARS: Final = 1 << 20
 _UNSET: Final[Any] = object()
 _COMMAND_KEYS: Final = ("command", "cmd", "script", "code", "input", "commands", "command_line")
 _SUBCOMMAND_KEYS: Final = ("command", "action", "operation", "mode", "subcommand")
-_PATH_KEYS: Final = ("path", "file_path", "filePath", "file", "filename", "target_file",
-                     "absolute_path", "notebook_path")
-_TARGET_KEYS: Final = (*_PATH_KEYS, "url", "uri", "href", "link", "id")
-_TARGET_SUFFIXES: Final = ("_id", "_url", "_path", "Id", "Url", "Path")
 _EDITOR_READS: Final = frozenset({"view", "read", "show", "list", "open", "cat", "get", "find",
                                   "search", "view_range"})
 _EDITOR_WRITES: Final = frozenset({"create", "write", "str_replace", "insert", "undo_edit",
@@ -162,19 +159,19 @@ class CallKindClassifier:
         """Return what this call is about, or None when nothing names it.
 
         For a shell call, the file its deciding command writes (a redirection, ``sed -i``'s
-        file, ``cp``'s destination) or reads, or the script it runs (``python x.py``); for an
-        editor call, its ``path``; for other tools, the first of the arguments ``path``,
-        ``file_path``, ``file``, ``url``, ``uri``, ``id`` or a key ending in ``_id``, ``_url``
-        or ``_path``. Best effort, at most 512 characters.
+        file, ``cp``'s destination) or reads, or the script it runs (``python x.py``); for any
+        other call, ``call_target``'s ``name=value`` of its arguments named like a path, URL or
+        id (``path=/a.py``, ``order_id=42``), else the first file of a patch in them. Best
+        effort, at most 512 characters.
         """
         mode = self.mode(tool)
         if mode in ("shell", "command"):
             found = self._command_outcome(mode, tool, arguments)[1]
         else:
             parsed = _parsed(arguments)
-            found = _argument_target(parsed, _PATH_KEYS, suffixes=False) if mode == "editor" \
-                else _argument_target(parsed)
-            found = found or _patch_target(parsed)
+            found = call_target(tool, parsed)
+            found = found.split("\x00", 1)[1].replace("\x00", ", ") if found \
+                else _patch_target(parsed)
         return found[:_MAX_TARGET_CHARS] if found else None
 
     def command_kind(self, command: str) -> str | None:
@@ -307,20 +304,4 @@ def _patch_target(arguments: Any) -> str | None:
             match = _PATCH_FILE.search(value[:MAX_COMMAND_CHARS])
             if match:
                 return match.group(1)
-    return None
-
-
-def _argument_target(arguments: Any, keys: tuple[str, ...] = _TARGET_KEYS,
-                     suffixes: bool = True) -> str | None:
-    if not isinstance(arguments, Mapping):
-        return None
-    for key in keys:
-        value = arguments.get(key)
-        if isinstance(value, str | int) and not isinstance(value, bool) and value != "":
-            return str(value)
-    if suffixes:
-        for key, value in arguments.items():
-            if isinstance(key, str) and key.endswith(_TARGET_SUFFIXES) and \
-                    isinstance(value, str | int) and not isinstance(value, bool):
-                return str(value)
     return None

@@ -1,4 +1,8 @@
-"""What a tool call acts on: the path, URL or id in its arguments (for the failure ladders)."""
+"""What a tool call acts on: the path, URL or id in its arguments.
+
+The one argument rule for targets: the failure ladders compare failed calls' targets with it,
+and ``CallKindClassifier.target`` uses it for every call that is not a shell command.
+"""
 
 from __future__ import annotations
 
@@ -31,6 +35,9 @@ def call_target(tool: str, arguments: Any) -> str | None:
     Args:
         tool: the tool's name (a target belongs to one tool).
         arguments: the parsed arguments (a mapping, or anything else: no target).
+
+    Returns:
+        ``tool``, then each ``name=value`` in name order, NUL-separated; or None.
     """
     if not isinstance(arguments, Mapping):
         return None
