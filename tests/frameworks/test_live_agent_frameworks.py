@@ -95,6 +95,7 @@ def test_looping_run_is_flagged(live: tuple[Framework, Any, Any]) -> None:
     """Four identical searches, answers differing only in volatile fields: warn, replan."""
     framework, processor, exporter = live
     framework.run("looping")
+    processor.force_flush()  # detection runs on the processor's worker
     actions = [(s.attributes or {}).get("loopguard.action")
                for s in _tool_spans(exporter.get_finished_spans())]
     assert actions == [None, None, "warn", "replan"], actions
@@ -106,6 +107,7 @@ def test_healthy_run_is_quiet(live: tuple[Framework, Any, Any]) -> None:
     """Three different searches: no span carries a loopguard attribute."""
     framework, processor, exporter = live
     framework.run("healthy")
+    processor.force_flush()
     spans = exporter.get_finished_spans()
     assert len(_tool_spans(spans)) == 3
     assert not any(k.startswith("loopguard.") for s in spans for k in (s.attributes or {}))
