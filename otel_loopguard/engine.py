@@ -39,6 +39,7 @@ from otel_loopguard.types import (
     ModelTurn,
     ToolCall,
 )
+from otel_loopguard.waste import RunWaste, is_loop_finding
 
 __all__ = ["LoopEngine", "RunState"]
 
@@ -62,7 +63,7 @@ class RunState:
     __slots__ = ("calls", "explicit_handoffs", "handoff_state", "handoffs", "highest", "hinted",
                  "idle_state", "last_agent", "last_end_ns", "last_turn", "lock", "mutations",
                  "notifying", "outcomes", "per_tool", "results", "states", "stopped", "template",
-                 "version", "world")
+                 "version", "waste", "world")
 
     def __init__(self, states: tuple[Any, ...], handoff_state: Any,
                  idle_state: Any = None) -> None:
@@ -98,6 +99,8 @@ class RunState:
         """Enforce mode, ``hint_then_abort``: a hint was already given in this run."""
         self.notifying = 0
         """The id of the thread running ``on_decision`` for this run (0: none)."""
+        self.waste = RunWaste()
+        """The tool calls the run wasted continuing its loops (``otel_loopguard.waste``)."""
 
     def in_callback(self) -> bool:
         """Return True on the thread that is running ``on_decision`` for this run.
@@ -208,7 +211,8 @@ class LoopEngine:
         ``tool_calls``; ``unique_call_signatures``, the distinct calls among the last 1,024
         kept; ``action``, the highest the run reached; ``max_tool_calls``, the run's tool-call
         budget (the stop limit, else the warn limit, else None) and ``budget_remaining``, the
-        calls left before it (None without a budget).
+        calls left before it (None without a budget); ``waste``, the calls the run wasted
+        continuing its loops after its first finding and what they cost (``Waste.to_json``).
         """
         cfg, template = self.config, run.template
         limit = cfg.budget(template, "max_tool_calls_stop")
@@ -216,7 +220,8 @@ class LoopEngine:
             limit = cfg.budget(template, "max_tool_calls_warn")
         return {"tool_calls": run.calls, "unique_call_signatures": len(run.outcomes),
                 "action": run.highest.label, "max_tool_calls": limit,
-                "budget_remaining": None if limit is None else max(0, limit - run.calls)}
+                "budget_remaining": None if limit is None else max(0, limit - run.calls),
+                "waste": run.waste.total().to_json()}
 
     def process(self, run: RunState, call: ToolCall) -> Decision:
         """Observe one finished tool call of ``run`` and return the decision on it.
@@ -227,6 +232,8 @@ class LoopEngine:
         if run.notifying:
             _check_reentry(run)
         step = self.make_step(run, call)
+        waste = run.waste
+        repeat = waste.looping and self._repeats(run, step)
         self._remember_outcome(run, step)
         evidence: list[Evidence] = []
         if call.agent and call.agent != run.last_agent:
@@ -239,8 +246,24 @@ class LoopEngine:
                 evidence.append(found)
         if not evidence and run.stopped is None and self._plain_policy:
             # the common case, as Policy.decide and _finish would conclude it
+            if waste.looping:
+                waste.called(call, step.kind, False, repeat)
             return Decision(Action.CONTINUE, "OK", (), "", step.index, step.tool, step.span_id)
-        return self._finish(run, evidence, step.tool, step.index, step.span_id)
+        decision = self._finish(run, evidence, step.tool, step.index, step.span_id)
+        if evidence or waste.looping:
+            waste.called(call, step.kind, is_loop_finding(decision.action, evidence), repeat)
+        return decision
+
+    @staticmethod
+    def _repeats(run: RunState, step: Step) -> bool:
+        """Return True when ``step`` repeats its call's previous outcome in the same world.
+
+        Asked before ``_remember_outcome`` records the step, and only while the run is in a
+        loop (``RunWaste.looping``).
+        """
+        prior = run.outcomes.get(step.call_sig)
+        return prior is not None and prior.result == step.result_sig and \
+            prior.error == step.error and prior.version == step.version
 
     def precheck(self, run: RunState, tool: str, arguments: Any) -> Decision:
         """Return what running this call *again* would lead to, before it runs (enforce mode).
@@ -336,14 +359,18 @@ class LoopEngine:
 
         Call it, in end-time order with the run's tool calls and handoffs, for every model
         span of the run; the ``idle_turns`` detector judges the turns (its decisions have
-        ``tool`` ``""`` and the run's tool calls so far as ``call_index``). Cheap when that
-        detector is off.
+        ``tool`` ``""`` and the run's tool calls so far as ``call_index``). A numbered turn
+        (``ModelTurn.index``) also gives its tokens to the run's waste, for the wasted calls
+        it issued (``otel_loopguard.waste``). Cheap when that detector is off.
 
         Raises:
             LoopGuardError: when called from ``on_decision`` for the same run.
         """
         if run.notifying:
             _check_reentry(run)
+        if turn.index is not None:
+            run.waste.turn(turn.index, turn.input_tokens, turn.output_tokens,
+                           self.config.price(turn.models) if self.config.prices else None)
         idle = self.idle
         found = idle.observe_turn(run.idle_state, turn, run.calls + run.handoffs) \
             if idle is not None else None
