@@ -133,16 +133,16 @@ def waste_text(waste: Waste) -> str:
     if waste.input_tokens or waste.output_tokens:
         parts.append(f"{waste.input_tokens:,} input and {waste.output_tokens:,} output tokens")
     if waste.tool_seconds:
-        parts.append(f"{_number(waste.tool_seconds)} s in tools")
-    parts.extend(f"{_number(amount)} {clean(currency)}"
-                 for currency, amount in sorted(waste.cost.items()))
+        parts.append(f"{_number(waste.tool_seconds, 3)} s in tools")
+    parts.extend(f"{_number(amount, 6)} {clean(currency)}"
+                 for currency, amount in sorted(waste.cost.items()) if amount)
     return ", ".join(parts)
 
 
-def _number(value: float) -> str:
-    """Return ``1.5``, ``0.009``, ``1,234.5``: at most 6 decimals, no trailing zeros."""
-    text = f"{value:,.6f}".rstrip("0").rstrip(".")
-    return text if text not in ("", "0") or not value else f"{value:.2g}"
+def _number(value: float, decimals: int) -> str:
+    """Return ``1.5``, ``0.009``, ``1,234.5``: no trailing zeros; ``<0.001`` for less."""
+    text = f"{value:,.{decimals}f}".rstrip("0").rstrip(".")
+    return f"<{10 ** -decimals:.{decimals}f}" if text == "0" else text
 
 
 def run_title(report: RunReport) -> str:
