@@ -25,6 +25,8 @@ from otel_loopguard.testing import AgentScript
 ROOT = Path(__file__).resolve().parent.parent
 HEALTHY = str(ROOT / "examples" / "traces" / "healthy_agent.jsonl")
 LOOPING = str(ROOT / "examples" / "traces" / "looping_agent.jsonl")
+WASTE = "wasted 3 tool calls, 3 model turns, 0.03 s in tools"
+"""What the looping example wastes after its first finding (calls 4, 5 and 7)."""
 SARIF_SCHEMA = ROOT / "tests" / "data" / "sarif-schema-2.1.0.json"
 EVIL = "evil\x1b[31m\r\nSTOP  run forged\u202e%0A,x:y\x00"
 """A tool name that tries to forge a line, colour the terminal and reverse the text."""
@@ -276,7 +278,7 @@ class TestGithub:
                                   "[support_triage@v3]: 7 tool calls")
         assert message.splitlines()[0] == ("warn at call 3 (STAGNANT_RESULT, stagnation): "
                                            "search_kb - calls 1, 2, 3")
-        assert out.endswith("\n2 runs, 13 tool calls; 1 flagged; wasted 3 tool calls, 3 model turns, 0.03 s in tools\n")
+        assert out.endswith("\n2 runs, 13 tool calls; 1 flagged; " + WASTE + "\n")
 
     def test_below_fail_on_is_a_warning(self, capsys: pytest.CaptureFixture[str]) -> None:
         _, out = _output(capsys, "--format", "github", "--fail-on", "warn", LOOPING)
@@ -380,7 +382,7 @@ class TestText:
         _, out = _output(capsys, str(path))
         assert out.endswith("\n1 run, 1 tool call; 0 flagged\n")
         _, out = _output(capsys, HEALTHY, LOOPING)
-        assert out.endswith("\n2 runs, 13 tool calls; 1 flagged; wasted 3 tool calls, 3 model turns, 0.03 s in tools\n")
+        assert out.endswith("\n2 runs, 13 tool calls; 1 flagged; " + WASTE + "\n")
 
     def test_color_always_and_never(self, capsys: pytest.CaptureFixture[str]) -> None:
         _, out = _output(capsys, "--color", "always", LOOPING)
