@@ -44,7 +44,10 @@ def is_loop_finding(action: Action, evidence: list[Evidence]) -> bool:
     """Return True when a call decided ``action`` on ``evidence`` (its own) is a loop finding."""
     if action is Action.CONTINUE:
         return False
-    return any(found.action and found.detector not in NOT_LOOP_DETECTORS for found in evidence)
+    for found in evidence:  # noqa: SIM110 - a loop: any() of a generator costs twice as much
+        if found.action and found.detector not in NOT_LOOP_DETECTORS:
+            return True
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,14 +89,16 @@ class Waste:
                          for currency, amount in sorted(self.cost.items())}}
 
 
-class _Tally:
-    """Mutable totals (a run's, and what accrued since the last ``RunWaste.take``)."""
+_NOTHING: Final = Waste()
 
-    __slots__ = ("calls", "cost", "input", "output", "seconds", "turns")
+
+class _Tally:
+    """A run's totals, mutable."""
+
+    __slots__ = ("calls", "cost", "input", "nanoseconds", "output", "turns")
 
     def __init__(self) -> None:
-        self.calls = self.turns = self.input = self.output = 0
-        self.seconds = 0.0
+        self.calls = self.turns = self.input = self.output = self.nanoseconds = 0
         self.cost: dict[str, float] = {}
 
     def tokens(self, turn: _Turn) -> None:
@@ -103,32 +108,34 @@ class _Tally:
             self.cost[turn.currency] = self.cost.get(turn.currency, 0.0) + turn.amount
 
     def frozen(self) -> Waste:
-        return Waste(self.calls, self.turns, self.input, self.output, self.seconds,
+        return Waste(self.calls, self.turns, self.input, self.output, self.nanoseconds / 1e9,
                      MappingProxyType(dict(self.cost)) if self.cost else _NO_COST)
 
 
 class _Turn:
     """One model turn's usage, and whether a wasted call of it was counted."""
 
-    __slots__ = ("amount", "charged", "currency", "input_tokens", "known", "output_tokens")
+    __slots__ = ("amount", "charged", "currency", "input_tokens", "output_tokens")
 
-    def __init__(self) -> None:
-        self.known = self.charged = False
-        self.input_tokens = self.output_tokens = 0
+    def __init__(self, input_tokens: int, output_tokens: int, price: ModelPrice | None) -> None:
+        self.charged = False
+        self.input_tokens, self.output_tokens = input_tokens, output_tokens
         self.currency: str | None = None
         self.amount = 0.0
-
-    def use(self, input_tokens: int, output_tokens: int, price: ModelPrice | None) -> None:
-        self.known = True
-        self.input_tokens, self.output_tokens = input_tokens, output_tokens
         if price is not None:
             self.currency, self.amount = price.currency, price.cost(input_tokens, output_tokens)
+
+
+_PENDING: Final = _Turn(0, 0, None)
+"""In ``RunWaste._turns``: a turn whose wasted calls came before it (counted; its tokens count
+when it arrives). Shared, and ``charged`` so that its later calls do not count it again."""
+_PENDING.charged = True
 
 
 class RunWaste:
     """The waste of one run, computed incrementally (see the module docstring)."""
 
-    __slots__ = ("_fresh", "_total", "_turns", "found", "looping")
+    __slots__ = ("_changed", "_reported", "_total", "_turns", "found", "looping")
 
     def __init__(self) -> None:
         """Start with nothing wasted and no finding."""
@@ -138,8 +145,9 @@ class RunWaste:
         """Every call since the run's latest loop finding was wasted (the loop goes on)."""
         self._turns: dict[int, _Turn] = {}
         self._total = _Tally()
-        self._fresh: _Tally | None = None
-        """What accrued since the last ``take`` (None: nothing)."""
+        self._reported = _NOTHING
+        """The totals at the last ``take``."""
+        self._changed = False
 
     def called(self, call: ToolCall, kind: str, finding: bool, repeat: bool) -> None:
         """Take one decided tool call: whether it is a loop finding, whether it repeats.
@@ -162,46 +170,37 @@ class RunWaste:
     def turn(self, index: int, input_tokens: int, output_tokens: int,
              price: ModelPrice | None) -> None:
         """Take the usage of model turn ``index`` (the ``ToolCall.turn`` of its calls)."""
-        turn = self._turns.get(index)
-        if turn is not None and not turn.known and turn.charged:  # its wasted calls came first
-            turn.use(input_tokens, output_tokens, price)
-            for tally in self._tallies():
-                tally.tokens(turn)
-            return
-        turn = _Turn()  # a new turn (a conversation's next trace may number its turns again)
-        turn.use(input_tokens, output_tokens, price)
+        turn = _Turn(input_tokens, output_tokens, price)
+        turns = self._turns
+        if turns.pop(index, None) is _PENDING:  # its wasted calls came first
+            turn.charged = True
+            self._total.tokens(turn)
+            self._changed = True
+        # else a new turn (a conversation's next trace may number its turns again)
         self._keep(index, turn)
 
     def _charge(self, call: ToolCall) -> None:
+        total = self._total
+        total.calls += 1
         start, end = call.start_time_ns, call.end_time_ns
-        seconds = (end - start) / 1e9 if 0 < start <= end else 0.0
+        if 0 < start <= end:
+            total.nanoseconds += end - start
+        self._changed = True
         index = call.turn
-        turn = None
-        if index:  # 0 or None: no model turn before the call is known
-            turn = self._turns.get(index)
-            if turn is None:  # the turn has not arrived yet: its tokens count when it does
-                turn = _Turn()
-                self._keep(index, turn)
-            elif turn.charged:
-                turn = None
-        for tally in self._tallies():
-            tally.calls += 1
-            tally.seconds += seconds
-            if turn is not None:
-                tally.turns += 1
-                tally.tokens(turn)
-        if turn is not None:
+        if not index:  # 0 or None: no model turn before the call is known
+            return
+        turn = self._turns.get(index)
+        if turn is None:  # the turn has not arrived yet: its tokens count when it does
+            total.turns += 1
+            self._keep(index, _PENDING)
+        elif not turn.charged:
             turn.charged = True
-
-    def _tallies(self) -> tuple[_Tally, _Tally]:
-        fresh = self._fresh
-        if fresh is None:
-            fresh = self._fresh = _Tally()
-        return self._total, fresh
+            total.turns += 1
+            total.tokens(turn)
 
     def _keep(self, index: int, turn: _Turn) -> None:
+        """Add a turn (never one already kept); forget the oldest past ``_MAX_TURNS``."""
         turns = self._turns
-        turns.pop(index, None)
         turns[index] = turn
         if len(turns) > _MAX_TURNS:
             del turns[next(iter(turns))]
@@ -212,8 +211,15 @@ class RunWaste:
 
     def take(self) -> Waste | None:
         """Return what was wasted since the previous ``take`` (None: nothing), for counters."""
-        fresh = self._fresh
-        if fresh is None:
+        if not self._changed:
             return None
-        self._fresh = None
-        return fresh.frozen()
+        self._changed = False
+        now, before = self._total.frozen(), self._reported
+        self._reported = now
+        cost = {currency: amount - before.cost.get(currency, 0.0)
+                for currency, amount in now.cost.items()}
+        return Waste(now.tool_calls - before.tool_calls, now.model_turns - before.model_turns,
+                     now.input_tokens - before.input_tokens,
+                     now.output_tokens - before.output_tokens,
+                     now.tool_seconds - before.tool_seconds,
+                     MappingProxyType(cost) if cost else _NO_COST)
