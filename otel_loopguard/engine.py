@@ -232,9 +232,8 @@ class LoopEngine:
         if run.notifying:
             _check_reentry(run)
         step = self.make_step(run, call)
+        repeat = self._remember_outcome(run, step)
         waste = run.waste
-        repeat = waste.looping and self._repeats(run, step)
-        self._remember_outcome(run, step)
         evidence: list[Evidence] = []
         if call.agent and call.agent != run.last_agent:
             implicit = self._agent_change(run, call)
@@ -253,17 +252,6 @@ class LoopEngine:
         if evidence or waste.looping:
             waste.called(call, step.kind, is_loop_finding(decision.action, evidence), repeat)
         return decision
-
-    @staticmethod
-    def _repeats(run: RunState, step: Step) -> bool:
-        """Return True when ``step`` repeats its call's previous outcome in the same world.
-
-        Asked before ``_remember_outcome`` records the step, and only while the run is in a
-        loop (``RunWaste.looping``).
-        """
-        prior = run.outcomes.get(step.call_sig)
-        return prior is not None and prior.result == step.result_sig and \
-            prior.error == step.error and prior.version == step.version
 
     def precheck(self, run: RunState, tool: str, arguments: Any) -> Decision:
         """Return what running this call *again* would lead to, before it runs (enforce mode).
@@ -322,14 +310,21 @@ class LoopEngine:
                     outcome.unchanged + (outcome.version != version))
 
     @staticmethod
-    def _remember_outcome(run: RunState, step: Step) -> None:
+    def _remember_outcome(run: RunState, step: Step) -> bool:
+        """Record the step's outcome; return whether it repeats its call's previous outcome.
+
+        A repeat is the same outcome in the same world version (for the run's waste).
+        """
         run.per_tool[step.tool] = run.per_tool.get(step.tool, 0) + 1
         outcome = run.outcomes.pop(step.call_sig, None)
+        repeat = False
         if outcome is not None and outcome.result == step.result_sig and \
                 outcome.error == step.error:
             if outcome.version != step.version:
                 outcome.unchanged += 1
                 outcome.version = step.version
+            else:
+                repeat = True
             step.unchanged = outcome.unchanged
         else:
             outcome = _Outcome(step)
@@ -338,6 +333,7 @@ class LoopEngine:
             del run.outcomes[next(iter(run.outcomes))]
         if len(run.per_tool) > 1024:
             del run.per_tool[next(iter(run.per_tool))]
+        return repeat
 
     def process_handoff(self, run: RunState, handoff: Handoff) -> Decision:
         """Observe one explicit handoff of ``run``.

@@ -12,7 +12,8 @@ decided above ``continue`` with evidence from a loop detector: every detector bu
 The first call that is neither ends the loop (the agent did something new); counting resumes at
 the run's next loop finding. Calls of ``exempt`` tools are neither wasted nor end a loop. Each
 wasted call adds its tool span's duration; the model turn that issued it (``ToolCall.turn``)
-adds its tokens (and their price) once, whichever of the turn and its calls arrives first.
+adds its tokens (and their price) once, whichever of the turn and its calls arrives first (the
+calls of one turn come one after another: they end after it and before the next turn).
 
 One ``RunWaste`` per run, updated by the engine as each call is decided and each model turn
 arrives; guarded by the run's lock like the rest of ``RunState``. Bounded: the usage of the
@@ -113,12 +114,11 @@ class _Tally:
 
 
 class _Turn:
-    """One model turn's usage, and whether a wasted call of it was counted."""
+    """One model turn's usage: its tokens and what they cost."""
 
-    __slots__ = ("amount", "charged", "currency", "input_tokens", "output_tokens")
+    __slots__ = ("amount", "currency", "input_tokens", "output_tokens")
 
     def __init__(self, input_tokens: int, output_tokens: int, price: ModelPrice | None) -> None:
-        self.charged = False
         self.input_tokens, self.output_tokens = input_tokens, output_tokens
         self.currency: str | None = None
         self.amount = 0.0
@@ -126,16 +126,11 @@ class _Turn:
             self.currency, self.amount = price.currency, price.cost(input_tokens, output_tokens)
 
 
-_PENDING: Final = _Turn(0, 0, None)
-"""In ``RunWaste._turns``: a turn whose wasted calls came before it (counted; its tokens count
-when it arrives). Shared, and ``charged`` so that its later calls do not count it again."""
-_PENDING.charged = True
-
-
 class RunWaste:
     """The waste of one run, computed incrementally (see the module docstring)."""
 
-    __slots__ = ("_changed", "_reported", "_total", "_turns", "found", "looping")
+    __slots__ = ("_awaited", "_changed", "_counted", "_reported", "_total", "_turns", "found",
+                 "looping")
 
     def __init__(self) -> None:
         """Start with nothing wasted and no finding."""
@@ -144,6 +139,11 @@ class RunWaste:
         self.looping = False
         """Every call since the run's latest loop finding was wasted (the loop goes on)."""
         self._turns: dict[int, _Turn] = {}
+        """The usage of the run's latest model turns, by number."""
+        self._counted = 0
+        """The number of the latest turn counted (0: none)."""
+        self._awaited = 0
+        """A counted turn that has not arrived yet (0: none): its tokens count when it does."""
         self._total = _Tally()
         self._reported = _NOTHING
         """The totals at the last ``take``."""
@@ -153,33 +153,18 @@ class RunWaste:
         """Take one decided tool call: whether it is a loop finding, whether it repeats.
 
         ``repeat``: the call got the same outcome as its previous occurrence in the same world
-        version (asked only while ``looping``).
+        version. One function, no helper: it runs for every call of a loop.
         """
         if kind == "exempt":
             return
         if finding:
-            if self.found:
-                self._charge(call)
+            wasted = self.found
             self.found = self.looping = True
-        elif self.looping:
-            if repeat:
-                self._charge(call)
-            else:
-                self.looping = False
-
-    def turn(self, index: int, input_tokens: int, output_tokens: int,
-             price: ModelPrice | None) -> None:
-        """Take the usage of model turn ``index`` (the ``ToolCall.turn`` of its calls)."""
-        turn = _Turn(input_tokens, output_tokens, price)
-        turns = self._turns
-        if turns.pop(index, None) is _PENDING:  # its wasted calls came first
-            turn.charged = True
-            self._total.tokens(turn)
-            self._changed = True
-        # else a new turn (a conversation's next trace may number its turns again)
-        self._keep(index, turn)
-
-    def _charge(self, call: ToolCall) -> None:
+            if not wasted:
+                return
+        elif not (self.looping and repeat):
+            self.looping = False
+            return
         total = self._total
         total.calls += 1
         start, end = call.start_time_ns, call.end_time_ns
@@ -187,20 +172,28 @@ class RunWaste:
             total.nanoseconds += end - start
         self._changed = True
         index = call.turn
-        if not index:  # 0 or None: no model turn before the call is known
+        if not index or index == self._counted:  # no turn known, or its turn counted already
             return
+        self._counted = index
+        total.turns += 1
         turn = self._turns.get(index)
-        if turn is None:  # the turn has not arrived yet: its tokens count when it does
-            total.turns += 1
-            self._keep(index, _PENDING)
-        elif not turn.charged:
-            turn.charged = True
-            total.turns += 1
+        if turn is None:
+            self._awaited = index
+        else:
             total.tokens(turn)
 
-    def _keep(self, index: int, turn: _Turn) -> None:
-        """Add a turn (never one already kept); forget the oldest past ``_MAX_TURNS``."""
+    def turn(self, index: int, input_tokens: int, output_tokens: int,
+             price: ModelPrice | None) -> None:
+        """Take the usage of model turn ``index`` (the ``ToolCall.turn`` of its calls)."""
+        turn = _Turn(input_tokens, output_tokens, price)
+        if index == self._awaited:  # its wasted calls came first
+            self._awaited = 0
+            self._total.tokens(turn)
+            self._changed = True
+        elif index == self._counted:  # a new turn under a number seen before (the next trace
+            self._counted = 0  # of a conversation numbers its turns again)
         turns = self._turns
+        turns.pop(index, None)
         turns[index] = turn
         if len(turns) > _MAX_TURNS:
             del turns[next(iter(turns))]
