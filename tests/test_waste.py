@@ -80,6 +80,12 @@ class Run:
         self.turn()
         return self.call(tool, args, result, **kw)
 
+    def repeat(self, times: int, tool: str = "search", args: Any = None,
+               result: Any = "no results", **kw: Any) -> None:
+        """``times`` steps of the same call (``search(q=x)`` unless told)."""
+        for _ in range(times):
+            self.step(tool, {"q": "x"} if args is None else args, result, **kw)
+
     @property
     def waste(self) -> Waste:
         return self.state.waste.total()
@@ -102,8 +108,7 @@ class TestDefinition:
     def test_breaking_out_stops_the_count(self) -> None:
         """A new call ends the loop: it and the productive calls after it are not wasted."""
         run = Run()
-        for _ in range(4):
-            run.step("search", {"q": "x"})
+        run.repeat(4)
         run.step("search", {"q": "y"}, "3 results")
         run.step("summarize", {"text": "3 results"}, "summary")
         run.step("search", {"q": "y"}, "3 results")  # a repeat, but the loop had ended
@@ -114,8 +119,7 @@ class TestDefinition:
     def test_back_into_the_loop_counts_again(self) -> None:
         """After breaking out, a call a detector flags again is wasted."""
         run = Run()
-        for _ in range(3):
-            run.step("search", {"q": "x"})
+        run.repeat(3)
         run.step("search", {"q": "y"}, "3 results")
         run.step("search", {"q": "x"})  # the 4th identical result in the window: replan
         assert run.actions == ["continue", "continue", "warn", "continue", "replan"]
@@ -124,8 +128,7 @@ class TestDefinition:
     def test_a_changed_result_is_progress(self) -> None:
         """The same call with a new result is something new (polling, pagination)."""
         run = Run()
-        for _ in range(3):
-            run.step("search", {"q": "x"})
+        run.repeat(3)
         run.step("search", {"q": "x"}, "1 result")
         assert run.waste.tool_calls == 0
 
@@ -176,8 +179,7 @@ class TestDefinition:
 
     def test_exempt_calls_are_neither_wasted_nor_end_the_loop(self) -> None:
         run = Run(LoopEngine(LoopGuardConfig.create(tools={"log": {"kind": "exempt"}})))
-        for _ in range(3):
-            run.step("search", {"q": "x"})
+        run.repeat(3)
         run.step("log", {"line": "still nothing"}, "ok")
         run.call("search", {"q": "x"})  # issued by the log call's turn
         assert run.waste.tool_calls == 1
@@ -245,8 +247,7 @@ class TestDefinition:
 
     def test_reset_forgets_the_waste(self) -> None:
         run = Run()
-        for _ in range(5):
-            run.step("search", {"q": "x"})
+        run.repeat(5)
         run.engine.reset(run.state)
         assert run.waste == Waste()
         run.step("search", {"q": "x"})
@@ -578,18 +579,8 @@ class TestEndToEnd:
         from_live = _metric_totals(live_registry)
         assert from_live == _approx(from_check)
 
-        serve_registry = CollectorRegistry()
-        receiver = LoopGuardReceiver(CONFIG, options=ReceiverOptions(
-            http_port=0, grpc_port=0, reorder_window_seconds=0.05), registry=serve_registry,
-            raise_internal_errors=True)
-        with receiver:
-            processor = BatchSpanProcessor(OTLPSpanExporter(
-                endpoint=f"{receiver.http_url}/v1/traces"), max_export_batch_size=512)
-            for span in harness.exporter.get_finished_spans():
-                processor.on_end(span)
-            processor.shutdown()
-            assert receiver.flush(10)
-        assert _metric_totals(serve_registry) == _approx(from_check)
+        spans = harness.exporter.get_finished_spans()
+        assert _serve_totals(spans, CONFIG) == _approx(from_check)
         assert from_check["batch@v1"]["loopguard_wasted_tool_calls_total"] == 5
 
     def test_a_corpus_of_real_runs_gives_the_same_totals_everywhere(self) -> None:
