@@ -31,6 +31,7 @@ from otel_loopguard.adapters import (
     template_key_roots,
     to_event,
     tool_request_of,
+    usage_of,
 )
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.types import Handoff, ModelTurn, SpanAdapter, SpanRecord, ToolCall
@@ -147,11 +148,13 @@ class AssembledTrace:
 
 def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuardConfig,
                    adapters: Sequence[SpanAdapter] = DEFAULT_ADAPTERS, *,
-                   model_turns: bool = False) -> AssembledTrace:
+                   model_turns: bool = False, tool_requests: bool = True) -> AssembledTrace:
     """Return the ordered events of one trace's spans (any order in, end order out).
 
-    With ``model_turns``, each model span is an event too (a ``ModelTurn``), for the
-    ``idle_turns`` detector.
+    With ``model_turns``, each model span is an event too (a ``ModelTurn`` numbered as the
+    ``turn`` of the calls it issued, with its token usage), for the ``idle_turns`` detector
+    and the run's waste; with ``tool_requests`` (the ``idle_turns`` detector's need), each
+    turn also says whether it asked for tools.
     """
     ordered = sorted(spans, key=_END_START)
     agents: dict[str, str] = {}
@@ -172,7 +175,7 @@ def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuard
             turns += 1
             has_model = True
             if model_turns:
-                pending.append((s, -1))  # -1: the span is the model turn itself
+                pending.append((s, -turns))  # negative: the span is model turn number -n
         elif candidate is None or candidate(name, attributes):
             pending.append((s, turns))
         # Only spans holding one of the keys can name a template or a conversation.
@@ -186,7 +189,8 @@ def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuard
     out.conversation = conversation
     out.service_name = next((str(service) for s in spans
                              if (service := s.resource.get("service.name"))), None)
-    events = out.events = _events(pending, ordered, agents, adapters, has_model)
+    events = out.events = _events(pending, ordered, agents, adapters, has_model,
+                                      tool_requests=tool_requests)
     if (conversation is None or config.run_key != "conversation") and events:
         parents = {s.span_id: s.parent_span_id for s in ordered}
         out.unparented_tool_calls = sum(
@@ -198,10 +202,10 @@ def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuard
 
 def _events(pending: Sequence[tuple[SpanRecord, int]], ordered: Sequence[SpanRecord],
             agents: dict[str, str], adapters: Sequence[SpanAdapter],
-            has_model: bool) -> list[TraceEvent]:
+            has_model: bool, *, tool_requests: bool) -> list[TraceEvent]:
     """Return the events of the candidate spans, each with its owning agent span.
 
-    ``pending`` holds each candidate with the model turns before it (-1: a model turn).
+    ``pending`` holds each candidate with the model turns before it (-n: model turn n).
     """
     by_id: dict[str, SpanRecord] | None = None
     events: list[TraceEvent] = []
@@ -215,8 +219,10 @@ def _events(pending: Sequence[tuple[SpanRecord, int]], ordered: Sequence[SpanRec
             by_id = dict(zip(map(_SPAN_ID, ordered), ordered, strict=True))
         owner, owner_name = _owning_agent(span, by_id, agents)
         if event is None:
+            tokens_in, tokens_out, models = usage_of(span.attributes)
             event = ModelTurn(span.span_id, span.start_time_ns, span.end_time_ns,
-                              tool_request_of(span.attributes), owner)
+                              tool_request_of(span.attributes) if tool_requests else None,
+                              owner, -turn, tokens_in, tokens_out, models)
         elif isinstance(event, ToolCall):
             event = event.in_context(event.agent or owner_name, turn if has_model else None)
         events.append(TraceEvent(event, owner))

@@ -31,13 +31,16 @@ from otel_loopguard._config_fields import (
 )
 from otel_loopguard.exceptions import ConfigError
 
-__all__ = ["LoopGuardConfig", "ToolKind", "ToolOverride"]
+__all__ = ["LoopGuardConfig", "ModelPrice", "ToolKind", "ToolOverride"]
 
 ToolKind = Literal["read", "mutating", "poll", "exempt", "default"]
 _TOOL_KINDS: Final = TOOL_KINDS
 _TOOL_FLAGS: Final = ("shell", "editor")
 _ENV_PREFIX: Final = "LOOPGUARD_"
 _NO_BUDGETS: Final[Mapping[str, Any]] = MappingProxyType({})
+_CURRENCY: Final = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,15}")
+"""A currency code (``USD``, ``EUR``, ``credits``): it becomes a metric label value."""
+_PRICE_KEYS: Final = ("input_per_million", "output_per_million", "currency")
 _IMPORT_PATH: Final = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 """``module:function`` (dotted names on both sides), the form of ``near_duplicate_embedder``."""
 
@@ -58,6 +61,24 @@ class ToolOverride:
     editor: bool | None = None
     """True: calls are editor calls, classified by their subcommand; False: never; None: as
     ``editor_tools`` says."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelPrice:
+    """What a model's tokens cost: per million input and output tokens, in one currency."""
+
+    input_per_million: float = 0.0
+    """Price of one million input (prompt) tokens."""
+    output_per_million: float = 0.0
+    """Price of one million output (completion) tokens."""
+    currency: str = "USD"
+    """The currency (``USD``, ``EUR``...), the ``currency`` label of
+    ``loopguard_wasted_cost_total``."""
+
+    def cost(self, input_tokens: int, output_tokens: int) -> float:
+        """Return what ``input_tokens`` and ``output_tokens`` of this model cost."""
+        return (input_tokens * self.input_per_million
+                + output_tokens * self.output_per_million) / 1_000_000
 
 
 def _defaults() -> dict[str, Any]:
@@ -83,6 +104,9 @@ class LoopGuardConfig:
     """Per-tool overrides by tool name."""
     templates: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Per-prompt-template budgets: template name → budget setting → value."""
+    prices: Mapping[str, ModelPrice] = field(default_factory=dict)
+    """Model name (``gen_ai.response.model`` or ``gen_ai.request.model``) → its token prices,
+    for ``loopguard_wasted_cost_total``."""
 
     def __post_init__(self) -> None:
         """Validate every value and fill in defaults."""
@@ -108,6 +132,8 @@ class LoopGuardConfig:
         object.__setattr__(self, "values", MappingProxyType(merged))
         object.__setattr__(self, "tools", MappingProxyType(tools))
         object.__setattr__(self, "templates", MappingProxyType(templates))
+        prices = {str(k): _validate_price(str(k), v) for k, v in self.prices.items()}
+        object.__setattr__(self, "prices", MappingProxyType(prices))
         for name, value in merged.items():  # plain attributes: read on every tool call
             object.__setattr__(self, name, value)
 
@@ -121,21 +147,25 @@ class LoopGuardConfig:
     @classmethod
     def create(cls, *, tools: Mapping[str, ToolOverride | Mapping[str, Any]] | None = None,
                templates: Mapping[str, Mapping[str, Any]] | None = None,
+               prices: Mapping[str, ModelPrice | Mapping[str, Any]] | None = None,
                **values: Any) -> LoopGuardConfig:
         """Return a config from keyword settings, e.g. ``create(mode="enforce")``.
 
         ``templates`` maps a prompt template's name to its budgets, e.g.
-        ``{"coding-agent": {"max_tool_calls_warn": 150}}``.
+        ``{"coding-agent": {"max_tool_calls_warn": 150}}``; ``prices`` a model's name to its
+        token prices, e.g. ``{"gpt-4o": {"input_per_million": 2.5, "output_per_million": 10}}``.
         """
         return cls(values=values, tools=dict(tools or {}),  # type: ignore[arg-type]  # validated
-                   templates=dict(templates or {}))
+                   templates=dict(templates or {}),
+                   prices=dict(prices or {}))  # type: ignore[arg-type]  # validated
 
     def replace(self, **values: Any) -> LoopGuardConfig:
         """Return a copy with some settings changed."""
         tools = values.pop("tools", self.tools)
         templates = values.pop("templates", self.templates)
+        prices = values.pop("prices", self.prices)
         return LoopGuardConfig(values={**self.values, **values}, tools=tools,
-                               templates=templates)
+                               templates=templates, prices=prices)
 
     def threshold(self, tool: str, name: str) -> Any:
         """Return threshold ``name`` for ``tool``, honouring per-tool overrides."""
@@ -175,6 +205,15 @@ class LoopGuardConfig:
                 return override.thresholds[name]
         return self.template_budgets(template).get(name, self.values[name])
 
+    def price(self, models: tuple[str, ...]) -> ModelPrice | None:
+        """Return the prices of the first of ``models`` that ``prices`` lists, or None."""
+        prices = self.prices
+        for model in models:
+            found = prices.get(model)
+            if found is not None:
+                return found
+        return None
+
     def tool_kind(self, tool: str) -> str | None:
         """Return the configured kind of ``tool``, or None when it is not configured."""
         override = self.tools.get(tool)
@@ -196,11 +235,15 @@ class LoopGuardConfig:
         if not isinstance(raw_templates, Mapping):
             raise ConfigError(f"{source}: templates must be a table of prompt template name "
                               "-> budgets")
+        raw_prices = data.pop("prices", {}) or {}
+        if not isinstance(raw_prices, Mapping):
+            raise ConfigError(f"{source}: prices must be a table of model name -> prices")
         unknown = sorted(set(data) - set(FIELDS))
         if unknown:
             raise ConfigError(f"{source}: unknown setting {unknown[0]!r}; known settings are "
                               "listed in docs/configuration.md")
-        return cls(values=data, tools=dict(raw_tools), templates=dict(raw_templates))
+        return cls(values=data, tools=dict(raw_tools), templates=dict(raw_templates),
+                   prices=dict(raw_prices))
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> LoopGuardConfig:
@@ -234,7 +277,8 @@ class LoopGuardConfig:
         tools.update(overrides.pop("tools", {}))
         values.pop("tools", None)
         templates = {**base.templates, **values.pop("templates", {})}
-        return cls(values=values, tools=tools, templates=templates)
+        prices = {**base.prices, **values.pop("prices", {})}
+        return cls(values=values, tools=tools, templates=templates, prices=prices)
 
 
 def _read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -339,6 +383,35 @@ def _validate_template(template: str, value: Any, merged: Mapping[str, Any]) -> 
                               + (f" (the global {inherited}; set it for this template too)"
                                  if inherited else ""))
     return MappingProxyType(checked)
+
+
+def _validate_price(model: str, value: Any) -> ModelPrice:
+    """Return a model's checked prices (``prices.<model>``: two numbers and a currency)."""
+    where = f"prices.{model}"
+    if not model:
+        raise ConfigError("prices: a model name must not be empty")
+    if isinstance(value, ModelPrice):
+        value = {"input_per_million": value.input_per_million,
+                 "output_per_million": value.output_per_million, "currency": value.currency}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where} must be a table of input_per_million, output_per_million "
+                          f"and currency, got {type(value).__name__}")
+    unknown = sorted(set(value) - set(_PRICE_KEYS))
+    if unknown:
+        raise ConfigError(f"{where}: unknown setting {unknown[0]!r}; a price table takes "
+                          f"{', '.join(_PRICE_KEYS)}")
+    amounts = {}
+    for name in _PRICE_KEYS[:2]:
+        amount = value.get(name, 0.0)
+        if isinstance(amount, bool) or not isinstance(amount, int | float) or \
+                not 0 <= amount < float("inf"):
+            raise ConfigError(f"{where}.{name} must be a number >= 0, got {amount!r}")
+        amounts[name] = float(amount)
+    currency = value.get("currency", "USD")
+    if not isinstance(currency, str) or _CURRENCY.fullmatch(currency) is None:
+        raise ConfigError(f"{where}.currency must be a currency code of letters, digits and _ "
+                          f"(e.g. USD), at most 16 characters, got {currency!r}")
+    return ModelPrice(currency=currency, **amounts)
 
 
 def _env_values(environ: Mapping[str, str]) -> dict[str, Any]:

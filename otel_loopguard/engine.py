@@ -40,6 +40,7 @@ from otel_loopguard.types import (
     ModelTurn,
     ToolCall,
 )
+from otel_loopguard.waste import RunWaste, is_loop_finding
 
 __all__ = ["InFlight", "LoopEngine", "RunState"]
 
@@ -118,7 +119,7 @@ class RunState:
     __slots__ = ("calls", "explicit_handoffs", "handoff_state", "handoffs", "highest", "hinted",
                  "idle_state", "in_flight", "last_agent", "last_end_ns", "last_turn", "lock",
                  "mutations", "notifying", "outcomes", "per_tool", "results", "states", "stopped",
-                 "template", "version")
+                 "template", "version", "waste")
 
     def __init__(self, states: tuple[Any, ...], handoff_state: Any,
                  idle_state: Any = None) -> None:
@@ -154,6 +155,8 @@ class RunState:
         """The id of the thread running ``on_decision`` for this run (0: none)."""
         self.in_flight = InFlight()
         """Guarded calls that started and have not been processed yet (enforce mode)."""
+        self.waste = RunWaste()
+        """The tool calls the run wasted continuing its loops (``otel_loopguard.waste``)."""
 
     def in_callback(self) -> bool:
         """Return True on the thread that is running ``on_decision`` for this run.
@@ -268,7 +271,8 @@ class LoopEngine:
         ``tool_calls``; ``unique_call_signatures``, the distinct calls among the last 1,024
         kept; ``action``, the highest the run reached; ``max_tool_calls``, the run's tool-call
         budget (the stop limit, else the warn limit, else None) and ``budget_remaining``, the
-        calls left before it (None without a budget).
+        calls left before it (None without a budget); ``waste``, the calls the run wasted
+        continuing its loops after its first finding and what they cost (``Waste.to_json``).
         """
         cfg, template = self.config, run.template
         limit = cfg.budget(template, "max_tool_calls_stop")
@@ -276,7 +280,8 @@ class LoopEngine:
             limit = cfg.budget(template, "max_tool_calls_warn")
         return {"tool_calls": run.calls, "unique_call_signatures": len(run.outcomes),
                 "action": run.highest.label, "max_tool_calls": limit,
-                "budget_remaining": None if limit is None else max(0, limit - run.calls)}
+                "budget_remaining": None if limit is None else max(0, limit - run.calls),
+                "waste": run.waste.total().to_json()}
 
     def process(self, run: RunState, call: ToolCall) -> Decision:
         """Observe one finished tool call of ``run`` and return the decision on it.
@@ -289,7 +294,8 @@ class LoopEngine:
         if run.in_flight.calls:
             run.in_flight.remove(call.span_id)
         step = self.make_step(run, call)
-        self._remember_outcome(run, step)
+        repeat = self._remember_outcome(run, step)
+        waste = run.waste
         evidence: list[Evidence] = []
         if call.agent and call.agent != run.last_agent:
             implicit = self._agent_change(run, call)
@@ -301,8 +307,13 @@ class LoopEngine:
                 evidence.append(found)
         if not evidence and run.stopped is None and self._plain_policy:
             # the common case, as Policy.decide and _finish would conclude it
+            if waste.looping:
+                waste.called(call, step.kind, False, repeat)
             return Decision(Action.CONTINUE, "OK", (), "", step.index, step.tool, step.span_id)
-        return self._finish(run, evidence, step.tool, step.index, step.span_id)
+        decision = self._finish(run, evidence, step.tool, step.index, step.span_id)
+        if evidence or waste.looping:
+            waste.called(call, step.kind, is_loop_finding(decision.action, evidence), repeat)
+        return decision
 
     def precheck(self, run: RunState, tool: str, arguments: Any) -> Decision:
         """Return what running this call *again* would lead to, before it runs (enforce mode).
@@ -417,14 +428,21 @@ class LoopEngine:
                     unchanged=outcome.unchanged + (outcome.version != version))
 
     @staticmethod
-    def _remember_outcome(run: RunState, step: Step) -> None:
+    def _remember_outcome(run: RunState, step: Step) -> bool:
+        """Record the step's outcome; return whether it repeats its call's previous outcome.
+
+        A repeat is the same outcome in the same world version (for the run's waste).
+        """
         run.per_tool[step.tool] = run.per_tool.get(step.tool, 0) + 1
         outcome = run.outcomes.pop(step.call_sig, None)
+        repeat = False
         if outcome is not None and outcome.result == step.result_sig and \
                 outcome.error == step.error:
             if outcome.version != step.version:
                 outcome.unchanged += 1
                 outcome.version = step.version
+            else:
+                repeat = True
             step.unchanged = outcome.unchanged
         else:
             outcome = _Outcome(step)
@@ -433,6 +451,7 @@ class LoopEngine:
             del run.outcomes[next(iter(run.outcomes))]
         if len(run.per_tool) > 1024:
             del run.per_tool[next(iter(run.per_tool))]
+        return repeat
 
     def process_handoff(self, run: RunState, handoff: Handoff) -> Decision:
         """Observe one explicit handoff of ``run``.
@@ -454,14 +473,18 @@ class LoopEngine:
 
         Call it, in end-time order with the run's tool calls and handoffs, for every model
         span of the run; the ``idle_turns`` detector judges the turns (its decisions have
-        ``tool`` ``""`` and the run's tool calls so far as ``call_index``). Cheap when that
-        detector is off.
+        ``tool`` ``""`` and the run's tool calls so far as ``call_index``). A numbered turn
+        (``ModelTurn.index``) also gives its tokens to the run's waste, for the wasted calls
+        it issued (``otel_loopguard.waste``). Cheap when that detector is off.
 
         Raises:
             LoopGuardError: when called from ``on_decision`` for the same run.
         """
         if run.notifying:
             _check_reentry(run)
+        if turn.index is not None:
+            run.waste.turn(turn.index, turn.input_tokens, turn.output_tokens,
+                           self.config.price(turn.models) if self.config.prices else None)
         idle = self.idle
         found = idle.observe_turn(run.idle_state, turn, run.calls + run.handoffs) \
             if idle is not None else None

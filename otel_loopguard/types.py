@@ -141,6 +141,16 @@ class ModelTurn:
     not captured)."""
     agent_span_id: str | None = None
     """The agent invocation (agent span) the turn belongs to, when known."""
+    index: int | None = None
+    """The turn's number in its run: the ``ToolCall.turn`` of the calls it issued (None when
+    the caller does not number turns)."""
+    input_tokens: int = 0
+    """``gen_ai.usage.input_tokens`` (or its convention's equivalent); 0 when not recorded."""
+    output_tokens: int = 0
+    """``gen_ai.usage.output_tokens`` (or its convention's equivalent); 0 when not recorded."""
+    models: tuple[str, ...] = ()
+    """The model names the span gives, the response model first, then the request model (for
+    prices)."""
 
 
 @dataclass(frozen=True, slots=True)

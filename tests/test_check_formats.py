@@ -25,6 +25,8 @@ from otel_loopguard.testing import AgentScript
 ROOT = Path(__file__).resolve().parent.parent
 HEALTHY = str(ROOT / "examples" / "traces" / "healthy_agent.jsonl")
 LOOPING = str(ROOT / "examples" / "traces" / "looping_agent.jsonl")
+WASTE = "wasted 3 tool calls, 3 model turns, 0.03 s in tools"
+"""What the looping example wastes after its first finding (calls 4, 5 and 7)."""
 SARIF_SCHEMA = ROOT / "tests" / "data" / "sarif-schema-2.1.0.json"
 EVIL = "evil\x1b[31m\r\nSTOP  run forged\u202e%0A,x:y\x00"
 """A tool name that tries to forge a line, colour the terminal and reverse the text."""
@@ -71,7 +73,8 @@ class TestJunit:
         assert root.tag == "testsuites"
         (suite,) = root
         assert suite.tag == "testsuite"
-        cases = list(suite)
+        cases = [child for child in suite if child.tag != "properties"]
+        assert [child.tag for child in suite][:1] == ["properties"]
         assert all(case.tag == "testcase" and case.get("name") and case.get("classname")
                    for case in cases)
         failures = [c for c in cases if c.find("failure") is not None]
@@ -92,7 +95,7 @@ class TestJunit:
         code, out = _output(capsys, "--format", "junit", HEALTHY, LOOPING)
         assert code == 1
         suite = self._parse(out)[0]
-        cases = {c.get("classname"): c for c in suite}
+        cases = {c.get("classname"): c for c in suite.findall("testcase")}
         assert set(cases) == {"order_status@v1", "support_triage@v3"}
         failure = cases["support_triage@v3"].find("failure")
         assert failure is not None and failure.get("type") == "stop"
@@ -114,12 +117,12 @@ class TestJunit:
         path = tmp_path / "warn.jsonl"
         path.write_text(json_line(scripted_spans(({}, warned))) + "\n", encoding="utf-8")
         _, out = _output(capsys, "--format", "junit", str(path))
-        (case,) = self._parse(out)[0]
+        (case,) = self._parse(out)[0].findall("testcase")
         assert case.find("failure") is None
         system_out = case.find("system-out")
         assert system_out is not None and "warn at call 3" in (system_out.text or "")
         _, out = _output(capsys, "--format", "junit", "--fail-on", "warn", str(path))
-        (case,) = self._parse(out)[0]
+        (case,) = self._parse(out)[0].findall("testcase")
         assert case.find("failure") is not None
 
     def test_bad_input_is_an_error_case(self, tmp_path: Path,
@@ -139,7 +142,7 @@ class TestJunit:
         empty.write_bytes(b"")
         code, out = _output(capsys, "--format", "junit", str(empty))
         assert code == 2
-        (case,) = self._parse(out)[0]
+        (case,) = self._parse(out)[0].findall("testcase")
         error = case.find("error")
         assert error is not None and error.get("message") == "no spans in the input"
 
@@ -147,7 +150,7 @@ class TestJunit:
                                             capsys: pytest.CaptureFixture[str]) -> None:
         """Control characters cannot even be escaped in XML 1.0: they are spelled out."""
         _, out = _output(capsys, "--format", "junit", evil_trace)
-        (case,) = self._parse(out)[0]
+        (case,) = self._parse(out)[0].findall("testcase")
         failure = case.find("failure")
         assert failure is not None
         assert "evil\\x1b[31m\\x0d\\x0aSTOP  run forged\\u202e" in (failure.text or "")
@@ -275,7 +278,7 @@ class TestGithub:
                                   "[support_triage@v3]: 7 tool calls")
         assert message.splitlines()[0] == ("warn at call 3 (STAGNANT_RESULT, stagnation): "
                                            "search_kb - calls 1, 2, 3")
-        assert out.endswith("\n2 runs, 13 tool calls; 1 flagged\n")
+        assert out.endswith("\n2 runs, 13 tool calls; 1 flagged; " + WASTE + "\n")
 
     def test_below_fail_on_is_a_warning(self, capsys: pytest.CaptureFixture[str]) -> None:
         _, out = _output(capsys, "--format", "github", "--fail-on", "warn", LOOPING)
@@ -351,7 +354,7 @@ class TestText:
         # a template name with control characters gets a readable label
         assert lines[0] == \
             "STOP  run c\\x1b]0;t\\x07\\x0aok [tpl-tmpl-2j-51bbe4c9]: 5 tool calls"
-        assert len(lines) == 1 + 2 * 3 + 2
+        assert len(lines) == 1 + 2 * 3 + 1 + 2  # the run, its entries, its waste, the totals
         assert not re.search("[\x00-\x08\x0b-\x1f\x7f\u202e]", out)
         assert "evil\\x1b[31m\\x0d\\x0aSTOP  run forged\\u202e%0A,x:y\\x00 - calls 1, 2, 3" in out
 
@@ -379,7 +382,7 @@ class TestText:
         _, out = _output(capsys, str(path))
         assert out.endswith("\n1 run, 1 tool call; 0 flagged\n")
         _, out = _output(capsys, HEALTHY, LOOPING)
-        assert out.endswith("\n2 runs, 13 tool calls; 1 flagged\n")
+        assert out.endswith("\n2 runs, 13 tool calls; 1 flagged; " + WASTE + "\n")
 
     def test_color_always_and_never(self, capsys: pytest.CaptureFixture[str]) -> None:
         _, out = _output(capsys, "--color", "always", LOOPING)

@@ -22,7 +22,10 @@ ROOT = Path(__file__).resolve().parent.parent
 HEALTHY = str(ROOT / "examples" / "traces" / "healthy_agent.jsonl")
 LOOPING = str(ROOT / "examples" / "traces" / "looping_agent.jsonl")
 
-RUN_KEYS = {"run_id", "trace_ids", "prompt_template", "tool_calls", "action", "findings"}
+RUN_KEYS = {"run_id", "trace_ids", "prompt_template", "tool_calls", "action", "waste",
+            "findings"}
+NO_WASTE = {"tool_calls": 0, "model_turns": 0, "input_tokens": 0, "output_tokens": 0,
+            "tool_seconds": 0.0, "cost": {}}
 FINDING_KEYS = {"detector", "code", "action", "tool", "call_index", "span_id", "hint",
                 "evidence", "escalated"}
 ACTIONS = ["continue", "warn", "replan", "stop"]
@@ -137,9 +140,12 @@ class TestJsonOutput:
             "run_id": "3ca5fe047262230b8092163bef8e409a",
             "trace_ids": ["3ca5fe047262230b8092163bef8e409a"],
             "prompt_template": "order_status@v1", "tool_calls": 6, "action": "continue",
-            "findings": []}
+            "waste": NO_WASTE, "findings": []}
         looping = runs["6143f831f09ff9b0e86f1d11d41297b6"]
         assert looping["action"] == "stop"
+        # calls 4 and 5 go on repeating after the warning at 3; 6 is new; 7 is a finding
+        assert looping["waste"]["tool_calls"] == 3
+        assert looping["waste"]["model_turns"] == 3
         assert [(f["call_index"], f["code"], f["action"]) for f in looping["findings"]] == [
             (3, "STAGNANT_RESULT", "warn"), (4, "STAGNANT_RESULT", "replan"),
             (5, "STAGNANT_RESULT", "stop"), (7, "PERMANENT_FAILURE", "stop")]
@@ -149,7 +155,9 @@ class TestJsonOutput:
         _, doc = _json(capsys, [HEALTHY, LOOPING])
         assert doc["summary"] == {"runs": 2, "tool_calls": 13, "actions": {
             "continue": 1, "warn": 0, "replan": 0, "stop": 1}, "spans": 27,
-            "duplicate_spans": 0, "bad_records": 0}
+            "duplicate_spans": 0, "bad_records": 0,
+            "waste": {"tool_calls": 3, "model_turns": 3, "input_tokens": 0, "output_tokens": 0,
+                      "tool_seconds": 0.03, "cost": {}}}
 
     def test_evidence_holds_no_payloads(self, capsys: pytest.CaptureFixture[str]) -> None:
         """Arguments and results never appear in the output, only digests and counts."""

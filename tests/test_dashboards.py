@@ -381,6 +381,7 @@ class TestMetricContract:
         assert set(alert_rules()) == {
             "LoopGuardBrokenPromptTemplate",
             "LoopGuardLoopSpike",
+            "LoopGuardWastefulPromptTemplate",
             "LoopGuardInternalErrors",
             "LoopGuardServeDown",
             "LoopGuardServeAbsent",

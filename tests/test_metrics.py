@@ -30,9 +30,14 @@ from otel_loopguard.metrics._names import (
     SKIPPED_SPANS,
     TOOL_CALLS,
     UNPARENTED_TOOL_CALLS,
+    WASTED_COST,
+    WASTED_TOKENS,
+    WASTED_TOOL_CALLS,
+    WASTED_TOOL_SECONDS,
 )
 from otel_loopguard.processor import LoopGuardSpanProcessor
 from otel_loopguard.types import Action
+from otel_loopguard.waste import Waste
 
 PROMTOOL = shutil.which("promtool")
 REPO = Path(__file__).resolve().parent.parent
@@ -63,6 +68,7 @@ def _exercise(metrics: LoopGuardMetrics) -> None:
     metrics.record_internal_error("on_end")
     metrics.record_skipped("queue_full")
     metrics.record_unparented("trace")
+    metrics.record_waste(TPL, Waste(3, 3, 3000, 150, 1.5, {"USD": 0.009}))
     metrics.track_open_runs(lambda: 4)
 
 
@@ -253,6 +259,10 @@ class TestExposition:
             OPEN_RUNS,
             SKIPPED_SPANS,
             UNPARENTED_TOOL_CALLS,
+            WASTED_TOOL_CALLS,
+            WASTED_TOKENS,
+            WASTED_TOOL_SECONDS,
+            WASTED_COST,
         } == METRIC_NAMES
 
     @pytest.mark.skipif(PROMTOOL is None, reason="promtool not found (apt-get install prometheus)")

@@ -360,7 +360,9 @@ class TestSummaryAndReset:
             engine.process(run, ToolCall(**call))
         assert engine.summary(run) == {
             "tool_calls": 4, "unique_call_signatures": 2, "action": "warn",
-            "max_tool_calls": 10, "budget_remaining": 6}
+            "max_tool_calls": 10, "budget_remaining": 6,
+            "waste": {"tool_calls": 0, "model_turns": 0, "input_tokens": 0, "output_tokens": 0,
+                      "tool_seconds": 0.0, "cost": {}}}
         assert LoopEngine().summary(LoopEngine().new_run())["max_tool_calls"] == 50
 
     def test_reset_forgets_the_run(self) -> None:

@@ -211,6 +211,19 @@ class TestDashboardOnDemo:
         assert shares[BROKEN] > shares.get(HEALTHY, 0.0)
 
 
+    def test_waste_panels_show_the_broken_template(self, warm_prom: PrometheusServer) -> None:
+        """The waste panels show support_triage@v3 wasting tool calls, tokens, tool time and
+        money (the demo prices its model), and order_status@v1, which never loops, nothing."""
+        exprs = dict(dashboard_exprs(load_dashboard()))
+        for ref in ("panel-24-A", "panel-24-B", "panel-25-A", "panel-27-A"):
+            rates = _by_template(warm_prom.query(substitute_macros(exprs[ref])))
+            assert rates[BROKEN] > 0, ref
+            assert rates.get(HEALTHY, 0.0) == 0.0, ref
+        tokens = warm_prom.query(substitute_macros(exprs["panel-26-A"]))
+        types = {r["metric"]["type"] for r in tokens if r["metric"]["prompt_template"] == BROKEN}
+        assert types == {"input", "output"}
+
+
 class TestRulesOnDemo:
     """Every recording and alerting expression of alerts.yaml against the demo's real series."""
 
@@ -229,6 +242,13 @@ class TestRulesOnDemo:
         rules = [r for g in warm_prom.rules() for r in g["rules"]]
         assert len(rules) == len(_rules())
         assert {r["name"]: r["health"] for r in rules} == {r["name"]: "ok" for r in rules}
+
+    def test_wasted_share_recording(self, warm_prom: PrometheusServer) -> None:
+        """The recorded share of wasted tool calls is above the alert's 0.2 for the broken
+        template and absent for the healthy one (no wasted call: no numerator series)."""
+        ratios = _by_template(warm_prom.query("loopguard:wasted_tool_calls:ratio15m"))
+        assert ratios[BROKEN] > 0.2
+        assert HEALTHY not in ratios
 
     def test_replan_ratio_recording(self, warm_prom: PrometheusServer) -> None:
         """The recorded replan ratio is above the 0.5 threshold for the broken template only."""

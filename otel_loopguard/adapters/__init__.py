@@ -16,6 +16,7 @@ from typing import Any, Final
 from otel_loopguard.adapters import _keys as k
 from otel_loopguard.adapters._turns import tool_request_of
 from otel_loopguard.adapters._unwrap import parse_maybe_json
+from otel_loopguard.adapters._usage import TokenUsage, usage_of
 from otel_loopguard.adapters.genai import GenAIAdapter
 from otel_loopguard.adapters.logfire import LogfireAdapter
 from otel_loopguard.adapters.openinference import OpenInferenceAdapter
@@ -29,6 +30,7 @@ __all__ = [
     "LogfireAdapter",
     "OpenInferenceAdapter",
     "OpenLLMetryAdapter",
+    "TokenUsage",
     "agent_of",
     "attribute_value",
     "conversation_of",
@@ -40,6 +42,7 @@ __all__ = [
     "template_label",
     "to_event",
     "tool_request_of",
+    "usage_of",
 ]
 
 DEFAULT_ADAPTERS: tuple[SpanAdapter, ...] = (

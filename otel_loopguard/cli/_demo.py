@@ -51,6 +51,8 @@ _PAUSE_SECONDS: Final = (0.03, 0.09)
 _TABLE_INTERVAL_SECONDS: Final = 1.0
 _MODEL: Final = "gpt-4o-mini"
 _ACTIONS: Final = ("warn", "replan", "stop")
+_DEMO_PRICE: Final = {"input_per_million": 0.15, "output_per_million": 0.6, "currency": "USD"}
+"""What the demo's model costs when the configuration sets no prices (an example, not a quote)."""
 
 
 # --- span emission ------------------------------------------------------------------------------
@@ -341,6 +343,8 @@ def add_parser(commands: Any) -> None:
 def run_demo(args: argparse.Namespace) -> int:
     """Run ``demo`` and return its exit code (0)."""
     config = LoopGuardConfig.load()
+    if not config.prices:  # so that the dashboard's cost panel has something to show
+        config = config.replace(prices={_MODEL: _DEMO_PRICE})
     registry = CollectorRegistry()
     out = sys.stdout
     with ExitStack() as stack:

@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from otel_loopguard.cli._report import Reporter, Summary, Where, clean, entries, run_title
+from otel_loopguard.cli._report import (
+    Reporter,
+    Summary,
+    Where,
+    clean,
+    entries,
+    run_title,
+    waste_text,
+)
 from otel_loopguard.cli._report import summary_line as _summary_line
 from otel_loopguard.types import Action
 
@@ -44,6 +52,7 @@ class GithubReporter(Reporter):
         lines = []
         for entry in entries(report):
             lines += [entry.text, f"hint: {entry.hint}"]
+        lines.append(f"wasted after the first finding: {waste_text(report.waste)}")
         self._command(level, where, title, "\n".join(lines))
 
     def bad_input(self, error: TraceFileError) -> None:

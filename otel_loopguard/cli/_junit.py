@@ -25,6 +25,7 @@ from otel_loopguard.cli._report import (
     entries,
     plural,
     run_title,
+    waste_text,
 )
 from otel_loopguard.types import Action
 
@@ -59,6 +60,8 @@ class JunitReporter(Reporter):
         lines = [f"{report.action.label}: {plural(report.tool_calls, 'tool call')}"]
         for entry in entries(report):
             lines += [entry.text, f"  hint: {entry.hint}"]
+        if report.action > Action.CONTINUE:
+            lines.append(f"wasted after the first finding: {waste_text(report.waste)}")
         body = escape("\n".join(lines))
         out = self._cases
         out.write(f"    <testcase{_attributes(attrs)}>\n")
@@ -81,11 +84,24 @@ class JunitReporter(Reporter):
         self.out.write(f"<testsuites{_attributes({'name': _SUITE, **counts})}>\n")
         suite = {"name": _SUITE, **counts, "timestamp": self._timestamp.isoformat()}
         self.out.write(f"  <testsuite{_attributes(suite)}>\n")
+        self._properties(summary)
         self._cases.seek(0)
         shutil.copyfileobj(self._cases, self.out)
         if errors:
             self._input_error(summary)
         self.out.write("  </testsuite>\n</testsuites>\n")
+
+    def _properties(self, summary: Summary) -> None:
+        """Write the suite's waste totals as ``<properties>`` (``loopguard.waste.*``)."""
+        waste = summary.waste.to_json()
+        cost = waste.pop("cost")
+        items = [(f"loopguard.waste.{name}", str(value)) for name, value in waste.items()]
+        items += [(f"loopguard.waste.cost.{clean(currency)}", str(amount))
+                  for currency, amount in cost.items()]
+        self.out.write("    <properties>\n")
+        for name, value in items:
+            self.out.write(f"      <property{_attributes({'name': name, 'value': value})}/>\n")
+        self.out.write("    </properties>\n")
 
     def close(self) -> None:
         """Drop the spooled test cases."""

@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, TextIO
 
 from otel_loopguard.types import Action, Decision
+from otel_loopguard.waste import Waste
 
 if TYPE_CHECKING:
     from otel_loopguard.exceptions import TraceFileError
     from otel_loopguard.replay.checker import RunReport
 
 __all__ = ["MAX_PROBLEMS_LISTED", "Reporter", "RunEntry", "Summary", "Where", "clean",
-           "entries", "plural", "run_title", "summary_line"]
+           "entries", "plural", "run_title", "summary_line", "waste_text"]
 
 MAX_PROBLEMS_LISTED: Final = 100
 """Input problems kept for the report (stderr and the count show them all)."""
@@ -82,11 +83,15 @@ class Summary:
     """The first input problems (``file:line: reason``), at most ``MAX_PROBLEMS_LISTED``."""
     empty: bool = False
     """True when the input held no span (an error unless empty input is allowed)."""
+    waste: Waste = field(default_factory=Waste)
+    """What every run wasted, summed."""
 
     def add(self, report: RunReport) -> None:
         """Count one finished run."""
         self.runs += 1
         self.tool_calls += report.tool_calls
+        if report.waste:
+            self.waste += report.waste
         self.actions[report.action.label] += 1
         self.highest = max(self.highest, report.action)
         if report.action > Action.CONTINUE:
@@ -110,9 +115,34 @@ def summary_line(summary: Summary) -> str:
     """Return the closing line of the text formats, e.g. ``2 runs, 13 tool calls; 1 flagged``."""
     line = (f"{plural(summary.runs, 'run')}, {plural(summary.tool_calls, 'tool call')}; "
             f"{summary.flagged} flagged")
+    if summary.waste:
+        line += f"; wasted {waste_text(summary.waste)}"
     if summary.duplicate_spans:
         line += f"; {plural(summary.duplicate_spans, 'duplicate span')} dropped"
     return line
+
+
+def waste_text(waste: Waste) -> str:
+    """Return ``3 tool calls, 3 model turns, 3,000 input and 150 output tokens, 1.5 s ...``.
+
+    The parts that are zero are left out, but the tool calls (``0 tool calls``).
+    """
+    parts = [plural(waste.tool_calls, "tool call")]
+    if waste.model_turns:
+        parts.append(plural(waste.model_turns, "model turn"))
+    if waste.input_tokens or waste.output_tokens:
+        parts.append(f"{waste.input_tokens:,} input and {waste.output_tokens:,} output tokens")
+    if waste.tool_seconds:
+        parts.append(f"{_number(waste.tool_seconds, 3)} s in tools")
+    parts.extend(f"{_number(amount, 6)} {clean(currency)}"
+                 for currency, amount in sorted(waste.cost.items()) if amount)
+    return ", ".join(parts)
+
+
+def _number(value: float, decimals: int) -> str:
+    """Return ``1.5``, ``0.009``, ``1,234.5``: no trailing zeros; ``<0.001`` for less."""
+    text = f"{value:,.{decimals}f}".rstrip("0").rstrip(".")
+    return f"<{10 ** -decimals:.{decimals}f}" if text == "0" else text
 
 
 def run_title(report: RunReport) -> str:

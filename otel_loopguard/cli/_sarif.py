@@ -88,7 +88,8 @@ class SarifReporter(Reporter):
             "properties": {"fail_on": self.fail_on.label, "runs": summary.runs,
                            "tool_calls": summary.tool_calls, "actions": summary.actions,
                            "spans": summary.spans, "duplicate_spans": summary.duplicate_spans,
-                           "bad_records": summary.bad_records},
+                           "bad_records": summary.bad_records,
+                           "waste": summary.waste.to_json()},
         }
         text = json.dumps(tail, indent=2)[1:-1].replace("\n", "\n    ").rstrip()
         head = "" if self.written else self._open()
@@ -128,7 +129,8 @@ class SarifReporter(Reporter):
                            "prompt_template": report.prompt_template,
                            "tool": decision.tool, "action": decision.action.label,
                            "call_index": decision.call_index, "span_id": decision.span_id,
-                           "detector": decision.detector, "escalated": decision.escalated},
+                           "detector": decision.detector, "escalated": decision.escalated,
+                           "run_waste": report.waste.to_json()},
         }
 
 

@@ -6,7 +6,15 @@ import json
 import os
 from typing import TYPE_CHECKING, Final, TextIO
 
-from otel_loopguard.cli._report import Reporter, Summary, Where, entries, run_title, summary_line
+from otel_loopguard.cli._report import (
+    Reporter,
+    Summary,
+    Where,
+    entries,
+    run_title,
+    summary_line,
+    waste_text,
+)
 from otel_loopguard.replay.checker import report_to_json
 from otel_loopguard.types import Action
 
@@ -50,6 +58,8 @@ class TextReporter(Reporter):
         for entry in entries(report):
             self.out.write(f"  - {entry.text}\n")
             self.out.write(f"    {self._dim('hint:')} {entry.hint}\n")
+        self.out.write(f"  {self._dim('wasted after the first finding:')} "
+                       f"{waste_text(report.waste)}\n")
 
     def finish(self, summary: Summary) -> None:
         """Write the totals line."""
@@ -78,7 +88,8 @@ class JsonReporter(Reporter):
         """Close the ``runs`` array and write the summary."""
         doc = {"runs": summary.runs, "tool_calls": summary.tool_calls,
                "actions": summary.actions, "spans": summary.spans,
-               "duplicate_spans": summary.duplicate_spans, "bad_records": summary.bad_records}
+               "duplicate_spans": summary.duplicate_spans, "bad_records": summary.bad_records,
+               "waste": summary.waste.to_json()}
         text = json.dumps(doc, indent=2).replace("\n", "\n  ")
         self.out.write(('{\n  "runs": []' if not self.written else "\n  ]") + ',\n  "summary": '
                        + text + "\n}\n")

@@ -32,9 +32,14 @@ from otel_loopguard.metrics._names import (
     SKIPPED_SPANS,
     TOOL_CALLS,
     UNPARENTED_TOOL_CALLS,
+    WASTED_COST,
+    WASTED_TOKENS,
+    WASTED_TOOL_CALLS,
+    WASTED_TOOL_SECONDS,
 )
 from otel_loopguard.signature import digest
 from otel_loopguard.types import Action
+from otel_loopguard.waste import Waste
 
 __all__ = ["METRIC_NAMES", "LabelCap", "LoopGuardMetrics", "start_metrics_server"]
 
@@ -192,6 +197,17 @@ class LoopGuardMetrics:
         self.unparented = Counter(_base(UNPARENTED_TOOL_CALLS), "Tool calls with no parent span "
                                   "and no conversation id (no loop can be detected across "
                                   "them).", ["run_key"], registry=reg)
+        self.wasted_tool_calls = Counter(_base(WASTED_TOOL_CALLS), "Tool calls that continued a "
+                                         "loop after the run's first finding.",
+                                         ["prompt_template"], registry=reg)
+        self.wasted_tokens = Counter(_base(WASTED_TOKENS), "Tokens of the model turns that "
+                                     "issued wasted tool calls.", ["prompt_template", "type"],
+                                     registry=reg)
+        self.wasted_tool_seconds = Counter(_base(WASTED_TOOL_SECONDS), "Seconds the wasted "
+                                           "tool calls ran.", ["prompt_template"], registry=reg)
+        self.wasted_cost = Counter(_base(WASTED_COST), "What the tokens of the model turns that "
+                                   "issued wasted tool calls cost, for models with configured "
+                                   "prices.", ["prompt_template", "currency"], registry=reg)
         self._sizes: list[Callable[[], int]] = []
         self._open_gauge: Gauge | None = None
         if self.multiprocess:
@@ -263,6 +279,21 @@ class LoopGuardMetrics:
         for level in _ACTIONS:
             if previous < level <= action:
                 self.runs_flagged.labels(label, level.label).inc()
+
+    def record_waste(self, template: str | None, waste: Waste) -> None:
+        """Count what a run wasted since it was last counted (``RunWaste.take``)."""
+        label = self.template(template)
+        if waste.tool_calls:
+            self.wasted_tool_calls.labels(label).inc(waste.tool_calls)
+        if waste.tool_seconds:
+            self.wasted_tool_seconds.labels(label).inc(waste.tool_seconds)
+        if waste.input_tokens:
+            self.wasted_tokens.labels(label, "input").inc(waste.input_tokens)
+        if waste.output_tokens:
+            self.wasted_tokens.labels(label, "output").inc(waste.output_tokens)
+        for currency, amount in waste.cost.items():
+            if amount:
+                self.wasted_cost.labels(label, currency).inc(amount)
 
     def record_enforcement(self, template: str | None, enforcement: str) -> None:
         """Count one enforcement action (``abort`` or ``hint``)."""

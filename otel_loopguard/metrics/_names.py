@@ -30,9 +30,22 @@ UNPARENTED_TOOL_CALLS: Final = "loopguard_unparented_tool_calls_total"
 """Counter {run_key}: tool calls with no parent span and no conversation id (each one a run of
 its own, so no loop can be detected across them)."""
 
+WASTED_TOOL_CALLS: Final = "loopguard_wasted_tool_calls_total"
+"""Counter {prompt_template}: tool calls that continued a loop after its run's first finding
+(``otel_loopguard.waste``)."""
+WASTED_TOKENS: Final = "loopguard_wasted_tokens_total"
+"""Counter {prompt_template, type}: tokens (``type`` ``input`` or ``output``) of the model turns
+that issued wasted tool calls, each turn once."""
+WASTED_TOOL_SECONDS: Final = "loopguard_wasted_tool_seconds_total"
+"""Counter {prompt_template}: the wasted tool calls' span durations, in seconds."""
+WASTED_COST: Final = "loopguard_wasted_cost_total"
+"""Counter {prompt_template, currency}: what the wasted model turns' tokens cost, for models
+with configured prices."""
+
 METRIC_NAMES: Final = frozenset(
     {TOOL_CALLS, LOOP_DETECTED, RUNS, RUNS_FLAGGED, ENFORCED, OPEN_RUNS, EVICTED_RUNS,
-     INTERNAL_ERRORS, LABEL_OVERFLOW, SKIPPED_SPANS, UNPARENTED_TOOL_CALLS}
+     INTERNAL_ERRORS, LABEL_OVERFLOW, SKIPPED_SPANS, UNPARENTED_TOOL_CALLS, WASTED_TOOL_CALLS,
+     WASTED_TOKENS, WASTED_TOOL_SECONDS, WASTED_COST}
 )
 """Every series name as it appears in PromQL."""
 

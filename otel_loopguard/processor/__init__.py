@@ -35,6 +35,7 @@ from otel_loopguard.adapters import (
     may_be_event,
     to_event,
     tool_request_of,
+    usage_of,
 )
 from otel_loopguard.adapters import _keys as k
 from otel_loopguard.assembly import LONE_TOOL_CALL_HINT, template_in
@@ -49,6 +50,7 @@ from otel_loopguard.processor._live import LiveSpans
 from otel_loopguard.processor._worker import SpanWorker
 from otel_loopguard.state import InMemoryRunStateStore, RunEntry
 from otel_loopguard.types import Action, Decision, Handoff, ModelTurn, SpanAdapter, ToolCall
+from otel_loopguard.waste import Waste
 
 __all__ = ["LoopGuardSpanProcessor", "evidence_attributes", "install"]
 
@@ -280,12 +282,14 @@ class LoopGuardSpanProcessor(SpanProcessor):
             self.metrics.set_open_runs(len(self.store))  # type: ignore[union-attr]  # checked
         if entry.state.notifying and entry.state.in_callback():
             return None  # ended inside this run's on_decision, which holds its lock
-        decision, previous, template, first = self._decide(entry, event, attrs, span)
+        decision, previous, template, first, wasted = self._decide(entry, event, attrs, span)
         if isinstance(event, ToolCall):
             if span.parent is None and run_id == event.trace_id:
                 self._unparented()
             if self.metrics is not None:
                 self.metrics.record_call(template, event.tool, first=first)
+                if wasted is not None:
+                    self.metrics.record_waste(template, wasted)
         return self._finding(span, decision, previous, template, run_id)
 
     def _unparented(self) -> None:
@@ -306,22 +310,25 @@ class LoopGuardSpanProcessor(SpanProcessor):
         entry, _ = self.store.get_or_create(run_id)
         if entry.state.notifying and entry.state.in_callback():
             return None  # ended inside this run's on_decision, which holds its lock
-        turn = None
+        requested, agent_span = None, None
         if self.engine.idle is not None:  # idle_turns: the turn, with its agent invocation
             parent_id = span.parent.span_id if span.parent is not None else None
-            turn = ModelTurn(format(span.context.span_id, "016x"), span.start_time or 0,
-                             span.end_time or 0, tool_request_of(attrs),
-                             self.live.agent_span_id(parent_id))
+            requested, agent_span = tool_request_of(attrs), self.live.agent_span_id(parent_id)
+        tokens_in, tokens_out, models = usage_of(attrs)
         with entry.state.lock:
             entry.model_turns += 1
             entry.seen_model = True
             if entry.template is None:
                 self._learn_template(entry, template_in(attrs, self.config))
-            if turn is None:
-                return None
+            turn = ModelTurn(format(span.context.span_id, "016x"), span.start_time or 0,
+                             span.end_time or 0, requested, agent_span, entry.model_turns,
+                             tokens_in, tokens_out, models)
             previous = entry.state.highest
             decision = self.engine.process_model_turn(entry.state, turn)
             template = entry.template
+            wasted = entry.state.waste.take()
+        if wasted is not None and self.metrics is not None:
+            self.metrics.record_waste(template, wasted)
         return self._finding(span, decision, previous, template, run_id)
 
     def _learn_template(self, entry: RunEntry, template: str | None) -> None:
@@ -340,7 +347,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         return self._annotate(span, decision, run_id)
 
     def _decide(self, entry: RunEntry, event: ToolCall | Handoff, attrs: Mapping[str, Any],
-                span: ReadableSpan) -> tuple[Decision, Action, str | None, bool]:
+                span: ReadableSpan) -> tuple[Decision, Action, str | None, bool, Waste | None]:
         parent_id = span.parent.span_id if span.parent is not None else None
         with entry.state.lock:
             want_agent = isinstance(event, ToolCall) and event.agent is None
@@ -359,7 +366,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
             else:
                 entry.explicit_handoffs = True
                 decision = self.engine.process_handoff(entry.state, event)
-            return decision, previous, entry.template, entry.tool_calls == 1
+            waste = entry.state.waste
+            wasted = waste.take() if waste.looping else None
+            return decision, previous, entry.template, entry.tool_calls == 1, wasted
 
     def _ancestry(self, attrs: Mapping[str, Any], parent_id: int | None, want_template: bool,
                   want_agent: bool) -> tuple[str | None, str | None]:

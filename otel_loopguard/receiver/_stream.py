@@ -35,6 +35,7 @@ from otel_loopguard.evidence import evidence_attributes
 from otel_loopguard.metrics import LoopGuardMetrics
 from otel_loopguard.replay.checker import Checker, RunReport
 from otel_loopguard.types import Action, Decision, SpanAdapter, SpanRecord, ToolCall
+from otel_loopguard.waste import Waste
 
 __all__ = ["ClosedTrace", "StreamingChecker"]
 
@@ -116,7 +117,7 @@ class StreamingChecker:
         self.max_spans = max_spans
         self._mode = self.config.mode
         self._checker = Checker(self.config, adapters=adapters, on_event=self._on_event,
-                                clock=clock)
+                                clock=clock, on_waste=self._on_waste if metrics else None)
         self.guard = InternalErrorGuard(metrics.record_internal_error if metrics else None,
                                         raise_errors=raise_internal_errors)
         # Traces in least-recently-touched order; traces whose root arrived, in arrival order.
@@ -282,6 +283,9 @@ class StreamingChecker:
             self.on_trace(closed)  # type: ignore[misc]  # checked by the callers
         except Exception as exc:
             self.guard.handle("forward", exc)
+
+    def _on_waste(self, report: RunReport, waste: Waste) -> None:
+        self.metrics.record_waste(report.prompt_template, waste)  # type: ignore[union-attr]  # set
 
     def _on_event(self, report: RunReport, decision: Decision, event: Any) -> None:
         metrics = self.metrics

@@ -20,6 +20,7 @@ from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.engine import LoopEngine, RunState
 from otel_loopguard.replay._dedupe import SpanDeduplicator
 from otel_loopguard.types import Action, Decision, ModelTurn, SpanAdapter, SpanRecord, ToolCall
+from otel_loopguard.waste import Waste
 
 __all__ = ["Checker", "RunReport", "report_to_json"]
 
@@ -42,6 +43,9 @@ class RunReport:
     """The ``service.name`` resource attribute of the run's spans, when they carry one."""
     unparented_tool_calls: int = 0
     """Its tool calls with no parent span and no conversation id (each one a run of its own)."""
+    waste: Waste = field(default_factory=Waste)
+    """The tool calls it wasted continuing its loops after its first finding, and their cost
+    (``otel_loopguard.waste``)."""
 
 
 @dataclass(slots=True)
@@ -60,18 +64,22 @@ class Checker:
                  adapters: Sequence[SpanAdapter] = DEFAULT_ADAPTERS,
                  engine: LoopEngine | None = None, grace_spans: int = _DEFAULT_GRACE_SPANS,
                  on_event: Callable[[RunReport, Decision, Any], object] | None = None,
-                 clock: Callable[[], int] | None = None) -> None:
+                 clock: Callable[[], int] | None = None,
+                 on_waste: Callable[[RunReport, Waste], object] | None = None) -> None:
         """Build a checker.
 
-        ``on_event(report, decision, event)`` is called for every tool call and handoff, flagged
-        or not, in run order (``serve`` feeds its metrics from it). With ``clock`` (monotonic
-        nanoseconds), the checker remembers when each open run was last fed, for ``expire``.
+        ``on_event(report, decision, event)`` is called for every tool call, handoff and model
+        turn, flagged or not, in run order (``serve`` feeds its metrics from it), and
+        ``on_waste(report, waste)`` with what each of them added to the run's waste, when it
+        added anything. With ``clock`` (monotonic nanoseconds), the checker remembers when each
+        open run was last fed, for ``expire``.
         """
         self.config = config or LoopGuardConfig()
         self.engine = engine or LoopEngine(self.config)
         self.adapters = adapters
         self.grace_spans = grace_spans
         self.on_event = on_event
+        self.on_waste = on_waste
         self._traces: OrderedDict[str, _OpenTrace] = OrderedDict()
         self._runs: OrderedDict[str, tuple[RunState, RunReport]] = OrderedDict()
         self._seen = 0
@@ -152,7 +160,8 @@ class Checker:
 
     def _finish_trace(self, trace_id: str, trace: _OpenTrace) -> Iterator[RunReport]:
         assembled = assemble_trace(trace_id, trace.spans, self.config, self.adapters,
-                                   model_turns=self.engine.idle is not None)
+                                   model_turns=True,
+                                   tool_requests=self.engine.idle is not None)
         key = self.config.run_key
         if key == "agent":
             yield from self._per_agent(assembled)
@@ -209,6 +218,12 @@ class Checker:
                 self._record(report, decision)
             if self.on_event is not None:
                 self.on_event(report, decision, event)
+            if state.waste.looping or isinstance(event, ModelTurn):
+                wasted = state.waste.take()
+                if wasted is not None:
+                    report.waste = state.waste.total()
+                    if self.on_waste is not None:
+                        self.on_waste(report, wasted)
 
     @staticmethod
     def _record(report: RunReport, decision: Decision) -> None:
@@ -227,6 +242,7 @@ def report_to_json(report: RunReport) -> dict[str, Any]:
         "prompt_template": report.prompt_template,
         "tool_calls": report.tool_calls,
         "action": report.action.label,
+        "waste": report.waste.to_json(),
         "findings": [{
             "detector": d.detector, "code": d.code, "action": d.action.label, "tool": d.tool,
             "call_index": d.call_index, "span_id": d.span_id, "hint": d.hint,
