@@ -630,9 +630,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "agent-framework": ("agent-framework",),
     "google-adk": ("google-adk",),
     "strands": ("strands",),
-    "smolagents": ("smolagents",),
-    "llama-index": ("llama-index",),
-    "crewai": ("crewai",),
+    "openinference": ("crewai", "llama-index", "smolagents"),
     "mcp": ("mcp",),
 }
 """Family (``tests/frameworks/requirements-<family>.txt``, one venv) → the frameworks it holds."""
