@@ -141,14 +141,20 @@ class Harness:
         return [m for m in self.model.received[-1] if isinstance(m, ToolMessage)]
 
     def sample(self, name: str, **labels: str) -> float:
+        self.processor.force_flush()  # detection runs on the processor's worker thread
         return self.registry.get_sample_value(name, labels) or 0.0
+
+    def finished_spans(self) -> list[ReadableSpan]:
+        """The exported spans, once the processor has checked and passed on every one."""
+        self.processor.force_flush()
+        return list(self.exporter.get_finished_spans())
 
     def enforced(self, enforcement: str) -> float:
         return self.sample("loopguard_enforced_total", prompt_template="unknown",
                            enforcement=enforcement)
 
     def tool_spans(self, name: str = "search") -> list[ReadableSpan]:
-        return sorted((s for s in self.exporter.get_finished_spans()
+        return sorted((s for s in self.finished_spans()
                        if (s.attributes or {}).get("gen_ai.tool.name") == name),
                       key=lambda s: s.start_time or 0)
 
@@ -457,7 +463,7 @@ def _scenarios(instrumentation: str) -> dict[str, Any]:
             seen["contents"] = _contents(h.run([LOOP_QUERY] * 4, how=how))
         except ToolLoopError as exc:
             seen["error"] = str(exc)
-        tools = [s for s in h.exporter.get_finished_spans() if _is_search_span(s)]
+        tools = [s for s in h.finished_spans() if _is_search_span(s)]
         seen.update(
             executions=len(h.executions),
             own_spans=sum(1 for s in tools if s.instrumentation_scope is not None

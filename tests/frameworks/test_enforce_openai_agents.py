@@ -128,14 +128,20 @@ class Harness:
                 if isinstance(item, dict) and item.get("type") == "function_call_output"]
 
     def sample(self, name: str, **labels: str) -> float:
+        self.processor.force_flush()  # detection runs on the processor's worker thread
         return self.registry.get_sample_value(name, labels) or 0.0
+
+    def finished_spans(self) -> list[ReadableSpan]:
+        """The exported spans, once the processor has checked and passed on every one."""
+        self.processor.force_flush()
+        return list(self.exporter.get_finished_spans())
 
     def enforced(self, enforcement: str) -> float:
         return self.sample("loopguard_enforced_total", prompt_template="unknown",
                            enforcement=enforcement)
 
     def tool_spans(self) -> list[ReadableSpan]:
-        return sorted((s for s in self.exporter.get_finished_spans()
+        return sorted((s for s in self.finished_spans()
                        if (s.attributes or {}).get("gen_ai.tool.name") == "search"),
                       key=lambda s: s.start_time or 0)
 
@@ -258,7 +264,7 @@ def test_a_tool_failing_the_same_way_is_blocked_at_the_second_call(make: Any) ->
     assert attempts == [42]
     error = tool_loop_error(info.value)
     assert error is not None and error.decision.code == "PERMANENT_FAILURE"
-    failed = next(s for s in h.exporter.get_finished_spans()
+    failed = next(s for s in h.finished_spans()
               if (s.attributes or {}).get("gen_ai.tool.name") == "fetch_account")
     assert "401" in (failed.status.description or "")
 
@@ -425,7 +431,7 @@ def _scenarios(instrumentation: str) -> dict[str, Any]:
             seen["verdicts"] = [v.decision.action.label for v in _verdicts(result)]
         except ToolInputGuardrailTripwireTriggered as exc:
             seen["error"] = str(tool_loop_error(exc))
-        spans = list(h.exporter.get_finished_spans())
+        spans = list(h.finished_spans())
         tools = [s for s in spans if (s.attributes or {}).get("gen_ai.tool.name") == "search"
                  or (s.attributes or {}).get("tool.name") == "search"
                  or ((s.attributes or {}).get("openinference.span.kind") == "TOOL"
