@@ -628,8 +628,7 @@ FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
 FAMILIES: dict[str, tuple[str, ...]] = {
     "pydantic-ai": ("pydantic-ai",),
     "agent-framework": ("agent-framework",),
-    "google-adk": ("google-adk",),
-    "strands": ("strands",),
+    "adk-strands": ("google-adk", "strands"),
     "openinference": ("crewai", "llama-index", "smolagents"),
     "mcp": ("mcp",),
 }
