@@ -193,6 +193,16 @@ class TestRecordedFrameworks:
         calls = _calls("mcp", "failing")
         assert all(c.error and "401" in c.error_message for c in calls)
 
+    @pytest.mark.parametrize("framework", FRAMEWORKS)
+    def test_every_run_is_one_whole_tree(self, framework: str) -> None:
+        """Each line is one complete run: one root span, and every parent span is in it (a
+        span that ended after the recording read the exporter would leave an orphan)."""
+        for trace_id in _trace_ids(framework):
+            spans = [s for s in _spans(framework) if s.trace_id == trace_id]
+            ids = {s.span_id for s in spans}
+            assert len([s for s in spans if not s.parent_span_id]) == 1
+            assert all(s.parent_span_id in ids for s in spans if s.parent_span_id)
+
     def test_every_tool_span_is_read(self) -> None:
         """No tool span of the fixtures is left unread by the default adapters."""
         for framework in FRAMEWORKS:

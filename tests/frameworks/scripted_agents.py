@@ -494,6 +494,7 @@ def _run_llama_index(scenario: str) -> None:
 
 def _run_crewai(scenario: str) -> None:
     from crewai import Agent, Crew, Task
+    from crewai.events.event_bus import crewai_event_bus
     from crewai.llms.base_llm import BaseLLM
     from crewai.tools import tool
 
@@ -535,6 +536,9 @@ def _run_crewai(scenario: str) -> None:
     task = Task(description="I want a refund", expected_output="An answer.", agent=agent)
     with _openinference_context(scenario, metadata=True):
         result = Crew(agents=[agent], tasks=[task], verbose=False).kickoff()
+    # The instrumentation's event listener ends spans on CrewAI's handler threads: wait for
+    # them, or the run's last span (``crew.kickoff``) may end after the run has returned.
+    crewai_event_bus.flush()
     assert str(result).strip() == ANSWER, str(result)
 
 
@@ -621,3 +625,11 @@ FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
     Framework("mcp", ("mcp", "opentelemetry.instrumentation.mcp"), BASE, _instrument_mcp,
               _run_mcp, env={"TRACELOOP_TRACE_CONTENT": "true"}),
 )}
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "pydantic-ai": ("pydantic-ai",),
+    "agent-framework": ("agent-framework",),
+    "adk-strands": ("google-adk", "strands"),
+    "openinference": ("crewai", "llama-index", "smolagents"),
+    "mcp": ("mcp",),
+}
+"""Family (``tests/frameworks/requirements-<family>.txt``, one venv) → the frameworks it holds."""

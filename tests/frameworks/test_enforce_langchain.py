@@ -140,13 +140,14 @@ class Harness:
         assert self.model is not None and self.model.received
         return [m for m in self.model.received[-1] if isinstance(m, ToolMessage)]
 
-    def finished_spans(self) -> tuple[ReadableSpan, ...]:
-        """The exported spans, once the processor's worker has handed on every ended one."""
-        self.processor.force_flush()
-        return self.exporter.get_finished_spans()
-
     def sample(self, name: str, **labels: str) -> float:
+        self.processor.force_flush()  # detection runs on the processor's worker thread
         return self.registry.get_sample_value(name, labels) or 0.0
+
+    def finished_spans(self) -> list[ReadableSpan]:
+        """The exported spans, once the processor has checked and passed on every one."""
+        self.processor.force_flush()
+        return list(self.exporter.get_finished_spans())
 
     def enforced(self, enforcement: str) -> float:
         return self.sample("loopguard_enforced_total", prompt_template="unknown",

@@ -1,15 +1,21 @@
 """LoopGuardSpanProcessor live inside eight more frameworks, on their own instrumentation.
 
-The agents are those of ``scripted_agents.py`` (no LLM). Each family's venv has one
-framework (``requirements-<family>.txt``); the others skip. A looping run is flagged on its
-exported tool spans and a healthy one is not.
+The agents are those of ``scripted_agents.py`` (no LLM, no network). Each family's venv holds
+its frameworks (``requirements-<family>.txt``, ``FAMILIES``); the others skip, except that the
+family named by ``LOOPGUARD_FRAMEWORK_FAMILY`` (set by ``.ci/frameworks.sh``) must be there.
+
+For each framework: a looping run is flagged on its exported tool spans by the expected
+detector, a healthy run is not, and every scenario's live spans still have the shape its
+fixture ``tests/data/recorded/<framework>.jsonl`` recorded (the same span names and attribute
+keys, and the same reading by the adapters), so that a fixture drifting from the framework it
+stands for fails here.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +25,35 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
+from otel_loopguard.assembly import assemble_trace
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.processor import LoopGuardSpanProcessor
+from otel_loopguard.replay.tracefile import iter_spans
+from otel_loopguard.signature import VolatileMatcher, analyze_result, canonical_args
+from otel_loopguard.types import SpanRecord, ToolCall
 
 sys.path.insert(0, str(Path(__file__).parent))
-from scripted_agents import FRAMEWORKS, Framework
+sys.path.insert(0, str(Path(__file__).parent.parent / "recordings"))
+from record import to_otlp_json_lines
+from scripted_agents import FAMILIES, FRAMEWORKS, Framework
 
-FAMILIES = {"pydantic-ai": "pydantic-ai", "agent-framework": "agent-framework"}
-"""Family (requirements file) → the framework its venv holds."""
+HERE = Path(__file__).parent
+
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+              pytest.mark.filterwarnings("ignore::ImportWarning")]
+"""The frameworks' own warnings (llama-index on pydantic, CrewAI's lazy imports) are not ours
+to fail on."""
+
+RECORDED = HERE.parent / "data" / "recorded"
+ALL = sorted(name for names in FAMILIES.values() for name in names)
+STAGNANT = [(None, None), (None, None), ("warn", "stagnation"), ("replan", "stagnation")]
+LOOPING: dict[str, list[tuple[str | None, str | None]]] = {
+    "crewai": [(None, None)] * 3 + [("warn", "cycle"), ("warn", "stagnation"), ("stop", "cycle")],
+}
+"""Framework → (``loopguard.action``, ``loopguard.detector``) of each looping tool call, when
+not ``STAGNANT``. CrewAI answers a repeat of the call just before itself, so its loop
+alternates two queries: a cycle (closed at the 4th call, stopped at the 6th; the 5th is the
+third unchanged answer in a row)."""
 
 
 class _Forward(SpanProcessor):
@@ -54,11 +81,16 @@ _FORWARD = _Forward()
 _INSTRUMENTED: dict[str, Framework] = {}
 
 
+def _required(name: str) -> bool:
+    """Whether the family .ci/frameworks.sh runs holds framework ``name``."""
+    return name in FAMILIES.get(os.environ.get("LOOPGUARD_FRAMEWORK_FAMILY", ""), ())
+
+
 def _framework(name: str) -> Framework:
     framework = FRAMEWORKS[name]
     if name not in _INSTRUMENTED:
         for module in framework.modules:
-            if os.environ.get("LOOPGUARD_FRAMEWORK_FAMILY") == name:
+            if _required(name):
                 __import__(module)  # .ci/frameworks.sh: must be there
             else:
                 pytest.importorskip(module, reason=f"{name} not installed")
@@ -71,51 +103,111 @@ def _framework(name: str) -> Framework:
     return framework
 
 
-@pytest.fixture(name="live")
-def _live(request: pytest.FixtureRequest) -> Iterator[tuple[Framework, Any, Any]]:
-    framework = _framework(request.param)
-    exporter = InMemorySpanExporter()
-    processor = LoopGuardSpanProcessor(LoopGuardConfig(), downstream=SimpleSpanProcessor(exporter),
-                                       registry=CollectorRegistry(), raise_internal_errors=True)
-    _FORWARD.targets = (processor,)
+def _run(name: str, scenario: str, *targets: Any) -> None:
+    """Run one scenario of framework ``name`` with ``targets`` getting its spans."""
+    framework = _framework(name)
+    _FORWARD.targets = targets
     try:
-        yield framework, processor, exporter
+        framework.run(scenario)
     finally:
         _FORWARD.targets = ()
+    for target in targets:
+        target.force_flush()  # the processor decides on its worker thread
 
 
-def _tool_spans(spans: Any) -> list[ReadableSpan]:
-    return [s for s in spans if (s.attributes or {}).get("gen_ai.operation.name") == "execute_tool"
-            or (s.attributes or {}).get("openinference.span.kind") == "TOOL"
-            or (s.attributes or {}).get("traceloop.span.kind") == "tool"]
-
-
-@pytest.mark.parametrize("live", sorted(FAMILIES.values()), indirect=True)
-def test_looping_run_is_flagged(live: tuple[Framework, Any, Any]) -> None:
-    """Four identical searches, answers differing only in volatile fields: warn, replan."""
-    framework, processor, exporter = live
-    framework.run("looping")
-    processor.force_flush()  # detection runs on the processor's worker
-    actions = [(s.attributes or {}).get("loopguard.action")
-               for s in _tool_spans(exporter.get_finished_spans())]
-    assert actions == [None, None, "warn", "replan"], actions
+def _live(name: str, scenario: str) -> tuple[LoopGuardSpanProcessor, list[ReadableSpan]]:
+    """Run a scenario under a LoopGuardSpanProcessor; return it and the spans it passed on."""
+    exporter = InMemorySpanExporter()
+    registry = CollectorRegistry()
+    processor = LoopGuardSpanProcessor(LoopGuardConfig(), downstream=SimpleSpanProcessor(exporter),
+                                       registry=registry, raise_internal_errors=True)
+    _run(name, scenario, processor)
     assert processor.guard.errors == 0
+    assert registry.get_sample_value("loopguard_internal_errors_total") in (None, 0.0)
+    return processor, list(exporter.get_finished_spans())
 
 
-@pytest.mark.parametrize("live", sorted(FAMILIES.values()), indirect=True)
-def test_healthy_run_is_quiet(live: tuple[Framework, Any, Any]) -> None:
-    """Three different searches: no span carries a loopguard attribute."""
-    framework, processor, exporter = live
-    framework.run("healthy")
-    processor.force_flush()
-    spans = exporter.get_finished_spans()
-    assert len(_tool_spans(spans)) == 3
+def _records(spans: list[ReadableSpan], tmp_path: Path) -> list[SpanRecord]:
+    """The spans as a trace file gives them back: the path the fixtures were written by."""
+    path = tmp_path / "live.jsonl"
+    path.write_text("".join(line + "\n" for line in to_otlp_json_lines(spans)), encoding="utf-8")
+    return list(iter_spans(str(path), strict=True))
+
+
+def _tool_calls(records: list[SpanRecord]) -> list[ToolCall]:
+    trace_ids = list(dict.fromkeys(r.trace_id for r in records))
+    assert len(trace_ids) == 1, f"one run, one trace: got {len(trace_ids)}"
+    trace = assemble_trace(trace_ids[0], records, LoopGuardConfig())
+    return [e.event for e in trace.events if isinstance(e.event, ToolCall)]
+
+
+def _shape(records: list[SpanRecord]) -> dict[str, Any]:
+    """What a fixture must keep of a run: span names with their attribute keys, the run's
+    identity and each event as the adapters read it (volatile result fields stripped)."""
+    trace_id = records[0].trace_id
+    trace = assemble_trace(trace_id, records, LoopGuardConfig())
+    volatile = VolatileMatcher()
+    events: list[tuple[Any, ...]] = []
+    for item in trace.events:
+        event = item.event
+        if isinstance(event, ToolCall):
+            events.append(("call", event.tool, canonical_args(event.arguments)[1],
+                           analyze_result(event.result, volatile).digest, event.error,
+                           event.agent))
+        else:
+            events.append(("handoff", event.from_agent, event.to_agent))
+    spans = Counter((r.name, tuple(sorted(k for k in r.attributes
+                                          if not k.startswith("loopguard.")))) for r in records)
+    return {"events": events, "conversation": trace.conversation,
+            "prompt_template": trace.prompt_template, "spans": spans}
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_looping_run_is_flagged(name: str, tmp_path: Path) -> None:
+    """Repeated searches whose answers differ only in volatile fields are flagged on the tool
+    spans (four identical ones: warn, replan; CrewAI's alternating six: a cycle)."""
+    _, spans = _live(name, "looping")
+    by_id = {format(s.context.span_id, "016x"): s.attributes or {} for s in spans}
+    marks = [(by_id[c.span_id].get("loopguard.action"), by_id[c.span_id].get("loopguard.detector"))
+             for c in _tool_calls(_records(spans, tmp_path))]
+    assert marks == LOOPING.get(name, STAGNANT)
+    flagged = {c.span_id for c in _tool_calls(_records(spans, tmp_path))
+               if "loopguard.action" in by_id[c.span_id]}
+    assert {i for i, a in by_id.items() if "loopguard.action" in a} == flagged  # tool spans only
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_healthy_run_is_quiet(name: str, tmp_path: Path) -> None:
+    """Three different searches: three tool calls, and no span carries a loopguard mark."""
+    _, spans = _live(name, "healthy")
+    assert [c.tool for c in _tool_calls(_records(spans, tmp_path))] == ["search"] * 3
     assert not any(k.startswith("loopguard.") for s in spans for k in (s.attributes or {}))
-    assert processor.guard.errors == 0
+    assert not any(e.name.startswith("loopguard.") for s in spans for e in s.events)
+
+
+@pytest.mark.parametrize(("name", "scenario"),
+                         [(n, s) for n in ALL for s in FRAMEWORKS[n].scenarios])
+def test_live_spans_have_the_recorded_shape(name: str, scenario: str, tmp_path: Path) -> None:
+    """The fixture of each scenario still stands for the framework: same span names and
+    attribute keys, same run identity, same calls and handoffs as the adapters read them."""
+    exporter = InMemorySpanExporter()
+    _run(name, scenario, SimpleSpanProcessor(exporter))
+    live = _shape(_records(list(exporter.get_finished_spans()), tmp_path))
+    fixture = list(iter_spans(str(RECORDED / f"{name}.jsonl"), strict=True))
+    trace_id = list(dict.fromkeys(r.trace_id for r in fixture))[
+        FRAMEWORKS[name].scenarios.index(scenario)]
+    recorded = _shape([r for r in fixture if r.trace_id == trace_id])
+    assert live["events"] == recorded["events"]
+    assert (live["conversation"], live["prompt_template"]) == (
+        recorded["conversation"], recorded["prompt_template"])
+    assert live["spans"] == recorded["spans"], (
+        f"only live: {sorted(live['spans'] - recorded['spans'])}; "
+        f"only recorded: {sorted(recorded['spans'] - live['spans'])}")
 
 
 def test_every_family_has_a_requirements_file() -> None:
-    """The CI script builds one venv per family from its pinned requirements file."""
-    here = Path(__file__).parent
+    """The CI script builds one venv per family from its pinned requirements file, and every
+    framework is in one family."""
     for family in FAMILIES:
-        assert (here / f"requirements-{family}.txt").is_file(), family
+        assert (HERE / f"requirements-{family}.txt").is_file(), family
+    assert sorted(ALL) == sorted(FRAMEWORKS)
