@@ -3,7 +3,7 @@
 Usage (from the repository root)::
 
     PYTHONPATH=. /work/venv/bin/python benchmarks/bench_serve.py [--repeat 3] [--tool-spans N]
-        [--memory-runs 100000] [--json FILE]
+        [--memory-runs 100000] [--tree DIR] [--json FILE]
 
 A benchmark, not a test. Each part runs in fresh processes:
 
@@ -129,12 +129,16 @@ def encode_batches(spans: list[Any]) -> list[bytes]:
 
 
 # --- processes -----------------------------------------------------------------------------
+SERVE_TREE = {"root": _ROOT}
+"""The source tree ``serve`` runs from (``--tree``; by default this checkout)."""
+
+
 class Serve:
     """``otel-loopguard serve`` pinned to CPU 0."""
 
     def __init__(self, *extra: str) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
-        env["PYTHONPATH"] = _ROOT
+        env["PYTHONPATH"] = SERVE_TREE["root"]
         self.proc = subprocess.Popen(
             ["taskset", "-c", "0", sys.executable, "-m", "otel_loopguard", "serve",
              "--grpc-port", "0", "--http-port", "0", "--reports", "none", *extra],
@@ -419,10 +423,14 @@ def main() -> None:
     parser.add_argument("--content", choices=("full", "names"), default="full",
                         help="full: arguments and ~1 KB results on tool spans; names: neither")
     parser.add_argument("--json", metavar="FILE")
+    parser.add_argument("--tree", metavar="DIR", default=_ROOT,
+                        help="source tree serve runs from, e.g. an older checkout to compare "
+                             "(default: this one; the load generator always runs from here)")
     parser.add_argument("--sink", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--agent", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     CONTENT["capture"] = args.content == "full"
+    SERVE_TREE["root"] = os.path.abspath(args.tree)
     if args.sink:
         sink_main()
         return
@@ -434,6 +442,7 @@ def main() -> None:
     spans = make_traces(traces, seed=1)
     batches = encode_batches(spans)
     result: dict[str, Any] = {"cpus": os.cpu_count(), "python": sys.version.split()[0],
+                              "tree": SERVE_TREE["root"],
                               "content": args.content, "loadavg_start": os.getloadavg()[0],
                               "tool_spans": traces * TURNS, "batches": len(batches)}
     for protocol in ("http", "grpc"):

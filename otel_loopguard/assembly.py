@@ -27,9 +27,9 @@ from otel_loopguard.adapters import (
     conversation_of,
     is_model_turn,
     may_be_event,
+    placed_event,
     prompt_template_of,
     template_key_roots,
-    to_event,
     tool_request_of,
     usage_of,
 )
@@ -47,7 +47,13 @@ _K = TypeVar("_K")
 
 def template_in(attributes: Mapping[str, Any], config: LoopGuardConfig) -> str | None:
     """Return the prompt template these attributes name, or None."""
-    if _key_roots(tuple(config.prompt_name_keys)).isdisjoint(attributes):
+    return _template_in(attributes, config, _key_roots(tuple(config.prompt_name_keys)))
+
+
+def _template_in(attributes: Mapping[str, Any], config: LoopGuardConfig,
+                 roots: frozenset[str]) -> str | None:
+    """``template_in``, with the roots of ``config``'s keys (``_key_roots``) already found."""
+    if roots.isdisjoint(attributes):
         return None  # ``prompt_template_of`` finds nothing without one of the keys' roots
     return prompt_template_of(attributes, config.prompt_name_keys,
                               config.prompt_version_keys) or None
@@ -164,6 +170,7 @@ def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuard
     pending: list[tuple[SpanRecord, int]] = []  # maybe events, with the model turns before them
     turns = 0
     has_model = False
+    template_roots = _key_roots(tuple(config.prompt_name_keys))
     conversation_keys = frozenset(config.conversation_keys)
     template = conversation = None
     for s in ordered:
@@ -180,51 +187,75 @@ def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuard
             pending.append((s, turns))
         # Only spans holding one of the keys can name a template or a conversation.
         if template is None:
-            template = template_in(attributes, config)
+            template = _template_in(attributes, config, template_roots)
         if conversation is None and not conversation_keys.isdisjoint(attributes):
             conversation = conversation_of(attributes, config.conversation_keys) or None
     out = AssembledTrace(trace_id=trace_id,
                          first_start_ns=min(map(_START, ordered), default=0))
     out.prompt_template = template
     out.conversation = conversation
-    out.service_name = next((str(service) for s in spans
-                             if (service := s.resource.get("service.name"))), None)
-    events = out.events = _events(pending, ordered, agents, adapters, has_model,
-                                      tool_requests=tool_requests)
+    out.service_name = _service_name(spans)
+    by_id = dict(zip(map(_SPAN_ID, ordered), ordered, strict=True)) if pending else {}
+    events = out.events = _events(pending, by_id, agents, adapters, has_model,
+                                  tool_requests=tool_requests)
     if (conversation is None or config.run_key != "conversation") and events:
-        parents = {s.span_id: s.parent_span_id for s in ordered}
         out.unparented_tool_calls = sum(
-            lone_tool_call(item.event, parents.get(item.event.span_id, "")) for item in events)
+            lone_tool_call(item.event, _parent_of(item.event.span_id, by_id))
+            for item in events if isinstance(item.event, ToolCall))
     if not any(isinstance(item.event, Handoff) for item in events):
         _add_sibling_handoffs(out, ordered, agents)
     return out
 
 
-def _events(pending: Sequence[tuple[SpanRecord, int]], ordered: Sequence[SpanRecord],
+def _parent_of(span_id: str, by_id: Mapping[str, SpanRecord]) -> str | None:
+    """Return the parent span id of ``span_id``; ``""`` when the trace has no such span."""
+    record = by_id.get(span_id)
+    return "" if record is None else record.parent_span_id
+
+
+def _service_name(spans: Sequence[SpanRecord]) -> str | None:
+    """Return ``service.name`` of the first span whose resource has one, or None.
+
+    The spans of one resource share its attributes (one mapping): each is read once.
+    """
+    last: Mapping[str, Any] | None = None
+    for span in spans:
+        resource = span.resource
+        if resource is last:
+            continue
+        last = resource
+        service = resource.get("service.name")
+        if service:
+            return str(service)
+    return None
+
+
+def _events(pending: Sequence[tuple[SpanRecord, int]], by_id: Mapping[str, SpanRecord],
             agents: dict[str, str], adapters: Sequence[SpanAdapter],
             has_model: bool, *, tool_requests: bool) -> list[TraceEvent]:
     """Return the events of the candidate spans, each with its owning agent span.
 
-    ``pending`` holds each candidate with the model turns before it (-n: model turn n).
+    ``pending`` holds each candidate with the model turns before it (-n: model turn n). The
+    owner depends on the parent alone, so it is looked up once per parent span.
     """
-    by_id: dict[str, SpanRecord] | None = None
+    owners: dict[str | None, tuple[str | None, str | None]] = {}
     events: list[TraceEvent] = []
     for span, turn in pending:
-        event: ToolCall | Handoff | ModelTurn | None = None
-        if turn >= 0:
-            event = to_event(span, adapters)
-            if event is None:
-                continue
-        if by_id is None:
-            by_id = dict(zip(map(_SPAN_ID, ordered), ordered, strict=True))
-        owner, owner_name = _owning_agent(span, by_id, agents)
-        if event is None:
+        parent = span.parent_span_id
+        found = owners.get(parent)
+        if found is None:
+            found = owners[parent] = _owning_agent(parent, by_id, agents)
+        owner, owner_name = found
+        event: ToolCall | Handoff | ModelTurn | None
+        if turn < 0:
             tokens_in, tokens_out, models = usage_of(span.attributes)
             event = ModelTurn(span.span_id, span.start_time_ns, span.end_time_ns,
                               tool_request_of(span.attributes) if tool_requests else None,
                               owner, -turn, tokens_in, tokens_out, models)
-        elif isinstance(event, ToolCall):
-            event = event.in_context(event.agent or owner_name, turn if has_model else None)
+        else:
+            event = placed_event(span, adapters, owner_name, turn if has_model else None)
+            if event is None:
+                continue
         events.append(TraceEvent(event, owner))
     return events
 
@@ -254,11 +285,12 @@ def _event_time(item: TraceEvent) -> int:
     return item.event.end_time_ns
 
 
-def _owning_agent(span: SpanRecord, by_id: dict[str, SpanRecord],
+def _owning_agent(parent: str | None, by_id: Mapping[str, SpanRecord],
                   agents: dict[str, str]) -> tuple[str | None, str | None]:
+    """Return the id and name of the nearest agent span at or above ``parent``."""
     def step(span_id: str) -> tuple[str | None, str | None] | None:
         record = by_id.get(span_id)
         return None if record is None else (agents.get(span_id), record.parent_span_id)
 
-    found = nearest_agent(span.parent_span_id, step)
+    found = nearest_agent(parent, step)
     return (None, None) if found is None else found

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from otel_loopguard.adapters import _keys as k
+from otel_loopguard.adapters._build import HANDOFF, build_tool_call
 from otel_loopguard.adapters._turns import tool_request_of
 from otel_loopguard.adapters._unwrap import parse_maybe_json
 from otel_loopguard.adapters._usage import TokenUsage, usage_of
@@ -37,6 +38,7 @@ __all__ = [
     "is_candidate",
     "is_model_turn",
     "may_be_event",
+    "placed_event",
     "prompt_template_of",
     "template_key_roots",
     "template_label",
@@ -45,8 +47,9 @@ __all__ = [
     "usage_of",
 ]
 
-DEFAULT_ADAPTERS: tuple[SpanAdapter, ...] = (
-    GenAIAdapter(), OpenInferenceAdapter(), OpenLLMetryAdapter(), LogfireAdapter())
+_PLANNERS: Final = (GenAIAdapter(), OpenInferenceAdapter(), OpenLLMetryAdapter(),
+                    LogfireAdapter())
+DEFAULT_ADAPTERS: tuple[SpanAdapter, ...] = _PLANNERS
 
 
 def is_candidate(name: str, attributes: Mapping[str, Any]) -> bool:
@@ -74,6 +77,32 @@ def to_event(span: SpanRecord,
         event = adapter.to_event(span)
         if event is not None:
             return event
+    return None
+
+
+def placed_event(span: SpanRecord, adapters: Sequence[SpanAdapter], agent: str | None,
+                 turn: int | None) -> ToolCall | Handoff | None:
+    """Return ``to_event(span, adapters)``, a tool call placed in its run.
+
+    The call gets ``agent`` when its span names none, and the model ``turn``, as
+    ``ToolCall.in_context`` gives them. With the default adapters the call is built once, from
+    the adapter's plan, instead of built and then copied: building a frozen ``ToolCall`` is
+    about a third of the cost of reading a tool span, and the assembly places every call.
+    """
+    if adapters is not DEFAULT_ADAPTERS:
+        event = to_event(span, adapters)
+        if isinstance(event, ToolCall):
+            return event.in_context(event.agent or agent, turn)
+        return event
+    name, attributes = span.name, span.attributes
+    for adapter in _PLANNERS:
+        plan = adapter.plan(name, attributes)
+        if plan is None:
+            continue
+        if plan is HANDOFF:
+            return adapter.to_event(span)
+        tool, args_key, result_key, own_agent = plan
+        return build_tool_call(span, tool, args_key, result_key, own_agent or agent, turn)
     return None
 
 

@@ -64,9 +64,12 @@ def tool_call_values(attrs: Mapping[str, Any], args_key: str, result_key: str,
     return unwrap_arguments(raw_args), result, has_result, failed, message
 
 
-def build_tool_call(span: SpanRecord, tool: Any, args_key: str, result_key: str,
-                    agent: Any = None) -> ToolCall:
-    """Return the tool call of ``span`` reading arguments and result from the given keys."""
+def build_tool_call(span: SpanRecord, tool: Any, args_key: str, result_key: str,  # noqa: PLR0917
+                    agent: Any = None, turn: int | None = None) -> ToolCall:
+    """Return the tool call of ``span`` reading arguments and result from the given keys.
+
+    ``agent`` and ``turn`` place it in its run (``ToolCall.in_context``) when known.
+    """
     arguments, result, has_result, failed, message = tool_call_values(
         span.attributes, args_key, result_key, span.status_code == STATUS_ERROR,
         lambda: error_message(span))
@@ -74,7 +77,7 @@ def build_tool_call(span: SpanRecord, tool: Any, args_key: str, result_key: str,
         tool=str(tool), arguments=arguments, result=result,
         has_result=has_result, error=failed, error_message=message,
         agent=str(agent) if agent else None, span_id=span.span_id, trace_id=span.trace_id,
-        start_time_ns=span.start_time_ns, end_time_ns=span.end_time_ns)
+        start_time_ns=span.start_time_ns, end_time_ns=span.end_time_ns, turn=turn)
 
 
 def build_handoff(span: SpanRecord, tool: Any, args_key: str, agent: Any = None) -> Handoff:

@@ -8,10 +8,12 @@ unexpected one says so, with its type and message).
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import Final
 
 from otel_loopguard.exceptions import ConfigError, LoopGuardError
 
@@ -28,36 +30,40 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
-def _build_parser() -> argparse.ArgumentParser:
+_COMMANDS: Final = ("check", "demo", "serve", "assets")
+"""The subcommands, in help order; each is the module ``otel_loopguard.cli._<name>``."""
+_OPTIONAL: Final = frozenset({"demo", "serve"})
+"""Commands whose module may fail to import (its extra is not installed): left out then."""
+
+
+def _build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """Return the parser; with ``argv`` naming a command first, that command's alone.
+
+    Each command's module imports what it runs (``serve`` the receiver and Prometheus, ``demo``
+    the OpenTelemetry SDK): registering only the command asked for keeps them out of the
+    others' start-up. Anything else (no command, an option first, a misspelt command) gets
+    every command, for the help and the error message.
+    """
     parser = _Parser(prog="otel-loopguard",
                      description="Catch AI agents stuck in tool-call loops, from their "
                                  "OpenTelemetry spans.")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    from otel_loopguard.cli import _check
-
-    _check.add_parser(commands)
-    try:
-        from otel_loopguard.cli import _demo
-    except ImportError:  # pragma: no cover - optional until the demo lands
-        pass
-    else:
-        _demo.add_parser(commands)
-    try:
-        from otel_loopguard.cli import _serve
-    except ImportError:  # pragma: no cover
-        pass
-    else:
-        _serve.add_parser(commands)
-    from otel_loopguard.cli import _assets
-
-    _assets.add_parser(commands)
+    first = next(iter(sys.argv[1:] if argv is None else argv), None)
+    for name in (first,) if first in _COMMANDS else _COMMANDS:
+        try:
+            module = importlib.import_module(f"otel_loopguard.cli._{name}")
+        except ImportError:  # pragma: no cover - an optional command's dependencies
+            if name not in _OPTIONAL:
+                raise
+            continue
+        module.add_parser(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line and return its exit code."""
-    parser = _build_parser()
+    parser = _build_parser(argv)
     args = parser.parse_args(argv)
     if args.version:
         from otel_loopguard import __version__

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import os
 import re
 import sys
@@ -16,11 +17,8 @@ from collections.abc import Iterator
 from typing import Any, Final, TextIO, cast
 
 from otel_loopguard.assembly import LONE_TOOL_CALL_HINT
-from otel_loopguard.cli._github import GithubReporter
 from otel_loopguard.cli._inputs import Inputs, expand
-from otel_loopguard.cli._junit import JunitReporter
 from otel_loopguard.cli._report import MAX_PROBLEMS_LISTED, Reporter, Summary, clean, plural
-from otel_loopguard.cli._sarif import SarifReporter
 from otel_loopguard.cli._text import JsonReporter, TextReporter, use_color
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.exceptions import LoopGuardError, TraceFileError
@@ -30,9 +28,11 @@ from otel_loopguard.types import Action
 
 __all__ = ["add_parser", "parse_size"]
 
-_FORMATS: Final[dict[str, type[Reporter]]] = {
-    "text": TextReporter, "json": JsonReporter, "junit": JunitReporter,
-    "sarif": SarifReporter, "github": GithubReporter}
+_FORMATS: Final[dict[str, type[Reporter] | tuple[str, str]]] = {
+    "text": TextReporter, "json": JsonReporter, "junit": ("_junit", "JunitReporter"),
+    "sarif": ("_sarif", "SarifReporter"), "github": ("_github", "GithubReporter")}
+"""Each format's reporter; the CI formats' as (module of ``otel_loopguard.cli``, class),
+imported when chosen (the XML escaping of junit alone imports ``urllib.request``)."""
 _SIZE_RE: Final = re.compile(r"\s*(\d+)\s*([kmg]i?b?|b)?\s*", re.IGNORECASE)
 _SHIFTS: Final = {"": 0, "b": 0, "k": 10, "m": 20, "g": 30}
 
@@ -91,8 +91,8 @@ def run_check(args: argparse.Namespace) -> int:
     files = expand(args.paths)
     summary = Summary(fail_on=fail_on)
     with _output(args.output) as out:
-        reporter = _FORMATS[args.format](out, fail_on=fail_on, quiet=args.quiet,
-                                         color=use_color(args.color, out))
+        reporter = _reporter(args.format)(out, fail_on=fail_on, quiet=args.quiet,
+                                          color=use_color(args.color, out))
 
         def on_error(error: TraceFileError) -> None:
             summary.problem(str(error))
@@ -121,6 +121,15 @@ def run_check(args: argparse.Namespace) -> int:
         _say(f"note: {plural(lone, 'tool call')} with no parent span and no conversation id: "
              f"{LONE_TOOL_CALL_HINT}")
     return _verdict(summary, args.paths)
+
+
+def _reporter(name: str) -> type[Reporter]:
+    """Return the reporter class of the format ``name``."""
+    found = _FORMATS[name]
+    if isinstance(found, tuple):
+        module, attribute = found
+        found = getattr(importlib.import_module(f"otel_loopguard.cli.{module}"), attribute)
+    return cast(type[Reporter], found)
 
 
 def _verdict(summary: Summary, paths: list[str]) -> int:

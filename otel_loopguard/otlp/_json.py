@@ -18,7 +18,6 @@ from typing import Any, Final
 
 import orjson
 
-from otel_loopguard.otlp._sdk import readable_span, sdk_resource, sdk_scope
 from otel_loopguard.otlp._spans import (
     INT32_MAX,
     INT32_MIN,
@@ -33,6 +32,7 @@ from otel_loopguard.otlp._spans import (
     DecodedSpans,
     FieldError,
     TooDeep,
+    sdk_builders,
     short,
 )
 from otel_loopguard.types import STATUS_ERROR, STATUS_OK, STATUS_UNSET, SpanRecord
@@ -190,7 +190,7 @@ def _resource_spans(obj: Mapping[str, Any], path: str, out: DecodedSpans) -> Non
         resource = json_attributes(raw.get("attributes"), name="resource.attributes")
         schema = _string(_get(obj, "schemaUrl"), "schemaUrl")
         if out.payloads is not None:
-            sdk = sdk_resource(_raw_attributes(raw.get("attributes")), schema)
+            sdk = sdk_builders().sdk_resource(_raw_attributes(raw.get("attributes")), schema)
     except FieldError as exc:
         error = exc.under(path)
     for index, scope_spans in enumerate(scopes):
@@ -225,7 +225,8 @@ def _scope(obj: Mapping[str, Any], sdk: bool) -> tuple[str, Any]:
     schema = _string(_get(obj, "schemaUrl"), "schemaUrl")
     if not sdk:
         return name, None
-    return name, sdk_scope(name, version, schema, _raw_attributes(scope.get("attributes")))
+    return name, sdk_builders().sdk_scope(name, version, schema,
+                                          _raw_attributes(scope.get("attributes")))
 
 
 # --- spans ---------------------------------------------------------------------------------
@@ -287,7 +288,7 @@ def _span(obj: Any, resource: Mapping[str, Any], scope: str) -> SpanRecord:
 def _payload(obj: Mapping[str, Any], record: SpanRecord, resource: Any, scope: Any) -> Any:
     """Return the SDK span of a span ``_span`` accepted (bytes values kept as bytes)."""
     get = obj.get
-    return readable_span(
+    return sdk_builders().readable_span(
         record, attributes=_raw_attributes(get("attributes")), kind=_span_kind(get("kind")),
         trace_state=_string(_get(obj, "traceState"), "traceState"),
         flags=_uint32(get("flags"), "flags"),

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from otel_loopguard.otlp._sdk import readable_span, sdk_resource, sdk_scope
 from otel_loopguard.otlp._spans import (
     MAX_VALUE_DEPTH,
     SPAN_ID_BYTES,
@@ -19,6 +18,7 @@ from otel_loopguard.otlp._spans import (
     DecodedSpans,
     FieldError,
     TooDeep,
+    sdk_builders,
 )
 from otel_loopguard.types import SpanRecord
 
@@ -55,7 +55,7 @@ def decode_proto_spans(request: ExportTraceServiceRequest, *,
             pairs = resource_spans.resource.attributes
             resource = _within("resource.attributes", proto_attributes, pairs)
             if payloads:
-                sdk = sdk_resource(_raw_attributes(pairs), resource_spans.schema_url)
+                sdk = sdk_builders().sdk_resource(_raw_attributes(pairs), resource_spans.schema_url)
         except FieldError as exc:
             error = exc.under(path)
         for scope_index, scope_spans in enumerate(resource_spans.scope_spans):
@@ -79,7 +79,7 @@ def _scope_spans(scope_spans: Any, path: str, resource: Any, resource_sdk: Any, 
         return
     payloads = out.payloads
     if payloads is not None:
-        scope_sdk = sdk_scope(scope.name, scope.version, scope_spans.schema_url,
+        scope_sdk = sdk_builders().sdk_scope(scope.name, scope.version, scope_spans.schema_url,
                               _raw_attributes(scope.attributes))
     out.take(spans, path, _span, resource, scope.name, _payload, (resource_sdk, scope_sdk))
 
@@ -143,7 +143,7 @@ def _links(links: Any, attributes: Callable[[Any], dict[str, Any]],
 
 def _payload(span: Any, record: SpanRecord, resource: Any, scope: Any) -> Any:
     """Return the SDK span of a span ``_span`` accepted (bytes values kept as bytes)."""
-    return readable_span(
+    return sdk_builders().readable_span(
         record, attributes=_raw_attributes(span.attributes), kind=span.kind,
         trace_state=span.trace_state, flags=span.flags,
         events=[(event.name, event.time_unix_nano, _raw_attributes(event.attributes))
