@@ -53,12 +53,13 @@ class TestResultEnvelopes:
         (json.dumps({"content": [{"type": "text", "text": INNER}], "isError": False}), INNER,
          False),
         (json.dumps({"content": [{"type": "text", "text": "no"}], "isError": True}), "no", True),
+        (json.dumps({"content": [{"type": "text", "text": INNER}]}), INNER, False),
         (json.dumps({"blocks": [{"text": INNER}], "tool_name": "s", "raw_input": {},
                      "raw_output": INNER, "is_error": False}), INNER, False),
         (INNER + "\n\n\nYou ONLY have access to the following tools, and should NEVER", INNER,
          False),
     ], ids=["adk", "openllmetry-mcp-error", "strands", "strands-two", "mcp", "mcp-error",
-            "llama-index", "crewai-reminder"])
+            "mcp-no-is-error", "llama-index", "crewai-reminder"])
     def test_envelopes(self, raw: str, expected: Any, failed: bool) -> None:
         """Each envelope opens to the tool's own answer and its failure flag."""
         assert unwrap_result(raw) == (expected, failed)

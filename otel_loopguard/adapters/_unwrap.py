@@ -57,6 +57,7 @@ _RESULT_MARKERS: Final = ("ToolMessage", '"tool_call_id"', '"is_error"', '"isErr
 """Substrings without which a result string cannot be a ToolMessage, ToolOutput or MCP result."""
 _RESULT_HEADS: Final = ('{"result"', '[{"text"', '{"content"')
 """How the other result envelopes start (``json.dumps`` keeps the keys in this order)."""
+_HEAD_CHARS: Final = max(map(len, _RESULT_HEADS))
 _A1, _A2, _A3, _A4, _A5, _A6, _A7, _A8, _A9 = _ARG_MARKERS
 _R1, _R2, _R3, _R4 = _RESULT_MARKERS
 _CALL_ENVELOPE: Final = frozenset({"args", "kwargs", "sanitize_inputs_outputs"})
@@ -79,7 +80,7 @@ def _has_arg_marker(text: str) -> bool:
 def _has_result_marker(text: str) -> bool:
     """Return whether ``text`` may hold a result envelope (C-speed tests only)."""
     return (_R1 in text or _R2 in text or _R3 in text or _R4 in text
-            or text.lstrip()[:9].startswith(_RESULT_HEADS))
+            or text.lstrip()[:_HEAD_CHARS].startswith(_RESULT_HEADS))
 
 
 def parse_maybe_json(value: Any) -> Any:

@@ -21,6 +21,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -143,6 +144,17 @@ class Harness:
     def sample(self, name: str, **labels: str) -> float:
         self.processor.force_flush()  # detection runs on the processor's worker thread
         return self.registry.get_sample_value(name, labels) or 0.0
+
+    def settled_sample(self, name: str, expected: float, **labels: str) -> float:
+        """``sample``, read again for up to 5 s until it is ``expected``: LangChain may end a
+        run's last span on a callback thread after ``invoke`` returns, so it can reach the
+        processor's worker after the first flush."""
+        deadline = time.monotonic() + 5
+        value = self.sample(name, **labels)
+        while value != expected and time.monotonic() < deadline:
+            time.sleep(0.05)
+            value = self.sample(name, **labels)
+        return value
 
     def finished_spans(self) -> list[ReadableSpan]:
         """The exported spans, once the processor has checked and passed on every one."""
@@ -294,8 +306,8 @@ def test_observe_mode_changes_nothing_and_reports_what_enforce_would_do(make: An
     assert {s.attributes.get("loopguard.precheck.mode") for s in spans[2:]} == {"observe"}
     assert [s.attributes.get("loopguard.would_block") for s in spans] == [None] * 4 + [True] * 2
     assert not any("loopguard.blocked" in s.attributes for s in spans)
-    assert observe.sample("loopguard_loop_detected_total", prompt_template="unknown",
-                          detector="stagnation", action="stop", mode="observe") == 2
+    assert observe.settled_sample("loopguard_loop_detected_total", 2, prompt_template="unknown",
+                                  detector="stagnation", action="stop", mode="observe") == 2
     assert observe.enforced("abort") == observe.enforced("hint") == 0
 
     enforce = make(mode="enforce", enforcement="hint")
