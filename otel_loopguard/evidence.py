@@ -12,13 +12,21 @@ the span the finding is about (its trace id, span id and flags are that span's),
 
 from __future__ import annotations
 
+import inspect
 import logging
 from typing import Any, Final
 
 from opentelemetry import trace
-from opentelemetry._logs import LoggerProvider, SeverityNumber, get_logger, get_logger_provider
+from opentelemetry._logs import (
+    Logger,
+    LoggerProvider,
+    SeverityNumber,
+    get_logger,
+    get_logger_provider,
+)
 from opentelemetry.trace import NonRecordingSpan, SpanContext
 
+from otel_loopguard.exceptions import ConfigError
 from otel_loopguard.types import Decision
 
 __all__ = ["EVENT_NAME", "LOGGER_NAME", "EvidenceLog", "evidence_attributes"]
@@ -66,8 +74,18 @@ class EvidenceLog:
     """
 
     def __init__(self, logger_provider: LoggerProvider | None = None) -> None:
-        """Get the ``otel_loopguard`` logger from ``logger_provider`` (or the global one)."""
+        """Get the ``otel_loopguard`` logger from ``logger_provider`` (or the global one).
+
+        Raises:
+            ConfigError: when the installed OpenTelemetry API cannot emit events as log
+                records (``Logger.emit`` without ``event_name``: before 1.37).
+        """
         import otel_loopguard
+
+        if not _emits_events():
+            raise ConfigError("evidence = logs needs opentelemetry-api and opentelemetry-sdk "
+                              "1.37 or newer (Logger.emit with event_name); upgrade them, or "
+                              "set evidence = spans")
 
         self._explicit = logger_provider is not None
         self._logger = get_logger(LOGGER_NAME, otel_loopguard.__version__,
@@ -102,3 +120,11 @@ class EvidenceLog:
                            "LoggerProvider is configured (set one with "
                            "opentelemetry._logs.set_logger_provider); findings are only "
                            "counted in the metrics")
+
+
+def _emits_events() -> bool:
+    """Return True when the installed Logs API emits events (``Logger.emit(event_name=...)``)."""
+    try:
+        return "event_name" in inspect.signature(Logger.emit).parameters
+    except (TypeError, ValueError):
+        return False

@@ -242,6 +242,20 @@ class TestLogEvents:
         assert (record.trace_id, record.span_id) == (0, 0)
         assert record.event_name == EVENT_NAME
 
+    def test_an_api_without_event_name_is_a_config_error(
+            self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """On an OpenTelemetry API older than 1.37 (``Logger.emit`` takes no ``event_name``),
+        asking for log events is a one-line config error at start, not a failure per finding."""
+        import otel_loopguard.evidence as evidence
+
+        class OldLogger:
+            def emit(self, record: Any) -> None: ...
+
+        monkeypatch.setattr(evidence, "Logger", OldLogger)
+        with pytest.raises(ConfigError, match=r"1\.37 or newer"):
+            LoopGuardSpanProcessor(LoopGuardConfig.create(evidence="logs"),
+                                   registry=CollectorRegistry())
+
     def test_evidence_setting_from_the_environment(self) -> None:
         """LOOPGUARD_EVIDENCE picks where findings go; a bad value is a one-line error."""
         assert LoopGuardConfig.from_env({"LOOPGUARD_EVIDENCE": "logs"}).evidence == "logs"
