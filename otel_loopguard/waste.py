@@ -43,12 +43,8 @@ _NO_COST: Final[Mapping[str, float]] = MappingProxyType({})
 
 def is_loop_finding(action: Action, evidence: list[Evidence]) -> bool:
     """Return True when a call decided ``action`` on ``evidence`` (its own) is a loop finding."""
-    if action is Action.CONTINUE:
-        return False
-    for found in evidence:  # noqa: SIM110 - a loop: any() of a generator costs twice as much
-        if found.action and found.detector not in NOT_LOOP_DETECTORS:
-            return True
-    return False
+    return action is not Action.CONTINUE and any(
+        found.action and found.detector not in NOT_LOOP_DETECTORS for found in evidence)
 
 
 @dataclass(frozen=True, slots=True)
