@@ -129,7 +129,7 @@ class SiblingAgents:
                        end_time_ns=start_time_ns, explicit=False)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TraceEvent:
     """A tool call, handoff or model turn of a trace, with the agent span that owns it."""
 

@@ -543,9 +543,13 @@ def tool_signature(tool: str, arguments: Any, *,
     return digest(tool + "\x00" + canonical)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ResultInfo:
-    """What the detectors need to know about one result, computed once per call."""
+    """What the detectors need to know about one result, computed once per call.
+
+    Read-only by convention (a run's recent results share theirs), not frozen: it is built for
+    every result, as the value objects of ``otel_loopguard.types`` are.
+    """
 
     digest: str
     """Signature of the result with volatile fields stripped."""

@@ -18,7 +18,7 @@ from _otlp_files import json_line, scripted_spans
 
 from otel_loopguard.cli import main
 from otel_loopguard.cli._github import escape_data, escape_property
-from otel_loopguard.cli._report import clean
+from otel_loopguard.cli._report import clean, indented_json
 from otel_loopguard.cli._text import use_color
 from otel_loopguard.testing import AgentScript
 
@@ -412,3 +412,22 @@ class TestText:
         monkeypatch.setenv("TERM", "xterm")
         assert use_color("auto", terminal)
         assert not use_color("auto", io.StringIO())
+
+
+class TestJson:
+    def test_indented_json_is_the_standard_library_text(self) -> None:
+        """orjson writes it when that gives json.dumps(indent=2)'s text; json.dumps otherwise."""
+        doc = {"runs": [{"run_id": "r1", "findings": [], "waste": {"tool_seconds": 0.25}},
+                        {"nested": {"empty": {}, "list": [], "none": None, "flag": True}}]}
+        assert indented_json(doc) == json.dumps(doc, indent=2)
+        non_ascii = {"tool": "recherche_données", "hint": "\u202e"}
+        assert indented_json(non_ascii) == json.dumps(non_ascii, indent=2)
+        assert "\\u00e9" in indented_json(non_ascii)
+        huge = {"count": 1 << 70}
+        assert indented_json(huge) == json.dumps(huge, indent=2)
+
+    def test_the_document_parses_whole(self, capsys: pytest.CaptureFixture[str]) -> None:
+        assert main(["check", "--format", "json", LOOPING, HEALTHY]) == 1
+        doc = json.loads(capsys.readouterr().out)
+        assert [run["action"] for run in doc["runs"]].count("stop") >= 1
+        assert doc["summary"]["runs"] == len(doc["runs"])

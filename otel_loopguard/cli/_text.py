@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from typing import TYPE_CHECKING, Final, TextIO
 
@@ -11,6 +10,7 @@ from otel_loopguard.cli._report import (
     Summary,
     Where,
     entries,
+    indented_json,
     run_title,
     summary_line,
     waste_text,
@@ -75,12 +75,12 @@ class TextReporter(Reporter):
 class JsonReporter(Reporter):
     """One JSON document, written run by run as the runs finish (never all held in memory).
 
-    The same document ``json.dump(..., indent=2)`` of the whole would write.
+    The same document ``json.dump(..., indent=2)`` of the whole would write (``indented_json``).
     """
 
     def run(self, report: RunReport, where: Where | None) -> None:
         """Write one run of the ``runs`` array."""
-        text = json.dumps(report_to_json(report), indent=2).replace("\n", "\n    ")
+        text = indented_json(report_to_json(report)).replace("\n", "\n    ")
         self.out.write(('{\n  "runs": [' if not self.written else ",") + "\n    " + text)
         self.written += 1
 
@@ -90,6 +90,6 @@ class JsonReporter(Reporter):
                "actions": summary.actions, "spans": summary.spans,
                "duplicate_spans": summary.duplicate_spans, "bad_records": summary.bad_records,
                "waste": summary.waste.to_json()}
-        text = json.dumps(doc, indent=2).replace("\n", "\n  ")
+        text = indented_json(doc).replace("\n", "\n  ")
         self.out.write(('{\n  "runs": []' if not self.written else "\n  ]") + ',\n  "summary": '
                        + text + "\n}\n")
