@@ -8,13 +8,26 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Final
 
-from otel_loopguard._time import seconds_to_ns
 from otel_loopguard.assembly import SiblingAgents
 from otel_loopguard.engine import RunState
 from otel_loopguard.types import Clock
 
-__all__ = ["InMemoryRunStateStore", "RunEntry"]
+__all__ = ["MAX_NS", "InMemoryRunStateStore", "RunEntry", "seconds_to_ns"]
+
+MAX_NS: Final = 1 << 62
+"""About 146 years: any longer duration means "never" in practice."""
+
+
+def seconds_to_ns(seconds: float) -> int:
+    """Return ``seconds`` in whole nanoseconds, at most ``MAX_NS`` (``1e300`` cannot overflow).
+
+    For every idle time and age limit (runs here, open spans in the processor, traces in
+    ``serve``), so a huge setting in a config file means "never" instead of an overflow.
+    """
+    ns = seconds * 1e9
+    return int(ns) if ns < MAX_NS else MAX_NS
 
 
 @dataclass(slots=True)

@@ -8,10 +8,10 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any, Final
 
-from otel_loopguard._time import seconds_to_ns
 from otel_loopguard.adapters import agent_of
 from otel_loopguard.assembly import MAX_ANCESTRY, nearest_agent
 from otel_loopguard.otlp._sdk import raw_attributes
+from otel_loopguard.state import seconds_to_ns
 
 __all__ = ["MAX_DEPTH", "LiveSpans"]
 
