@@ -1,10 +1,10 @@
 """Value objects and extension-point protocols shared by every part of otel-loopguard.
 
-The value objects are read-only by convention, not frozen: one or more of them is built for
-every span and tool call, and a plain slotted dataclass is built several times faster than a
-frozen one (``__init__`` of a frozen dataclass sets each field through ``object.__setattr__``;
-a ``ToolCall`` took 4.2 µs that way, 1.2 µs now). Never change one that loopguard handed you;
-``ToolCall.in_context`` makes a changed copy.
+The value objects are read-only by convention, not frozen (and so not hashable): one or more
+of them is built for every span and tool call, and a plain slotted dataclass is built several
+times faster than a frozen one, whose ``__init__`` sets each field through
+``object.__setattr__``. Never change one that loopguard handed you (a ``Decision`` given to
+``on_decision`` is also the run's); ``ToolCall.in_context`` makes a changed copy.
 """
 
 from __future__ import annotations
