@@ -100,7 +100,7 @@ def placed_event(span: SpanRecord, adapters: Sequence[SpanAdapter], agent: str |
         if plan is None:
             continue
         if plan is HANDOFF:
-            return adapter.to_event(span)
+            return adapter.handoff(span)
         tool, args_key, result_key, own_agent = plan
         return build_tool_call(span, tool, args_key, result_key, own_agent or agent, turn)
     return None

@@ -10,8 +10,8 @@ from otel_loopguard.adapters._rules import handoff_target
 from otel_loopguard.adapters._unwrap import unwrap_arguments, unwrap_result
 from otel_loopguard.types import STATUS_ERROR, Handoff, SpanRecord, ToolCall
 
-__all__ = ["HANDOFF", "CallPlan", "build_handoff", "build_tool_call", "error_message",
-           "failed_by_attributes", "tool_call_values"]
+__all__ = ["HANDOFF", "CallPlan", "PlannedAdapter", "build_handoff", "build_tool_call",
+           "error_message", "failed_by_attributes", "tool_call_values"]
 
 _MISSING = object()
 
@@ -85,3 +85,37 @@ def build_handoff(span: SpanRecord, tool: Any, args_key: str, agent: Any = None)
     return Handoff(from_agent=str(agent) if agent else "",
                    to_agent=handoff_target(str(tool), span.attributes.get(args_key)),
                    span_id=span.span_id, end_time_ns=span.end_time_ns)
+
+
+class PlannedAdapter:
+    """A span adapter in two steps: ``plan`` picks what to read, then the event is built.
+
+    Subclasses give ``plan(name, attributes)`` (a ``CallPlan``, ``HANDOFF`` or None) and
+    ``handoff(span)``, the ``Handoff`` of a span planned as one; ``to_event`` is the same for
+    all. ``adapters.placed_event`` uses the plan to build a call already placed in its run.
+    """
+
+    name: str
+    """The adapter's name (``genai``, ``openinference``...)."""
+
+    @staticmethod
+    def plan(name: str, attrs: Mapping[str, Any]) -> CallPlan | None:
+        """Return what ``to_event`` reads from a span with this name and these attributes.
+
+        ``(tool, arguments key, result key, agent)`` for a tool call, ``HANDOFF`` for a
+        handoff, None when the span is neither.
+        """
+        raise NotImplementedError
+
+    def handoff(self, span: SpanRecord) -> Handoff | None:
+        """Return the handoff of a span that ``plan`` calls one."""
+        raise NotImplementedError
+
+    def to_event(self, span: SpanRecord) -> ToolCall | Handoff | None:
+        """Return the tool call or handoff of ``span``, or None."""
+        plan = self.plan(span.name, span.attributes)
+        if plan is None:
+            return None
+        if plan is HANDOFF:
+            return self.handoff(span)
+        return build_tool_call(span, *plan)

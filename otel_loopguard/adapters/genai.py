@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from otel_loopguard.adapters import _keys as k
-from otel_loopguard.adapters._build import HANDOFF, CallPlan, build_handoff, build_tool_call
+from otel_loopguard.adapters._build import HANDOFF, CallPlan, PlannedAdapter, build_handoff
 from otel_loopguard.adapters._rules import is_handoff_tool, is_non_call
-from otel_loopguard.types import Handoff, SpanRecord, ToolCall
+from otel_loopguard.types import Handoff, SpanRecord
 
 __all__ = ["GenAIAdapter"]
 
@@ -27,7 +27,7 @@ def _call_plan(name: str, attrs: Mapping[str, Any]) -> CallPlan:
     return tool, args_key, result_key, attrs.get(k.GEN_AI_AGENT_NAME)
 
 
-class GenAIAdapter:
+class GenAIAdapter(PlannedAdapter):
     """Reads ``gen_ai.operation.name = execute_tool`` spans and Traceloop ``handoff`` spans.
 
     Handoff tools (ADK's ``transfer_to_agent``...) become handoffs and summary spans (ADK's
@@ -58,14 +58,9 @@ class GenAIAdapter:
                 return HANDOFF
         return None
 
-    def to_event(self, span: SpanRecord) -> ToolCall | Handoff | None:
-        """Return the tool call or handoff of ``span``, or None."""
+    def handoff(self, span: SpanRecord) -> Handoff:
+        """Return the handoff of a handoff tool's span or of a Traceloop ``handoff`` span."""
         attrs = span.attributes
-        plan = self.plan(span.name, attrs)
-        if plan is None:
-            return None
-        if plan is not HANDOFF:
-            return build_tool_call(span, *plan)
         if attrs.get(k.GEN_AI_OPERATION_NAME) == k.OP_EXECUTE_TOOL:
             tool, args_key, _, agent = _call_plan(span.name, attrs)
             return build_handoff(span, tool, args_key, agent)

@@ -6,13 +6,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from otel_loopguard.adapters import _keys as k
-from otel_loopguard.adapters._build import HANDOFF, CallPlan, build_tool_call
-from otel_loopguard.types import Handoff, SpanRecord, ToolCall
+from otel_loopguard.adapters._build import HANDOFF, CallPlan, PlannedAdapter
+from otel_loopguard.types import Handoff, SpanRecord
 
 __all__ = ["LogfireAdapter"]
 
 
-class LogfireAdapter:
+class LogfireAdapter(PlannedAdapter):
     """Reads openai-agents function spans (``name``, ``input``, ``output``) and handoffs.
 
     Thread-safe: stateless.
@@ -30,16 +30,11 @@ class LogfireAdapter:
             return HANDOFF
         return None
 
-    def to_event(self, span: SpanRecord) -> ToolCall | Handoff | None:
-        """Return the tool call or handoff of ``span``, or None."""
-        plan = self.plan(span.name, span.attributes)
-        if plan is None:
-            return None
-        if plan is HANDOFF:
-            source, target = _handoff_agents(span.name) or ("", "")
-            return Handoff(from_agent=source, to_agent=target, span_id=span.span_id,
-                           end_time_ns=span.end_time_ns)
-        return build_tool_call(span, *plan)
+    def handoff(self, span: SpanRecord) -> Handoff:
+        """Return the handoff of a ``Handoff: a -> b`` span."""
+        source, target = _handoff_agents(span.name) or ("", "")
+        return Handoff(from_agent=source, to_agent=target, span_id=span.span_id,
+                       end_time_ns=span.end_time_ns)
 
 
 def _handoff_agents(name: str) -> tuple[str, str] | None:

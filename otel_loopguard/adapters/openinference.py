@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from otel_loopguard.adapters import _keys as k
-from otel_loopguard.adapters._build import HANDOFF, CallPlan, build_handoff, build_tool_call
+from otel_loopguard.adapters._build import HANDOFF, CallPlan, PlannedAdapter, build_handoff
 from otel_loopguard.adapters._rules import is_handoff_tool, is_non_call
-from otel_loopguard.types import Handoff, SpanRecord, ToolCall
+from otel_loopguard.types import Handoff, SpanRecord
 
 __all__ = ["OpenInferenceAdapter"]
 
@@ -19,7 +19,7 @@ def _agent(attrs: Mapping[str, Any]) -> Any:
     return attrs.get(k.OI_AGENT_NAME)
 
 
-class OpenInferenceAdapter:
+class OpenInferenceAdapter(PlannedAdapter):
     """Reads ``openinference.span.kind = TOOL`` spans; ``handoff to X`` TOOL spans are handoffs.
 
     Handoff tools (LlamaIndex's ``handoff``...) become handoffs and smolagents' ``final_answer``
@@ -43,14 +43,9 @@ class OpenInferenceAdapter:
             return HANDOFF
         return (tool, k.OI_INPUT_VALUE, k.OI_OUTPUT_VALUE, _agent(attrs))
 
-    def to_event(self, span: SpanRecord) -> ToolCall | Handoff | None:
-        """Return the tool call or handoff of ``span``, or None."""
+    def handoff(self, span: SpanRecord) -> Handoff:
+        """Return the handoff of a handoff tool's span or of a ``handoff to X`` span."""
         attrs = span.attributes
-        plan = self.plan(span.name, attrs)
-        if plan is None:
-            return None
-        if plan is not HANDOFF:
-            return build_tool_call(span, *plan)
         if not span.name.startswith(_HANDOFF_PREFIX):
             tool = attrs.get(k.OI_TOOL_NAME) or span.name
             return build_handoff(span, tool, k.OI_INPUT_VALUE, _agent(attrs))

@@ -6,14 +6,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from otel_loopguard.adapters import _keys as k
-from otel_loopguard.adapters._build import HANDOFF, CallPlan, build_handoff, build_tool_call
+from otel_loopguard.adapters._build import HANDOFF, CallPlan, PlannedAdapter, build_handoff
 from otel_loopguard.adapters._rules import is_handoff_tool, is_non_call
-from otel_loopguard.types import Handoff, SpanRecord, ToolCall
+from otel_loopguard.types import Handoff, SpanRecord
 
 __all__ = ["OpenLLMetryAdapter"]
 
 
-class OpenLLMetryAdapter:
+class OpenLLMetryAdapter(PlannedAdapter):
     """Reads ``traceloop.span.kind = tool`` spans (``@tool`` decorator: entity input/output).
 
     Spans that also carry ``gen_ai.operation.name = execute_tool`` are read by the GenAI
@@ -40,16 +40,11 @@ class OpenLLMetryAdapter:
             return None
         return HANDOFF if is_handoff_tool(tool, raw_args) else plan
 
-    def to_event(self, span: SpanRecord) -> ToolCall | Handoff | None:
-        """Return the tool call or handoff of ``span``, or None."""
-        plan = self.plan(span.name, span.attributes)
-        if plan is None:
-            return None
-        if plan is HANDOFF:
-            attrs = span.attributes
-            tool = attrs.get(k.GEN_AI_TOOL_NAME) or attrs.get(k.TL_ENTITY_NAME) or \
-                span.name.removesuffix(".tool")
-            key = k.GEN_AI_TOOL_CALL_ARGUMENTS if k.GEN_AI_TOOL_CALL_ARGUMENTS in attrs \
-                else k.TL_ENTITY_INPUT
-            return build_handoff(span, tool, key, attrs.get(k.GEN_AI_AGENT_NAME))
-        return build_tool_call(span, *plan)
+    def handoff(self, span: SpanRecord) -> Handoff:
+        """Return the handoff of a handoff tool's span."""
+        attrs = span.attributes
+        tool = attrs.get(k.GEN_AI_TOOL_NAME) or attrs.get(k.TL_ENTITY_NAME) or \
+            span.name.removesuffix(".tool")
+        key = k.GEN_AI_TOOL_CALL_ARGUMENTS if k.GEN_AI_TOOL_CALL_ARGUMENTS in attrs \
+            else k.TL_ENTITY_INPUT
+        return build_handoff(span, tool, key, attrs.get(k.GEN_AI_AGENT_NAME))
