@@ -17,6 +17,7 @@ Workloads:
 
 * ``no_loop``: the eight non-shell tools of ``_workload.no_loop_run`` (every call new): the path
   that must not get slower;
+* ``cycle8``: those tools in a cycle of 8 calls (``_workload.cycle_run``): a loop's path;
 * ``shell_new``: ``bash`` calls of those command lines, each made unique by a trailing comment
   (``# 17``): every command text is new, as in a healthy session;
 * ``shell_varied``: ``bash`` calls cycling through the 353 real command lines of
@@ -40,7 +41,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _ROOT = os.path.dirname(_HERE)
 sys.path.insert(0, _HERE)
 
-WORKLOADS = ("no_loop", "shell_new", "shell_varied", "shell_repeat", "editor")
+WORKLOADS = ("no_loop", "cycle8", "shell_new", "shell_varied", "shell_repeat", "editor")
 _CORPUS = os.path.join(_ROOT, "tests", "data", "shell_commands.jsonl")
 
 
@@ -51,13 +52,14 @@ def _commands() -> list[str]:
 
 def make_calls(package: Any, workload: str, count: int) -> list[Any]:
     """Return ``count`` ToolCalls of ``workload``, of ``package``'s ToolCall class."""
-    from _workload import no_loop_run
+    from _workload import cycle_run, no_loop_run
 
     tool_call = package.ToolCall
-    if workload == "no_loop":
+    if workload in ("no_loop", "cycle8"):
+        run = no_loop_run(count) if workload == "no_loop" else cycle_run(count, 8)
         return [tool_call(tool=c.tool, arguments=json.dumps(c.arguments), result=c.result,
                           has_result=True, span_id=f"{i:016x}", turn=i)
-                for i, c in enumerate(no_loop_run(count))]
+                for i, c in enumerate(run)]
     if workload == "editor":
         return [tool_call(tool="str_replace_editor", arguments=json.dumps(
             {"command": "view" if i % 2 else "str_replace", "path": f"/repo/m{i % 50}.py",
@@ -118,10 +120,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before", required=True, help="root of the older source tree")
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--workloads", default=",".join(WORKLOADS),
+                        help=f"comma-separated, of {', '.join(WORKLOADS)} (default: all)")
     args = parser.parse_args(argv)
+    workloads = [w for w in args.workloads.split(",") if w]
+    unknown = sorted(set(workloads) - set(WORKLOADS))
+    if unknown:
+        parser.error(f"unknown workload {', '.join(unknown)}; choose from {', '.join(WORKLOADS)}")
     packages = {"before": load(os.path.abspath(args.before)), "after": load(_ROOT)}
     print(f"{'workload':14} {'before µs':>10} {'after µs':>10} {'after/before':>13}")
-    for workload in WORKLOADS:
+    for workload in workloads:
         medians = compare(packages, workload, args.calls, args.rounds)
         print(f"{workload:14} {medians['before']:10.2f} {medians['after']:10.2f} "
               f"{medians['after'] / medians['before']:13.3f}", flush=True)

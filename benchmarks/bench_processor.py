@@ -1,9 +1,11 @@
 """Cost of LoopGuardSpanProcessor per span, and memory with 100,000 open runs.
 
 Run: python benchmarks/bench_processor.py [--spans 20000] [--repeat 5]
-    [--kinds plain,tool,end] [--runs 100000]
+    [--kinds plain,tool,end] [--runs 100000] [--io-us 300]
 
-``end`` is the agent's view: tool spans whose tools wait on I/O (a 300 us sleep each), and the
+``end`` is the agent's view: tool spans whose tools wait on I/O (a sleep of ``--io-us``, 300 us
+by default, each; with a longer wait the worker is idle by the time the next span ends, as it is
+between the tool calls of a real agent, which come seconds apart), and the
 median wall time of ``span.end()`` on the agent's thread, beside the process CPU per tool span
 (the worker thread's included). ``loopguard-sync`` is the processor with ``background=False``
 (detection inside ``span.end()``, as in enforce mode).
@@ -91,7 +93,7 @@ def child(config: str, kind: str, spans: int) -> None:
     print(json.dumps({"spans_per_s": spans / elapsed, "us_per_span": elapsed / spans * 1e6}))
 
 
-def end_child(config: str, spans: int) -> None:
+def end_child(config: str, spans: int, io_seconds: float = 0.0003) -> None:
     """Emit tool spans whose tools wait on I/O; print the median ``span.end()`` wall time."""
     provider = _provider(config)
     tracer = provider.get_tracer("bench")
@@ -111,7 +113,7 @@ def end_child(config: str, spans: int) -> None:
                     n = (t * per_trace + i) % 64
                     span = tracer.start_span("execute_tool search_kb", attributes=attrs[n])
                     span.set_attribute("gen_ai.tool.call.result", results[n])
-                    time.sleep(0.0003)  # the tool waits on I/O; the worker may run meanwhile
+                    time.sleep(io_seconds)  # the tool waits on I/O; the worker may run meanwhile
                     started = time.perf_counter_ns()
                     span.end()
                     ends.append(time.perf_counter_ns() - started)
@@ -177,10 +179,12 @@ def main() -> None:
     parser.add_argument("--child", nargs=2)
     parser.add_argument("--memory-child", type=int)
     parser.add_argument("--without", action="store_true")
+    parser.add_argument("--io-us", type=int, default=300,
+                        help="how long each tool of the end kind waits on I/O (microseconds)")
     args = parser.parse_args()
     if args.child:
         if args.child[1] == "end":
-            end_child(args.child[0], args.spans)
+            end_child(args.child[0], args.spans, args.io_us / 1e6)
         else:
             child(args.child[0], args.child[1], args.spans)
         return
@@ -197,7 +201,8 @@ def main() -> None:
             if kind == "end":
                 order.append("loopguard-sync")
             for config in order:
-                got = _spawn("--child", config, kind, "--spans", str(args.spans))
+                got = _spawn("--child", config, kind, "--spans", str(args.spans),
+                             "--io-us", str(args.io_us))
                 results.setdefault(f"{kind}/{config}", []).append(got["us_per_span"])
                 if "cpu_us_per_span" in got:
                     cpu.setdefault(f"{kind}/{config}", []).append(got["cpu_us_per_span"])
