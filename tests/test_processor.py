@@ -221,6 +221,7 @@ class TestRunStore:
         root = setup.tracer.start_span("invoke_agent triage", attributes=AGENT)
         with trace.use_span(root):
             setup.tool("search", '{"q": 1}', "r")
+        setup.processor.force_flush()  # the parent's worker has taken the call into its run
         read, write = os.pipe()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - child
