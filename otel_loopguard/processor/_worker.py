@@ -8,10 +8,10 @@ The worker runs in rounds, as ``BatchSpanProcessor`` exports in batches: it take
 every 20 ms (every 40, 80... up to 1 s while nothing comes), or at once when 64 spans wait, or
 when ``flush`` or ``shutdown`` asks. Not once per span: a Python thread that has just run on
 another core leaves the agent's next ``span.end()`` about twice as slow (on a 2-core VM, 38 µs
-instead of 19 µs right after the worker handled a span, 25 µs with both threads on one core;
-CPython 3.11 shares reference counts and allocator pools between threads), so rounds keep most
-of the agent's spans clear of it. A span waits at most 20 ms for detection while spans keep
-coming, at most 1 s after a quiet second.
+instead of 19 µs right after the worker handled a span, 25 µs with both threads on one core:
+the cache lines both threads write, reference counts of shared objects among them, move between
+cores), so rounds keep most of the agent's spans clear of it. A span waits at most 20 ms for
+detection while spans keep coming, at most 1 s after a quiet second.
 """
 
 from __future__ import annotations
