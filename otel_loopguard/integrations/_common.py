@@ -93,7 +93,7 @@ def synthetic_context(trace_id: int) -> Context:
 
 def release_run(processor: LoopGuardSpanProcessor, trace_id: int) -> None:
     """Drop the state of a finished synthetic run (it has no root span whose end would)."""
-    processor.store.release(format(trace_id, "032x"))
+    processor.release_run(format(trace_id, "032x"))
 
 
 def tool_span_attributes(tool: str, arguments: Any, capture: bool) -> dict[str, Any]:

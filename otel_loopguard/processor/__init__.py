@@ -228,13 +228,25 @@ class LoopGuardSpanProcessor(SpanProcessor):
         left = max(0, int((deadline - time.monotonic()) * 1000))
         return self.downstream.force_flush(left) and flushed
 
+    def release_run(self, run_id: str) -> None:
+        """Drop the state of a finished run that has no root span (whose end would drop it).
+
+        In the background mode after the spans queued before this call are checked, so a
+        run's last call, still queued, does not start the run anew.
+        """
+        worker = self._worker
+        if worker is None or worker.caught_up() or not worker.submit(_Release(run_id)):
+            self.store.release(run_id)
+
     def _handle(self, item: Any) -> None:
-        """Handle one queued item on the worker thread: an ended span, or ``(agent span,)``."""
+        """Handle one queued item on the worker thread: a span, an agent start, a release."""
         if type(item) is tuple:
             try:
                 self._agent_started(item[0])
             except Exception as exc:
                 self.guard.handle("on_start", exc)
+        elif type(item) is _Release:
+            self.store.release(item.run_id)
         else:
             self._ended(item)
 
@@ -536,6 +548,15 @@ class LoopGuardSpanProcessor(SpanProcessor):
     def _evicted(self, reason: str, count: int) -> None:
         if self.metrics is not None:
             self.metrics.record_eviction(reason, count)
+
+
+class _Release:
+    """A queued request to drop a run's state, in order with the spans queued before it."""
+
+    __slots__ = ("run_id",)
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
 
 
 def _plain(span: ReadableSpan) -> bool:
