@@ -238,3 +238,29 @@ def test_a_plain_span_is_handed_on_at_once_when_nothing_is_queued() -> None:
         pass
     assert seen == [("GET /health", True)]
     provider.shutdown()
+
+
+def test_a_released_synthetic_run_keeps_its_queued_calls() -> None:
+    """release_run (the integrations' runs without a root span) takes effect after the spans
+    queued before it: the run's last call is counted in the run, and no run is left open."""
+    from otel_loopguard.integrations._common import release_run, synthetic_context
+
+    gate = Gate()
+    provider, registry = _provider(gate)
+    processor = next(p for p in provider._active_span_processor._span_processors
+                     if isinstance(p, LoopGuardSpanProcessor))
+    tracer = provider.get_tracer("t")
+    trace_id = 0x1234
+    for _ in range(3):
+        with tracer.start_as_current_span("execute_tool search", attributes=TOOL,
+                                          context=synthetic_context(trace_id)):
+            pass
+    release_run(processor, trace_id)  # the worker is held: all three calls are still queued
+    assert len(processor.store) == 0
+    gate.open.set()
+    provider.force_flush()
+    assert len(processor.store) == 0  # released after its calls, not re-created by them
+    assert registry.get_sample_value("loopguard_tool_calls_total",
+                                     {"prompt_template": "unknown", "tool": "search"}) == 3
+    assert gate.actions == [None, None, "warn"]  # one run: the third identical call warns
+    provider.shutdown()
