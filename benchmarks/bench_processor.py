@@ -36,21 +36,42 @@ RESULT = json.dumps({"results": [{"id": i, "title": f"Policy section {i}",
                                  for i in range(6)], "total": 6})
 
 
-def _provider(config: str, adjust: Callable[[Any], None] | None = None) -> Any:
+_KEPT: list[Any] = []
+"""The processor ``batch-imported`` builds, kept alive as an installed one would be."""
+
+
+def _provider(config: str, adjust: Callable[[Any], None] | None = None, *,
+              simple: bool = False) -> Any:
     """Return a provider with a null exporter: ``batch`` alone, or ``loopguard`` before it.
 
     ``adjust`` receives the loopguard processor before it is added (profile_processor's stub).
+    ``simple`` exports through a ``SimpleSpanProcessor`` instead (bench_instructions: no export
+    thread on a timer). ``batch-imported`` is ``batch`` in a process that has built a loopguard
+    processor without adding it: what importing the package costs, apart from its hooks.
     """
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+    from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor,
+        SimpleSpanProcessor,
+        SpanExporter,
+        SpanExportResult,
+    )
 
     class Null(SpanExporter):
         def export(self, spans: Any) -> SpanExportResult:
             return SpanExportResult.SUCCESS
 
     provider = TracerProvider()
-    batch = BatchSpanProcessor(Null(), max_queue_size=1 << 20)
+    batch = SimpleSpanProcessor(Null()) if simple else BatchSpanProcessor(Null(),
+                                                                          max_queue_size=1 << 20)
     if config == "batch":
+        provider.add_span_processor(batch)
+    elif config == "batch-imported":
+        from prometheus_client import CollectorRegistry
+
+        from otel_loopguard import LoopGuardConfig, LoopGuardSpanProcessor
+
+        _KEPT.append(LoopGuardSpanProcessor(LoopGuardConfig(), registry=CollectorRegistry()))
         provider.add_span_processor(batch)
     else:
         from prometheus_client import CollectorRegistry
@@ -66,9 +87,9 @@ def _provider(config: str, adjust: Callable[[Any], None] | None = None) -> Any:
     return provider
 
 
-def child(config: str, kind: str, spans: int) -> None:
-    """Emit spans in this process and print spans per second."""
-    provider = _provider(config)
+def child(config: str, kind: str, spans: int, *, simple: bool = False) -> None:
+    """Emit spans in this process (a warm-up pass, then a timed one); print spans per second."""
+    provider = _provider(config, simple=simple)
     tracer = provider.get_tracer("bench")
     if kind == "plain":
         attrs: list[dict[str, Any]] = [{"http.method": "GET", "http.route": "/x"}] * 64
@@ -168,6 +189,17 @@ def _print_cpu(cpu: dict[str, list[float]]) -> None:
         print(f"{key:18} process CPU median {statistics.median(cpu[key]):7.2f} us/tool span")
 
 
+def _order(repeat: int, kind: str, *, imported: bool) -> list[str]:
+    """Return the configurations of one repeat of ``kind``, in the order they run."""
+    # back to back, the order swapped every repeat: each pair shares the machine's mood
+    order = ["batch", "loopguard"] if repeat % 2 == 0 else ["loopguard", "batch"]
+    if kind == "end":
+        order.append("loopguard-sync")
+    elif imported:
+        order.append("batch-imported")
+    return order
+
+
 def main() -> None:
     """Run every configuration in fresh processes and print the medians."""
     parser = argparse.ArgumentParser()
@@ -179,6 +211,8 @@ def main() -> None:
     parser.add_argument("--child", nargs=2)
     parser.add_argument("--memory-child", type=int)
     parser.add_argument("--without", action="store_true")
+    parser.add_argument("--imported", action="store_true",
+                        help="also run batch-imported: batch in a process that imports loopguard")
     parser.add_argument("--io-us", type=int, default=300,
                         help="how long each tool of the end kind waits on I/O (microseconds)")
     args = parser.parse_args()
@@ -196,11 +230,7 @@ def main() -> None:
     cpu: dict[str, list[float]] = {}
     for repeat in range(args.repeat):  # interleave configurations against drift
         for kind in kinds:
-            # back to back, the order swapped every repeat: each pair shares the machine's mood
-            order = ["batch", "loopguard"] if repeat % 2 == 0 else ["loopguard", "batch"]
-            if kind == "end":
-                order.append("loopguard-sync")
-            for config in order:
+            for config in _order(repeat, kind, imported=args.imported):
                 got = _spawn("--child", config, kind, "--spans", str(args.spans),
                              "--io-us", str(args.io_us))
                 results.setdefault(f"{kind}/{config}", []).append(got["us_per_span"])

@@ -155,8 +155,8 @@ def test_a_forked_child_gets_its_own_worker() -> None:
 
 
 def test_open_spans_the_app_never_ends_are_bounded_by_age_and_count() -> None:
-    """Spans started and never ended are forgotten past the run TTL, and past max_open, at a
-    constant cost: the table keeps start order, so the oldest is always first."""
+    """Spans started and never ended are forgotten past the run TTL, and past max_open, looked
+    at every 64 starts: the table keeps start order, so the oldest is always first."""
     from otel_loopguard.processor._live import LiveSpans
 
     class Open:
@@ -169,12 +169,14 @@ def test_open_spans_the_app_never_ends_are_bounded_by_age_and_count() -> None:
     live = LiveSpans(max_open=1000, max_age_seconds=60)
     for i in range(500):  # started two minutes ago and never ended
         live.add(i, Open(now - 120 * 10**9 + i))
-    assert len(live) == 0  # each start forgets the ones older than the age bound
-    live.add(10_000, Open(now))
-    assert list(live.spans) == [10_000]
+    assert len(live) < 64  # every 64th start forgets the ones older than the age bound
+    for i in range(64):
+        live.add(10_000 + i, Open(now))
+    assert list(live.spans) == list(range(10_000, 10_064))
     for i in range(2000):
         live.add(20_000 + i, Open(now))
-    assert len(live) == 1000 and next(iter(live.spans)) == 21_000  # the newest 1,000
+    kept = list(live.spans)  # the newest ones, at most 63 past the bound between two looks
+    assert 1000 <= len(kept) < 1064 and kept == list(range(22_000 - len(kept), 22_000))
 
 
 def test_tool_spans_without_parent_or_conversation_are_reported_once(
@@ -237,6 +239,25 @@ def test_a_plain_span_is_handed_on_at_once_when_nothing_is_queued() -> None:
     with provider.get_tracer("t").start_as_current_span("GET /health"):
         pass
     assert seen == [("GET /health", True)]
+    provider.shutdown()
+
+
+def test_spans_under_a_root_agent_span_without_calls_never_reach_the_worker() -> None:
+    """A root agent span has no siblings, so its start queues nothing: the plain spans under it
+    and the root itself are handed on at once, on the thread that ends them."""
+    seen: list[tuple[str, bool]] = []
+
+    class Record(SpanProcessor):
+        def on_end(self, span: ReadableSpan) -> None:
+            seen.append((span.name, threading.current_thread() is threading.main_thread()))
+
+    provider, _ = _provider(Record())
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("invoke_agent a"):
+        for _ in range(3):
+            with tracer.start_as_current_span("GET /orders"):
+                pass
+    assert seen == [("GET /orders", True)] * 3 + [("invoke_agent a", True)]
     provider.shutdown()
 
 

@@ -186,7 +186,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
             agent = self._agent_names.get(name)  # one lookup: span names repeat
             if agent is None:
                 agent = self._is_agent_name(name)
-            if agent:
+            if agent and self._by_trace and span._parent is not None:  # type: ignore[attr-defined]
+                # a sibling agent span may imply a handoff (a root one has no siblings);
                 # in order with the ended spans, so the handoff falls between their calls
                 worker = self._worker
                 if worker is None or not worker.submit((span,)):
@@ -199,12 +200,11 @@ class LoopGuardSpanProcessor(SpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
         """Queue the ended span for the worker, or (no worker) check it and pass it on."""
         worker = self._worker
+        # A span no adapter reads is finished here, unless a queued span may still need it (as
+        # its ancestor, or as the root that releases its run): it costs no thread switch.
+        if (worker is None or worker.caught_up()) and self._pass_unread(span):
+            return
         if worker is not None:
-            if worker.caught_up() and _plain(span):
-                # Nothing queued can need this span (as an ancestor, or as the root that
-                # releases a run), so it is handed on here: a plain span costs no thread switch.
-                self._ended(span)
-                return
             if worker.submit(span):
                 return
             if self.metrics is not None:
@@ -249,6 +249,28 @@ class LoopGuardSpanProcessor(SpanProcessor):
             self.store.release(item.run_id)
         else:
             self._ended(item)
+
+    def _pass_unread(self, span: ReadableSpan) -> bool:
+        """Finish a span that no adapter reads and return True; False for any other span.
+
+        Such a span has no tool, model or handoff markers: it only leaves the open spans (a
+        root also releases its run) and goes on to the downstream processor.
+        """
+        try:  # the SDK span's own fields, as in ``_ended``
+            parent, attrs = span._parent, span._attributes._dict  # type: ignore[union-attr]
+            if (_GENAI_OP in attrs or _OI_KIND in attrs or _TL_KIND in attrs
+                    or span._name.startswith(_LOGFIRE_PREFIXES)):
+                return False
+            span_id = span._context[1]  # type: ignore[index]
+        except Exception:  # not an SDK span: the general path reads it through its properties
+            return False
+        if parent is None or parent[2]:  # a root: its end releases its run
+            self._ended(span)
+            return True
+        self._open.pop(span_id, None)
+        if self.downstream is not None:
+            self.downstream.on_end(span)
+        return True
 
     def _ended(self, span: ReadableSpan) -> None:
         """Run the detectors on a finished tool span and pass the span on."""
@@ -557,15 +579,6 @@ class _Release:
 
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
-
-
-def _plain(span: ReadableSpan) -> bool:
-    """Return True for a span no adapter reads (no tool, model or handoff markers)."""
-    try:
-        attrs: Any = span._attributes._dict  # type: ignore[union-attr]  # one read, as in _ended
-    except AttributeError:
-        attrs = span.attributes or {}
-    return _TOOL_MARKERS.isdisjoint(attrs) and not span.name.startswith(_LOGFIRE_PREFIXES)
 
 
 def install(config: LoopGuardConfig | None = None, *,

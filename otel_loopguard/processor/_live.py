@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any, Final
 
@@ -17,6 +16,7 @@ __all__ = ["MAX_DEPTH", "LiveSpans"]
 
 _MAX_OPEN: Final = 100_000
 _DEFAULT_MAX_AGE_SECONDS: Final = 3600.0
+_BOUND_EVERY: Final = 64
 MAX_DEPTH: Final = MAX_ANCESTRY
 """How far ``ancestors`` walks up (a cycle or a very deep tree stops there)."""
 
@@ -24,54 +24,50 @@ MAX_DEPTH: Final = MAX_ANCESTRY
 class LiveSpans:
     """Open spans by span id, bounded by count (``max_open``) and by age (``max_age_seconds``).
 
-    Spans are kept in start order, so the oldest is always first: a span the application never
-    ends is forgotten once it is older than ``max_age_seconds`` (the run TTL: its run is gone by
-    then) or when ``max_open`` newer ones have started, at a constant cost per start.
+    Spans are kept in start order (a dict keeps its insertion order), so the oldest is always
+    first: a span the application never ends is forgotten once it is older than
+    ``max_age_seconds`` (the run TTL: its run is gone by then) or when ``max_open`` newer ones
+    have started. Both bounds are looked at every 64 starts, so most starts cost one store.
 
-    Thread-safe for the operations used: single ``OrderedDict`` stores, pops and reads, which
-    are atomic in CPython; a walk that races with an ending span just stops early.
+    Thread-safe for the operations used: single dict stores, pops and reads, which are atomic
+    in CPython; a walk that races with an ending span just stops early.
     """
 
     def __init__(self, max_open: int = _MAX_OPEN,
                  max_age_seconds: float = _DEFAULT_MAX_AGE_SECONDS) -> None:
         """Create an empty table."""
-        self.spans: OrderedDict[int, Any] = OrderedDict()
+        self.spans: dict[int, Any] = {}
         self.max_open = max_open
         self._max_age_ns = seconds_to_ns(max_age_seconds)
+        self._starts = 0
 
     def __len__(self) -> int:
         """Return how many spans are open."""
         return len(self.spans)
 
     def add(self, span_id: int, span: Any) -> None:
-        """Remember an open span; forget the oldest ones past the count or age bound."""
-        spans = self.spans
-        spans[span_id] = span
-        if len(spans) > self.max_open:
-            self._forget_oldest()
-        try:
-            oldest = next(iter(spans.values()), None)
-        except RuntimeError:  # another thread changed the table meanwhile: look next time
-            return
-        started = getattr(oldest, "start_time", None)
-        if started is not None:
-            limit = time.time_ns() - self._max_age_ns
-            if started < limit:
-                self._forget_older_than(limit)
+        """Remember an open span; every 64 starts, forget those past the count or age bound."""
+        self.spans[span_id] = span
+        self._starts += 1  # a race between threads only moves the next look
+        if not self._starts % _BOUND_EVERY:
+            self.bound()
 
-    def _forget_oldest(self) -> None:
-        with contextlib.suppress(KeyError):
-            while len(self.spans) > self.max_open:
-                self.spans.popitem(last=False)
-
-    def _forget_older_than(self, limit_ns: int) -> None:
+    def bound(self) -> None:
+        """Forget the oldest spans past ``max_open``, and those older than the age bound."""
         spans = self.spans
-        with contextlib.suppress(KeyError, RuntimeError):
-            while spans:
-                started = getattr(next(iter(spans.values())), "start_time", None)
-                if started is None or started >= limit_ns:
-                    return
-                spans.popitem(last=False)
+        limit = time.time_ns() - self._max_age_ns
+        with contextlib.suppress(RuntimeError):  # another thread changed the table: next time
+            excess = len(spans) - self.max_open
+            stale = []
+            for span_id, span in spans.items():
+                if excess <= 0:
+                    started = getattr(span, "start_time", None)
+                    if started is None or started >= limit:
+                        break
+                stale.append(span_id)
+                excess -= 1
+            for span_id in stale:
+                spans.pop(span_id, None)
 
     def remove(self, span_id: int) -> None:
         """Forget an ended span."""
