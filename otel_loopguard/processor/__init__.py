@@ -186,7 +186,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             agent = self._agent_names.get(name)  # one lookup: span names repeat
             if agent is None:
                 agent = self._is_agent_name(name)
-            if agent and self._by_trace and span._parent is not None:  # type: ignore[attr-defined]
+            if agent and self._by_trace and span._parent is not None:
                 # a sibling agent span may imply a handoff (a root one has no siblings);
                 # in order with the ended spans, so the handoff falls between their calls
                 worker = self._worker
