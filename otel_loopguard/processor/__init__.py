@@ -62,8 +62,6 @@ _LOGFIRE_PREFIXES: Final = ("Function: ", "Handoff: ")
 _GENAI_OP: Final = k.GEN_AI_OPERATION_NAME
 _OI_KIND: Final = k.OI_SPAN_KIND
 _TL_KIND: Final = k.TL_SPAN_KIND
-_TOOL_MARKERS: Final = frozenset({_GENAI_OP, _OI_KIND, _TL_KIND})
-"""Attributes one of which every tool span of the default conventions carries."""
 _MAX_SPAN_NAMES: Final = 4096
 _DEFAULT_MAX_QUEUE_SIZE: Final = 16_384
 _SHUTDOWN_SECONDS: Final = 30.0
@@ -186,7 +184,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             agent = self._agent_names.get(name)  # one lookup: span names repeat
             if agent is None:
                 agent = self._is_agent_name(name)
-            if agent and self._by_trace and span._parent is not None:
+            if agent and self._by_trace and span.parent is not None:
                 # a sibling agent span may imply a handoff (a root one has no siblings);
                 # in order with the ended spans, so the handoff falls between their calls
                 worker = self._worker
@@ -258,8 +256,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         """
         try:  # the SDK span's own fields, as in ``_ended``
             parent, attrs = span._parent, span._attributes._dict  # type: ignore[union-attr]
-            if (_GENAI_OP in attrs or _OI_KIND in attrs or _TL_KIND in attrs
-                    or span._name.startswith(_LOGFIRE_PREFIXES)):
+            if _read_by_adapters(attrs, span._name):
                 return False
             span_id = span._context[1]  # type: ignore[index]
         except Exception:  # not an SDK span: the general path reads it through its properties
@@ -285,7 +282,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 attrs = raw_attributes(span)
             if context is not None:  # tuple indexes: [0] trace_id, [1] span_id, [2] is_remote
                 self._open.pop(context[1], None)
-                if not _TOOL_MARKERS.isdisjoint(attrs) or name.startswith(_LOGFIRE_PREFIXES):
+                if _read_by_adapters(attrs, name):
                     out = self._candidate(span, attrs, name) or span
                 if parent is None or parent[2]:
                     self._release(context[0])
@@ -570,6 +567,16 @@ class LoopGuardSpanProcessor(SpanProcessor):
     def _evicted(self, reason: str, count: int) -> None:
         if self.metrics is not None:
             self.metrics.record_eviction(reason, count)
+
+
+def _read_by_adapters(attrs: Mapping[str, Any], name: str) -> bool:
+    """Return whether a span may be a tool call, model turn or handoff for the adapters.
+
+    Every such span of the default conventions carries one of three marker attributes, or
+    has a Logfire name; other spans are only ever ancestors.
+    """
+    return (_GENAI_OP in attrs or _OI_KIND in attrs or _TL_KIND in attrs
+            or name.startswith(_LOGFIRE_PREFIXES))
 
 
 class _Release:

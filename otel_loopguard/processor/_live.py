@@ -50,9 +50,9 @@ class LiveSpans:
         self.spans[span_id] = span
         self._starts += 1  # a race between threads only moves the next look
         if not self._starts % _BOUND_EVERY:
-            self.bound()
+            self._bound()
 
-    def bound(self) -> None:
+    def _bound(self) -> None:
         """Forget the oldest spans past ``max_open``, and those older than the age bound."""
         spans = self.spans
         limit = time.time_ns() - self._max_age_ns
@@ -68,10 +68,6 @@ class LiveSpans:
                 excess -= 1
             for span_id in stale:
                 spans.pop(span_id, None)
-
-    def remove(self, span_id: int) -> None:
-        """Forget an ended span."""
-        self.spans.pop(span_id, None)
 
     def ancestors(self, parent_id: int | None) -> Iterator[Any]:
         """Yield the open ancestors, nearest first, starting at ``parent_id``."""
