@@ -1,7 +1,7 @@
 """Cost of LoopGuardSpanProcessor per span, and memory with 100,000 open runs.
 
 Run: python benchmarks/bench_processor.py [--spans 20000] [--repeat 5]
-    [--kinds plain,tool,end] [--runs 100000] [--io-us 300]
+    [--kinds plain,tool,end] [--runs 100000] [--io-us 300] [--in-process ROUNDS]
 
 ``end`` is the agent's view: tool spans whose tools wait on I/O (a sleep of ``--io-us``, 300 us
 by default, each; with a longer wait the worker is idle by the time the next span ends, as it is
@@ -16,6 +16,8 @@ thread's time included). The two configurations of a kind run back to back, in a
 alternates between repeats, and the median of those pairs' differences is reported too: on a
 machine whose speed drifts, it is steadier than the difference of the medians. Exporting goes
 to a null exporter behind a BatchSpanProcessor.
+
+``--in-process ROUNDS`` measures other spans inside one process instead (``in_process``).
 """
 
 from __future__ import annotations
@@ -146,6 +148,51 @@ def end_child(config: str, spans: int, io_seconds: float = 0.0003) -> None:
                       "cpu_us_per_span": cpu / spans * 1e6}))
 
 
+def in_process(rounds: int, block: int = 500) -> None:
+    """Time other spans in one process: each configuration in turn, ``rounds`` blocks each.
+
+    Fresh processes on a shared machine differ by about 5 % from one another, as much as the
+    bound on other spans; blocks that take turns inside one process share its drift, imports
+    and heap. Each block makes ``block`` spans (traces of 20 under an ``invoke_agent`` root)
+    and is timed in process CPU (the export threads included); the configurations run in an
+    order that reverses every round. ``batch-again`` is a second ``batch`` provider: the
+    difference the method reads between two identical configurations.
+    """
+    configs = ("batch", "loopguard", "batch-again")
+    tracers = {config: _provider(config.removesuffix("-again")).get_tracer("bench")
+               for config in configs}
+    attrs = {"http.method": "GET", "http.route": "/x"}
+    traces, per_trace = block // 20, 20
+
+    def timed(tracer: Any) -> float:
+        started = time.process_time()
+        for _ in range(traces):
+            with tracer.start_as_current_span("invoke_agent a"):
+                for _ in range(per_trace):
+                    with tracer.start_as_current_span("execute_tool search_kb",
+                                                      attributes=attrs):
+                        pass
+        return (time.process_time() - started) / (traces * (per_trace + 1)) * 1e6
+
+    for _ in range(5):  # warm-up
+        for config in configs:
+            timed(tracers[config])
+    cpu: dict[str, list[float]] = {config: [] for config in configs}
+    for repeat in range(rounds):
+        for config in configs if repeat % 2 == 0 else configs[::-1]:
+            cpu[config].append(timed(tracers[config]))
+    base = cpu["batch"]
+    for config in configs:
+        line = f"plain/{config:12} in one process: median {statistics.median(cpu[config]):6.2f} us"
+        if config != "batch":
+            pairs = sorted((x / b - 1) * 100 for x, b in zip(cpu[config], base, strict=True))
+            quarter = len(pairs) // 4
+            line += (f"; against batch, paired median {statistics.median(pairs):+.1f}% "
+                     f"(middle half {pairs[quarter]:+.1f}% to {pairs[-quarter - 1]:+.1f}%), "
+                     f"totals {(sum(cpu[config]) / sum(base) - 1) * 100:+.1f}%")
+        print(line, flush=True)
+
+
 def memory_child(runs: int, with_loopguard: bool = True) -> None:
     """Open ``runs`` runs (root spans not ended, one tool call each) and print peak RSS."""
     import resource
@@ -215,7 +262,12 @@ def main() -> None:
                         help="also run batch-imported: batch in a process that imports loopguard")
     parser.add_argument("--io-us", type=int, default=300,
                         help="how long each tool of the end kind waits on I/O (microseconds)")
+    parser.add_argument("--in-process", type=int, metavar="ROUNDS",
+                        help="time other spans in one process, ROUNDS blocks per configuration")
     args = parser.parse_args()
+    if args.in_process:
+        in_process(args.in_process)
+        return
     if args.child:
         if args.child[1] == "end":
             end_child(args.child[0], args.spans, args.io_us / 1e6)

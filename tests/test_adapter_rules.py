@@ -10,6 +10,7 @@ import pytest
 from otel_loopguard.adapters import (
     attribute_value,
     conversation_of,
+    is_candidate,
     prompt_template_of,
     template_key_roots,
     template_label,
@@ -26,6 +27,17 @@ INNER = json.dumps({"results": [], "request_id": "r-1"})
 def _span(attrs: dict[str, Any], name: str = "tool", status: int = 0) -> SpanRecord:
     return SpanRecord(trace_id="0" * 32, span_id="1" * 16, parent_span_id=None, name=name,
                       start_time_ns=1, end_time_ns=2, attributes=attrs, status_code=status)
+
+
+def test_candidates_by_marker_or_logfire_name_whatever_a_name_was_before() -> None:
+    """A name seen without markers is remembered, yet a span of that name with a marker is
+    still a candidate, and Logfire names stay candidates however often they come."""
+    for _ in range(3):
+        assert not is_candidate("GET /orders", {"http.method": "GET"})
+        assert is_candidate("Function: lookup", {})
+        assert is_candidate("Handoff: a -> b", {})
+    for marker in ("gen_ai.operation.name", "openinference.span.kind", "traceloop.span.kind"):
+        assert is_candidate("GET /orders", {marker: "x"})
 
 
 class TestArgumentEnvelopes:

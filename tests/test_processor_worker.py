@@ -25,12 +25,14 @@ class Gate(SpanProcessor):
 
     def __init__(self) -> None:
         self.open = threading.Event()
+        self.entered = threading.Event()
         self.names: list[str] = []
         self.threads: set[int] = set()
         self.actions: list[Any] = []
 
     def on_end(self, span: ReadableSpan) -> None:
         if threading.current_thread().name == "otel-loopguard":
+            self.entered.set()
             self.open.wait(10)  # hold the worker; spans handed on directly pass
         self.threads.add(threading.get_ident())
         self.names.append(span.name)
@@ -81,8 +83,27 @@ def test_a_full_queue_hands_spans_on_unchecked_and_counts_them() -> None:
     gate.open.set()
     provider.force_flush(10_000)
     assert len(gate.names) == 6  # every span reached the exporter
-    # the worker holds at most one span and two wait: the others were passed on at once
+    # two wait, the one the worker handles among them: the others were passed on at once
     assert skipped == passed_on >= 3
+    provider.shutdown()
+
+
+def test_a_plain_span_waits_its_turn_while_the_worker_handles_a_span() -> None:
+    """The span the worker is handling may need an open ancestor: a plain span that ends
+    meanwhile is not handed on at once, but after it, in order."""
+    gate = Gate()
+    provider, _ = _provider(gate)
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("invoke_agent a", attributes={
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"}):
+        with tracer.start_as_current_span("step"):  # no markers: the tool span's parent
+            with tracer.start_as_current_span("execute_tool search", attributes=TOOL):
+                pass
+            assert gate.entered.wait(10)  # the worker is inside the tool span, blocked
+        assert gate.names == []  # "step" ended while it was: queued behind it
+    gate.open.set()
+    assert provider.force_flush(10_000)
+    assert gate.names == ["execute_tool search", "step", "invoke_agent a"]
     provider.shutdown()
 
 
@@ -155,28 +176,25 @@ def test_a_forked_child_gets_its_own_worker() -> None:
 
 
 def test_open_spans_the_app_never_ends_are_bounded_by_age_and_count() -> None:
-    """Spans started and never ended are forgotten past the run TTL, and past max_open, looked
-    at every 64 starts: the table keeps start order, so the oldest is always first."""
-    from otel_loopguard.processor._live import LiveSpans
-
-    class Open:
-        def __init__(self, start_time: int) -> None:
-            self.start_time = start_time
-
+    """Spans started and never ended are forgotten past the run TTL, and past max_open: the
+    table is looked at once it outgrows 1,024 spans, then twice what a look left, oldest first."""
     import time
 
+    processor = LoopGuardSpanProcessor(LoopGuardConfig.create(run_ttl_seconds=60), registry=None)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("t")
     now = time.time_ns()
-    live = LiveSpans(max_open=1000, max_age_seconds=60)
-    for i in range(500):  # started two minutes ago and never ended
-        live.add(i, Open(now - 120 * 10**9 + i))
-    assert len(live) < 64  # every 64th start forgets the ones older than the age bound
-    for i in range(64):
-        live.add(10_000 + i, Open(now))
-    assert list(live.spans) == list(range(10_000, 10_064))
-    for i in range(2000):
-        live.add(20_000 + i, Open(now))
-    kept = list(live.spans)  # the newest ones, at most 63 past the bound between two looks
-    assert 1000 <= len(kept) < 1064 and kept == list(range(22_000 - len(kept), 22_000))
+    for i in range(1000):  # started two minutes ago and never ended
+        tracer.start_span("leaked", start_time=now - 120 * 10**9 + i)
+    assert len(processor.live) == 1000  # not looked at yet
+    young = [tracer.start_span("open").context.span_id for _ in range(100)]
+    assert list(processor.live.spans) == young  # the 1,025th start forgot the stale ones
+    assert processor.live.limit == 1024
+    processor.live.max_open = processor.live.limit = 1000
+    young += [tracer.start_span("open").context.span_id for _ in range(2000)]
+    kept = list(processor.live.spans)  # the newest ones: past 1,000 the oldest eighth goes
+    assert 875 <= len(kept) <= 1000 and kept == young[-len(kept):]
 
 
 def test_tool_spans_without_parent_or_conversation_are_reported_once(

@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Sized
 from typing import Any, Final
 
 from opentelemetry import trace
@@ -31,13 +31,13 @@ from otel_loopguard._guard import InternalErrorGuard
 from otel_loopguard.adapters import (
     DEFAULT_ADAPTERS,
     agent_of,
+    is_candidate,
     is_model_turn,
     may_be_event,
     to_event,
     tool_request_of,
     usage_of,
 )
-from otel_loopguard.adapters import _keys as k
 from otel_loopguard.assembly import LONE_TOOL_CALL_HINT, template_in
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.engine import LoopEngine
@@ -58,10 +58,6 @@ logger = logging.getLogger(__name__)
 
 _DEFAULT: Final = DEFAULT_ADAPTERS
 _AGENT_PREFIXES: Final = ("invoke_agent", "Agent run")
-_LOGFIRE_PREFIXES: Final = ("Function: ", "Handoff: ")
-_GENAI_OP: Final = k.GEN_AI_OPERATION_NAME
-_OI_KIND: Final = k.OI_SPAN_KIND
-_TL_KIND: Final = k.TL_SPAN_KIND
 _MAX_SPAN_NAMES: Final = 4096
 _DEFAULT_MAX_QUEUE_SIZE: Final = 16_384
 _SHUTDOWN_SECONDS: Final = 30.0
@@ -125,6 +121,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         self._downstream_start = None if downstream is None or (
             type(downstream).on_start in _NO_OP_STARTS) else downstream.on_start
         """``downstream.on_start``, or None when it is one of the SDK's empty ones."""
+        self._downstream_end = None if downstream is None else downstream.on_end
         self.engine = engine or LoopEngine(self.config, on_decision=on_decision)
         self.metrics = metrics if metrics is not None else self._default_metrics(
             registry, meter_provider)
@@ -150,8 +147,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
         self._last_trace: tuple[int, str] = (-1, "")
         """The latest tool span's trace id and its hex form."""
         self._multiprocess = self.metrics is not None and self.metrics.multiprocess
-        self._agent_names: dict[str, bool] = {}
-        """Span name → whether it names an agent span (bounded; races only repeat work)."""
+        self._other_names: set[str] = set()
+        """Span names that do not name an agent span (bounded; races only repeat work)."""
         self._warned_unparented = False
         if background is None:
             background = self._mode == "observe" and downstream is not None
@@ -160,6 +157,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
                              "evidence goes on the open agent span, which must not end first")
         self._worker = SpanWorker(self._handle, max_queue_size=max_queue_size) \
             if background else None
+        self._pending: Sized = self._worker.queue if self._worker is not None else ()
+        """What the worker has still to handle (never anything without a worker)."""
 
     def _default_metrics(self, registry: Any, meter_provider: Any) -> LoopGuardMetrics | None:
         if registry is None:
@@ -180,16 +179,12 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 span_id, name = span._context[1], span._name  # type: ignore[index]
             except AttributeError:
                 span_id, name = span.context.span_id, span.name
-            self.live.add(span_id, span)
-            agent = self._agent_names.get(name)  # one lookup: span names repeat
-            if agent is None:
-                agent = self._is_agent_name(name)
-            if agent and self._by_trace and span.parent is not None:
-                # a sibling agent span may imply a handoff (a root one has no siblings);
-                # in order with the ended spans, so the handoff falls between their calls
-                worker = self._worker
-                if worker is None or not worker.submit((span,)):
-                    self._agent_started(span)
+            spans = self._open  # the open-span table's one writer (see LiveSpans)
+            spans[span_id] = span
+            if len(spans) > self.live.limit:
+                self.live.bound()
+            if name not in self._other_names:  # one lookup: span names repeat
+                self._maybe_agent_started(span, name)
         except Exception as exc:
             self.guard.handle("on_start", exc)
         if self._downstream_start is not None:
@@ -197,11 +192,24 @@ class LoopGuardSpanProcessor(SpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         """Queue the ended span for the worker, or (no worker) check it and pass it on."""
-        worker = self._worker
         # A span no adapter reads is finished here, unless a queued span may still need it (as
         # its ancestor, or as the root that releases its run): it costs no thread switch.
-        if (worker is None or worker.caught_up()) and self._pass_unread(span):
-            return
+        if not self._pending:
+            try:  # the SDK span's own fields, as in ``_ended``
+                parent, span_id = span._parent, span._context[1]  # type: ignore[index]
+                read = is_candidate(span._name,
+                                    span._attributes._dict)  # type: ignore[union-attr]
+            except Exception:  # not an SDK span: the general path reads its properties
+                read = True
+            if not read:  # no tool, model or handoff markers: it only leaves the open spans
+                if parent is None or parent[2]:  # a root: its end releases its run
+                    self._ended(span)
+                else:
+                    self._open.pop(span_id, None)
+                    if self._downstream_end is not None:
+                        self._downstream_end(span)
+                return
+        worker = self._worker
         if worker is not None:
             if worker.submit(span):
                 return
@@ -248,27 +256,6 @@ class LoopGuardSpanProcessor(SpanProcessor):
         else:
             self._ended(item)
 
-    def _pass_unread(self, span: ReadableSpan) -> bool:
-        """Finish a span that no adapter reads and return True; False for any other span.
-
-        Such a span has no tool, model or handoff markers: it only leaves the open spans (a
-        root also releases its run) and goes on to the downstream processor.
-        """
-        try:  # the SDK span's own fields, as in ``_ended``
-            parent, attrs = span._parent, span._attributes._dict  # type: ignore[union-attr]
-            if _read_by_adapters(attrs, span._name):
-                return False
-            span_id = span._context[1]  # type: ignore[index]
-        except Exception:  # not an SDK span: the general path reads it through its properties
-            return False
-        if parent is None or parent[2]:  # a root: its end releases its run
-            self._ended(span)
-            return True
-        self._open.pop(span_id, None)
-        if self.downstream is not None:
-            self.downstream.on_end(span)
-        return True
-
     def _ended(self, span: ReadableSpan) -> None:
         """Run the detectors on a finished tool span and pass the span on."""
         out = span
@@ -282,7 +269,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 attrs = raw_attributes(span)
             if context is not None:  # tuple indexes: [0] trace_id, [1] span_id, [2] is_remote
                 self._open.pop(context[1], None)
-                if _read_by_adapters(attrs, name):
+                if is_candidate(name, attrs):
                     out = self._candidate(span, attrs, name) or span
                 if parent is None or parent[2]:
                     self._release(context[0])
@@ -455,16 +442,22 @@ class LoopGuardSpanProcessor(SpanProcessor):
                     return str(value)
         return None
 
-    def _is_agent_name(self, name: str) -> bool:
-        """Return whether spans named ``name`` are agent spans, remembering the answer.
+    def _maybe_agent_started(self, span: Span, name: str) -> None:
+        """Infer handoffs from an agent span's start; remember names of other spans.
 
         Agent spans by name alone (GenAI "invoke_agent x", Traceloop "x.agent") are the only ones
         whose siblings imply handoffs (OpenInference emits handoff spans).
         """
-        agent = name.startswith(_AGENT_PREFIXES) or name.endswith(".agent")
-        if len(self._agent_names) < _MAX_SPAN_NAMES:
-            self._agent_names[name] = agent
-        return agent
+        if not (name.startswith(_AGENT_PREFIXES) or name.endswith(".agent")):
+            if len(self._other_names) < _MAX_SPAN_NAMES:
+                self._other_names.add(name)
+            return
+        if self._by_trace and span.parent is not None:
+            # a sibling agent span may imply a handoff (a root one has no siblings);
+            # in order with the ended spans, so the handoff falls between their calls
+            worker = self._worker
+            if worker is None or not worker.submit((span,)):
+                self._agent_started(span)
 
     def _agent_started(self, span: Span) -> None:
         """Infer a handoff when a sibling agent span with another name starts."""
@@ -567,16 +560,6 @@ class LoopGuardSpanProcessor(SpanProcessor):
     def _evicted(self, reason: str, count: int) -> None:
         if self.metrics is not None:
             self.metrics.record_eviction(reason, count)
-
-
-def _read_by_adapters(attrs: Mapping[str, Any], name: str) -> bool:
-    """Return whether a span may be a tool call, model turn or handoff for the adapters.
-
-    Every such span of the default conventions carries one of three marker attributes, or
-    has a Logfire name; other spans are only ever ancestors.
-    """
-    return (_GENAI_OP in attrs or _OI_KIND in attrs or _TL_KIND in attrs
-            or name.startswith(_LOGFIRE_PREFIXES))
 
 
 class _Release:

@@ -16,7 +16,8 @@ __all__ = ["MAX_DEPTH", "LiveSpans"]
 
 _MAX_OPEN: Final = 100_000
 _DEFAULT_MAX_AGE_SECONDS: Final = 3600.0
-_BOUND_EVERY: Final = 64
+_FIRST_LOOK: Final = 1024
+"""A table this small is never looked at: a leak of 1,024 spans is a few megabytes."""
 MAX_DEPTH: Final = MAX_ANCESTRY
 """How far ``ancestors`` walks up (a cycle or a very deep tree stops there)."""
 
@@ -24,10 +25,13 @@ MAX_DEPTH: Final = MAX_ANCESTRY
 class LiveSpans:
     """Open spans by span id, bounded by count (``max_open``) and by age (``max_age_seconds``).
 
-    Spans are kept in start order (a dict keeps its insertion order), so the oldest is always
-    first: a span the application never ends is forgotten once it is older than
-    ``max_age_seconds`` (the run TTL: its run is gone by then) or when ``max_open`` newer ones
-    have started. Both bounds are looked at every 64 starts, so most starts cost one store.
+    The one writer (``LoopGuardSpanProcessor.on_start``) stores a span in ``spans`` and calls
+    ``bound`` once the table holds more than ``limit`` spans; ``bound`` then sets a new
+    ``limit``, twice the size left (at least 1,024, at most ``max_open``), so most starts cost
+    one store and one comparison. Spans are kept in start order (a dict keeps its insertion
+    order), so the oldest is always first: a span the application never ends is forgotten at
+    the next look once it is older than ``max_age_seconds`` (the run TTL: its run is gone by
+    then), and past ``max_open`` the oldest eighth goes.
 
     Thread-safe for the operations used: single dict stores, pops and reads, which are atomic
     in CPython; a walk that races with an ending span just stops early.
@@ -39,35 +43,32 @@ class LiveSpans:
         self.spans: dict[int, Any] = {}
         self.max_open = max_open
         self._max_age_ns = seconds_to_ns(max_age_seconds)
-        self._starts = 0
+        self.limit = min(_FIRST_LOOK, max_open)
+        """The size past which the next start calls ``bound``."""
 
     def __len__(self) -> int:
         """Return how many spans are open."""
         return len(self.spans)
 
-    def add(self, span_id: int, span: Any) -> None:
-        """Remember an open span; every 64 starts, forget those past the count or age bound."""
-        self.spans[span_id] = span
-        self._starts += 1  # a race between threads only moves the next look
-        if not self._starts % _BOUND_EVERY:
-            self._bound()
-
-    def _bound(self) -> None:
-        """Forget the oldest spans past ``max_open``, and those older than the age bound."""
+    def bound(self) -> None:
+        """Forget the spans older than the age bound, and the oldest eighth past ``max_open``."""
         spans = self.spans
-        limit = time.time_ns() - self._max_age_ns
+        oldest_kept = time.time_ns() - self._max_age_ns
         with contextlib.suppress(RuntimeError):  # another thread changed the table: next time
             excess = len(spans) - self.max_open
+            if excess > 0:
+                excess += self.max_open // 8
             stale = []
             for span_id, span in spans.items():
                 if excess <= 0:
                     started = getattr(span, "start_time", None)
-                    if started is None or started >= limit:
+                    if started is None or started >= oldest_kept:
                         break
                 stale.append(span_id)
                 excess -= 1
             for span_id in stale:
                 spans.pop(span_id, None)
+        self.limit = min(self.max_open, max(_FIRST_LOOK, 2 * len(spans)))
 
     def ancestors(self, parent_id: int | None) -> Iterator[Any]:
         """Yield the open ancestors, nearest first, starting at ``parent_id``."""

@@ -73,26 +73,29 @@ class SpanWorker:
             os.register_at_fork(after_in_child=_restarter(weakref.WeakMethod(self._start)))
 
     def _start(self) -> None:
-        self._queue: deque[Any] = deque()
+        if hasattr(self, "queue"):  # after a fork: the same deque (callers hold it), emptied
+            self.queue.clear()
+        else:
+            self.queue: deque[Any] = deque()
+            """Items waiting, the one being handled first: it leaves once it is handled, so the
+            queue is empty exactly when the worker has caught up (one test, no call)."""
         self._wake = threading.Event()
         """Set to start a round at once: by ``flush``, ``shutdown`` and a full round."""
-        self._busy = False
-        """True from before the worker takes an item until it has handled it."""
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
         self._thread.start()
 
     def __len__(self) -> int:
-        """Return how many items wait."""
-        return len(self._queue)
+        """Return how many items wait (the one being handled included)."""
+        return len(self.queue)
 
     def caught_up(self) -> bool:
         """Return True when nothing is queued and the worker is not handling an item."""
-        return not self._busy and not self._queue
+        return not self.queue
 
     def submit(self, item: Any) -> bool:
         """Queue ``item``; return False (nothing queued) when the queue is full or stopped."""
-        queue = self._queue
+        queue = self.queue
         if len(queue) >= self.max_queue_size or self._stopped:
             return False
         queue.append(item)
@@ -118,24 +121,23 @@ class SpanWorker:
             return True
         if self._stopped or not self._thread.is_alive():
             return True
-        self._queue.append(marker)  # markers are never refused: they hold nothing
+        self.queue.append(marker)  # markers are never refused: they hold nothing
         self._wake.set()
         return marker.done.wait(timeout_seconds)
 
     def _run(self) -> None:
-        queue, wake = self._queue, self._wake
+        queue, wake = self.queue, self._wake
         wait = _ROUND_SECONDS
         while True:
-            self._busy = True  # before the item leaves the queue: ``caught_up`` stays False
-            try:
-                item = queue.popleft()
+            try:  # the item stays queued while it is handled: ``caught_up`` stays False
+                item = queue[0]
             except IndexError:  # the round is over: wait for the next one
-                self._busy = False
                 wake.wait(wait)
                 wake.clear()  # whoever set it queued first: the next round finds it
                 wait = _ROUND_SECONDS if queue else min(wait * 2, _LONGEST_WAIT_SECONDS)
                 continue
             if type(item) is _Marker:
+                queue.popleft()
                 item.done.set()
                 if item.stop:
                     return
@@ -144,7 +146,7 @@ class SpanWorker:
                 self._handle(item)
             except BaseException:  # the worker must outlive any item
                 logger.exception("otel-loopguard: error in the background worker")
-            self._busy = False
+            queue.popleft()  # only this thread takes items: the one just handled
 
 
 def _restarter(start: weakref.WeakMethod[Callable[[], None]]) -> Callable[[], None]:
