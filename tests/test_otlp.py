@@ -323,3 +323,25 @@ class TestRoundTrip:
         direct = [span_record_from_readable(span) for span in sdk_spans]
         assert via_json == via_proto == direct
         assert len(direct) == 2
+
+
+def test_the_private_sdk_fields_the_processor_reads_are_there() -> None:
+    """The processor's hooks read four private fields of every span (a property costs a call
+    each); on another SDK they would silently take the slow path, so this test names them."""
+    from opentelemetry.sdk.version import __version__ as sdk_version
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("root"):
+        live = tracer.start_span("child", attributes={"k": "v"})
+        live.end()
+    (ended, _) = exporter.get_finished_spans()
+    for span in (live, ended):
+        where = f"opentelemetry-sdk {sdk_version}, {type(span).__name__}"
+        assert span._context is span.context and span._context[1] == span.context.span_id, where
+        assert span._name == span.name == "child", where
+        assert span._parent is span.parent and span._parent[1] != 0, where
+        assert type(span._attributes._dict) is dict, where  # type: ignore[union-attr]
+        assert span._attributes._dict == {"k": "v"}, where  # type: ignore[union-attr]

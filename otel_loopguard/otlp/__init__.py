@@ -7,7 +7,8 @@ field path of the first), and accept only what OTLP protobuf can hold (``_spans`
 they accept can be forwarded; asked for payloads, they also build the SDK span ``serve``
 forwards (``_sdk.readable_span``). ``_request`` decodes whole requests for ``serve`` (size caps,
 decompression, HTTP and gRPC statuses). ``_sdk.span_record_from_readable`` and
-``raw_attributes`` are the one place that reads the SDK's private span fields.
+``raw_attributes`` read the SDK's private span fields, as the processor's two hooks do inline
+(see ``_sdk``).
 """
 
 from __future__ import annotations

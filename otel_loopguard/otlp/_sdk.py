@@ -1,8 +1,10 @@
 """The OpenTelemetry SDK's spans: to ``SpanRecord`` (live processor) and from OTLP (forwarding).
 
-``raw_attributes`` and ``span_record_from_readable`` are the one place that reads the SDK's
-private span fields. ``readable_span`` builds the SDK span that ``serve`` forwards from the
-fields an OTLP decoder read (the decoders call it; it never reads OTLP itself).
+``raw_attributes`` and ``span_record_from_readable`` read the SDK's private span fields; so do
+the live processor's ``on_start`` and ``on_end``, inline, on every span (a call here would cost
+more than the four reads; tests/test_otlp.py names the fields). ``readable_span`` builds the
+SDK span that ``serve`` forwards from the fields an OTLP decoder read (the decoders call it; it
+never reads OTLP itself).
 """
 
 from __future__ import annotations
