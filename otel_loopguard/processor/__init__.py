@@ -191,7 +191,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             self._downstream_start(span, parent_context)
 
     def on_end(self, span: ReadableSpan) -> None:
-        """Queue the ended span for the worker, or (no worker) check it and pass it on."""
+        """Finish a span no adapter reads; queue any other for the worker, or check it here."""
         # A span no adapter reads is finished here, unless a queued span may still need it (as
         # its ancestor, or as the root that releases its run): it costs no thread switch.
         if not self._pending:
