@@ -153,19 +153,31 @@ class VolatileMatcher:
         return True
 
     def _strip_dict(self, value: dict[str, Any]) -> None:
-        if (self._safe.issuperset(value) and _CONTAINERS.isdisjoint(map(type, value.values()))
-                and len(value) <= _MAX_ITEMS):
-            return  # known plain keys, no nested mapping or list: nothing to do (C-speed test)
-        self._strip_items(value, 0)
+        if not self._plain(value):
+            self._strip_items(value, 0)
+
+    def _plain(self, value: dict[str, Any]) -> bool:
+        """Return True for known plain keys and no nested mapping or list (a C-speed test)."""
+        return (self._safe.issuperset(value)
+                and _CONTAINERS.isdisjoint(map(type, value.values()))
+                and len(value) <= _MAX_ITEMS)
+
+    def _strip_child(self, item: Any, depth: int) -> None:
+        """Strip a mapping or list found in a container ``depth`` levels down.
+
+        A plain mapping passes ``_plain`` and is left as it is, down to the depth where the
+        bound is checked.
+        """
+        if type(item) is list:
+            self._strip_list(item, depth + 1)
+        elif depth >= _INLINE_DEPTH or not self._plain(item):
+            self._strip_items(item, depth + 1)
 
     def _strip_items(self, value: dict[str, Any], depth: int) -> None:
-        """``_strip_dict`` of a mapping ``depth`` levels down, past its first test.
-
-        Nested mappings get that test inline, down to the depth where the bound is checked.
-        """
+        """``_strip_dict`` of a mapping ``depth`` levels down, past its first test."""
         if depth >= _MAX_DEPTH or len(value) > _MAX_ITEMS:
             raise _Unbounded
-        cache, safe, drop = self._cache, self._safe, None
+        cache, drop = self._cache, None
         for key, item in value.items():
             hit = cache.get(key)
             if hit is None:
@@ -177,14 +189,8 @@ class VolatileMatcher:
                 else:
                     drop.append(key)
                 continue
-            kind = type(item)
-            if kind is dict:
-                if not (depth < _INLINE_DEPTH and safe.issuperset(item)
-                        and _CONTAINERS.isdisjoint(map(type, item.values()))
-                        and len(item) <= _MAX_ITEMS):
-                    self._strip_items(item, depth + 1)
-            elif kind is list:
-                self._strip_list(item, depth + 1)
+            if type(item) in _CONTAINERS:
+                self._strip_child(item, depth)
         if drop is not None:
             for key in drop:
                 del value[key]
@@ -192,16 +198,9 @@ class VolatileMatcher:
     def _strip_list(self, value: list[Any], depth: int) -> None:
         if depth >= _MAX_DEPTH or len(value) > _MAX_ITEMS:
             raise _Unbounded
-        safe = self._safe
         for item in value:
-            kind = type(item)
-            if kind is dict:  # records: the plain ones pass ``_strip_dict``'s test, inline
-                if not (depth < _INLINE_DEPTH and safe.issuperset(item)
-                        and _CONTAINERS.isdisjoint(map(type, item.values()))
-                        and len(item) <= _MAX_ITEMS):
-                    self._strip_items(item, depth + 1)
-            elif kind is list:
-                self._strip_list(item, depth + 1)
+            if type(item) in _CONTAINERS:
+                self._strip_child(item, depth)
 
 
 class _Unbounded(Exception):
