@@ -1,7 +1,8 @@
 """Cost of LoopGuardSpanProcessor per span, and memory with 100,000 open runs.
 
 Run: python benchmarks/bench_processor.py [--spans 20000] [--repeat 5]
-    [--kinds plain,tool,end] [--runs 100000] [--io-us 300] [--in-process ROUNDS]
+    [--kinds plain,tool,end] [--runs 100000] [--io-us 300]
+    [--in-process ROUNDS [--exporter null|otlp]]
 
 ``end`` is the agent's view: tool spans whose tools wait on I/O (a sleep of ``--io-us``, 300 us
 by default, each; with a longer wait the worker is idle by the time the next span ends, as it is
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -43,8 +45,10 @@ _KEPT: list[Any] = []
 
 
 def _provider(config: str, adjust: Callable[[Any], None] | None = None, *,
-              simple: bool = False) -> Any:
+              simple: bool = False, endpoint: str | None = None) -> Any:
     """Return a provider with a null exporter: ``batch`` alone, or ``loopguard`` before it.
+
+    ``endpoint``: export with the OTLP/HTTP exporter to that URL instead of the null exporter.
 
     ``adjust`` receives the loopguard processor before it is added (profile_processor's stub).
     ``simple`` exports through a ``SimpleSpanProcessor`` instead (bench_instructions: no export
@@ -63,9 +67,14 @@ def _provider(config: str, adjust: Callable[[Any], None] | None = None, *,
         def export(self, spans: Any) -> SpanExportResult:
             return SpanExportResult.SUCCESS
 
+    exporter: SpanExporter = Null()
+    if endpoint is not None:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        exporter = OTLPSpanExporter(endpoint=endpoint)
     provider = TracerProvider()
-    batch = SimpleSpanProcessor(Null()) if simple else BatchSpanProcessor(Null(),
-                                                                          max_queue_size=1 << 20)
+    batch = SimpleSpanProcessor(exporter) if simple else BatchSpanProcessor(
+        exporter, max_queue_size=1 << 20)
     if config == "batch":
         provider.add_span_processor(batch)
     elif config == "batch-imported":
@@ -148,23 +157,33 @@ def end_child(config: str, spans: int, io_seconds: float = 0.0003) -> None:
                       "cpu_us_per_span": cpu / spans * 1e6}))
 
 
-def in_process(rounds: int, block: int = 500) -> None:
+def in_process(rounds: int, block: int = 500, *, exporter: str = "null") -> None:
     """Time other spans in one process: each configuration in turn, ``rounds`` blocks each.
 
     Fresh processes on a shared machine differ by about 5 % from one another, as much as the
     bound on other spans; blocks that take turns inside one process share its drift, imports
     and heap. Each block makes ``block`` spans (traces of 20 under an ``invoke_agent`` root)
-    and is timed in process CPU (the export threads included); the configurations run in an
+    and is timed in process CPU (the export threads included: each block ends with a
+    ``force_flush``, so its export is timed with it); the configurations run in an
     order that reverses every round. ``batch-again`` is a second ``batch`` provider: the
     difference the method reads between two identical configurations.
+
+    ``exporter="otlp"`` exports with the OTLP/HTTP (protobuf) exporter to bench_serve.py's sink,
+    another process on 127.0.0.1 that answers each request and discards it, so the export thread
+    does what an application's does; its encoding counts in this process's CPU, the sink's work
+    does not.
     """
     configs = ("batch", "loopguard", "batch-again")
-    tracers = {config: _provider(config.removesuffix("-again")).get_tracer("bench")
-               for config in configs}
+    sink = _sink() if exporter == "otlp" else None
+    endpoint = None if sink is None else f"http://127.0.0.1:{sink[1]}/v1/traces"
+    providers = {config: _provider(config.removesuffix("-again"), endpoint=endpoint)
+                 for config in configs}
+    tracers = {config: provider.get_tracer("bench") for config, provider in providers.items()}
     attrs = {"http.method": "GET", "http.route": "/x"}
     traces, per_trace = block // 20, 20
 
-    def timed(tracer: Any) -> float:
+    def timed(config: str) -> float:
+        tracer = tracers[config]
         started = time.process_time()
         for _ in range(traces):
             with tracer.start_as_current_span("invoke_agent a"):
@@ -172,18 +191,38 @@ def in_process(rounds: int, block: int = 500) -> None:
                     with tracer.start_as_current_span("execute_tool search_kb",
                                                       attributes=attrs):
                         pass
+        providers[config].force_flush()  # the block's export is its own, not the next one's
         return (time.process_time() - started) / (traces * (per_trace + 1)) * 1e6
 
     for _ in range(5):  # warm-up
         for config in configs:
-            timed(tracers[config])
+            timed(config)
     cpu: dict[str, list[float]] = {config: [] for config in configs}
     for repeat in range(rounds):
         for config in configs if repeat % 2 == 0 else configs[::-1]:
-            cpu[config].append(timed(tracers[config]))
+            cpu[config].append(timed(config))
+    for provider in providers.values():
+        provider.shutdown()
+    if sink is not None:
+        sink[0].terminate()
+        sink[0].wait()
+    _print_in_process(cpu, exporter)
+
+
+def _sink() -> tuple[subprocess.Popen[str], int]:
+    """Start bench_serve's OTLP sink (answers and discards); return it and its HTTP port."""
+    sink = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__),
+                                                          "bench_serve.py"), "--sink"],
+                            stdout=subprocess.PIPE, text=True)
+    assert sink.stdout is not None
+    return sink, int(sink.stdout.readline().split()[0])
+
+
+def _print_in_process(cpu: dict[str, list[float]], exporter: str) -> None:
     base = cpu["batch"]
-    for config in configs:
-        line = f"plain/{config:12} in one process: median {statistics.median(cpu[config]):6.2f} us"
+    for config, times in cpu.items():
+        line = (f"plain/{config:12} in one process ({exporter} exporter): "
+                f"median {statistics.median(times):6.2f} us")
         if config != "batch":
             pairs = sorted((x / b - 1) * 100 for x, b in zip(cpu[config], base, strict=True))
             quarter = len(pairs) // 4
@@ -264,9 +303,12 @@ def main() -> None:
                         help="how long each tool of the end kind waits on I/O (microseconds)")
     parser.add_argument("--in-process", type=int, metavar="ROUNDS",
                         help="time other spans in one process, ROUNDS blocks per configuration")
+    parser.add_argument("--exporter", choices=("null", "otlp"), default="null",
+                        help="--in-process: export to a null exporter (default) or over "
+                             "OTLP/HTTP to a local receiver that discards what it gets")
     args = parser.parse_args()
     if args.in_process:
-        in_process(args.in_process)
+        in_process(args.in_process, exporter=args.exporter)
         return
     if args.child:
         if args.child[1] == "end":
