@@ -2,7 +2,7 @@
 
 Run: python benchmarks/bench_processor.py [--spans 20000] [--repeat 5]
     [--kinds plain,tool,end] [--runs 100000] [--io-us 300]
-    [--in-process ROUNDS [--exporter null|otlp]]
+    [--in-process ROUNDS [--exporter null|otlp] [--floor]]
 
 ``end`` is the agent's view: tool spans whose tools wait on I/O (a sleep of ``--io-us``, 300 us
 by default, each; with a longer wait the worker is idle by the time the next span ends, as it is
@@ -84,6 +84,8 @@ def _provider(config: str, adjust: Callable[[Any], None] | None = None, *,
 
         _KEPT.append(LoopGuardSpanProcessor(LoopGuardConfig(), registry=CollectorRegistry()))
         provider.add_span_processor(batch)
+    elif config in ("forward", "open-table"):
+        provider.add_span_processor(_floor(config, batch))
     else:
         from prometheus_client import CollectorRegistry
 
@@ -96,6 +98,39 @@ def _provider(config: str, adjust: Callable[[Any], None] | None = None, *,
             adjust(processor)
         provider.add_span_processor(processor)
     return provider
+
+
+def _floor(config: str, downstream: Any) -> Any:
+    """Return a wrapper doing part of what loopguard's hooks do to a span, to price that part.
+
+    ``forward``: ``on_end`` hands the span to ``downstream``, nothing else (the price of a
+    wrapper). ``open-table``: it also keeps the open spans in a dict by span id, stored at the
+    start and removed at the end, as loopguard does to find a tool span's agent.
+    """
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    class Forward(SpanProcessor):
+        def on_end(self, span: Any) -> None:
+            downstream.on_end(span)
+
+        def shutdown(self) -> None:
+            downstream.shutdown()
+
+        def force_flush(self, timeout_millis: int = 30000) -> bool:
+            return downstream.force_flush(timeout_millis)  # type: ignore[no-any-return]
+
+    class OpenTable(Forward):
+        def __init__(self) -> None:
+            self.spans: dict[int, Any] = {}
+
+        def on_start(self, span: Any, parent_context: Any = None) -> None:
+            self.spans[span._context[1]] = span
+
+        def on_end(self, span: Any) -> None:
+            self.spans.pop(span._context[1], None)
+            downstream.on_end(span)
+
+    return Forward() if config == "forward" else OpenTable()
 
 
 def child(config: str, kind: str, spans: int, *, simple: bool = False) -> None:
@@ -157,7 +192,8 @@ def end_child(config: str, spans: int, io_seconds: float = 0.0003) -> None:
                       "cpu_us_per_span": cpu / spans * 1e6}))
 
 
-def in_process(rounds: int, block: int = 500, *, exporter: str = "null") -> None:
+def in_process(rounds: int, block: int = 500, *, exporter: str = "null",
+               floor: bool = False) -> None:
     """Time other spans in one process: each configuration in turn, ``rounds`` blocks each.
 
     Fresh processes on a shared machine differ by about 5 % from one another, as much as the
@@ -171,9 +207,12 @@ def in_process(rounds: int, block: int = 500, *, exporter: str = "null") -> None
     ``exporter="otlp"`` exports with the OTLP/HTTP (protobuf) exporter to bench_serve.py's sink,
     another process on 127.0.0.1 that answers each request and discards it, so the export thread
     does what an application's does; its encoding counts in this process's CPU, the sink's work
-    does not.
+    does not. ``floor`` adds the two wrappers of ``_floor``: what wrapping the downstream, and
+    keeping a table of open spans besides, cost before loopguard reads anything.
     """
-    configs = ("batch", "loopguard", "batch-again")
+    configs: tuple[str, ...] = ("batch", "loopguard", "batch-again")
+    if floor:
+        configs += ("forward", "open-table")
     sink = _sink() if exporter == "otlp" else None
     endpoint = None if sink is None else f"http://127.0.0.1:{sink[1]}/v1/traces"
     providers = {config: _provider(config.removesuffix("-again"), endpoint=endpoint)
@@ -306,9 +345,12 @@ def main() -> None:
     parser.add_argument("--exporter", choices=("null", "otlp"), default="null",
                         help="--in-process: export to a null exporter (default) or over "
                              "OTLP/HTTP to a local receiver that discards what it gets")
+    parser.add_argument("--floor", action="store_true",
+                        help="--in-process: also time a wrapper that only forwards, and one that "
+                             "keeps a table of open spans besides")
     args = parser.parse_args()
     if args.in_process:
-        in_process(args.in_process, exporter=args.exporter)
+        in_process(args.in_process, exporter=args.exporter, floor=args.floor)
         return
     if args.child:
         if args.child[1] == "end":
@@ -349,10 +391,10 @@ def main() -> None:
     if args.runs <= 0:
         return
     mem = _spawn("--memory-child", str(args.runs))
-    base = _spawn("--memory-child", str(args.runs), "--without")
-    extra = mem["peak_rss_mb"] - base["peak_rss_mb"]
+    without = _spawn("--memory-child", str(args.runs), "--without")
+    extra = mem["peak_rss_mb"] - without["peak_rss_mb"]
     print(f"memory: {mem['open_runs']:,} open runs, peak RSS {mem['peak_rss_mb']:.0f} MB vs "
-          f"{base['peak_rss_mb']:.0f} MB for the same open spans without loopguard: "
+          f"{without['peak_rss_mb']:.0f} MB for the same open spans without loopguard: "
           f"+{extra:.0f} MB, {extra * 1024 * 1024 / args.runs / 1024:.1f} KB per open run")
 
 
