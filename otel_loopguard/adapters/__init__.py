@@ -66,9 +66,9 @@ def is_candidate(name: str, attributes: Mapping[str, Any]) -> bool:
 
     Every such span of the default conventions carries one of three marker attributes or has
     a Logfire name; any other span is only ever an ancestor. The live processor asks this of
-    every span that ends, so a name already seen without a Logfire prefix is one set lookup
-    instead of a prefix test: about 700 instructions per such span, an eighth of what the processor
-    adds to it (benchmarks/bench_instructions.py).
+    every span that ends, so a name already seen without a Logfire prefix costs one set lookup
+    instead of the prefix test, the dearer of the two on a plain span (benchmarks/
+    bench_instructions.py counts both).
     """
     if _OPERATION in attributes or _OI_KIND in attributes or _TL_KIND in attributes:
         return True
