@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from otel_loopguard import ConfigError, LoopGuardConfig, ToolOverride
-from otel_loopguard._config_fields import FIELDS, TOOL_THRESHOLDS
+from otel_loopguard.config._fields import FIELDS, TOOL_THRESHOLDS
 
 TOML = """
 [loopguard]

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from otel_loopguard import LoopGuardConfig, environment_variables
-from otel_loopguard._config_fields import FIELDS, FieldRule, parse_env_value
+from otel_loopguard.config._fields import FIELDS, FieldRule, parse_env_value
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 NOT_SETTINGS = {"LOOPGUARD_CONFIG_FILE", "LOOPGUARD_TOOL_KINDS", "LOOPGUARD_ENABLED",

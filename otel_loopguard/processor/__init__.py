@@ -27,7 +27,6 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerPro
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from prometheus_client import REGISTRY
 
-from otel_loopguard._guard import InternalErrorGuard
 from otel_loopguard.adapters import (
     DEFAULT_ADAPTERS,
     agent_of,
@@ -42,7 +41,7 @@ from otel_loopguard.assembly import LONE_TOOL_CALL_HINT, template_in
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.engine import LoopEngine
 from otel_loopguard.evidence import EVENT_NAME, EvidenceLog, evidence_attributes
-from otel_loopguard.exceptions import LoopGuardError
+from otel_loopguard.exceptions import InternalErrorGuard, LoopGuardError
 from otel_loopguard.metrics import LoopGuardMetrics
 from otel_loopguard.metrics._otel import backends
 from otel_loopguard.otlp._sdk import raw_attributes, span_record_from_readable

@@ -23,8 +23,8 @@ import os
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
-from otel_loopguard._config_fields import FieldRule, parse_env_value
 from otel_loopguard.config import LoopGuardConfig
+from otel_loopguard.config._fields import FieldRule, parse_env_value
 from otel_loopguard.environment_variables import LOOPGUARD_ENABLED
 from otel_loopguard.exceptions import ConfigError
 

@@ -33,8 +33,8 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from otel_loopguard._guard import InternalErrorGuard
 from otel_loopguard.config import LoopGuardConfig
+from otel_loopguard.exceptions import InternalErrorGuard
 from otel_loopguard.metrics import LoopGuardMetrics
 from otel_loopguard.metrics._names import (
     FORWARD_FAILURES,

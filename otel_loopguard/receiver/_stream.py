@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Final
 
-from otel_loopguard._guard import InternalErrorGuard
 from otel_loopguard.adapters import DEFAULT_ADAPTERS
 from otel_loopguard.assembly import LONE_TOOL_CALL_HINT
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.evidence import evidence_attributes
+from otel_loopguard.exceptions import InternalErrorGuard
 from otel_loopguard.metrics import LoopGuardMetrics
 from otel_loopguard.replay.checker import Checker, RunReport
 from otel_loopguard.state import seconds_to_ns

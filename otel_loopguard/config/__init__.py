@@ -20,7 +20,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 from otel_loopguard import environment_variables as _env
-from otel_loopguard._config_fields import (
+from otel_loopguard.config._fields import (
     BUDGET_LADDERS,
     FIELDS,
     TEMPLATE_THRESHOLDS,
