@@ -27,7 +27,9 @@ import sys
 
 MODULES = (
     "otel_loopguard/engine.py",
-    "otel_loopguard/signature.py",
+    "otel_loopguard/signature/_form.py",
+    "otel_loopguard/signature/_volatile.py",
+    "otel_loopguard/signature/_results.py",
     "otel_loopguard/policy.py",
     "otel_loopguard/detectors/__init__.py",
     "otel_loopguard/detectors/_base.py",

@@ -16,12 +16,12 @@ from otel_loopguard import LoopEngine, LoopGuardConfig, ToolCall
 from otel_loopguard.signature import (
     DEFAULT_VOLATILE_KEYS,
     VolatileMatcher,
-    _canonical,
     analyze_result,
     canonical_args,
     normalize_args,
     tool_signature,
 )
+from otel_loopguard.signature._form import _canonical
 
 _TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=20)
 _KEYS = st.text(alphabet="abcdefghij_", min_size=1, max_size=8)

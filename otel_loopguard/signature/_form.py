@@ -1,9 +1,10 @@
-"""Canonical signatures of tool arguments and results.
+"""The canonical form: bounded, JSON-ready values, their canonical JSON text, and its digest.
 
-A signature is a short digest of a canonical form: JSON strings parsed, mapping keys sorted,
-strings trimmed with inner whitespace collapsed (no case folding), volatile result fields
-stripped, and oversized values replaced by their hash. Only digests are kept, so memory per call
-is bounded whatever the payload, and no input raises.
+Tool arguments are signed here (``canonical_args``, ``tool_signature``); results, with their
+volatile keys stripped, in ``_results``.
+
+Arguments and results both end in ``_canonical``: a JSON text read by orjson (``_fast_json``)
+and any other value (``normalize_value``) reach the same text, so the two paths agree.
 """
 
 from __future__ import annotations
@@ -13,55 +14,19 @@ import json
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 import xxhash
 
-__all__ = [
-    "DEFAULT_VOLATILE_KEYS",
-    "ResultInfo",
-    "VolatileMatcher",
-    "analyze_result",
-    "canonical_args",
-    "digest",
-    "normalize_args",
-    "normalize_value",
-    "tool_signature",
-]
+if TYPE_CHECKING:
+    from otel_loopguard.signature._volatile import VolatileMatcher
 
 _DEFAULT_MAX_VALUE_CHARS: Final = 4096
 _MAX_DEPTH: Final = 32
 _MAX_ITEMS: Final = 2048
 """Items kept per container; the rest are folded into one hash so time stays bounded."""
-
-DEFAULT_VOLATILE_KEYS: Final = (
-    "*_at",
-    "*_time",
-    "timestamp",
-    "expires*",
-    "request_id",
-    "*request_id",
-    "trace_id",
-    "span_id",
-    "nonce",
-    "etag",
-)
-"""Result keys whose values are a moment or a per-request identity; ``date`` is handled apart."""
-
-_DATETIME_RE: Final = re.compile(
-    r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?\s*(?:Z|[+-]\d{2}:?\d{2})?",
-    re.ASCII | re.IGNORECASE,
-)
-_CAMEL_RE: Final = re.compile(r"(?<=[a-z0-9])([A-Z])")
 _DATETIME_TOKEN: Final = "<datetime>"
-_IN_PROGRESS: Final = frozenset({"pending", "queued", "running", "in_progress", "in progress",
-                                 "processing", "started", "waiting"})
-_EMPTY_TEXTS: Final = frozenset({
-    "", "none", "null", "no results", "no result", "no results found", "nothing found",
-    "not found", "0 results", "no matches", "no match", "no data", "empty", "[]", "{}",
-})
 
 
 def digest(text: str) -> str:
@@ -93,122 +58,6 @@ def _parse_json_text(text: str) -> Any:
         except (ValueError, RecursionError):
             return text
     return text
-
-
-class VolatileMatcher:
-    """Decides which mapping keys of a result are volatile (moments, per-request ids).
-
-    Thread-safe: the per-key cache is a plain dict whose races only repeat work.
-    """
-
-    __slots__ = ("_cache", "_regex", "_safe")
-
-    def __init__(self, patterns: Iterable[str] = DEFAULT_VOLATILE_KEYS) -> None:
-        """Compile glob ``patterns`` (``*`` wildcard, case-insensitive, camelCase folded)."""
-        parts = [re.escape(p.lower()).replace(r"\*", ".*") for p in patterns]
-        self._regex = re.compile("(?:" + "|".join(parts) + r")\Z") if parts else None
-        self._cache: dict[str, int] = {}
-        """Key → 0 (kept), 1 (volatile) or 2 (``date``: volatile when the value has a time)."""
-        self._safe: set[str] = set()
-        """Keys classified 0: a mapping made only of them is skipped in C (``_strip_dict``).
-
-        Thread-safe like ``_cache``: ``set.add`` and ``issuperset`` each run under the GIL."""
-
-    def _classify(self, key: str) -> int:
-        snake = _CAMEL_RE.sub(r"_\1", key).lower().replace("-", "_")
-        if self._regex is not None and self._regex.match(snake):
-            hit = 1
-        else:
-            hit = 2 if key.lower() == "date" else 0
-        if len(self._cache) < 4096:
-            self._cache[key] = hit
-            if not hit:
-                self._safe.add(key)
-        return hit
-
-    def is_volatile(self, key: str, value: Any) -> bool:
-        """Return True when ``key`` (with ``value``) should be ignored when comparing results."""
-        hit = self._cache.get(key)
-        if hit is None:
-            hit = self._classify(key)
-        if hit == 2:
-            return isinstance(value, str) and _DATETIME_RE.search(value) is not None
-        return hit == 1
-
-    def strip(self, value: Any) -> bool:
-        """Delete the volatile keys of every mapping inside parsed JSON ``value``, in place.
-
-        ``value`` is what a JSON parser returned (dicts, lists and scalars). Returns False, and
-        stops part-way, when ``value`` holds a container ``_MAX_DEPTH`` levels down or one of more
-        than ``_MAX_ITEMS`` items: the general path, which cuts those (``normalize_value``), must
-        sign it. The walk finds this out on the way, so the caller need not count brackets.
-        """
-        try:
-            if type(value) is dict:
-                self._strip_dict(value)
-            elif type(value) is list:
-                self._strip_list(value, 0)
-        except _Unbounded:
-            return False
-        return True
-
-    def _strip_dict(self, value: dict[str, Any]) -> None:
-        if not self._plain(value):
-            self._strip_items(value, 0)
-
-    def _plain(self, value: dict[str, Any]) -> bool:
-        """Return True for known plain keys and no nested mapping or list (a C-speed test)."""
-        return (self._safe.issuperset(value)
-                and _CONTAINERS.isdisjoint(map(type, value.values()))
-                and len(value) <= _MAX_ITEMS)
-
-    def _strip_child(self, item: Any, depth: int) -> None:
-        """Strip a mapping or list found in a container ``depth`` levels down.
-
-        A plain mapping passes ``_plain`` and is left as it is, down to the depth where the
-        bound is checked.
-        """
-        if type(item) is list:
-            self._strip_list(item, depth + 1)
-        elif depth >= _INLINE_DEPTH or not self._plain(item):
-            self._strip_items(item, depth + 1)
-
-    def _strip_items(self, value: dict[str, Any], depth: int) -> None:
-        """``_strip_dict`` of a mapping ``depth`` levels down, past its first test."""
-        if depth >= _MAX_DEPTH or len(value) > _MAX_ITEMS:
-            raise _Unbounded
-        cache, drop = self._cache, None
-        for key, item in value.items():
-            hit = cache.get(key)
-            if hit is None:
-                hit = self._classify(key)
-            if hit and (hit == 1 or (type(item) is str
-                                     and _DATETIME_RE.search(item) is not None)):
-                if drop is None:
-                    drop = [key]
-                else:
-                    drop.append(key)
-                continue
-            if type(item) in _CONTAINERS:
-                self._strip_child(item, depth)
-        if drop is not None:
-            for key in drop:
-                del value[key]
-
-    def _strip_list(self, value: list[Any], depth: int) -> None:
-        if depth >= _MAX_DEPTH or len(value) > _MAX_ITEMS:
-            raise _Unbounded
-        for item in value:
-            if type(item) in _CONTAINERS:
-                self._strip_child(item, depth)
-
-
-class _Unbounded(Exception):
-    """Raised inside the volatile walk at a bound only the general path enforces."""
-
-
-_INLINE_DEPTH: Final = _MAX_DEPTH - 1
-"""Containers up to this depth may skip a plain mapping inside them (it is at most this + 1)."""
 
 
 def normalize_value(  # noqa: PLR0911 - one return per value type reads best
@@ -482,7 +331,6 @@ def _json_text(value: Any, max_chars: int) -> str | None:
             return value
     return None
 
-
 def canonical_args(arguments: Any, *, max_value_chars: int = _DEFAULT_MAX_VALUE_CHARS,
                    ) -> tuple[Any, str]:
     """Return (canonical arguments, their canonical JSON text), fast for JSON strings.
@@ -540,148 +388,3 @@ def tool_signature(tool: str, arguments: Any, *,
     except (ValueError, TypeError, RecursionError) as exc:  # pathological values still sign
         canonical = "\x00unsignable:" + type(exc).__name__
     return digest(tool + "\x00" + canonical)
-
-
-@dataclass(slots=True)
-class ResultInfo:
-    """What the detectors need to know about one result, computed once per call.
-
-    Read-only by convention (a run's recent results share theirs), not frozen: it is built for
-    every result, as the value objects of ``otel_loopguard.types`` are.
-    """
-
-    digest: str
-    """Signature of the result with volatile fields stripped."""
-    error: str | None = None
-    """Error text of a structured error result (``error``, ``status>=400``, ``ok: false``)."""
-    in_progress: bool = False
-    """True when the result reports a job still pending, queued or running."""
-    empty: bool = False
-    """True when the result carries nothing (empty, ``null``, ``"no results"``...)."""
-
-
-def analyze_result(
-    result: Any,
-    volatile: VolatileMatcher,
-    *,
-    max_value_chars: int = _DEFAULT_MAX_VALUE_CHARS,
-) -> ResultInfo:
-    """Return the signature and structured facts of a tool result; never raises."""
-    try:
-        text = _json_text(result, max_value_chars)
-        fast = _fast_json(text, volatile, max_value_chars) if text is not None else _NOT_JSON
-        if isinstance(fast, tuple):
-            return _result_info(*fast)
-        parsed = result
-        if isinstance(result, str) and len(result) <= max_value_chars * 16:
-            parsed = _parse_json_text(result)
-        elif isinstance(result, bytes | bytearray) and len(result) <= max_value_chars * 16:
-            parsed = _parse_json_text(bytes(result).decode("utf-8", "replace"))
-        normalized = normalize_value(parsed, volatile=volatile, max_value_chars=max_value_chars)
-        sig = digest(_canonical(normalized, result=True))
-    except (ValueError, TypeError, RecursionError) as exc:
-        return ResultInfo(digest=digest("\x00unsignable:" + type(exc).__name__))
-    return ResultInfo(
-        digest=sig,
-        error=_structured_error(normalized),
-        in_progress=_in_progress(normalized),
-        empty=_is_empty(normalized),
-    )
-
-
-def _result_info(parsed: Any, canonical: str) -> ResultInfo:
-    return ResultInfo(digest=digest(canonical), error=_structured_error(parsed),
-                      in_progress=_in_progress(parsed), empty=_is_empty(parsed))
-
-
-_ERROR_KEYS: Final = frozenset({"error", "status", "status_code", "statusCode", "code", "ok",
-                                "success"})
-
-
-def _structured_error(value: Any) -> str | None:
-    if not isinstance(value, dict) or _ERROR_KEYS.isdisjoint(value):
-        return None
-    err = value.get("error")
-    if err not in (None, False, "", {}, []):
-        return _canonical(err) if not isinstance(err, str) else err
-    for key in ("status", "status_code", "statusCode", "code"):
-        code = _as_int(value.get(key))
-        if code is not None and 400 <= code <= 599:
-            message = value.get("message") or value.get("detail") or ""
-            return f"{code} {message}".strip()
-    status = value.get("status")
-    if isinstance(status, str) and status.lower() == "error":  # Google ADK's error convention
-        return str(value.get("error_message") or value.get("message") or value.get("detail")
-                   or status)
-    if value.get("ok") is False or value.get("success") is False:
-        return str(value.get("message") or value.get("detail") or "ok: false")
-    return None
-
-
-def _as_int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.isdigit() and len(value) == 3:
-        return int(value)
-    return None
-
-
-_STATE_KEYS: Final = frozenset({"status", "state", "phase"})
-
-
-def _in_progress(value: Any) -> bool:
-    if isinstance(value, dict):
-        if _STATE_KEYS.isdisjoint(value):
-            return False
-        for key in ("status", "state", "phase"):
-            state = value.get(key)
-            if isinstance(state, str) and state.lower() in _IN_PROGRESS:
-                return True
-        return False
-    if isinstance(value, str):
-        head = value[:40].lower().lstrip()
-        return any(head.startswith(word) for word in _IN_PROGRESS)
-    return False
-
-
-def _is_empty(value: Any, depth: int = 0) -> bool:
-    """Return True for a result that carries nothing: null, "no results", [], {"items": []}.
-
-    Inside a mapping, a zero counts as empty too (``{"total": 0, "items": []}``).
-    """
-    if value is None:
-        return True
-    if isinstance(value, str):
-        return len(value) < 40 and value.strip(" .!").lower() in _EMPTY_TEXTS
-    if not isinstance(value, dict | list):
-        return False
-    if depth >= 2:
-        return not value
-    if isinstance(value, dict):
-        return _all_empty(value.values(), True, depth)
-    return _all_empty(value, False, depth)
-
-
-def _all_empty(values: Iterable[Any], in_mapping: bool, depth: int) -> bool:
-    """Return True when every one of ``values`` is empty (``in_mapping``: zeros count as empty).
-
-    Strings and numbers are tested inline; the loop returns at the first value that carries
-    something.
-    """
-    for item in values:
-        if item is None:
-            continue
-        kind = type(item)
-        if kind is str:
-            if len(item) >= 40 or item.strip(" .!").lower() not in _EMPTY_TEXTS:
-                return False
-        elif kind is bool:
-            return False
-        elif kind is int or kind is float or isinstance(item, int | float):
-            if not in_mapping or item != 0:
-                return False
-        elif not _is_empty(item, depth + 1):
-            return False
-    return True

@@ -1,0 +1,35 @@
+"""Canonical signatures of tool arguments and results.
+
+A signature is a short digest of a canonical form: JSON strings parsed, mapping keys sorted,
+strings trimmed with inner whitespace collapsed (no case folding), volatile result fields
+stripped, and oversized values replaced by their hash. Only digests are kept, so memory per call
+is bounded whatever the payload, and no input raises.
+
+The package, by concern: ``_form`` (the canonical form, its JSON text and digest, the bounds,
+and a call's signature), ``_volatile`` (result keys to ignore) and ``_results`` (a result's
+signature and the facts the detectors read from it).
+"""
+
+from __future__ import annotations
+
+from otel_loopguard.signature._form import (
+    canonical_args,
+    digest,
+    normalize_args,
+    normalize_value,
+    tool_signature,
+)
+from otel_loopguard.signature._results import ResultInfo, analyze_result
+from otel_loopguard.signature._volatile import DEFAULT_VOLATILE_KEYS, VolatileMatcher
+
+__all__ = [
+    "DEFAULT_VOLATILE_KEYS",
+    "ResultInfo",
+    "VolatileMatcher",
+    "analyze_result",
+    "canonical_args",
+    "digest",
+    "normalize_args",
+    "normalize_value",
+    "tool_signature",
+]

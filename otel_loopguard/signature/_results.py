@@ -1,0 +1,171 @@
+"""Tool results: their signature, and the facts the detectors read (error, in progress, empty)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from otel_loopguard.signature._form import (
+    _DEFAULT_MAX_VALUE_CHARS,
+    _NOT_JSON,
+    _canonical,
+    _fast_json,
+    _json_text,
+    _parse_json_text,
+    digest,
+    normalize_value,
+)
+from otel_loopguard.signature._volatile import VolatileMatcher
+
+_IN_PROGRESS: Final = frozenset({"pending", "queued", "running", "in_progress", "in progress",
+                                 "processing", "started", "waiting"})
+_EMPTY_TEXTS: Final = frozenset({
+    "", "none", "null", "no results", "no result", "no results found", "nothing found",
+    "not found", "0 results", "no matches", "no match", "no data", "empty", "[]", "{}",
+})
+
+
+@dataclass(slots=True)
+class ResultInfo:
+    """What the detectors need to know about one result, computed once per call.
+
+    Read-only by convention (a run's recent results share theirs), not frozen: it is built for
+    every result, as the value objects of ``otel_loopguard.types`` are.
+    """
+
+    digest: str
+    """Signature of the result with volatile fields stripped."""
+    error: str | None = None
+    """Error text of a structured error result (``error``, ``status>=400``, ``ok: false``)."""
+    in_progress: bool = False
+    """True when the result reports a job still pending, queued or running."""
+    empty: bool = False
+    """True when the result carries nothing (empty, ``null``, ``"no results"``...)."""
+
+
+def analyze_result(
+    result: Any,
+    volatile: VolatileMatcher,
+    *,
+    max_value_chars: int = _DEFAULT_MAX_VALUE_CHARS,
+) -> ResultInfo:
+    """Return the signature and structured facts of a tool result; never raises."""
+    try:
+        text = _json_text(result, max_value_chars)
+        fast = _fast_json(text, volatile, max_value_chars) if text is not None else _NOT_JSON
+        if isinstance(fast, tuple):
+            return _result_info(*fast)
+        parsed = result
+        if isinstance(result, str) and len(result) <= max_value_chars * 16:
+            parsed = _parse_json_text(result)
+        elif isinstance(result, bytes | bytearray) and len(result) <= max_value_chars * 16:
+            parsed = _parse_json_text(bytes(result).decode("utf-8", "replace"))
+        normalized = normalize_value(parsed, volatile=volatile, max_value_chars=max_value_chars)
+        sig = digest(_canonical(normalized, result=True))
+    except (ValueError, TypeError, RecursionError) as exc:
+        return ResultInfo(digest=digest("\x00unsignable:" + type(exc).__name__))
+    return ResultInfo(
+        digest=sig,
+        error=_structured_error(normalized),
+        in_progress=_in_progress(normalized),
+        empty=_is_empty(normalized),
+    )
+
+
+def _result_info(parsed: Any, canonical: str) -> ResultInfo:
+    return ResultInfo(digest=digest(canonical), error=_structured_error(parsed),
+                      in_progress=_in_progress(parsed), empty=_is_empty(parsed))
+
+
+_ERROR_KEYS: Final = frozenset({"error", "status", "status_code", "statusCode", "code", "ok",
+                                "success"})
+
+
+def _structured_error(value: Any) -> str | None:
+    if not isinstance(value, dict) or _ERROR_KEYS.isdisjoint(value):
+        return None
+    err = value.get("error")
+    if err not in (None, False, "", {}, []):
+        return _canonical(err) if not isinstance(err, str) else err
+    for key in ("status", "status_code", "statusCode", "code"):
+        code = _as_int(value.get(key))
+        if code is not None and 400 <= code <= 599:
+            message = value.get("message") or value.get("detail") or ""
+            return f"{code} {message}".strip()
+    status = value.get("status")
+    if isinstance(status, str) and status.lower() == "error":  # Google ADK's error convention
+        return str(value.get("error_message") or value.get("message") or value.get("detail")
+                   or status)
+    if value.get("ok") is False or value.get("success") is False:
+        return str(value.get("message") or value.get("detail") or "ok: false")
+    return None
+
+
+def _as_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.isdigit() and len(value) == 3:
+        return int(value)
+    return None
+
+
+_STATE_KEYS: Final = frozenset({"status", "state", "phase"})
+
+
+def _in_progress(value: Any) -> bool:
+    if isinstance(value, dict):
+        if _STATE_KEYS.isdisjoint(value):
+            return False
+        for key in ("status", "state", "phase"):
+            state = value.get(key)
+            if isinstance(state, str) and state.lower() in _IN_PROGRESS:
+                return True
+        return False
+    if isinstance(value, str):
+        head = value[:40].lower().lstrip()
+        return any(head.startswith(word) for word in _IN_PROGRESS)
+    return False
+
+
+def _is_empty(value: Any, depth: int = 0) -> bool:
+    """Return True for a result that carries nothing: null, "no results", [], {"items": []}.
+
+    Inside a mapping, a zero counts as empty too (``{"total": 0, "items": []}``).
+    """
+    if value is None:
+        return True
+    if isinstance(value, str):
+        return len(value) < 40 and value.strip(" .!").lower() in _EMPTY_TEXTS
+    if not isinstance(value, dict | list):
+        return False
+    if depth >= 2:
+        return not value
+    if isinstance(value, dict):
+        return _all_empty(value.values(), True, depth)
+    return _all_empty(value, False, depth)
+
+
+def _all_empty(values: Iterable[Any], in_mapping: bool, depth: int) -> bool:
+    """Return True when every one of ``values`` is empty (``in_mapping``: zeros count as empty).
+
+    Strings and numbers are tested inline; the loop returns at the first value that carries
+    something.
+    """
+    for item in values:
+        if item is None:
+            continue
+        kind = type(item)
+        if kind is str:
+            if len(item) >= 40 or item.strip(" .!").lower() not in _EMPTY_TEXTS:
+                return False
+        elif kind is bool:
+            return False
+        elif kind is int or kind is float or isinstance(item, int | float):
+            if not in_mapping or item != 0:
+                return False
+        elif not _is_empty(item, depth + 1):
+            return False
+    return True

@@ -1,0 +1,145 @@
+"""Which keys of a result are volatile (moments, per-request ids), and stripping them."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any, Final
+
+from otel_loopguard.signature._form import _CONTAINERS, _MAX_DEPTH, _MAX_ITEMS
+
+DEFAULT_VOLATILE_KEYS: Final = (
+    "*_at",
+    "*_time",
+    "timestamp",
+    "expires*",
+    "request_id",
+    "*request_id",
+    "trace_id",
+    "span_id",
+    "nonce",
+    "etag",
+)
+"""Result keys whose values are a moment or a per-request identity; ``date`` is handled apart."""
+
+_DATETIME_RE: Final = re.compile(
+    r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?\s*(?:Z|[+-]\d{2}:?\d{2})?",
+    re.ASCII | re.IGNORECASE,
+)
+_CAMEL_RE: Final = re.compile(r"(?<=[a-z0-9])([A-Z])")
+
+
+class VolatileMatcher:
+    """Decides which mapping keys of a result are volatile (moments, per-request ids).
+
+    Thread-safe: the per-key cache is a plain dict whose races only repeat work.
+    """
+
+    __slots__ = ("_cache", "_regex", "_safe")
+
+    def __init__(self, patterns: Iterable[str] = DEFAULT_VOLATILE_KEYS) -> None:
+        """Compile glob ``patterns`` (``*`` wildcard, case-insensitive, camelCase folded)."""
+        parts = [re.escape(p.lower()).replace(r"\*", ".*") for p in patterns]
+        self._regex = re.compile("(?:" + "|".join(parts) + r")\Z") if parts else None
+        self._cache: dict[str, int] = {}
+        """Key → 0 (kept), 1 (volatile) or 2 (``date``: volatile when the value has a time)."""
+        self._safe: set[str] = set()
+        """Keys classified 0: a mapping made only of them is skipped in C (``_strip_dict``).
+
+        Thread-safe like ``_cache``: ``set.add`` and ``issuperset`` each run under the GIL."""
+
+    def _classify(self, key: str) -> int:
+        snake = _CAMEL_RE.sub(r"_\1", key).lower().replace("-", "_")
+        if self._regex is not None and self._regex.match(snake):
+            hit = 1
+        else:
+            hit = 2 if key.lower() == "date" else 0
+        if len(self._cache) < 4096:
+            self._cache[key] = hit
+            if not hit:
+                self._safe.add(key)
+        return hit
+
+    def is_volatile(self, key: str, value: Any) -> bool:
+        """Return True when ``key`` (with ``value``) should be ignored when comparing results."""
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._classify(key)
+        if hit == 2:
+            return isinstance(value, str) and _DATETIME_RE.search(value) is not None
+        return hit == 1
+
+    def strip(self, value: Any) -> bool:
+        """Delete the volatile keys of every mapping inside parsed JSON ``value``, in place.
+
+        ``value`` is what a JSON parser returned (dicts, lists and scalars). Returns False, and
+        stops part-way, when ``value`` holds a container ``_MAX_DEPTH`` levels down or one of more
+        than ``_MAX_ITEMS`` items: the general path, which cuts those (``normalize_value``), must
+        sign it. The walk finds this out on the way, so the caller need not count brackets.
+        """
+        try:
+            if type(value) is dict:
+                self._strip_dict(value)
+            elif type(value) is list:
+                self._strip_list(value, 0)
+        except _Unbounded:
+            return False
+        return True
+
+    def _strip_dict(self, value: dict[str, Any]) -> None:
+        if not self._plain(value):
+            self._strip_items(value, 0)
+
+    def _plain(self, value: dict[str, Any]) -> bool:
+        """Return True for known plain keys and no nested mapping or list (a C-speed test)."""
+        return (self._safe.issuperset(value)
+                and _CONTAINERS.isdisjoint(map(type, value.values()))
+                and len(value) <= _MAX_ITEMS)
+
+    def _strip_child(self, item: Any, depth: int) -> None:
+        """Strip a mapping or list found in a container ``depth`` levels down.
+
+        A plain mapping passes ``_plain`` and is left as it is, down to the depth where the
+        bound is checked.
+        """
+        if type(item) is list:
+            self._strip_list(item, depth + 1)
+        elif depth >= _INLINE_DEPTH or not self._plain(item):
+            self._strip_items(item, depth + 1)
+
+    def _strip_items(self, value: dict[str, Any], depth: int) -> None:
+        """``_strip_dict`` of a mapping ``depth`` levels down, past its first test."""
+        if depth >= _MAX_DEPTH or len(value) > _MAX_ITEMS:
+            raise _Unbounded
+        cache, drop = self._cache, None
+        for key, item in value.items():
+            hit = cache.get(key)
+            if hit is None:
+                hit = self._classify(key)
+            if hit and (hit == 1 or (type(item) is str
+                                     and _DATETIME_RE.search(item) is not None)):
+                if drop is None:
+                    drop = [key]
+                else:
+                    drop.append(key)
+                continue
+            if type(item) in _CONTAINERS:
+                self._strip_child(item, depth)
+        if drop is not None:
+            for key in drop:
+                del value[key]
+
+    def _strip_list(self, value: list[Any], depth: int) -> None:
+        if depth >= _MAX_DEPTH or len(value) > _MAX_ITEMS:
+            raise _Unbounded
+        for item in value:
+            if type(item) in _CONTAINERS:
+                self._strip_child(item, depth)
+
+
+class _Unbounded(Exception):
+    """Raised inside the volatile walk at a bound only the general path enforces."""
+
+
+_INLINE_DEPTH: Final = _MAX_DEPTH - 1
+"""Containers up to this depth may skip a plain mapping inside them (it is at most this + 1)."""
