@@ -104,7 +104,13 @@ class SpanWorker:
         return True
 
     def flush(self, timeout_seconds: float) -> bool:
-        """Wait until every item queued before this call is handled; False on timeout."""
+        """Wait until every item queued before this call is handled; False on timeout.
+
+        An empty queue has nothing to wait for (the item being handled stays queued until it is
+        done), so an idle worker is not woken, whatever the timeout.
+        """
+        if not self.queue:
+            return True
         return self._wait_for(_Marker(), timeout_seconds)
 
     def shutdown(self, timeout_seconds: float) -> bool:
