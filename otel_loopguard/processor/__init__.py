@@ -209,12 +209,25 @@ class LoopGuardSpanProcessor(SpanProcessor):
                         self._downstream_end(span)
                 return
         worker = self._worker
-        if worker is not None:
-            if worker.submit(span):
-                return
+        if worker is None:
+            self._ended(span)
+        elif not worker.submit(span):
+            self._pass_on(span)
+
+    def _pass_on(self, span: ReadableSpan) -> None:
+        """Hand ``span`` on unchecked: the worker's queue is full (counted as skipped).
+
+        Checking it here instead would put detection back on the agent's thread when the worker
+        is already behind, and count its call before the calls still queued.
+        """
+        try:
+            self._open.pop(span.context.span_id, None)
             if self.metrics is not None:
                 self.metrics.record_skipped("queue_full")
-        self._ended(span)
+        except Exception as exc:
+            self.guard.handle("on_end", exc)
+        if self._downstream_end is not None:
+            self._downstream_end(span)
 
     def shutdown(self) -> None:
         """Check what is queued, then shut the downstream processor down."""
