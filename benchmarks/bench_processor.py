@@ -2,7 +2,7 @@
 
 Run: python benchmarks/bench_processor.py [--spans 20000] [--repeat 5]
     [--kinds plain,tool,end] [--runs 100000] [--io-us 300]
-    [--in-process ROUNDS [--exporter null|otlp] [--floor]]
+    [--in-process ROUNDS [--exporter null|otlp] [--floor] [--shape agent|web|flat]]
 
 ``end`` is the agent's view: tool spans whose tools wait on I/O (a sleep of ``--io-us``, 300 us
 by default, each; with a longer wait the worker is idle by the time the next span ends, as it is
@@ -192,23 +192,31 @@ def end_child(config: str, spans: int, io_seconds: float = 0.0003) -> None:
                       "cpu_us_per_span": cpu / spans * 1e6}))
 
 
+SHAPES: dict[str, tuple[str, int]] = {
+    "agent": ("invoke_agent a", 20), "web": ("GET /orders", 4), "flat": ("GET /health", 0)}
+"""Traces of the in-process blocks: root name, children per root (``--shape``)."""
+
+
 def in_process(rounds: int, block: int = 500, *, exporter: str = "null",
-               floor: bool = False) -> None:
+               floor: bool = False, shape: str = "agent") -> None:
     """Time other spans in one process: each configuration in turn, ``rounds`` blocks each.
 
     Fresh processes on a shared machine differ by about 5 % from one another, as much as the
     bound on other spans; blocks that take turns inside one process share its drift, imports
-    and heap. Each block makes ``block`` spans (traces of 20 under an ``invoke_agent`` root)
-    and is timed in process CPU (the export threads included: each block ends with a
-    ``force_flush``, so its export is timed with it); the configurations run in an
-    order that reverses every round. ``batch-again`` is a second ``batch`` provider: the
-    difference the method reads between two identical configurations.
+    and heap. Each block makes about ``block`` spans and is timed in process CPU (the export
+    threads included: each block ends with a ``force_flush``, so its export is timed with it);
+    the configurations run in an order that reverses every round. ``batch-again`` is a second
+    ``batch`` provider: the difference the method reads between two identical configurations.
 
     ``exporter="otlp"`` exports with the OTLP/HTTP (protobuf) exporter to bench_serve.py's sink,
     another process on 127.0.0.1 that answers each request and discards it, so the export thread
     does what an application's does; its encoding counts in this process's CPU, the sink's work
     does not. ``floor`` adds the two wrappers of ``_floor``: what wrapping the downstream, and
     keeping a table of open spans besides, cost before loopguard reads anything.
+
+    ``shape``: ``agent``, traces of 20 spans under an ``invoke_agent`` root (spans of an agent
+    framework that are not tool calls); ``web``, a request root with 4 children (an application
+    that also runs agents); ``flat``, every span a root of its own trace.
     """
     configs: tuple[str, ...] = ("batch", "loopguard", "batch-again")
     if floor:
@@ -219,13 +227,14 @@ def in_process(rounds: int, block: int = 500, *, exporter: str = "null",
                  for config in configs}
     tracers = {config: provider.get_tracer("bench") for config, provider in providers.items()}
     attrs = {"http.method": "GET", "http.route": "/x"}
-    traces, per_trace = block // 20, 20
+    root, per_trace = SHAPES[shape]
+    traces = block // max(per_trace, 1)
 
     def timed(config: str) -> float:
         tracer = tracers[config]
         started = time.process_time()
         for _ in range(traces):
-            with tracer.start_as_current_span("invoke_agent a"):
+            with tracer.start_as_current_span(root):
                 for _ in range(per_trace):
                     with tracer.start_as_current_span("execute_tool search_kb",
                                                       attributes=attrs):
@@ -245,7 +254,7 @@ def in_process(rounds: int, block: int = 500, *, exporter: str = "null",
     if sink is not None:
         sink[0].terminate()
         sink[0].wait()
-    _print_in_process(cpu, exporter)
+    _print_in_process(cpu, f"{exporter} exporter, {shape}")
 
 
 def _sink() -> tuple[subprocess.Popen[str], int]:
@@ -257,10 +266,10 @@ def _sink() -> tuple[subprocess.Popen[str], int]:
     return sink, int(sink.stdout.readline().split()[0])
 
 
-def _print_in_process(cpu: dict[str, list[float]], exporter: str) -> None:
+def _print_in_process(cpu: dict[str, list[float]], setup: str) -> None:
     base = cpu["batch"]
     for config, times in cpu.items():
-        line = (f"plain/{config:12} in one process ({exporter} exporter): "
+        line = (f"plain/{config:12} in one process ({setup}): "
                 f"median {statistics.median(times):6.2f} us")
         if config != "batch":
             pairs = sorted((x / b - 1) * 100 for x, b in zip(cpu[config], base, strict=True))
@@ -348,9 +357,12 @@ def main() -> None:
     parser.add_argument("--floor", action="store_true",
                         help="--in-process: also time a wrapper that only forwards, and one that "
                              "keeps a table of open spans besides")
+    parser.add_argument("--shape", choices=tuple(SHAPES), default="agent",
+                        help="--in-process: traces of 20 spans under an agent root (default), "
+                             "a request root with 4 children, or root spans only")
     args = parser.parse_args()
     if args.in_process:
-        in_process(args.in_process, exporter=args.exporter, floor=args.floor)
+        in_process(args.in_process, exporter=args.exporter, floor=args.floor, shape=args.shape)
         return
     if args.child:
         if args.child[1] == "end":

@@ -134,6 +134,31 @@ class TestRunStore:
         assert len(setup.processor.store) == 0
         assert setup.sample("loopguard_open_runs") == 0
 
+    @pytest.mark.parametrize("downstream", [True, False])
+    def test_a_plain_root_ends_its_own_run_only(self, downstream: bool) -> None:
+        """A root without markers (an HTTP request) ends its trace's run, and no other."""
+        from opentelemetry import trace
+
+        setup = Setup(downstream=downstream)
+        agent = setup.tracer.start_span("invoke_agent triage", attributes=AGENT)
+        with trace.use_span(agent):
+            setup.tool("search", '{"q": 1}', "r")
+        setup.provider.force_flush()
+        with setup.tracer.start_as_current_span("GET /health"):
+            pass
+        assert len(setup.processor.store) == 1  # another trace's root: the agent's run stays
+        request = setup.tracer.start_span("POST /chat")
+        with trace.use_span(request):
+            setup.tool("search", '{"q": 1}', "r")
+        setup.provider.force_flush()
+        assert len(setup.processor.store) == 2
+        request.end()  # nothing queued: handled inside span.end()
+        assert len(setup.processor.store) == 1
+        agent.end()
+        setup.provider.force_flush()
+        assert len(setup.processor.store) == 0
+        setup.provider.shutdown()
+
     def test_capacity_evictions_are_counted(self) -> None:
         """Past max_runs open runs, the least recently used is evicted and counted."""
         setup = Setup(max_runs=2)

@@ -201,12 +201,11 @@ class LoopGuardSpanProcessor(SpanProcessor):
             except Exception:  # not an SDK span: the general path reads its properties
                 read = True
             if not read:  # no tool, model or handoff markers: it only leaves the open spans
-                if parent is None or parent[2]:  # a root: its end releases its run
-                    self._ended(span)
-                else:
-                    self._open.pop(span_id, None)
-                    if self._downstream_end is not None:
-                        self._downstream_end(span)
+                self._open.pop(span_id, None)
+                if parent is None or parent[2]:  # a root: its end releases its run, if any
+                    self._root_ended(span)
+                if self._downstream_end is not None:
+                    self._downstream_end(span)
                 return
         worker = self._worker
         if worker is None:
@@ -524,6 +523,18 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 self._log.emit(decision, evidence, context, timestamp)
             except Exception as exc:
                 self.guard.handle("log_event", exc)
+
+    def _root_ended(self, span: ReadableSpan) -> None:
+        """Release the run of a root span no adapter reads; nothing to do while no run is open.
+
+        Most such roots (HTTP requests, jobs) belong to traces without tool calls: with no run
+        open in the process there is no run id to format and no lock to take.
+        """
+        if self.store or self._trace_runs:
+            try:
+                self._release(span._context[0])  # type: ignore[index]  # an SDK span, as read
+            except Exception as exc:
+                self.guard.handle("on_end", exc)
 
     def _release(self, trace_id: int) -> None:
         if self._by_trace:  # ``_trace_runs`` stays empty: ``_run_id`` returns first
