@@ -27,6 +27,7 @@ import sys
 
 MODULES = (
     "otel_loopguard/engine.py",
+    "otel_loopguard/signature/_bounds.py",
     "otel_loopguard/signature/_form.py",
     "otel_loopguard/signature/_volatile.py",
     "otel_loopguard/signature/_results.py",

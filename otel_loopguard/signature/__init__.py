@@ -5,9 +5,9 @@ strings trimmed with inner whitespace collapsed (no case folding), volatile resu
 stripped, and oversized values replaced by their hash. Only digests are kept, so memory per call
 is bounded whatever the payload, and no input raises.
 
-The package, by concern: ``_form`` (the canonical form, its JSON text and digest, the bounds,
-and a call's signature), ``_volatile`` (result keys to ignore) and ``_results`` (a result's
-signature and the facts the detectors read from it).
+The package, by concern: ``_bounds`` (how far a value is read), ``_form`` (the canonical form,
+its JSON text and digest, and a call's signature), ``_volatile`` (result keys to ignore) and
+``_results`` (a result's signature and the facts the detectors read from it).
 """
 
 from __future__ import annotations

@@ -19,13 +19,15 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 import xxhash
 
+from otel_loopguard.signature._bounds import (
+    _DEFAULT_MAX_VALUE_CHARS,
+    _MAX_DEPTH,
+    _MAX_ITEMS,
+)
+
 if TYPE_CHECKING:
     from otel_loopguard.signature._volatile import VolatileMatcher
 
-_DEFAULT_MAX_VALUE_CHARS: Final = 4096
-_MAX_DEPTH: Final = 32
-_MAX_ITEMS: Final = 2048
-"""Items kept per container; the rest are folded into one hash so time stays bounded."""
 _DATETIME_TOKEN: Final = "<datetime>"
 
 
@@ -39,7 +41,6 @@ def digest(text: str) -> str:
 
 
 _xxh3_hex: Final = xxhash.xxh3_64_hexdigest
-_CONTAINERS: Final = frozenset({dict, list})
 _INT_MIN: Final = -(2**63)
 _INT_MAX: Final = 2**64 - 1
 """The integers orjson reads and writes; JSON integers beyond them are read as floats."""

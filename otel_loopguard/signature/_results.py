@@ -6,8 +6,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from otel_loopguard.signature._bounds import _DEFAULT_MAX_VALUE_CHARS
 from otel_loopguard.signature._form import (
-    _DEFAULT_MAX_VALUE_CHARS,
     _NOT_JSON,
     _canonical,
     _fast_json,

@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, Final
 
-from otel_loopguard.signature._form import _CONTAINERS, _MAX_DEPTH, _MAX_ITEMS
+from otel_loopguard.signature._bounds import _CONTAINERS, _MAX_DEPTH, _MAX_ITEMS
 
 DEFAULT_VOLATILE_KEYS: Final = (
     "*_at",
