@@ -75,6 +75,7 @@ def _message(decision: Decision, tool: str, repeats: int) -> str:
         what = f"would continue a loop ({code}, {repeats} repeats)"
     return f'Tool "{tool}" {what} - aborting to prevent a loop'
 
+
 class InternalErrorGuard:
     """Counts and logs (once per kind) errors raised inside loopguard's hooks.
 

@@ -203,7 +203,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             if not read:  # no tool, model or handoff markers: it only leaves the open spans
                 self._open.pop(span_id, None)
                 if parent is None or parent[2]:  # a root: its end releases its run, if any
-                    self._root_ended(span)
+                    self._release(span._context[0])  # type: ignore[index]
                 if self._downstream_end is not None:
                     self._downstream_end(span)
                 return
@@ -524,32 +524,30 @@ class LoopGuardSpanProcessor(SpanProcessor):
             except Exception as exc:
                 self.guard.handle("log_event", exc)
 
-    def _root_ended(self, span: ReadableSpan) -> None:
-        """Release the run of a root span no adapter reads; nothing to do while no run is open.
-
-        Most such roots (HTTP requests, jobs) belong to traces without tool calls: with no run
-        open in the process there is no run id to format and no lock to take.
-        """
-        if self.store or self._trace_runs:
-            try:
-                self._release(span._context[0])  # type: ignore[index]  # an SDK span, as read
-            except Exception as exc:
-                self.guard.handle("on_end", exc)
-
     def _release(self, trace_id: int) -> None:
-        if self._by_trace:  # ``_trace_runs`` stays empty: ``_run_id`` returns first
-            last = self._last_trace
-            self.store.release(last[1] if last[0] == trace_id else format(trace_id, "032x"))
-        else:
-            with self._trace_lock:
-                run_id = self._trace_runs.pop(trace_id, None)
-            fallback = format(trace_id, "032x")
-            if run_id != fallback:  # spans that ended before the trace's run key showed
-                self.store.release(fallback)
-            if run_id is not None and self.config.run_key == "agent":
-                self.store.release(run_id)  # conversations span traces: TTL / LRU release them
-        if self._multiprocess:
-            self.metrics.set_open_runs(len(self.store))  # type: ignore[union-attr]  # checked
+        """Drop the run of a trace whose root span ended; never raises.
+
+        Nothing to do while no run is open, the case of most roots without tool calls (HTTP
+        requests, jobs): no run id to format and no lock to take.
+        """
+        if not (self.store or self._trace_runs):
+            return
+        try:
+            if self._by_trace:  # ``_trace_runs`` stays empty: ``_run_id`` returns first
+                last = self._last_trace
+                self.store.release(last[1] if last[0] == trace_id else format(trace_id, "032x"))
+            else:
+                with self._trace_lock:
+                    run_id = self._trace_runs.pop(trace_id, None)
+                fallback = format(trace_id, "032x")
+                if run_id != fallback:  # spans that ended before the trace's run key showed
+                    self.store.release(fallback)
+                if run_id is not None and self.config.run_key == "agent":
+                    self.store.release(run_id)  # conversations span traces: TTL / LRU do it
+            if self._multiprocess:
+                self.metrics.set_open_runs(len(self.store))  # type: ignore[union-attr]
+        except Exception as exc:
+            self.guard.handle("on_end", exc)
 
     def run_for_span(self, span: Any) -> tuple[str, RunEntry]:
         """Return the run id and entry of a live span (used by the enforce-mode guard).
