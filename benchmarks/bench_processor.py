@@ -2,7 +2,8 @@
 
 Run: python benchmarks/bench_processor.py [--spans 20000] [--repeat 5]
     [--kinds plain,tool,end] [--runs 100000] [--io-us 300]
-    [--in-process ROUNDS [--exporter null|otlp] [--floor] [--shape agent|web|flat]]
+    [--in-process ROUNDS [--exporter null|otlp] [--floor] [--shape agent|web|flat]
+     [--open-run]]
 
 ``end`` is the agent's view: tool spans whose tools wait on I/O (a sleep of ``--io-us``, 300 us
 by default, each; with a longer wait the worker is idle by the time the next span ends, as it is
@@ -198,7 +199,7 @@ SHAPES: dict[str, tuple[str, int]] = {
 
 
 def in_process(rounds: int, block: int = 500, *, exporter: str = "null",
-               floor: bool = False, shape: str = "agent") -> None:
+               floor: bool = False, shape: str = "agent", open_run: bool = False) -> None:
     """Time other spans in one process: each configuration in turn, ``rounds`` blocks each.
 
     Fresh processes on a shared machine differ by about 5 % from one another, as much as the
@@ -216,7 +217,9 @@ def in_process(rounds: int, block: int = 500, *, exporter: str = "null",
 
     ``shape``: ``agent``, traces of 20 spans under an ``invoke_agent`` root (spans of an agent
     framework that are not tool calls); ``web``, a request root with 4 children (an application
-    that also runs agents); ``flat``, every span a root of its own trace.
+    that also runs agents); ``flat``, every span a root of its own trace. ``open_run``: an agent
+    run (one tool call) stays open in another trace of each provider while the blocks run, as
+    in an application that serves requests while agents run.
     """
     configs: tuple[str, ...] = ("batch", "loopguard", "batch-again")
     if floor:
@@ -229,6 +232,8 @@ def in_process(rounds: int, block: int = 500, *, exporter: str = "null",
     attrs = {"http.method": "GET", "http.route": "/x"}
     root, per_trace = SHAPES[shape]
     traces = block // max(per_trace, 1)
+    agents = [_open_run(provider, tracers[config]) for config, provider in providers.items()
+              if open_run]
 
     def timed(config: str) -> float:
         tracer = tracers[config]
@@ -249,12 +254,28 @@ def in_process(rounds: int, block: int = 500, *, exporter: str = "null",
     for repeat in range(rounds):
         for config in configs if repeat % 2 == 0 else configs[::-1]:
             cpu[config].append(timed(config))
+    for agent in agents:
+        agent.end()
     for provider in providers.values():
         provider.shutdown()
     if sink is not None:
         sink[0].terminate()
         sink[0].wait()
-    _print_in_process(cpu, f"{exporter} exporter, {shape}")
+    _print_in_process(cpu, f"{exporter} exporter, {shape}{', a run open' if open_run else ''}")
+
+
+def _open_run(provider: Any, tracer: Any) -> Any:
+    """Start an agent span, make one tool call under it, and return the agent span, open."""
+    from opentelemetry import trace
+
+    agent = tracer.start_span("invoke_agent a", attributes={
+        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"})
+    with trace.use_span(agent), tracer.start_as_current_span("execute_tool search", attributes={
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search",
+            "gen_ai.tool.call.arguments": '{"q": 1}', "gen_ai.tool.call.result": "r"}):
+        pass
+    provider.force_flush()
+    return agent
 
 
 def _sink() -> tuple[subprocess.Popen[str], int]:
@@ -357,12 +378,15 @@ def main() -> None:
     parser.add_argument("--floor", action="store_true",
                         help="--in-process: also time a wrapper that only forwards, and one that "
                              "keeps a table of open spans besides")
+    parser.add_argument("--open-run", action="store_true",
+                        help="--in-process: an agent run stays open in another trace")
     parser.add_argument("--shape", choices=tuple(SHAPES), default="agent",
                         help="--in-process: traces of 20 spans under an agent root (default), "
                              "a request root with 4 children, or root spans only")
     args = parser.parse_args()
     if args.in_process:
-        in_process(args.in_process, exporter=args.exporter, floor=args.floor, shape=args.shape)
+        in_process(args.in_process, exporter=args.exporter, floor=args.floor, shape=args.shape,
+                   open_run=args.open_run)
         return
     if args.child:
         if args.child[1] == "end":

@@ -14,7 +14,7 @@ from otel_loopguard.assembly import SiblingAgents
 from otel_loopguard.engine import RunState
 from otel_loopguard.types import Clock
 
-__all__ = ["MAX_NS", "InMemoryRunStateStore", "RunEntry", "seconds_to_ns"]
+__all__ = ["MAX_NS", "InMemoryRunStateStore", "RunEntry", "after_fork_in_child", "seconds_to_ns"]
 
 MAX_NS: Final = 1 << 62
 """About 146 years: any longer duration means "never" in practice."""
@@ -28,6 +28,24 @@ def seconds_to_ns(seconds: float) -> int:
     """
     ns = seconds * 1e9
     return int(ns) if ns < MAX_NS else MAX_NS
+
+
+def after_fork_in_child(method: Callable[[], object]) -> None:
+    """Call the bound ``method`` in a child after ``os.fork``, while its object still lives.
+
+    For state a forked child must not inherit: a lock another thread held at the fork, a
+    thread that does not exist there. The hook holds the object by a weak reference only.
+    """
+    if not hasattr(os, "register_at_fork"):
+        return
+    ref = weakref.WeakMethod(method)
+
+    def call() -> None:
+        bound = ref()
+        if bound is not None:
+            bound()
+
+    os.register_at_fork(after_in_child=call)
 
 
 @dataclass(slots=True)
@@ -67,14 +85,7 @@ class InMemoryRunStateStore:
         self._on_evict = on_evict
         self._runs: OrderedDict[str, RunEntry] = OrderedDict()
         self._lock = threading.Lock()
-        reinit = weakref.WeakMethod(self._reinit_after_fork)
-
-        def _after_fork() -> None:
-            method = reinit()
-            if method is not None:
-                method()
-
-        os.register_at_fork(after_in_child=_after_fork)
+        after_fork_in_child(self._reinit_after_fork)
 
     def __len__(self) -> int:
         """Return the number of open runs."""

@@ -202,6 +202,29 @@ class TestRunStore:
         assert [s.attributes["loopguard.call_index"] for s in flagged] == [3, 4]
         assert flagged[0].attributes["loopguard.run_id"] == "conv-1"
 
+    def test_agent_runs_in_one_trace_stay_apart(self) -> None:
+        """With run_key=agent, two agent invocations in one trace are two runs, as ``check``
+        groups them; the root's end drops both, and a root of another trace neither."""
+        from opentelemetry import trace
+
+        setup = Setup(run_key="agent")
+        root = setup.tracer.start_span("POST /chat")
+        with trace.use_span(root):
+            for name in ("triage", "billing"):
+                with setup.tracer.start_as_current_span(f"invoke_agent {name}", attributes={
+                        **AGENT, "gen_ai.agent.name": name}):
+                    for _ in range(3):
+                        setup.tool("search", '{"q": "x"}', "none")
+        setup.provider.force_flush()
+        assert sorted(e.tool_calls for e in setup.processor.store._runs.values()) == [3, 3]
+        with setup.tracer.start_as_current_span("GET /health"):
+            pass
+        assert len(setup.processor.store) == 2
+        root.end()
+        setup.provider.force_flush()
+        assert len(setup.processor.store) == 0
+        setup.provider.shutdown()
+
     def test_conversation_found_only_on_tool_spans(self) -> None:
         """When only the tool spans carry the conversation id, a chat span that ends first
         must not pin the trace to a run of its own: both traces' calls add up in conv-1."""
@@ -240,7 +263,8 @@ class TestRunStore:
 
     @pytest.mark.skipif(sys.platform == "win32", reason="fork")
     def test_store_is_empty_in_a_forked_child(self, setup: Setup) -> None:
-        """After os.fork the child starts with an empty store (no inherited runs)."""
+        """After os.fork the child starts with an empty store (no inherited runs), no trace
+        noted as having one, and a free lock even if a thread held it at the fork."""
         from opentelemetry import trace
 
         root = setup.tracer.start_span("invoke_agent triage", attributes=AGENT)
@@ -248,14 +272,19 @@ class TestRunStore:
             setup.tool("search", '{"q": 1}', "r")
         setup.processor.force_flush()  # the parent's worker has taken the call into its run
         read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - child
-            os.write(write, str(len(setup.processor.store)).encode())
-            os._exit(0)
+        with setup.processor._trace_lock:  # as a worker in the middle of a release would
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - child
+                processor = setup.processor
+                os.write(write, f"{len(processor.store)} {len(processor._traces)} "
+                                f"{processor._trace_lock.locked()}".encode())
+                os._exit(0)
         os.waitpid(pid, 0)
-        assert os.read(read, 16) == b"0"
+        assert os.read(read, 32) == b"0 0 False"
         assert len(setup.processor.store) == 1
         root.end()
+        setup.processor.force_flush()
+        assert len(setup.processor.store) == 0
 
 
 class TestNeverBreaksTheAgent:

@@ -47,7 +47,7 @@ from otel_loopguard.metrics._otel import backends
 from otel_loopguard.otlp._sdk import raw_attributes, span_record_from_readable
 from otel_loopguard.processor._live import LiveSpans
 from otel_loopguard.processor._worker import SpanWorker
-from otel_loopguard.state import InMemoryRunStateStore, RunEntry
+from otel_loopguard.state import InMemoryRunStateStore, RunEntry, after_fork_in_child
 from otel_loopguard.types import Action, Decision, Handoff, ModelTurn, SpanAdapter, ToolCall
 from otel_loopguard.waste import Waste
 
@@ -137,14 +137,14 @@ class LoopGuardSpanProcessor(SpanProcessor):
             self.metrics.track_open_runs(self.store.__len__)
         self.live = LiveSpans(max_age_seconds=self.config.run_ttl_seconds)
         self._open = self.live.spans  # on_end pops from the table directly: it runs per span
-        self._trace_runs: OrderedDict[int, str] = OrderedDict()
+        self._traces: OrderedDict[int, _TraceRuns] = OrderedDict()
+        """The traces with a run open, so a root's end finds its own runs (at most max_runs)."""
         self._trace_lock = threading.Lock()
+        after_fork_in_child(self._forget_traces)
         self._mode = self.config.mode
         self._span_evidence = self.config.evidence != "logs"
         self._log = EvidenceLog(logger_provider) if self.config.evidence != "spans" else None
         self._by_trace = self.config.run_key == "trace"
-        self._last_trace: tuple[int, str] = (-1, "")
-        """The latest tool span's trace id and its hex form."""
         self._multiprocess = self.metrics is not None and self.metrics.multiprocess
         self._other_names: set[str] = set()
         """Span names that do not name an agent span (bounded; races only repeat work)."""
@@ -426,23 +426,37 @@ class LoopGuardSpanProcessor(SpanProcessor):
         return template, agent
 
     def _run_id(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> str:
+        """Return the run of ``span`` by ``run_key``, noted as its trace's unless it spans traces.
+
+        A conversation's run outlives its traces (TTL and LRU end it); any other run, the
+        trace's own or an agent invocation's, ends with the trace's root span (``_release``).
+        """
         trace_id = span.context.trace_id if span.context else 0
+        trace = self._traces.get(trace_id) or self._open_trace(trace_id)
         key = self.config.run_key
-        if key == "trace":
-            return format(trace_id, "032x")
-        cached = self._trace_runs.get(trace_id)
-        if cached is not None:
-            return cached
-        parent_id = span.parent.span_id if span.parent is not None else None
-        run_id = self._conversation(attrs, parent_id) if key == "conversation" else \
-            self.live.agent_span_id(parent_id)
-        if not run_id:  # not known yet (a chat span before the tool spans that carry it):
-            return format(trace_id, "032x")  # this span alone; a later one may find it
-        with self._trace_lock:
-            self._trace_runs[trace_id] = run_id
-            while len(self._trace_runs) > self.config.max_runs:
-                self._trace_runs.popitem(last=False)
+        run_id = None
+        if key != "trace":
+            parent_id = span.parent.span_id if span.parent is not None else None
+            if key == "conversation":
+                run_id = trace.conversation = trace.conversation or self._conversation(
+                    attrs, parent_id)
+                if run_id:
+                    return run_id
+            else:
+                run_id = self.live.agent_span_id(parent_id)
+        # the trace; or, while the run key is not known yet (a chat span before the tool spans
+        # that carry it), this span alone: a later one may find it
+        run_id = run_id or format(trace_id, "032x")
+        trace.runs.add(run_id)
         return run_id
+
+    def _open_trace(self, trace_id: int) -> _TraceRuns:
+        """Note a trace with a run open; forget the oldest past ``max_runs``."""
+        with self._trace_lock:
+            trace = self._traces.setdefault(trace_id, _TraceRuns())
+            while len(self._traces) > self.config.max_runs:
+                self._traces.popitem(last=False)
+        return trace
 
     def _conversation(self, attrs: Mapping[str, Any], parent_id: int | None) -> str | None:
         keys = self.config.conversation_keys
@@ -475,7 +489,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         name = agent_of(span.name, raw_attributes(span))
         if name is None or span.parent is None or self.config.run_key != "trace":
             return
-        run_id = format(span.context.trace_id, "032x")
+        run_id = self._run_id(span, {})
         entry, _ = self.store.get_or_create(run_id)
         if entry.state.notifying and entry.state.in_callback():
             return  # started inside this run's on_decision, which holds its lock
@@ -524,26 +538,24 @@ class LoopGuardSpanProcessor(SpanProcessor):
             except Exception as exc:
                 self.guard.handle("log_event", exc)
 
-    def _release(self, trace_id: int) -> None:
-        """Drop the run of a trace whose root span ended; never raises.
+    def _forget_traces(self) -> None:
+        """In a forked child: no trace has a run (the store starts empty), a new lock."""
+        self._trace_lock = threading.Lock()
+        self._traces.clear()
 
-        Nothing to do while no run is open, the case of most roots without tool calls (HTTP
-        requests, jobs): no run id to format and no lock to take.
+    def _release(self, trace_id: int) -> None:
+        """Drop the runs of a trace whose root span ended; never raises.
+
+        Only a trace noted by ``_run_id`` has any: the roots of other traces (HTTP requests,
+        jobs) end here with one lookup, however many runs are open elsewhere.
         """
-        if not (self.store or self._trace_runs):
+        if trace_id not in self._traces:
             return
         try:
-            if self._by_trace:  # ``_trace_runs`` stays empty: ``_run_id`` returns first
-                last = self._last_trace
-                self.store.release(last[1] if last[0] == trace_id else format(trace_id, "032x"))
-            else:
-                with self._trace_lock:
-                    run_id = self._trace_runs.pop(trace_id, None)
-                fallback = format(trace_id, "032x")
-                if run_id != fallback:  # spans that ended before the trace's run key showed
-                    self.store.release(fallback)
-                if run_id is not None and self.config.run_key == "agent":
-                    self.store.release(run_id)  # conversations span traces: TTL / LRU do it
+            with self._trace_lock:
+                trace = self._traces.pop(trace_id, None)
+            for run_id in trace.runs if trace is not None else ():
+                self.store.release(run_id)
             if self._multiprocess:
                 self.metrics.set_open_runs(len(self.store))  # type: ignore[union-attr]
         except Exception as exc:
@@ -581,6 +593,18 @@ class LoopGuardSpanProcessor(SpanProcessor):
     def _evicted(self, reason: str, count: int) -> None:
         if self.metrics is not None:
             self.metrics.record_eviction(reason, count)
+
+
+class _TraceRuns:
+    """What the processor knows of a trace with a run open: its runs, its conversation."""
+
+    __slots__ = ("conversation", "runs")
+
+    def __init__(self) -> None:
+        self.conversation: str | None = None
+        """``run_key = "conversation"``: the trace's conversation id, once a span names it."""
+        self.runs: set[str] = set()
+        """The runs its root's end drops: the trace's own, or its agent invocations'."""
 
 
 class _Release:

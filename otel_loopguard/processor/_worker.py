@@ -17,12 +17,12 @@ detection while spans keep coming, at most 1 s after a quiet second.
 from __future__ import annotations
 
 import logging
-import os
 import threading
-import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Final
+
+from otel_loopguard.state import after_fork_in_child
 
 __all__ = ["SpanWorker"]
 
@@ -69,8 +69,7 @@ class SpanWorker:
         self.max_queue_size = max_queue_size
         self._name = name
         self._start()
-        if hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=_restarter(weakref.WeakMethod(self._start)))
+        after_fork_in_child(self._start)
 
     def _start(self) -> None:
         if hasattr(self, "queue"):  # after a fork: the same deque (callers hold it), emptied
@@ -154,11 +153,3 @@ class SpanWorker:
                 logger.exception("otel-loopguard: error in the background worker")
             queue.popleft()  # only this thread takes items: the one just handled
 
-
-def _restarter(start: weakref.WeakMethod[Callable[[], None]]) -> Callable[[], None]:
-    """Return the fork hook that restarts a worker, if it still exists, in the child."""
-    def restart() -> None:
-        method = start()
-        if method is not None:
-            method()
-    return restart
