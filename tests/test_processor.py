@@ -14,7 +14,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client import CollectorRegistry
 
 from otel_loopguard import LoopGuardConfig
+from otel_loopguard.otlp._sdk import span_record_from_readable
 from otel_loopguard.processor import EVENT_NAME, LoopGuardSpanProcessor
+from otel_loopguard.replay import Checker
 from otel_loopguard.testing import FakeClock
 
 AGENT = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "triage",
@@ -223,6 +225,12 @@ class TestRunStore:
         root.end()
         setup.provider.force_flush()
         assert len(setup.processor.store) == 0
+        live = {s.attributes["loopguard.run_id"] for s in setup.spans()
+                if "loopguard.run_id" in s.attributes}
+        records = [span_record_from_readable(s) for s in setup.spans()]
+        checked = {r.run_id for r in Checker(LoopGuardConfig.create(run_key="agent")).run(
+            iter(records)) if r.findings}
+        assert len(live) == 2 and live == checked
         setup.provider.shutdown()
 
     def test_conversation_found_only_on_tool_spans(self) -> None:

@@ -442,8 +442,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
                     attrs, parent_id)
                 if run_id:
                     return run_id
-            else:
-                run_id = self.live.agent_span_id(parent_id)
+            else:  # the agent invocation's run, named as ``check`` names it
+                agent = self.live.agent_span_id(parent_id)
+                run_id = f"{trace_id:032x}/{agent}" if agent else None
         # the trace; or, while the run key is not known yet (a chat span before the tool spans
         # that carry it), this span alone: a later one may find it
         run_id = run_id or format(trace_id, "032x")
