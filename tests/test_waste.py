@@ -15,13 +15,9 @@ from typing import Any
 
 import pytest
 from _otlp_files import json_line
-from opentelemetry import trace
-from opentelemetry.context import Context
+from _replay import replay_live
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import Status, StatusCode
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from prometheus_client import CollectorRegistry
 
 from otel_loopguard.adapters import usage_of
@@ -35,7 +31,7 @@ from otel_loopguard.receiver import LoopGuardReceiver, ReceiverOptions
 from otel_loopguard.replay.checker import Checker
 from otel_loopguard.replay.tracefile import iter_spans
 from otel_loopguard.testing import AgentScript, LoopGuardHarness
-from otel_loopguard.types import STATUS_ERROR, Action, ModelTurn, SpanRecord, ToolCall
+from otel_loopguard.types import Action, ModelTurn, SpanRecord, ToolCall
 from otel_loopguard.waste import Waste
 
 PRICES = {"gpt-4o": {"input_per_million": 2.5, "output_per_million": 10.0},
@@ -465,52 +461,6 @@ def _serve_totals(spans: Any, config: LoopGuardConfig) -> dict[str, dict[str, fl
     return _metric_totals(registry)
 
 
-def _replay_live(records: list[SpanRecord], config: LoopGuardConfig
-                 ) -> tuple[list[ReadableSpan], dict[str, dict[str, float]]]:
-    """Replay recorded spans on a real TracerProvider with the live processor.
-
-    Spans start and end in their recorded order (times moved to now, so the processor keeps
-    the open ones), under their recorded parents. Returns the SDK spans and the processor's
-    waste counters.
-    """
-    registry = CollectorRegistry()
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    provider.add_span_processor(LoopGuardSpanProcessor(config, metrics=LoopGuardMetrics(registry)))
-    tracer = provider.get_tracer("replay")
-    shift = time.time_ns() - min(r.start_time_ns for r in records)
-    steps = sorted([(r.start_time_ns, 1, i) for i, r in enumerate(records)]
-                   + [(r.end_time_ns, 0, i) for i, r in enumerate(records)])
-    live: dict[tuple[str, str], Any] = {}
-
-    def start(record: SpanRecord) -> Any:
-        parent = live.get((record.trace_id, record.parent_span_id or ""))
-        context = trace.set_span_in_context(parent) if parent is not None else Context()
-        span = tracer.start_span(record.name, context=context,
-                                 attributes=dict(record.attributes),
-                                 start_time=record.start_time_ns + shift)
-        live[(record.trace_id, record.span_id)] = span
-        return span
-
-    for _, phase, index in steps:
-        record = records[index]
-        span = live.get((record.trace_id, record.span_id))
-        if phase == 1:
-            if span is None:
-                start(record)
-            continue
-        if span is None:  # ends as it starts
-            span = start(record)
-        for name, attributes in record.events:
-            span.add_event(name, dict(attributes))
-        if record.status_code == STATUS_ERROR:
-            span.set_status(Status(StatusCode.ERROR, record.status_message or None))
-        span.end(end_time=record.end_time_ns + shift)
-    provider.shutdown()
-    return list(exporter.get_finished_spans()), _metric_totals(registry)
-
-
 def _with_usage(record: SpanRecord, index: int) -> SpanRecord:
     """Give a model span token counts that vary from span to span, and a priced model."""
     if record.attributes.get("gen_ai.operation.name") != "chat":
@@ -596,6 +546,7 @@ class TestEndToEnd:
             by_template[template] = by_template.get(template, Waste()) + report.waste
         assert sum(by_template.values(), Waste()).tool_calls > 50  # the corpus loops
         from_check = {t: _waste_as_metrics(w) for t, w in by_template.items()}
-        spans, from_live = _replay_live(records, CONFIG)
+        spans, registry = replay_live(records, CONFIG)
+        from_live = _metric_totals(registry)
         assert _by_template(from_live) == _approx(_by_template(from_check))
         assert _by_template(_serve_totals(spans, CONFIG)) == _approx(_by_template(from_check))

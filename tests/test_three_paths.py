@@ -1,0 +1,81 @@
+"""The three ways in find the same loops in the same spans, for every run key.
+
+The live processor (each span as it ends, on a real ``TracerProvider``), ``serve``'s streaming
+checker and ``check`` (a saved trace) share one assembly of spans into runs; here they read the
+real-agent corpus and a request in which two agents loop in turn, twice in one conversation,
+and must flag the same calls of the same runs with the same detectors and actions.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _replay import replay_live
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from otel_loopguard.config import LoopGuardConfig
+from otel_loopguard.otlp._sdk import span_record_from_readable
+from otel_loopguard.receiver import StreamingChecker
+from otel_loopguard.replay import Checker, RunReport, iter_spans
+from otel_loopguard.types import SpanRecord
+
+CORPUS = Path(__file__).parent / "corpus" / "runs.jsonl.gz"
+
+Finding = tuple[str, str, str, int]
+"""A flagged call: run id, detector, action, the call's index in its run."""
+
+
+def _two_agents() -> list[SpanRecord]:
+    """Two requests of one conversation; in each, agents triage and billing repeat a search."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("two-agents")
+    for _ in range(2):
+        with tracer.start_as_current_span("POST /chat"):
+            for name in ("triage", "billing"):
+                with tracer.start_as_current_span(f"invoke_agent {name}", attributes={
+                        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name,
+                        "gen_ai.conversation.id": "conv-1"}):
+                    for _ in range(4):
+                        with tracer.start_as_current_span("chat", attributes={
+                                "gen_ai.operation.name": "chat"}):
+                            pass
+                        with tracer.start_as_current_span("execute_tool search", attributes={
+                                "gen_ai.operation.name": "execute_tool",
+                                "gen_ai.tool.name": "search",
+                                "gen_ai.tool.call.arguments": f'{{"q": "{name}"}}',
+                                "gen_ai.tool.call.result": "no results"}):
+                            pass
+    provider.shutdown()
+    return [span_record_from_readable(s) for s in exporter.get_finished_spans()]
+
+
+@pytest.fixture(scope="module", name="records")
+def _records() -> list[SpanRecord]:
+    return list(iter_spans(str(CORPUS), strict=True)) + _two_agents()
+
+
+def _from_reports(reports: list[RunReport]) -> set[Finding]:
+    return {(r.run_id, d.detector, d.action.label, d.call_index)
+            for r in reports for d in r.findings}
+
+
+@pytest.mark.parametrize("run_key", ["trace", "agent", "conversation"])
+def test_live_serve_and_check_flag_the_same_calls(records: list[SpanRecord],
+                                                  run_key: str) -> None:
+    config = LoopGuardConfig.create(run_key=run_key)
+    spans, _ = replay_live(records, config, downstream=True)  # new trace and span ids
+    live = {(str(s.attributes["loopguard.run_id"]), str(s.attributes["loopguard.detector"]),
+             str(s.attributes["loopguard.action"]), int(s.attributes["loopguard.call_index"]))
+            for s in spans if s.attributes and "loopguard.action" in s.attributes}
+    exported = [span_record_from_readable(s) for s in spans]  # what a Collector receives
+    checked = _from_reports(list(Checker(config).run(iter(exported))))
+    streaming = StreamingChecker(config, raise_internal_errors=True)
+    served = _from_reports(streaming.add(exported) + streaming.flush())
+    assert len(checked) > 20  # the corpus loops, and so do both agents
+    assert served == checked
+    assert live == checked
