@@ -1,4 +1,5 @@
-"""Smoke benchmark: the engine over one 100-call run of realistic calls.
+"""Smoke benchmarks: the engine over one 100-call run of realistic calls; the processor's
+in-process timing of other spans, in every trace shape, so the script keeps running.
 
 Not collected by the test suite (``testpaths = ["tests"]``). Run it on its own::
 
@@ -16,9 +17,12 @@ import os
 import sys
 from typing import Any
 
+import pytest
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _workload import RESULT_BYTES, no_loop_run, to_tool_calls
+from bench_processor import SHAPES, in_process
 
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.engine import LoopEngine
@@ -41,3 +45,13 @@ def test_engine_100_calls(benchmark: Any) -> None:
     # no loop in the workload: only the default 50-call budget warning may fire
     assert highest <= Action.WARN
     assert "loopguard" not in sys.modules  # loopguard-runtime stays out of this test
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_processor_in_process(shape: str, capsys: pytest.CaptureFixture[str]) -> None:
+    in_process(2, block=40, floor=True, shape=shape, open_run=shape == "web")
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == [
+        "plain/batch", "plain/loopguard", "plain/batch-again", "plain/forward",
+        "plain/open-table"]
+    assert all(shape in line and "median" in line for line in lines)
