@@ -448,7 +448,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
         # the trace; or, while the run key is not known yet (a chat span before the tool spans
         # that carry it), this span alone: a later one may find it
         run_id = run_id or format(trace_id, "032x")
-        trace.runs.add(run_id)
+        if run_id not in trace.runs:
+            trace.runs.append(run_id)
         return run_id
 
     def _open_trace(self, trace_id: int) -> _TraceRuns:
@@ -604,8 +605,9 @@ class _TraceRuns:
     def __init__(self) -> None:
         self.conversation: str | None = None
         """``run_key = "conversation"``: the trace's conversation id, once a span names it."""
-        self.runs: set[str] = set()
-        """The runs its root's end drops: the trace's own, or its agent invocations'."""
+        self.runs: list[str] = []
+        """The runs its root's end drops: the trace's own, or its agent invocations' (a list:
+        most traces have one, and a list of one is a third of a set's size)."""
 
 
 class _Release:
