@@ -169,7 +169,6 @@ def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuard
     candidate = may_be_event if adapters is DEFAULT_ADAPTERS else None
     pending: list[tuple[SpanRecord, int]] = []  # maybe events, with the model turns before them
     turns = 0
-    has_model = False
     template_roots = _key_roots(tuple(config.prompt_name_keys))
     conversation_keys = frozenset(config.conversation_keys)
     template = conversation = None
@@ -180,7 +179,6 @@ def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuard
             agents[s.span_id] = agent
         if is_model_turn(name, attributes):
             turns += 1
-            has_model = True
             if model_turns:
                 pending.append((s, -turns))  # negative: the span is model turn number -n
         elif candidate is None or candidate(name, attributes):
@@ -196,7 +194,7 @@ def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuard
     out.conversation = conversation
     out.service_name = _service_name(spans)
     by_id = dict(zip(map(_SPAN_ID, ordered), ordered, strict=True)) if pending else {}
-    events = out.events = _events(pending, by_id, agents, adapters, has_model,
+    events = out.events = _events(pending, by_id, agents, adapters,
                                   tool_requests=tool_requests)
     if (conversation is None or config.run_key != "conversation") and events:
         out.unparented_tool_calls = sum(
@@ -231,12 +229,14 @@ def _service_name(spans: Sequence[SpanRecord]) -> str | None:
 
 
 def _events(pending: Sequence[tuple[SpanRecord, int]], by_id: Mapping[str, SpanRecord],
-            agents: dict[str, str], adapters: Sequence[SpanAdapter],
-            has_model: bool, *, tool_requests: bool) -> list[TraceEvent]:
+            agents: dict[str, str], adapters: Sequence[SpanAdapter], *,
+            tool_requests: bool) -> list[TraceEvent]:
     """Return the events of the candidate spans, each with its owning agent span.
 
-    ``pending`` holds each candidate with the model turns before it (-n: model turn n). The
-    owner depends on the parent alone, so it is looked up once per parent span.
+    ``pending`` holds each candidate with the model turns before it (-n: model turn n). A call
+    before the trace's first model turn has no turn (its batch goes by time), as the live
+    processor, which cannot see later spans, places it. The owner depends on the parent alone,
+    so it is looked up once per parent span.
     """
     owners: dict[str | None, tuple[str | None, str | None]] = {}
     events: list[TraceEvent] = []
@@ -253,7 +253,7 @@ def _events(pending: Sequence[tuple[SpanRecord, int]], by_id: Mapping[str, SpanR
                               tool_request_of(span.attributes) if tool_requests else None,
                               owner, -turn, tokens_in, tokens_out, models)
         else:
-            event = placed_event(span, adapters, owner_name, turn if has_model else None)
+            event = placed_event(span, adapters, owner_name, turn or None)
             if event is None:
                 continue
         events.append(TraceEvent(event, owner))

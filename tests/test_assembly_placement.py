@@ -83,7 +83,7 @@ def test_each_call_gets_the_agent_above_its_own_parent() -> None:
                getattr(item.event, "agent", None), getattr(item.event, "turn", None))
               for item in assembled.events]
     assert placed == [
-        ("ToolCall", "a" * 16, "triage", 0),
+        ("ToolCall", "a" * 16, "triage", None),  # before the first model turn: no turn yet
         ("ModelTurn", "b" * 16, None, None),
         ("ToolCall", "b" * 16, "billing", 1),
         ("ToolCall", "b" * 16, "billing", 1),

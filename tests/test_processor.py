@@ -206,7 +206,8 @@ class TestRunStore:
 
     def test_agent_runs_in_one_trace_stay_apart(self) -> None:
         """With run_key=agent, two agent invocations in one trace are two runs, as ``check``
-        groups them; the root's end drops both, and a root of another trace neither."""
+        groups them, and the handoff between them is the run of their parent; the root's end
+        drops all three, and a root of another trace none."""
         from opentelemetry import trace
 
         setup = Setup(run_key="agent")
@@ -218,10 +219,12 @@ class TestRunStore:
                     for _ in range(3):
                         setup.tool("search", '{"q": "x"}', "none")
         setup.provider.force_flush()
-        assert sorted(e.tool_calls for e in setup.processor.store._runs.values()) == [3, 3]
+        runs = setup.processor.store._runs.values()
+        assert sorted((e.tool_calls, list(e.state.handoff_state.agents)) for e in runs) == [
+            (0, ["triage", "billing"]), (3, []), (3, [])]
         with setup.tracer.start_as_current_span("GET /health"):
             pass
-        assert len(setup.processor.store) == 2
+        assert len(setup.processor.store) == 3
         root.end()
         setup.provider.force_flush()
         assert len(setup.processor.store) == 0

@@ -324,3 +324,25 @@ def test_a_released_synthetic_run_keeps_its_queued_calls() -> None:
                                      {"prompt_template": "unknown", "tool": "search"}) == 3
     assert gate.actions == [None, None, "warn"]  # one run: the third identical call warns
     provider.shutdown()
+
+
+def test_handoff_evidence_reaches_an_agent_span_that_ended_before_its_start_was_checked(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Sibling agent spans triage, billing, triage, billing, triage, each ending at once: the
+    worker takes their starts after they ended. The ping-pong's evidence still reaches the
+    exported agent span that closed it, and the SDK never warns of an ended span."""
+    exporter = InMemorySpanExporter()
+    provider, _ = _provider(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("POST /chat"):
+        for name in ("triage", "billing") * 2 + ("triage",):
+            with tracer.start_as_current_span(f"invoke_agent {name}", attributes={
+                    "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name}):
+                pass
+    provider.force_flush()
+    flagged = [s for s in exporter.get_finished_spans()
+               if (s.attributes or {}).get("loopguard.detector") == "handoff"]
+    assert [(s.name, s.attributes["loopguard.action"]) for s in flagged] == [
+        ("invoke_agent triage", "stop")]
+    assert "ended span" not in caplog.text
+    provider.shutdown()

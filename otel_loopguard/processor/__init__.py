@@ -58,6 +58,8 @@ logger = logging.getLogger(__name__)
 _DEFAULT: Final = DEFAULT_ADAPTERS
 _AGENT_PREFIXES: Final = ("invoke_agent", "Agent run")
 _MAX_SPAN_NAMES: Final = 4096
+_MAX_ENDED_AGENTS: Final = 1024
+"""Evidence kept for ended agent spans whose end the worker has still to hand on."""
 _DEFAULT_MAX_QUEUE_SIZE: Final = 16_384
 _SHUTDOWN_SECONDS: Final = 30.0
 _NO_OP_STARTS: Final = frozenset({SpanProcessor.on_start, BatchSpanProcessor.on_start,
@@ -144,8 +146,10 @@ class LoopGuardSpanProcessor(SpanProcessor):
         self._mode = self.config.mode
         self._span_evidence = self.config.evidence != "logs"
         self._log = EvidenceLog(logger_provider) if self.config.evidence != "spans" else None
-        self._by_trace = self.config.run_key == "trace"
         self._multiprocess = self.metrics is not None and self.metrics.multiprocess
+        self._ended_agents: dict[int, dict[str, Any]] = {}
+        """Evidence for agent spans that ended before the worker took their start: their end is
+        queued behind it, and the copy handed on carries it (the worker's alone)."""
         self._other_names: set[str] = set()
         """Span names that do not name an agent span (bounded; races only repeat work)."""
         self._warned_unparented = False
@@ -282,6 +286,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 self._open.pop(context[1], None)
                 if is_candidate(name, attrs):
                     out = self._candidate(span, attrs, name) or span
+                if self._ended_agents and context[1] in self._ended_agents:
+                    out = _with_evidence(out, self._ended_agents.pop(context[1]))
                 if parent is None or parent[2]:
                     self._release(context[0])
         except Exception as exc:
@@ -447,7 +453,11 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 run_id = f"{trace_id:032x}/{agent}" if agent else None
         # the trace; or, while the run key is not known yet (a chat span before the tool spans
         # that carry it), this span alone: a later one may find it
-        run_id = run_id or format(trace_id, "032x")
+        return self._note_run(trace_id, run_id or format(trace_id, "032x"), trace)
+
+    def _note_run(self, trace_id: int, run_id: str, trace: _TraceRuns | None = None) -> str:
+        """Note ``run_id`` as one the trace's root's end drops; return it."""
+        trace = trace or self._traces.get(trace_id) or self._open_trace(trace_id)
         if run_id not in trace.runs:
             trace.runs.append(run_id)
         return run_id
@@ -479,7 +489,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             if len(self._other_names) < _MAX_SPAN_NAMES:
                 self._other_names.add(name)
             return
-        if self._by_trace and span.parent is not None:
+        if span.parent is not None:
             # a sibling agent span may imply a handoff (a root one has no siblings);
             # in order with the ended spans, so the handoff falls between their calls
             worker = self._worker
@@ -487,11 +497,20 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 self._agent_started(span)
 
     def _agent_started(self, span: Span) -> None:
-        """Infer a handoff when a sibling agent span with another name starts."""
-        name = agent_of(span.name, raw_attributes(span))
-        if name is None or span.parent is None or self.config.run_key != "trace":
+        """Infer a handoff when a sibling agent span with another name starts.
+
+        The handoff belongs to the run of the agent span's parent, as ``check`` places it: the
+        trace's, the conversation's, or with ``run_key = "agent"`` the parent invocation's.
+        """
+        attrs = raw_attributes(span)
+        name = agent_of(span.name, attrs)
+        if name is None or span.parent is None:
             return
-        run_id = self._run_id(span, {})
+        if self.config.run_key == "agent":
+            run_id = self._note_run(span.context.trace_id,
+                                    f"{span.context.trace_id:032x}/{span.parent.span_id:016x}")
+        else:
+            run_id = self._run_id(span, attrs)
         entry, _ = self.store.get_or_create(run_id)
         if entry.state.notifying and entry.state.in_callback():
             return  # started inside this run's on_decision, which holds its lock
@@ -503,15 +522,31 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 return
             old = entry.state.highest
             decision = self.engine.process_handoff(entry.state, handoff)
-            entry.state.explicit_handoffs = False
         if decision.flagged:
             evidence = evidence_attributes(decision, run_id, self._mode)
             if self._span_evidence:
-                span.set_attributes(evidence)
+                self._evidence_on_agent(span, evidence)
             self._emit(decision, evidence, span.context, span.start_time)
             if self.metrics is not None:
                 self.metrics.record_finding(entry.template, decision.detector, decision.action,
                                             self._mode, old)
+
+    def _evidence_on_agent(self, span: Span, evidence: dict[str, Any]) -> None:
+        """Put a handoff's evidence on the agent span whose start implied it.
+
+        On the worker, the span may have ended since it started (or end while this runs): its
+        end is then queued behind its start, and ``_ended`` adds the evidence to the copy it
+        hands on, since an ended SDK span takes no attributes.
+        """
+        if span.end_time is None:
+            span.set_attributes(evidence)
+            if span.attributes is not None and \
+                    span.attributes.get("loopguard.call_index") == evidence["loopguard.call_index"]:
+                return
+        if self._worker is not None:
+            self._ended_agents[span.context.span_id] = evidence
+            while len(self._ended_agents) > _MAX_ENDED_AGENTS:
+                del self._ended_agents[next(iter(self._ended_agents))]
 
     def _annotate(self, span: ReadableSpan, decision: Decision, run_id: str) -> ReadableSpan:
         evidence = evidence_attributes(decision, run_id, self._mode)
@@ -525,11 +560,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 target.add_event(EVENT_NAME, {**evidence, "loopguard.span_id":
                                               format(span.context.span_id, "016x")})
             return span
-        return ReadableSpan(
-            name=span.name, context=span.context, parent=span.parent, resource=span.resource,
-            attributes={**raw_attributes(span), **evidence}, events=span.events,
-            links=span.links, kind=span.kind, status=span.status, start_time=span.start_time,
-            end_time=span.end_time, instrumentation_scope=span.instrumentation_scope)
+        return _with_evidence(span, evidence)
 
     def _emit(self, decision: Decision, evidence: dict[str, Any], context: Any,
               timestamp: int | None) -> None:
@@ -595,6 +626,15 @@ class LoopGuardSpanProcessor(SpanProcessor):
     def _evicted(self, reason: str, count: int) -> None:
         if self.metrics is not None:
             self.metrics.record_eviction(reason, count)
+
+
+def _with_evidence(span: ReadableSpan, evidence: Mapping[str, Any]) -> ReadableSpan:
+    """Return a copy of the ended ``span`` with the ``loopguard.*`` attributes added."""
+    return ReadableSpan(
+        name=span.name, context=span.context, parent=span.parent, resource=span.resource,
+        attributes={**raw_attributes(span), **evidence}, events=span.events,
+        links=span.links, kind=span.kind, status=span.status, start_time=span.start_time,
+        end_time=span.end_time, instrumentation_scope=span.instrumentation_scope)
 
 
 class _TraceRuns:

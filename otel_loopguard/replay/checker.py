@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from otel_loopguard.adapters import DEFAULT_ADAPTERS
-from otel_loopguard.assembly import AssembledTrace, assemble_trace
+from otel_loopguard.assembly import AssembledTrace, TraceEvent, assemble_trace
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.engine import LoopEngine, RunState
 from otel_loopguard.replay._dedupe import SpanDeduplicator
@@ -183,7 +183,7 @@ class Checker:
         for owner, items in groups.items():
             run_id = f"{assembled.trace_id}/{owner}" if owner else assembled.trace_id
             state, report = self._run(run_id)
-            self._feed(state, report, assembled, items)
+            self._feed(state, report, assembled, _turns_of_run(items))
             yield self._close_run(run_id)
 
     def _run(self, run_id: str) -> tuple[RunState, RunReport]:
@@ -232,6 +232,26 @@ class Checker:
             report.findings.append(decision)
         else:
             report.findings_dropped += 1
+
+
+def _turns_of_run(items: list[TraceEvent]) -> list[TraceEvent]:
+    """Number one agent invocation's model turns from 1, as the live processor counts a run's.
+
+    Each call gets the run's latest turn (none before its first). The assembly numbers a trace's
+    turns; with ``run_key = "agent"`` a trace holds several runs, and a call's turn is its own
+    agent's latest model call, not another agent's.
+    """
+    turns = 0
+    out: list[TraceEvent] = []
+    for item in items:
+        event = item.event
+        if isinstance(event, ModelTurn):
+            turns += 1
+            event = replace(event, index=turns)
+        elif isinstance(event, ToolCall):
+            event = event.in_context(event.agent, turns or None)
+        out.append(TraceEvent(event, item.agent_span_id))
+    return out
 
 
 def report_to_json(report: RunReport) -> dict[str, Any]:
