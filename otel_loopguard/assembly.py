@@ -9,8 +9,9 @@ The rules, shared by the live processor (spans as they start and end), ``check``
   parallel calls of one turn form a batch;
 * **prompt template**: the first span of the run that names one (``template_in``): the tool
   span, its ancestors or a model span;
-* **sibling handoffs**: consecutive sibling agent spans with different agents, when the run has
-  no explicit handoff (``SiblingAgents``).
+* **sibling handoffs**: consecutive sibling agent spans with different agents, counted until
+  the run reports a handoff span of its own (``SiblingAgents``,
+  ``LoopEngine.counts_inferred_handoff``).
 """
 
 from __future__ import annotations
@@ -200,8 +201,7 @@ def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuard
         out.unparented_tool_calls = sum(
             lone_tool_call(item.event, _parent_of(item.event.span_id, by_id))
             for item in events if isinstance(item.event, ToolCall))
-    if not any(isinstance(item.event, Handoff) for item in events):
-        _add_sibling_handoffs(out, ordered, agents)
+    _add_sibling_handoffs(out, ordered, agents)  # they count until the run reports its own
     return out
 
 

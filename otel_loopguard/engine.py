@@ -453,6 +453,15 @@ class LoopEngine:
             del run.per_tool[next(iter(run.per_tool))]
         return repeat
 
+    @staticmethod
+    def counts_inferred_handoff(run: RunState) -> bool:
+        """Return whether a handoff inferred from sibling agent spans still counts in ``run``.
+
+        Only until the run reports a handoff span of its own: from then on its spans say where
+        control goes. The live processor, ``check`` and ``serve`` all ask this.
+        """
+        return run.handoffs == 0
+
     def process_handoff(self, run: RunState, handoff: Handoff) -> Decision:
         """Observe one explicit handoff of ``run``.
 

@@ -59,7 +59,6 @@ class RunEntry:
     tool_calls: int = 0
     model_turns: int = 0
     seen_model: bool = False
-    explicit_handoffs: bool = False
     siblings: SiblingAgents = field(default_factory=SiblingAgents)
     """The agent spans started so far, for sibling handoffs."""
 

@@ -61,8 +61,10 @@ def _calls(framework: str, scenario: str) -> list[ToolCall]:
 
 
 def _handoffs(framework: str, scenario: str) -> list[Handoff]:
+    """The trace's explicit handoffs (those its sibling agent spans imply come too, and count
+    only until the run's first explicit one)."""
     return [e.event for e in _assembled(framework, scenario).events
-            if isinstance(e.event, Handoff)]
+            if isinstance(e.event, Handoff) and e.event.explicit]
 
 
 def _findings(report: RunReport) -> list[tuple[int, str, str]]:

@@ -511,6 +511,16 @@ class TestHandoffDetector:
                    for i, agent in enumerate(["triage", "billing"] * 3)]
         assert not any(flagged)
 
+    def test_sibling_handoffs_count_until_the_run_reports_its_own(self) -> None:
+        """Handoffs inferred from sibling agent spans count until a handoff span arrives."""
+        engine = LoopEngine()
+        run = engine.new_run()
+        assert engine.counts_inferred_handoff(run)
+        engine.process_handoff(run, Handoff(from_agent="a", to_agent="b", explicit=False))
+        assert engine.counts_inferred_handoff(run)
+        engine.process_handoff(run, Handoff(from_agent="b", to_agent="a"))
+        assert not engine.counts_inferred_handoff(run)
+
     def test_disabled(self) -> None:
         """With ``handoff`` off there is no handoff detector at all."""
         config = LoopGuardConfig.create(detectors=["stagnation"])

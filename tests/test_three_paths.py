@@ -3,7 +3,7 @@
 The live processor (each span as it ends, on a real ``TracerProvider``), ``serve``'s streaming
 checker and ``check`` (a saved trace) share one assembly of spans into runs; here they read the
 real-agent corpus, a request in which two agents loop in turn, twice in one conversation, and
-generated traces (nested and sibling agents, model turns, failing calls, repeated calls), and
+generated traces (nested and sibling agents, handoffs, model turns, failing and repeated calls), and
 must flag the same calls of the same runs with the same detectors and actions.
 
 Not generated: a conversation id that first shows on a span after others of its trace ended.
@@ -97,7 +97,7 @@ def test_live_serve_and_check_flag_the_same_calls(records: list[SpanRecord],
 
 
 def _agent_work(tracer: Any, rng: random.Random, depth: int) -> None:
-    """Model turns, tool calls (some failing, few distinct, so some repeat) and sub-agents."""
+    """Model turns, handoffs, tool calls (some failing, few distinct: some repeat), sub-agents."""
     for _ in range(rng.randint(2, 12)):
         pick = rng.random()
         if pick < 0.25:
@@ -105,6 +105,12 @@ def _agent_work(tracer: Any, rng: random.Random, depth: int) -> None:
             if rng.random() < 0.3:
                 attrs["gen_ai.prompt.name"] = rng.choice(["p1", "p2"])
             with tracer.start_as_current_span("chat", attributes=attrs):
+                pass
+        elif pick < 0.32:
+            source, target = rng.sample(["a", "b", "c"], 2)
+            with tracer.start_as_current_span(f"handoff {source} -> {target}", attributes={
+                    "gen_ai.operation.name": "handoff", "gen_ai.handoff.from_agent": source,
+                    "gen_ai.handoff.to_agent": target}):
                 pass
         elif pick < 0.85 or depth >= 2:
             tool = rng.choice(["search", "fetch", "bash"])

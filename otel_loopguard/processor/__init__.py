@@ -399,7 +399,6 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 entry.tool_calls += 1
                 decision = self.engine.process(entry.state, event)
             else:
-                entry.explicit_handoffs = True
                 decision = self.engine.process_handoff(entry.state, event)
             waste = entry.state.waste
             wasted = waste.take() if waste.looping else None
@@ -518,7 +517,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             handoff = entry.siblings.started(format(span.parent.span_id, "016x"), name,
                                              format(span.context.span_id, "016x"),
                                              span.start_time or 0)
-            if handoff is None or entry.explicit_handoffs:
+            if handoff is None or not self.engine.counts_inferred_handoff(entry.state):
                 return
             old = entry.state.highest
             decision = self.engine.process_handoff(entry.state, handoff)

@@ -212,8 +212,10 @@ class Checker:
                 report.tool_calls += 1
             elif isinstance(event, ModelTurn):
                 decision = self.engine.process_model_turn(state, event)
-            else:
+            elif event.explicit or self.engine.counts_inferred_handoff(state):
                 decision = self.engine.process_handoff(state, event)
+            else:
+                continue
             if decision.flagged:
                 self._record(report, decision)
             if self.on_event is not None:
