@@ -9,9 +9,9 @@ The rules, shared by the live processor (spans as they start and end), ``check``
   parallel calls of one turn form a batch;
 * **prompt template**: the first span of the run that names one (``template_in``): the tool
   span, its ancestors or a model span;
-* **sibling handoffs**: consecutive sibling agent spans with different agents, counted until
-  the run reports a handoff span of its own (``SiblingAgents``,
-  ``LoopEngine.counts_inferred_handoff``).
+* **sibling handoffs**: consecutive sibling agent spans with different agents (spans named as
+  agents, ``may_name_agent``), counted until the run reports a handoff span of its own
+  (``SiblingAgents``, ``LoopEngine.counts_inferred_handoff``).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from otel_loopguard.adapters import (
     conversation_of,
     is_model_turn,
     may_be_event,
+    may_name_agent,
     placed_event,
     prompt_template_of,
     template_key_roots,
@@ -270,7 +271,8 @@ def _add_sibling_handoffs(out: AssembledTrace, spans: Sequence[SpanRecord],
     """Add the handoffs ``SiblingAgents`` infers, in time order among the trace's events."""
     siblings = SiblingAgents()
     inferred: list[tuple[int, TraceEvent]] = []
-    for span in sorted((s for s in spans if s.span_id in agents), key=_START):
+    for span in sorted((s for s in spans if s.span_id in agents and may_name_agent(s.name)),
+                       key=_START):
         handoff = siblings.started(span.parent_span_id, agents[span.span_id], span.span_id,
                                    span.start_time_ns)
         if handoff is not None:

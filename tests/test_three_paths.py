@@ -96,41 +96,88 @@ def test_live_serve_and_check_flag_the_same_calls(records: list[SpanRecord],
     assert live == checked
 
 
-def _agent_work(tracer: Any, rng: random.Random, depth: int) -> None:
+Span = tuple[str, dict[str, Any]]
+
+
+class _GenAI:
+    """The spans of the official GenAI conventions."""
+
+    @staticmethod
+    def chat() -> Span:
+        return "chat", {"gen_ai.operation.name": "chat"}
+
+    @staticmethod
+    def handoff(source: str, target: str) -> Span:
+        return f"handoff {source} -> {target}", {
+            "gen_ai.operation.name": "handoff", "gen_ai.handoff.from_agent": source,
+            "gen_ai.handoff.to_agent": target}
+
+    @staticmethod
+    def tool(tool: str, arguments: str, result: str) -> Span:
+        return f"execute_tool {tool}", {
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool,
+            "gen_ai.tool.call.arguments": arguments, "gen_ai.tool.call.result": result}
+
+    @staticmethod
+    def agent(name: str) -> Span:
+        return f"invoke_agent {name}", {"gen_ai.operation.name": "invoke_agent",
+                                        "gen_ai.agent.name": name}
+
+
+class _OpenInference:
+    """The spans of OpenInference: agents known by attributes alone, handoffs as tool spans."""
+
+    @staticmethod
+    def chat() -> Span:
+        return "llm", {"openinference.span.kind": "LLM"}
+
+    @staticmethod
+    def handoff(source: str, target: str) -> Span:
+        return f"handoff to {target}", {"openinference.span.kind": "TOOL",
+                                        "tool.name": f"transfer_to_{target}"}
+
+    @staticmethod
+    def tool(tool: str, arguments: str, result: str) -> Span:
+        return tool, {"openinference.span.kind": "TOOL", "tool.name": tool,
+                      "input.value": arguments, "output.value": result}
+
+    @staticmethod
+    def agent(name: str) -> Span:
+        return name, {"openinference.span.kind": "AGENT", "agent.name": name}
+
+
+def _agent_work(tracer: Any, rng: random.Random, spans: Any, depth: int) -> None:
     """Model turns, handoffs, tool calls (some failing, few distinct: some repeat), sub-agents."""
     for _ in range(rng.randint(2, 12)):
         pick = rng.random()
         if pick < 0.25:
-            attrs = {"gen_ai.operation.name": "chat"}
+            name, attrs = spans.chat()
             if rng.random() < 0.3:
                 attrs["gen_ai.prompt.name"] = rng.choice(["p1", "p2"])
-            with tracer.start_as_current_span("chat", attributes=attrs):
+            with tracer.start_as_current_span(name, attributes=attrs):
                 pass
         elif pick < 0.32:
-            source, target = rng.sample(["a", "b", "c"], 2)
-            with tracer.start_as_current_span(f"handoff {source} -> {target}", attributes={
-                    "gen_ai.operation.name": "handoff", "gen_ai.handoff.from_agent": source,
-                    "gen_ai.handoff.to_agent": target}):
+            name, attrs = spans.handoff(*rng.sample(["a", "b", "c"], 2))
+            with tracer.start_as_current_span(name, attributes=attrs):
                 pass
         elif pick < 0.85 or depth >= 2:
             tool = rng.choice(["search", "fetch", "bash"])
             key = {"search": "q", "fetch": "url", "bash": "command"}[tool]
-            with tracer.start_as_current_span(f"execute_tool {tool}", attributes={
-                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool,
-                    "gen_ai.tool.call.arguments": f'{{"{key}": "{rng.randint(1, 2)}"}}',
-                    "gen_ai.tool.call.result": rng.choice(["r1", "none"])}) as span:
+            name, attrs = spans.tool(tool, f'{{"{key}": "{rng.randint(1, 2)}"}}',
+                                     rng.choice(["r1", "none"]))
+            with tracer.start_as_current_span(name, attributes=attrs) as span:
                 if rng.random() < 0.2:
                     span.set_status(Status(StatusCode.ERROR, "boom"))
         else:
-            name = rng.choice(["a", "b", "c"])
-            attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name}
+            name, attrs = spans.agent(rng.choice(["a", "b", "c"]))
             if rng.random() < 0.3:
                 attrs["gen_ai.prompt.name"] = rng.choice(["p1", "p2"])
-            with tracer.start_as_current_span(f"invoke_agent {name}", attributes=attrs):
-                _agent_work(tracer, rng, depth + 1)
+            with tracer.start_as_current_span(name, attributes=attrs):
+                _agent_work(tracer, rng, spans, depth + 1)
 
 
-def _generated(seed: int, config: LoopGuardConfig) -> tuple[set[Finding], list[SpanRecord]]:
+def _generated(seed: int, config: LoopGuardConfig, spans: Any = _GenAI
+               ) -> tuple[set[Finding], list[SpanRecord]]:
     """Run 1 to 3 generated traces through the live processor; its findings and spans."""
     rng = random.Random(seed)
     exporter = InMemorySpanExporter()
@@ -140,23 +187,23 @@ def _generated(seed: int, config: LoopGuardConfig) -> tuple[set[Finding], list[S
         raise_internal_errors=True))
     tracer = provider.get_tracer("generated")
     for _ in range(rng.randint(1, 3)):
-        root, attrs = rng.choice([("POST /chat", {}), ("invoke_agent a", {
-            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"})])
+        root, attrs = ("POST /chat", {}) if rng.random() < 0.5 else spans.agent("a")
         if rng.random() < 0.5:
             attrs = {**attrs, "gen_ai.conversation.id": "c1"}
         with tracer.start_as_current_span(root, attributes=attrs):
-            _agent_work(tracer, rng, 0)
+            _agent_work(tracer, rng, spans, 0)
     provider.shutdown()
-    spans = exporter.get_finished_spans()
-    return _from_spans(spans), [span_record_from_readable(s) for s in spans]
+    ended = exporter.get_finished_spans()
+    return _from_spans(ended), [span_record_from_readable(s) for s in ended]
 
 
+@pytest.mark.parametrize("spans", [_GenAI, _OpenInference], ids=["genai", "openinference"])
 @pytest.mark.parametrize("run_key", ["trace", "agent", "conversation"])
-def test_generated_traces_get_the_same_findings_everywhere(run_key: str) -> None:
+def test_generated_traces_get_the_same_findings_everywhere(run_key: str, spans: Any) -> None:
     config = LoopGuardConfig.create(run_key=run_key)
     findings = 0
     for seed in range(60):
-        live, exported = _generated(seed, config)
+        live, exported = _generated(seed, config, spans)
         checked = _from_reports(list(Checker(config).run(iter(exported))))
         streaming = StreamingChecker(config, raise_internal_errors=True)
         assert _from_reports(streaming.add(exported) + streaming.flush()) == checked, seed

@@ -38,6 +38,7 @@ __all__ = [
     "is_candidate",
     "is_model_turn",
     "may_be_event",
+    "may_name_agent",
     "placed_event",
     "prompt_template_of",
     "template_key_roots",
@@ -56,6 +57,7 @@ _OPERATION: Final = k.GEN_AI_OPERATION_NAME
 _OI_KIND: Final = k.OI_SPAN_KIND
 _TL_KIND: Final = k.TL_SPAN_KIND
 _LOGFIRE_PREFIXES: Final = (k.LOGFIRE_FUNCTION_PREFIX, k.LOGFIRE_HANDOFF_PREFIX)
+_AGENT_NAME_PREFIXES: Final = ("invoke_agent", "Agent run")
 _MAX_UNMARKED_NAMES: Final = 4096
 _unmarked_names: set[str] = set()
 """Span names known not to start with a Logfire prefix (bounded; names repeat)."""
@@ -144,6 +146,17 @@ def agent_of(name: str, attributes: Mapping[str, Any]) -> str | None:
     if name.startswith(k.LOGFIRE_AGENT_PREFIX):
         return name.removeprefix(k.LOGFIRE_AGENT_PREFIX).strip("'\" ")
     return None
+
+
+def may_name_agent(name: str) -> bool:
+    """Return True when a span's name may mark an agent span whose siblings imply handoffs.
+
+    GenAI ``invoke_agent x``, Logfire ``Agent run: x``, Traceloop ``x.agent``: names the live
+    processor can test as a span starts, before most attributes are set, and ``check`` infers
+    sibling handoffs from the same spans. OpenInference agent spans are known by attributes
+    alone; that convention reports its handoffs as spans.
+    """
+    return name.startswith(_AGENT_NAME_PREFIXES) or name.endswith(".agent")
 
 
 def is_model_turn(name: str, attributes: Mapping[str, Any]) -> bool:

@@ -33,6 +33,7 @@ from otel_loopguard.adapters import (
     is_candidate,
     is_model_turn,
     may_be_event,
+    may_name_agent,
     to_event,
     tool_request_of,
     usage_of,
@@ -56,7 +57,6 @@ __all__ = ["LoopGuardSpanProcessor", "evidence_attributes", "install"]
 logger = logging.getLogger(__name__)
 
 _DEFAULT: Final = DEFAULT_ADAPTERS
-_AGENT_PREFIXES: Final = ("invoke_agent", "Agent run")
 _MAX_SPAN_NAMES: Final = 4096
 _MAX_ENDED_AGENTS: Final = 1024
 """Evidence kept for ended agent spans whose end the worker has still to hand on."""
@@ -481,10 +481,10 @@ class LoopGuardSpanProcessor(SpanProcessor):
     def _maybe_agent_started(self, span: Span, name: str) -> None:
         """Infer handoffs from an agent span's start; remember names of other spans.
 
-        Agent spans by name alone (GenAI "invoke_agent x", Traceloop "x.agent") are the only ones
-        whose siblings imply handoffs (OpenInference emits handoff spans).
+        Agent spans by name alone (``may_name_agent``) are the only ones whose siblings imply
+        handoffs, here and in ``check``.
         """
-        if not (name.startswith(_AGENT_PREFIXES) or name.endswith(".agent")):
+        if not may_name_agent(name):
             if len(self._other_names) < _MAX_SPAN_NAMES:
                 self._other_names.add(name)
             return
