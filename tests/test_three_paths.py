@@ -3,8 +3,9 @@
 The live processor (each span as it ends, on a real ``TracerProvider``), ``serve``'s streaming
 checker and ``check`` (a saved trace) share one assembly of spans into runs; here they read the
 real-agent corpus, a request in which two agents loop in turn, twice in one conversation, and
-generated traces (nested and sibling agents, handoffs, model turns, failing and repeated calls), and
-must flag the same calls of the same runs with the same detectors and actions.
+generated traces in the GenAI and OpenInference conventions (nested and sibling agents, handoffs,
+model turns, failing and repeated calls), and must flag the same calls of the same runs with the
+same detectors and actions.
 
 Not generated: a conversation id that first shows on a span after others of its trace ended.
 The live processor cannot know it yet, and puts those spans in the trace's run
