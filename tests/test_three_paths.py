@@ -3,9 +3,9 @@
 The live processor (each span as it ends, on a real ``TracerProvider``), ``serve``'s streaming
 checker and ``check`` (a saved trace) share one assembly of spans into runs; here they read the
 real-agent corpus, a request in which two agents loop in turn, twice in one conversation, and
-generated traces in the GenAI and OpenInference conventions (nested and sibling agents, handoffs,
-model turns, failing and repeated calls), and must flag the same calls of the same runs with the
-same detectors and actions.
+generated traces in the GenAI, OpenInference and Traceloop conventions (nested and sibling
+agents, handoffs, model turns, failing and repeated calls), and must flag the same calls of the
+same runs with the same detectors and actions.
 
 Not generated: a conversation id that first shows on a span after others of its trace ended.
 The live processor cannot know it yet, and puts those spans in the trace's run
@@ -147,6 +147,28 @@ class _OpenInference:
         return name, {"openinference.span.kind": "AGENT", "agent.name": name}
 
 
+class _Traceloop:
+    """The spans of OpenLLMetry (Traceloop): agents named ``x.agent``, no handoff spans."""
+
+    @staticmethod
+    def chat() -> Span:
+        return "openai.chat", {"traceloop.span.kind": "llm"}
+
+    @staticmethod
+    def handoff(source: str, target: str) -> Span:
+        return "step", {}  # the convention has none: a span no adapter reads
+
+    @staticmethod
+    def tool(tool: str, arguments: str, result: str) -> Span:
+        return f"{tool}.tool", {"traceloop.span.kind": "tool", "traceloop.entity.name": tool,
+                                "traceloop.entity.input": arguments,
+                                "traceloop.entity.output": result}
+
+    @staticmethod
+    def agent(name: str) -> Span:
+        return f"{name}.agent", {"traceloop.span.kind": "agent", "traceloop.entity.name": name}
+
+
 def _agent_work(tracer: Any, rng: random.Random, spans: Any, depth: int) -> None:
     """Model turns, handoffs, tool calls (some failing, few distinct: some repeat), sub-agents."""
     for _ in range(rng.randint(2, 12)):
@@ -198,7 +220,8 @@ def _generated(seed: int, config: LoopGuardConfig, spans: Any = _GenAI
     return _from_spans(ended), [span_record_from_readable(s) for s in ended]
 
 
-@pytest.mark.parametrize("spans", [_GenAI, _OpenInference], ids=["genai", "openinference"])
+@pytest.mark.parametrize("spans", [_GenAI, _OpenInference, _Traceloop],
+                         ids=["genai", "openinference", "traceloop"])
 @pytest.mark.parametrize("run_key", ["trace", "agent", "conversation"])
 def test_generated_traces_get_the_same_findings_everywhere(run_key: str, spans: Any) -> None:
     config = LoopGuardConfig.create(run_key=run_key)
