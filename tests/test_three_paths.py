@@ -199,15 +199,18 @@ def _agent_work(tracer: Any, rng: random.Random, spans: Any, depth: int) -> None
                 _agent_work(tracer, rng, spans, depth + 1)
 
 
-def _generated(seed: int, config: LoopGuardConfig, spans: Any = _GenAI
-               ) -> tuple[set[Finding], list[SpanRecord]]:
-    """Run 1 to 3 generated traces through the live processor; its findings and spans."""
+def _generated(seed: int, config: LoopGuardConfig, spans: Any = _GenAI, *,
+               background: bool = True) -> tuple[set[Finding], list[SpanRecord]]:
+    """Run 1 to 3 generated traces through the live processor; its findings and spans.
+
+    ``background=False``: detection inside ``span.end()``, as in enforce mode.
+    """
     rng = random.Random(seed)
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(LoopGuardSpanProcessor(
         config, downstream=SimpleSpanProcessor(exporter), registry=CollectorRegistry(),
-        raise_internal_errors=True))
+        raise_internal_errors=True, background=background))
     tracer = provider.get_tracer("generated")
     for _ in range(rng.randint(1, 3)):
         root, attrs = ("POST /chat", {}) if rng.random() < 0.5 else spans.agent("a")
@@ -220,14 +223,16 @@ def _generated(seed: int, config: LoopGuardConfig, spans: Any = _GenAI
     return _from_spans(ended), [span_record_from_readable(s) for s in ended]
 
 
-@pytest.mark.parametrize("spans", [_GenAI, _OpenInference, _Traceloop],
-                         ids=["genai", "openinference", "traceloop"])
+@pytest.mark.parametrize(("spans", "background"), [
+    (_GenAI, True), (_GenAI, False), (_OpenInference, True), (_Traceloop, True)],
+    ids=["genai", "genai-in-span-end", "openinference", "traceloop"])
 @pytest.mark.parametrize("run_key", ["trace", "agent", "conversation"])
-def test_generated_traces_get_the_same_findings_everywhere(run_key: str, spans: Any) -> None:
+def test_generated_traces_get_the_same_findings_everywhere(run_key: str, spans: Any,
+                                                           background: bool) -> None:
     config = LoopGuardConfig.create(run_key=run_key)
     findings = 0
     for seed in range(60):
-        live, exported = _generated(seed, config, spans)
+        live, exported = _generated(seed, config, spans, background=background)
         checked = _from_reports(list(Checker(config).run(iter(exported))))
         streaming = StreamingChecker(config, raise_internal_errors=True)
         assert _from_reports(streaming.add(exported) + streaming.flush()) == checked, seed
