@@ -437,7 +437,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         trace's own or an agent invocation's, ends with the trace's root span (``_release``).
         """
         trace_id = span.context.trace_id if span.context else 0
-        trace = self._traces.get(trace_id) or self._open_trace(trace_id)
+        trace = self._trace(trace_id)
         key = self.config.run_key
         run_id = None
         if key != "trace":
@@ -452,17 +452,13 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 run_id = f"{trace_id:032x}/{agent}" if agent else None
         # the trace; or, while the run key is not known yet (a chat span before the tool spans
         # that carry it), this span alone: a later one may find it
-        return self._note_run(trace_id, run_id or format(trace_id, "032x"), trace)
+        return trace.note(run_id or format(trace_id, "032x"))
 
-    def _note_run(self, trace_id: int, run_id: str, trace: _TraceRuns | None = None) -> str:
-        """Note ``run_id`` as one the trace's root's end drops; return it."""
-        trace = trace or self._traces.get(trace_id) or self._open_trace(trace_id)
-        if run_id not in trace.runs:
-            trace.runs.append(run_id)
-        return run_id
-
-    def _open_trace(self, trace_id: int) -> _TraceRuns:
-        """Note a trace with a run open; forget the oldest past ``max_runs``."""
+    def _trace(self, trace_id: int) -> _TraceRuns:
+        """Return the note of a trace with a run open, made if new (the oldest past max_runs go)."""
+        found = self._traces.get(trace_id)
+        if found is not None:
+            return found
         with self._trace_lock:
             trace = self._traces.setdefault(trace_id, _TraceRuns())
             while len(self._traces) > self.config.max_runs:
@@ -506,8 +502,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
         if name is None or span.parent is None:
             return
         if self.config.run_key == "agent":
-            run_id = self._note_run(span.context.trace_id,
-                                    f"{span.context.trace_id:032x}/{span.parent.span_id:016x}")
+            run_id = self._trace(span.context.trace_id).note(
+                f"{span.context.trace_id:032x}/{span.parent.span_id:016x}")
         else:
             run_id = self._run_id(span, attrs)
         entry, _ = self.store.get_or_create(run_id)
@@ -647,6 +643,12 @@ class _TraceRuns:
         self.runs: list[str] = []
         """The runs its root's end drops: the trace's own, or its agent invocations' (a list:
         most traces have one, and a list of one is a third of a set's size)."""
+
+    def note(self, run_id: str) -> str:
+        """Note ``run_id`` as one of the runs the trace's root's end drops; return it."""
+        if run_id not in self.runs:
+            self.runs.append(run_id)
+        return run_id
 
 
 class _Release:
