@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from otel_loopguard.kinds._table import DEFAULT_COMMAND_KINDS, KEYWORDS, MODULE_RUNNERS, WRAPPERS
+from corpus._shell_words import COMMAND_KEYS, KEYWORDS, MODULE_RUNNERS, WRAPPERS
 
 HERE = Path(__file__).resolve().parent
 EXTRACTS = HERE / "extracts"
@@ -86,7 +86,7 @@ _SUBCOMMAND = re.compile(r"[a-z_]{1,32}")
 _WORD = re.compile(r"""'[^']*'|"(?:[^"\\]|\\.)*"|[^\s'"]+""")
 _SEPARATORS = frozenset({"&&", "||", "|", "|&", ";", "&", "(", ")", "\n"})
 _REDIRECT = re.compile(r"\d*(?:>>|>\||>&|>|<<<|<<|<)\d*|&>>?")
-_KEY_PREFIXES = frozenset(" ".join(key.split()[:n]) for key in DEFAULT_COMMAND_KINDS
+_KEY_PREFIXES = frozenset(" ".join(key.split()[:n]) for key in COMMAND_KEYS
                           for n in range(1, len(key.split()) + 1))
 
 

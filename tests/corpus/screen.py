@@ -8,6 +8,7 @@ It imports nothing from ``otel_loopguard``. ``python tests/corpus/screen.py FILE
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import sys
 from collections import Counter
@@ -62,7 +63,7 @@ def signals(run: dict[str, Any]) -> list[str]:
         if idle == 3:
             found.append("3 turns in a row without a tool call")
     agents = [turn.get("agent") for turn in run["turns"] if turn.get("agent")]
-    changes = [b for a, b in zip(agents, agents[1:]) if a != b]
+    changes = [b for a, b in itertools.pairwise(agents) if a != b]
     if len(changes) >= 4:
         found.append(f"{len(changes)} agent changes")
     return found
@@ -76,7 +77,8 @@ def show(run: dict[str, Any], width: int = 160) -> str:
         if turn.get("input"):
             lines.append(f"  [turn {number} input] {turn['input'][:width]!r}")
         if turn.get("output"):
-            lines.append(f"  [turn {number} {turn.get('agent') or 'model'}] {turn['output'][:width]!r}")
+            who = turn.get("agent") or "model"
+            lines.append(f"  [turn {number} {who}] {turn['output'][:width]!r}")
         for call in turn["calls"]:
             index += 1
             result = "<not captured>" if call["result"] is None else repr(call["result"][:width])
