@@ -1,32 +1,48 @@
 """Precision and recall of the loop detectors on the real-agent corpus.
 
-``corpus_figures()`` replays ``runs.jsonl.gz`` through ``otel-loopguard check``'s engine at the
-given (default) settings and compares each run's outcome with its label in ``labels.json``.
-A run counts as *flagged* when a loop detector (any detector but ``budget``) reached at least
-``warn`` on one of its calls; runs flagged by ``budget`` alone are reported apart and count as
-not flagged. ``python tests/corpus/figures.py`` prints the table and writes ``FIGURES.md``.
+``corpus_figures()`` replays the development corpus (whole runs, ``runs/<family>/``, labels in
+``labels/<family>/``) through ``otel-loopguard check``'s engine at the given (default) settings
+and compares each run's outcome with its label:
+
+- a **loop** run is *caught* when a loop detector (any detector but ``budget``) reaches at
+  least ``warn`` on a call at or after the labelled start of the loop; a flag before the start
+  alone does not catch it;
+- a **healthy** run is *flagged* when a loop detector reaches at least ``warn`` anywhere in it;
+  runs that only a budget flagged are counted apart (``budget only``): budgets are not loops.
+
+Precision is caught / (caught + healthy flagged), recall caught / loops, per family and
+overall. ``excerpt_figures()`` does the same for the tokenised issue-thread excerpts
+(``runs.jsonl.gz``, ``labels.json``), which are reported apart and, having no labelled start,
+count a loop as caught when it is flagged anywhere.
+
+``python tests/corpus/figures.py`` prints both tables and writes ``FIGURES.md``.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+if __name__ == "__main__":  # run as a script: the corpus package lives in tests/
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from corpus import replay
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.replay.checker import Checker
 from otel_loopguard.replay.tracefile import iter_spans
 from otel_loopguard.types import Action
 
 HERE = Path(__file__).resolve().parent
-RUNS = HERE / "runs.jsonl.gz"
-LABELS = HERE / "labels.json"
+EXCERPTS = HERE / "runs.jsonl.gz"
+EXCERPT_LABELS = HERE / "labels.json"
 TABLE = HERE / "FIGURES.md"
 
-__all__ = ["CorpusFigures", "RunOutcome", "corpus_figures", "format_table"]
+__all__ = ["CorpusFigures", "RunOutcome", "corpus_figures", "excerpt_figures", "format_table"]
 
 
 @dataclass(slots=True)
@@ -34,48 +50,60 @@ class RunOutcome:
     """What the detectors did on one labelled run."""
 
     run: str
-    source: str
+    group: str
+    """The family of agents (or the source, for the excerpts)."""
     label: str
     tool_calls: int
+    loop_start: int | None = None
+    borderline: str = ""
     detectors: dict[str, str] = field(default_factory=dict)
     """Loop detector -> the highest action it reached on the run."""
     first_call: int | None = None
-    """Index of the first call a loop detector flagged."""
+    """Position of the first call a loop detector flagged (1-based)."""
+    caught_at: int | None = None
+    """Position of the first flag at or after the loop's start."""
     budget: bool = False
     action: str = "continue"
     """Highest action any loop detector reached."""
 
     @property
     def flagged(self) -> bool:
-        """Whether a loop detector reached warn or more."""
+        """Whether a loop detector reached warn or more anywhere in the run."""
         return bool(self.detectors)
+
+    @property
+    def caught(self) -> bool:
+        """A loop flagged at or after its labelled start."""
+        return self.label == "loop" and self.caught_at is not None
 
 
 @dataclass(slots=True)
 class CorpusFigures:
-    """Confusion counts, per source and overall, and the runs behind them."""
+    """Confusion counts, per group and overall, and the runs behind them."""
 
     outcomes: list[RunOutcome]
 
-    def counts(self, source: str | None = None) -> dict[str, Any]:
-        """Return runs, loops, healthy, tp, fp, fn, tn, precision and recall."""
-        chosen = [o for o in self.outcomes if source is None or o.source == source]
-        tp = sum(o.flagged and o.label == "loop" for o in chosen)
-        fp = sum(o.flagged and o.label == "healthy" for o in chosen)
-        fn = sum(not o.flagged and o.label == "loop" for o in chosen)
-        tn = sum(not o.flagged and o.label == "healthy" for o in chosen)
-        return {"runs": len(chosen), "loops": tp + fn, "healthy": fp + tn,
-                "tp": tp, "fp": fp, "fn": fn, "tn": tn,
-                "precision": tp / (tp + fp) if tp + fp else None,
-                "recall": tp / (tp + fn) if tp + fn else None,
-                "replan_or_stop_on_healthy": sum(
-                    o.label == "healthy" and o.action in ("replan", "stop") for o in chosen),
-                "budget_only": sum(o.budget and not o.flagged for o in chosen)}
+    def counts(self, group: str | None = None) -> dict[str, Any]:
+        """Runs, loops, caught, healthy flagged, at replan or stop, budget only, ratios."""
+        chosen = [o for o in self.outcomes if group is None or o.group == group]
+        loops = [o for o in chosen if o.label == "loop"]
+        healthy = [o for o in chosen if o.label == "healthy"]
+        caught = sum(o.caught for o in loops)
+        flagged = sum(o.flagged for o in healthy)
+        return {"runs": len(chosen), "loops": len(loops), "healthy": len(healthy),
+                "caught": caught, "healthy_flagged": flagged,
+                "replan_or_stop_on_healthy": sum(o.action in ("replan", "stop")
+                                                 for o in healthy),
+                "budget_only": sum(o.budget and not o.flagged for o in chosen),
+                "precision": caught / (caught + flagged) if caught + flagged else None,
+                "recall": caught / len(loops) if loops else None}
 
     @property
-    def sources(self) -> list[str]:
-        """The sources, sorted."""
-        return sorted({o.source for o in self.outcomes})
+    def groups(self) -> list[str]:
+        """The groups, families in their fixed order first."""
+        present = {o.group for o in self.outcomes}
+        ordered = [f for f in replay.FAMILIES if f in present]
+        return ordered + sorted(present - set(ordered))
 
     @property
     def false_positives(self) -> list[RunOutcome]:
@@ -84,25 +112,22 @@ class CorpusFigures:
 
     @property
     def missed(self) -> list[RunOutcome]:
-        """Loop runs no loop detector flagged."""
-        return [o for o in self.outcomes if not o.flagged and o.label == "loop"]
+        """Loop runs no loop detector flagged at or after the loop's start."""
+        return [o for o in self.outcomes if o.label == "loop" and not o.caught]
 
 
-def _labels(path: Path) -> dict[str, dict[str, str]]:
-    return json.loads(path.read_text())
-
-
-def corpus_figures(config: LoopGuardConfig | None = None, *, runs: Path = RUNS,
-                   labels: Path = LABELS) -> CorpusFigures:
-    """Replay the corpus and return its figures (default settings unless ``config``)."""
-    known = _labels(labels)
-    by_trace = {meta["trace_id"]: (run, meta) for run, meta in known.items()}
+def _replay(otlp: Path, runs: dict[str, dict[str, Any]],
+            config: LoopGuardConfig | None) -> dict[str, RunOutcome]:
+    """Run ``check``'s engine over an OTLP file; ``runs`` maps trace id to the outcome's seed."""
     outcomes: dict[str, RunOutcome] = {}
-    for report in Checker(config or LoopGuardConfig()).run(iter_spans(str(runs), strict=True)):
-        run, meta = by_trace[report.run_id]
-        outcome = RunOutcome(run=run, source=meta["source"], label=meta["label"],
-                             tool_calls=report.tool_calls)
+    for report in Checker(config or LoopGuardConfig()).run(iter_spans(str(otlp), strict=True)):
+        seed = runs[report.run_id]
+        outcome = RunOutcome(run=seed["run"], group=seed["group"], label=seed["label"],
+                             tool_calls=report.tool_calls, loop_start=seed.get("loop_start"),
+                             borderline=seed.get("borderline") or "")
         for decision in report.findings:
+            # a model turn's finding (tool "") sits before the run's next tool call
+            position = decision.call_index + (0 if decision.tool else 1)
             for evidence in decision.evidence:
                 if evidence.action < Action.WARN:
                     continue
@@ -113,13 +138,44 @@ def corpus_figures(config: LoopGuardConfig | None = None, *, runs: Path = RUNS,
                 if best is None or Action.parse(best) < evidence.action:
                     outcome.detectors[evidence.detector] = evidence.action.label
                 if outcome.first_call is None:
-                    outcome.first_call = decision.call_index
+                    outcome.first_call = position
+                start = outcome.loop_start or 1
+                if outcome.caught_at is None and position >= start:
+                    outcome.caught_at = position
         loop_actions = [Action.parse(a) for a in outcome.detectors.values()]
         outcome.action = max(loop_actions).label if loop_actions else "continue"
-        outcomes[run] = outcome
-    missing = sorted(set(known) - set(outcomes))
+        outcomes[outcome.run] = outcome
+    return outcomes
+
+
+def corpus_figures(config: LoopGuardConfig | None = None, *, runs: Path = replay.RUNS,
+                   labels: Path = replay.LABELS) -> CorpusFigures:
+    """Replay the development corpus and return its figures (default settings unless given)."""
+    known = replay.load_labels(labels)
+    stored = list(replay.iter_runs(runs))
+    unlabelled = sorted({run["id"] for run in stored} - set(known))
+    if unlabelled:
+        raise ValueError(f"runs without a label: {', '.join(unlabelled[:10])}")
+    seeds = {replay.trace_id_of(run["id"]): {
+        "run": run["id"], "group": run["family"], "label": known[run["id"]]["label"],
+        "loop_start": known[run["id"]].get("loop_start"),
+        "borderline": known[run["id"]].get("borderline")} for run in stored}
+    with tempfile.TemporaryDirectory() as tmp:
+        otlp = Path(tmp) / "corpus.jsonl"
+        replay.write_otlp(stored, otlp)
+        outcomes = _replay(otlp, seeds, config)
+    missing = sorted({run["id"] for run in stored} - set(outcomes))
     if missing:
-        raise ValueError(f"runs without a trace in {runs.name}: {', '.join(missing)}")
+        raise ValueError(f"runs the replay did not report: {', '.join(missing[:10])}")
+    return CorpusFigures([outcomes[run["id"]] for run in stored])
+
+
+def excerpt_figures(config: LoopGuardConfig | None = None) -> CorpusFigures:
+    """Replay the tokenised issue-thread excerpts (reported apart from the corpus)."""
+    known = json.loads(EXCERPT_LABELS.read_text())
+    seeds = {meta["trace_id"]: {"run": run, "group": meta["source"], "label": meta["label"]}
+             for run, meta in known.items()}
+    outcomes = _replay(EXCERPTS, seeds, config)
     return CorpusFigures([outcomes[run] for run in sorted(outcomes)])
 
 
@@ -127,33 +183,43 @@ def _ratio(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
 
-def format_table(figures: CorpusFigures) -> str:
-    """Return the figures as Markdown: one row per source and an overall row, then details."""
-    lines = ["| source | runs | loops | healthy | TP | FP | FN | precision | recall "
-             "| replan/stop on healthy | budget only |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    rows: Iterable[str | None] = [*figures.sources, None]
-    for source in rows:
-        c = figures.counts(source)
-        lines.append(f"| {source or '**all**'} | {c['runs']} | {c['loops']} | {c['healthy']} "
-                     f"| {c['tp']} | {c['fp']} | {c['fn']} | {_ratio(c['precision'])} "
-                     f"| {_ratio(c['recall'])} | {c['replan_or_stop_on_healthy']} "
-                     f"| {c['budget_only']} |")
+def format_table(figures: CorpusFigures, heading: str = "family") -> str:
+    """The figures as Markdown: one row per group and an overall row, then the runs behind."""
+    lines = [f"| {heading} | runs | loops | caught | healthy flagged | healthy at replan or stop "
+             "| budget only | precision | recall |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    rows: Iterable[str | None] = [*figures.groups, None]
+    for group in rows:
+        c = figures.counts(group)
+        lines.append(f"| {group or '**all**'} | {c['runs']} | {c['loops']} | {c['caught']} "
+                     f"| {c['healthy_flagged']} | {c['replan_or_stop_on_healthy']} "
+                     f"| {c['budget_only']} | {_ratio(c['precision'])} "
+                     f"| {_ratio(c['recall'])} |")
     lines += ["", "Healthy runs flagged:", ""]
     lines += [f"- `{o.run}` ({o.tool_calls} calls): "
               + ", ".join(f"{d} {a}" for d, a in sorted(o.detectors.items()))
-              + f", first at call {o.first_call}" for o in figures.false_positives] or ["- none"]
-    lines += ["", "Loops missed:", ""]
-    lines += [f"- `{o.run}` ({o.tool_calls} calls)" for o in figures.missed] or ["- none"]
+              + f", first at call {o.first_call}"
+              + (f" (borderline: {o.borderline})" if o.borderline else "")
+              for o in figures.false_positives] or ["- none"]
+    lines += ["", "Loops missed (no flag at or after the loop's start):", ""]
+    lines += [f"- `{o.run}` ({o.tool_calls} calls, loop from call {o.loop_start})"
+              + (f": flagged only before it, at call {o.first_call}" if o.flagged else "")
+              + (f" (borderline: {o.borderline})" if o.borderline else "")
+              for o in figures.missed] or ["- none"]
     return "\n".join(lines) + "\n"
 
 
 def main() -> int:
-    """Print the table and write it to FIGURES.md."""
-    table = format_table(corpus_figures())
-    TABLE.write_text("# Loop detectors on the real-agent corpus (default settings)\n\n"
-                     "Generated by `python tests/corpus/figures.py`.\n\n" + table)
-    sys.stdout.write(table)
+    """Print the tables and write them to FIGURES.md."""
+    corpus = format_table(corpus_figures())
+    excerpts = format_table(excerpt_figures(), heading="source")
+    TABLE.write_text(
+        "# Loop detectors on real agents (default settings)\n\n"
+        "Generated by `python tests/corpus/figures.py`. A loop is caught when a loop detector\n"
+        "flags it at or after the labelled start of the loop; budget findings are not loop\n"
+        "findings.\n\n## The development corpus: whole runs, by family of agents\n\n" + corpus
+        + "\n## Issue-thread excerpts (tokenised, reported apart)\n\n" + excerpts)
+    sys.stdout.write(corpus + "\n" + excerpts)
     return 0
 
 

@@ -1,4 +1,4 @@
-"""The loop detectors on runs of real agents, converted from public trajectories.
+"""The loop detectors on the issue-thread excerpts of real agent runs (reported apart).
 
 The corpus (tests/corpus, see its README) holds real runs, each labelled ``loop`` or
 ``healthy`` by reading the trajectory. The test replays all of them through the engine of
@@ -15,7 +15,7 @@ import json
 
 import pytest
 from corpus import convert
-from corpus.figures import corpus_figures, format_table
+from corpus.figures import excerpt_figures, format_table
 
 MIN_RUNS = 60
 MIN_LOOPS = 38
@@ -33,7 +33,7 @@ MIN_RECALL = 31 / 38
 @pytest.fixture(scope="module")
 def figures():
     """Replay the corpus once for the module."""
-    result = corpus_figures()
+    result = excerpt_figures()
     print("\n" + format_table(result))
     return result
 
@@ -58,18 +58,18 @@ def test_every_run_has_provenance_a_label_and_a_reason() -> None:
 
 
 def test_false_positives_stay_within_bound(figures) -> None:
-    assert len(figures.false_positives) <= MAX_FALSE_POSITIVES, format_table(figures)
+    assert len(figures.false_positives) <= MAX_FALSE_POSITIVES, format_table(figures, "source")
     assert figures.counts()["replan_or_stop_on_healthy"] <= MAX_REPLAN_OR_STOP_ON_HEALTHY
 
 
 def test_loops_are_caught_within_bound(figures) -> None:
-    assert len(figures.missed) <= MAX_MISSED_LOOPS, format_table(figures)
+    assert len(figures.missed) <= MAX_MISSED_LOOPS, format_table(figures, "source")
 
 
 def test_precision_and_recall_do_not_regress(figures) -> None:
     counts = figures.counts()
-    assert counts["precision"] >= MIN_PRECISION, format_table(figures)
-    assert counts["recall"] >= MIN_RECALL, format_table(figures)
+    assert counts["precision"] >= MIN_PRECISION, format_table(figures, "source")
+    assert counts["recall"] >= MIN_RECALL, format_table(figures, "source")
 
 
 def test_tokenized_runs_keep_command_words_and_nothing_else() -> None:

@@ -1,0 +1,200 @@
+"""The development corpus as OpenTelemetry spans: whole runs of real agents, one trace each.
+
+Reads the stored runs of ``runs/<family>/*.jsonl.gz`` (format: ``FORMAT.md``) and turns each
+into one ``ExportTraceServiceRequest`` in OTLP/JSON, shaped as a GenAI instrumentation records
+it:
+
+- an ``invoke_agent`` root span named after the harness (its prompt template), and, in a
+  multi-agent run, a child ``invoke_agent`` span for each stretch of turns of an agent other than
+  the run's first (the agent it delegated to);
+- per model turn a ``chat`` span carrying the turn's new input (a user's message, the harness's
+  feedback) as ``gen_ai.input.messages`` and its output (text and tool calls) as
+  ``gen_ai.output.messages``, with the finish reason: content capture on, as a user who wants
+  ``idle_turns`` would run it; the messages of a turn that follows tool results are those tool
+  results;
+- per tool call an ``execute_tool`` span (``gen_ai.tool.name``, ``gen_ai.tool.call.arguments``
+  as JSON, ``gen_ai.tool.call.result`` when the source captured it), status ERROR with the
+  source's words when the call failed.
+
+Nothing here imports ``otel_loopguard``: the corpus is an input of the code under test.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+RUNS = HERE / "runs"
+LABELS = HERE / "labels"
+SECOND_READER = LABELS / "second_reader.json"
+FAMILIES = ("shell", "function", "ide", "conversation", "multi_agent", "browsing")
+"""The families of agents, in the order the figures list them."""
+
+_STEP_NS = 1_000_000_000  # one second per span: ordering is what matters, not durations
+_TEXT_CAP = 4_000
+"""Model text longer than this is cut on a chat span (tool results are capped at storage)."""
+
+
+def iter_runs(root: Path = RUNS) -> Iterator[dict[str, Any]]:
+    """Every stored run, family by family, file by file, in stored order."""
+    for family in FAMILIES:
+        for path in sorted((root / family).glob("*.jsonl.gz")):
+            with gzip.open(path, "rt", encoding="utf-8") as handle:
+                for line in handle:
+                    if line.strip():
+                        yield json.loads(line)
+
+
+def load_labels(root: Path = LABELS) -> dict[str, dict[str, Any]]:
+    """The first reader's labels of every run, keyed by run id."""
+    labels: dict[str, dict[str, Any]] = {}
+    for family in FAMILIES:
+        for path in sorted((root / family).glob("*.json")):
+            for run_id, label in json.loads(path.read_text()).items():
+                if run_id in labels:
+                    raise ValueError(f"{path}: run {run_id} is labelled twice")
+                labels[run_id] = label
+    return labels
+
+
+def calls_of(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """The run's tool calls in order (turn order, then call order)."""
+    return [call for turn in run["turns"] for call in turn["calls"]]
+
+
+def trace_id_of(run_id: str) -> str:
+    """The trace id a run is replayed under."""
+    return hashlib.sha256(run_id.encode()).hexdigest()[:32]
+
+
+def _attr(key: str, value: Any) -> dict[str, Any]:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return {"key": key, "value": {"intValue": str(value)}}
+    if isinstance(value, list):
+        return {"key": key, "value": {"arrayValue": {"values": [
+            {"stringValue": str(v)} for v in value]}}}
+    return {"key": key, "value": {"stringValue": str(value)}}
+
+
+def _text(value: str | None) -> str:
+    return (value or "")[:_TEXT_CAP]
+
+
+def _input_messages(turn: dict[str, Any], previous: dict[str, Any] | None) -> list[Any] | None:
+    """What reached the model before this turn: new input, or the previous turn's results."""
+    if turn.get("input"):
+        return [{"role": "user", "parts": [{"type": "text", "content": _text(turn["input"])}]}]
+    if previous is None or all(call["result"] is None for call in previous["calls"]):
+        return None
+    return [{"role": "tool", "parts": [
+        {"type": "tool_call_response", "id": f"call_{index}", "response": _text(call["result"])}
+        for index, call in enumerate(previous["calls"])]}]
+
+
+def _output_messages(turn: dict[str, Any]) -> list[Any]:
+    parts: list[dict[str, Any]] = []
+    if turn.get("output"):
+        parts.append({"type": "text", "content": _text(turn["output"])})
+    parts += [{"type": "tool_call", "id": f"call_{index}", "name": call["tool"],
+               "arguments": call["args"]} for index, call in enumerate(turn["calls"])]
+    reason = "tool_call" if turn["calls"] else "stop"
+    return [{"role": "assistant", "parts": parts, "finish_reason": reason}]
+
+
+def run_to_otlp(run: dict[str, Any], index: int) -> dict[str, Any]:
+    """One ``ExportTraceServiceRequest`` (OTLP/JSON) holding the run's trace."""
+    trace_id = trace_id_of(run["id"])
+    counter = iter(range(1, 1 << 30))
+
+    def span_id() -> str:
+        return hashlib.sha256(f"{trace_id}:{next(counter)}".encode()).hexdigest()[:16]
+
+    base = 1_700_000_000 * _STEP_NS + index * 100_000 * _STEP_NS
+    template = run["harness"]
+    model = run.get("model") or ""
+    root_id = span_id()
+    first_agent = next((t["agent"] for t in run["turns"] if t.get("agent")), None)
+    spans: list[dict[str, Any]] = []
+    clock = base + 1
+    agent_span: dict[str, Any] | None = None
+    previous: dict[str, Any] | None = None
+
+    def close_agent() -> None:
+        if agent_span is not None:
+            agent_span["endTimeUnixNano"] = str(clock)
+
+    for turn in run["turns"]:
+        agent = turn.get("agent")
+        if agent_span is not None and agent_span["_agent"] != agent:
+            close_agent()
+            agent_span = None
+        if agent and agent != first_agent and agent_span is None:
+            agent_span = {"traceId": trace_id, "spanId": span_id(), "parentSpanId": root_id,
+                          "name": f"invoke_agent {agent}", "kind": 1,
+                          "startTimeUnixNano": str(clock), "endTimeUnixNano": str(clock),
+                          "attributes": [_attr("gen_ai.operation.name", "invoke_agent"),
+                                         _attr("gen_ai.agent.name", agent)],
+                          "status": {}, "_agent": agent}
+            spans.append(agent_span)
+            clock += 1
+        parent = agent_span["spanId"] if agent_span is not None else root_id
+        attributes = [_attr("gen_ai.operation.name", "chat"),
+                      _attr("gen_ai.request.model", model),
+                      _attr("gen_ai.output.messages",
+                            json.dumps(_output_messages(turn), sort_keys=True)),
+                      _attr("gen_ai.response.finish_reasons",
+                            ["tool_call" if turn["calls"] else "stop"])]
+        inputs = _input_messages(turn, previous)
+        if inputs is not None:
+            attributes.append(_attr("gen_ai.input.messages", json.dumps(inputs, sort_keys=True)))
+        spans.append({"traceId": trace_id, "spanId": span_id(), "parentSpanId": parent,
+                      "name": f"chat {model}".strip(), "kind": 3,
+                      "startTimeUnixNano": str(clock), "endTimeUnixNano": str(clock + 1),
+                      "attributes": attributes, "status": {}})
+        clock += 2
+        for call in turn["calls"]:
+            attributes = [_attr("gen_ai.operation.name", "execute_tool"),
+                          _attr("gen_ai.tool.name", call["tool"]),
+                          _attr("gen_ai.tool.call.arguments",
+                                json.dumps(call["args"], sort_keys=True))]
+            if call["result"] is not None:
+                attributes.append(_attr("gen_ai.tool.call.result", call["result"]))
+            status: dict[str, Any] = {}
+            if call["error"]:
+                status = {"code": 2, "message": str(call["error"])[:500]}
+                attributes.append(_attr("error.type", "tool_error"))
+            spans.append({"traceId": trace_id, "spanId": span_id(), "parentSpanId": parent,
+                          "name": f"execute_tool {call['tool']}", "kind": 1,
+                          "startTimeUnixNano": str(clock), "endTimeUnixNano": str(clock + 1),
+                          "attributes": attributes, "status": status})
+            clock += 2
+        previous = turn
+    close_agent()
+    for span in spans:
+        span.pop("_agent", None)
+    root = {"traceId": trace_id, "spanId": root_id, "name": f"invoke_agent {template}",
+            "kind": 1, "startTimeUnixNano": str(base), "endTimeUnixNano": str(clock + 1),
+            "attributes": [_attr("gen_ai.operation.name", "invoke_agent"),
+                           _attr("gen_ai.agent.name", first_agent or template),
+                           _attr("gen_ai.prompt.name", template),
+                           _attr("loopguard.corpus.run", run["id"])],
+            "status": {}}
+    service = {"key": "service.name", "value": {"stringValue": f"corpus-{run['family']}"}}
+    return {"resourceSpans": [{"resource": {"attributes": [service]},
+                               "scopeSpans": [{"scope": {"name": "loopguard.corpus"},
+                                               "spans": [root, *spans]}]}]}
+
+
+def write_otlp(runs: Iterable[dict[str, Any]], out: Path) -> int:
+    """Write the runs as OTLP/JSON lines (gzip when ``out`` ends with .gz); return the count."""
+    count = 0
+    opener = gzip.open if out.suffix == ".gz" else open
+    with opener(out, "wt", encoding="utf-8") as handle:  # type: ignore[operator]
+        for count, run in enumerate(runs, 1):
+            handle.write(json.dumps(run_to_otlp(run, count), separators=(",", ":")) + "\n")
+    return count
