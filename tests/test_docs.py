@@ -94,3 +94,28 @@ class TestMarkers:
         """Example ids in code, hashed labels, flags and ordinary words pass."""
         assert not commit_like(text)
         assert not any(p.search(text) for name, p in MARKERS.items() if name != "a scenario id")
+
+
+
+def _ci_test_command_lines() -> str:
+    """The lines of ``.ci/run`` that find README's test command and run it."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    start = ci.index("TEST_COMMAND=$(")
+    end = ci.index("\n", ci.index('eval "$TEST_COMMAND"'))
+    return ci[start:end].replace("rm -rf .venv\n", "")
+
+
+def test_ci_runs_readme_test_command(tmp_path) -> None:
+    """``.ci/run`` runs the line after README's marker, and stops when any step of it fails."""
+    import subprocess
+
+    lines = _ci_test_command_lines()
+    found = subprocess.run(["bash", "-c", lines.split("\nif ")[0] + '\necho "$TEST_COMMAND"'],
+                           cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert found.rstrip().endswith("pip install . --group test && pytest"), found
+    (tmp_path / "README.md").write_text(
+        "<!-- test-command -->\n```bash\necho one && false && echo three\n```\n")
+    script = f"set -euo pipefail\n{lines}\necho reached-the-end\n"
+    result = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                            check=False)
+    assert result.returncode != 0 and result.stdout.split() == ["one"], result
