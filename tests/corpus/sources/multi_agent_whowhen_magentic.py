@@ -27,7 +27,8 @@ Mapping of the ``history`` messages (``role`` field) to turns:
   "I scrolled down/up one page in the browser." -> ``page_down`` / ``page_up`` {}.
   The element ids the model sent are not in the log; the arguments are the names the sentence
   gives. The ``result`` is the rest of the message (screenshot description, metadata, OCR).
-  The action sentence may span lines (a target with line breaks); it ends at the first "'." followed by a blank line or the end.
+  The action sentence may span lines (a target with line breaks); it ends at the first "'."
+  followed by a blank line or the end.
   A WebSurfer message without an action sentence (a summary or an answer) is a turn without
   calls, ``output`` the text.
 - ``FileSurfer``: one turn of agent ``FileSurfer`` with one call. The log keeps only the
@@ -39,7 +40,8 @@ Mapping of the ``history`` messages (``role`` field) to turns:
 - ``ComputerTerminal``: a turn of agent ``ComputerTerminal`` with one call ``execute_code``
   {"code_blocks": [[language, code], ...]} (the code blocks of the latest earlier message, of
   any agent but the terminal, that has any; [] when none), ``result`` the terminal's message;
-  ``error`` "exit code N" when the message reports a non-zero exit code, or the terminal's first line when it found no code block.
+  ``error`` "exit code N" when the message reports a non-zero exit code, or the terminal's
+  first line when it found no code block.
 
 Results longer than 4,000 characters are stored as FORMAT.md says. Runs are sorted by file
 number. Usage: ``python multi_agent_whowhen_magentic.py <checkout of the repository>``.
