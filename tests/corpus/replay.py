@@ -31,7 +31,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 RUNS = HERE / "runs"
 LABELS = HERE / "labels"
-SECOND_READER = LABELS / "second_reader.json"
+SECOND_READER = LABELS / "second_reader"
+"""The second reader's blind labels of a sample of each family (one file per reading)."""
 FAMILIES = ("shell", "function", "ide", "conversation", "multi_agent", "browsing")
 """The families of agents, in the order the figures list them."""
 
@@ -59,6 +60,14 @@ def load_labels(root: Path = LABELS) -> dict[str, dict[str, Any]]:
                 if run_id in labels:
                     raise ValueError(f"{path}: run {run_id} is labelled twice")
                 labels[run_id] = label
+    return labels
+
+
+def load_second_reader(root: Path = SECOND_READER) -> dict[str, dict[str, Any]]:
+    """The second reader's labels, keyed by run id."""
+    labels: dict[str, dict[str, Any]] = {}
+    for path in sorted(root.glob("*.json")):
+        labels.update(json.loads(path.read_text()))
     return labels
 
 
