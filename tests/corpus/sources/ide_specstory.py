@@ -34,6 +34,8 @@ Mapping of the export to turns and calls:
 - Export artefact: SpecStory v2.1 writes many Cursor tool uses twice, a full block followed at once
   by an empty compact twin (``<tool-use ...><details><summary>Tool use: **X**</summary></details>``);
   the empty twin right after a full block of the same tool is dropped (it is not a second call).
+- ``model``: the model names of the agent headers, most frequent first, joined with ", "
+  (``unknown`` for older exports without a model; ``default`` is Cursor's automatic choice).
 - Licence: repositories with MIT/Apache/BSD/CC-BY licences keep result text (``partial`` when some
   results are null, ``full`` otherwise); repositories without a licence get results hashed
   (``hashed``; results not captured stay null), arguments kept.
@@ -488,7 +490,7 @@ def convert_repo(repo: Path) -> list[dict]:
             continue  # the same session saved twice under two file names
         seen.add(signature)
         tools = {c["tool"] for c in calls}
-        model = "/".join(m for m, _ in models.most_common()) or "unknown"
+        model = ", ".join(m for m, _ in models.most_common()) or "unknown"
         if licence in OPEN:
             content = "partial" if any(c["result"] is None for c in calls) else "full"
             for c in calls:
