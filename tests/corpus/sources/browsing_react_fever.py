@@ -77,9 +77,13 @@ def convert(body: str) -> tuple[str, str, list[dict]]:
         match = STEP.match(line)
         if match:
             kind, number = match.group(1), int(match.group(2))
-            steps.setdefault(number, {})[kind] = [match.group(3)[1:] if match.group(3).startswith(" ") else match.group(3)]
+            steps.setdefault(number, {})[kind] = [
+                match.group(3)[1:] if match.group(3).startswith(" ") else match.group(3)
+            ]
             last = (number, kind)
-        elif line.startswith(("ohh...", "{'steps'")) or re.match(r"^\d+ \d+ [0-9.]+ [0-9.]+$", line):
+        elif line.startswith(("ohh...", "{'steps'")) or re.match(
+            r"^\d+ \d+ [0-9.]+ [0-9.]+$", line
+        ):
             last = None
         elif last is not None and last[1] == "Action":
             steps[last[0]]["Action"].append(line)
@@ -90,8 +94,12 @@ def convert(body: str) -> tuple[str, str, list[dict]]:
     turns: list[dict] = []
     for number in sorted(steps):
         step = steps[number]
-        turn = {"agent": None, "input": claim if not turns else None,
-                "output": "\n".join(step.get("Thought", [])) or None, "calls": []}
+        turn = {
+            "agent": None,
+            "input": claim if not turns else None,
+            "output": "\n".join(step.get("Thought", [])) or None,
+            "calls": [],
+        }
         if "Action" in step:
             action = "\n".join(step["Action"])
             observation = "\n".join(step.get("Observation", [])).strip()
@@ -103,41 +111,57 @@ def convert(body: str) -> tuple[str, str, list[dict]]:
                 tool, args = bare.split("[")[0].strip() or "(empty)", {}
             tool = tool[0].lower() + tool[1:]
             error = observation if observation.startswith("Invalid action") else None
-            turn["calls"].append({"tool": tool, "args": args,
-                                  "result": cap(observation) if "Observation" in step else None,
-                                  "error": error})
+            turn["calls"].append(
+                {
+                    "tool": tool,
+                    "args": args,
+                    "result": cap(observation) if "Observation" in step else None,
+                    "error": error,
+                }
+            )
         turns.append(turn)
     return idx, claim, turns
 
 
 def main(argv: list[str]) -> int:
     git_dir = Path(argv[0])
-    out = Path(argv[1]) if len(argv) > 1 else Path(__file__).resolve().parents[1] / "runs" / "browsing" / f"{SLUG}.jsonl.gz"
-    raw = subprocess.run(["git", "--git-dir", str(git_dir), "show", f"{COMMIT}:{PATH}"],
-                         check=True, capture_output=True).stdout
+    out = (
+        Path(argv[1])
+        if len(argv) > 1
+        else Path(__file__).resolve().parents[1] / "runs" / "browsing" / f"{SLUG}.jsonl.gz"
+    )
+    raw = subprocess.run(
+        ["git", "--git-dir", str(git_dir), "show", f"{COMMIT}:{PATH}"],
+        check=True,
+        capture_output=True,
+    ).stdout
     eps = episodes(json.loads(raw))
     chosen = sorted(random.Random(SEED).sample(range(len(eps)), SAMPLE))
     runs = []
     for position in chosen:
         idx, _claim, turns = convert(eps[position])
-        runs.append({
-            "id": f"browsing-{SLUG}-{position:03d}-claim{idx}",
-            "family": "browsing",
-            "source": "ysymyth/ReAct",
-            "path": PATH,
-            "commit": COMMIT,
-            "licence": "MIT",
-            "harness": "ReAct FEVER notebook (webthink, WikiEnv)",
-            "model": "text-davinci-002",
-            "content": "full",
-            "turns": turns,
-        })
+        runs.append(
+            {
+                "id": f"browsing-{SLUG}-{position:03d}-claim{idx}",
+                "family": "browsing",
+                "source": "ysymyth/ReAct",
+                "path": PATH,
+                "commit": COMMIT,
+                "licence": "MIT",
+                "harness": "ReAct FEVER notebook (webthink, WikiEnv)",
+                "model": "text-davinci-002",
+                "content": "full",
+                "turns": turns,
+            }
+        )
     runs.sort(key=lambda run: run["id"])
     out.parent.mkdir(parents=True, exist_ok=True)
     buffer = io.BytesIO()
     with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0, filename="") as handle:
         for run in runs:
-            handle.write((json.dumps(run, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8"))
+            handle.write(
+                (json.dumps(run, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+            )
     out.write_bytes(buffer.getvalue())
     print(f"{len(runs)} of {len(eps)} runs -> {out}")
     return 0

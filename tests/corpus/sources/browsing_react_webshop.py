@@ -73,7 +73,14 @@ def steps(body: str) -> list[tuple[str, str]]:
     out = []
     for chunk in chunks[1:]:
         action, _, observation = chunk.partition("\nObservation: ")
-        out.append((action, observation.rstrip("\n").rstrip(" ") if observation.strip() else observation.strip()))
+        out.append(
+            (
+                action,
+                observation.rstrip("\n").rstrip(" ")
+                if observation.strip()
+                else observation.strip(),
+            )
+        )
     return out
 
 
@@ -89,8 +96,14 @@ def convert(body: str) -> list[dict]:
         tool = match.group(1) if match else None
         if match and tool != "think":
             error = "Invalid action!" if observation.strip() == "Invalid action!" else None
-            turn["calls"].append({"tool": tool, "args": {"argument": match.group(2)},
-                                  "result": cap(observation.strip()), "error": error})
+            turn["calls"].append(
+                {
+                    "tool": tool,
+                    "args": {"argument": match.group(2)},
+                    "result": cap(observation.strip()),
+                    "error": error,
+                }
+            )
         else:
             turn["output"] = action
             pending = observation.strip()
@@ -100,31 +113,42 @@ def convert(body: str) -> list[dict]:
 
 def main(argv: list[str]) -> int:
     git_dir = Path(argv[0])
-    out = Path(argv[1]) if len(argv) > 1 else Path(__file__).resolve().parents[1] / "runs" / "browsing" / f"{SLUG}.jsonl.gz"
-    raw = subprocess.run(["git", "--git-dir", str(git_dir), "show", f"{COMMIT}:{PATH}"],
-                         check=True, capture_output=True).stdout
+    out = (
+        Path(argv[1])
+        if len(argv) > 1
+        else Path(__file__).resolve().parents[1] / "runs" / "browsing" / f"{SLUG}.jsonl.gz"
+    )
+    raw = subprocess.run(
+        ["git", "--git-dir", str(git_dir), "show", f"{COMMIT}:{PATH}"],
+        check=True,
+        capture_output=True,
+    ).stdout
     eps = episodes(json.loads(raw))
     chosen = sorted(random.Random(SEED).sample(sorted(eps), SAMPLE))
     runs = []
     for index in chosen:
-        runs.append({
-            "id": f"browsing-{SLUG}-fixed_{index:03d}",
-            "family": "browsing",
-            "source": "ysymyth/ReAct",
-            "path": PATH,
-            "commit": COMMIT,
-            "licence": "MIT",
-            "harness": "ReAct WebShop notebook (webshop_run)",
-            "model": "text-davinci-002",
-            "content": "full",
-            "turns": convert(eps[index]),
-        })
+        runs.append(
+            {
+                "id": f"browsing-{SLUG}-fixed_{index:03d}",
+                "family": "browsing",
+                "source": "ysymyth/ReAct",
+                "path": PATH,
+                "commit": COMMIT,
+                "licence": "MIT",
+                "harness": "ReAct WebShop notebook (webshop_run)",
+                "model": "text-davinci-002",
+                "content": "full",
+                "turns": convert(eps[index]),
+            }
+        )
     runs.sort(key=lambda run: run["id"])
     out.parent.mkdir(parents=True, exist_ok=True)
     buffer = io.BytesIO()
     with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0, filename="") as handle:
         for run in runs:
-            handle.write((json.dumps(run, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8"))
+            handle.write(
+                (json.dumps(run, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+            )
     out.write_bytes(buffer.getvalue())
     print(f"{len(runs)} runs -> {out}")
     return 0

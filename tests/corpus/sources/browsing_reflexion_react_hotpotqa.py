@@ -78,7 +78,7 @@ def blocks(text: str) -> list[list[str]]:
 
 
 def convert_block(block: list[str]) -> tuple[str, list[dict]]:
-    question = block[0][len("Question:"):].strip()
+    question = block[0][len("Question:") :].strip()
     steps: dict[int, dict[str, list[str]]] = {}
     last: tuple[int, str] | None = None
     for line in block[1:-1]:
@@ -106,9 +106,14 @@ def convert_block(block: list[str]) -> tuple[str, list[dict]]:
             error = None
             if observation is not None and observation.startswith(HARD_ERRORS):
                 error = observation.split(". ")[0].rstrip(".")
-            turn["calls"].append({"tool": tool, "args": {"argument": argument},
-                                  "result": None if observation is None else cap(observation),
-                                  "error": error})
+            turn["calls"].append(
+                {
+                    "tool": tool,
+                    "args": {"argument": argument},
+                    "result": None if observation is None else cap(observation),
+                    "error": error,
+                }
+            )
         else:
             turn["output"] = (thought or "") + "\nAction: " + action
             pending_input = observation
@@ -120,30 +125,41 @@ def convert_block(block: list[str]) -> tuple[str, list[dict]]:
 
 def main(argv: list[str]) -> int:
     git_dir = Path(argv[0])
-    out = Path(argv[1]) if len(argv) > 1 else Path(__file__).resolve().parents[1] / "runs" / "browsing" / f"{SLUG}.jsonl.gz"
-    text = subprocess.run(["git", "--git-dir", str(git_dir), "show", f"{COMMIT}:{PATH}"],
-                          check=True, capture_output=True).stdout.decode("utf-8")
+    out = (
+        Path(argv[1])
+        if len(argv) > 1
+        else Path(__file__).resolve().parents[1] / "runs" / "browsing" / f"{SLUG}.jsonl.gz"
+    )
+    text = subprocess.run(
+        ["git", "--git-dir", str(git_dir), "show", f"{COMMIT}:{PATH}"],
+        check=True,
+        capture_output=True,
+    ).stdout.decode("utf-8")
     runs = []
     for index, block in enumerate(blocks(text), 1):
-        question, turns = convert_block(block)
-        runs.append({
-            "id": f"browsing-{SLUG}-t1-{index:03d}",
-            "family": "browsing",
-            "source": "noahshinn/reflexion",
-            "path": PATH,
-            "commit": COMMIT,
-            "licence": "MIT",
-            "harness": "Reflexion ReactAgent (HotPotQA, Wikipedia Search/Lookup)",
-            "model": "gpt-3.5-turbo",
-            "content": "full",
-            "turns": turns,
-        })
+        _question, turns = convert_block(block)
+        runs.append(
+            {
+                "id": f"browsing-{SLUG}-t1-{index:03d}",
+                "family": "browsing",
+                "source": "noahshinn/reflexion",
+                "path": PATH,
+                "commit": COMMIT,
+                "licence": "MIT",
+                "harness": "Reflexion ReactAgent (HotPotQA, Wikipedia Search/Lookup)",
+                "model": "gpt-3.5-turbo",
+                "content": "full",
+                "turns": turns,
+            }
+        )
     runs.sort(key=lambda run: run["id"])
     out.parent.mkdir(parents=True, exist_ok=True)
     buffer = io.BytesIO()
     with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0, filename="") as handle:
         for run in runs:
-            handle.write((json.dumps(run, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8"))
+            handle.write(
+                (json.dumps(run, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+            )
     out.write_bytes(buffer.getvalue())
     print(f"{len(runs)} runs -> {out}")
     return 0

@@ -46,18 +46,54 @@ HARNESS = "tau2-bench llm_agent"
 MODEL = "gemma-3-27b-it"
 SLUG = "tau2_gemma_course"
 FILES = [
-    ("9419e392c3afab4344cd5e7bad05140d7746b09e", "data/simulations/2026-04-05T21:54:30.486492_cable_calderon_llm_agent_gemma-3-27b-it_user_simulator_gemma-3-12b-it.json"),  # branch avance/maria_jose_calderon
-    ("cddf0dcc36482a411976a0946df739999f2035f2", "data/simulations/2026-04-06T20:15:37.165580_healthcare_macalupu_llm_agent_gemma-3-27b-it_user_simulator_gemma-3-12b-it.json"),  # branch avance/santiago-macalupu
-    ("8c60caefddb1f1f820f36cbd74b33945adac42a2", "data/simulations/resultados_restaurante_joaquin_cachay_full_throttled.json"),  # branch avance_Joaquin_Cachay_Cornejo
-    ("cce80f4f0818020eb4fa38e9ec1a9cafea19753b", "data/simulations/simulacion_estaciondeservicio_Rivera.json"),  # branch avance_diego_rivera
-    ("6b2923e46f4b99ac0d312da75b1b07a85ed63315", "data/simulations/academico_jefersoncorrea_simulacion.json"),  # branch avance_jefersoncorreasuncion
-    ("b6b7e5c1c6707b6678632edede0989691533a804", "data/simulations/2026-04-04T19:21:40.388902_fishtrader_garbich_llm_agent_gemma-3-27b-it_user_simulator_gemma-3-12b-it.json"),  # branch avance_joaquin_garbich
-    ("07bf998c3a819a32155f513d5dd0c4e82d44772d", "data/simulations/hotel_calle_full_10_tasks.json"),  # branch avance_jorge_calle
-    ("3cf7cb4d233aa6d03d6ad9b59acdacba3d2603c0", "data/simulations/resultados_sanita_irigoin.json"),  # branch dominio-Irigoin
-    ("cb00c9d937f9cdfb3ba3a124eef38d4e8ffc1166", "data/simulations/ecommerce_calle_resultados_final~.json"),  # branch entrega1_Calle
-    ("0856e116cbc5ff4fd285c3a36939d698308df975", "data/simulations/salud_mendoza_lista_throttled_full.json"),  # branch entrega_lista
-    ("2f3eb38606aba443c07f1ab49461d9c2126f56da", "data/simulations/salud_mendoza_rag_throttled_full.json"),  # branch entrega_rag
-    ("79d78b9df8920ea74f901f4df014fc0b2ef38c8d", "data/simulations/enosa_masias_final_evidence.json"),  # branch proyecto_enosa_masias
+    (
+        "9419e392c3afab4344cd5e7bad05140d7746b09e",
+        "data/simulations/2026-04-05T21:54:30.486492_cable_calderon_llm_agent_gemma-3-27b-it_user_simulator_gemma-3-12b-it.json",
+    ),  # branch avance/maria_jose_calderon
+    (
+        "cddf0dcc36482a411976a0946df739999f2035f2",
+        "data/simulations/2026-04-06T20:15:37.165580_healthcare_macalupu_llm_agent_gemma-3-27b-it_user_simulator_gemma-3-12b-it.json",
+    ),  # branch avance/santiago-macalupu
+    (
+        "8c60caefddb1f1f820f36cbd74b33945adac42a2",
+        "data/simulations/resultados_restaurante_joaquin_cachay_full_throttled.json",
+    ),  # branch avance_Joaquin_Cachay_Cornejo
+    (
+        "cce80f4f0818020eb4fa38e9ec1a9cafea19753b",
+        "data/simulations/simulacion_estaciondeservicio_Rivera.json",
+    ),  # branch avance_diego_rivera
+    (
+        "6b2923e46f4b99ac0d312da75b1b07a85ed63315",
+        "data/simulations/academico_jefersoncorrea_simulacion.json",
+    ),  # branch avance_jefersoncorreasuncion
+    (
+        "b6b7e5c1c6707b6678632edede0989691533a804",
+        "data/simulations/2026-04-04T19:21:40.388902_fishtrader_garbich_llm_agent_gemma-3-27b-it_user_simulator_gemma-3-12b-it.json",
+    ),  # branch avance_joaquin_garbich
+    (
+        "07bf998c3a819a32155f513d5dd0c4e82d44772d",
+        "data/simulations/hotel_calle_full_10_tasks.json",
+    ),  # branch avance_jorge_calle
+    (
+        "3cf7cb4d233aa6d03d6ad9b59acdacba3d2603c0",
+        "data/simulations/resultados_sanita_irigoin.json",
+    ),  # branch dominio-Irigoin
+    (
+        "cb00c9d937f9cdfb3ba3a124eef38d4e8ffc1166",
+        "data/simulations/ecommerce_calle_resultados_final~.json",
+    ),  # branch entrega1_Calle
+    (
+        "0856e116cbc5ff4fd285c3a36939d698308df975",
+        "data/simulations/salud_mendoza_lista_throttled_full.json",
+    ),  # branch entrega_lista
+    (
+        "2f3eb38606aba443c07f1ab49461d9c2126f56da",
+        "data/simulations/salud_mendoza_rag_throttled_full.json",
+    ),  # branch entrega_rag
+    (
+        "79d78b9df8920ea74f901f4df014fc0b2ef38c8d",
+        "data/simulations/enosa_masias_final_evidence.json",
+    ),  # branch proyecto_enosa_masias
 ]
 
 
@@ -99,18 +135,24 @@ def turns_of(messages: list[dict]) -> list[dict]:
             for call in message.get("tool_calls") or []:
                 tool_message = results.get(call.get("id"))
                 text = result_text(tool_message.get("content")) if tool_message else None
-                calls.append({
-                    "tool": call["name"],
-                    "args": call.get("arguments") or {},
-                    "result": cap(text) if text is not None else None,
-                    "error": error_of(tool_message, text) if tool_message else None,
-                })
-            turns.append({
-                "agent": None,
-                "input": "\n\n".join(pending) if pending else None,
-                "output": message.get("content") if message.get("content") is not None else None,
-                "calls": calls,
-            })
+                calls.append(
+                    {
+                        "tool": call["name"],
+                        "args": call.get("arguments") or {},
+                        "result": cap(text) if text is not None else None,
+                        "error": error_of(tool_message, text) if tool_message else None,
+                    }
+                )
+            turns.append(
+                {
+                    "agent": None,
+                    "input": "\n\n".join(pending) if pending else None,
+                    "output": message.get("content")
+                    if message.get("content") is not None
+                    else None,
+                    "calls": calls,
+                }
+            )
             pending = []
     return turns
 
@@ -129,18 +171,20 @@ def main(root: Path) -> None:
             content = "full"
             if any(c["result"] is None for t in turns for c in t["calls"]):
                 content = "partial"
-            runs.append({
-                "id": f"conversation-tau2-gemma-{slug(domain)}-{slug(str(sim['task_id']))}-t{sim.get('trial', 0)}",
-                "family": "conversation",
-                "source": SOURCE,
-                "path": path,
-                "commit": commit,
-                "licence": LICENCE,
-                "harness": HARNESS,
-                "model": MODEL,
-                "content": content,
-                "turns": turns,
-            })
+            runs.append(
+                {
+                    "id": f"conversation-tau2-gemma-{slug(domain)}-{slug(str(sim['task_id']))}-t{sim.get('trial', 0)}",
+                    "family": "conversation",
+                    "source": SOURCE,
+                    "path": path,
+                    "commit": commit,
+                    "licence": LICENCE,
+                    "harness": HARNESS,
+                    "model": MODEL,
+                    "content": content,
+                    "turns": turns,
+                }
+            )
     runs.sort(key=lambda r: r["id"])
     assert len({r["id"] for r in runs}) == len(runs)
     out = Path(__file__).resolve().parents[1] / "runs" / "conversation" / f"{SLUG}.jsonl.gz"
@@ -148,7 +192,9 @@ def main(root: Path) -> None:
     buffer = io.BytesIO()
     with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0, filename="") as handle:
         for run in runs:
-            handle.write((json.dumps(run, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8"))
+            handle.write(
+                (json.dumps(run, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+            )
     out.write_bytes(buffer.getvalue())
     print(f"{len(runs)} runs -> {out} ({out.stat().st_size} bytes)")
 

@@ -53,11 +53,31 @@ HARNESS = "tau2-bench llm_agent"
 SLUG = "tau2_grok"
 DIR = "data/simulations"
 FILES = [
-    ("grok-4-fast-reasoning", "airline", f"{DIR}/2025-10-06T06:45:09.212115_airline_llm_agent_grok-4-fast-reasoning_user_simulator_grok-4-fast-reasoning.json"),
-    ("grok-3", "airline", f"{DIR}/2025-10-13T00:01:41.624853_airline_llm_agent_grok-3_user_simulator_grok-3.json"),
-    ("grok-4", "airline", f"{DIR}/2025-10-13T11:43:45.549419_airline_llm_agent_grok-4_user_simulator_grok-4.json"),
-    ("grok-3", "telecom-workflow", f"{DIR}/2025-10-05T22:26:20.526995_telecom-workflow_llm_agent_grok-3_user_simulator_grok-3.json"),
-    ("grok-3", "telecom", f"{DIR}/2025-10-05T07:52:52.930199_telecom_llm_agent_grok-3_user_simulator_grok-3.json"),
+    (
+        "grok-4-fast-reasoning",
+        "airline",
+        f"{DIR}/2025-10-06T06:45:09.212115_airline_llm_agent_grok-4-fast-reasoning_user_simulator_grok-4-fast-reasoning.json",
+    ),
+    (
+        "grok-3",
+        "airline",
+        f"{DIR}/2025-10-13T00:01:41.624853_airline_llm_agent_grok-3_user_simulator_grok-3.json",
+    ),
+    (
+        "grok-4",
+        "airline",
+        f"{DIR}/2025-10-13T11:43:45.549419_airline_llm_agent_grok-4_user_simulator_grok-4.json",
+    ),
+    (
+        "grok-3",
+        "telecom-workflow",
+        f"{DIR}/2025-10-05T22:26:20.526995_telecom-workflow_llm_agent_grok-3_user_simulator_grok-3.json",
+    ),
+    (
+        "grok-3",
+        "telecom",
+        f"{DIR}/2025-10-05T07:52:52.930199_telecom_llm_agent_grok-3_user_simulator_grok-3.json",
+    ),
 ]
 
 
@@ -99,18 +119,24 @@ def turns_of(messages: list[dict]) -> list[dict]:
             for call in message.get("tool_calls") or []:
                 tool_message = results.get(call.get("id"))
                 text = result_text(tool_message.get("content")) if tool_message else None
-                calls.append({
-                    "tool": call["name"],
-                    "args": call.get("arguments") or {},
-                    "result": cap(text) if text is not None else None,
-                    "error": error_of(tool_message, text) if tool_message else None,
-                })
-            turns.append({
-                "agent": None,
-                "input": "\n\n".join(pending) if pending else None,
-                "output": message.get("content") if message.get("content") is not None else None,
-                "calls": calls,
-            })
+                calls.append(
+                    {
+                        "tool": call["name"],
+                        "args": call.get("arguments") or {},
+                        "result": cap(text) if text is not None else None,
+                        "error": error_of(tool_message, text) if tool_message else None,
+                    }
+                )
+            turns.append(
+                {
+                    "agent": None,
+                    "input": "\n\n".join(pending) if pending else None,
+                    "output": message.get("content")
+                    if message.get("content") is not None
+                    else None,
+                    "calls": calls,
+                }
+            )
             pending = []
     return turns
 
@@ -128,18 +154,20 @@ def main(root: Path) -> None:
             content = "full"
             if any(c["result"] is None for t in turns for c in t["calls"]):
                 content = "partial"
-            runs.append({
-                "id": f"conversation-tau2-{model}-{domain}-{slug(str(sim['task_id']))}-t{sim.get('trial', 0)}",
-                "family": "conversation",
-                "source": SOURCE,
-                "path": path,
-                "commit": COMMIT,
-                "licence": LICENCE,
-                "harness": HARNESS,
-                "model": model,
-                "content": content,
-                "turns": turns,
-            })
+            runs.append(
+                {
+                    "id": f"conversation-tau2-{model}-{domain}-{slug(str(sim['task_id']))}-t{sim.get('trial', 0)}",
+                    "family": "conversation",
+                    "source": SOURCE,
+                    "path": path,
+                    "commit": COMMIT,
+                    "licence": LICENCE,
+                    "harness": HARNESS,
+                    "model": model,
+                    "content": content,
+                    "turns": turns,
+                }
+            )
     runs.sort(key=lambda r: r["id"])
     assert len({r["id"] for r in runs}) == len(runs)
     out = Path(__file__).resolve().parents[1] / "runs" / "conversation" / f"{SLUG}.jsonl.gz"
@@ -147,7 +175,9 @@ def main(root: Path) -> None:
     buffer = io.BytesIO()
     with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0, filename="") as handle:
         for run in runs:
-            handle.write((json.dumps(run, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8"))
+            handle.write(
+                (json.dumps(run, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+            )
     out.write_bytes(buffer.getvalue())
     print(f"{len(runs)} runs -> {out} ({out.stat().st_size} bytes)")
 

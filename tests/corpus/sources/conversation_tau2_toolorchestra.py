@@ -90,18 +90,24 @@ def turns_of(messages: list[dict]) -> list[dict]:
             for call in message.get("tool_calls") or []:
                 tool_message = results.get(call.get("id"))
                 text = result_text(tool_message.get("content")) if tool_message else None
-                calls.append({
-                    "tool": call["name"],
-                    "args": call.get("arguments") or {},
-                    "result": cap(text) if text is not None else None,
-                    "error": error_of(tool_message, text) if tool_message else None,
-                })
-            turns.append({
-                "agent": None,
-                "input": "\n\n".join(pending) if pending else None,
-                "output": message.get("content") if message.get("content") is not None else None,
-                "calls": calls,
-            })
+                calls.append(
+                    {
+                        "tool": call["name"],
+                        "args": call.get("arguments") or {},
+                        "result": cap(text) if text is not None else None,
+                        "error": error_of(tool_message, text) if tool_message else None,
+                    }
+                )
+            turns.append(
+                {
+                    "agent": None,
+                    "input": "\n\n".join(pending) if pending else None,
+                    "output": message.get("content")
+                    if message.get("content") is not None
+                    else None,
+                    "calls": calls,
+                }
+            )
             pending = []
     return turns
 
@@ -115,18 +121,20 @@ def main(root: Path) -> None:
             content = "full"
             if any(c["result"] is None for t in turns for c in t["calls"]):
                 content = "partial"
-            runs.append({
-                "id": f"conversation-tau2-toolorchestra-{domain}-{sim['task_id']}-t{sim.get('trial', 0)}",
-                "family": "conversation",
-                "source": SOURCE,
-                "path": path,
-                "commit": COMMIT,
-                "licence": LICENCE,
-                "harness": HARNESS,
-                "model": MODEL,
-                "content": content,
-                "turns": turns,
-            })
+            runs.append(
+                {
+                    "id": f"conversation-tau2-toolorchestra-{domain}-{sim['task_id']}-t{sim.get('trial', 0)}",
+                    "family": "conversation",
+                    "source": SOURCE,
+                    "path": path,
+                    "commit": COMMIT,
+                    "licence": LICENCE,
+                    "harness": HARNESS,
+                    "model": MODEL,
+                    "content": content,
+                    "turns": turns,
+                }
+            )
     runs.sort(key=lambda r: r["id"])
     assert len({r["id"] for r in runs}) == len(runs)
     out = Path(__file__).resolve().parents[1] / "runs" / "conversation" / f"{SLUG}.jsonl.gz"
@@ -134,7 +142,9 @@ def main(root: Path) -> None:
     buffer = io.BytesIO()
     with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0, filename="") as handle:
         for run in runs:
-            handle.write((json.dumps(run, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8"))
+            handle.write(
+                (json.dumps(run, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+            )
     out.write_bytes(buffer.getvalue())
     print(f"{len(runs)} runs -> {out} ({out.stat().st_size} bytes)")
 

@@ -71,7 +71,9 @@ def text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(part.get("text", "") for part in content if isinstance(part, dict) and part.get("text"))
+        return "\n".join(
+            part.get("text", "") for part in content if isinstance(part, dict) and part.get("text")
+        )
     return ""
 
 
@@ -80,7 +82,11 @@ def result_and_error(observation: dict[str, Any]) -> tuple[str, str | None]:
     error: str | None = None
     if kind == "ExecuteBashObservation":
         meta = observation.get("metadata") or {}
-        text = (meta.get("prefix") or "") + (observation.get("output") or "") + (meta.get("suffix") or "")
+        text = (
+            (meta.get("prefix") or "")
+            + (observation.get("output") or "")
+            + (meta.get("suffix") or "")
+        )
         code = observation.get("exit_code")
         if code is None:
             code = meta.get("exit_code")
@@ -134,7 +140,9 @@ def turns_of(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if event.get("reasoning_content"):
                 thought = (event["reasoning_content"] + "\n" + thought).strip()
             if response is None or response != current_response or not turns:
-                turns.append({"agent": None, "input": pending_input, "output": thought or None, "calls": []})
+                turns.append(
+                    {"agent": None, "input": pending_input, "output": thought or None, "calls": []}
+                )
                 pending_input = None
                 current_response = response
             elif thought:
@@ -142,7 +150,9 @@ def turns_of(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 turns[-1]["output"] = thought if not previous else previous + "\n" + thought
             tool_call = event.get("tool_call") or {}
             call = {
-                "tool": tool_call.get("name") or (tool_call.get("function") or {}).get("name") or event.get("tool_name"),
+                "tool": tool_call.get("name")
+                or (tool_call.get("function") or {}).get("name")
+                or event.get("tool_name"),
                 "args": arguments(tool_call),
                 "result": None,
                 "error": None,
@@ -197,7 +207,9 @@ def main(argv: list[str]) -> int:
     buffer = io.BytesIO()
     with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as handle:
         for run in convert(folder):
-            handle.write((json.dumps(run, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8"))
+            handle.write(
+                (json.dumps(run, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+            )
     out.write_bytes(buffer.getvalue())
     return 0
 

@@ -76,7 +76,9 @@ def text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(part.get("text", "") for part in content if isinstance(part, dict) and part.get("text"))
+        return "\n".join(
+            part.get("text", "") for part in content if isinstance(part, dict) and part.get("text")
+        )
     return ""
 
 
@@ -85,7 +87,11 @@ def result_and_error(observation: dict[str, Any]) -> tuple[str, str | None]:
     error: str | None = None
     if kind == "ExecuteBashObservation":
         meta = observation.get("metadata") or {}
-        text = (meta.get("prefix") or "") + (observation.get("output") or "") + (meta.get("suffix") or "")
+        text = (
+            (meta.get("prefix") or "")
+            + (observation.get("output") or "")
+            + (meta.get("suffix") or "")
+        )
         code = observation.get("exit_code")
         if code is None:
             code = meta.get("exit_code")
@@ -139,7 +145,9 @@ def turns_of(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if event.get("reasoning_content"):
                 thought = (event["reasoning_content"] + "\n" + thought).strip()
             if response is None or response != current_response or not turns:
-                turns.append({"agent": None, "input": pending_input, "output": thought or None, "calls": []})
+                turns.append(
+                    {"agent": None, "input": pending_input, "output": thought or None, "calls": []}
+                )
                 pending_input = None
                 current_response = response
             elif thought:
@@ -147,7 +155,9 @@ def turns_of(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 turns[-1]["output"] = thought if not previous else previous + "\n" + thought
             tool_call = event.get("tool_call") or {}
             call = {
-                "tool": tool_call.get("name") or (tool_call.get("function") or {}).get("name") or event.get("tool_name"),
+                "tool": tool_call.get("name")
+                or (tool_call.get("function") or {}).get("name")
+                or event.get("tool_name"),
                 "args": arguments(tool_call),
                 "result": None,
                 "error": None,
@@ -179,7 +189,9 @@ def instance_of(events: list[dict[str, Any]]) -> str:
 
 
 def git(git_dir: Path, *args: str) -> bytes:
-    return subprocess.run(["git", f"--git-dir={git_dir}", *args], check=True, capture_output=True).stdout
+    return subprocess.run(
+        ["git", f"--git-dir={git_dir}", *args], check=True, capture_output=True
+    ).stdout
 
 
 def conversations(git_dir: Path) -> dict[str, dict[str, Any]]:
@@ -188,7 +200,10 @@ def conversations(git_dir: Path) -> dict[str, dict[str, Any]]:
     listing = git(git_dir, "rev-list", "--all", "--objects", "--missing=allow-any").decode()
     for line in listing.splitlines():
         oid, _, path = line.partition(" ")
-        match = re.match(r"workspace/conversations/([0-9a-f]+)/event_service/(events/event-(\d+)-[^/]+\.json|base_state\.json)$", path)
+        match = re.match(
+            r"workspace/conversations/([0-9a-f]+)/event_service/(events/event-(\d+)-[^/]+\.json|base_state\.json)$",
+            path,
+        )
         if not match:
             continue
         entry = found.setdefault(match.group(1), {"events": {}, "bases": []})
@@ -203,7 +218,10 @@ def commit_of(git_dir: Path, name: str, count: int) -> str:
     """The newest commit whose tree holds every event of the conversation."""
     folder = f"workspace/conversations/{name}/event_service/events"
     for commit in git(git_dir, "log", "--all", "--format=%H", "--", folder).decode().split():
-        if len(git(git_dir, "ls-tree", "--name-only", commit, folder + "/").decode().split()) == count:
+        if (
+            len(git(git_dir, "ls-tree", "--name-only", commit, folder + "/").decode().split())
+            == count
+        ):
             return commit
     return ""
 
@@ -218,7 +236,11 @@ def convert(git_dir: Path) -> list[dict[str, Any]]:
         base = next((b for b in bases if b.get("agent_status") == "finished"), None)
         events = [json.loads(git(git_dir, "cat-file", "-p", entry["events"][n])) for n in numbers]
         last = events[-1]
-        if base is None or last.get("kind") != "ObservationEvent" or (last.get("observation") or {}).get("kind") != "FinishObservation":
+        if (
+            base is None
+            or last.get("kind") != "ObservationEvent"
+            or (last.get("observation") or {}).get("kind") != "FinishObservation"
+        ):
             continue
         model = ((base.get("agent") or {}).get("llm") or {}).get("model", "").split("/")[-1]
         repo = instance_of(events)
@@ -246,7 +268,9 @@ def main(argv: list[str]) -> int:
     buffer = io.BytesIO()
     with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as handle:
         for run in convert(git_dir):
-            handle.write((json.dumps(run, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8"))
+            handle.write(
+                (json.dumps(run, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+            )
     out.write_bytes(buffer.getvalue())
     return 0
 

@@ -48,7 +48,9 @@ MESSAGE = re.compile(r"^### (User|Assistant)\n> [^\n]*\n\n", re.M)
 
 
 def git(repo: Path, *args: str) -> bytes:
-    return subprocess.run(["git", f"--git-dir={repo}", *args], check=True, capture_output=True).stdout
+    return subprocess.run(
+        ["git", f"--git-dir={repo}", *args], check=True, capture_output=True
+    ).stdout
 
 
 def hashed(text: str) -> str:
@@ -91,11 +93,11 @@ def parse(md: str) -> list[dict]:
     seen: set[tuple[str, str]] = set()
     for i, h in enumerate(heads):
         end = heads[i + 1].start() if i + 1 < len(heads) else len(md)
-        key = (h.group(0), md[h.end():end].strip())
+        key = (h.group(0), md[h.end() : end].strip())
         if key in seen:
             continue  # a message the log holds twice (same time stamp, same content): export artefact
         seen.add(key)
-        blocks = blocks_of(md[h.end():end])
+        blocks = blocks_of(md[h.end() : end])
         if h.group(1) == "User":
             texts = []
             for b in blocks:
@@ -105,7 +107,9 @@ def parse(md: str) -> list[dict]:
                         text = result_text(b.get("content"))
                         call["result"] = hashed(text)
                         if b.get("is_error"):
-                            first = text.strip().splitlines()[0] if text.strip() else "is_error: true"
+                            first = (
+                                text.strip().splitlines()[0] if text.strip() else "is_error: true"
+                            )
                             call["error"] = first[:200]
                 elif b.get("type") == "text" and b.get("text", "").strip():
                     texts.append(b["text"].strip())
@@ -124,9 +128,16 @@ def parse(md: str) -> list[dict]:
                 if current["calls"]:  # text after calls: a new response
                     current = {"agent": None, "input": None, "output": None, "calls": []}
                     turns.append(current)
-                current["output"] = (current["output"] + "\n\n" if current["output"] else "") + b["text"].strip()
+                current["output"] = (current["output"] + "\n\n" if current["output"] else "") + b[
+                    "text"
+                ].strip()
             elif b.get("type") == "tool_use":
-                call = {"tool": b.get("name", "unknown"), "args": b.get("input") or {}, "result": None, "error": None}
+                call = {
+                    "tool": b.get("name", "unknown"),
+                    "args": b.get("input") or {},
+                    "result": None,
+                    "error": None,
+                }
                 current["calls"].append(call)
                 if b.get("id"):
                     by_id[b["id"]] = call
@@ -136,8 +147,13 @@ def parse(md: str) -> list[dict]:
 def main(argv: list[str]) -> int:
     repo = Path(argv[0])
     commit = git(repo, "rev-parse", "HEAD").decode().strip()
-    names = sorted(p for p in git(repo, "ls-tree", "-r", "--name-only", "HEAD", "claude-prompts/").decode().split("\n")
-                   if p.endswith("-full.md") and not Path(p).name.startswith("agent-"))
+    names = sorted(
+        p
+        for p in git(repo, "ls-tree", "-r", "--name-only", "HEAD", "claude-prompts/")
+        .decode()
+        .split("\n")
+        if p.endswith("-full.md") and not Path(p).name.startswith("agent-")
+    )
     runs = []
     for path in names:
         md = git(repo, "show", f"HEAD:{path}").decode("utf-8", "replace")
@@ -145,11 +161,20 @@ def main(argv: list[str]) -> int:
         calls = [c for t in turns for c in t["calls"]]
         if not calls:
             continue
-        runs.append({
-            "id": "ide-claudeexport-" + Path(path).name[:8], "family": "ide", "source": SOURCE,
-            "path": path, "commit": commit, "licence": "none", "harness": "Claude Code",
-            "model": "claude (not exported)", "content": "hashed", "turns": turns,
-        })
+        runs.append(
+            {
+                "id": "ide-claudeexport-" + Path(path).name[:8],
+                "family": "ide",
+                "source": SOURCE,
+                "path": path,
+                "commit": commit,
+                "licence": "none",
+                "harness": "Claude Code",
+                "model": "claude (not exported)",
+                "content": "hashed",
+                "turns": turns,
+            }
+        )
         if len(runs) == LIMIT:
             break
     runs.sort(key=lambda r: r["id"])

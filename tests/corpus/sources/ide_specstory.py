@@ -62,25 +62,43 @@ OUT = Path(__file__).resolve().parents[1] / "runs" / "ide" / "specstory.jsonl.gz
 HEADER = re.compile(r"^_\*\*(User|Agent|Assistant)(?: \(([^)]*)\))?\*\*_\s*$", re.M)
 OLD_SEP = re.compile(r"^_\*\*\*\*_\s*$", re.M)
 TOOL_BLOCK = re.compile(
-    r"<tool-use data-tool-type=\"([^\"]*)\" data-tool-name=\"([^\"]*)\">(.*?)</tool-use>", re.S)
+    r"<tool-use data-tool-type=\"([^\"]*)\" data-tool-name=\"([^\"]*)\">(.*?)</tool-use>", re.S
+)
 SUMMARY = re.compile(r"<summary>(.*?)</summary>", re.S)
 FENCE = re.compile(r"^(`{3,})([^\n`]*)\n(.*?)^\1\s*$", re.S | re.M)
-SESSION = re.compile(r"<!-- (Claude Code|Codex CLI|Cursor IDE|Cursor CLI|Gemini CLI|[A-Za-z ]+?) Session ")
-LICENCES = [("MIT License", "MIT"), ("Apache License", "Apache-2.0"), ("BSD 3-Clause", "BSD-3-Clause"),
-            ("Redistribution and use in source and binary forms", "BSD"),
-            ("Attribution 4.0", "CC-BY-4.0"), ("CC0 1.0 Universal", "CC0-1.0"), ("Permission is hereby granted, free of charge", "MIT")]
+SESSION = re.compile(
+    r"<!-- (Claude Code|Codex CLI|Cursor IDE|Cursor CLI|Gemini CLI|[A-Za-z ]+?) Session "
+)
+LICENCES = [
+    ("MIT License", "MIT"),
+    ("Apache License", "Apache-2.0"),
+    ("BSD 3-Clause", "BSD-3-Clause"),
+    ("Redistribution and use in source and binary forms", "BSD"),
+    ("Attribution 4.0", "CC-BY-4.0"),
+    ("CC0 1.0 Universal", "CC0-1.0"),
+    ("Permission is hereby granted, free of charge", "MIT"),
+]
 OPEN = {"MIT", "Apache-2.0", "BSD-3-Clause", "BSD", "CC-BY-4.0", "CC0-1.0"}
 
 OLD_SUMMARIES = [
-    ("Searched codebase", "codebase_search"), ("Grep search for", "grep_search"),
-    ("Grep for", "grep"), ("Listed directory", "list_dir"), ("Listed current directory", "list_dir"),
-    ("Searched files", "file_search"), ("Searched web", "web_search"), ("Edit file:", "edit_file"),
-    ("Deleted file", "delete_file"), ("MCP tool call", "mcp_tool_call"), ("Called MCP tool", "mcp_tool_call"),
+    ("Searched codebase", "codebase_search"),
+    ("Grep search for", "grep_search"),
+    ("Grep for", "grep"),
+    ("Listed directory", "list_dir"),
+    ("Listed current directory", "list_dir"),
+    ("Searched files", "file_search"),
+    ("Searched web", "web_search"),
+    ("Edit file:", "edit_file"),
+    ("Deleted file", "delete_file"),
+    ("MCP tool call", "mcp_tool_call"),
+    ("Called MCP tool", "mcp_tool_call"),
 ]
 
 
 def git(repo: Path, *args: str) -> bytes:
-    return subprocess.run(["git", f"--git-dir={repo}", *args], check=True, capture_output=True).stdout
+    return subprocess.run(
+        ["git", f"--git-dir={repo}", *args], check=True, capture_output=True
+    ).stdout
 
 
 def cap(text: str) -> str:
@@ -97,20 +115,31 @@ def hashed(text: str | None) -> str | None:
 
 
 def unhtml(text: str) -> str:
-    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", '"').replace("&amp;", "&")
+    return (
+        text.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", '"').replace("&amp;", "&")
+    )
 
 
 def detail_args(detail: str) -> dict:
     """Arguments from the summary line's detail (after 'Tool use: **X** • ')."""
     detail = unhtml(detail.strip())
-    for prefix, key in (("Read file:", "target_file"), ("Run command:", "command"),
-                        ("Edit file:", "target_file"), ("Listed directory", "target_directory"),
-                        ("Listed current directory", "target_directory"), ("Deleted file", "target_file"),
-                        ("Delete file:", "target_file")):
+    for prefix, key in (
+        ("Read file:", "target_file"),
+        ("Run command:", "command"),
+        ("Edit file:", "target_file"),
+        ("Listed directory", "target_directory"),
+        ("Listed current directory", "target_directory"),
+        ("Deleted file", "target_file"),
+        ("Delete file:", "target_file"),
+    ):
         if detail.startswith(prefix):
-            value = detail[len(prefix):].split(" • ")[0].strip()
+            value = detail[len(prefix) :].split(" • ")[0].strip()
             return {key: value}
-    m = re.match(r"(?:Searched codebase|Searched web|Searched files|Search)\s+\"(.*?)\"(?: • |$)", detail, re.S)
+    m = re.match(
+        r"(?:Searched codebase|Searched web|Searched files|Search)\s+\"(.*?)\"(?: • |$)",
+        detail,
+        re.S,
+    )
     if m:
         key = "search_term" if detail.startswith("Searched web") else "query"
         return {key: m.group(1)}
@@ -145,30 +174,49 @@ def parse_call(tool: str, kind: str, summary: str, body: str) -> dict:
         sargs, sresult = structured
         args.update(sargs)
         if lowered_is_read_or_write(tool, kind):
-            sresult = None if not sresult else sresult
+            sresult = sresult if sresult else None
         return {"tool": tool, "args": args, "result": sresult, "error": exit_error(sresult)}
     fences = list(FENCE.finditer(body))
     result = None
     error = None
     lowered = tool.lower()
-    if fences and fences[-1].group(2).strip() == "text" and fences[-1].end() >= len(body.rstrip()) - 1:
+    if (
+        fences
+        and fences[-1].group(2).strip() == "text"
+        and fences[-1].end() >= len(body.rstrip()) - 1
+    ):
         # SpecStory CLI style (Claude Code, Codex CLI): description, `input`, then ```text result```.
-        pre = body[:fences[-1].start()]
+        pre = body[: fences[-1].start()]
         result = fences[-1].group(3)
         inline = re.search(r"^\s*`([^`\n]+)`\s*$", pre, re.M)
         if inline:
-            key = ("command" if kind == "shell" else "target_file" if kind == "read" else "input")
+            key = "command" if kind == "shell" else "target_file" if kind == "read" else "input"
             args.setdefault(key, unhtml(inline.group(1)))
-        desc = [ln.strip() for ln in pre.splitlines() if ln.strip() and not ln.strip().startswith("`")]
+        desc = [
+            ln.strip() for ln in pre.splitlines() if ln.strip() and not ln.strip().startswith("`")
+        ]
         if desc:
             args.setdefault("description", unhtml(desc[0]))
         other = [f for f in fences[:-1]]
         if other and kind == "write":
             args["diff"] = cap("\n".join(f.group(3) for f in other))
         return {"tool": tool, "args": args, "result": result, "error": cli_error(result)}
-    if kind == "shell" or lowered in ("run_terminal_cmd", "bash", "run_in_terminal", "shell", "run_terminal_command_v2"):
+    if kind == "shell" or lowered in (
+        "run_terminal_cmd",
+        "bash",
+        "run_in_terminal",
+        "shell",
+        "run_terminal_command_v2",
+    ):
         rest = body
-        if fences and fences[0].group(2).strip() in ("bash", "shell", "sh", "powershell", "zsh", "cmd"):
+        if fences and fences[0].group(2).strip() in (
+            "bash",
+            "shell",
+            "sh",
+            "powershell",
+            "zsh",
+            "cmd",
+        ):
             args.setdefault("command", fences[0].group(3).strip())
             outs = fences[1:]
         else:
@@ -180,10 +228,21 @@ def parse_call(tool: str, kind: str, summary: str, body: str) -> dict:
             result = "\n\n".join(f.group(3) for f in outs)
         elif rest and "command" not in args:
             result = rest
-        args.pop("detail", None) if "command" in args and args.get("detail") == args.get("command") else None
-    elif kind == "write" or lowered in ("edit_file", "search_replace", "write", "edit", "multiedit",
-                                        "apply_patch", "replace_string_in_file", "create_file",
-                                        "edit_file_v2", "code_edit"):
+        args.pop("detail", None) if "command" in args and args.get("detail") == args.get(
+            "command"
+        ) else None
+    elif kind == "write" or lowered in (
+        "edit_file",
+        "search_replace",
+        "write",
+        "edit",
+        "multiedit",
+        "apply_patch",
+        "replace_string_in_file",
+        "create_file",
+        "edit_file_v2",
+        "code_edit",
+    ):
         if body:
             args["diff"] = cap(body)
     elif lowered in ("todo_write", "todowrite", "manage_todo_list"):
@@ -219,12 +278,12 @@ def structured_sections(body: str):
     'Parameters: ```json```' + 'Result:'/'Additional data:' (Cursor v2.1); None otherwise."""
     if body.startswith("**Input:**"):
         args: dict = {}
-        rest = body[len("**Input:**"):]
+        rest = body[len("**Input:**") :]
         out = None
         cut = re.search(r"^\*\*(Output|Result)s?:\*\*", rest, re.M)
         if cut:
-            out = rest[cut.end():].strip() or None
-            rest = rest[:cut.start()]
+            out = rest[cut.end() :].strip() or None
+            rest = rest[: cut.start()]
         lines = rest.strip().splitlines()
         i = 0
         while i < len(lines):
@@ -234,12 +293,12 @@ def structured_sections(body: str):
             else:
                 k = re.match(r"^- (\w+):\s*$", lines[i])
                 if k:
-                    block = "\n".join(lines[i + 1:])
+                    block = "\n".join(lines[i + 1 :])
                     f = FENCE.search(block)
                     nxt = re.search(r"^- \w+:", block, re.M)
                     if f and (not nxt or f.start() < nxt.start()):
                         args[k.group(1)] = cap(f.group(3))
-                        i += 1 + block[:f.end()].count("\n")
+                        i += 1 + block[: f.end()].count("\n")
                         continue
             i += 1
         return args, out
@@ -252,7 +311,7 @@ def structured_sections(body: str):
                 args = loaded if isinstance(loaded, dict) else {"parameters": loaded}
             except ValueError:
                 args = {"parameters": fences[0].group(3)}
-        tail = body[fences[0].end():] if fences else ""
+        tail = body[fences[0].end() :] if fences else ""
         out = re.sub(r"^\s*(Result|Additional data|Output):\s*", "", tail.strip()).strip()
         return args, (out or None)
     return None
@@ -311,20 +370,27 @@ def old_segment(seg: str) -> dict | None:
         if rest.startswith("Read file:"):
             return parse_call(tool, "read", rest.splitlines()[0], "")
         if rest.startswith("## Todo List"):
-            return parse_call(tool, "", "", rest[len("## Todo List"):])
+            return parse_call(tool, "", "", rest[len("## Todo List") :])
         if sm and rest.lstrip().startswith("<details"):
-            body = rest[sm.end():]
+            body = rest[sm.end() :]
             body = re.sub(r"</details>\s*$", "", body.strip())
             kind = "write" if sm.group(1).strip().startswith("Edit file") else ""
             return parse_call(tool, kind, sm.group(1), body)
         fences = list(FENCE.finditer(rest))
-        if fences and fences[0].group(2).strip() in ("bash", "shell", "sh", "powershell", "zsh", "cmd"):
+        if fences and fences[0].group(2).strip() in (
+            "bash",
+            "shell",
+            "sh",
+            "powershell",
+            "zsh",
+            "cmd",
+        ):
             return parse_call(tool, "shell", "", rest)
         return parse_call(tool, "", "", rest)
     if s.startswith("Read file:") and "\n" not in s:
         return parse_call("read_file", "read", s, "")
     if s.startswith("## Todo List"):
-        return parse_call("todo_write", "", "", s[len("## Todo List"):])
+        return parse_call("todo_write", "", "", s[len("## Todo List") :])
     if s == "Ran tool":
         return {"tool": "unknown", "args": {}, "result": None, "error": None}
     if s.startswith("<details"):
@@ -333,14 +399,22 @@ def old_segment(seg: str) -> dict | None:
             text = sm.group(1).strip()
             for prefix, tool in OLD_SUMMARIES:
                 if text.startswith(prefix):
-                    body = re.sub(r"</details>\s*$", "", s[sm.end():].strip())
+                    body = re.sub(r"</details>\s*$", "", s[sm.end() :].strip())
                     return parse_call(tool, "write" if tool == "edit_file" else "", text, body)
     fences = list(FENCE.finditer(s))
-    if fences and fences[0].start() == 0 and all(f.group(2).strip() == "diff" for f in fences) \
-            and not FENCE.sub("", s).strip():
+    if (
+        fences
+        and fences[0].start() == 0
+        and all(f.group(2).strip() == "diff" for f in fences)
+        and not FENCE.sub("", s).strip()
+    ):
         diff = "\n".join(f.group(3) for f in fences)
         return {"tool": "edit_file", "args": {"diff": cap(diff)}, "result": None, "error": None}
-    if fences and fences[0].start() == 0 and fences[0].group(2).strip() in ("bash", "shell", "sh", "powershell", "zsh", "cmd"):
+    if (
+        fences
+        and fences[0].start() == 0
+        and fences[0].group(2).strip() in ("bash", "shell", "sh", "powershell", "zsh", "cmd")
+    ):
         leftover = FENCE.sub("", s).strip()
         if not leftover and len(fences) <= 2:
             return parse_call("run_terminal_cmd", "shell", "", s)
@@ -353,7 +427,7 @@ def agent_events(text: str) -> list[tuple[str, object]]:
     pos = 0
     last_full_tool = None
     for m in TOOL_BLOCK.finditer(text):
-        between = text[pos:m.start()]
+        between = text[pos : m.start()]
         events.extend(old_events(between))
         if between.strip():
             last_full_tool = None
@@ -362,7 +436,7 @@ def agent_events(text: str) -> list[tuple[str, object]]:
         compact = inner.startswith("<details>")
         sm = SUMMARY.search(inner)
         summary = sm.group(1) if sm else ""
-        body = inner[sm.end():] if sm else inner
+        body = inner[sm.end() :] if sm else inner
         body = re.sub(r"</details>\s*$", "", body.strip()).strip()
         empty = not body and "•" not in summary
         if compact and empty and last_full_tool == tool:
@@ -399,7 +473,7 @@ def parse_session(md: str) -> tuple[list[dict], Counter, str | None]:
     pending_input: list[str] = []
     for i, h in enumerate(heads):
         end = heads[i + 1].start() if i + 1 < len(heads) else len(md)
-        body = md[h.end():end]
+        body = md[h.end() : end]
         body = re.sub(r"^\s*---\s*$", "", body, flags=re.M) if h.group(1) == "User" else body
         if h.group(1) == "User":
             text = body.strip()
@@ -454,7 +528,13 @@ def harness_of(session: str | None, models: Counter, tools: set[str]) -> str:
         return session
     if any(m.startswith("copilot/") for m in models):
         return "GitHub Copilot (VS Code)"
-    if tools & {"replace_string_in_file", "run_in_terminal", "manage_todo_list", "create_file", "insert_edit_into_file"}:
+    if tools & {
+        "replace_string_in_file",
+        "run_in_terminal",
+        "manage_todo_list",
+        "create_file",
+        "insert_edit_into_file",
+    }:
         return "GitHub Copilot (VS Code)"
     return "Cursor"
 
@@ -463,8 +543,11 @@ def convert_repo(repo: Path) -> list[dict]:
     owner_name = repo.parent.name.replace("+", "/", 1)
     commit = git(repo, "rev-parse", "HEAD").decode().strip()
     licence = licence_of(repo)
-    files = sorted(p for p in git(repo, "ls-tree", "-r", "--name-only", "HEAD").decode().split("\n")
-                   if p.startswith(".specstory/history/") and p.endswith(".md"))
+    files = sorted(
+        p
+        for p in git(repo, "ls-tree", "-r", "--name-only", "HEAD").decode().split("\n")
+        if p.startswith(".specstory/history/") and p.endswith(".md")
+    )
     runs = []
     seen: set[str] = set()
     stems: set[tuple[str, bool]] = set()
@@ -501,11 +584,20 @@ def convert_repo(repo: Path) -> list[dict]:
                 c["result"] = hashed(c["result"])
         stem = Path(path).stem[:48]
         slug = re.sub(r"[^A-Za-z0-9]+", "-", f"{owner_name}-{stem}").strip("-").lower()
-        runs.append({
-            "id": f"ide-specstory-{slug}", "family": "ide", "source": owner_name, "path": path,
-            "commit": commit, "licence": licence, "harness": harness_of(session, models, tools),
-            "model": model, "content": content, "turns": turns,
-        })
+        runs.append(
+            {
+                "id": f"ide-specstory-{slug}",
+                "family": "ide",
+                "source": owner_name,
+                "path": path,
+                "commit": commit,
+                "licence": licence,
+                "harness": harness_of(session, models, tools),
+                "model": model,
+                "content": content,
+                "turns": turns,
+            }
+        )
         if len(runs) == PER_REPO:
             break
     return runs

@@ -73,13 +73,24 @@ def convert_run(number: str, data: dict, rel: str) -> dict:
                 previous = turns[-1]
                 blocks = [[lang, code] for lang, code in CODE.findall(previous["output"] or "")]
                 error = None if match[1] == "0" else content.splitlines()[0]
-                previous["calls"].append({"tool": "execute_code_blocks", "args": {"code_blocks": blocks},
-                                          "result": cap(content), "error": error})
+                previous["calls"].append(
+                    {
+                        "tool": "execute_code_blocks",
+                        "args": {"code_blocks": blocks},
+                        "result": cap(content),
+                        "error": error,
+                    }
+                )
                 previous["_executed"] = True
             else:
                 pending.append(content)
             continue
-        turn = {"agent": name, "input": "\n\n".join(pending) or None, "output": content, "calls": []}
+        turn = {
+            "agent": name,
+            "input": "\n\n".join(pending) or None,
+            "output": content,
+            "calls": [],
+        }
         pending = []
         address = ADDRESS.match(content)
         viewport = VIEWPORT.search(content)
@@ -87,7 +98,7 @@ def convert_run(number: str, data: dict, rel: str) -> dict:
             url, page = address[1].strip(), int(viewport[1])
             state = browser.get(name)
             if url.startswith("bing: "):
-                tool, args = "informational_web_search", {"query": url[len("bing: "):]}
+                tool, args = "informational_web_search", {"query": url[len("bing: ") :]}
             elif state and state[0] == url and page == state[1] + 1:
                 tool, args = "page_down", {}
             elif state and state[0] == url and page == state[1] - 1:
@@ -96,11 +107,15 @@ def convert_run(number: str, data: dict, rel: str) -> dict:
                 tool, args = "visit_page", {"url": url}
             browser[name] = (url, page)
             turn["output"] = None
-            turn["calls"].append({"tool": tool, "args": args, "result": cap(content), "error": None})
+            turn["calls"].append(
+                {"tool": tool, "args": args, "result": cap(content), "error": None}
+            )
             turn["_executed"] = True
         turns.append(turn)
     if pending:
-        turns.append({"agent": TERMINAL, "input": None, "output": "\n\n".join(pending), "calls": []})
+        turns.append(
+            {"agent": TERMINAL, "input": None, "output": "\n\n".join(pending), "calls": []}
+        )
     for turn in turns:
         turn.pop("_executed", None)
     return {
@@ -120,12 +135,20 @@ def convert_run(number: str, data: dict, rel: str) -> dict:
 def main(argv: list[str]) -> int:
     root = Path(argv[0]) / FOLDER
     files = sorted(root.glob("*.json"), key=lambda p: int(p.stem))
-    runs = [convert_run(p.stem, json.loads(p.read_text(encoding="utf-8")), f"{FOLDER}/{p.name}") for p in files]
+    runs = [
+        convert_run(p.stem, json.loads(p.read_text(encoding="utf-8")), f"{FOLDER}/{p.name}")
+        for p in files
+    ]
     runs.sort(key=lambda r: r["id"])
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    with open(OUT, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as handle:
+    with (
+        open(OUT, "wb") as raw,
+        gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as handle,
+    ):
         for run in runs:
-            handle.write((json.dumps(run, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8"))
+            handle.write(
+                (json.dumps(run, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+            )
     print(f"{len(runs)} runs -> {OUT}")
     return 0
 

@@ -74,9 +74,18 @@ def cap(text: str | None) -> str | None:
 def websurfer_call(text: str) -> dict | None:
     end = r"(?=\n\n|\s*$)"
     patterns = [
-        (r"I typed '(.*?)' into the browser search bar\." + end, lambda m: ("web_search", {"query": m[1]})),
-        (r"I typed '(.*?)' into the browser address bar\." + end, lambda m: ("visit_url", {"url": m[1]})),
-        (r"I typed '(.*?)' into '(.*?)'\." + end, lambda m: ("input_text", {"input_field": m[2], "text_value": m[1]})),
+        (
+            r"I typed '(.*?)' into the browser search bar\." + end,
+            lambda m: ("web_search", {"query": m[1]}),
+        ),
+        (
+            r"I typed '(.*?)' into the browser address bar\." + end,
+            lambda m: ("visit_url", {"url": m[1]}),
+        ),
+        (
+            r"I typed '(.*?)' into '(.*?)'\." + end,
+            lambda m: ("input_text", {"input_field": m[2], "text_value": m[1]}),
+        ),
         (r"I input '(.*?)'\." + end, lambda m: ("input_text", {"text_value": m[1]})),
         (r"I clicked the browser back button\." + end, lambda m: ("history_back", {})),
         (r"I clicked the control\." + end, lambda m: ("click", {"target": None})),
@@ -88,7 +97,7 @@ def websurfer_call(text: str) -> dict | None:
         match = re.match(pattern, text, re.S)
         if match:
             tool, args = build(match)
-            rest = text[match.end():].lstrip("\n")
+            rest = text[match.end() :].lstrip("\n")
             return {"tool": tool, "args": args, "result": cap(rest), "error": None}
     return None
 
@@ -107,8 +116,14 @@ def convert_run(number: str, data: dict, rel: str) -> dict:
     def flush() -> None:
         nonlocal pending_input
         if orchestrator:
-            turns.append({"agent": "Orchestrator", "input": pending_input,
-                          "output": "\n\n".join(orchestrator), "calls": []})
+            turns.append(
+                {
+                    "agent": "Orchestrator",
+                    "input": pending_input,
+                    "output": "\n\n".join(orchestrator),
+                    "calls": [],
+                }
+            )
             orchestrator.clear()
             pending_input = None
 
@@ -148,7 +163,11 @@ def convert_run(number: str, data: dict, rel: str) -> dict:
                 else:
                     tool, args = "open_local_file", {"path": address}
                 file_state = (address, page)
-                add("FileSurfer", None, [{"tool": tool, "args": args, "result": cap(content), "error": None}])
+                add(
+                    "FileSurfer",
+                    None,
+                    [{"tool": tool, "args": args, "result": cap(content), "error": None}],
+                )
             else:
                 add("FileSurfer", content, [])
         elif role == "ComputerTerminal":
@@ -159,8 +178,18 @@ def convert_run(number: str, data: dict, rel: str) -> dict:
                 error = f"exit code {exit_code[1]}"
             else:
                 error = None
-            add("ComputerTerminal", None, [{"tool": "execute_code", "args": {"code_blocks": last_code},
-                                            "result": cap(content), "error": error}])
+            add(
+                "ComputerTerminal",
+                None,
+                [
+                    {
+                        "tool": "execute_code",
+                        "args": {"code_blocks": last_code},
+                        "result": cap(content),
+                        "error": error,
+                    }
+                ],
+            )
         else:
             add(role, content, [])
         blocks = [[lang, code] for lang, code in CODE.findall(content)]
@@ -184,12 +213,20 @@ def convert_run(number: str, data: dict, rel: str) -> dict:
 def main(argv: list[str]) -> int:
     root = Path(argv[0]) / FOLDER
     files = sorted(root.glob("*.json"), key=lambda p: int(p.stem))
-    runs = [convert_run(p.stem, json.loads(p.read_text(encoding="utf-8")), f"{FOLDER}/{p.name}") for p in files]
+    runs = [
+        convert_run(p.stem, json.loads(p.read_text(encoding="utf-8")), f"{FOLDER}/{p.name}")
+        for p in files
+    ]
     runs.sort(key=lambda r: r["id"])
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    with open(OUT, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as handle:
+    with (
+        open(OUT, "wb") as raw,
+        gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as handle,
+    ):
         for run in runs:
-            handle.write((json.dumps(run, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8"))
+            handle.write(
+                (json.dumps(run, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+            )
     print(f"{len(runs)} runs -> {OUT}")
     return 0
 

@@ -72,8 +72,12 @@ def convert(path: Path) -> dict[str, Any]:
             feedback = None
             for tool_call in message.get("tool_calls") or []:
                 function = tool_call["function"]
-                call = {"tool": function["name"], "args": json.loads(function["arguments"]),
-                        "result": None, "error": None}
+                call = {
+                    "tool": function["name"],
+                    "args": json.loads(function["arguments"]),
+                    "result": None,
+                    "error": None,
+                }
                 pending[tool_call["id"]] = call
                 turn["calls"].append(call)
                 last_call = call
@@ -95,10 +99,18 @@ def convert(path: Path) -> dict[str, Any]:
                 last_call["result"] = cap(str(content or ""))
                 pending.clear()
         previous_role = role
-    return {"id": f"shell-{SLUG}-{instance}", "family": "shell",
-            "source": SOURCE, "path": f"{FOLDER}/{path.parent.name}/{path.name}",
-            "commit": COMMIT, "licence": LICENCE, "harness": HARNESS, "model": model,
-            "content": "hashed", "turns": turns}
+    return {
+        "id": f"shell-{SLUG}-{instance}",
+        "family": "shell",
+        "source": SOURCE,
+        "path": f"{FOLDER}/{path.parent.name}/{path.name}",
+        "commit": COMMIT,
+        "licence": LICENCE,
+        "harness": HARNESS,
+        "model": model,
+        "content": "hashed",
+        "turns": turns,
+    }
 
 
 def main(argv: list[str]) -> int:

@@ -79,8 +79,12 @@ def convert(path: Path, subset: str) -> dict[str, Any]:
             feedback = None
             for tool_call in message.get("tool_calls") or []:
                 function = tool_call["function"]
-                call = {"tool": function["name"], "args": json.loads(function["arguments"]),
-                        "result": None, "error": None}
+                call = {
+                    "tool": function["name"],
+                    "args": json.loads(function["arguments"]),
+                    "result": None,
+                    "error": None,
+                }
                 pending[tool_call["id"]] = call
                 turn["calls"].append(call)
                 last_call = call
@@ -102,17 +106,28 @@ def convert(path: Path, subset: str) -> dict[str, Any]:
                 last_call["result"] = cap(str(content or ""))
                 pending.clear()
         previous_role = role
-    return {"id": f"shell-{SLUG}-{subset.replace('_', '-')}-{instance}", "family": "shell",
-            "source": SOURCE, "path": f"output/{subset}/{path.parent.name}/{path.name}",
-            "commit": COMMIT, "licence": LICENCE, "harness": HARNESS, "model": model,
-            "content": "full", "turns": turns}
+    return {
+        "id": f"shell-{SLUG}-{subset.replace('_', '-')}-{instance}",
+        "family": "shell",
+        "source": SOURCE,
+        "path": f"output/{subset}/{path.parent.name}/{path.name}",
+        "commit": COMMIT,
+        "licence": LICENCE,
+        "harness": HARNESS,
+        "model": model,
+        "content": "full",
+        "turns": turns,
+    }
 
 
 def main(argv: list[str]) -> int:
     root = Path(argv[0])
     runs = []
-    chosen = [(subset, path) for subset in SUBSETS
-              for path in sorted((root / subset).glob("*/*.traj.json"))]
+    chosen = [
+        (subset, path)
+        for subset in SUBSETS
+        for path in sorted((root / subset).glob("*/*.traj.json"))
+    ]
     subset, size, seed = SAMPLED
     pool = sorted((root / subset).glob("*/*.traj.json"))
     chosen += [(subset, path) for path in sorted(random.Random(seed).sample(pool, size))]
