@@ -21,6 +21,7 @@ else:  # pragma: no cover - Python 3.10
 
 import otel_loopguard
 from otel_loopguard.metrics._names import (
+    BUDGET_EXCEEDED,
     ENFORCED,
     LOOP_DETECTED,
     METRIC_NAMES,
@@ -46,7 +47,8 @@ PROMETHEUS_METRICS = frozenset({"up"})
 """Series Prometheus itself writes for every target."""
 PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
 RUNBOOK = Path(__file__).resolve().parent.parent / "docs" / "runbook.md"
-TEMPLATED_METRICS = frozenset({TOOL_CALLS, LOOP_DETECTED, RUNS, RUNS_FLAGGED, ENFORCED})
+TEMPLATED_METRICS = frozenset({TOOL_CALLS, LOOP_DETECTED, BUDGET_EXCEEDED, RUNS, RUNS_FLAGGED,
+                               ENFORCED})
 """Metrics carrying a ``prompt_template`` label, which every dashboard selector must filter on."""
 
 PROMTOOL = shutil.which("promtool")
@@ -382,6 +384,7 @@ class TestMetricContract:
             "LoopGuardBrokenPromptTemplate",
             "LoopGuardLoopSpike",
             "LoopGuardWastefulPromptTemplate",
+            "LoopGuardBudgetExhausted",
             "LoopGuardInternalErrors",
             "LoopGuardServeDown",
             "LoopGuardServeAbsent",

@@ -19,7 +19,10 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from otel_loopguard._findings import budget_part, loop_action, loop_detector
 from otel_loopguard.metrics._names import (
+    BUDGET_EXCEEDED,
+    BUDGETS,
     ENFORCED,
     EVICTED_RUNS,
     INTERNAL_ERRORS,
@@ -38,7 +41,7 @@ from otel_loopguard.metrics._names import (
     WASTED_TOOL_SECONDS,
 )
 from otel_loopguard.signature import digest
-from otel_loopguard.types import Action
+from otel_loopguard.types import Action, Decision
 from otel_loopguard.waste import Waste
 
 __all__ = ["METRIC_NAMES", "LabelCap", "LoopGuardMetrics", "start_metrics_server"]
@@ -179,11 +182,16 @@ class LoopGuardMetrics:
                                      "Loop-detected hints (findings), one per flagged tool call.",
                                      ["prompt_template", "detector", "action", "mode"],
                                      registry=reg)
+        self.budget_exceeded = Counter(_base(BUDGET_EXCEEDED),
+                                       "Budget findings, one per tool call over a budget (not "
+                                       "loops).", ["prompt_template", "budget", "action", "mode"],
+                                       registry=reg)
         self.runs = Counter(_base(RUNS), "Runs seen (counted at their first tool call).",
                             ["prompt_template"], registry=reg)
         self.runs_flagged = Counter(_base(RUNS_FLAGGED),
-                                    "Runs that reached at least this action (once per run "
-                                    "and action).", ["prompt_template", "action"], registry=reg)
+                                    "Runs whose loop findings reached at least this action "
+                                    "(once per run and action).",
+                                    ["prompt_template", "action"], registry=reg)
         self.enforced = Counter(_base(ENFORCED), "Enforcement actions taken (abort, hint).",
                                 ["prompt_template", "enforcement"], registry=reg)
         self.evicted = Counter(_base(EVICTED_RUNS), "Runs dropped before their root span "
@@ -270,6 +278,27 @@ class LoopGuardMetrics:
                 and len(self._calls) < _MAX_CACHED:
             self._calls[(template, tool)] = cached
         return cached
+
+    def record_decision(self, template: str | None, decision: Decision, mode: str,
+                        previous: Action) -> None:
+        """Count a flagged decision: its loop part as a finding, its budget part as a budget.
+
+        ``previous`` is the highest action of the run's loop findings before this one
+        (``loop_action``): budget findings never make a run count as flagged.
+        """
+        action = loop_action(decision)
+        if action is not Action.CONTINUE:
+            self.record_finding(template, loop_detector(decision), action, mode, previous)
+        budget = budget_part(decision)
+        if budget is not None:
+            self.record_budget(template, str(budget.details.get("budget")), budget.action, mode)
+
+    def record_budget(self, template: str | None, budget: str, action: Action,
+                      mode: str) -> None:
+        """Count one budget finding (``budget`` outside ``BUDGETS`` counts as ``other``)."""
+        self.budget_exceeded.labels(self.template(template),
+                                    budget if budget in BUDGETS else OTHER, action.label,
+                                    mode).inc()
 
     def record_finding(self, template: str | None, detector: str, action: Action,
                        mode: str, previous: Action) -> None:

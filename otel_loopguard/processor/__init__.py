@@ -358,8 +358,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
             turn = ModelTurn(format(span.context.span_id, "016x"), span.start_time or 0,
                              span.end_time or 0, requested, agent_span, entry.model_turns,
                              tokens_in, tokens_out, models)
-            previous = entry.state.highest
             decision = self.engine.process_model_turn(entry.state, turn)
+            previous = entry.note_loop(decision)
             template = entry.template
             wasted = entry.state.waste.take()
         if wasted is not None and self.metrics is not None:
@@ -377,8 +377,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         if not decision.flagged:
             return None
         if self.metrics is not None:
-            self.metrics.record_finding(template, decision.detector, decision.action,
-                                        self._mode, previous)
+            self.metrics.record_decision(template, decision, self._mode, previous)
         return self._annotate(span, decision, run_id)
 
     def _decide(self, entry: RunEntry, event: ToolCall | Handoff, attrs: Mapping[str, Any],
@@ -390,7 +389,6 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 template, agent = self._ancestry(attrs, parent_id, entry.template is None,
                                                  want_agent)
                 self._learn_template(entry, template)
-            previous = entry.state.highest
             if isinstance(event, ToolCall):
                 if want_agent or entry.seen_model:
                     event = event.in_context(
@@ -400,6 +398,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 decision = self.engine.process(entry.state, event)
             else:
                 decision = self.engine.process_handoff(entry.state, event)
+            previous = entry.note_loop(decision)
             waste = entry.state.waste
             wasted = waste.take() if waste.looping else None
             return decision, previous, entry.template, entry.tool_calls == 1, wasted
@@ -515,16 +514,15 @@ class LoopGuardSpanProcessor(SpanProcessor):
                                              span.start_time or 0)
             if handoff is None or not self.engine.counts_inferred_handoff(entry.state):
                 return
-            old = entry.state.highest
             decision = self.engine.process_handoff(entry.state, handoff)
+            old = entry.note_loop(decision)
         if decision.flagged:
             evidence = evidence_attributes(decision, run_id, self._mode)
             if self._span_evidence:
                 self._evidence_on_agent(span, evidence)
             self._emit(decision, evidence, span.context, span.start_time)
             if self.metrics is not None:
-                self.metrics.record_finding(entry.template, decision.detector, decision.action,
-                                            self._mode, old)
+                self.metrics.record_decision(entry.template, decision, self._mode, old)
 
     def _evidence_on_agent(self, span: Span, evidence: dict[str, Any]) -> None:
         """Put a handoff's evidence on the agent span whose start implied it.

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Final
 
+from otel_loopguard._findings import loop_action
 from otel_loopguard.adapters import DEFAULT_ADAPTERS
 from otel_loopguard.assembly import LONE_TOOL_CALL_HINT
 from otel_loopguard.config import LoopGuardConfig
@@ -126,6 +127,7 @@ class StreamingChecker:
         self._closed: OrderedDict[str, None] = OrderedDict()
         self._closed_cap = max(self.max_traces, _MIN_CLOSED_MEMORY)
         self._highest: dict[str, Action] = {}
+        """Open run → the highest action of its loop findings (budgets left out)."""
         self._evidence: dict[str, dict[str, Any]] = {}
         self.buffered_spans = 0
         self.late_spans = 0
@@ -294,11 +296,11 @@ class StreamingChecker:
         if not decision.flagged:
             return
         previous = self._highest.get(report.run_id, Action.CONTINUE)
-        if decision.action > previous:
-            self._highest[report.run_id] = decision.action
+        looped = loop_action(decision)
+        if looped > previous:
+            self._highest[report.run_id] = looped
         if metrics is not None:
-            metrics.record_finding(report.prompt_template, decision.detector, decision.action,
-                                   self._mode, previous)
+            metrics.record_decision(report.prompt_template, decision, self._mode, previous)
         if self.on_trace is not None and decision.span_id:
             self._evidence[decision.span_id] = evidence_attributes(decision, report.run_id,
                                                                    self._mode)
