@@ -5,7 +5,7 @@
 stops it on exit::
 
     with running_prometheus(
-        ["127.0.0.1:9464"], ["otel_loopguard/assets/alerts.yaml"], tmp_path=tmp_path
+        ["127.0.0.1:9464"], ["dashboards/alerts.yaml"], tmp_path=tmp_path
     ) as prom:
         prom.wait_for("loopguard_runs_total", bool)
 

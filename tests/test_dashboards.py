@@ -19,7 +19,6 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-import otel_loopguard
 from otel_loopguard.metrics._names import (
     BUDGET_EXCEEDED,
     ENFORCED,
@@ -32,8 +31,9 @@ from otel_loopguard.metrics._names import (
     TOOL_CALLS,
 )
 
-DASHBOARDS = Path(otel_loopguard.__file__).resolve().parent / "assets"
-"""The shipped dashboard and rules, where the imported package (or an installed wheel) has them."""
+DASHBOARDS = Path(__file__).resolve().parent.parent / "dashboards"
+"""The dashboard and rules as the repository keeps them (the wheel ships copies, test_packaging
+and test_assets_cli check that they are the same)."""
 DASHBOARD = DASHBOARDS / "loopguard.json"
 ALERTS = DASHBOARDS / "alerts.yaml"
 ALERTS_TEST = DASHBOARDS / "alerts_test.yaml"
@@ -203,7 +203,7 @@ class TestMetricNames:
 
 
 class TestDashboardStructure:
-    """The JSON structure of otel_loopguard/assets/loopguard.json."""
+    """The JSON structure of dashboards/loopguard.json."""
 
     def test_uid_is_stable(self, dashboard: dict[str, Any]) -> None:
         """The dashboard keeps the uid that links and provisioning refer to."""
@@ -439,12 +439,12 @@ class TestPromtool:
     """promtool accepts the rules, their unit tests and every dashboard expression."""
 
     def test_check_rules(self) -> None:
-        """`promtool check rules otel_loopguard/assets/alerts.yaml` succeeds."""
+        """`promtool check rules dashboards/alerts.yaml` succeeds."""
         result = run_promtool("check", "rules", str(ALERTS))
         assert result.returncode == 0, result.stdout + result.stderr
 
     def test_rule_unit_tests(self) -> None:
-        """`promtool test rules otel_loopguard/assets/alerts_test.yaml` succeeds."""
+        """`promtool test rules dashboards/alerts_test.yaml` succeeds."""
         result = run_promtool("test", "rules", str(ALERTS_TEST))
         assert result.returncode == 0, result.stdout + result.stderr
 

@@ -66,7 +66,7 @@ def _prom(
     metrics_target: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[PrometheusServer]:
     """One Prometheus for the module, scraping ``metrics_target`` and loading
-    otel_loopguard/assets/alerts.yaml.
+    dashboards/alerts.yaml.
     """
     with running_prometheus(
         [metrics_target], [ALERTS], tmp_path=tmp_path_factory.mktemp("prom")
