@@ -241,7 +241,7 @@ class TestDashboardStructure:
         instances listed are those of the chosen jobs."""
         variables = {v["name"]: v for v in dashboard["templating"]["list"]}
         assert [v["name"] for v in dashboard["templating"]["list"]] == [
-            "datasource", "job", "instance", "prompt_template"]
+            "datasource", "trace_datasource", "job", "instance", "prompt_template"]
         assert variables["job"]["definition"] == f"label_values({OPEN_RUNS}, job)"
         assert variables["instance"]["definition"] == (
             f'label_values({OPEN_RUNS}{{job=~"$job"}}, instance)')
@@ -462,3 +462,32 @@ class TestPromtool:
         result = check_exprs_with_promtool([(name, broken)], tmp_path)
         assert result.returncode != 0
         assert "parse error" in result.stdout + result.stderr
+
+
+class TestExemplars:
+    """From a spike to its trace: exemplars on the loop and waste panels, a link to the trace."""
+
+    EXEMPLAR_METRICS = ("loopguard_loop_detected_total", "loopguard_wasted_")
+
+    def test_trace_datasource_variable(self, dashboard: dict[str, Any]) -> None:
+        """A data source variable of a trace type (Tempo; Jaeger by editing it) picks the target."""
+        (variable,) = [v for v in dashboard["templating"]["list"]
+                       if v["name"] == "trace_datasource"]
+        assert variable["type"] == "datasource" and variable["query"] in {"tempo", "jaeger"}
+
+    def test_loop_and_waste_panels_show_exemplars_with_a_trace_link(
+            self, dashboard: dict[str, Any]) -> None:
+        """Every time series of the loop or waste counters asks for exemplars, and its panel
+        links the exemplar's trace_id to the trace data source variable."""
+        found = 0
+        for panel in iter_panels(dashboard["panels"]):
+            targets = [t for t in panel.get("targets", [])
+                       if any(m in t.get("expr", "") for m in self.EXEMPLAR_METRICS)]
+            if panel.get("type") != "timeseries" or not targets:
+                continue
+            found += 1
+            assert all(t.get("exemplar") is True for t in targets), panel["title"]
+            (link,) = panel["fieldConfig"]["defaults"]["links"]
+            assert "${trace_datasource}" in link["url"]
+            assert "${__data.fields.trace_id}" in link["url"]
+        assert found >= 4
