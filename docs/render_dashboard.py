@@ -2,7 +2,7 @@
 
 Runs ``otel-loopguard demo`` in a subprocess, scrapes it with a real Prometheus (the one the
 integration tests use, ``tests/_prometheus.py``), waits about a minute, then evaluates every
-panel expression of ``otel_loopguard/assets/loopguard.json`` as a range query
+panel expression of ``dashboards/loopguard.json`` as a range query
 (``/api/v1/query_range``, step 2 s) and draws the panels with matplotlib at their ``gridPos``. No
 Grafana is involved: the image shows the real series, laid out like the dashboard.
 

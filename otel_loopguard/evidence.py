@@ -37,8 +37,13 @@ EVENT_NAME: Final = "loopguard.loop_detected"
 """Name of the span event (and log event) that carries a finding."""
 
 
-def evidence_attributes(decision: Decision, run_id: str, mode: str) -> dict[str, Any]:
-    """Return the ``loopguard.*`` attributes describing a decision (no raw payloads)."""
+def evidence_attributes(decision: Decision, run_id: str, mode: str,
+                        template: str | None = None) -> dict[str, Any]:
+    """Return the ``loopguard.*`` attributes describing a decision (no raw payloads).
+
+    ``template``, when given, is the ``prompt_template`` label the finding was counted under
+    (``loopguard.prompt_template``), so a trace opened from a metric names the same template.
+    """
     top = decision.evidence[0] if decision.evidence else None
     attrs: dict[str, Any] = {
         "loopguard.action": decision.action.label, "loopguard.code": decision.code,
@@ -47,6 +52,8 @@ def evidence_attributes(decision: Decision, run_id: str, mode: str) -> dict[str,
         "loopguard.call_index": decision.call_index,
         "loopguard.escalated": decision.escalated,
     }
+    if template is not None:
+        attrs["loopguard.prompt_template"] = template
     if top is not None:
         attrs["loopguard.count"] = top.count
         repeats = top.details.get("repeats_span_ids")

@@ -10,9 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
+from otel_loopguard._findings import loop_action
 from otel_loopguard.assembly import SiblingAgents
 from otel_loopguard.engine import RunState
-from otel_loopguard.types import Clock
+from otel_loopguard.types import Action, Clock, Decision
 
 __all__ = ["MAX_NS", "InMemoryRunStateStore", "RunEntry", "after_fork_in_child", "seconds_to_ns"]
 
@@ -61,6 +62,15 @@ class RunEntry:
     seen_model: bool = False
     siblings: SiblingAgents = field(default_factory=SiblingAgents)
     """The agent spans started so far, for sibling handoffs."""
+    looped: Action = Action.CONTINUE
+    """The highest action of the run's loop findings (budget findings left out)."""
+
+    def note_loop(self, decision: Decision) -> Action:
+        """Take ``decision`` into ``looped`` (hold the run's lock); return ``looped`` before."""
+        previous = self.looped
+        if decision.flagged:
+            self.looped = max(previous, loop_action(decision))
+        return previous
 
 
 class InMemoryRunStateStore:

@@ -5,7 +5,7 @@
 stops it on exit::
 
     with running_prometheus(
-        ["127.0.0.1:9464"], ["otel_loopguard/assets/alerts.yaml"], tmp_path=tmp_path
+        ["127.0.0.1:9464"], ["dashboards/alerts.yaml"], tmp_path=tmp_path
     ) as prom:
         prom.wait_for("loopguard_runs_total", bool)
 
@@ -184,8 +184,11 @@ def running_prometheus(
     *,
     tmp_path: Path | None = None,
     scrape_configs: Sequence[dict[str, Any]] | None = None,
+    flags: Sequence[str] = (),
 ) -> Iterator[PrometheusServer]:
     """Start Prometheus on 127.0.0.1 scraping ``targets``; yield it once ready, stop it on exit.
+
+    ``flags`` are added to the command line (``--enable-feature=exemplar-storage``).
 
     Targets are ``host:port``; ``scrape_configs`` replace the default job (see
     :func:`write_config`), and their static targets are the ones waited for.
@@ -204,7 +207,7 @@ def running_prometheus(
         if scrape_configs is not None:
             targets = [t for job in scrape_configs for c in job.get("static_configs", [])
                        for t in c["targets"]]
-        server = _start(config_path, tmp_path)
+        server = _start(config_path, tmp_path, flags)
         try:
             wait_until(
                 server.targets,
@@ -217,10 +220,10 @@ def running_prometheus(
             _stop(server.process)
 
 
-def _start(config_path: Path, tmp_path: Path) -> PrometheusServer:
+def _start(config_path: Path, tmp_path: Path, flags: Sequence[str] = ()) -> PrometheusServer:
     """Start the server, retrying on a fresh port when another process grabbed the one we picked."""
     for attempt in range(1, _PORT_ATTEMPTS + 1):
-        server = _launch(config_path, tmp_path, attempt)
+        server = _launch(config_path, tmp_path, attempt, flags)
         if _wait_ready(server):
             return server
         _stop(server.process)
@@ -232,7 +235,8 @@ def _start(config_path: Path, tmp_path: Path) -> PrometheusServer:
     )
 
 
-def _launch(config_path: Path, tmp_path: Path, attempt: int) -> PrometheusServer:
+def _launch(config_path: Path, tmp_path: Path, attempt: int,
+            flags: Sequence[str] = ()) -> PrometheusServer:
     """Spawn the server on a free port with its own data directory and log file."""
     port = free_port()
     log_path = tmp_path / f"prometheus-{attempt}.log"
@@ -244,6 +248,7 @@ def _launch(config_path: Path, tmp_path: Path, attempt: int) -> PrometheusServer
                 f"--storage.tsdb.path={tmp_path / f'data-{attempt}'}",
                 "--storage.tsdb.retention.time=1h",
                 f"--web.listen-address=127.0.0.1:{port}",
+                *flags,
             ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

@@ -8,7 +8,7 @@ import pytest
 from test_dashboards import DASHBOARDS
 
 from otel_loopguard.cli import main
-from otel_loopguard.cli._assets import asset_files
+from otel_loopguard.cli._assets import asset_files, assets_folder
 
 NAMES = ["alerts.yaml", "alerts_test.yaml", "loopguard.json"]
 
@@ -17,6 +17,20 @@ class TestAssets:
     def test_ships_the_dashboard_and_rules(self) -> None:
         """The package carries exactly the dashboard, the rules and the rules' unit tests."""
         assert list(asset_files()) == NAMES
+
+    def test_shipped_copies_are_dashboards(self) -> None:
+        """What the command hands out (the installed package's copies, or dashboards/ in a
+        checkout) is byte for byte the repository's dashboards/."""
+        if not DASHBOARDS.is_dir():
+            pytest.skip("no dashboards/ next to the tests")
+        assert asset_files() == {name: (DASHBOARDS / name).read_bytes() for name in NAMES}
+
+    def test_checkout_reads_dashboards(self) -> None:
+        """Without copies in the package (a source checkout), the files come from dashboards/."""
+        folder = assets_folder()
+        if Path(str(folder)).name == "assets":
+            pytest.skip("an installed package: it has its own copies")
+        assert Path(str(folder)) == DASHBOARDS
 
     def test_list(self, capsys: pytest.CaptureFixture[str]) -> None:
         """``--list`` prints one file name per line and exits 0."""
@@ -32,10 +46,27 @@ class TestAssets:
             assert (out / name).read_bytes() == (DASHBOARDS / name).read_bytes()
         assert capsys.readouterr().out.split() == [str(out / n) for n in NAMES]
 
-    def test_rewriting_identical_files_is_fine(self, tmp_path: Path) -> None:
-        """Running it twice into the same directory succeeds: nothing differs."""
+    def test_rewriting_identical_files_says_nothing_changed(
+            self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """Running it twice into the same directory succeeds, and the second run says that
+        nothing changed, without touching the files."""
         assert main(["assets", "-o", str(tmp_path)]) == 0
+        assert capsys.readouterr().err == f"otel-loopguard: wrote 3 files to {tmp_path}\n"
+        stamps = {n: (tmp_path / n).stat().st_mtime_ns for n in NAMES}
         assert main(["assets", "-o", str(tmp_path)]) == 0
+        assert capsys.readouterr().err == (
+            f"otel-loopguard: nothing changed: the 3 files in {tmp_path} are up to date\n")
+        assert {n: (tmp_path / n).stat().st_mtime_ns for n in NAMES} == stamps
+
+    def test_writes_only_what_is_missing(self, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+        """With one file already up to date, the others are written and the count says so."""
+        assert main(["assets", "-o", str(tmp_path)]) == 0
+        (tmp_path / "alerts.yaml").unlink()
+        capsys.readouterr()
+        assert main(["assets", "-o", str(tmp_path)]) == 0
+        assert capsys.readouterr().err == (
+            f"otel-loopguard: wrote 1 file to {tmp_path} (2 unchanged)\n")
 
     def test_refuses_to_overwrite_changed_file(self, tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:

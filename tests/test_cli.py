@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 HEALTHY = str(ROOT / "examples" / "traces" / "healthy_agent.jsonl")
 LOOPING = str(ROOT / "examples" / "traces" / "looping_agent.jsonl")
 
-RUN_KEYS = {"run_id", "trace_ids", "prompt_template", "tool_calls", "action", "waste",
-            "findings"}
+RUN_KEYS = {"run_id", "trace_ids", "prompt_template", "tool_calls", "action", "budget",
+            "waste", "findings"}
 NO_WASTE = {"tool_calls": 0, "model_turns": 0, "input_tokens": 0, "output_tokens": 0,
             "tool_seconds": 0.0, "cost": {}}
 FINDING_KEYS = {"detector", "code", "action", "tool", "call_index", "span_id", "hint",
@@ -140,7 +140,7 @@ class TestJsonOutput:
             "run_id": "3ca5fe047262230b8092163bef8e409a",
             "trace_ids": ["3ca5fe047262230b8092163bef8e409a"],
             "prompt_template": "order_status@v1", "tool_calls": 6, "action": "continue",
-            "waste": NO_WASTE, "findings": []}
+            "budget": "continue", "waste": NO_WASTE, "findings": []}
         looping = runs["6143f831f09ff9b0e86f1d11d41297b6"]
         assert looping["action"] == "stop"
         # calls 4 and 5 go on repeating after the warning at 3; 6 is new; 7 is a finding
@@ -154,7 +154,8 @@ class TestJsonOutput:
         """The summary counts runs, tool calls and runs by highest action."""
         _, doc = _json(capsys, [HEALTHY, LOOPING])
         assert doc["summary"] == {"runs": 2, "tool_calls": 13, "actions": {
-            "continue": 1, "warn": 0, "replan": 0, "stop": 1}, "spans": 27,
+            "continue": 1, "warn": 0, "replan": 0, "stop": 1},
+            "over_budget": {"warn": 0, "stop": 0}, "spans": 27,
             "duplicate_spans": 0, "bad_records": 0,
             "waste": {"tool_calls": 3, "model_turns": 3, "input_tokens": 0, "output_tokens": 0,
                       "tool_seconds": 0.03, "cost": {}}}

@@ -19,8 +19,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-import otel_loopguard
 from otel_loopguard.metrics._names import (
+    BUDGET_EXCEEDED,
     ENFORCED,
     LOOP_DETECTED,
     METRIC_NAMES,
@@ -31,8 +31,9 @@ from otel_loopguard.metrics._names import (
     TOOL_CALLS,
 )
 
-DASHBOARDS = Path(otel_loopguard.__file__).resolve().parent / "assets"
-"""The shipped dashboard and rules, where the imported package (or an installed wheel) has them."""
+DASHBOARDS = Path(__file__).resolve().parent.parent / "dashboards"
+"""The dashboard and rules as the repository keeps them (the wheel ships copies, test_packaging
+and test_assets_cli check that they are the same)."""
 DASHBOARD = DASHBOARDS / "loopguard.json"
 ALERTS = DASHBOARDS / "alerts.yaml"
 ALERTS_TEST = DASHBOARDS / "alerts_test.yaml"
@@ -46,7 +47,8 @@ PROMETHEUS_METRICS = frozenset({"up"})
 """Series Prometheus itself writes for every target."""
 PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
 RUNBOOK = Path(__file__).resolve().parent.parent / "docs" / "runbook.md"
-TEMPLATED_METRICS = frozenset({TOOL_CALLS, LOOP_DETECTED, RUNS, RUNS_FLAGGED, ENFORCED})
+TEMPLATED_METRICS = frozenset({TOOL_CALLS, LOOP_DETECTED, BUDGET_EXCEEDED, RUNS, RUNS_FLAGGED,
+                               ENFORCED})
 """Metrics carrying a ``prompt_template`` label, which every dashboard selector must filter on."""
 
 PROMTOOL = shutil.which("promtool")
@@ -201,7 +203,7 @@ class TestMetricNames:
 
 
 class TestDashboardStructure:
-    """The JSON structure of otel_loopguard/assets/loopguard.json."""
+    """The JSON structure of dashboards/loopguard.json."""
 
     def test_uid_is_stable(self, dashboard: dict[str, Any]) -> None:
         """The dashboard keeps the uid that links and provisioning refer to."""
@@ -239,7 +241,7 @@ class TestDashboardStructure:
         instances listed are those of the chosen jobs."""
         variables = {v["name"]: v for v in dashboard["templating"]["list"]}
         assert [v["name"] for v in dashboard["templating"]["list"]] == [
-            "datasource", "job", "instance", "prompt_template"]
+            "datasource", "trace_datasource", "job", "instance", "prompt_template"]
         assert variables["job"]["definition"] == f"label_values({OPEN_RUNS}, job)"
         assert variables["instance"]["definition"] == (
             f'label_values({OPEN_RUNS}{{job=~"$job"}}, instance)')
@@ -382,6 +384,7 @@ class TestMetricContract:
             "LoopGuardBrokenPromptTemplate",
             "LoopGuardLoopSpike",
             "LoopGuardWastefulPromptTemplate",
+            "LoopGuardBudgetExhausted",
             "LoopGuardInternalErrors",
             "LoopGuardServeDown",
             "LoopGuardServeAbsent",
@@ -436,12 +439,12 @@ class TestPromtool:
     """promtool accepts the rules, their unit tests and every dashboard expression."""
 
     def test_check_rules(self) -> None:
-        """`promtool check rules otel_loopguard/assets/alerts.yaml` succeeds."""
+        """`promtool check rules dashboards/alerts.yaml` succeeds."""
         result = run_promtool("check", "rules", str(ALERTS))
         assert result.returncode == 0, result.stdout + result.stderr
 
     def test_rule_unit_tests(self) -> None:
-        """`promtool test rules otel_loopguard/assets/alerts_test.yaml` succeeds."""
+        """`promtool test rules dashboards/alerts_test.yaml` succeeds."""
         result = run_promtool("test", "rules", str(ALERTS_TEST))
         assert result.returncode == 0, result.stdout + result.stderr
 
@@ -459,3 +462,32 @@ class TestPromtool:
         result = check_exprs_with_promtool([(name, broken)], tmp_path)
         assert result.returncode != 0
         assert "parse error" in result.stdout + result.stderr
+
+
+class TestExemplars:
+    """From a spike to its trace: exemplars on the loop and waste panels, a link to the trace."""
+
+    EXEMPLAR_METRICS = ("loopguard_loop_detected_total", "loopguard_wasted_")
+
+    def test_trace_datasource_variable(self, dashboard: dict[str, Any]) -> None:
+        """A data source variable of a trace type (Tempo; Jaeger by editing it) picks the target."""
+        (variable,) = [v for v in dashboard["templating"]["list"]
+                       if v["name"] == "trace_datasource"]
+        assert variable["type"] == "datasource" and variable["query"] in {"tempo", "jaeger"}
+
+    def test_loop_and_waste_panels_show_exemplars_with_a_trace_link(
+            self, dashboard: dict[str, Any]) -> None:
+        """Every time series of the loop or waste counters asks for exemplars, and its panel
+        links the exemplar's trace_id to the trace data source variable."""
+        found = 0
+        for panel in iter_panels(dashboard["panels"]):
+            targets = [t for t in panel.get("targets", [])
+                       if any(m in t.get("expr", "") for m in self.EXEMPLAR_METRICS)]
+            if panel.get("type") != "timeseries" or not targets:
+                continue
+            found += 1
+            assert all(t.get("exemplar") is True for t in targets), panel["title"]
+            (link,) = panel["fieldConfig"]["defaults"]["links"]
+            assert "${trace_datasource}" in link["url"]
+            assert "${__data.fields.trace_id}" in link["url"]
+        assert found >= 4

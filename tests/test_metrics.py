@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from otel_loopguard import LoopGuardConfig
 from otel_loopguard.metrics import LabelCap, LoopGuardMetrics
 from otel_loopguard.metrics._names import (
+    BUDGET_EXCEEDED,
     ENFORCED,
     EVICTED_RUNS,
     INTERNAL_ERRORS,
@@ -63,6 +64,7 @@ def _exercise(metrics: LoopGuardMetrics) -> None:
     for tool in ("search_kb", "crm_lookup", "get_ticket"):
         metrics.record_call(TPL, tool, first=tool == "search_kb")
     metrics.record_finding(TPL, "stagnation", Action.STOP, "observe", Action.CONTINUE)
+    metrics.record_budget(TPL, "run", Action.WARN, "observe")
     metrics.record_enforcement(TPL, "abort")
     metrics.record_eviction("ttl", 2)
     metrics.record_internal_error("on_end")
@@ -250,6 +252,7 @@ class TestExposition:
         assert {
             TOOL_CALLS,
             LOOP_DETECTED,
+            BUDGET_EXCEEDED,
             RUNS,
             RUNS_FLAGGED,
             ENFORCED,

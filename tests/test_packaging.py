@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import tarfile
 import zipfile
 from importlib.metadata import PackageNotFoundError, distribution, version
 from pathlib import Path
@@ -102,11 +103,16 @@ class TestMetadata:
         assert {(name, extra) for name, extra in named if extra not in declared} == set()
 
 
-def _build_wheel(tmp_path: Path) -> Path:
+def _need_build() -> None:
+    """Skip unless hatchling and the source tree are here to build from."""
     if importlib.util.find_spec("hatchling") is None:
         pytest.skip("hatchling is not installed (it is in the test dependency group)")
     if not PYPROJECT.exists():
         pytest.skip("no source tree next to the tests")
+
+
+def _build_wheel(tmp_path: Path) -> Path:
+    _need_build()
     out = tmp_path / "dist"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
                     "-q", "-w", str(out), str(ROOT)], check=True, capture_output=True, timeout=300)
@@ -119,15 +125,57 @@ def _wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _build_wheel(tmp_path_factory.mktemp("wheel"))
 
 
+DASHBOARDS = ROOT / "dashboards"
+ASSETS = ("alerts.yaml", "alerts_test.yaml", "loopguard.json")
+
+
+def _build_sdist(tmp_path: Path) -> Path:
+    _need_build()
+    out = tmp_path / "dist"
+    code = ("import sys, os; from hatchling.build import build_sdist; os.chdir(sys.argv[1]); "
+            "print(build_sdist(sys.argv[2]))")
+    subprocess.run([sys.executable, "-c", code, str(ROOT), str(out)], check=True,
+                   capture_output=True, timeout=300)
+    (sdist,) = out.glob("otel_loopguard-*.tar.gz")
+    return sdist
+
+
 @pytest.mark.slow
 class TestWheel:
+    def test_wheel_ships_copies_of_dashboards(self, wheel: Path) -> None:
+        """The wheel's otel_loopguard/assets/ are byte for byte the files of dashboards/."""
+        with zipfile.ZipFile(wheel) as archive:
+            shipped = {n.removeprefix("otel_loopguard/assets/"): archive.read(n)
+                       for n in archive.namelist() if n.startswith("otel_loopguard/assets/")}
+        assert shipped == {name: (DASHBOARDS / name).read_bytes() for name in ASSETS}
+
+    def test_sdist_carries_dashboards_and_builds_the_same_wheel_assets(
+            self, tmp_path: Path) -> None:
+        """The sdist holds dashboards/, and a wheel built from the sdist ships the same copies."""
+        sdist = _build_sdist(tmp_path)
+        with tarfile.open(sdist) as archive:
+            top = archive.getnames()[0].split("/")[0]
+            for name in ASSETS:
+                member = archive.extractfile(f"{top}/dashboards/{name}")
+                assert member is not None and member.read() == (DASHBOARDS / name).read_bytes()
+            archive.extractall(tmp_path / "src", filter="data")
+        out = tmp_path / "from-sdist"
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                        "-q", "-w", str(out), str(tmp_path / "src" / top)], check=True,
+                       capture_output=True, timeout=300)
+        (wheel,) = out.glob("otel_loopguard-*.whl")
+        with zipfile.ZipFile(wheel) as built:
+            for name in ASSETS:
+                assert built.read(f"otel_loopguard/assets/{name}") == \
+                    (DASHBOARDS / name).read_bytes()
+
     def test_wheel_contents(self, wheel: Path) -> None:
         """The wheel carries the assets, the licence, the typing marker and both entry points."""
         with zipfile.ZipFile(wheel) as archive:
             names = set(archive.namelist())
             info = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
             entry_points = archive.read(info).decode()
-        for asset in ("loopguard.json", "alerts.yaml", "alerts_test.yaml"):
+        for asset in ASSETS:
             assert f"otel_loopguard/assets/{asset}" in names
         assert "otel_loopguard/py.typed" in names
         assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
@@ -147,6 +195,5 @@ class TestWheel:
                               env={**os.environ, "PYTHONPATH": str(site)}, capture_output=True,
                               text=True, timeout=120, check=True)
         assert done.stdout.splitlines()[0].startswith(str(site))
-        shipped = Path(otel_loopguard.__file__).parent / "assets"
-        for name in ("loopguard.json", "alerts.yaml", "alerts_test.yaml"):
-            assert (out / name).read_bytes() == (shipped / name).read_bytes()
+        for name in ASSETS:
+            assert (out / name).read_bytes() == (DASHBOARDS / name).read_bytes()

@@ -68,6 +68,8 @@ EXPECTED_EMPTY_PANELS = {
     "panel-20-A": "serve queue: the demo is the span processor, not serve",
     "panel-21-A": "serve forwarding: the demo is the span processor, not serve",
     "panel-21-B": "spans not forwarded: the demo is the span processor, not serve",
+    "panel-29-A": "budget findings: no demo run reaches the default budget of 50 tool calls",
+    "panel-30-A": "budget findings: no demo run reaches the default budget of 50 tool calls",
 }
 """Dashboard targets legitimately without series in the demo: they must parse and be empty."""
 EXPECTED_EMPTY_RULES = {
@@ -78,6 +80,8 @@ EXPECTED_EMPTY_RULES = {
     "LoopGuardServeRejectingSpans": "no serve in the demo (test_prometheus_serve_e2e has one)",
     "LoopGuardServeLateSpans": "no serve in the demo (test_prometheus_serve_e2e has one)",
     "LoopGuardServeThrottling": "no serve in the demo",
+    "loopguard:budget_exhausted:ratio15m": "no demo run reaches a budget",
+    "LoopGuardBudgetExhausted": "no demo run reaches a budget",
 }
 """Rule expressions that legitimately have no series in the demo: they must parse and be empty."""
 

@@ -66,7 +66,7 @@ def _prom(
     metrics_target: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[PrometheusServer]:
     """One Prometheus for the module, scraping ``metrics_target`` and loading
-    otel_loopguard/assets/alerts.yaml.
+    dashboards/alerts.yaml.
     """
     with running_prometheus(
         [metrics_target], [ALERTS], tmp_path=tmp_path_factory.mktemp("prom")
@@ -116,7 +116,7 @@ class TestRunningPrometheus:
 
         groups = wait_until(prom.rules, rules_evaluated, timeout=30.0, what="rules evaluated")
         assert [g["name"] for g in groups] == ["otel-loopguard", "otel-loopguard-serve"]
-        assert [len(g["rules"]) for g in groups] == [10, 5]
+        assert [len(g["rules"]) for g in groups] == [12, 5]
 
     def test_internal_error_alert_fires(self, prom: PrometheusServer) -> None:
         """A counter created by its first internal error makes LoopGuardInternalErrors fire."""

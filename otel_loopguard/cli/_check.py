@@ -1,6 +1,7 @@
 """``otel-loopguard check``: replay saved OTLP traces and report loops (a CI gate).
 
-Exit codes: 0 when no run reaches ``--fail-on``, 1 when one does, 2 on bad input (a bad record,
+Exit codes: 0 when no run fails, 1 when one does (its loop findings reach ``--fail-on``, or its
+budget findings ``--fail-on-budget``, by default the same level), 2 on bad input (a bad record,
 no span at all unless ``--allow-empty``) or usage; 2 wins over 1.
 """
 
@@ -44,7 +45,8 @@ def add_parser(commands: Any) -> None:
         description="Replay saved OTLP traces (JSON lines as the Collector's file exporter "
                     "writes them, a JSON document, OTLP protobuf; plain, .gz or .zst; a "
                     "directory, read recursively; or - for stdin) through the detectors. Exit 0 "
-                    "when no run reaches --fail-on, 1 when one does, 2 on bad or empty input or "
+                    "when no run reaches --fail-on (loops) or --fail-on-budget (budgets), 1 "
+                    "when one does, 2 on bad or empty input or "
                     "usage.")
     parser.add_argument("paths", nargs="+", metavar="PATH",
                         help="trace files or directories, or - for stdin")
@@ -55,7 +57,12 @@ def add_parser(commands: Any) -> None:
                              "check completes)")
     parser.add_argument("--config", metavar="FILE", help="TOML config file")
     parser.add_argument("--fail-on", choices=("warn", "replan", "stop"), default="stop",
-                        help="lowest action that makes the exit code 1 (default: stop)")
+                        help="lowest action of a loop finding that makes the exit code 1 "
+                             "(default: stop)")
+    parser.add_argument("--fail-on-budget", choices=("warn", "stop", "never"),
+                        help="lowest action of a budget finding that makes the exit code 1; "
+                             "never: runs over budget are reported but pass (default: as "
+                             "--fail-on)")
     parser.add_argument("--run-key", choices=("trace", "conversation", "agent"),
                         help="how tool calls are grouped into runs (default: trace)")
     parser.add_argument("--strict", action="store_true",
@@ -88,11 +95,13 @@ def run_check(args: argparse.Namespace) -> int:
     overrides = {"run_key": args.run_key} if args.run_key else {}
     config = LoopGuardConfig.load(args.config, **overrides)
     fail_on = Action.parse(args.fail_on)
+    budget_name = args.fail_on_budget or args.fail_on
+    fail_on_budget = None if budget_name == "never" else Action.parse(budget_name)
     files = expand(args.paths)
-    summary = Summary(fail_on=fail_on)
+    summary = Summary(fail_on=fail_on, fail_on_budget=fail_on_budget)
     with _output(args.output) as out:
-        reporter = _reporter(args.format)(out, fail_on=fail_on, quiet=args.quiet,
-                                          color=use_color(args.color, out))
+        reporter = _reporter(args.format)(out, fail_on=fail_on, fail_on_budget=fail_on_budget,
+                                          quiet=args.quiet, color=use_color(args.color, out))
 
         def on_error(error: TraceFileError) -> None:
             summary.problem(str(error))

@@ -1,6 +1,7 @@
 """``check --format github``: GitHub Actions workflow commands, one annotation per flagged run.
 
-A run at or above ``--fail-on`` is an ``::error``, a run flagged below it a ``::warning``; bad
+A run that fails the check (``--fail-on``, ``--fail-on-budget``) is an ``::error``, a run
+flagged or over budget below that a ``::warning``; bad
 input records are ``::error`` annotations on their file and line. Values are escaped as the
 Actions toolkit escapes them (``%``, CR and LF in the message; also ``:`` and ``,`` in
 properties), after span text has been cleaned of control characters.
@@ -14,6 +15,7 @@ from otel_loopguard.cli._report import (
     Reporter,
     Summary,
     Where,
+    budget_text,
     clean,
     entries,
     run_title,
@@ -44,15 +46,18 @@ class GithubReporter(Reporter):
 
     def run(self, report: RunReport, where: Where | None) -> None:
         """Write the annotation of a flagged run (nothing for a clean one)."""
-        if report.action is Action.CONTINUE:
+        budget = budget_text(report)
+        if report.action is Action.CONTINUE and not budget:
             return
-        level = "error" if report.action >= self.fail_on else "warning"
+        level = "error" if self.fails(report) else "warning"
         calls = "1 tool call" if report.tool_calls == 1 else f"{report.tool_calls} tool calls"
-        title = f"{report.action.label.upper()} {run_title(report)}: {calls}"
+        kind = "BUDGET" if report.action is Action.CONTINUE else report.action.label.upper()
+        title = f"{kind} {run_title(report)}: {calls}" + (f", {budget}" if budget else "")
         lines = []
         for entry in entries(report):
             lines += [entry.text, f"hint: {entry.hint}"]
-        lines.append(f"wasted after the first finding: {waste_text(report.waste)}")
+        if report.action > Action.CONTINUE:
+            lines.append(f"wasted after the first finding: {waste_text(report.waste)}")
         self._command(level, where, title, "\n".join(lines))
 
     def bad_input(self, error: TraceFileError) -> None:

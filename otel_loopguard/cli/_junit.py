@@ -1,8 +1,10 @@
 """``check --format junit``: JUnit XML, one test case per run, as CI systems read it.
 
 ``<testsuites>`` holds one ``<testsuite>``; each run is a ``<testcase>`` (class name: the
-prompt template, so CI groups runs by template), with a ``<failure>`` when the run reached
-``--fail-on`` and its findings in ``<system-out>`` when it was flagged below that. Bad input
+prompt template, so CI groups runs by template), with a ``<failure>`` when the run fails the
+check (its loop findings reached ``--fail-on``, type the action; or its budget findings
+``--fail-on-budget``, type ``budget``) and its findings in ``<system-out>`` when it was flagged
+or over budget below that. Bad input
 (or no span at all) is one more test case with an ``<error>``. The counts come first in the
 XML, so the test cases are spooled to a temporary file (in memory while small) until the end.
 """
@@ -21,6 +23,7 @@ from otel_loopguard.cli._report import (
     Reporter,
     Summary,
     Where,
+    budget_text,
     clean,
     entries,
     plural,
@@ -41,9 +44,10 @@ _SUITE: Final = "otel-loopguard check"
 class JunitReporter(Reporter):
     """Test cases spooled as runs finish; the document written at the end."""
 
-    def __init__(self, out: TextIO, *, fail_on: Action, quiet: bool = False,
-                 color: bool = False) -> None:
-        super().__init__(out, fail_on=fail_on, quiet=quiet, color=color)
+    def __init__(self, out: TextIO, *, fail_on: Action, fail_on_budget: Action | None = None,
+                 quiet: bool = False, color: bool = False) -> None:
+        super().__init__(out, fail_on=fail_on, fail_on_budget=fail_on_budget, quiet=quiet,
+                         color=color)
         self._cases = tempfile.SpooledTemporaryFile(  # noqa: SIM115 - closed in close()
             max_size=_SPOOL_BYTES, mode="w+", encoding="utf-8")
         self._started = time.monotonic()
@@ -57,7 +61,9 @@ class JunitReporter(Reporter):
             attrs["file"] = clean(where.path)
             if where.line:
                 attrs["line"] = str(where.line)
-        lines = [f"{report.action.label}: {plural(report.tool_calls, 'tool call')}"]
+        budget = budget_text(report)
+        lines = [f"{report.action.label}: {plural(report.tool_calls, 'tool call')}"
+                 + (f", {budget}" if budget else "")]
         for entry in entries(report):
             lines += [entry.text, f"  hint: {entry.hint}"]
         if report.action > Action.CONTINUE:
@@ -65,11 +71,13 @@ class JunitReporter(Reporter):
         body = escape("\n".join(lines))
         out = self._cases
         out.write(f"    <testcase{_attributes(attrs)}>\n")
-        if report.action >= self.fail_on:
-            message = f"{report.action.label.upper()} {run_title(report)}"
+        if self.fails(report):
+            # a loop names the failure when there is one; else the budget does
+            kind = report.action.label if report.action >= self.fail_on else "budget"
+            message = f"{kind.upper()} {run_title(report)}"
             out.write(f"      <failure message={quoteattr(message)} "
-                      f"type={quoteattr(report.action.label)}>{body}</failure>\n")
-        elif report.action > Action.CONTINUE:
+                      f"type={quoteattr(kind)}>{body}</failure>\n")
+        elif report.action > Action.CONTINUE or budget:
             out.write(f"      <system-out>{body}</system-out>\n")
         out.write("    </testcase>\n")
         self.written += 1

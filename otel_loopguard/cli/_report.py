@@ -22,8 +22,9 @@ if TYPE_CHECKING:
     from otel_loopguard.exceptions import TraceFileError
     from otel_loopguard.replay.checker import RunReport
 
-__all__ = ["MAX_PROBLEMS_LISTED", "Reporter", "RunEntry", "Summary", "Where", "clean", "entries",
-           "indented_json", "plural", "run_title", "summary_line", "waste_text"]
+__all__ = ["MAX_PROBLEMS_LISTED", "Reporter", "RunEntry", "Summary", "Where", "budget_text",
+           "clean", "entries", "fails", "indented_json", "plural", "run_title", "summary_line",
+           "waste_text"]
 
 
 MAX_PROBLEMS_LISTED: Final = 100
@@ -82,18 +83,34 @@ class Where:
     line: int = 0
 
 
+def fails(report: RunReport, fail_on: Action, fail_on_budget: Action | None) -> bool:
+    """Return True when the run fails the check.
+
+    It fails when its loop findings reached ``fail_on``, or its budget findings reached
+    ``fail_on_budget`` (None: runs over budget never fail).
+    """
+    return report.action >= fail_on or (
+        fail_on_budget is not None and report.budget >= fail_on_budget)
+
+
 @dataclass(slots=True)
 class Summary:
     """Totals of one ``check``, filled as runs are reported."""
 
     fail_on: Action
+    fail_on_budget: Action | None = None
+    """The lowest budget action that fails the check (None: never)."""
     runs: int = 0
     tool_calls: int = 0
     flagged: int = 0
-    """Runs above ``continue``."""
+    """Runs with a loop finding (above ``continue``)."""
+    over_budget: dict[str, int] = field(
+        default_factory=lambda: {Action.WARN.label: 0, Action.STOP.label: 0})
+    """Runs by the highest action of their budget findings (runs within budget left out)."""
     failed: int = 0
-    """Runs at or above ``fail_on``."""
+    """Runs that fail the check (``fails``)."""
     actions: dict[str, int] = field(default_factory=lambda: {a.label: 0 for a in Action})
+    """Runs by the highest action of their loop findings."""
     highest: Action = Action.CONTINUE
     spans: int = 0
     """Spans read, copies included."""
@@ -116,7 +133,10 @@ class Summary:
         self.highest = max(self.highest, report.action)
         if report.action > Action.CONTINUE:
             self.flagged += 1
-        if report.action >= self.fail_on:
+        if report.budget > Action.CONTINUE:
+            label = report.budget.label
+            self.over_budget[label] = self.over_budget.get(label, 0) + 1
+        if fails(report, self.fail_on, self.fail_on_budget):
             self.failed += 1
 
     def problem(self, message: str) -> None:
@@ -124,6 +144,11 @@ class Summary:
         self.bad_records += 1
         if len(self.problems) < MAX_PROBLEMS_LISTED:
             self.problems.append(message)
+
+    @property
+    def runs_over_budget(self) -> int:
+        """Return how many runs had a budget finding."""
+        return sum(self.over_budget.values())
 
     @property
     def failing(self) -> bool:
@@ -135,6 +160,8 @@ def summary_line(summary: Summary) -> str:
     """Return the closing line of the text formats, e.g. ``2 runs, 13 tool calls; 1 flagged``."""
     line = (f"{plural(summary.runs, 'run')}, {plural(summary.tool_calls, 'tool call')}; "
             f"{summary.flagged} flagged")
+    if summary.runs_over_budget:
+        line += f"; {summary.runs_over_budget} over budget"
     if summary.waste:
         line += f"; wasted {waste_text(summary.waste)}"
     if summary.duplicate_spans:
@@ -163,6 +190,11 @@ def _number(value: float, decimals: int) -> str:
     """Return ``1.5``, ``0.009``, ``1,234.5``: no trailing zeros; ``<0.001`` for less."""
     text = f"{value:,.{decimals}f}".rstrip("0").rstrip(".")
     return f"<{10 ** -decimals:.{decimals}f}" if text == "0" else text
+
+
+def budget_text(report: RunReport) -> str:
+    """Return ``over budget (stop)`` for a run over budget, ``""`` for one within budget."""
+    return f"over budget ({report.budget.label})" if report.budget > Action.CONTINUE else ""
 
 
 def run_title(report: RunReport) -> str:
@@ -213,19 +245,26 @@ class Reporter:
 
     Args:
         out: where the report goes (stdout or the ``--output`` file).
-        fail_on: the lowest action that fails the check.
-        quiet: list flagged runs only (text formats).
+        fail_on: the lowest action of a loop finding that fails the check.
+        fail_on_budget: the lowest action of a budget finding that fails the check (None:
+            runs over budget are reported but never fail it).
+        quiet: list flagged runs and runs over budget only (text formats).
         color: colour the text format.
     """
 
-    def __init__(self, out: TextIO, *, fail_on: Action, quiet: bool = False,
-                 color: bool = False) -> None:
+    def __init__(self, out: TextIO, *, fail_on: Action, fail_on_budget: Action | None = None,
+                 quiet: bool = False, color: bool = False) -> None:
         self.out = out
         self.fail_on = fail_on
+        self.fail_on_budget = fail_on_budget
         self.quiet = quiet
         self.color = color
         self.written = 0
         """Runs written so far (for formats that punctuate between runs)."""
+
+    def fails(self, report: RunReport) -> bool:
+        """Return True when ``report`` fails the check."""
+        return fails(report, self.fail_on, self.fail_on_budget)
 
     def run(self, report: RunReport, where: Where | None) -> None:
         """Write one finished run."""

@@ -1,8 +1,9 @@
 """``check --format sarif``: SARIF 2.1.0, one result per finding, for code-scanning UIs.
 
 Each finding (as ``--format json`` lists them) is a result whose rule is its code
-(``STAGNANT_RESULT`` ...), at level ``error`` when its action reaches ``--fail-on`` and
-``warning`` below it, located in the trace file (and line) where its run's first span was read.
+(``STAGNANT_RESULT`` ...), at level ``error`` when it fails the check (a loop finding at
+``--fail-on``, a budget finding at ``--fail-on-budget``) and ``warning`` below that,
+located in the trace file (and line) where its run's first span was read.
 The partial fingerprint is made of the prompt template, tool, code and action, so a loop that
 comes back run after run is one alert, not a new one per trace id. Results are written as runs
 finish; the rules, the input problems and the totals follow them.
@@ -17,6 +18,7 @@ import urllib.parse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
+from otel_loopguard._findings import budget_part, loop_action
 from otel_loopguard.cli._report import NO_TEMPLATE, Reporter, Summary, Where, clean, describe
 from otel_loopguard.types import Action
 
@@ -48,9 +50,10 @@ _RULES: Final = {
 class SarifReporter(Reporter):
     """One SARIF log with one run (of otel-loopguard), streamed result by result."""
 
-    def __init__(self, out: TextIO, *, fail_on: Action, quiet: bool = False,
-                 color: bool = False) -> None:
-        super().__init__(out, fail_on=fail_on, quiet=quiet, color=color)
+    def __init__(self, out: TextIO, *, fail_on: Action, fail_on_budget: Action | None = None,
+                 quiet: bool = False, color: bool = False) -> None:
+        super().__init__(out, fail_on=fail_on, fail_on_budget=fail_on_budget, quiet=quiet,
+                         color=color)
         self._rules: dict[str, tuple[int, str]] = {}
         """Rule id -> (index, detector), in order of first use."""
         self._notifications: list[dict[str, Any]] = []
@@ -85,8 +88,10 @@ class SarifReporter(Reporter):
             "tool": {"driver": {"name": "otel-loopguard", "version": str(__version__),
                                 "rules": rules}},
             "invocations": [invocation],
-            "properties": {"fail_on": self.fail_on.label, "runs": summary.runs,
+            "properties": {"fail_on": self.fail_on.label,
+                           "fail_on_budget": _label(self.fail_on_budget), "runs": summary.runs,
                            "tool_calls": summary.tool_calls, "actions": summary.actions,
+                           "over_budget": summary.over_budget,
                            "spans": summary.spans, "duplicate_spans": summary.duplicate_spans,
                            "bad_records": summary.bad_records,
                            "waste": summary.waste.to_json()},
@@ -104,13 +109,21 @@ class SarifReporter(Reporter):
         self.out.write((self._open() if not self.written else ",") + "\n        " + text)
         self.written += 1
 
+    def _fails(self, decision: Decision) -> bool:
+        """Return True for a loop finding at ``--fail-on``, a budget one at ``--fail-on-budget``."""
+        if loop_action(decision) >= self.fail_on:
+            return True
+        budget = budget_part(decision)
+        return (budget is not None and self.fail_on_budget is not None
+                and budget.action >= self.fail_on_budget)
+
     def _result(self, report: RunReport, decision: Decision,
                 where: Where | None) -> dict[str, Any]:
         rule = decision.code
         if rule not in self._rules:
             self._rules[rule] = (len(self._rules), decision.detector)
         template = report.prompt_template or NO_TEMPLATE
-        level = "error" if decision.action >= self.fail_on else "warning"
+        level = "error" if self._fails(decision) else "warning"
         text = (f"{describe(decision)}, in run {clean(report.run_id)} [{clean(template)}]. "
                 f"{clean(decision.hint)}")
         logical: dict[str, Any] = {"name": clean(decision.tool or "handoff"),
@@ -132,6 +145,10 @@ class SarifReporter(Reporter):
                            "detector": decision.detector, "escalated": decision.escalated,
                            "run_waste": report.waste.to_json()},
         }
+
+
+def _label(action: Action | None) -> str:
+    return "never" if action is None else action.label
 
 
 def _location(where: Where) -> dict[str, Any]:

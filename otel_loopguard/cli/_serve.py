@@ -146,7 +146,8 @@ def _printer(mode: str) -> Any:
     lock = threading.Lock()
 
     def show(report: RunReport) -> None:
-        if mode == "flagged" and report.action is Action.CONTINUE:
+        if mode == "flagged" and report.action is Action.CONTINUE \
+                and report.budget is Action.CONTINUE:
             return
         line = json.dumps(report_line(report), separators=(",", ":"))
         with lock:

@@ -9,6 +9,7 @@ from otel_loopguard.cli._report import (
     Reporter,
     Summary,
     Where,
+    budget_text,
     entries,
     indented_json,
     run_title,
@@ -43,23 +44,34 @@ def use_color(mode: str, out: TextIO) -> bool:
 
 
 class TextReporter(Reporter):
-    """One line per run (``ok`` or its highest action), one entry per finding, then totals."""
+    """One line per run, one entry per finding, then totals.
+
+    A run's line starts with ``ok``, the highest action of its loop findings, or ``budget``
+    for a run over budget that does not loop.
+    """
 
     def run(self, report: RunReport, where: Where | None) -> None:
         """Write the run line and, for a flagged run, its entries with their hints."""
         calls = "1 tool call" if report.tool_calls == 1 else f"{report.tool_calls} tool calls"
-        if report.action is Action.CONTINUE:
+        budget = budget_text(report)
+        if report.action is Action.CONTINUE and not budget:
             if not self.quiet:
                 label = self._paint("ok   ", Action.CONTINUE)
                 self.out.write(f"{label} {run_title(report)}: {calls}, no loop\n")
             return
-        label = self._paint(f"{report.action.label.upper():5}", report.action)
-        self.out.write(f"{label} {run_title(report)}: {calls}\n")
+        if report.action is Action.CONTINUE:  # over budget, but not looping
+            label = self._paint("budget", report.budget)
+            self.out.write(f"{label} {run_title(report)}: {calls}, no loop, {budget}\n")
+        else:
+            label = self._paint(f"{report.action.label.upper():5}", report.action)
+            self.out.write(f"{label} {run_title(report)}: {calls}"
+                           f"{', ' + budget if budget else ''}\n")
         for entry in entries(report):
             self.out.write(f"  - {entry.text}\n")
             self.out.write(f"    {self._dim('hint:')} {entry.hint}\n")
-        self.out.write(f"  {self._dim('wasted after the first finding:')} "
-                       f"{waste_text(report.waste)}\n")
+        if report.action is not Action.CONTINUE:
+            self.out.write(f"  {self._dim('wasted after the first finding:')} "
+                           f"{waste_text(report.waste)}\n")
 
     def finish(self, summary: Summary) -> None:
         """Write the totals line."""
@@ -87,7 +99,8 @@ class JsonReporter(Reporter):
     def finish(self, summary: Summary) -> None:
         """Close the ``runs`` array and write the summary."""
         doc = {"runs": summary.runs, "tool_calls": summary.tool_calls,
-               "actions": summary.actions, "spans": summary.spans,
+               "actions": summary.actions, "over_budget": summary.over_budget,
+               "spans": summary.spans,
                "duplicate_spans": summary.duplicate_spans, "bad_records": summary.bad_records,
                "waste": summary.waste.to_json()}
         text = indented_json(doc).replace("\n", "\n  ")

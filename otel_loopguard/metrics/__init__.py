@@ -19,7 +19,10 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from otel_loopguard._findings import budget_part, loop_action, loop_detector
 from otel_loopguard.metrics._names import (
+    BUDGET_EXCEEDED,
+    BUDGETS,
     ENFORCED,
     EVICTED_RUNS,
     INTERNAL_ERRORS,
@@ -38,10 +41,11 @@ from otel_loopguard.metrics._names import (
     WASTED_TOOL_SECONDS,
 )
 from otel_loopguard.signature import digest
-from otel_loopguard.types import Action
+from otel_loopguard.types import Action, Decision
 from otel_loopguard.waste import Waste
 
-__all__ = ["METRIC_NAMES", "LabelCap", "LoopGuardMetrics", "start_metrics_server"]
+__all__ = ["METRIC_NAMES", "LabelCap", "LoopGuardMetrics", "start_metrics_server",
+           "uncapped_label"]
 
 UNKNOWN: Final = "unknown"
 OTHER: Final = "other"
@@ -68,6 +72,11 @@ def clean_label(value: str) -> str:
     if len(value) > MAX_LABEL_CHARS:
         value = value[:MAX_LABEL_CHARS - 9] + "~" + digest(value)[:8]
     return value
+
+
+def uncapped_label(value: str | None) -> str:
+    """Return the label a value would have with no cap: cleaned, ``unknown`` when missing."""
+    return clean_label(value) if value else UNKNOWN
 
 
 class LabelCap:
@@ -179,11 +188,16 @@ class LoopGuardMetrics:
                                      "Loop-detected hints (findings), one per flagged tool call.",
                                      ["prompt_template", "detector", "action", "mode"],
                                      registry=reg)
+        self.budget_exceeded = Counter(_base(BUDGET_EXCEEDED),
+                                       "Budget findings, one per tool call over a budget (not "
+                                       "loops).", ["prompt_template", "budget", "action", "mode"],
+                                       registry=reg)
         self.runs = Counter(_base(RUNS), "Runs seen (counted at their first tool call).",
                             ["prompt_template"], registry=reg)
         self.runs_flagged = Counter(_base(RUNS_FLAGGED),
-                                    "Runs that reached at least this action (once per run "
-                                    "and action).", ["prompt_template", "action"], registry=reg)
+                                    "Runs whose loop findings reached at least this action "
+                                    "(once per run and action).",
+                                    ["prompt_template", "action"], registry=reg)
         self.enforced = Counter(_base(ENFORCED), "Enforcement actions taken (abort, hint).",
                                 ["prompt_template", "enforcement"], registry=reg)
         self.evicted = Counter(_base(EVICTED_RUNS), "Runs dropped before their root span "
@@ -271,29 +285,66 @@ class LoopGuardMetrics:
             self._calls[(template, tool)] = cached
         return cached
 
+    def record_decision(self, template: str | None, decision: Decision, mode: str,
+                        previous: Action, *, trace_id: str | None = None) -> str:
+        """Count a flagged decision: its loop part as a finding, its budget part as a budget.
+
+        ``previous`` is the highest action of the run's loop findings before this one
+        (``loop_action``): budget findings never make a run count as flagged. ``trace_id``
+        (32 hex digits) becomes the finding's exemplar.
+
+        Returns:
+            The ``prompt_template`` label it was counted under (``unknown``, ``other``...).
+        """
+        action = loop_action(decision)
+        if action is not Action.CONTINUE:
+            self.record_finding(template, loop_detector(decision), action, mode, previous,
+                                trace_id=trace_id)
+        budget = budget_part(decision)
+        if budget is not None:
+            self.record_budget(template, str(budget.details.get("budget")), budget.action, mode)
+        return self.template(template)
+
+    def record_budget(self, template: str | None, budget: str, action: Action,
+                      mode: str) -> None:
+        """Count one budget finding (``budget`` outside ``BUDGETS`` counts as ``other``)."""
+        self.budget_exceeded.labels(self.template(template),
+                                    budget if budget in BUDGETS else OTHER, action.label,
+                                    mode).inc()
+
     def record_finding(self, template: str | None, detector: str, action: Action,
-                       mode: str, previous: Action) -> None:
-        """Count one loop-detected hint, and the run's new highest action if it rose."""
+                       mode: str, previous: Action, *, trace_id: str | None = None) -> None:
+        """Count one loop-detected hint, and the run's new highest action if it rose.
+
+        ``trace_id`` (32 hex digits), when given, is the hint's exemplar: OpenMetrics
+        exposition shows the latest one of each series, so a spike on the dashboard links to
+        a trace that made it. It is never a label.
+        """
         label = self.template(template)
-        self.loop_detected.labels(label, detector, action.label, mode).inc()
+        self.loop_detected.labels(label, detector, action.label, mode).inc(
+            exemplar=_exemplar(trace_id))
         for level in _ACTIONS:
             if previous < level <= action:
                 self.runs_flagged.labels(label, level.label).inc()
 
-    def record_waste(self, template: str | None, waste: Waste) -> None:
-        """Count what a run wasted since it was last counted (``RunWaste.take``)."""
-        label = self.template(template)
+    def record_waste(self, template: str | None, waste: Waste,
+                     trace_id: str | None = None) -> None:
+        """Count what a run wasted since it was last counted (``RunWaste.take``).
+
+        ``trace_id``, when given, is the exemplar of every counter it increments.
+        """
+        label, exemplar = self.template(template), _exemplar(trace_id)
         if waste.tool_calls:
-            self.wasted_tool_calls.labels(label).inc(waste.tool_calls)
+            self.wasted_tool_calls.labels(label).inc(waste.tool_calls, exemplar)
         if waste.tool_seconds:
-            self.wasted_tool_seconds.labels(label).inc(waste.tool_seconds)
+            self.wasted_tool_seconds.labels(label).inc(waste.tool_seconds, exemplar)
         if waste.input_tokens:
-            self.wasted_tokens.labels(label, "input").inc(waste.input_tokens)
+            self.wasted_tokens.labels(label, "input").inc(waste.input_tokens, exemplar)
         if waste.output_tokens:
-            self.wasted_tokens.labels(label, "output").inc(waste.output_tokens)
+            self.wasted_tokens.labels(label, "output").inc(waste.output_tokens, exemplar)
         for currency, amount in waste.cost.items():
             if amount:
-                self.wasted_cost.labels(label, currency).inc(amount)
+                self.wasted_cost.labels(label, currency).inc(amount, exemplar)
 
     def record_enforcement(self, template: str | None, enforcement: str) -> None:
         """Count one enforcement action (``abort`` or ``hint``)."""
@@ -314,6 +365,11 @@ class LoopGuardMetrics:
     def record_internal_error(self, kind: str) -> None:
         """Count one contained internal error of ``kind``."""
         self.internal_errors.labels(kind).inc()
+
+
+def _exemplar(trace_id: str | None) -> dict[str, str] | None:
+    """Return the exemplar labels of a trace id (None: no exemplar); never a series label."""
+    return {"trace_id": trace_id} if trace_id else None
 
 
 _SHARED: weakref.WeakKeyDictionary[Any, LoopGuardMetrics] = weakref.WeakKeyDictionary()

@@ -7,11 +7,19 @@ from typing import Final
 TOOL_CALLS: Final = "loopguard_tool_calls_total"
 """Counter {prompt_template, tool}: tool calls seen."""
 LOOP_DETECTED: Final = "loopguard_loop_detected_total"
-"""Counter {prompt_template, detector, action, mode}: one per loop-detected hint (finding)."""
+"""Counter {prompt_template, detector, action, mode}: one per loop-detected hint (finding).
+Budget findings are not loops: they count in ``BUDGET_EXCEEDED`` instead."""
+BUDGET_EXCEEDED: Final = "loopguard_budget_exceeded_total"
+"""Counter {prompt_template, budget, action, mode}: one per budget finding (``budget`` one of
+``BUDGETS``, ``action`` warn or stop)."""
+BUDGETS: Final = ("run", "tool", "steps", "seconds")
+"""The ``budget`` label values of ``BUDGET_EXCEEDED``: tool calls per run, calls of one tool,
+steps (tool calls and model turns), wall-clock seconds (as the budget detector names them)."""
 RUNS: Final = "loopguard_runs_total"
 """Counter {prompt_template}: runs seen (counted at their first tool call)."""
 RUNS_FLAGGED: Final = "loopguard_runs_flagged_total"
-"""Counter {prompt_template, action}: runs that reached at least ``action`` (once per run)."""
+"""Counter {prompt_template, action}: runs whose loop findings reached at least ``action`` (once
+per run; budget findings do not count)."""
 ENFORCED: Final = "loopguard_enforced_total"
 """Counter {prompt_template, enforcement}: enforcement actions taken (abort, hint)."""
 OPEN_RUNS: Final = "loopguard_open_runs"
@@ -43,9 +51,9 @@ WASTED_COST: Final = "loopguard_wasted_cost_total"
 with configured prices."""
 
 METRIC_NAMES: Final = frozenset(
-    {TOOL_CALLS, LOOP_DETECTED, RUNS, RUNS_FLAGGED, ENFORCED, OPEN_RUNS, EVICTED_RUNS,
-     INTERNAL_ERRORS, LABEL_OVERFLOW, SKIPPED_SPANS, UNPARENTED_TOOL_CALLS, WASTED_TOOL_CALLS,
-     WASTED_TOKENS, WASTED_TOOL_SECONDS, WASTED_COST}
+    {TOOL_CALLS, LOOP_DETECTED, BUDGET_EXCEEDED, RUNS, RUNS_FLAGGED, ENFORCED, OPEN_RUNS,
+     EVICTED_RUNS, INTERNAL_ERRORS, LABEL_OVERFLOW, SKIPPED_SPANS, UNPARENTED_TOOL_CALLS,
+     WASTED_TOOL_CALLS, WASTED_TOKENS, WASTED_TOOL_SECONDS, WASTED_COST}
 )
 """Every series name as it appears in PromQL."""
 

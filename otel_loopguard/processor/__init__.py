@@ -43,7 +43,7 @@ from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.engine import LoopEngine
 from otel_loopguard.evidence import EVENT_NAME, EvidenceLog, evidence_attributes
 from otel_loopguard.exceptions import InternalErrorGuard, LoopGuardError
-from otel_loopguard.metrics import LoopGuardMetrics
+from otel_loopguard.metrics import LoopGuardMetrics, uncapped_label
 from otel_loopguard.metrics._otel import backends
 from otel_loopguard.otlp._sdk import raw_attributes, span_record_from_readable
 from otel_loopguard.processor._live import LiveSpans
@@ -324,7 +324,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             if self.metrics is not None:
                 self.metrics.record_call(template, event.tool, first=first)
                 if wasted is not None:
-                    self.metrics.record_waste(template, wasted)
+                    self.metrics.record_waste(template, wasted, _hex_trace(span))
         return self._finding(span, decision, previous, template, run_id)
 
     def _unparented(self) -> None:
@@ -358,12 +358,12 @@ class LoopGuardSpanProcessor(SpanProcessor):
             turn = ModelTurn(format(span.context.span_id, "016x"), span.start_time or 0,
                              span.end_time or 0, requested, agent_span, entry.model_turns,
                              tokens_in, tokens_out, models)
-            previous = entry.state.highest
             decision = self.engine.process_model_turn(entry.state, turn)
+            previous = entry.note_loop(decision)
             template = entry.template
             wasted = entry.state.waste.take()
         if wasted is not None and self.metrics is not None:
-            self.metrics.record_waste(template, wasted)
+            self.metrics.record_waste(template, wasted, _hex_trace(span))
         return self._finding(span, decision, previous, template, run_id)
 
     def _learn_template(self, entry: RunEntry, template: str | None) -> None:
@@ -376,10 +376,16 @@ class LoopGuardSpanProcessor(SpanProcessor):
                  template: str | None, run_id: str) -> ReadableSpan | None:
         if not decision.flagged:
             return None
-        if self.metrics is not None:
-            self.metrics.record_finding(template, decision.detector, decision.action,
-                                        self._mode, previous)
-        return self._annotate(span, decision, run_id)
+        label = self._count(template, decision, previous, span)
+        return self._annotate(span, decision, run_id, label)
+
+    def _count(self, template: str | None, decision: Decision, previous: Action,
+               span: ReadableSpan | Span) -> str:
+        """Count a flagged decision, its span's trace the exemplar; return its template label."""
+        if self.metrics is None:
+            return uncapped_label(template)
+        return self.metrics.record_decision(template, decision, self._mode, previous,
+                                            trace_id=_hex_trace(span))
 
     def _decide(self, entry: RunEntry, event: ToolCall | Handoff, attrs: Mapping[str, Any],
                 span: ReadableSpan) -> tuple[Decision, Action, str | None, bool, Waste | None]:
@@ -390,7 +396,6 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 template, agent = self._ancestry(attrs, parent_id, entry.template is None,
                                                  want_agent)
                 self._learn_template(entry, template)
-            previous = entry.state.highest
             if isinstance(event, ToolCall):
                 if want_agent or entry.seen_model:
                     event = event.in_context(
@@ -400,6 +405,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 decision = self.engine.process(entry.state, event)
             else:
                 decision = self.engine.process_handoff(entry.state, event)
+            previous = entry.note_loop(decision)
             waste = entry.state.waste
             wasted = waste.take() if waste.looping else None
             return decision, previous, entry.template, entry.tool_calls == 1, wasted
@@ -515,16 +521,14 @@ class LoopGuardSpanProcessor(SpanProcessor):
                                              span.start_time or 0)
             if handoff is None or not self.engine.counts_inferred_handoff(entry.state):
                 return
-            old = entry.state.highest
             decision = self.engine.process_handoff(entry.state, handoff)
+            old = entry.note_loop(decision)
         if decision.flagged:
-            evidence = evidence_attributes(decision, run_id, self._mode)
+            label = self._count(entry.template, decision, old, span)
+            evidence = evidence_attributes(decision, run_id, self._mode, label)
             if self._span_evidence:
                 self._evidence_on_agent(span, evidence)
             self._emit(decision, evidence, span.context, span.start_time)
-            if self.metrics is not None:
-                self.metrics.record_finding(entry.template, decision.detector, decision.action,
-                                            self._mode, old)
 
     def _evidence_on_agent(self, span: Span, evidence: dict[str, Any]) -> None:
         """Put a handoff's evidence on the agent span whose start implied it.
@@ -543,8 +547,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
             while len(self._ended_agents) > _MAX_ENDED_AGENTS:
                 del self._ended_agents[next(iter(self._ended_agents))]
 
-    def _annotate(self, span: ReadableSpan, decision: Decision, run_id: str) -> ReadableSpan:
-        evidence = evidence_attributes(decision, run_id, self._mode)
+    def _annotate(self, span: ReadableSpan, decision: Decision, run_id: str,
+                  template: str) -> ReadableSpan:
+        evidence = evidence_attributes(decision, run_id, self._mode, template)
         self._emit(decision, evidence, span.context, span.end_time)
         if not self._span_evidence:
             return span
@@ -621,6 +626,11 @@ class LoopGuardSpanProcessor(SpanProcessor):
     def _evicted(self, reason: str, count: int) -> None:
         if self.metrics is not None:
             self.metrics.record_eviction(reason, count)
+
+
+def _hex_trace(span: ReadableSpan | Span) -> str:
+    """Return the span's trace id as 32 hex digits (an exemplar's ``trace_id``)."""
+    return format(span.context.trace_id, "032x")
 
 
 def _with_evidence(span: ReadableSpan, evidence: Mapping[str, Any]) -> ReadableSpan:

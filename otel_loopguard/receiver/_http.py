@@ -27,7 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import choose_encoder
 
 from otel_loopguard.otlp._request import (
     Decoded,
@@ -248,8 +248,11 @@ class _Handler(BaseHTTPRequestHandler):
                        {"WWW-Authenticate": "Bearer"})
             return
         registry = receiver.registry
-        body = generate_latest(registry) if registry is not None else b""
-        self._send(200, body, CONTENT_TYPE_LATEST)
+        # OpenMetrics when the scraper asks for it (Prometheus does): only that format carries
+        # the trace_id exemplars of the loop and waste counters
+        encode, content_type = choose_encoder(self.headers.get("Accept", ""))
+        body = encode(registry) if registry is not None else b""
+        self._send(200, body, content_type)
 
     # --- helpers -------------------------------------------------------------------------------
     def _authorization(self) -> bytes | None:

@@ -26,12 +26,13 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Final
 
+from otel_loopguard._findings import loop_action
 from otel_loopguard.adapters import DEFAULT_ADAPTERS
 from otel_loopguard.assembly import LONE_TOOL_CALL_HINT
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.evidence import evidence_attributes
 from otel_loopguard.exceptions import InternalErrorGuard
-from otel_loopguard.metrics import LoopGuardMetrics
+from otel_loopguard.metrics import LoopGuardMetrics, uncapped_label
 from otel_loopguard.replay.checker import Checker, RunReport
 from otel_loopguard.state import seconds_to_ns
 from otel_loopguard.types import Action, Decision, SpanAdapter, SpanRecord, ToolCall
@@ -126,6 +127,7 @@ class StreamingChecker:
         self._closed: OrderedDict[str, None] = OrderedDict()
         self._closed_cap = max(self.max_traces, _MIN_CLOSED_MEMORY)
         self._highest: dict[str, Action] = {}
+        """Open run → the highest action of its loop findings (budgets left out)."""
         self._evidence: dict[str, dict[str, Any]] = {}
         self.buffered_spans = 0
         self.late_spans = 0
@@ -285,7 +287,8 @@ class StreamingChecker:
             self.guard.handle("forward", exc)
 
     def _on_waste(self, report: RunReport, waste: Waste) -> None:
-        self.metrics.record_waste(report.prompt_template, waste)  # type: ignore[union-attr]  # set
+        self.metrics.record_waste(report.prompt_template, waste,  # type: ignore[union-attr]  # set
+                                  report.trace_ids[-1] if report.trace_ids else None)
 
     def _on_event(self, report: RunReport, decision: Decision, event: Any) -> None:
         metrics = self.metrics
@@ -294,11 +297,17 @@ class StreamingChecker:
         if not decision.flagged:
             return
         previous = self._highest.get(report.run_id, Action.CONTINUE)
-        if decision.action > previous:
-            self._highest[report.run_id] = decision.action
+        looped = loop_action(decision)
+        if looped > previous:
+            self._highest[report.run_id] = looped
+        template = report.prompt_template
         if metrics is not None:
-            metrics.record_finding(report.prompt_template, decision.detector, decision.action,
-                                   self._mode, previous)
+            trace_id = getattr(event, "trace_id", None) or (
+                report.trace_ids[-1] if report.trace_ids else None)
+            label = metrics.record_decision(template, decision, self._mode, previous,
+                                            trace_id=trace_id)
+        else:
+            label = uncapped_label(template)
         if self.on_trace is not None and decision.span_id:
             self._evidence[decision.span_id] = evidence_attributes(decision, report.run_id,
-                                                                   self._mode)
+                                                                   self._mode, label)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from otel_loopguard._findings import budget_part, loop_action
 from otel_loopguard.adapters import DEFAULT_ADAPTERS
 from otel_loopguard.assembly import AssembledTrace, TraceEvent, assemble_trace
 from otel_loopguard.config import LoopGuardConfig
@@ -37,6 +38,10 @@ class RunReport:
     prompt_template: str | None = None
     tool_calls: int = 0
     action: Action = Action.CONTINUE
+    """The highest action of its loop findings (``continue``: no loop)."""
+    budget: Action = Action.CONTINUE
+    """The highest action of its budget findings (``continue``: within every budget); a run
+    over budget is not a looping run (docs/detectors.md, "Budgets are not loops")."""
     findings: list[Decision] = field(default_factory=list)
     findings_dropped: int = 0
     service_name: str | None = None
@@ -229,7 +234,10 @@ class Checker:
 
     @staticmethod
     def _record(report: RunReport, decision: Decision) -> None:
-        report.action = max(report.action, decision.action)
+        report.action = max(report.action, loop_action(decision))
+        found = budget_part(decision)
+        if found is not None:
+            report.budget = max(report.budget, found.action)
         if len(report.findings) < _MAX_FINDINGS:
             report.findings.append(decision)
         else:
@@ -264,6 +272,7 @@ def report_to_json(report: RunReport) -> dict[str, Any]:
         "prompt_template": report.prompt_template,
         "tool_calls": report.tool_calls,
         "action": report.action.label,
+        "budget": report.budget.label,
         "waste": report.waste.to_json(),
         "findings": [{
             "detector": d.detector, "code": d.code, "action": d.action.label, "tool": d.tool,
