@@ -424,7 +424,8 @@ class LoopEngine:
         return Step(**common, kind=outcome.kind, has_result=bool(outcome.result),
                     result_sig=outcome.result, error=outcome.error, error_class=error_class,
                     error_reason=reason, empty=outcome.empty, pair=in_world(key, version),
-                    outcome=key, target=call_target(tool, args) if outcome.error else None,
+                    outcome=key, target=self._target(tool, outcome.kind, outcome.error, args,
+                                                     arguments),
                     unchanged=outcome.unchanged + (outcome.version != version))
 
     @staticmethod
@@ -554,7 +555,20 @@ class LoopEngine:
                     args if self._near_duplicates else None,  # arguments
                     call.turn or 0, in_world(call_sig, version),  # turns, call_key
                     outcome, version,
-                    None if error is None else call_target(tool, args))  # target
+                    self._target(tool, kind, error, args, call.arguments))
+
+    def _target(self, tool: str, kind: str, error: str | None, args: Any,
+                arguments: Any) -> str | None:
+        """Return what a mutating or failed call acts on (None for other calls, or none named).
+
+        A mutating call's target is what it changes (``CallKindClassifier.target``: the file a
+        shell command writes, an editor's path), so ``mutating_failure`` can tell a success on
+        that target from one elsewhere; a failed call's is ``call_target`` of its arguments.
+        """
+        if kind == "mutating":
+            found = self._call_kinds.target(tool, arguments)
+            return None if found is None else tool + "\x00" + found
+        return None if error is None else call_target(tool, args)
 
     @staticmethod
     def _changed(run: RunState, mutation: str) -> int:

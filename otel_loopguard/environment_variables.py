@@ -241,13 +241,13 @@ Setting ``failure_permanent_same_args_stop``. Default: ``2``. Allowed: an intege
 LOOPGUARD_FAILURE_PERMANENT_WARN: Final = "LOOPGUARD_FAILURE_PERMANENT_WARN"
 """Same permanent error, other arguments, same target: warn.
 
-Setting ``failure_permanent_warn``. Default: ``2``. Allowed: an integer >= 2.
+Setting ``failure_permanent_warn``. Default: ``3``. Allowed: an integer >= 2.
 """
 
 LOOPGUARD_FAILURE_PERMANENT_STOP: Final = "LOOPGUARD_FAILURE_PERMANENT_STOP"
 """Same permanent error, other arguments, same target: stop.
 
-Setting ``failure_permanent_stop``. Default: ``3``. Allowed: an integer >= 2.
+Setting ``failure_permanent_stop``. Default: ``4``. Allowed: an integer >= 2.
 """
 
 LOOPGUARD_FAILURE_PERMANENT_ANY_TARGET_WARN: Final = "LOOPGUARD_FAILURE_PERMANENT_ANY_TARGET_WARN"
@@ -270,15 +270,15 @@ Setting ``failure_retryable_stop``. Default: ``5``. Allowed: an integer >= 2.
 """
 
 LOOPGUARD_MUTATING_FAILURE_WARN: Final = "LOOPGUARD_MUTATING_FAILURE_WARN"
-"""Mutating tool failing identically: warn.
+"""Mutating call failing with the same error on the same target, no success on it between: warn.
 
-Setting ``mutating_failure_warn``. Default: ``2``. Allowed: an integer >= 2.
+Setting ``mutating_failure_warn``. Default: ``3``. Allowed: an integer >= 2.
 """
 
 LOOPGUARD_MUTATING_FAILURE_STOP: Final = "LOOPGUARD_MUTATING_FAILURE_STOP"
-"""Mutating tool failing identically: stop.
+"""Mutating call failing with the same error on the same target, no success on it between: stop.
 
-Setting ``mutating_failure_stop``. Default: ``3``. Allowed: an integer >= 2.
+Setting ``mutating_failure_stop``. Default: ``4``. Allowed: an integer >= 2.
 """
 
 LOOPGUARD_REREAD_WARN: Final = "LOOPGUARD_REREAD_WARN"

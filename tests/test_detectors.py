@@ -309,8 +309,8 @@ class TestFailureDetector:
         """Errors that differ only in request numbers are the same error."""
         calls = [_call("get", {"path": "/data/report.csv", "attempt": i},
                        error=f"record {n} not found")
-                 for i, n in enumerate((81723, 99102, 55210))]
-        assert _by(_run(calls), "failure") == {2: "warn", 3: "stop"}
+                 for i, n in enumerate((81723, 99102, 55210, 61234))]
+        assert _by(_run(calls), "failure") == {3: "warn", 4: "stop"}
 
     def test_different_errors_do_not_add_up(self) -> None:
         """Different permanent errors of one tool are counted apart."""
@@ -341,8 +341,8 @@ class TestFailureDetector:
 class TestMutatingFailureDetector:
     def test_mcp_suffix_is_mutating(self) -> None:
         """An MCP tool whose name ends in ``__edit_file`` is mutating."""
-        calls = [_call("fs__edit_file", {"path": "a"}, error="old_text not in file")] * 3
-        assert _by(_run(calls), "mutating_failure") == {2: "warn", 3: "stop"}
+        calls = [_call("fs__edit_file", {"path": "a"}, error="old_text not in file")] * 4
+        assert _by(_run(calls), "mutating_failure") == {3: "warn", 4: "stop"}
 
     def test_other_arguments_restart_the_streak(self) -> None:
         """A failure with other arguments starts a new streak."""
@@ -358,8 +358,29 @@ class TestMutatingFailureDetector:
     def test_other_tools_in_between(self) -> None:
         """Other tools' calls between two identical failures do not break the streak."""
         fail = _call("edit_file", {"path": "a"}, error="old_text not in file")
-        calls = [fail, _call("read_file", {"path": "a"}, "text"), fail]
-        assert _by(_run(calls), "mutating_failure") == {3: "warn"}
+        calls = [fail, _call("read_file", {"path": "a"}, "text"), fail, fail]
+        assert _by(_run(calls), "mutating_failure") == {4: "warn"}
+
+    def test_other_content_on_the_same_target_adds_up(self) -> None:
+        """The same error on the same file counts whether or not the content tried changed."""
+        calls = [_call("edit_file", {"path": "a", "new": f"v{i}"}, error="IndentationError")
+                 for i in range(4)]
+        assert _by(_run(calls), "mutating_failure") == {3: "warn", 4: "stop"}
+
+    def test_success_elsewhere_keeps_the_streak(self) -> None:
+        """A success on another target does not end a target's streak; one on it does."""
+        fail = _call("edit_file", {"path": "a"}, error="old_text not in file")
+        elsewhere = [_call("edit_file", {"path": f"b{i}"}, "ok") for i in range(2)]
+        calls = [fail, elsewhere[0], fail, elsewhere[1], fail]
+        assert _by(_run(calls), "mutating_failure") == {5: "warn"}
+        calls = [fail, fail, _call("edit_file", {"path": "a", "old": "x"}, "ok"), fail, fail]
+        assert _by(_run(calls), "mutating_failure") == {}
+
+    def test_another_error_restarts_the_streak(self) -> None:
+        """Another error on the same target starts a new streak."""
+        calls = [_call("edit_file", {"path": "a", "new": str(i)}, error=e)
+                 for i, e in enumerate(["SyntaxError", "SyntaxError", "IndentationError"])]
+        assert _by(_run(calls), "mutating_failure") == {}
 
     def test_non_mutating_tools_are_ignored(self) -> None:
         """A tool that is not mutating never gets this evidence."""
@@ -764,8 +785,8 @@ class TestToolOverrides:
     def test_mutating_kind(self) -> None:
         """A tool declared mutating gets the mutating-failure ladder."""
         config = LoopGuardConfig.create(tools={"deploy": {"kind": "mutating"}})
-        decisions = _run([_call("deploy", {"v": 1}, error="conflict")] * 3, config)
-        assert _by(decisions, "mutating_failure") == {2: "warn", 3: "stop"}
+        decisions = _run([_call("deploy", {"v": 1}, error="conflict")] * 4, config)
+        assert _by(decisions, "mutating_failure") == {3: "warn", 4: "stop"}
 
     def test_configured_default_beats_name_inference(self) -> None:
         """``kind = "default"`` turns off the poll inference of a ``*status*`` name."""
@@ -783,8 +804,8 @@ class TestToolOverrides:
     def test_override_by_mcp_base_name(self) -> None:
         """A tool whose MCP base name is in ``mutating_tools`` is mutating."""
         config = LoopGuardConfig.create(mutating_tools=["deploy"])
-        calls = [_call("ops__deploy", {"v": 1}, error="conflict")] * 2
-        assert _by(_run(calls, config), "mutating_failure") == {2: "warn"}
+        calls = [_call("ops__deploy", {"v": 1}, error="conflict")] * 3
+        assert _by(_run(calls, config), "mutating_failure") == {3: "warn"}
 
 
 class TestDetectorSelection:

@@ -251,6 +251,14 @@ def _h26(agent: AgentScript) -> None:
            for n in (1001, 1002, 1003)])(agent)
 
 
+def _h30(agent: AgentScript) -> None:
+    error = "SyntaxError: invalid syntax (line 12)"
+    _each([("edit", {"path": "a.py", "range": "12:12", "text": text}, MISSING, error)
+           for text in ("if x\n", "if x)\n")]
+          + [("edit", {"path": "b.py", "range": "3:3", "text": "y = 1\n"}, "ok"),
+             ("edit", {"path": "a.py", "range": "40:40", "text": "z = 2\n"}, "ok")])(agent)
+
+
 HEALTHY.update({
     "H11-one-way-handoffs": Scenario(_one_run(_h11, agent="supervisor")),
     "H12-spread-reuse": Scenario(_one_run(_h12), config={"max_tool_calls_warn": None}),
@@ -271,6 +279,7 @@ HEALTHY.update({
     "H24-each-gift-card": Scenario(_one_run(_h24)),
     "H25-corrected-zip": Scenario(_one_run(_h25)),
     "H26-503-on-other-orders": Scenario(_one_run(_h26)),
+    "H30-two-rejected-edits-then-elsewhere": Scenario(_one_run(_h30)),
 })
 
 
@@ -382,7 +391,7 @@ LOOPS: dict[str, Scenario] = {
         {6: "warn", 9: "stop"}, 6, frozenset({"cycle"})),
     "F8-edit-mismatch": Scenario(_one_run(_each([
         ("edit_file", {"path": "x.py", "old": "foo", "new": "bar"}, MISSING,
-         "old_text does not match the file")] * 3)), {2: "warn", 3: "stop"}, 2,
+         "old_text does not match the file")] * 4)), {3: "warn", 4: "stop"}, 3,
         frozenset({"mutating_failure"})),
     "F9-reread": Scenario(_one_run(_f9), {5: "warn"}, 5, frozenset({"reread"})),
     "F10-repeated-batch": Scenario(_one_run(_f10), {6: "warn"}, 5, frozenset({"batch"})),
@@ -402,8 +411,8 @@ LOOPS: dict[str, Scenario] = {
                            run_action="continue", tool_calls=10),
     "F16-permanent-other-args": Scenario(_one_run(_each([
         ("write_file", {"path": "/etc/app.conf", "content": f"v{i}"}, MISSING,
-         "EACCES: permission denied, open '/etc/app.conf'") for i in range(1, 4)])),
-        {2: "warn", 3: "stop"}, 2, frozenset({"failure"})),
+         "EACCES: permission denied, open '/etc/app.conf'") for i in range(1, 5)])),
+        {3: "warn", 4: "stop"}, 3, frozenset({"failure", "mutating_failure"})),
     "F17-structured-error": Scenario(_one_run(_each([
         ("crm_lookup", {"id": 42}, {"error": {"code": 401, "message": "unauthorized"}})] * 2)),
         {2: "stop"}, 2, frozenset({"failure"})),
@@ -414,6 +423,12 @@ LOOPS: dict[str, Scenario] = {
                               codes=frozenset({"NO_EFFECT"})),
     "F20-rebuilt-block": Scenario(_one_run(_f20), {20: "warn"}, 20, frozenset({"cycle"}),
                                   run_action="warn", codes=frozenset({"REPEATED_BLOCK"})),
+    "F23-reindented-edit-rejected": Scenario(_one_run(_each([
+        ("str_replace_editor", {"command": "str_replace", "path": "a.py",
+                                "old_str": "def f():\n  return 1",
+                                "new_str": "def f():\n" + " " * n + "return 2"},
+         "IndentationError: unexpected indent", "IndentationError: unexpected indent")
+        for n in (2, 4, 8)])), {3: "warn"}, 3, frozenset({"mutating_failure"})),
     "F21-idle-turns": Scenario(_one_run(_f21), {}, 0, frozenset({"idle_turns"}),
                                run_action="warn"),
 }

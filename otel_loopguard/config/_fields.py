@@ -186,9 +186,9 @@ FIELDS: Final[dict[str, FieldRule]] = {
                            "occurrences", 2, optional=True),
     "failure_permanent_same_args_stop": _int(
         2, "Permanent failure with identical arguments: stop at this count", 2),
-    "failure_permanent_warn": _int(2, "Same permanent error, other arguments, same target: "
+    "failure_permanent_warn": _int(3, "Same permanent error, other arguments, same target: "
                                    "warn", 2),
-    "failure_permanent_stop": _int(3, "Same permanent error, other arguments, same target: "
+    "failure_permanent_stop": _int(4, "Same permanent error, other arguments, same target: "
                                    "stop", 2),
     "failure_permanent_any_target_warn": _int(
         5, "Same permanent error on other targets: warn (never stops by itself)", 2,
@@ -197,8 +197,10 @@ FIELDS: Final[dict[str, FieldRule]] = {
                                    "count", 2),
     "failure_retryable_stop": _int(5, "Same retryable error, identical arguments: stop at this "
                                    "count", 2),
-    "mutating_failure_warn": _int(2, "Mutating tool failing identically: warn", 2),
-    "mutating_failure_stop": _int(3, "Mutating tool failing identically: stop", 2),
+    "mutating_failure_warn": _int(3, "Mutating call failing with the same error on the "
+                                  "same target, no success on it between: warn", 2),
+    "mutating_failure_stop": _int(4, "Mutating call failing with the same error on the "
+                                  "same target, no success on it between: stop", 2),
     "reread_warn": _int(3, "Same read with unchanged content anywhere in the run: warn", 2),
     "batch_warn": _int(3, "Same parallel batch with unchanged results in consecutive turns", 2),
     "handoff_window": _int(16, "Recent handoffs the handoff detector looks at", 4, 1000),
