@@ -259,6 +259,25 @@ def _h30(agent: AgentScript) -> None:
              ("edit", {"path": "a.py", "range": "40:40", "text": "z = 2\n"}, "ok")])(agent)
 
 
+def _h28(agent: AgentScript) -> None:
+    """Only the path of each edit is captured, so the edits look identical too."""
+    read, edit = ("read_file", {"path": "a.py"}, MISSING), ("edit_file", {"path": "a.py"}, MISSING)
+    _each([read, edit, read, edit, read, edit, read])(agent)
+
+
+def _h31(agent: AgentScript) -> None:
+    _each([c for i in range(4) for c in (
+        ("edit_file", {"path": "a.py", "old": "total = a", "new": "total = a + b"}, MISSING),
+        ("run_tests", {}, f"{4 - i} failed, {i} passed"))])(agent)
+
+
+def _f24(agent: AgentScript) -> None:
+    lines = "\n".join(f"import java.util.List{n};" for n in range(13))
+    _each([("edit", {"command": "insert", "path": "A.java", "insert_line": 1, "new_str": lines},
+            f"The file A.java has been edited; it now has {13 * (n + 1) + 40} lines.")
+           for n in range(6)])(agent)
+
+
 HEALTHY.update({
     "H11-one-way-handoffs": Scenario(_one_run(_h11, agent="supervisor")),
     "H12-spread-reuse": Scenario(_one_run(_h12), config={"max_tool_calls_warn": None}),
@@ -280,6 +299,8 @@ HEALTHY.update({
     "H25-corrected-zip": Scenario(_one_run(_h25)),
     "H26-503-on-other-orders": Scenario(_one_run(_h26)),
     "H30-two-rejected-edits-then-elsewhere": Scenario(_one_run(_h30)),
+    "H28-rereads-between-edits-not-captured": Scenario(_one_run(_h28)),
+    "H31-edit-and-test-alternating": Scenario(_one_run(_h31)),
 })
 
 
@@ -429,6 +450,8 @@ LOOPS: dict[str, Scenario] = {
                                 "new_str": "def f():\n" + " " * n + "return 2"},
          "IndentationError: unexpected indent", "IndentationError: unexpected indent")
         for n in (2, 4, 8)])), {3: "warn"}, 3, frozenset({"mutating_failure"})),
+    "F24-same-insert-back-to-back": Scenario(_one_run(_f24), {3: "warn"}, 3,
+                                             frozenset({"repeat"})),
     "F21-idle-turns": Scenario(_one_run(_f21), {}, 0, frozenset({"idle_turns"}),
                                run_action="warn"),
 }

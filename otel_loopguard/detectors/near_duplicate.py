@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Final, cast
 import orjson
 
 from otel_loopguard.config import LoopGuardConfig
-from otel_loopguard.detectors._base import DetectorBase, ladder, occurrence_details
+from otel_loopguard.detectors._base import DetectorBase, occurrence_details
 from otel_loopguard.detectors._step import Step
 from otel_loopguard.exceptions import ConfigError
 from otel_loopguard.signature import digest
@@ -99,8 +99,8 @@ class NearDuplicateDetector(DetectorBase):
     optional embedder. Single-word values (ids, paths, numbers) must match up to case and
     punctuation. Fires (replan) when at least ``near_duplicate_min`` such calls sit within the
     last ``near_duplicate_window`` calls and each result after the group's first is empty or one
-    an earlier call of the group already returned. Without captured results it compares calls
-    alone, on the quieter repeat ladder (warn at ``repeat_warn``, replan at ``repeat_replan``).
+    an earlier call of the group already returned. A call whose result was not captured is
+    never part of a group: an absent result is no evidence of no progress.
     """
 
     name: ClassVar[str] = "near_duplicate"
@@ -148,15 +148,15 @@ class NearDuplicateDetector(DetectorBase):
             step.arguments = None
             return None
         version = step.version
-        same_tool = [entry for entry in state if entry[0].tool == tool
+        same_tool = [entry for entry in state if entry[0].tool == tool and entry[0].has_result
                      and entry[0].version == version and entry[0].kind != "mutating"]
         minimum = self.config.threshold(tool, "near_duplicate_min")
         # Features only when this call can complete a group that fires: enough calls of the
         # tool, and (with a result) no progress of its own: an empty result, or one a call of
         # the tool already returned (``_no_progress`` fails at once on a new result).
-        if (len(same_tool) + 1 < minimum or step.error is not None
+        if (len(same_tool) + 1 < minimum or step.error is not None or not step.has_result
                 or step.kind in ("exempt", "poll")
-                or (step.has_result and not step.empty
+                or (not step.empty
                     and all(entry[0].result_sig != step.result_sig for entry in same_tool))):
             state.append([step, None, step.arguments])  # featured later, if ever needed
             step.arguments = None
@@ -170,18 +170,12 @@ class NearDuplicateDetector(DetectorBase):
             return None
         if len({s.call_sig for s in group}) < 2:
             return None
-        extra: dict[str, Any] = {}
-        if not step.has_result:  # calls alone, on the quieter repeat ladder
-            action = ladder(len(group), self.config.threshold(step.tool, "repeat_warn"),
-                            self.config.threshold(step.tool, "repeat_replan"))
-            extra["outcomes_compared"] = False
-        elif self._no_progress(group):
-            action = Action.REPLAN
-        else:
+        if not self._no_progress(group):
             return None
-        return self.evidence("NEAR_DUPLICATE", action, step.tool, len(group), occurrence_details(
-            ((s.index, s.span_id) for s in group), distinct_arguments=len(
-                {s.call_sig for s in group}), **extra))
+        return self.evidence("NEAR_DUPLICATE", Action.REPLAN, step.tool, len(group),
+                             occurrence_details(((s.index, s.span_id) for s in group),
+                                                distinct_arguments=len({s.call_sig
+                                                                        for s in group})))
 
     @staticmethod
     def _no_progress(group: list[Step]) -> bool:
