@@ -450,6 +450,10 @@ LOOPS: dict[str, Scenario] = {
                                 "new_str": "def f():\n" + " " * n + "return 2"},
          "IndentationError: unexpected indent", "IndentationError: unexpected indent")
         for n in (2, 4, 8)])), {3: "warn"}, 3, frozenset({"mutating_failure"})),
+    "F22-rerun-only-the-duration-differs": Scenario(_one_run(_each([
+        ("bash", {"command": "pytest -q tests/test_x.py"},
+         f"F\n=== FAILURES ===\ntests/test_x.py:12: AssertionError\n1 failed in {t}s")
+        for t in ("0.41", "0.44", "0.39")])), {3: "warn"}, 3, frozenset({"stagnation"})),
     "F24-same-insert-back-to-back": Scenario(_one_run(_f24), {3: "warn"}, 3,
                                              frozenset({"repeat"})),
     "F21-idle-turns": Scenario(_one_run(_f21), {}, 0, frozenset({"idle_turns"}),
