@@ -643,6 +643,25 @@ class TestNearDuplicateDetector:
         """Without captured arguments there is nothing to compare."""
         assert _by(_run([_call("search", None, "no results")] * 4), "near_duplicate") == {}
 
+    @pytest.mark.parametrize("values", [
+        ["sort", "deterministic", "order"],
+        ["src/a.py", "src/b.py", "src/c.py"],
+        ["flights to paris 2024", "flights to paris 2025", "paris flights 2026"],
+        ["ls -la src", "ls -la tests", "ls -la docs"],
+        ["def f():\n    return 1", "def f():\n    return 2", "def f():\n  return  3"],
+    ], ids=["search-terms", "paths", "numbers-in-text", "operands-in-text", "code"])
+    def test_another_operand_is_another_call(self, values: list[str]) -> None:
+        """A changed operand (a search term, a path, a number, a word of a command, code)
+        makes a different call, never a near-duplicate, even when nothing is found."""
+        calls = [_call("search", {"q": v}, "no results") for v in values]
+        assert _by(_run(calls), "near_duplicate") == {}
+
+    def test_shell_command_lines_are_never_near_duplicates(self) -> None:
+        """Greps for other terms through a shell tool are other calls (H29)."""
+        calls = [_call("bash", {"command": f'grep -n "{t}" t.py'}, "")
+                 for t in ("sort", "deterministic", "order")]
+        assert _by(_run(calls), "near_duplicate") == {}
+
     def test_argument_names_must_match(self) -> None:
         """Calls with different argument names are not near-duplicates."""
         calls = [_call("search", {k: "paris weather"}, "no results")
@@ -655,7 +674,7 @@ class TestNearDuplicateDetector:
         detector = NearDuplicateDetector(config, embedder=lambda text: [1.0, 0.0])
         engine = LoopEngine(config, detectors=[detector])
         calls = [_call("search", {"q": q}, "no results") for q in
-                 ("cheap flights", "hotel deals", "car rental")]
+                 ("cheap flights abroad", "hotel deals nearby", "car rental downtown")]
         assert _by(_run(calls, engine=engine), "near_duplicate") == {3: "replan"}
 
     def test_each_text_is_embedded_once(self) -> None:
@@ -678,7 +697,7 @@ class TestNearDuplicateDetector:
     def test_embedder_named_in_the_config(self) -> None:
         """``near_duplicate_embedder`` imports the embedder, so check, serve and zero-code
         installs can use one; ``near_duplicate_similarity`` is its threshold."""
-        queries = ("cheap flights", "hotel deals", "car rental")
+        queries = ("cheap flights abroad", "hotel deals nearby", "car rental downtown")
         calls = [_call("search", {"q": q}, "no results") for q in queries]
         config = LoopGuardConfig.create(near_duplicate_embedder="_embedder:everything_alike")
         assert _by(_run(calls, config), "near_duplicate") == {3: "replan"}

@@ -299,6 +299,9 @@ HEALTHY.update({
     "H25-corrected-zip": Scenario(_one_run(_h25)),
     "H26-503-on-other-orders": Scenario(_one_run(_h26)),
     "H30-two-rejected-edits-then-elsewhere": Scenario(_one_run(_h30)),
+    "H29-greps-for-other-terms": Scenario(_one_run(_each([
+        ("bash", {"command": f'grep -n "{term}" t.py'}, "")
+        for term in ("sort", "deterministic", "order")]))),
     "H28-rereads-between-edits-not-captured": Scenario(_one_run(_h28)),
     "H31-edit-and-test-alternating": Scenario(_one_run(_h31)),
 })
