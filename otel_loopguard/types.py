@@ -156,6 +156,12 @@ class ModelTurn:
     models: tuple[str, ...] = ()
     """The model names the span gives, the response model first, then the request model (for
     prices)."""
+    input_sig: str = ""
+    """Digest of the turn's last input message, what reached the model since its previous turn
+    (a tool result, the harness's feedback, a user's reply); ``""`` when content is not
+    captured."""
+    output_sig: str = ""
+    """Digest of the turn's output messages; ``""`` when content is not captured."""
 
 
 @dataclass(slots=True)

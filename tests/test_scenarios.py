@@ -7,6 +7,7 @@ write is mutating, ``cat`` a read, a script run plain) must keep every one of th
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,11 @@ class Scenario:
     """Decision codes that must appear among the findings."""
     xfail: str = ""
     """Why the scenario cannot pass yet (a strict xfail)."""
+
+
+REJECTED = {"gen_ai.input.messages": json.dumps([{"role": "user", "parts": [
+    {"type": "text", "content": "Your output was not formatted correctly."}]}])}
+"""A chat span's content: the harness's same format error as the last input message."""
 
 
 def _one_run(body: Callable[[AgentScript], None], **run: Any) -> Callable[[LoopGuardHarness], None]:
@@ -259,6 +265,22 @@ def _h30(agent: AgentScript) -> None:
              ("edit", {"path": "a.py", "range": "40:40", "text": "z = 2\n"}, "ok")])(agent)
 
 
+def _h27(content: bool) -> Callable[[AgentScript], None]:
+    """A customer-service agent answers its user 8 times, a new user message before each."""
+    def body(agent: AgentScript) -> None:
+        agent.turn(finish_reasons=["tool_calls"])
+        agent.tool("find_order", {"order_id": "#W1"}, {"status": "shipped"})
+        history: list[dict[str, str]] = []
+        for i in range(8):
+            history += [{"role": "user", "content": f"question {i} about my order"}]
+            attributes = {"gen_ai.input.messages": json.dumps(history), "gen_ai.output.messages":
+                          json.dumps([{"role": "assistant", "content": f"answer {i}"}])}
+            agent.turn(finish_reasons=["stop"], attributes=attributes if content else None)
+            history += [{"role": "assistant", "content": f"answer {i}"}]
+
+    return body
+
+
 def _h28(agent: AgentScript) -> None:
     """Only the path of each edit is captured, so the edits look identical too."""
     read, edit = ("read_file", {"path": "a.py"}, MISSING), ("edit_file", {"path": "a.py"}, MISSING)
@@ -302,6 +324,8 @@ HEALTHY.update({
     "H29-greps-for-other-terms": Scenario(_one_run(_each([
         ("bash", {"command": f'grep -n "{term}" t.py'}, "")
         for term in ("sort", "deterministic", "order")]))),
+    "H27-answering-the-user": Scenario(_one_run(_h27(content=True))),
+    "H27-answering-the-user-no-content": Scenario(_one_run(_h27(content=False))),
     "H28-rereads-between-edits-not-captured": Scenario(_one_run(_h28)),
     "H31-edit-and-test-alternating": Scenario(_one_run(_h31)),
 })
@@ -387,8 +411,8 @@ def _f20(agent: AgentScript) -> None:
 
 
 def _f21(agent: AgentScript) -> None:
-    for _ in range(4):
-        agent.turn()  # the model answers without calling a tool; the harness rejects it
+    for _ in range(4):  # the model answers without calling a tool; the harness rejects it
+        agent.turn(attributes=REJECTED)
     agent.tool("bash", {"command": "ls"}, "a.py")
 
 
@@ -537,7 +561,7 @@ class TestModelTurnScenarios:
                 agent.turn(finish_reasons=["tool_calls"])
                 agent.tool("bash", {"command": "ls"}, "a.py")
                 for _ in range(4):
-                    agent.turn(finish_reasons=["stop"])
+                    agent.turn(finish_reasons=["stop"], attributes=REJECTED)
 
         reports = _run(Scenario(script))
         assert len(reports) == 1
