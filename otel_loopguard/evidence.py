@@ -46,6 +46,7 @@ def evidence_attributes(decision: Decision, run_id: str, mode: str) -> dict[str,
         "loopguard.hint": decision.hint, "loopguard.mode": mode,
         "loopguard.call_index": decision.call_index,
         "loopguard.escalated": decision.escalated,
+        "loopguard.finding": "loop" if decision.loop else "budget",
     }
     if top is not None:
         attrs["loopguard.count"] = top.count

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
 __all__ = [
     "Action",
@@ -164,6 +164,10 @@ class ModelTurn:
     """Digest of the turn's output messages; ``""`` when content is not captured."""
 
 
+BUDGET_DETECTOR: Final = "budget"
+"""The detector whose findings are budgets, not loops (``Decision.loop``)."""
+
+
 @dataclass(slots=True)
 class Evidence:
     """What one detector saw on one tool call or handoff."""
@@ -204,6 +208,16 @@ class Decision:
     def flagged(self) -> bool:
         """Return True when the action is above ``continue``."""
         return self.action > Action.CONTINUE
+
+    @property
+    def loop(self) -> bool:
+        """Return True when a loop detector flagged this call (any detector but ``budget``).
+
+        A budget finding (calls, calls of one tool, steps, wall-clock) is acted on like any
+        finding but is a limit, not a loop: it does not mark its run as looping.
+        """
+        return self.action > Action.CONTINUE and any(
+            e.action > Action.CONTINUE and e.detector != BUDGET_DETECTOR for e in self.evidence)
 
 
 class Clock(Protocol):

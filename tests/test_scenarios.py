@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from otel_loopguard import LoopGuardConfig
+from otel_loopguard.evidence import evidence_attributes
 from otel_loopguard.testing import MISSING, AgentScript, LoopGuardHarness
 
 
@@ -568,6 +569,30 @@ class TestModelTurnScenarios:
         findings = reports[0].findings
         assert [(d.code, d.action.label, d.evidence[0].count) for d in findings] == [
             ("IDLE_TURNS", "warn", 4)]
+
+    def test_h32_a_budget_warn_is_not_a_loop(self) -> None:
+        """H32: a long coding session (H23, 150 calls) gets the 50-call budget warn, a budget
+        finding everywhere (decision, span evidence); the run does not count as looping."""
+        harness = LoopGuardHarness()
+        try:
+            with harness.run() as agent:
+                _h23(swe=True)(agent)
+            reports = harness.check()
+        finally:
+            harness.shutdown()
+        assert len(reports) == 1 and reports[0].tool_calls == 150
+        findings = reports[0].findings
+        assert [(d.call_index, d.code, d.loop) for d in findings] == [
+            (50, "BUDGET_WARNING", False)]
+        assert evidence_attributes(findings[0], "r", "observe")["loopguard.finding"] == "budget"
+        assert reports[0].action.label == "warn" and not reports[0].looping
+
+    def test_a_loop_marks_the_run_as_looping(self) -> None:
+        """A loop finding is a loop everywhere: ``Decision.loop``, the span evidence, the run."""
+        reports = _run(LOOPS["F1-no-results"])
+        assert reports[0].looping and all(d.loop for d in reports[0].findings)
+        assert evidence_attributes(reports[0].findings[0], "r", "observe")[
+            "loopguard.finding"] == "loop"
 
     def test_h23_without_the_template_budget_warns_at_50(self) -> None:
         """H23's session without its template table gets the 50-call warn, nothing else."""
