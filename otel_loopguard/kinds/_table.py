@@ -68,7 +68,8 @@ _PACKAGES: Final = {
         go mod download, go generate, python setup.py install, python setup.py develop,
         docker rm, docker rmi, docker stop, docker kill, docker pull, docker push, docker tag,
         docker start, docker restart, docker compose down, docker compose up,
-        docker compose restart, supervisorctl restart, supervisorctl start, supervisorctl stop, kubectl apply, kubectl delete, kubectl create, kubectl patch,
+        docker compose restart, supervisorctl restart, supervisorctl start,
+        supervisorctl stop, kubectl apply, kubectl delete, kubectl create, kubectl patch,
         kubectl scale, kubectl edit, kubectl rollout, terraform apply, terraform destroy,
         terraform import
     """),
