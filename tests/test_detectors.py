@@ -109,10 +109,40 @@ class TestRepeatDetector:
     def test_restarts_after_a_mutating_call(self) -> None:
         """A mutating call (success assumed without a result) restarts the count; a failed
         one does not."""
-        read, edit = _call("read_file", {"path": "a.py"}), _call("edit_file", {"path": "a.py"})
-        assert _by(_run([read, read, edit, read, read, edit, read, read]), "repeat") == {}
+        fetch, edit = _call("fetch", {"url": "a"}), _call("edit_file", {"path": "a.py"})
+        assert _by(_run([fetch, fetch, edit, fetch, fetch, edit, fetch, fetch]), "repeat") == {}
         failed = _call("edit_file", {"path": "a.py"}, error="old_text not found")
-        assert _by(_run([read, read, failed, read]), "repeat") == {4: "warn"}
+        assert _by(_run([fetch, fetch, failed, fetch]), "repeat") == {4: "warn"}
+
+    def test_reads_without_content_are_left_to_reread(self) -> None:
+        """A read whose content was not captured may be another page of the file (offsets an
+        export dropped): repeat does not count reads; a plain call it does."""
+        read = _call("read_file_v2", {"target_file": "a.py"})
+        assert _by(_run([read] * 5), "repeat") == {}
+        assert _by(_run([_call("fetch", {"url": "a"})] * 5), "repeat") == \
+            {3: "warn", 4: "warn", 5: "replan"}
+
+    def test_edits_whose_content_was_not_captured_are_never_the_same_change(self) -> None:
+        """An IDE export keeps only an edit's file: four such edits back to back may be four
+        different edits, so they are no repeated change; an edit that says what it changes,
+        four times, is. A search whose pattern was dropped (empty) is no repeat either."""
+        bare = _call("edit_file_v2", {"target_file": "a.py"})
+        assert _by(_run([bare] * 4), "repeat") == {}
+        insert = _call("edit_file_v2", {"target_file": "a.py", "code_edit": "x = 1"})
+        assert _by(_run([insert] * 4), "repeat") == {3: "warn", 4: "warn"}
+        lost = _call("glob_file_search", {"query": "", "target_directory": "/r"}, "a.py")
+        assert _by(_run([lost] * 4), "stagnation") == {}
+        assert _by(_run([_call("glob_file_search", {"query": "*.py"}, "a.py")] * 4),
+                   "stagnation") == {3: "warn", 4: "replan"}
+
+    def test_tool_names_with_a_version_suffix_keep_their_kind(self) -> None:
+        """``edit_file_v2`` is an edit: a read after it is a new observation; a to-do list
+        tool is exempt (updating the plan again and again is not a loop)."""
+        fetch = _call("fetch", {"url": "a"})
+        edit = _call("edit_file_v2", {"target_file": "a.py", "code_edit": "y"})
+        assert _by(_run([fetch, fetch, edit, fetch, fetch]), "repeat") == {}
+        todo = _call("todo_write", {"merge": True})
+        assert _by(_run([todo] * 6), "repeat") == {}
 
     def test_restarts_after_a_new_result(self) -> None:
         """A call whose captured result is new restarts the count; a known result does not."""

@@ -253,4 +253,4 @@ def test_generated_traces_get_the_same_findings_everywhere(run_key: str, spans: 
         assert _from_reports(streaming.add(exported) + streaming.flush()) == checked, seed
         assert live == checked, seed
         findings += len(checked)
-    assert findings > 20  # the traces loop often enough to compare
+    assert findings > 10  # the traces loop often enough to compare (12 or more per variant)

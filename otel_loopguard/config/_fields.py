@@ -15,11 +15,12 @@ TOOL_KINDS: Final = ("read", "mutating", "poll", "exempt", "default")
 _SHELL_TOOLS: Final = ("bash", "sh", "zsh", "shell", "terminal", "cmd", "exec", "exec_command",
                        "execute_bash", "execute_command", "local_shell", "run_bash",
                        "run_command", "run_in_terminal", "run_shell_command", "run_terminal_cmd",
+                       "run_terminal_command",
                        "container.exec")
 _EDITOR_TOOLS: Final = ("str_replace_editor", "str_replace_based_edit_tool", "text_editor",
                         "edit", "multiedit", "write", "read", "view", "view_file", "edit_file",
                         "write_file", "write_to_file", "create_file", "replace_in_file",
-                        "apply_patch")
+                        "search_replace", "apply_patch")
 _DETECTORS: Final = ("stagnation", "repeat", "cycle", "failure", "mutating_failure", "reread",
                      "batch", "handoff", "near_duplicate", "budget", "idle_turns")
 

@@ -117,7 +117,8 @@ class NearDuplicateDetector(DetectorBase):
     different call. Fires (replan) when at least ``near_duplicate_min`` such calls sit within the
     last ``near_duplicate_window`` calls and each result after the group's first is empty or one
     an earlier call of the group already returned. A call whose result was not captured is
-    never part of a group: an absent result is no evidence of no progress.
+    never part of a group: an absent result is no evidence of no progress; nor is a call whose
+    arguments were not captured whole (an empty search pattern an export dropped).
     """
 
     name: ClassVar[str] = "near_duplicate"
@@ -161,13 +162,15 @@ class NearDuplicateDetector(DetectorBase):
         within the run's current world version: a rewording after a state change is a new try.
         """
         tool = step.tool
-        if step.kind == "mutating" or tool.lower() in self._shell_tools:
-            state.append([step, None, None])
+        if (step.kind == "mutating" or step.arguments is None
+                or tool.lower() in self._shell_tools):
+            state.append([step, None, None])  # no arguments kept: never in a group
             step.arguments = None
             return None
         version = step.version
         same_tool = [entry for entry in state if entry[0].tool == tool and entry[0].has_result
-                     and entry[0].version == version and entry[0].kind != "mutating"]
+                     and entry[0].version == version and entry[0].kind != "mutating"
+                     and (entry[1] is not None or entry[2] is not None)]
         minimum = self.config.threshold(tool, "near_duplicate_min")
         # Features only when this call can complete a group that fires: enough calls of the
         # tool, and (with a result) no progress of its own: an empty result, or one a call of

@@ -166,8 +166,8 @@ class RepeatDetector(DetectorBase):
             if step.result_sig not in state.seen:
                 self._restart(state, step.result_sig)
             return None
-        if step.error is not None or step.kind in ("exempt", "poll"):
-            return None
+        if step.error is not None or step.kind in ("exempt", "poll", "read"):
+            return None  # a read without its content may be another page: reread's part
         occ = state.window.push(step.call_key, step.index, step.span_id)
         if len(occ) < self._floor:
             return None
