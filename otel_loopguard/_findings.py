@@ -8,14 +8,9 @@ counts as a looping run, and a loop found on the call that also hit a budget sti
 
 from __future__ import annotations
 
-from typing import Final
-
-from otel_loopguard.types import Action, Decision, Evidence
+from otel_loopguard.types import BUDGET_DETECTOR, Action, Decision, Evidence
 
 __all__ = ["BUDGET_DETECTOR", "budget_part", "loop_action", "loop_detector"]
-
-BUDGET_DETECTOR: Final = "budget"
-"""The detector whose findings are budgets, not loops."""
 
 
 def loop_action(decision: Decision) -> Action:

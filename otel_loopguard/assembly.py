@@ -35,6 +35,7 @@ from otel_loopguard.adapters import (
     tool_request_of,
     usage_of,
 )
+from otel_loopguard.adapters._turns import turn_content_of
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.types import Handoff, ModelTurn, SpanAdapter, SpanRecord, ToolCall
 
@@ -250,9 +251,10 @@ def _events(pending: Sequence[tuple[SpanRecord, int]], by_id: Mapping[str, SpanR
         event: ToolCall | Handoff | ModelTurn | None
         if turn < 0:
             tokens_in, tokens_out, models = usage_of(span.attributes)
+            inputs, output = turn_content_of(span.attributes) if tool_requests else ("", "")
             event = ModelTurn(span.span_id, span.start_time_ns, span.end_time_ns,
                               tool_request_of(span.attributes) if tool_requests else None,
-                              owner, -turn, tokens_in, tokens_out, models)
+                              owner, -turn, tokens_in, tokens_out, models, inputs, output)
         else:
             event = placed_event(span, adapters, owner_name, turn or None)
             if event is None:

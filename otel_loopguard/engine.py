@@ -21,7 +21,7 @@ from otel_loopguard.detectors.budget import BudgetDetector
 from otel_loopguard.detectors.failure import classify_error
 from otel_loopguard.detectors.idle import IdleTurnsDetector
 from otel_loopguard.exceptions import LoopGuardError
-from otel_loopguard.kinds import CallKindClassifier
+from otel_loopguard.kinds import CallKindClassifier, tool_base_name
 from otel_loopguard.kinds._target import call_target
 from otel_loopguard.policy import Policy
 from otel_loopguard.signature import (
@@ -46,6 +46,17 @@ __all__ = ["InFlight", "LoopEngine", "RunState"]
 
 _MASK_RE: Final = re.compile(r"\b[0-9a-f]{12,}\b|\d{5,}|\d{4}-\d{2}-\d{2}[T ][\d:.]+\S*",
                              re.IGNORECASE)
+_TARGET_KEYS: Final = frozenset({
+    "path", "file", "file_path", "filepath", "filename", "target_file", "target",
+    "target_directory", "directory", "dir", "uri", "url", "notebook_path",
+    "relative_workspace_path", "explanation", "description"})
+"""Argument keys that say where a change goes, or why, but not what it is."""
+_QUERY_KEYS: Final = ("query", "pattern", "glob", "glob_pattern", "q", "search", "regex")
+"""Argument keys of what a search looks for: empty, the export dropped it."""
+_PLAN_TOOL_PATTERNS: Final = ("*todo*",)
+"""Planning tools (``TodoWrite``, ``todo_write``, ``update_todo_list``): an agent updates its
+to-do list again and again as it works, which is neither a loop nor a change of the world, so
+they are ``exempt`` unless configured otherwise."""
 _NO_RESULT: Final = ResultInfo(digest="")
 _CONTAINED: Final = (Exception, SystemExit)
 """What a user callback may raise without it reaching the app: a ``sys.exit()`` in a callback
@@ -424,7 +435,8 @@ class LoopEngine:
         return Step(**common, kind=outcome.kind, has_result=bool(outcome.result),
                     result_sig=outcome.result, error=outcome.error, error_class=error_class,
                     error_reason=reason, empty=outcome.empty, pair=in_world(key, version),
-                    outcome=key, target=call_target(tool, args) if outcome.error else None,
+                    outcome=key, target=self._target(tool, outcome.kind, outcome.error, args,
+                                                     arguments),
                     unchanged=outcome.unchanged + (outcome.version != version))
 
     @staticmethod
@@ -539,6 +551,9 @@ class LoopEngine:
         kind = self._kinds.get(tool)
         if kind is None or kind is _PER_CALL or (info.in_progress and kind == "default"):
             kind = self.tool_kind(tool, info, call.arguments)
+        known = arguments_known(kind, args)
+        if not known:  # a call not captured whole equals no other
+            call_sig = digest(call_sig + "\x00opaque:" + str(run.calls))
         outcome = call_sig + ":" + info.digest if call.has_result else call_sig
         version = run.version
         if kind == "mutating" and error is None and outcome not in run.mutations:
@@ -551,10 +566,23 @@ class LoopEngine:
                     error, error_class, reason,  # error, error_class, error_reason
                     info.empty, call.span_id, call.start_time_ns, call.end_time_ns,
                     new_batch, in_world(outcome, version),  # new_batch, pair
-                    args if self._near_duplicates else None,  # arguments
+                    args if self._near_duplicates and known else None,  # arguments
                     call.turn or 0, in_world(call_sig, version),  # turns, call_key
                     outcome, version,
-                    None if error is None else call_target(tool, args))  # target
+                    self._target(tool, kind, error, args, call.arguments))
+
+    def _target(self, tool: str, kind: str, error: str | None, args: Any,
+                arguments: Any) -> str | None:
+        """Return what a mutating or failed call acts on (None for other calls, or none named).
+
+        A mutating call's target is what it changes (``CallKindClassifier.target``: the file a
+        shell command writes, an editor's path), so ``mutating_failure`` can tell a success on
+        that target from one elsewhere; a failed call's is ``call_target`` of its arguments.
+        """
+        if kind == "mutating":
+            found = self._call_kinds.target(tool, arguments)
+            return None if found is None else tool + "\x00" + found
+        return None if error is None else call_target(tool, args)
 
     @staticmethod
     def _changed(run: RunState, mutation: str) -> int:
@@ -651,12 +679,14 @@ class LoopEngine:
         configured = cfg.tool_kind(tool)
         if configured is not None:
             return configured
-        base = tool.rsplit("__", 1)[-1]
-        if tool in cfg.mutating_tools or base in cfg.mutating_tools:
+        names = {tool, tool.rsplit("__", 1)[-1], tool_base_name(tool)}
+        if not names.isdisjoint(cfg.mutating_tools):
             return "mutating"
-        if tool in cfg.read_tools or base in cfg.read_tools:
+        if not names.isdisjoint(cfg.read_tools):
             return "read"
         lowered = tool.lower()
+        if any(fnmatch.fnmatchcase(lowered, p) for p in _PLAN_TOOL_PATTERNS):
+            return "exempt"
         if any(fnmatch.fnmatchcase(lowered, p) for p in cfg.poll_tool_patterns):
             return "poll"
         return "default"
@@ -733,6 +763,25 @@ class LoopEngine:
         finally:
             run.notifying = previous
             self._in_callback.active = False
+
+
+def arguments_known(kind: str, arguments: Any) -> bool:
+    """Whether a call's arguments were captured whole enough to compare it with another.
+
+    Absent is not the same, for arguments as for results. An IDE export or an instrumentation
+    without content capture keeps ``{"target_file": ...}`` or nothing of an edit, and an empty
+    ``query`` of a search whose pattern was dropped: two such calls may be different calls, so
+    they never count as the same one (no repeat of it, no stagnation on it), and each
+    successful change of that kind is a change of state.
+    """
+    if isinstance(arguments, dict):
+        if any(arguments.get(key) == "" for key in _QUERY_KEYS):
+            return False
+        if kind == "mutating":
+            return any(key not in _TARGET_KEYS and value not in (None, "", [], {})
+                       for key, value in arguments.items())
+        return True
+    return kind != "mutating" or arguments not in (None, "", [], {})
 
 
 def _deep_fork(state: Any, step: Step) -> Any:

@@ -241,13 +241,13 @@ Setting ``failure_permanent_same_args_stop``. Default: ``2``. Allowed: an intege
 LOOPGUARD_FAILURE_PERMANENT_WARN: Final = "LOOPGUARD_FAILURE_PERMANENT_WARN"
 """Same permanent error, other arguments, same target: warn.
 
-Setting ``failure_permanent_warn``. Default: ``2``. Allowed: an integer >= 2.
+Setting ``failure_permanent_warn``. Default: ``3``. Allowed: an integer >= 2.
 """
 
 LOOPGUARD_FAILURE_PERMANENT_STOP: Final = "LOOPGUARD_FAILURE_PERMANENT_STOP"
 """Same permanent error, other arguments, same target: stop.
 
-Setting ``failure_permanent_stop``. Default: ``3``. Allowed: an integer >= 2.
+Setting ``failure_permanent_stop``. Default: ``4``. Allowed: an integer >= 2.
 """
 
 LOOPGUARD_FAILURE_PERMANENT_ANY_TARGET_WARN: Final = "LOOPGUARD_FAILURE_PERMANENT_ANY_TARGET_WARN"
@@ -270,15 +270,15 @@ Setting ``failure_retryable_stop``. Default: ``5``. Allowed: an integer >= 2.
 """
 
 LOOPGUARD_MUTATING_FAILURE_WARN: Final = "LOOPGUARD_MUTATING_FAILURE_WARN"
-"""Mutating tool failing identically: warn.
+"""Mutating call failing with the same error on the same target, no success on it between: warn.
 
-Setting ``mutating_failure_warn``. Default: ``2``. Allowed: an integer >= 2.
+Setting ``mutating_failure_warn``. Default: ``3``. Allowed: an integer >= 2.
 """
 
 LOOPGUARD_MUTATING_FAILURE_STOP: Final = "LOOPGUARD_MUTATING_FAILURE_STOP"
-"""Mutating tool failing identically: stop.
+"""Mutating call failing with the same error on the same target, no success on it between: stop.
 
-Setting ``mutating_failure_stop``. Default: ``3``. Allowed: an integer >= 2.
+Setting ``mutating_failure_stop``. Default: ``4``. Allowed: an integer >= 2.
 """
 
 LOOPGUARD_REREAD_WARN: Final = "LOOPGUARD_REREAD_WARN"
@@ -444,9 +444,9 @@ LOOPGUARD_SHELL_TOOLS: Final = "LOOPGUARD_SHELL_TOOLS"
 
 Setting ``shell_tools``. Default: ``bash``, ``sh``, ``zsh``, ``shell``, ``terminal``, ``cmd``,
 ``exec``, ``exec_command``, ``execute_bash``, ``execute_command``, ``local_shell``,
-``run_bash``, ``run_command``, ``run_in_terminal``, ``run_shell_command``, ``run_terminal_cmd``,
-``container.exec``. Allowed: a comma-separated list (compared in lower case; MCP names ending
-in __<name> too).
+``run_bash``, ``run_command``, ``run_in_terminal``, ``run_shell_command``,
+``run_terminal_cmd``, ``run_terminal_command``, ``container.exec``. Allowed: a comma-separated
+list (compared in lower case; MCP names ending in __<name> too).
 """
 
 LOOPGUARD_EDITOR_TOOLS: Final = "LOOPGUARD_EDITOR_TOOLS"
@@ -455,7 +455,7 @@ LOOPGUARD_EDITOR_TOOLS: Final = "LOOPGUARD_EDITOR_TOOLS"
 Setting ``editor_tools``. Default: ``str_replace_editor``, ``str_replace_based_edit_tool``,
 ``text_editor``, ``edit``, ``multiedit``, ``write``, ``read``, ``view``, ``view_file``,
 ``edit_file``, ``write_file``, ``write_to_file``, ``create_file``, ``replace_in_file``,
-``apply_patch``. Allowed: a comma-separated list (compared in lower case).
+``search_replace``, ``apply_patch``. Allowed: a comma-separated list (compared in lower case).
 """
 
 LOOPGUARD_COMMAND_KINDS: Final = "LOOPGUARD_COMMAND_KINDS"

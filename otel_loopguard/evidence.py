@@ -51,6 +51,7 @@ def evidence_attributes(decision: Decision, run_id: str, mode: str,
         "loopguard.hint": decision.hint, "loopguard.mode": mode,
         "loopguard.call_index": decision.call_index,
         "loopguard.escalated": decision.escalated,
+        "loopguard.finding": "loop" if decision.loop else "budget",
     }
     if template is not None:
         attrs["loopguard.prompt_template"] = template

@@ -56,6 +56,9 @@ _TEMPLATES: Final[dict[str, Callable[[Evidence], str]]] = {
         f'"{e.tool}" has reported the same state {e.count} times in a row; the job may be stuck. '
         "Wait longer between checks or report that it is not progressing."),
     "REPEATED_CALL": lambda e: (
+        f'You have made the same change with "{e.tool}" {e.count} times in a row; each call '
+        "applies it again. Check the current state instead of repeating it."
+        if e.details.get("back_to_back") else
         f'You have called "{e.tool}" with identical arguments {e.count} times in the last '
         f'{e.details.get("window", "few")} calls.'),
     "CYCLE_DETECTED": lambda e: (
@@ -79,9 +82,9 @@ _TEMPLATES: Final[dict[str, Callable[[Evidence], str]]] = {
         f"{e.count} times now. Wait before retrying or use another source; if it persists, "
         "report that the service is unavailable."),
     "MUTATING_FAILURE": lambda e: (
-        f'"{e.tool}" failed {e.count} times in a row with identical arguments and the same '
-        "error; the change cannot apply as written. Re-read the current state before trying a "
-        "different change."),
+        f'"{e.tool}" failed {e.count} times on the same target with the same error; the '
+        "change cannot apply as written. Re-read the current state before trying a different "
+        "change."),
     "REPEATED_READ": lambda e: (
         f'You have read the same {"unchanged content" if _compared(e) else "thing"} with '
         f'"{e.tool}" {e.count} times in this run; use what you already read instead of reading '

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
 __all__ = [
     "Action",
@@ -156,6 +156,16 @@ class ModelTurn:
     models: tuple[str, ...] = ()
     """The model names the span gives, the response model first, then the request model (for
     prices)."""
+    input_sig: str = ""
+    """Digest of the turn's last input message, what reached the model since its previous turn
+    (a tool result, the harness's feedback, a user's reply); ``""`` when content is not
+    captured."""
+    output_sig: str = ""
+    """Digest of the turn's output messages; ``""`` when content is not captured."""
+
+
+BUDGET_DETECTOR: Final = "budget"
+"""The detector whose findings are budgets, not loops (``Decision.loop``)."""
 
 
 @dataclass(slots=True)
@@ -198,6 +208,16 @@ class Decision:
     def flagged(self) -> bool:
         """Return True when the action is above ``continue``."""
         return self.action > Action.CONTINUE
+
+    @property
+    def loop(self) -> bool:
+        """Return True when a loop detector flagged this call (any detector but ``budget``).
+
+        A budget finding (calls, calls of one tool, steps, wall-clock) is acted on like any
+        finding but is a limit, not a loop: it does not mark its run as looping.
+        """
+        return self.action > Action.CONTINUE and any(
+            e.action > Action.CONTINUE and e.detector != BUDGET_DETECTOR for e in self.evidence)
 
 
 class Clock(Protocol):

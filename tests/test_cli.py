@@ -254,8 +254,9 @@ def test_an_idle_turns_finding_says_it_fell_at_a_model_turn(
     def body(agent: AgentScript) -> None:
         agent.turn(finish_reasons=["tool_calls"])
         agent.tool("bash", {"command": "ls"}, "a.py")
+        rejected = {"gen_ai.input.messages": json.dumps([{"role": "user", "content": "bad"}])}
         for _ in range(4):
-            agent.turn(finish_reasons=["stop"])
+            agent.turn(finish_reasons=["stop"], attributes=rejected)
 
     path = write_trace(({}, body))
     assert main(["check", "--fail-on", "warn", path]) == 1

@@ -26,7 +26,7 @@ class TestLadders:
         ([_fail("fetch", {"id": 1}, "HTTP 401 Unauthorized")] * 3,
          {2: "stop", 3: "stop"}),
         ([_fail("write_file", {"path": "/etc/app.conf", "content": f"v{i}"}, DENIED)
-          for i in range(4)], {2: "warn", 3: "stop", 4: "stop"}),
+          for i in range(5)], {3: "warn", 4: "stop", 5: "stop"}),
         ([_fail("get_user", {"email": f"user{i}@example.com"}, "user not found")
           for i in range(8)], {5: "warn", 6: "warn", 7: "warn", 8: "warn"}),
         ([_fail("fetch", {"id": 1}, "HTTP 429 Too Many Requests")] * 6,
@@ -69,11 +69,11 @@ class TestLadders:
 
     def test_identical_arguments_after_a_state_change_are_a_new_attempt(self) -> None:
         """The same call failing again after another successful change is not the same call
-        repeated: it no longer stops at 2 (the same target still warns)."""
+        repeated: it no longer stops at 2 (and twice on one target is not yet a warn)."""
         failing = _fail("read_file", {"path": "out/report.csv"}, "ENOENT: no such file")
         build = call("run_build", {"target": "report"}, "built")
         config = LoopGuardConfig.create(tools={"run_build": {"kind": "mutating"}})
-        assert by(run([failing, build, failing], config), "failure") == {3: "warn"}
+        assert by(run([failing, build, failing], config), "failure") == {}
         assert by(run([failing, call("think", {}, "hm"), failing]), "failure") == {3: "stop"}
 
     @pytest.mark.parametrize(("settings", "expected"), [
@@ -91,11 +91,11 @@ class TestLadders:
     def test_evidence_says_which_ladder(self) -> None:
         """The evidence counts the ladder that decided and lists the other counts."""
         calls = [_fail("write_file", {"path": "/etc/app.conf", "content": f"v{i}"}, DENIED)
-                 for i in range(3)]
-        evidence = run(calls)[2].evidence
+                 for i in range(4)]
+        evidence = run(calls)[3].evidence
         failure = next(e for e in evidence if e.detector == "failure")
-        assert (failure.action, failure.count) == (Action.STOP, 3)
-        assert (failure.details["same_target"], failure.details["same_arguments"]) == (3, 1)
+        assert (failure.action, failure.count) == (Action.STOP, 4)
+        assert (failure.details["same_target"], failure.details["same_arguments"]) == (4, 1)
 
     def test_a_bad_threshold_is_a_config_error(self) -> None:
         with pytest.raises(ConfigError, match="failure_permanent_any_target_warn must be an "

@@ -13,12 +13,16 @@ from prometheus_client import CollectorRegistry
 
 from otel_loopguard import LoopEngine, LoopGuardConfig, RunState, ToolCall
 from otel_loopguard.adapters import tool_request_of
+from otel_loopguard.adapters._turns import turn_content_of
 from otel_loopguard.processor import LoopGuardSpanProcessor
 from otel_loopguard.receiver._stream import StreamingChecker
 from otel_loopguard.testing import AgentScript, LoopGuardHarness
 from otel_loopguard.types import Decision, Handoff, ModelTurn
 
 AGENT = "a" * 16
+REJECTED = {"gen_ai.input.messages": json.dumps([{"role": "user", "parts": [
+    {"type": "text", "content": "Your output was not formatted correctly."}]}])}
+"""A chat span's content: the harness's same format error as the last input message."""
 
 
 class Feed:
@@ -34,11 +38,14 @@ class Feed:
         self.now += 1_000_000
         return self.now - 500_000, self.now
 
-    def turn(self, requested: bool | None = False, agent: str | None = AGENT) -> Decision:
+    def turn(self, requested: bool | None = False, agent: str | None = AGENT, *,
+             feedback: str = "fb", output: str = "") -> Decision:
+        """Feed one turn; by default each gets the same feedback (a harness rejecting it)."""
         self.turns += 1
         start, end = self._times()
         return self.engine.process_model_turn(self.run, ModelTurn(
-            f"t{self.turns}", start, end, requested, agent))
+            f"t{self.turns}", start, end, requested, agent, input_sig=feedback,
+            output_sig=output))
 
     def tool(self, name: str = "search", n: int = 0) -> Decision:
         start, end = self._times()
@@ -50,6 +57,36 @@ class Feed:
 
 
 class TestIdleTurnsEngine:
+    def test_without_content_never_fires(self) -> None:
+        """Turns whose content was not captured never reach the threshold."""
+        feed = Feed()
+        feed.tool()
+        assert [feed.turn(feedback="").action.label for _ in range(8)] == ["continue"] * 8
+
+    def test_new_input_each_turn_is_not_idle(self) -> None:
+        """A new input before each turn (a user's reply) keeps it quiet, however many turns."""
+        feed = Feed()
+        feed.tool()
+        labels = [feed.turn(feedback=f"user {i}", output=f"answer {i}").action.label
+                  for i in range(8)]
+        assert labels == ["continue"] * 8
+
+    def test_the_same_output_repeating_fires(self) -> None:
+        """The model giving the same output 4 times in a row warns, whatever its inputs."""
+        feed = Feed()
+        feed.tool()
+        labels = [feed.turn(feedback=f"user {i}", output="same").action.label for i in range(4)]
+        assert labels == ["continue"] * 3 + ["warn"]
+
+    def test_a_turn_that_breaks_the_repetition_starts_a_new_streak(self) -> None:
+        """A different feedback in the middle restarts the count: the warn comes 4 repeating
+        turns after it."""
+        feed = Feed()
+        feed.tool()
+        labels = [feed.turn(feedback=f).action.label
+                  for f in ["x", "fb", "fb", "user", "fb", "fb", "fb"]]
+        assert labels == ["continue"] * 6 + ["warn"]
+
     def test_f21_warns_at_the_fourth_idle_turn(self) -> None:
         """Four turns in a row that answer in text (the harness rejecting each): warn at the 4th."""
         feed = Feed()
@@ -156,8 +193,10 @@ class TestIdleTurnsEngine:
         feed.tool()
         actions = []
         for i in range(4):
-            inner = ModelTurn(f"in{i}", 10_000 * i + 2, 10_000 * i + 5, False, AGENT)
-            outer = ModelTurn(f"out{i}", 10_000 * i + 1, 10_000 * i + 6, False, AGENT)
+            inner = ModelTurn(f"in{i}", 10_000 * i + 2, 10_000 * i + 5, False, AGENT,
+                              input_sig="fb")
+            outer = ModelTurn(f"out{i}", 10_000 * i + 1, 10_000 * i + 6, False, AGENT,
+                              input_sig="fb")
             actions += [feed.engine.process_model_turn(feed.run, t).action.label
                         for t in (inner, outer)]
         assert actions == ["continue"] * 6 + ["warn", "continue"]
@@ -216,11 +255,35 @@ class TestToolRequestOf:
         assert tool_request_of(attributes) is expected
 
 
+class TestTurnContent:
+    @pytest.mark.parametrize("attributes", [
+        {"gen_ai.input.messages": json.dumps([{"role": "user", "content": "task"},
+                                              {"role": "user", "content": "LAST"}])},
+        {"gen_ai.prompt.0.content": "task", "gen_ai.prompt.1.content": "LAST"},
+        {"llm.input_messages.0.message.content": "task",
+         "llm.input_messages.1.message.content": "LAST"},
+    ], ids=["genai", "openllmetry", "openinference"])
+    def test_last_input_message(self, attributes: dict[str, Any]) -> None:
+        """Each convention's last input message is what the turn's input digest covers."""
+        changed = {k: (v.replace("LAST", "OTHER") if isinstance(v, str) else v)
+                   for k, v in attributes.items()}
+        earlier = {k: (v.replace("task", "other task") if isinstance(v, str) else v)
+                   for k, v in attributes.items()}
+        first = turn_content_of(attributes)[0]
+        assert first
+        assert turn_content_of(changed)[0] != first
+        assert turn_content_of(earlier)[0] == first
+
+    def test_without_content_both_are_empty(self) -> None:
+        """A span without messages has empty digests."""
+        assert turn_content_of({"gen_ai.response.finish_reasons": ["stop"]}) == ("", "")
+
+
 def _f21(agent: AgentScript, finish_reasons: Sequence[str] | None = ("stop",)) -> None:
     agent.turn(finish_reasons=["tool_calls"])
     agent.tool("read_file", {"path": "a.py"}, "print('a')")
     for _ in range(4):  # the harness answers each with the same format error
-        agent.turn(finish_reasons=finish_reasons)
+        agent.turn(finish_reasons=finish_reasons, attributes=REJECTED)
 
 
 class TestThroughSpans:

@@ -511,12 +511,12 @@ class TestEngine:
         assert recorder.kinds == ["poll", "read"]
 
     def test_failing_heredoc_write_is_a_mutating_failure(self) -> None:
-        """The same heredoc write failing twice warns as a mutating failure; a cat does not."""
+        """The same heredoc write failing 3 times warns as a mutating failure; a cat does not."""
         engine = LoopEngine()
         run = engine.new_run()
         write = "cat <<'EOF' > /etc/app.conf\nkey = 1\nEOF"
         decisions = [engine.process(run, _bash(write, "Permission denied", True))
-                     for _ in range(2)]
+                     for _ in range(3)]
         assert decisions[-1].action is Action.WARN
         assert {e.detector for e in decisions[-1].evidence} >= {"mutating_failure"}
         other = engine.new_run()
@@ -535,11 +535,11 @@ class TestEngine:
         assert "reread" in {e.detector for e in decisions[-1].evidence}
 
     def test_precheck_uses_the_call_kind(self) -> None:
-        """``precheck`` predicts the mutating-failure stop of a third identical failing write."""
+        """``precheck`` predicts the mutating-failure stop of a 4th identical failing write."""
         engine = LoopEngine(LoopGuardConfig.create(mode="enforce"))
         write = "echo 'x' > /etc/app.conf"
         run = engine.new_run()
-        for _ in range(2):
+        for _ in range(3):
             engine.process(run, _bash(write, "Permission denied", True))
         decision = engine.precheck(run, "bash", json.dumps({"command": write}))
         assert decision.action is Action.STOP

@@ -7,6 +7,7 @@ write is mutating, ``cat`` a read, a script run plain) must keep every one of th
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from otel_loopguard import LoopGuardConfig
+from otel_loopguard.evidence import evidence_attributes
 from otel_loopguard.testing import MISSING, AgentScript, LoopGuardHarness
 
 
@@ -32,6 +34,11 @@ class Scenario:
     """Decision codes that must appear among the findings."""
     xfail: str = ""
     """Why the scenario cannot pass yet (a strict xfail)."""
+
+
+REJECTED = {"gen_ai.input.messages": json.dumps([{"role": "user", "parts": [
+    {"type": "text", "content": "Your output was not formatted correctly."}]}])}
+"""A chat span's content: the harness's same format error as the last input message."""
 
 
 def _one_run(body: Callable[[AgentScript], None], **run: Any) -> Callable[[LoopGuardHarness], None]:
@@ -251,6 +258,49 @@ def _h26(agent: AgentScript) -> None:
            for n in (1001, 1002, 1003)])(agent)
 
 
+def _h30(agent: AgentScript) -> None:
+    error = "SyntaxError: invalid syntax (line 12)"
+    _each([("edit", {"path": "a.py", "range": "12:12", "text": text}, MISSING, error)
+           for text in ("if x\n", "if x)\n")]
+          + [("edit", {"path": "b.py", "range": "3:3", "text": "y = 1\n"}, "ok"),
+             ("edit", {"path": "a.py", "range": "40:40", "text": "z = 2\n"}, "ok")])(agent)
+
+
+def _h27(content: bool) -> Callable[[AgentScript], None]:
+    """A customer-service agent answers its user 8 times, a new user message before each."""
+    def body(agent: AgentScript) -> None:
+        agent.turn(finish_reasons=["tool_calls"])
+        agent.tool("find_order", {"order_id": "#W1"}, {"status": "shipped"})
+        history: list[dict[str, str]] = []
+        for i in range(8):
+            history += [{"role": "user", "content": f"question {i} about my order"}]
+            attributes = {"gen_ai.input.messages": json.dumps(history), "gen_ai.output.messages":
+                          json.dumps([{"role": "assistant", "content": f"answer {i}"}])}
+            agent.turn(finish_reasons=["stop"], attributes=attributes if content else None)
+            history += [{"role": "assistant", "content": f"answer {i}"}]
+
+    return body
+
+
+def _h28(agent: AgentScript) -> None:
+    """Only the path of each edit is captured, so the edits look identical too."""
+    read, edit = ("read_file", {"path": "a.py"}, MISSING), ("edit_file", {"path": "a.py"}, MISSING)
+    _each([read, edit, read, edit, read, edit, read])(agent)
+
+
+def _h31(agent: AgentScript) -> None:
+    _each([c for i in range(4) for c in (
+        ("edit_file", {"path": "a.py", "old": "total = a", "new": "total = a + b"}, MISSING),
+        ("run_tests", {}, f"{4 - i} failed, {i} passed"))])(agent)
+
+
+def _f24(agent: AgentScript) -> None:
+    lines = "\n".join(f"import java.util.List{n};" for n in range(13))
+    _each([("edit", {"command": "insert", "path": "A.java", "insert_line": 1, "new_str": lines},
+            f"The file A.java has been edited; it now has {13 * (n + 1) + 40} lines.")
+           for n in range(6)])(agent)
+
+
 HEALTHY.update({
     "H11-one-way-handoffs": Scenario(_one_run(_h11, agent="supervisor")),
     "H12-spread-reuse": Scenario(_one_run(_h12), config={"max_tool_calls_warn": None}),
@@ -271,6 +321,14 @@ HEALTHY.update({
     "H24-each-gift-card": Scenario(_one_run(_h24)),
     "H25-corrected-zip": Scenario(_one_run(_h25)),
     "H26-503-on-other-orders": Scenario(_one_run(_h26)),
+    "H30-two-rejected-edits-then-elsewhere": Scenario(_one_run(_h30)),
+    "H29-greps-for-other-terms": Scenario(_one_run(_each([
+        ("bash", {"command": f'grep -n "{term}" t.py'}, "")
+        for term in ("sort", "deterministic", "order")]))),
+    "H27-answering-the-user": Scenario(_one_run(_h27(content=True))),
+    "H27-answering-the-user-no-content": Scenario(_one_run(_h27(content=False))),
+    "H28-rereads-between-edits-not-captured": Scenario(_one_run(_h28)),
+    "H31-edit-and-test-alternating": Scenario(_one_run(_h31)),
 })
 
 
@@ -354,8 +412,8 @@ def _f20(agent: AgentScript) -> None:
 
 
 def _f21(agent: AgentScript) -> None:
-    for _ in range(4):
-        agent.turn()  # the model answers without calling a tool; the harness rejects it
+    for _ in range(4):  # the model answers without calling a tool; the harness rejects it
+        agent.turn(attributes=REJECTED)
     agent.tool("bash", {"command": "ls"}, "a.py")
 
 
@@ -382,7 +440,7 @@ LOOPS: dict[str, Scenario] = {
         {6: "warn", 9: "stop"}, 6, frozenset({"cycle"})),
     "F8-edit-mismatch": Scenario(_one_run(_each([
         ("edit_file", {"path": "x.py", "old": "foo", "new": "bar"}, MISSING,
-         "old_text does not match the file")] * 3)), {2: "warn", 3: "stop"}, 2,
+         "old_text does not match the file")] * 4)), {3: "warn", 4: "stop"}, 3,
         frozenset({"mutating_failure"})),
     "F9-reread": Scenario(_one_run(_f9), {5: "warn"}, 5, frozenset({"reread"})),
     "F10-repeated-batch": Scenario(_one_run(_f10), {6: "warn"}, 5, frozenset({"batch"})),
@@ -402,8 +460,8 @@ LOOPS: dict[str, Scenario] = {
                            run_action="continue", tool_calls=10),
     "F16-permanent-other-args": Scenario(_one_run(_each([
         ("write_file", {"path": "/etc/app.conf", "content": f"v{i}"}, MISSING,
-         "EACCES: permission denied, open '/etc/app.conf'") for i in range(1, 4)])),
-        {2: "warn", 3: "stop"}, 2, frozenset({"failure"})),
+         "EACCES: permission denied, open '/etc/app.conf'") for i in range(1, 5)])),
+        {3: "warn", 4: "stop"}, 3, frozenset({"failure", "mutating_failure"})),
     "F17-structured-error": Scenario(_one_run(_each([
         ("crm_lookup", {"id": 42}, {"error": {"code": 401, "message": "unauthorized"}})] * 2)),
         {2: "stop"}, 2, frozenset({"failure"})),
@@ -414,6 +472,18 @@ LOOPS: dict[str, Scenario] = {
                               codes=frozenset({"NO_EFFECT"})),
     "F20-rebuilt-block": Scenario(_one_run(_f20), {20: "warn"}, 20, frozenset({"cycle"}),
                                   run_action="warn", codes=frozenset({"REPEATED_BLOCK"})),
+    "F23-reindented-edit-rejected": Scenario(_one_run(_each([
+        ("str_replace_editor", {"command": "str_replace", "path": "a.py",
+                                "old_str": "def f():\n  return 1",
+                                "new_str": "def f():\n" + " " * n + "return 2"},
+         "IndentationError: unexpected indent", "IndentationError: unexpected indent")
+        for n in (2, 4, 8)])), {3: "warn"}, 3, frozenset({"mutating_failure"})),
+    "F22-rerun-only-the-duration-differs": Scenario(_one_run(_each([
+        ("bash", {"command": "pytest -q tests/test_x.py"},
+         f"F\n=== FAILURES ===\ntests/test_x.py:12: AssertionError\n1 failed in {t}s")
+        for t in ("0.41", "0.44", "0.39")])), {3: "warn"}, 3, frozenset({"stagnation"})),
+    "F24-same-insert-back-to-back": Scenario(_one_run(_f24), {3: "warn"}, 3,
+                                             frozenset({"repeat"})),
     "F21-idle-turns": Scenario(_one_run(_f21), {}, 0, frozenset({"idle_turns"}),
                                run_action="warn"),
 }
@@ -492,13 +562,38 @@ class TestModelTurnScenarios:
                 agent.turn(finish_reasons=["tool_calls"])
                 agent.tool("bash", {"command": "ls"}, "a.py")
                 for _ in range(4):
-                    agent.turn(finish_reasons=["stop"])
+                    agent.turn(finish_reasons=["stop"], attributes=REJECTED)
 
         reports = _run(Scenario(script))
         assert len(reports) == 1
         findings = reports[0].findings
         assert [(d.code, d.action.label, d.evidence[0].count) for d in findings] == [
             ("IDLE_TURNS", "warn", 4)]
+
+    def test_h32_a_budget_warn_is_not_a_loop(self) -> None:
+        """H32: a long coding session (H23, 150 calls) gets the 50-call budget warn, a budget
+        finding everywhere (decision, span evidence); the run does not count as looping."""
+        harness = LoopGuardHarness()
+        try:
+            with harness.run() as agent:
+                _h23(swe=True)(agent)
+            reports = harness.check()
+        finally:
+            harness.shutdown()
+        assert len(reports) == 1 and reports[0].tool_calls == 150
+        findings = reports[0].findings
+        assert [(d.call_index, d.code, d.loop) for d in findings] == [
+            (50, "BUDGET_WARNING", False)]
+        assert evidence_attributes(findings[0], "r", "observe")["loopguard.finding"] == "budget"
+        assert reports[0].budget.label == "warn" and not reports[0].looping
+        assert reports[0].action.label == "continue"  # a run's action is its loop findings
+
+    def test_a_loop_marks_the_run_as_looping(self) -> None:
+        """A loop finding is a loop everywhere: ``Decision.loop``, the span evidence, the run."""
+        reports = _run(LOOPS["F1-no-results"])
+        assert reports[0].looping and all(d.loop for d in reports[0].findings)
+        assert evidence_attributes(reports[0].findings[0], "r", "observe")[
+            "loopguard.finding"] == "loop"
 
     def test_h23_without_the_template_budget_warns_at_50(self) -> None:
         """H23's session without its template table gets the 50-call warn, nothing else."""

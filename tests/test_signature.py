@@ -400,6 +400,47 @@ def _distinct_results() -> st.SearchStrategy[list[Any]]:
                     unique_by=lambda r: analyze_result(r, volatile).digest)
 
 
+class TestVolatileText:
+    @pytest.mark.parametrize(("first", "second"), [
+        ("1 failed, 2 passed in 0.41s", "1 failed, 2 passed in 0.44s"),
+        ("Done. 12 ms", "Done. 9 ms"),
+        ("built; took 3.2 seconds", "built; took 14 seconds"),
+        ("started 2025-03-17T10:00:01Z", "started 2025-03-18 11:42:07.5+02:00"),
+        ("[10:00:01] server up", "[23:59:59.120] server up"),
+        ("<Client object at 0x7f3a5c1d2e90>", "<Client object at 0x7f00aa0b1c22>"),
+        ("job 550e8400-e29b-41d4-a716-446655440000 queued",
+         "job 6ba7b810-9dad-11d1-80b4-00c04fd430c8 queued"),
+        ("container 3f2a9c1b7d4e5f60 started", "container 9e8d7c6b5a4f3e21 started"),
+        ("request 123456789012 accepted", "request 998877665544 accepted"),
+    ], ids=["duration-s", "duration-ms", "took-seconds", "iso", "time-of-day", "address",
+            "uuid", "hex-id", "decimal-id"])
+    def test_volatile_tokens_are_masked(self, first: str, second: str) -> None:
+        """Plain-text results that differ only in a volatile token have one signature."""
+        volatile = VolatileMatcher()
+        assert _sig(first, volatile) == _sig(second, volatile)
+
+    @pytest.mark.parametrize(("first", "second"), [
+        ("3 failed, 2 passed in 0.41s", "2 failed, 3 passed in 0.41s"),
+        ("a.py:12: AssertionError", "a.py:13: AssertionError"),
+        ("found 7 matches", "found 8 matches"),
+        ("range 12:12", "range 12:13"),
+        ("order 12345678901", "order 12345678902"),
+        ("3f2a9c1b7d4e5f60", "9e8d7c6b5a4f3e21"),
+        ("sha256:3f2a9c1b7d4e5f60", "sha256:9e8d7c6b5a4f3e21"),
+    ], ids=["counts", "line-numbers", "short-numbers", "line-column", "11-digit-number",
+            "an-id-alone", "one-word"])
+    def test_data_stays(self, first: str, second: str) -> None:
+        """Counts, line numbers and short numbers are data: they keep results apart."""
+        volatile = VolatileMatcher()
+        assert _sig(first, volatile) != _sig(second, volatile)
+
+    def test_long_text_is_masked_before_it_is_hashed(self) -> None:
+        """A text longer than ``max_value_chars`` is masked, then hashed."""
+        volatile, body = VolatileMatcher(), "x" * 5000
+        assert analyze_result(body + " in 0.41s", volatile).digest == analyze_result(
+            body + " in 0.39s", volatile).digest
+
+
 class TestChangedResultIsNeverStagnation:
     @given(_distinct_results(), st.booleans())
     @settings(max_examples=60, deadline=None)

@@ -28,6 +28,17 @@ def rerun(result: Any = FAILING) -> dict[str, Any]:
     return call("run_tests", {}, result)
 
 
+class TestRestartIsProgress:
+    @pytest.mark.parametrize("restart", ["docker restart web", "docker compose up -d",
+                                         "supervisorctl restart app", "systemctl restart app"])
+    def test_a_rerun_after_a_restart_counts_afresh(self, restart: str) -> None:
+        """A command rerun after a service restart is a new observation: its count restarts."""
+        curl = call("bash", {"command": "curl -s localhost:8080/health"}, "502 Bad Gateway")
+        calls = [curl, curl, call("bash", {"command": restart}, ""), curl, curl]
+        assert by(run(calls), "stagnation") == {}
+        assert by(run([curl] * 4), "stagnation") == {3: "warn", 4: "replan"}
+
+
 class TestWorldVersion:
     @staticmethod
     def _versions(calls: list[dict[str, Any]]) -> list[int]:

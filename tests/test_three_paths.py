@@ -14,6 +14,7 @@ The live processor cannot know it yet, and puts those spans in the trace's run
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Sequence
 from pathlib import Path
@@ -108,6 +109,10 @@ class _GenAI:
         return "chat", {"gen_ai.operation.name": "chat"}
 
     @staticmethod
+    def content(text: str) -> dict[str, str]:
+        return {"gen_ai.input.messages": json.dumps([{"role": "user", "content": text}])}
+
+    @staticmethod
     def handoff(source: str, target: str) -> Span:
         return f"handoff {source} -> {target}", {
             "gen_ai.operation.name": "handoff", "gen_ai.handoff.from_agent": source,
@@ -133,6 +138,10 @@ class _OpenInference:
         return "llm", {"openinference.span.kind": "LLM"}
 
     @staticmethod
+    def content(text: str) -> dict[str, str]:
+        return {"llm.input_messages.0.message.content": text}
+
+    @staticmethod
     def handoff(source: str, target: str) -> Span:
         return f"handoff to {target}", {"openinference.span.kind": "TOOL",
                                         "tool.name": f"transfer_to_{target}"}
@@ -153,6 +162,10 @@ class _Traceloop:
     @staticmethod
     def chat() -> Span:
         return "openai.chat", {"traceloop.span.kind": "llm"}
+
+    @staticmethod
+    def content(text: str) -> dict[str, str]:
+        return {"gen_ai.prompt.0.content": text}
 
     @staticmethod
     def handoff(source: str, target: str) -> Span:
@@ -177,6 +190,8 @@ def _agent_work(tracer: Any, rng: random.Random, spans: Any, depth: int) -> None
             name, attrs = spans.chat()
             if rng.random() < 0.3:
                 attrs["gen_ai.prompt.name"] = rng.choice(["p1", "p2"])
+            if rng.random() < 0.9:  # content captured: a harness's feedback, or a user's reply
+                attrs.update(spans.content("hello" if rng.random() < 0.1 else "rejected"))
             with tracer.start_as_current_span(name, attributes=attrs):
                 pass
         elif pick < 0.32:
@@ -231,11 +246,11 @@ def test_generated_traces_get_the_same_findings_everywhere(run_key: str, spans: 
                                                            background: bool) -> None:
     config = LoopGuardConfig.create(run_key=run_key)
     findings = 0
-    for seed in range(60):
+    for seed in range(80):
         live, exported = _generated(seed, config, spans, background=background)
         checked = _from_reports(list(Checker(config).run(iter(exported))))
         streaming = StreamingChecker(config, raise_internal_errors=True)
         assert _from_reports(streaming.add(exported) + streaming.flush()) == checked, seed
         assert live == checked, seed
         findings += len(checked)
-    assert findings > 20  # the traces loop often enough to compare
+    assert findings > 10  # the traces loop often enough to compare (12 or more per variant)

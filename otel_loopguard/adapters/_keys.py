@@ -45,6 +45,15 @@ recommended on model spans and not content, so most instrumentations set it."""
 GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
 """GenAI: the model's output messages, opt-in content; parts of type ``tool_call`` are the
 tool calls it asked for."""
+GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"
+"""GenAI: the messages sent to the model, opt-in content; the last is what reached it since its
+previous turn (a tool result, a harness's feedback, a user's reply)."""
+GEN_AI_PROMPT_PREFIX: Final = "gen_ai.prompt."
+"""OpenLLMetry: flattened prompt messages, ``gen_ai.prompt.{i}.content`` (captured by
+default)."""
+OI_INPUT_MESSAGES_PREFIX: Final = "llm.input_messages."
+"""OpenInference: flattened input messages of an LLM span,
+``llm.input_messages.{i}.message.content``."""
 GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
 """GenAI: the model provider (``openai``, ``anthropic``, ``gcp.gemini``...)."""
 GEN_AI_SYSTEM: Final = "gen_ai.system"

@@ -1,4 +1,4 @@
-"""Whether a model span asked for tool calls, from what each convention puts on it."""
+"""What a model span says about its turn: whether it asked for tool calls, and its content."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from typing import Any, Final
 import orjson
 
 from otel_loopguard.adapters import _keys as k
+from otel_loopguard.signature import digest
 
-__all__ = ["tool_request_of"]
+__all__ = ["tool_request_of", "turn_content_of"]
 
 _TOOL_REASONS: Final = frozenset({"tool_calls", "tool_call", "tool_use", "function_call",
                                   "tool-calls", "tool-call", "function_calls"})
@@ -105,3 +106,61 @@ def _untelling(attributes: Mapping[str, Any]) -> bool:
     provider = str(attributes.get(k.GEN_AI_PROVIDER_NAME) or attributes.get(k.GEN_AI_SYSTEM)
                    or "").lower()
     return any(name in provider for name in _UNTELLING_PROVIDERS)
+
+
+_CONTENT_SUFFIXES: Final = ((k.GEN_AI_PROMPT_PREFIX, ".content"),
+                            (k.OI_INPUT_MESSAGES_PREFIX, ".message.content"))
+_OUTPUT_CONTENT: Final = (k.GEN_AI_COMPLETION_PREFIX + "0.content",
+                          k.OI_OUTPUT_MESSAGES_PREFIX + "0.message.content")
+
+
+def turn_content_of(attributes: Mapping[str, Any]) -> tuple[str, str]:
+    """Return digests of a model span's last input message and of its output ("" if absent).
+
+    The last input message is what reached the model since its previous turn: a tool result,
+    the harness's feedback, a user's reply. Reads GenAI's ``gen_ai.input.messages`` and
+    ``gen_ai.output.messages``, OpenLLMetry's flattened prompts and first completion, and
+    OpenInference's flattened input messages and first output message. Content is opt-in in
+    most instrumentations: without it both digests are empty, and ``idle_turns`` stays quiet.
+    """
+    return _last_input(attributes), _output(attributes)
+
+
+def _last_input(attributes: Mapping[str, Any]) -> str:
+    messages = attributes.get(k.GEN_AI_INPUT_MESSAGES)
+    if messages is not None:
+        parsed = _parse(messages) if isinstance(messages, str | bytes) else messages
+        if isinstance(parsed, list) and parsed:
+            return _digest_of(parsed[-1])
+    for prefix, suffix in _CONTENT_SUFFIXES:
+        last, found = -1, None
+        for key, value in attributes.items():
+            if key.startswith(prefix) and key.endswith(suffix):
+                index = key[len(prefix):-len(suffix)]
+                if index.isdigit() and int(index) > last:
+                    last, found = int(index), value
+        if found is not None:
+            return _digest_of(found)
+    return ""
+
+
+def _output(attributes: Mapping[str, Any]) -> str:
+    messages = attributes.get(k.GEN_AI_OUTPUT_MESSAGES)
+    if messages is not None:
+        return _digest_of(_parse(messages) if isinstance(messages, str | bytes) else messages)
+    for key in _OUTPUT_CONTENT:
+        if key in attributes:
+            return _digest_of(attributes[key])
+    return ""
+
+
+def _digest_of(value: Any) -> str:
+    """Return a digest of a message or its content, "" when there is none."""
+    if value is None or value == "":
+        return ""
+    if isinstance(value, str):
+        return digest(" ".join(value.split()))
+    try:
+        return digest(orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode())
+    except TypeError:
+        return digest(repr(value))

@@ -15,11 +15,12 @@ TOOL_KINDS: Final = ("read", "mutating", "poll", "exempt", "default")
 _SHELL_TOOLS: Final = ("bash", "sh", "zsh", "shell", "terminal", "cmd", "exec", "exec_command",
                        "execute_bash", "execute_command", "local_shell", "run_bash",
                        "run_command", "run_in_terminal", "run_shell_command", "run_terminal_cmd",
+                       "run_terminal_command",
                        "container.exec")
 _EDITOR_TOOLS: Final = ("str_replace_editor", "str_replace_based_edit_tool", "text_editor",
                         "edit", "multiedit", "write", "read", "view", "view_file", "edit_file",
                         "write_file", "write_to_file", "create_file", "replace_in_file",
-                        "apply_patch")
+                        "search_replace", "apply_patch")
 _DETECTORS: Final = ("stagnation", "repeat", "cycle", "failure", "mutating_failure", "reread",
                      "batch", "handoff", "near_duplicate", "budget", "idle_turns")
 
@@ -186,9 +187,9 @@ FIELDS: Final[dict[str, FieldRule]] = {
                            "occurrences", 2, optional=True),
     "failure_permanent_same_args_stop": _int(
         2, "Permanent failure with identical arguments: stop at this count", 2),
-    "failure_permanent_warn": _int(2, "Same permanent error, other arguments, same target: "
+    "failure_permanent_warn": _int(3, "Same permanent error, other arguments, same target: "
                                    "warn", 2),
-    "failure_permanent_stop": _int(3, "Same permanent error, other arguments, same target: "
+    "failure_permanent_stop": _int(4, "Same permanent error, other arguments, same target: "
                                    "stop", 2),
     "failure_permanent_any_target_warn": _int(
         5, "Same permanent error on other targets: warn (never stops by itself)", 2,
@@ -197,8 +198,10 @@ FIELDS: Final[dict[str, FieldRule]] = {
                                    "count", 2),
     "failure_retryable_stop": _int(5, "Same retryable error, identical arguments: stop at this "
                                    "count", 2),
-    "mutating_failure_warn": _int(2, "Mutating tool failing identically: warn", 2),
-    "mutating_failure_stop": _int(3, "Mutating tool failing identically: stop", 2),
+    "mutating_failure_warn": _int(3, "Mutating call failing with the same error on the "
+                                  "same target, no success on it between: warn", 2),
+    "mutating_failure_stop": _int(4, "Mutating call failing with the same error on the "
+                                  "same target, no success on it between: stop", 2),
     "reread_warn": _int(3, "Same read with unchanged content anywhere in the run: warn", 2),
     "batch_warn": _int(3, "Same parallel batch with unchanged results in consecutive turns", 2),
     "handoff_window": _int(16, "Recent handoffs the handoff detector looks at", 4, 1000),

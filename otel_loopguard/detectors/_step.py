@@ -26,8 +26,11 @@ def sequence_key(step: Step) -> str:
 
     A read or plain call is its ``pair`` (in its world version). A mutation is its call and
     outcome in any version: a block that rebuilds the same file with the same commands repeats
-    even though its first run changed the world.
+    even though its first run changed the world. A call whose result was not captured (and
+    that did not fail) has an unknown outcome, equal to no other: a key of its own.
     """
+    if not step.has_result and step.error is None:
+        return f"\x00absent:{step.index}"
     return step.outcome if step.kind == "mutating" else step.pair
 
 
@@ -114,6 +117,10 @@ class CountingWindow:
             occurrences = members[key] = []
         occurrences.append((index, span_id))
         return occurrences
+
+    def size(self) -> int:
+        """Return how many positions of the window hold a key."""
+        return len(self._order)
 
     def copy(self) -> CountingWindow:
         """Return an independent copy (``push`` on it leaves this window as it is)."""

@@ -168,9 +168,9 @@ class _CycleState:
 class CycleDetector(DetectorBase):
     """A sequence of 2 to ``cycle_max_length`` (call, result) steps repeating back to back.
 
-    The parallel calls of one batch form a single step. With results captured: warn at 2
-    repetitions, stop at 3, reported when a repetition completes. Without results the calls
-    alone are compared, with the quieter repeat ladder (warn at 3, replan at 5, no stop).
+    The parallel calls of one batch form a single step: warn at 2 repetitions, stop at 3,
+    reported when a repetition completes. A call whose result was not captured matches no
+    other step (``sequence_key``), so a sequence of such calls is never a cycle.
 
     A block of steps (mutating calls included) that comes back identically, outcomes included,
     with up to ``cycle_max_gap`` other steps between its repetitions warns (``REPEATED_BLOCK``)
@@ -218,14 +218,10 @@ class CycleDetector(DetectorBase):
             return None
         reps = matched // period + 1
         cfg = self.config
-        if step.has_result:
-            action = ladder(reps, cfg.threshold(step.tool, "cycle_warn"), None,
-                            cfg.threshold(step.tool, "cycle_stop"))
-        else:
-            action = ladder(reps, cfg.threshold(step.tool, "repeat_warn"),
-                            cfg.threshold(step.tool, "repeat_replan"))
+        action = ladder(reps, cfg.threshold(step.tool, "cycle_warn"), None,
+                        cfg.threshold(step.tool, "cycle_stop"))
         return self.evidence("CYCLE_DETECTED", action, step.tool, reps,
-                             self._details(state, period, reps, step.has_result))
+                             self._details(state, period, reps, True))
 
     def _block(self, state: _CycleState, step: Step) -> Evidence | None:
         """Report a block that came back, other steps between, as it starts again."""

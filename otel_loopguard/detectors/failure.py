@@ -77,7 +77,7 @@ class FailureDetector(DetectorBase):
     """A tool failing the same way again; a success of that tool resets its counts.
 
     Permanent errors: identical arguments stop at 2; the same error with other arguments on the
-    same target (path, URL, id, see ``call_target``) warns at 2 and stops at 3; on other targets
+    same target (path, URL, id, see ``call_target``) warns at 3 and stops at 4; on other targets
     (the agent trying the user's alternatives) it warns at 5 and never stops by itself.
     Retryable errors with identical arguments warn at 3 and stop at 5; retries of other calls do
     not add up. Identical arguments count within the run's world version: the same call failing
@@ -144,33 +144,43 @@ class FailureDetector(DetectorBase):
 
 
 class MutatingFailureDetector(DetectorBase):
-    """A mutating tool failing identically, with identical arguments, in consecutive calls."""
+    """A mutating call failing with the same error on the same target, with no success between.
+
+    Keyed by target (the file, path or id the call changes; the call itself when it names
+    none): the same error again counts whether or not the content tried changed (an edit
+    re-indented each time and rejected each time is the same mistake). A success on that target
+    ends its streak; a success elsewhere does not. Warns at ``mutating_failure_warn`` (3), stops
+    at ``mutating_failure_stop`` (4): two rejected attempts followed by a change of approach
+    are ordinary.
+    """
 
     name: ClassVar[str] = "mutating_failure"
 
     def new_state(self) -> dict[str, tuple[str, int, list[tuple[int, str]]]]:
-        """Return each mutating tool's current streak of identical failures."""
+        """Return, per target, its current streak of failures with one error."""
         return {}
 
     def fork(self, state: dict[str, tuple[str, int, list[tuple[int, str]]]],
              step: Step) -> dict[str, tuple[str, int, list[tuple[int, str]]]]:
-        """Return a table holding only the streak of ``step``'s tool."""
-        streak = state.get(step.tool)
-        return {} if streak is None else {step.tool: streak}
+        """Return a table holding only the streak of ``step``'s target."""
+        key = step.target or step.call_sig
+        streak = state.get(key)
+        return {} if streak is None else {key: streak}
 
     def observe(self, state: dict[str, tuple[str, int, list[tuple[int, str]]]],
                 step: Step) -> Evidence | None:
-        """Extend or reset the tool's streak."""
+        """Count the same error again on the target; another error restarts, a success ends."""
         if step.kind != "mutating":
             return None
+        key = step.target or step.call_sig
         if step.error is None:
-            state.pop(step.tool, None)
+            state.pop(key, None)
             return None
-        key = step.call_sig + ":" + step.error
-        previous = state.pop(step.tool, None)
-        count, streak = (previous[1], previous[2]) if previous and previous[0] == key else (0, [])
+        previous = state.pop(key, None)
+        count, streak = (previous[1], previous[2]) if previous and previous[0] == step.error \
+            else (0, [])
         streak = [*streak[-9:], (step.index, step.span_id)]  # a new list: forks share the old
-        state[step.tool] = (key, count + 1, streak)
+        state[key] = (step.error, count + 1, streak)
         if len(state) > 256:
             del state[next(iter(state))]
         cfg, tool = self.config, step.tool

@@ -12,15 +12,24 @@ __all__ = ["IdleTurnsDetector"]
 
 
 class _IdleState:
-    __slots__ = ("acted", "agent", "armed", "count", "end_ns", "pending", "span_ids")
+    __slots__ = ("acted", "agent", "armed", "count", "end_ns", "feedback", "output", "pending",
+                 "same_feedback", "same_output", "span_ids")
 
     def __init__(self) -> None:
         self.count = 0
         """Idle turns in a row, the pending one excluded."""
         self.span_ids: list[str] = []
         """Span ids of the latest idle turns of the streak (at most ``_MAX_LISTED``)."""
-        self.pending: str | None = None
-        """Span id of the latest turn when it asked for tools and none has run yet."""
+        self.pending: ModelTurn | None = None
+        """The latest turn when it asked for tools and none has run yet."""
+        self.feedback = ""
+        """The input digest of the streak's second turn: the feedback to its first."""
+        self.output = ""
+        """The output digest of the streak's first turn."""
+        self.same_feedback = False
+        """Every turn after the streak's first got the same captured feedback."""
+        self.same_output = False
+        """Every turn of the streak gave the same captured output."""
         self.acted = 0
         """The run's tool calls and handoffs when the latest turn ended."""
         self.agent: str | None = None
@@ -31,7 +40,7 @@ class _IdleState:
 
 
 class IdleTurnsDetector(DetectorBase):
-    """Warn when the model answers turn after turn without calling a tool.
+    """Warn when the model answers turn after turn without calling a tool, and repeats.
 
     A turn is idle when no tool call or handoff of the run follows it before the next model
     turn. A turn that asked for no tool call (its finish reasons or output messages say so),
@@ -39,8 +48,15 @@ class IdleTurnsDetector(DetectorBase):
     counts only once the next turn shows that none ran (the harness rejected the call). A tool
     call or a handoff ends the streak, and so does a turn of another agent invocation. Only
     agent runs count: a turn inside an agent span, or in a run that has called or requested
-    tools, so a chain of plain model calls (summaries of chunks, say) stays quiet. Warns at
-    ``idle_turns_warn`` (4) idle turns in a row and at every idle turn after it, never more
+    tools, so a chain of plain model calls (summaries of chunks, say) stays quiet.
+
+    The idle turns must also repeat, which needs their content (input and output messages):
+    the same feedback comes back to the model each time (a harness rejecting its answer with
+    the same message; the feedback to a turn is the next turn's last input message), or the
+    model gives the same output each time. A turn that breaks the repetition (a user's new
+    reply, a new answer) starts a new streak, so an agent answering its user turn after turn is
+    not idle, and turns without content never reach the threshold. Warns at
+    ``idle_turns_warn`` (4) repeating idle turns in a row and at every one after it, never more
     than warn (a model turn cannot be blocked).
 
     Not a tool-call ``Detector``: the engine calls ``observe_turn`` once per model turn, under
@@ -81,9 +97,9 @@ class IdleTurnsDetector(DetectorBase):
             state.armed = True
         if turn.requested_tools:  # idle only if no call follows it: known at the next turn
             state.armed = True
-            state.pending = turn.span_id
+            state.pending = turn
         else:  # asked for none, or the span does not say: idle until a tool call follows
-            self._add(state, turn.span_id)
+            self._add(state, turn)
         if not state.armed or self.warn is None or state.count < self.warn:
             return None
         return self.evidence("IDLE_TURNS", Action.WARN, "", state.count, {
@@ -91,8 +107,19 @@ class IdleTurnsDetector(DetectorBase):
             "limit": self.warn})
 
     @staticmethod
-    def _add(state: _IdleState, span_id: str) -> None:
+    def _add(state: _IdleState, turn: ModelTurn) -> None:
+        """Add an idle turn to the streak if it repeats it, else start a new streak with it."""
+        if state.count == 1:
+            state.feedback = turn.input_sig
+            state.same_feedback = bool(turn.input_sig)
+        elif state.count:
+            state.same_feedback = state.same_feedback and turn.input_sig == state.feedback
+        if state.count:
+            state.same_output = state.same_output and turn.output_sig == state.output
+        if not state.count or not (state.same_feedback or state.same_output):
+            state.count, state.span_ids = 0, []
+            state.output, state.same_output = turn.output_sig, bool(turn.output_sig)
         state.count += 1
-        state.span_ids.append(span_id)
+        state.span_ids.append(turn.span_id)
         if len(state.span_ids) > _MAX_LISTED:
             del state.span_ids[0]

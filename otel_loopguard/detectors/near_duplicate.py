@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Final, cast
 import orjson
 
 from otel_loopguard.config import LoopGuardConfig
-from otel_loopguard.detectors._base import DetectorBase, ladder, occurrence_details
+from otel_loopguard.detectors._base import DetectorBase, occurrence_details
 from otel_loopguard.detectors._step import Step
 from otel_loopguard.exceptions import ConfigError
 from otel_loopguard.signature import digest
@@ -24,13 +24,21 @@ Embedder = Callable[[str], Sequence[float]]
 """Maps a text to a vector; cosine similarity >= ``embedding_threshold`` counts as a paraphrase."""
 
 _PUNCT_RE: Final = re.compile(r"[^\w\s]|_", re.UNICODE)
+_CODE_RE: Final = re.compile(r"[\n(){};=<>|$`\\]|(?:^|\s)--?[a-zA-Z]")
+"""A character of code or a patch, or a command line's flag: such a value is compared whole."""
+_OPERAND_RE: Final = re.compile(r"\d|\w[/.]\w|^-|^/")
+"""A token that is an operand (a number, an id, a path, a flag), not a free-text word."""
+_MIN_PARAPHRASE_WORDS: Final = 3
 _MAX_TOKENS: Final = 64
 _MAX_KEYS: Final = 16
 _MAX_EMBEDDINGS: Final = 1024
 """Embeddings kept per detector (the oldest dropped first)."""
 
-Feature = tuple[str, Any, str]
-"""(kind, value, text): kind ``exact``, ``word`` (one word) or ``text`` (several words)."""
+Feature = tuple[str, Any, str, frozenset[str], int]
+"""(kind, value, text, operands, words): kind ``exact``, ``word`` (one word or code, equal up
+to case and punctuation) or ``text`` (free text of several words: its word set, its operand
+tokens, which must be equal, and its number of words)."""
+_NO_OPERANDS: Final[frozenset[str]] = frozenset()
 
 
 def load_embedder(path: str) -> Embedder:
@@ -60,16 +68,21 @@ def argument_features(arguments: Any) -> dict[str, Feature]:
     for count, (key, value) in enumerate(items):
         if count >= _MAX_KEYS:
             break
-        if isinstance(value, str):
-            # the first tokens, punctuation dropped inside each (one regex pass for them all;
-            # tokens hold no whitespace, so sparing whitespace changes nothing), empties gone
-            words = _PUNCT_RE.sub("", " ".join(value.lower().split()[:_MAX_TOKENS])).split()
+        if isinstance(value, str) and _CODE_RE.search(value) is None:
+            tokens = value.lower().split()[:_MAX_TOKENS]
+            # punctuation dropped inside each token (one regex pass for them all; tokens hold
+            # no whitespace, so sparing whitespace changes nothing), empties gone
+            words = _PUNCT_RE.sub("", " ".join(tokens)).split()
             if len(words) > 1:
-                features[str(key)] = ("text", frozenset(words), value[:512])
+                operands = frozenset(t for t in tokens if _OPERAND_RE.search(t))
+                features[str(key)] = ("text", frozenset(words), value[:512], operands,
+                                      len(words))
             else:  # one word (id, path, date, number): equal up to case and punctuation
-                features[str(key)] = ("word", "".join(words), value[:512])
+                features[str(key)] = ("word", "".join(words), value[:512], _NO_OPERANDS, 1)
+        elif isinstance(value, str):  # code, a patch, a command line: whitespace folded only
+            features[str(key)] = ("word", " ".join(value.split()), "", _NO_OPERANDS, 1)
         else:
-            features[str(key)] = ("exact", _exact(value), "")
+            features[str(key)] = ("exact", _exact(value), "", _NO_OPERANDS, 1)
     return features
 
 
@@ -92,15 +105,20 @@ def _features(entry: list[Any]) -> dict[str, Feature]:
 class NearDuplicateDetector(DetectorBase):
     """Arguments near-identical but not equal, for the same tool, with no progress.
 
-    Reads and plain calls only: mutating calls are skipped.
+    Reads and plain calls only: mutating calls and calls of shell tools (``shell_tools``:
+    a command line is code, and another operand is another command) are skipped.
 
-    Text arguments are compared up to case, punctuation, whitespace and word order, and
-    multi-word ones also by token overlap (Jaccard >= ``near_duplicate_jaccard``) or by an
-    optional embedder. Single-word values (ids, paths, numbers) must match up to case and
-    punctuation. Fires (replan) when at least ``near_duplicate_min`` such calls sit within the
+    Text arguments are compared up to case, punctuation, whitespace and word order. Free text
+    of 3 or more words (a natural-language query) may also be a paraphrase, by token overlap
+    (Jaccard >= ``near_duplicate_jaccard``) or an optional embedder, when its operands
+    (numbers, ids, paths, flags) are the same. Single-word values (ids, paths, numbers, a
+    search term) must match up to case and punctuation, and code or patches (text with
+    brackets, operators or newlines) up to whitespace: an operand that changes makes a
+    different call. Fires (replan) when at least ``near_duplicate_min`` such calls sit within the
     last ``near_duplicate_window`` calls and each result after the group's first is empty or one
-    an earlier call of the group already returned. Without captured results it compares calls
-    alone, on the quieter repeat ladder (warn at ``repeat_warn``, replan at ``repeat_replan``).
+    an earlier call of the group already returned. A call whose result was not captured is
+    never part of a group: an absent result is no evidence of no progress; nor is a call whose
+    arguments were not captured whole (an empty search pattern an export dropped).
     """
 
     name: ClassVar[str] = "near_duplicate"
@@ -123,6 +141,7 @@ class NearDuplicateDetector(DetectorBase):
                                     if embedding_threshold is None else embedding_threshold)
         self.embedder_errors = 0
         """Embedder calls that raised (token overlap was used for those comparisons)."""
+        self._shell_tools = frozenset(self.config.shell_tools)
         self._embeddings: dict[str, Sequence[float]] = {}
         """Text → its embedding, so each text is embedded once (bounded; shared by runs: a
         race only embeds a text twice)."""
@@ -143,20 +162,22 @@ class NearDuplicateDetector(DetectorBase):
         within the run's current world version: a rewording after a state change is a new try.
         """
         tool = step.tool
-        if step.kind == "mutating":
-            state.append([step, None, None])
+        if (step.kind == "mutating" or step.arguments is None
+                or tool.lower() in self._shell_tools):
+            state.append([step, None, None])  # no arguments kept: never in a group
             step.arguments = None
             return None
         version = step.version
-        same_tool = [entry for entry in state if entry[0].tool == tool
-                     and entry[0].version == version and entry[0].kind != "mutating"]
+        same_tool = [entry for entry in state if entry[0].tool == tool and entry[0].has_result
+                     and entry[0].version == version and entry[0].kind != "mutating"
+                     and (entry[1] is not None or entry[2] is not None)]
         minimum = self.config.threshold(tool, "near_duplicate_min")
         # Features only when this call can complete a group that fires: enough calls of the
         # tool, and (with a result) no progress of its own: an empty result, or one a call of
         # the tool already returned (``_no_progress`` fails at once on a new result).
-        if (len(same_tool) + 1 < minimum or step.error is not None
+        if (len(same_tool) + 1 < minimum or step.error is not None or not step.has_result
                 or step.kind in ("exempt", "poll")
-                or (step.has_result and not step.empty
+                or (not step.empty
                     and all(entry[0].result_sig != step.result_sig for entry in same_tool))):
             state.append([step, None, step.arguments])  # featured later, if ever needed
             step.arguments = None
@@ -170,18 +191,12 @@ class NearDuplicateDetector(DetectorBase):
             return None
         if len({s.call_sig for s in group}) < 2:
             return None
-        extra: dict[str, Any] = {}
-        if not step.has_result:  # calls alone, on the quieter repeat ladder
-            action = ladder(len(group), self.config.threshold(step.tool, "repeat_warn"),
-                            self.config.threshold(step.tool, "repeat_replan"))
-            extra["outcomes_compared"] = False
-        elif self._no_progress(group):
-            action = Action.REPLAN
-        else:
+        if not self._no_progress(group):
             return None
-        return self.evidence("NEAR_DUPLICATE", action, step.tool, len(group), occurrence_details(
-            ((s.index, s.span_id) for s in group), distinct_arguments=len(
-                {s.call_sig for s in group}), **extra))
+        return self.evidence("NEAR_DUPLICATE", Action.REPLAN, step.tool, len(group),
+                             occurrence_details(((s.index, s.span_id) for s in group),
+                                                distinct_arguments=len({s.call_sig
+                                                                        for s in group})))
 
     @staticmethod
     def _no_progress(group: list[Step]) -> bool:
@@ -205,12 +220,19 @@ class NearDuplicateDetector(DetectorBase):
         return all(self._near_value(left[key], right[key]) for key in left)
 
     def _near_value(self, left: Feature, right: Feature) -> bool:
+        """Return whether two values are near-identical.
+
+        Equal up to case, punctuation and word order; or, for free text of 3+ words, a
+        paraphrase with the same operands (numbers, ids, paths, flags).
+        """
         if left[0] != right[0]:
             return False
         if left[0] != "text":
             return bool(left[1] == right[1])
         if left[1] == right[1]:
             return True
+        if left[3] != right[3] or max(left[4], right[4]) < _MIN_PARAPHRASE_WORDS:
+            return False
         if self.embedder is not None:
             try:
                 return self._cosine(left[2], right[2]) >= self.embedding_threshold

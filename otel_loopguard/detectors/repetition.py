@@ -112,11 +112,29 @@ class StagnationDetector(DetectorBase):
             streak, call=step.call_sig[:8], result=step.result_sig[:8], poll=True))
 
 
-class RepeatDetector(DetectorBase):
-    """The same call repeated when results are not captured: warn at 3, replan at 5, no stop.
+class _RepeatState:
+    __slots__ = ("last", "seen", "streak", "window")
 
-    Repeats count within the run's current world version: a call repeated after a different
-    successful state change starts a new count.
+    def __init__(self, size: int) -> None:
+        self.window = CountingWindow(size)
+        """Calls with absent results since the latest restart."""
+        self.seen: dict[str, None] = {}
+        """Captured results of the run (bounded): a result not in it is new, and restarts."""
+        self.last = ""
+        """The call signature of the latest call when it was a successful mutation."""
+        self.streak: list[tuple[int, str]] = []
+        """Its back-to-back identical occurrences (the latest ten)."""
+
+
+class RepeatDetector(DetectorBase):
+    """The same call repeated when results are absent: warn at 3, replan at 5, never stop.
+
+    An absent result is unknown, never equal to another, so only the calls are compared, and
+    the count restarts after anything that may have changed what they would return: a
+    mutating call (a success is assumed unless its span says ERROR) and a call whose captured
+    result the run had not seen before. Also the same mutating call with identical arguments
+    repeated back to back, nothing between, whatever its results (an insert into a file that
+    grows each time), on the same ladder.
     """
 
     name: ClassVar[str] = "repeat"
@@ -126,36 +144,70 @@ class RepeatDetector(DetectorBase):
         super().__init__(config)
         self._floor = lowest(self.config, "repeat_warn", "repeat_replan")
 
-    def new_state(self) -> CountingWindow:
-        """Return the run's window of recent calls."""
-        return CountingWindow(self.config.window_size)
+    def new_state(self) -> _RepeatState:
+        """Return the run's window of recent calls without results, and what restarts it."""
+        return _RepeatState(self.config.window_size)
 
-    def fork(self, state: CountingWindow, step: Step) -> CountingWindow:
-        """Return a window holding only ``step``'s call (the only count it reads)."""
-        return state.only(step.call_key)
+    def fork(self, state: _RepeatState, step: Step) -> _RepeatState:
+        """Return a copy holding what ``step`` reads: its call's count, its result's novelty."""
+        other = _RepeatState(1)
+        other.window = state.window.only(step.call_key)
+        if step.has_result and step.result_sig in state.seen:
+            other.seen[step.result_sig] = None
+        other.last, other.streak = state.last, state.streak
+        return other
 
-    def observe(self, state: CountingWindow, step: Step) -> Evidence | None:
-        """Count this call (in the run's current world version) when its result is absent."""
-        if step.has_result or step.error is not None or step.kind in ("exempt", "poll"):
+    def observe(self, state: _RepeatState, step: Step) -> Evidence | None:
+        """Count this call when its result is absent; restart on a change or a new result."""
+        if step.kind == "mutating" and step.error is None:
+            return self._mutation(state, step)
+        state.last = ""
+        if step.has_result:
+            if step.result_sig not in state.seen:
+                self._restart(state, step.result_sig)
             return None
-        occ = state.push(step.call_key, step.index, step.span_id)
+        if step.error is not None or step.kind in ("exempt", "poll", "read"):
+            return None  # a read without its content may be another page: reread's part
+        occ = state.window.push(step.call_key, step.index, step.span_id)
         if len(occ) < self._floor:
             return None
+        return self._report(step, occ, window=self.config.window_size)
+
+    def _mutation(self, state: _RepeatState, step: Step) -> Evidence | None:
+        """Restart the count, and extend or restart the back-to-back streak of this change."""
+        self._restart(state, step.result_sig if step.has_result else None)
+        item = (step.index, step.span_id)
+        if state.last == step.call_sig and state.streak and \
+                state.streak[-1][0] == step.index - 1:
+            state.streak = [*state.streak[-9:], item]  # a new list: forks share the old one
+        else:
+            state.last, state.streak = step.call_sig, [item]
+        if len(state.streak) < self._floor:
+            return None
+        return self._report(step, state.streak, back_to_back=True)
+
+    def _restart(self, state: _RepeatState, result: str | None) -> None:
+        if state.window.size():
+            state.window = CountingWindow(self.config.window_size)
+        if result is not None and result not in state.seen:
+            state.seen[result] = None
+            if len(state.seen) > _MAX_TRACKED:
+                del state.seen[next(iter(state.seen))]
+
+    def _report(self, step: Step, occ: list[tuple[int, str]], **extra: Any) -> Evidence | None:
         cfg, tool = self.config, step.tool
         action = ladder(len(occ), cfg.threshold(tool, "repeat_warn"),
                         cfg.threshold(tool, "repeat_replan"))
         return self.evidence("REPEATED_CALL", action, tool, len(occ), occurrence_details(
-            occ, call=step.call_sig[:8], window=cfg.window_size))
+            occ, call=step.call_sig[:8], **extra))
 
 
 class RereadDetector(DetectorBase):
     """Re-reading the same range of the same file with unchanged content, anywhere in the run.
 
     Reads count within the run's current world version: a file read again after a different
-    successful state change (an edit, a write) is a new observation.
-
-    Without captured results the reads alone are compared, with the quieter repeat ladder (warn
-    at ``repeat_warn``, replan at ``repeat_replan``), still anywhere in the run.
+    successful state change (an edit, a write) is a new observation. A read whose content was
+    not captured is never counted: an absent result equals no other.
     """
 
     name: ClassVar[str] = "reread"
@@ -164,7 +216,6 @@ class RereadDetector(DetectorBase):
         """Bind to ``config``; counts below every threshold return at once."""
         super().__init__(config)
         self._floor = lowest(self.config, "reread_warn")
-        self._floor_calls_only = lowest(self.config, "repeat_warn", "repeat_replan")
 
     def new_state(self) -> dict[str, tuple[int, list[tuple[int, str]]]]:
         """Return the run-wide (read, content) → (count, recent occurrences) table."""
@@ -178,8 +229,8 @@ class RereadDetector(DetectorBase):
 
     def observe(self, state: dict[str, tuple[int, list[tuple[int, str]]]],
                 step: Step) -> Evidence | None:
-        """Count this read (with its content when captured) when the tool is a read tool."""
-        if step.kind != "read" or step.error is not None:
+        """Count this read with its content, when the tool is a read tool and content captured."""
+        if step.kind != "read" or step.error is not None or not step.has_result:
             return None
         count, occ = state.pop(step.pair, (0, []))  # the pair is the call alone without results
         occ = [*occ[-9:], (step.index, step.span_id)]  # a new list: forks share the old one
@@ -187,13 +238,6 @@ class RereadDetector(DetectorBase):
         if len(state) > _MAX_TRACKED:
             del state[next(iter(state))]
         cfg, tool = self.config, step.tool
-        if not step.has_result:
-            if count + 1 < self._floor_calls_only:
-                return None
-            action = ladder(count + 1, cfg.threshold(tool, "repeat_warn"),
-                            cfg.threshold(tool, "repeat_replan"))
-            return self.evidence("REPEATED_READ", action, tool, count + 1, occurrence_details(
-                occ, call=step.call_sig[:8], outcomes_compared=False))
         if count + 1 < self._floor:
             return None
         action = ladder(count + 1, cfg.threshold(tool, "reread_warn"))

@@ -53,12 +53,25 @@ from otel_loopguard.kinds._table import (
 )
 from otel_loopguard.kinds._target import call_target
 
-__all__ = ["DEFAULT_COMMAND_KINDS", "MAX_COMMAND_CHARS", "CallKindClassifier", "CallMode"]
+__all__ = ["DEFAULT_COMMAND_KINDS", "MAX_COMMAND_CHARS", "CallKindClassifier", "CallMode",
+           "tool_base_name"]
 
 CallMode = Literal["shell", "editor", "command"]
 
 MAX_COMMAND_CHARS: Final = 4096
 """Characters of a command line that are read (the start of a long heredoc script is enough)."""
+
+_VERSION_SUFFIX: Final = re.compile(r"[_-]v\d+$")
+
+
+def tool_base_name(tool: str) -> str:
+    """Return the name a tool's kind is looked up by.
+
+    Lower case, an MCP ``server__tool`` by its ``tool`` part, a version suffix dropped
+    (Cursor's ``edit_file_v2`` is ``edit_file``).
+    """
+    return _VERSION_SUFFIX.sub("", tool.rsplit("__", 1)[-1].lower())
+
 
 _CACHE_MAX: Final = 512
 _MAX_KEY_CHARS: Final = 2 * MAX_COMMAND_CHARS
@@ -131,9 +144,9 @@ class CallKindClassifier:
             return None if override.kind is not None else (
                 "shell" if override.shell else "editor")
         base = tool.rsplit("__", 1)[-1]
-        if {tool, base} & {*cfg.mutating_tools, *cfg.read_tools}:
+        name = tool_base_name(tool)
+        if {tool, base, name} & {*cfg.mutating_tools, *cfg.read_tools}:
             return None
-        name = base.lower()
         shell_on = override is None or override.shell is not False
         editor_on = override is None or override.editor is not False
         modes: tuple[tuple[CallMode, bool], ...] = (

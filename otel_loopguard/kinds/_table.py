@@ -67,7 +67,9 @@ _PACKAGES: Final = {
         cargo init, cargo fix, cargo update, go get, go install, go mod tidy, go mod init,
         go mod download, go generate, python setup.py install, python setup.py develop,
         docker rm, docker rmi, docker stop, docker kill, docker pull, docker push, docker tag,
-        docker compose down, kubectl apply, kubectl delete, kubectl create, kubectl patch,
+        docker start, docker restart, docker compose down, docker compose up,
+        docker compose restart, supervisorctl restart, supervisorctl start,
+        supervisorctl stop, kubectl apply, kubectl delete, kubectl create, kubectl patch,
         kubectl scale, kubectl edit, kubectl rollout, terraform apply, terraform destroy,
         terraform import
     """),

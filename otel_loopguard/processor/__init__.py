@@ -38,6 +38,7 @@ from otel_loopguard.adapters import (
     tool_request_of,
     usage_of,
 )
+from otel_loopguard.adapters._turns import turn_content_of
 from otel_loopguard.assembly import LONE_TOOL_CALL_HINT, template_in
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.engine import LoopEngine
@@ -345,10 +346,11 @@ class LoopGuardSpanProcessor(SpanProcessor):
         entry, _ = self.store.get_or_create(run_id)
         if entry.state.notifying and entry.state.in_callback():
             return None  # ended inside this run's on_decision, which holds its lock
-        requested, agent_span = None, None
+        requested, agent_span, content = None, None, ("", "")
         if self.engine.idle is not None:  # idle_turns: the turn, with its agent invocation
             parent_id = span.parent.span_id if span.parent is not None else None
             requested, agent_span = tool_request_of(attrs), self.live.agent_span_id(parent_id)
+            content = turn_content_of(attrs)
         tokens_in, tokens_out, models = usage_of(attrs)
         with entry.state.lock:
             entry.model_turns += 1
@@ -357,7 +359,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 self._learn_template(entry, template_in(attrs, self.config))
             turn = ModelTurn(format(span.context.span_id, "016x"), span.start_time or 0,
                              span.end_time or 0, requested, agent_span, entry.model_turns,
-                             tokens_in, tokens_out, models)
+                             tokens_in, tokens_out, models, *content)
             decision = self.engine.process_model_turn(entry.state, turn)
             previous = entry.note_loop(decision)
             template = entry.template

@@ -52,6 +52,11 @@ class RunReport:
     """The tool calls it wasted continuing its loops after its first finding, and their cost
     (``otel_loopguard.waste``)."""
 
+    @property
+    def looping(self) -> bool:
+        """Return True when a loop detector flagged the run (budget findings alone do not)."""
+        return any(decision.loop for decision in self.findings)
+
 
 @dataclass(slots=True)
 class _OpenTrace:

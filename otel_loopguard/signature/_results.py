@@ -16,7 +16,7 @@ from otel_loopguard.signature._form import (
     digest,
     normalize_value,
 )
-from otel_loopguard.signature._volatile import VolatileMatcher
+from otel_loopguard.signature._volatile import VolatileMatcher, mask_volatile_text
 
 _IN_PROGRESS: Final = frozenset({"pending", "queued", "running", "in_progress", "in progress",
                                  "processing", "started", "waiting"})
@@ -61,6 +61,8 @@ def analyze_result(
             parsed = _parse_json_text(result)
         elif isinstance(result, bytes | bytearray) and len(result) <= max_value_chars * 16:
             parsed = _parse_json_text(bytes(result).decode("utf-8", "replace"))
+        if isinstance(parsed, str):  # plain text: mask what changes between identical runs
+            parsed = mask_volatile_text(parsed)
         normalized = normalize_value(parsed, volatile=volatile, max_value_chars=max_value_chars)
         sig = digest(_canonical(normalized, result=True))
     except (ValueError, TypeError, RecursionError) as exc:

@@ -27,6 +27,32 @@ _DATETIME_RE: Final = re.compile(
     re.ASCII | re.IGNORECASE,
 )
 _CAMEL_RE: Final = re.compile(r"(?<=[a-z0-9])([A-Z])")
+_VOLATILE_TEXT_RE: Final = re.compile(
+    r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?"  # ISO
+    r"|\b\d{1,2}:\d\d:\d\d(?:[.,]\d+)?\b"  # a time of day (hh:mm alone may be a line:column)
+    r"|\b\d+(?:[.,]\d+)?\s?(?:ms|µs|us|ns|s|secs?|seconds?|mins?|minutes?|h|hrs?|hours?)\b"
+    r"|\b0x[0-9a-f]{4,}\b"  # a memory address
+    r"|\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"  # a UUID
+    r"|\b(?=[a-f]*\d)[0-9a-f]{12,}\b",  # a hex or decimal id of 12+ characters
+    re.IGNORECASE)
+"""Tokens of plain text that change between identical runs (see ``mask_volatile_text``)."""
+
+
+def mask_volatile_text(text: str) -> str:
+    """Return plain-text ``text`` with the tokens that change between identical runs masked.
+
+    Durations (``in 0.53s``, ``12 ms``, ``took 3.2 seconds``), ISO date-times and times of day,
+    memory addresses (``0x7f3a...``), UUIDs, and hex or decimal ids of 12 or more characters
+    each become ``#``, as volatile keys are dropped from JSON results: a test suite rerun with
+    nothing changed returns the same result though its timing line differs. Counts
+    (``3 failed, 2 passed``), line numbers and other short numbers are data and stay, and so
+    does a text of one word (``job:3f2a9c1b7d4e``, a digest): an id returned alone is the
+    answer (a new ticket, a new job), not noise around it. One precompiled pattern, one pass;
+    only for results that are text, not JSON.
+    """
+    if len(text.split(None, 1)) < 2:
+        return text
+    return _VOLATILE_TEXT_RE.sub("#", text)
 
 
 class VolatileMatcher:
