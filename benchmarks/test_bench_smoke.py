@@ -36,6 +36,13 @@ def _one_run(engine: LoopEngine, calls: list[Any]) -> Action:
     return run.highest
 
 
+def test_engine_finds_a_loop_in_the_workload_shape() -> None:
+    """The same engine flags the workload's call repeated with its result: the healthy run's
+    quiet below is the detectors' judgement, not an engine that detects nothing."""
+    calls = to_tool_calls(no_loop_run(1) * 5)
+    assert _one_run(LoopEngine(LoopGuardConfig()), calls) == Action.STOP
+
+
 def test_engine_100_calls(benchmark: Any) -> None:
     calls = no_loop_run(100)
     assert all(len(c.arguments) == 4 for c in calls)
@@ -55,3 +62,13 @@ def test_processor_in_process(shape: str, capsys: pytest.CaptureFixture[str]) ->
         "plain/batch", "plain/loopguard", "plain/batch-again", "plain/forward",
         "plain/open-table"]
     assert all(shape in line and "median" in line for line in lines)
+
+
+def test_demo_one_second(benchmark: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """How long a 1 s demo takes end to end (its bound left tests/test_demo.py: timing is the
+    benchmarks' business)."""
+    from otel_loopguard.cli import main
+
+    argv = ["demo", "--duration", "1", "--metrics-port", "0", "--quiet", "--seed", "7"]
+    assert benchmark(main, argv) == 0
+    assert "final summary:" in capsys.readouterr().out

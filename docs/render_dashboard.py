@@ -6,7 +6,7 @@ panel expression of ``dashboards/loopguard.json`` as a range query
 (``/api/v1/query_range``, step 2 s) and draws the panels with matplotlib at their ``gridPos``. No
 Grafana is involved: the image shows the real series, laid out like the dashboard.
 
-    /work/venv/bin/pip install matplotlib   # not a project dependency
+    pip install matplotlib   # not a project dependency
     python docs/render_dashboard.py [--seconds 60] [--out docs/img/dashboard.png]
 """
 

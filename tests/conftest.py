@@ -1,6 +1,6 @@
 """Shared fixtures: the real-Prometheus helper and pytest's pytester are loaded as plugins;
 ``--heavy`` runs the load tests marked ``heavy`` (minutes each; their figures are in
-docs/deployment.md)."""
+docs/deployment.md); ``--network`` the documentation examples marked ``network``."""
 
 from __future__ import annotations
 
@@ -15,13 +15,17 @@ def pytest_addoption(parser: Any) -> None:
     """Add ``--heavy``."""
     parser.addoption("--heavy", action="store_true",
                      help="also run the heavy load and memory tests (minutes)")
+    parser.addoption("--network", action="store_true",
+                     help="also run the documentation examples that need the network")
 
 
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
-    """Skip the ``heavy`` tests unless ``--heavy`` is given."""
-    if config.getoption("--heavy"):
-        return
-    skip = pytest.mark.skip(reason="heavy load test: run with --heavy")
-    for item in items:
-        if "heavy" in item.keywords:
-            item.add_marker(skip)
+    """Skip the ``heavy`` tests unless ``--heavy`` is given, ``network`` unless ``--network``."""
+    for marker, reason in (("heavy", "heavy load test: run with --heavy"),
+                           ("network", "needs the network: run with --network")):
+        if config.getoption(f"--{marker}"):
+            continue
+        skip = pytest.mark.skip(reason=reason)
+        for item in items:
+            if marker in item.keywords:
+                item.add_marker(skip)

@@ -404,3 +404,17 @@ class TestModule:
         assert done.returncode == 0, done.stderr
         assert done.stdout.startswith("usage: otel-loopguard")
         assert "check" in done.stdout
+
+
+def test_check_help_shows_the_effective_run_key(monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """check --help gives --run-key's default as it would apply: LOOPGUARD_RUN_KEY when set."""
+    monkeypatch.setenv("LOOPGUARD_RUN_KEY", "conversation")
+    with pytest.raises(SystemExit):
+        main(["check", "--help"])
+    assert "default: conversation, from LOOPGUARD_RUN_KEY" in " ".join(
+        capsys.readouterr().out.split())
+    monkeypatch.delenv("LOOPGUARD_RUN_KEY")
+    with pytest.raises(SystemExit):
+        main(["check", "--help"])
+    assert "default: trace, or run_key in --config" in " ".join(capsys.readouterr().out.split())

@@ -225,7 +225,7 @@ class TestPrometheusAndKubernetes:
         """kubernetes.yaml makes serve require a token on /metrics, so every loopguard scrape
         job sends it as a bearer token read from the documented file."""
         (container,) = _kubernetes()["Deployment"]["spec"]["template"]["spec"]["containers"]
-        assert "--token-file" in container["command"]
+        assert "--token-file" in container["args"]
         jobs = [j for path in SCRAPE_FILES for j in load(path)["scrape_configs"]
                 if j["job_name"].startswith("loopguard")]
         assert len(jobs) == 3
@@ -263,7 +263,7 @@ class TestPrometheusAndKubernetes:
         assert service["clusterIP"] == "None"
         assert {p["port"] for p in service["ports"]} == {GRPC_PORT, HTTP_PORT}
         (container,) = docs["Deployment"]["spec"]["template"]["spec"]["containers"]
-        assert container["command"][:4] == ["otel-loopguard", "serve", "--listen", "0.0.0.0"]
+        assert container["args"][:2] == ["--listen", "0.0.0.0"]  # entry point: serve
         assert {p["containerPort"] for p in container["ports"]} == {GRPC_PORT, HTTP_PORT}
         assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": HTTP_PORT}
         assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": HTTP_PORT}

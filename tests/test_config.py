@@ -392,11 +392,23 @@ class TestValidation:
 
     @pytest.mark.parametrize("name", sorted(TOOL_THRESHOLDS))
     def test_every_tool_threshold_accepted(self, name: str) -> None:
-        """Every name in ``TOOL_THRESHOLDS`` may be overridden per tool."""
+        """Every name in ``TOOL_THRESHOLDS`` may be overridden per tool with a value of its
+        own: the tool gets it, other tools keep the global one."""
         rule = FIELDS[name]
-        value = rule.default if rule.default is not None else 7
-        config = LoopGuardConfig.create(tools={"x": {name: value}})
+        default = rule.default if rule.default is not None else 7
+        candidates = [default + 1, default - 1, default * 2, default / 2, 7]
+        if rule.kind == "int":
+            candidates = [int(v) for v in candidates if v == int(v)]
+        accepted = []
+        for value in (v for v in candidates if v != rule.default):
+            try:
+                accepted.append((value, LoopGuardConfig.create(tools={"x": {name: value}})))
+            except ConfigError:
+                continue  # outside its range or its ladder: try another
+        assert accepted, f"no override of {name} accepted"
+        value, config = accepted[0]
         assert config.threshold("x", name) == value
+        assert config.threshold("y", name) == rule.default
 
     def test_unknown_detector_name(self) -> None:
         """An unknown detector name is rejected."""

@@ -54,10 +54,8 @@ class TestDemoCommand:
 
     def test_quiet_run_prints_final_summary(self, capsys: pytest.CaptureFixture[str]) -> None:
         """A quiet 1 s run exits 0; its summary lists every template, the broken one flagged."""
-        started = time.monotonic()
         code = main(["demo", "--duration", "1", "--metrics-port", "0", "--quiet", "--seed", "7"])
         assert code == 0
-        assert time.monotonic() - started < 5
         out = capsys.readouterr().out
         assert _URL.search(out)
         assert out.count("otel-loopguard demo:") == 1  # quiet: no live tables
@@ -103,31 +101,37 @@ class TestDemoCommand:
 class TestDemoMetrics:
     """The demo's /metrics while it runs."""
 
+    @staticmethod
+    def _scrape_until_both_templates_show(port: int, codes: list[int]) -> dict[Any, float]:
+        """Scrape the running demo until both templates have samples, or it ends (or 10 s)."""
+        deadline = time.monotonic() + 10
+        samples: dict[Any, float] = {}
+        while time.monotonic() < deadline and not codes:
+            time.sleep(0.3)
+            try:
+                samples = _samples(port)
+            except OSError:
+                continue
+            if _total(samples, LOOP_DETECTED, prompt_template=BROKEN) and _total(
+                samples, RUNS, prompt_template=HEALTHY
+            ):
+                break
+        return samples
+
     def test_scrape_while_running(self, capsys: pytest.CaptureFixture[str]) -> None:
         """Mid-run, the broken template has loop hints; the healthy one no run flagged at replan."""
-        port = free_port()
-        codes: list[int] = []
-        thread = threading.Thread(
-            target=lambda: codes.append(
-                main(["demo", "--duration", "3", "--metrics-port", str(port), "--quiet"])
-            )
-        )
-        thread.start()
-        try:
-            deadline = time.monotonic() + 10
-            samples: dict[Any, float] = {}
-            while time.monotonic() < deadline:
-                time.sleep(0.3)
-                try:
-                    samples = _samples(port)
-                except OSError:
-                    continue
-                if _total(samples, LOOP_DETECTED, prompt_template=BROKEN) and _total(
-                    samples, RUNS, prompt_template=HEALTHY
-                ):
-                    break
-        finally:
-            thread.join(15)
+        for _ in range(5):  # another process may take the free port before the demo binds it
+            port = free_port()
+            codes: list[int] = []
+            thread = threading.Thread(target=lambda port=port, codes=codes: codes.append(
+                main(["demo", "--duration", "3", "--metrics-port", str(port), "--quiet"])))
+            thread.start()
+            try:
+                samples = self._scrape_until_both_templates_show(port, codes)
+            finally:
+                thread.join(15)
+            if not (codes == [2] and "already in use" in capsys.readouterr().err):
+                break
         assert codes == [0]
         assert _total(samples, LOOP_DETECTED, prompt_template=BROKEN) > 0
         assert _total(samples, RUNS_FLAGGED, prompt_template=BROKEN, action="replan") > 0

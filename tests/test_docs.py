@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = sorted([ROOT / "README.md", ROOT / "collector-config" / "README.md",
-                *(ROOT / "docs").glob("*.md")])
+                *(ROOT / "docs").glob("*.md"), ROOT / "docs" / "render_dashboard.py"])
 
 MARKERS = {
     "a round of work": re.compile(r"\b(?:this|previous|first|last|next) round\b", re.IGNORECASE),
@@ -119,3 +119,52 @@ def test_ci_runs_readme_test_command(tmp_path) -> None:
     result = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True,
                             check=False)
     assert result.returncode != 0 and result.stdout.split() == ["one"], result
+
+
+def _panel_titles() -> set[str]:
+    import json
+
+    from otel_loopguard.cli._assets import asset_files
+
+    def walk(panels: list[dict]) -> list[dict]:
+        return [q for p in panels for q in (p, *walk(p.get("panels", [])))]
+
+    dashboard = json.loads(asset_files()["loopguard.json"])
+    return {p["title"] for p in walk(dashboard["panels"])}
+
+
+_PANEL_MENTION = re.compile(r"\*([^*\n]+)\* panel")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def test_named_panels_exist(page: Path) -> None:
+    """Every panel a page names (``*Title* panel``, and the rows of dashboards.md's panel
+    tables) is a panel of the shipped dashboard."""
+    text = page.read_text(encoding="utf-8")
+    named = set(_PANEL_MENTION.findall(text))
+    if page.name == "dashboards.md":
+        section = text.split("## The panels", 1)[1].split("\n## ", 1)[0]
+        named |= {row.split("|")[1].strip().removesuffix(" (table)")
+                  for row in section.splitlines()
+                  if row.startswith("|") and not row.startswith(("| Panel", "|---"))}
+    assert named - _panel_titles() == set()
+
+
+def test_cli_json_example_is_real_output(capsys: pytest.CaptureFixture[str]) -> None:
+    """cli.md's JSON example is what ``check --format json`` prints for the example traces,
+    each run's findings trimmed to the first and last, as the page says."""
+    import json
+
+    from otel_loopguard.cli import main
+
+    page = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    after = page[page.index("A real\noutput"):]
+    start = after.index("```json") + len("```json")
+    shown = json.loads(after[start:after.index("```", start)])
+    traces = ROOT / "examples" / "traces"
+    assert main(["check", "--format", "json", str(traces / "looping_agent.jsonl"),
+                 str(traces / "healthy_agent.jsonl")]) == 1
+    actual = json.loads(capsys.readouterr().out)
+    for run in actual["runs"]:
+        run["findings"] = run["findings"][:1] + run["findings"][1:][-1:]
+    assert shown == actual

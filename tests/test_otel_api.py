@@ -69,7 +69,7 @@ class Rig:
     """A tracer provider with the processor, and in-memory logs and metrics of its own."""
 
     def __init__(self, *, downstream: bool = True, meter_provider: Any = None,
-                 **config: Any) -> None:
+                 background: bool | None = None, **config: Any) -> None:
         self.registry = CollectorRegistry()
         self.reader = InMemoryMetricReader()
         self.meter_provider = meter_provider or MeterProvider(metric_readers=[self.reader],
@@ -85,7 +85,8 @@ class Rig:
         self.processor = LoopGuardSpanProcessor(
             LoopGuardConfig.create(**config), downstream=export if downstream else None,
             registry=self.registry, meter_provider=self.meter_provider,
-            logger_provider=self.logger_provider, raise_internal_errors=True)
+            logger_provider=self.logger_provider, raise_internal_errors=True,
+            background=background)
         self.provider.add_span_processor(self.processor)
         if not downstream:
             self.provider.add_span_processor(export)
@@ -178,12 +179,14 @@ class TestLogEvents:
             (SeverityNumber.WARN, "WARN")}
         assert records[0].body == "loop detected by stagnation: warn"
 
-    def test_emitted_on_the_worker_thread(self, rig: Rig) -> None:
-        """In observe mode with a downstream processor, records come from the worker thread."""
+    def test_emitted_on_the_worker_thread(self) -> None:
+        """In observe mode with a batching downstream, records come from the worker thread."""
+        rig = Rig(evidence="both", background=True)
         rig.loop()
         assert rig.processor._worker is not None
         assert rig.threads.names == ["otel-loopguard"] * 3
         assert threading.current_thread().name not in rig.threads.names
+        rig.provider.shutdown()
 
     def test_logs_only_leaves_the_spans_as_they_were(self) -> None:
         """evidence = logs: the tool spans reach the exporter without loopguard attributes."""

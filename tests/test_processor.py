@@ -310,6 +310,10 @@ class TestNeverBreaksTheAgent:
         assert setup.processor.guard.errors == 0
         assert setup.sample("loopguard_tool_calls_total", prompt_template="support@v3",
                             tool="search") == 3
+        # the third identical call is flagged, whatever its value
+        third = [s for s in setup.exporter.get_finished_spans()
+                 if s.name == "execute_tool search"][2]
+        assert (third.attributes or {}).get("loopguard.action") == "warn"
 
     def test_internal_errors_are_contained_and_counted(self) -> None:
         """A failing adapter never reaches the application; it is counted once per call."""

@@ -110,13 +110,32 @@ def test_a_plain_span_waits_its_turn_while_the_worker_handles_a_span() -> None:
 
 
 def test_shutdown_checks_what_is_queued() -> None:
+    """Shutdown checks the spans still queued before the downstream shuts down."""
     exporter = InMemorySpanExporter()
-    provider, _ = _provider(SimpleSpanProcessor(exporter))
+    provider, _ = _provider(SimpleSpanProcessor(exporter), background=True)
     _loop(provider, 3)
     provider.shutdown()
     actions = [(s.attributes or {}).get("loopguard.action")
                for s in exporter.get_finished_spans() if s.name == "execute_tool search"]
     assert actions == [None, None, "warn"]
+
+
+def test_a_simple_span_processor_downstream_has_every_span_when_span_end_returns() -> None:
+    """A SimpleSpanProcessor downstream keeps its meaning: the flagged span is in its exporter,
+    with its evidence, as soon as span.end() returns, with no flush."""
+    exporter = InMemorySpanExporter()
+    provider, _ = _provider(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("invoke_agent a", attributes={
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"}):
+        for count in range(1, 4):
+            with tracer.start_as_current_span("execute_tool search", attributes=TOOL):
+                pass
+            assert len(exporter.get_finished_spans()) == count
+    actions = [(s.attributes or {}).get("loopguard.action")
+               for s in exporter.get_finished_spans()]
+    assert actions == [None, None, "warn", None]
+    provider.shutdown()
 
 
 def test_enforce_mode_and_no_downstream_check_inside_span_end() -> None:
@@ -175,7 +194,7 @@ def test_flush_waits_for_queued_items_only() -> None:
 def test_a_forked_child_gets_its_own_worker() -> None:
     """After fork the child's processor checks spans again (the parent's thread is gone)."""
     exporter = InMemorySpanExporter()
-    provider, _ = _provider(SimpleSpanProcessor(exporter))
+    provider, _ = _provider(SimpleSpanProcessor(exporter), background=True)
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child
@@ -332,7 +351,7 @@ def test_handoff_evidence_reaches_an_agent_span_that_ended_before_its_start_was_
     worker takes their starts after they ended. The ping-pong's evidence still reaches the
     exported agent span that closed it, and the SDK never warns of an ended span."""
     exporter = InMemorySpanExporter()
-    provider, _ = _provider(SimpleSpanProcessor(exporter))
+    provider, _ = _provider(SimpleSpanProcessor(exporter), background=True)
     tracer = provider.get_tracer("t")
     with tracer.start_as_current_span("POST /chat"):
         for name in ("triage", "billing") * 2 + ("triage",):

@@ -12,6 +12,7 @@ is throttled and no target is absent.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -24,7 +25,6 @@ from _prometheus import (
     PROMETHEUS_AVAILABLE,
     SKIP_REASON,
     PrometheusServer,
-    free_port,
     running_prometheus,
     wait_until,
 )
@@ -84,8 +84,11 @@ def _serve_prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus
     tmp = tmp_path_factory.mktemp("serve-e2e")
     rules = tmp / "alerts-fast.yaml"
     rules.write_text(compress_durations(ALERTS.read_text()))
-    with LoopGuardReceiver(options=ReceiverOptions(http_port=0, grpc_port=None),
-                           registry=CollectorRegistry()) as downstream:
+    # the dead target's port is held (bound, never listening) so no process can answer on it
+    with socket.socket() as dead, LoopGuardReceiver(
+            options=ReceiverOptions(http_port=0, grpc_port=None),
+            registry=CollectorRegistry()) as downstream:
+        dead.bind(("127.0.0.1", 0))
         options = ReceiverOptions(http_port=0, grpc_port=None, reorder_window_seconds=0,
                                   forward_endpoint=downstream.http_url, forward_protocol="http")
         with LoopGuardReceiver(options=options, registry=CollectorRegistry()) as receiver:
@@ -96,7 +99,8 @@ def _serve_prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus
             jobs = [{"job_name": "loopguard",
                      "static_configs": [{"targets": [f"127.0.0.1:{receiver.http_port}"]}]},
                     {"job_name": "loopguard-dead",
-                     "static_configs": [{"targets": [f"127.0.0.1:{free_port()}"]}]}]
+                     "static_configs": [{"targets": [
+                         f"127.0.0.1:{dead.getsockname()[1]}"]}]}]
             try:
                 with running_prometheus([], [rules], tmp_path=tmp / "prom",
                                         scrape_configs=jobs) as prom:

@@ -43,13 +43,16 @@ class TestUsage:
         assert "max_queue must be >= 1" in capsys.readouterr().err
 
     def test_port_in_use(self, capsys: pytest.CaptureFixture[str]) -> None:
-        """A port that cannot be bound gives exit 2 and says why."""
+        """A port that cannot be bound gives exit 2 and names the busy address, HTTP or gRPC."""
         with socket.socket() as busy:
             busy.bind(("127.0.0.1", 0))
             busy.listen()
             port = busy.getsockname()[1]
             assert main(["serve", "--no-grpc", "--http-port", str(port)]) == 2
-        assert "cannot listen on 127.0.0.1" in capsys.readouterr().err
+            assert f"cannot listen on 127.0.0.1:{port} (OTLP/HTTP, /metrics): Address already " \
+                   "in use" in capsys.readouterr().err
+            assert main(["serve", "--grpc-port", str(port), "--http-port", "0"]) == 2
+            assert f"127.0.0.1:{port}" in capsys.readouterr().err
 
 
 def test_runs_until_sigterm(monkeypatch: pytest.MonkeyPatch,

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import threading
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
-from _prometheus import free_port, wait_until
+from _prometheus import free_port
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -37,11 +37,6 @@ def _export_looping_run(port: int, service: str) -> None:
     provider.shutdown()
 
 
-def _listening(port: int) -> bool:
-    with socket.socket() as sock:
-        return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
 def test_flagged_run_line_carries_time_and_service_name(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """A flagged run received over OTLP/HTTP is printed with the time it was reported (UTC) and
@@ -49,20 +44,35 @@ def test_flagged_run_line_carries_time_and_service_name(
     for name in list(os.environ):
         if name.startswith("LOOPGUARD_"):
             monkeypatch.delenv(name)
-    port = free_port()
+    from otel_loopguard.cli import _serve
 
-    def agent() -> None:
-        wait_until(lambda: _listening(port), timeout=20, what="serve listening")
-        _export_looping_run(port, "checkout-agent")
-        os.kill(os.getpid(), signal.SIGTERM)  # shutdown checks every accepted span first
+    bound = threading.Event()  # set once *this* serve listens, not whoever took the port
+    start = _serve.LoopGuardReceiver.start
 
+    def start_and_tell(receiver: Any) -> None:
+        start(receiver)
+        bound.set()
+
+    monkeypatch.setattr(_serve.LoopGuardReceiver, "start", start_and_tell)
     before = datetime.now(timezone.utc)
-    thread = threading.Thread(target=agent, daemon=True)
-    thread.start()
-    code = main(["serve", "--no-grpc", "--http-port", str(port), "--reorder-window", "0"])
-    thread.join(10)
+    for _ in range(5):  # another process may take the free port before serve binds it
+        port = free_port()
+        bound.clear()
+
+        def agent(port: int = port) -> None:
+            if bound.wait(20):
+                _export_looping_run(port, "checkout-agent")
+                os.kill(os.getpid(), signal.SIGTERM)  # shutdown checks accepted spans first
+
+        thread = threading.Thread(target=agent, daemon=True)
+        thread.start()
+        code = main(["serve", "--no-grpc", "--http-port", str(port), "--reorder-window", "0"])
+        thread.join(20 if code == 0 else 0)
+        captured = capsys.readouterr()
+        if not (code == 2 and "Address already in use" in captured.err):
+            break
     assert code == 0
-    (line,) = capsys.readouterr().out.splitlines()
+    (line,) = captured.out.splitlines()
     report = json.loads(line)
     assert list(report)[:3] == ["time", "service.name", "run_id"]
     assert report["service.name"] == "checkout-agent"

@@ -38,6 +38,14 @@ _SIZE_RE: Final = re.compile(r"\s*(\d+)\s*([kmg]i?b?|b)?\s*", re.IGNORECASE)
 _SHIFTS: Final = {"": 0, "b": 0, "k": 10, "m": 20, "g": 30}
 
 
+def _run_key() -> str:
+    """The effective default of ``--run-key``: ``LOOPGUARD_RUN_KEY`` when set, else trace."""
+    value = os.environ.get("LOOPGUARD_RUN_KEY", "").strip()
+    if value in ("trace", "conversation", "agent"):
+        return f"{value}, from LOOPGUARD_RUN_KEY"
+    return "trace, or run_key in --config / LOOPGUARD_CONFIG_FILE"
+
+
 def add_parser(commands: Any) -> None:
     """Register ``check`` on the subcommand parser."""
     parser = commands.add_parser(
@@ -64,7 +72,7 @@ def add_parser(commands: Any) -> None:
                              "never: runs over budget are reported but pass (default: as "
                              "--fail-on)")
     parser.add_argument("--run-key", choices=("trace", "conversation", "agent"),
-                        help="how tool calls are grouped into runs (default: trace)")
+                        help=f"how tool calls are grouped into runs (default: {_run_key()})")
     parser.add_argument("--strict", action="store_true",
                         help="stop at the first bad record instead of skipping it")
     parser.add_argument("--allow-empty", action="store_true",

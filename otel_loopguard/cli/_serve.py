@@ -177,6 +177,14 @@ def _registry() -> CollectorRegistry:
     return registry
 
 
+def _bind_error(exc: OSError, options: ReceiverOptions) -> str:
+    """Name the address that could not be bound (the gRPC server's error names its own)."""
+    if exc.errno is None:
+        return str(exc)
+    return (f"cannot listen on {options.host}:{options.http_port} (OTLP/HTTP, /metrics): "
+            f"{exc.strerror or exc}")
+
+
 def run_serve(args: argparse.Namespace) -> int:
     """Run ``serve`` until SIGTERM or SIGINT; return the exit code."""
     config = _config(args)
@@ -189,7 +197,7 @@ def run_serve(args: argparse.Namespace) -> int:
     try:
         receiver.start()
     except OSError as exc:
-        print(f"otel-loopguard: cannot listen on {options.host}: {exc}", file=sys.stderr)
+        print(f"otel-loopguard: {_bind_error(exc, options)}", file=sys.stderr)
         return _EXIT_USAGE
     previous = {sig: signal.signal(sig, lambda *_: stop.set())
                 for sig in (signal.SIGTERM, signal.SIGINT)}

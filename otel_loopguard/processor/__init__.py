@@ -95,8 +95,10 @@ class LoopGuardSpanProcessor(SpanProcessor):
         background: check spans on a worker thread instead of inside ``span.end()``. Default
             None: on in observe mode with a ``downstream`` (``on_end`` only queues the span;
             the worker checks spans in order and hands each to ``downstream``), off otherwise:
-            enforce mode decides before the next call, so it checks every span as it ends, and
-            without ``downstream`` the evidence must reach the agent span before it ends.
+            enforce mode decides before the next call, so it checks every span as it ends;
+            without ``downstream`` the evidence must reach the agent span before it ends; and a
+            ``SimpleSpanProcessor`` downstream exports each span before ``span.end()``
+            returns, which its users (tests reading an in-memory exporter) rely on.
         max_queue_size: ended spans waiting for the worker (16,384). When the queue is full a
             span goes to ``downstream`` unchecked, counted in
             ``loopguard_skipped_spans_total{reason="queue_full"}``.
@@ -155,7 +157,10 @@ class LoopGuardSpanProcessor(SpanProcessor):
         """Span names that do not name an agent span (bounded; races only repeat work)."""
         self._warned_unparented = False
         if background is None:
-            background = self._mode == "observe" and downstream is not None
+            # A SimpleSpanProcessor promises the span is exported when span.end() returns
+            # (tests read an InMemorySpanExporter right after a run): keep that promise.
+            background = self._mode == "observe" and downstream is not None \
+                and not isinstance(downstream, SimpleSpanProcessor)
         elif background and downstream is None:
             raise ValueError("background=True needs a downstream processor: without one, "
                              "evidence goes on the open agent span, which must not end first")

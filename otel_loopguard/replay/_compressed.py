@@ -21,7 +21,7 @@ GZIP_MAGIC: Final = b"\x1f\x8b"
 ZSTD_MAGIC: Final = b"\x28\xb5\x2f\xfd"
 DEFAULT_MAX_DECOMPRESSED_BYTES: Final = 1 << 30
 """1 GiB per file: far above a real trace file, far below what takes a machine down."""
-ZSTD_MISSING: Final = "reading .zst needs: pip install 'otel-loopguard[zstd]'"
+ZSTD_MISSING: Final = "reading .zst needs the zstd extra: pip install 'zstandard>=0.22'"
 _CHUNK_BYTES: Final = 1 << 20
 _FEED_BYTES: Final = 1 << 10
 
