@@ -102,7 +102,8 @@ class TestZstd:
         monkeypatch.setitem(sys.modules, "zstandard", None)
         assert main(["check", str(path)]) == 2
         assert capsys.readouterr().err == (
-            f"otel-loopguard: {path}: reading .zst needs the zstd extra: pip install 'zstandard>=0.22'\n")
+            f"otel-loopguard: {path}: reading .zst needs the zstd extra: "
+            "pip install 'zstandard>=0.22'\n")
 
 
 def _loop(agent: AgentScript) -> None:
