@@ -251,10 +251,12 @@ def _events(pending: Sequence[tuple[SpanRecord, int]], by_id: Mapping[str, SpanR
         event: ToolCall | Handoff | ModelTurn | None
         if turn < 0:
             tokens_in, tokens_out, models = usage_of(span.attributes)
-            inputs, output = turn_content_of(span.attributes) if tool_requests else ("", "")
+            inputs, output, from_user = turn_content_of(span.attributes) if tool_requests \
+                else ("", "", False)
             event = ModelTurn(span.span_id, span.start_time_ns, span.end_time_ns,
                               tool_request_of(span.attributes) if tool_requests else None,
-                              owner, -turn, tokens_in, tokens_out, models, inputs, output)
+                              owner, -turn, tokens_in, tokens_out, models, inputs, output,
+                              from_user)
         else:
             event = placed_event(span, adapters, owner_name, turn or None)
             if event is None:

@@ -312,6 +312,9 @@ class LoopEngine:
             implicit = self._agent_change(run, call)
             if implicit is not None:
                 evidence.append(implicit)
+        if self.handoffs is not None and not repeat and step.error is None and \
+                (step.has_result or step.kind == "mutating"):
+            self.handoffs.progress(run.handoff_state)  # something done: no ping-pong
         for observe, state in zip(self._observers, run.states, strict=True):
             found = observe(state, step)
             if found is not None:
@@ -506,6 +509,10 @@ class LoopEngine:
         if turn.index is not None:
             run.waste.turn(turn.index, turn.input_tokens, turn.output_tokens,
                            self.config.price(turn.models) if self.config.prices else None)
+        if self.handoffs is not None and turn.output_sig:
+            self.handoffs.said(run.handoff_state, turn.output_sig)
+        if turn.user_input and turn.input_sig:
+            self._heard(run, turn.input_sig)
         idle = self.idle
         found = idle.observe_turn(run.idle_state, turn, run.calls + run.handoffs) \
             if idle is not None else None
@@ -602,6 +609,18 @@ class LoopEngine:
             del mutations[next(iter(mutations))]
         run.version += 1
         return run.version
+
+    @classmethod
+    def _heard(cls, run: RunState, message: str) -> None:
+        """A new message from the user changes the agent's world, as a new change does.
+
+        An agent that looks something up again because its user asked again (``recheck it
+        now``) is answering its user, not stuck: the repetition detectors count the calls
+        after a new user message as new observations. The same message again changes nothing.
+        """
+        key = "\x00user:" + message
+        if not isinstance(run.mutations, dict) or key not in run.mutations:
+            cls._changed(run, key)
 
     def _custom_call_sig(self, tool: str, arguments: Any, builtin: str) -> str:
         """Return the call signature from the ``signature`` hook (``builtin`` if it fails)."""

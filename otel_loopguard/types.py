@@ -162,6 +162,8 @@ class ModelTurn:
     captured."""
     output_sig: str = ""
     """Digest of the turn's output messages; ``""`` when content is not captured."""
+    user_input: bool = False
+    """True when the turn's last input message is the user's (a reply in a conversation)."""
 
 
 BUDGET_DETECTOR: Final = "budget"

@@ -568,11 +568,14 @@ class TestHandoffDetector:
         assert self._handoffs(ring, config)[-1].action is Action.STOP
 
     def test_agent_change_of_tool_calls(self) -> None:
-        """Without handoff spans, tool calls alternating between agents are a ping-pong."""
-        calls = [_call("lookup", {"n": i}, f"r{i}", agent=agent)
-                 for i, agent in enumerate(["triage", "billing"] * 3)]
-        decisions = _run(calls)
-        assert _by(decisions, "handoff") == {5: "stop", 6: "stop"}
+        """Without handoff spans, tool calls alternating between agents with nothing new are a
+        ping-pong; agents that each bring something new are delegating, however often."""
+        calls = [_call("lookup", {"n": agent}, "none", agent=agent)
+                 for agent in ["triage", "billing"] * 3]
+        assert _by(_run(calls), "handoff") == {6: "stop"}  # calls 1-2 were new: from 2 on
+        working = [_call("lookup", {"n": i}, f"r{i}", agent=agent)
+                   for i, agent in enumerate(["triage", "billing"] * 3)]
+        assert _by(_run(working), "handoff") == {}
 
     def test_explicit_handoffs_disable_inference(self) -> None:
         """Once a run has explicit handoffs, agent changes of tool calls are not handoffs."""
@@ -583,6 +586,26 @@ class TestHandoffDetector:
                                                 result=i, has_result=True)).flagged
                    for i, agent in enumerate(["triage", "billing"] * 3)]
         assert not any(flagged)
+
+    def test_a_new_contribution_between_handoffs_is_work_done(self) -> None:
+        """Agents of a group chat taking turns, each saying something new, are discussing;
+        the same words handed back and forth are a ping-pong (stop at the second closure)."""
+        from otel_loopguard.types import ModelTurn
+
+        def chat(outputs: list[str]) -> list[str]:
+            engine = LoopEngine()
+            run = engine.new_run()
+            actions, current = [], "a"
+            for n, output in enumerate(outputs):
+                target = "b" if current == "a" else "a"
+                engine.process_model_turn(run, ModelTurn(span_id=f"t{n}", output_sig=output))
+                actions.append(engine.process_handoff(run, Handoff(
+                    from_agent=current, to_agent=target, explicit=False)).action.label)
+                current = target
+            return actions
+
+        assert "stop" not in chat([f"point {n}" for n in range(6)])
+        assert chat(["again"] * 5)[-2:] == ["stop", "stop"]
 
     def test_sibling_handoffs_count_until_the_run_reports_its_own(self) -> None:
         """Handoffs inferred from sibling agent spans count until a handoff span arrives."""

@@ -276,7 +276,39 @@ class TestTurnContent:
 
     def test_without_content_both_are_empty(self) -> None:
         """A span without messages has empty digests."""
-        assert turn_content_of({"gen_ai.response.finish_reasons": ["stop"]}) == ("", "")
+        assert turn_content_of({"gen_ai.response.finish_reasons": ["stop"]}) == ("", "", False)
+
+    def test_a_user_reply_is_told_from_a_tool_result(self) -> None:
+        """The last input message's role says whether the user spoke since the last turn."""
+        def last(role: str) -> bool:
+            messages = [{"role": "user", "parts": [{"type": "text", "content": "hi"}]},
+                        {"role": role, "parts": [{"type": "text", "content": "x"}]}]
+            return turn_content_of({"gen_ai.input.messages": json.dumps(messages)})[2]
+        assert last("user") and not last("tool")
+
+    def test_a_new_user_message_makes_a_repeated_lookup_a_new_observation(self) -> None:
+        """An agent that looks the same thing up again because its user asked again is not
+        stuck: the same call and result after each new user message count afresh; without
+        new user messages between them, three are stagnation."""
+        from _calls import by, call
+
+        from otel_loopguard import LoopEngine
+        from otel_loopguard.types import ModelTurn, ToolCall
+
+        def replay(user_messages: bool) -> dict[int, str]:
+            engine = LoopEngine()
+            state = engine.new_run()
+            decisions = []
+            for n in range(4):
+                engine.process_model_turn(state, ModelTurn(
+                    span_id=f"t{n}", input_sig=f"user {n}" if user_messages else "",
+                    user_input=user_messages))
+                fields = call("get_product_details", {"id": 7}, "in stock")
+                decisions.append(engine.process(state, ToolCall(span_id=f"c{n}", **fields)))
+            return by(decisions, "stagnation")
+
+        assert replay(user_messages=True) == {}
+        assert replay(user_messages=False) == {3: "warn", 4: "replan"}
 
 
 def _f21(agent: AgentScript, finish_reasons: Sequence[str] | None = ("stop",)) -> None:

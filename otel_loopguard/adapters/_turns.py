@@ -114,24 +114,29 @@ _OUTPUT_CONTENT: Final = (k.GEN_AI_COMPLETION_PREFIX + "0.content",
                           k.OI_OUTPUT_MESSAGES_PREFIX + "0.message.content")
 
 
-def turn_content_of(attributes: Mapping[str, Any]) -> tuple[str, str]:
-    """Return digests of a model span's last input message and of its output ("" if absent).
+def turn_content_of(attributes: Mapping[str, Any]) -> tuple[str, str, bool]:
+    """Return digests of a model span's last input message and output, and who sent the input.
 
-    The last input message is what reached the model since its previous turn: a tool result,
-    the harness's feedback, a user's reply. Reads GenAI's ``gen_ai.input.messages`` and
-    ``gen_ai.output.messages``, OpenLLMetry's flattened prompts and first completion, and
-    OpenInference's flattened input messages and first output message. Content is opt-in in
-    most instrumentations: without it both digests are empty, and ``idle_turns`` stays quiet.
+    Each digest is ``""`` when absent; the flag says whether the last input message is the
+    user's (a reply in a conversation). The last input message is what reached the model
+    since its previous turn: a tool result, the harness's feedback, a user's reply. Reads
+    GenAI's ``gen_ai.input.messages`` and ``gen_ai.output.messages``, OpenLLMetry's flattened
+    prompts and first completion, and OpenInference's flattened input messages and first output
+    message. Content is opt-in in most instrumentations: without it both digests are empty,
+    and ``idle_turns`` stays quiet.
     """
-    return _last_input(attributes), _output(attributes)
+    last, from_user = _last_input(attributes)
+    return last, _output(attributes), from_user
 
 
-def _last_input(attributes: Mapping[str, Any]) -> str:
+def _last_input(attributes: Mapping[str, Any]) -> tuple[str, bool]:
     messages = attributes.get(k.GEN_AI_INPUT_MESSAGES)
     if messages is not None:
         parsed = _parse(messages) if isinstance(messages, str | bytes) else messages
         if isinstance(parsed, list) and parsed:
-            return _digest_of(parsed[-1])
+            message = parsed[-1]
+            role = message.get("role") if isinstance(message, dict) else None
+            return _digest_of(message), role == "user"
     for prefix, suffix in _CONTENT_SUFFIXES:
         last, found = -1, None
         for key, value in attributes.items():
@@ -140,8 +145,9 @@ def _last_input(attributes: Mapping[str, Any]) -> str:
                 if index.isdigit() and int(index) > last:
                     last, found = int(index), value
         if found is not None:
-            return _digest_of(found)
-    return ""
+            role_key = prefix + str(last) + suffix.replace("content", "role")
+            return _digest_of(found), attributes.get(role_key) == "user"
+    return "", False
 
 
 def _output(attributes: Mapping[str, Any]) -> str:

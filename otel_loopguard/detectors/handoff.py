@@ -12,7 +12,11 @@ agent that invokes tools. The rule:
   out again after a worker returned to it unseen), start a new sequence there;
 - fire when the latest agents are the same directed cycle closed twice, back to back
   (triage → billing → triage → billing → triage): a single handoff and a single there-and-back
-  stay quiet.
+  stay quiet;
+- forget the sequence (keeping the agent in control) when a tool call brings something new (a
+  result its call had not returned before, or a successful change) or a model turn says
+  something the run has not said before (content captured): agents that do new work between
+  handoffs are delegating or discussing, not handing the task back and forth.
 """
 
 from __future__ import annotations
@@ -25,11 +29,16 @@ from otel_loopguard.types import Action, Evidence, Handoff
 
 __all__ = ["HandoffDetector"]
 
+_MAX_OUTPUTS = 256
+"""Model outputs a run remembers for telling a new contribution from a repeated one."""
+
 
 class _HandoffState:
-    __slots__ = ("agents", "span_ids")
+    __slots__ = ("agents", "said", "span_ids")
 
     def __init__(self, window: int) -> None:
+        self.said: dict[str, None] = {}
+        """Digests of the model outputs the run has produced (bounded): a new one is work."""
         self.agents: deque[str] = deque(maxlen=window + 1)
         """Agents in control, oldest first, no agent twice in a row."""
         self.span_ids: deque[str] = deque(maxlen=window + 1)
@@ -70,6 +79,34 @@ class HandoffDetector(DetectorBase):
         spans = [s for s in list(state.span_ids)[-period * closures:] if s]
         return self.evidence("HANDOFF_LOOP", action, "handoff", closures, {
             "cycle": cycle, "cycles": closures, "repeats_span_ids": spans})
+
+    @staticmethod
+    def progress(state: _HandoffState) -> None:
+        """Forget the handoffs before a tool call that brought something new.
+
+        Agents handing a task back and forth is a loop only when nothing is done in between:
+        an orchestrator that delegates to one agent and then another, each doing new work, is
+        delegation, however often control comes back. The agent in control stays.
+        """
+        if len(state.agents) > 1:
+            last_agent, last_span = state.agents[-1], state.span_ids[-1]
+            state.agents.clear()
+            state.span_ids.clear()
+            state.agents.append(last_agent)
+            state.span_ids.append(last_span)
+
+    def said(self, state: _HandoffState, output_sig: str) -> None:
+        """Note a model turn's output; something new said is work done.
+
+        A group chat's next contribution counts as a tool call's new result does
+        (``progress``); the same output again does not.
+        """
+        if output_sig in state.said:
+            return
+        state.said[output_sig] = None
+        if len(state.said) > _MAX_OUTPUTS:
+            del state.said[next(iter(state.said))]
+        self.progress(state)
 
     def _closures(self, agents: deque[str]) -> tuple[int, int]:
         """Return (cycle length, closures in a row) of the cycle closed most often, or (0, 0).

@@ -351,7 +351,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         entry, _ = self.store.get_or_create(run_id)
         if entry.state.notifying and entry.state.in_callback():
             return None  # ended inside this run's on_decision, which holds its lock
-        requested, agent_span, content = None, None, ("", "")
+        requested, agent_span, content = None, None, ("", "", False)
         if self.engine.idle is not None:  # idle_turns: the turn, with its agent invocation
             parent_id = span.parent.span_id if span.parent is not None else None
             requested, agent_span = tool_request_of(attrs), self.live.agent_span_id(parent_id)
