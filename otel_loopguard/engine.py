@@ -509,8 +509,8 @@ class LoopEngine:
         if turn.index is not None:
             run.waste.turn(turn.index, turn.input_tokens, turn.output_tokens,
                            self.config.price(turn.models) if self.config.prices else None)
-        if self.handoffs is not None and turn.output_sig:
-            self.handoffs.said(run.handoff_state, turn.output_sig)
+        if self.handoffs is not None and turn.output_sig and turn.requested_tools is False:
+            self.handoffs.said(run.handoff_state, turn.output_sig)  # a contribution in words
         if turn.user_input and turn.input_sig:
             self._heard(run, turn.input_sig)
         idle = self.idle
@@ -616,11 +616,19 @@ class LoopEngine:
 
         An agent that looks something up again because its user asked again (``recheck it
         now``) is answering its user, not stuck: the repetition detectors count the calls
-        after a new user message as new observations. The same message again changes nothing.
+        after a new user message as new observations. The same message again changes nothing,
+        nor does the run's first (its task: an instrumentation may report it after the first
+        tool call, when the model span encloses the tools).
         """
         key = "\x00user:" + message
-        if not isinstance(run.mutations, dict) or key not in run.mutations:
-            cls._changed(run, key)
+        if not isinstance(run.mutations, dict):
+            run.mutations = {}
+        if key in run.mutations:
+            return
+        if "\x00user" not in run.mutations:  # the run's first message is its task: no change
+            run.mutations["\x00user"] = run.mutations[key] = None
+            return
+        cls._changed(run, key)
 
     def _custom_call_sig(self, tool: str, arguments: Any, builtin: str) -> str:
         """Return the call signature from the ``signature`` hook (``builtin`` if it fails)."""

@@ -598,7 +598,8 @@ class TestHandoffDetector:
             actions, current = [], "a"
             for n, output in enumerate(outputs):
                 target = "b" if current == "a" else "a"
-                engine.process_model_turn(run, ModelTurn(span_id=f"t{n}", output_sig=output))
+                engine.process_model_turn(run, ModelTurn(span_id=f"t{n}", output_sig=output,
+                                                         requested_tools=False))
                 actions.append(engine.process_handoff(run, Handoff(
                     from_agent=current, to_agent=target, explicit=False)).action.label)
                 current = target

@@ -26,6 +26,8 @@ tool name                target                                seen from
 ``transfer_back_to_<a>`` the name's suffix                     LangGraph supervisor
 =======================  ====================================  ==============================
 
+``transfer_to_human...`` (a customer-service agent handing its user to people) stays a tool call.
+
 The agent handing off is the span's agent attribute when it has one, else unknown (``""``).
 """
 
@@ -45,6 +47,9 @@ _TARGET_ARGUMENT: Final = {"transfer_to_agent": "agent_name", "handoff": "to_age
 """Handoff tool → the argument naming the agent it hands to."""
 _TARGET_PREFIXES: Final = ("transfer_back_to_", "transfer_to_")
 """Handoff tools named after their target (longest prefix first)."""
+_HUMAN: Final = "human"
+"""A transfer to a human (customer service's ``transfer_to_human_agents``) is a tool call: no
+agent of the run takes over, and calling it again and again is the agent's own loop."""
 
 
 def is_non_call(tool: Any, arguments: Any) -> bool:
@@ -62,7 +67,8 @@ def is_handoff_tool(tool: Any, arguments: Any) -> bool:
     key = _TARGET_ARGUMENT.get(tool)
     if key is not None:
         return bool(_argument(arguments, key))
-    return tool.startswith(_TARGET_PREFIXES) and tool != "transfer_to_agent"
+    return (tool.startswith(_TARGET_PREFIXES) and tool != "transfer_to_agent"
+            and not handoff_target(tool, arguments).startswith(_HUMAN))
 
 
 def handoff_target(tool: str, arguments: Any) -> str:

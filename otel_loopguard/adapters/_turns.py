@@ -135,8 +135,7 @@ def _last_input(attributes: Mapping[str, Any]) -> tuple[str, bool]:
         parsed = _parse(messages) if isinstance(messages, str | bytes) else messages
         if isinstance(parsed, list) and parsed:
             message = parsed[-1]
-            role = message.get("role") if isinstance(message, dict) else None
-            return _digest_of(message), role == "user"
+            return _digest_of(message), _from_user(message)
     for prefix, suffix in _CONTENT_SUFFIXES:
         last, found = -1, None
         for key, value in attributes.items():
@@ -148,6 +147,18 @@ def _last_input(attributes: Mapping[str, Any]) -> tuple[str, bool]:
             role_key = prefix + str(last) + suffix.replace("content", "role")
             return _digest_of(found), attributes.get(role_key) == "user"
     return "", False
+
+
+def _from_user(message: Any) -> bool:
+    """Whether a GenAI message is the user's own words, not tool results sent in its name.
+
+    Gemini and pydantic-ai send a function's response as a ``user`` message; its parts say so.
+    """
+    if not isinstance(message, dict) or message.get("role") != "user":
+        return False
+    parts = message.get("parts")
+    return not isinstance(parts, list) or all(
+        not isinstance(part, dict) or part.get("type") == "text" for part in parts)
 
 
 def _output(attributes: Mapping[str, Any]) -> str:

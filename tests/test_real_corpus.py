@@ -1,0 +1,178 @@
+"""The loop detectors on whole runs of real agents, at the prevalence the world has.
+
+The development corpus (``tests/corpus``, see its README and FORMAT.md) holds whole runs of six
+families of agents, converted from public trajectories and labelled by reading them before any
+detector ran. The test replays every run through the engine of ``otel-loopguard check`` at
+default settings and fails on any drop, per family: more healthy runs flagged by a loop
+detector, more at replan or stop, fewer loops caught at or after their labelled start. The
+bounds are the current figures, with no slack: re-tighten them after a change that improves
+them (the printed table says where they are).
+"""
+
+from __future__ import annotations
+
+import ast
+import gzip
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from corpus import replay
+from corpus.figures import corpus_figures, format_table
+
+CORPUS = Path(__file__).parent / "corpus"
+SETTLED = CORPUS / "labels" / "settled.json"
+"""Disagreements of the two readers, settled by reading the run again."""
+MIN_RUNS = 600
+MIN_RUNS_PER_FAMILY = 60
+MIN_HEALTHY_SHARE = 0.75
+MIN_SECOND_READER_SHARE = 0.2
+
+BOUNDS: dict[str, tuple[int, int, int]] = {
+    # family: (most healthy runs flagged, most healthy runs at replan or stop, fewest caught)
+    "shell": (0, 0, 30),
+    "function": (1, 1, 11),
+    "ide": (6, 0, 1),
+    "conversation": (0, 0, 0),
+    "multi_agent": (1, 0, 5),
+    "browsing": (1, 1, 10),
+}
+
+
+@pytest.fixture(scope="module")
+def figures():
+    """Replay the corpus once for the module."""
+    result = corpus_figures()
+    print("\n" + format_table(result))
+    return result
+
+
+@pytest.fixture(scope="module")
+def stored() -> list[dict]:
+    return list(replay.iter_runs())
+
+
+def test_the_corpus_looks_like_the_world(stored) -> None:
+    labels = replay.load_labels()
+    assert len(stored) >= MIN_RUNS
+    per_family = Counter(run["family"] for run in stored)
+    assert set(per_family) == set(replay.FAMILIES)
+    assert min(per_family.values()) >= MIN_RUNS_PER_FAMILY, per_family
+    healthy = sum(labels[run["id"]]["label"] == "healthy" for run in stored)
+    assert healthy / len(stored) >= MIN_HEALTHY_SHARE
+    assert any(call["result"] is None for run in stored for call in replay.calls_of(run))
+
+
+def test_every_run_is_whole_labelled_and_traced_to_its_source(stored) -> None:
+    labels = replay.load_labels()
+    assert len({run["id"] for run in stored}) == len(stored)
+    assert {run["id"] for run in stored} == set(labels)
+    for run in stored:
+        assert run["id"].startswith(run["family"]), run["id"]
+        assert run["source"].count("/") == 1 and run["path"] and run["licence"], run["id"]
+        assert run["content"] in ("full", "hashed", "partial"), run["id"]
+        label = labels[run["id"]]
+        assert label["label"] in ("loop", "healthy"), run["id"]
+        assert len(label["reason"]) > 10, run["id"]
+        calls = len(replay.calls_of(run))
+        if label["label"] == "loop" and label["loop_start"] is not None:
+            assert 0 <= label["loop_start"] <= label["loop_end"] <= calls, run["id"]
+        elif label["label"] == "loop":  # a loop of model turns or messages with no tool call
+            assert label["borderline"] or "no call" in label["reason"], run["id"]
+
+
+def test_a_second_reader_labelled_one_run_in_five_of_each_family(stored) -> None:
+    second = replay.load_second_reader()
+    first = replay.load_labels()
+    family = {run["id"]: run["family"] for run in stored}
+    assert set(second) <= set(first)
+    for name in replay.FAMILIES:
+        runs = [run for run, fam in family.items() if fam == name]
+        read = [run for run in runs if run in second]
+        assert len(read) >= MIN_SECOND_READER_SHARE * len(runs), name
+    agree = sum(second[run]["label"] == first[run]["label"] for run in second)
+    print(f"\nsecond reader: {agree} of {len(second)} runs given the same label")
+    assert agree / len(second) >= 0.8
+    settled = json.loads(SETTLED.read_text())
+    for run in second:  # every disagreement was settled by reading the run again
+        if second[run]["label"] != first[run]["label"]:
+            assert settled[run]["label"] == first[run]["label"], run
+            assert len(settled[run]["note"]) > 20, run
+
+
+def test_the_corpus_inputs_do_not_depend_on_the_code_under_test() -> None:
+    """Converters, the screen and the replay read no part of the package."""
+    files = [*CORPUS.glob("sources/*.py"), CORPUS / "replay.py", CORPUS / "screen.py",
+             CORPUS / "convert.py", CORPUS / "_shell_words.py"]
+    for path in files:
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert not any(n.split(".")[0] == "otel_loopguard" for n in names), path.name
+
+
+@pytest.mark.parametrize("family", replay.FAMILIES)
+def test_no_drop_in_any_family(figures, family) -> None:
+    counts = figures.counts(family)
+    most_flagged, most_stopped, fewest_caught = BOUNDS[family]
+    table = format_table(figures)
+    assert counts["healthy_flagged"] <= most_flagged, table
+    assert counts["replan_or_stop_on_healthy"] <= most_stopped, table
+    assert counts["caught"] >= fewest_caught, table
+
+
+def test_every_stored_run_was_replayed(figures, stored) -> None:
+    assert [o.run for o in figures.outcomes] == [run["id"] for run in stored]
+    for outcome, run in zip(figures.outcomes, stored, strict=True):
+        assert outcome.tool_calls == len(replay.calls_of(run)), run["id"]
+
+
+def _write_corpus(root: Path, runs: list[dict], labels: dict) -> None:
+    (root / "runs" / "shell").mkdir(parents=True)
+    (root / "labels" / "shell").mkdir(parents=True)
+    with gzip.open(root / "runs" / "shell" / "x.jsonl.gz", "wt") as handle:
+        handle.writelines(json.dumps(run) + "\n" for run in runs)
+    (root / "labels" / "shell" / "x.json").write_text(json.dumps(labels))
+
+
+def _run(run_id: str, calls: list[dict]) -> dict:
+    return {"id": run_id, "family": "shell", "source": "a/b", "path": "p", "commit": "c",
+            "licence": "MIT", "harness": "h", "model": "m", "content": "full",
+            "turns": [{"agent": None, "input": None, "output": "t", "calls": [call]}
+                      for call in calls]}
+
+
+def test_a_loop_counts_as_caught_only_at_or_after_its_start(tmp_path) -> None:
+    same = {"tool": "bash", "args": {"command": "cat a.py"}, "result": "x", "error": None}
+    other = [{"tool": "bash", "args": {"command": f"echo {i}"}, "result": str(i), "error": None}
+             for i in range(6)]
+    runs = [_run("shell-early", [same] * 5 + other), _run("shell-late", [same] * 5 + other)]
+    labels = {"shell-early": {"label": "loop", "loop_start": 8, "loop_end": 11, "reason": "r"},
+              "shell-late": {"label": "loop", "loop_start": 2, "loop_end": 5, "reason": "r"}}
+    _write_corpus(tmp_path, runs, labels)
+    figures = corpus_figures(runs=tmp_path / "runs", labels=tmp_path / "labels")
+    early, late = figures.outcomes
+    assert early.flagged and not early.caught and early.first_call is not None
+    assert late.caught and late.caught_at is not None and late.caught_at >= 2
+    assert figures.counts("shell")["caught"] == 1
+
+
+def test_a_run_becomes_genai_spans_with_content(tmp_path) -> None:
+    run = _run("shell-a", [{"tool": "Read", "args": {"path": "a.py"}, "result": None,
+                            "error": None},
+                           {"tool": "bash", "args": {"command": "false"}, "result": "",
+                            "error": "exit code 1"}])
+    run["turns"].append({"agent": None, "input": "why?", "output": "because", "calls": []})
+    spans = replay.run_to_otlp(run, 1)["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    attrs = [{a["key"]: a["value"] for a in span["attributes"]} for span in spans]
+    tools = [a for a in attrs if a["gen_ai.operation.name"]["stringValue"] == "execute_tool"]
+    assert "gen_ai.tool.call.result" not in tools[0]  # not captured: absent, not empty
+    assert tools[1]["gen_ai.tool.call.result"] == {"stringValue": ""}
+    assert [s["status"].get("message") for s in spans if "execute_tool" in s["name"]] == \
+        [None, "exit code 1"]
+    chats = [a for a in attrs if a["gen_ai.operation.name"]["stringValue"] == "chat"]
+    last = json.loads(chats[-1]["gen_ai.input.messages"]["stringValue"])
+    assert last == [{"role": "user", "parts": [{"type": "text", "content": "why?"}]}]
+    assert "gen_ai.input.messages" not in chats[1]  # it follows an uncaptured result only
