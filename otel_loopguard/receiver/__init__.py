@@ -49,7 +49,7 @@ from otel_loopguard.otlp._request import Decoded, RequestError
 from otel_loopguard.receiver._stream import StreamingChecker
 from otel_loopguard.replay.checker import RunReport
 
-__all__ = ["LoopGuardReceiver", "ReceiverOptions"]
+__all__ = ["LoopGuardReceiver", "ReceiverOptions", "Reservation"]
 
 logger = logging.getLogger(__name__)
 
@@ -81,8 +81,10 @@ class ReceiverOptions:
     max_request_bytes: int = _DEFAULT_MAX_REQUEST_BYTES
     """Largest request body, compressed and decompressed (8 MiB)."""
     max_bytes_in_flight: int = _DEFAULT_MAX_BYTES_IN_FLIGHT
-    """Request bytes (compressed and decompressed) being read or decoded at once, over both
-    protocols, before requests get 429 / RESOURCE_EXHAUSTED (64 MiB)."""
+    """Request bytes (compressed and decompressed) being read, decoded or waiting in the
+    queue, over both protocols, before requests get 429 / RESOURCE_EXHAUSTED (64 MiB). A gRPC
+    call takes ``max_request_bytes`` of it before its message is read (the size is not known
+    before), and gives back the difference once it is."""
     max_connections: int = 128
     """HTTP connections served at once (one thread each); past it the connection that has
     waited longest for its request is closed to make room."""
@@ -220,6 +222,7 @@ class LoopGuardReceiver:
         self._inflight_cond = threading.Condition()
         self._bytes_in_flight = 0
         self._bytes_lock = threading.Lock()
+        """Held only to read and change ``_bytes_in_flight``."""
         self.http_port: int | None = None
         self.grpc_port: int | None = None
 
@@ -342,47 +345,64 @@ class LoopGuardReceiver:
 
     # --- intake (called by the HTTP and gRPC servers, on their threads) ---------------------
     def handle(self, protocol: str, authorization: str | bytes | None,
-               decode: Callable[[Callable[[int], None]], Decoded]) -> Decoded:
+               decode: Callable[[Callable[[int], None]], Decoded], *,
+               held: Reservation | None = None) -> Decoded:
         """Authorize, admit, decode and queue one export request.
 
         ``decode(reserve)`` reads and decodes the request; it calls ``reserve(n)`` before it
         holds ``n`` more bytes (the body, then its decompressed form), which raises 429 /
         RESOURCE_EXHAUSTED when the bytes in flight would pass ``max_bytes_in_flight``
-        (``reserve(-n)`` gives ``n`` back). What is reserved is released when the request is
-        queued or refused.
+        (``reserve(-n)`` gives ``n`` back). What is reserved stays taken while the decoded
+        batch waits in the queue, and is given back when the worker has taken it in (or when
+        the request is refused).
+
+        Args:
+            protocol: ``http`` or ``grpc``, for the metrics.
+            authorization: the ``Authorization`` value sent, if any.
+            decode: reads and decodes the request.
+            held: bytes the front end reserved already (gRPC reserves a message's worth
+                before it reads the message); handed over to this request.
 
         Raises:
             RequestError: with the HTTP status and gRPC code to answer.
         """
-        reserved = [0]
-
-        def reserve(size: int) -> None:
-            with self._bytes_lock:
-                if size > 0 and \
-                        self._bytes_in_flight + size > self.options.max_bytes_in_flight:
-                    raise self.busy(f"{self._bytes_in_flight} bytes of requests in flight "
-                                     f"(limit {self.options.max_bytes_in_flight})")
-                self._bytes_in_flight += size
-                reserved[0] += size
-
+        reservation = held if held is not None else self.reservation()
         with self._tracked():
             try:
                 self.authorize(authorization)
                 self._admit()
-                try:
-                    decoded = self._decoded(decode, reserve)
-                    self._enqueue(decoded)
-                finally:
-                    with self._bytes_lock:
-                        self._bytes_in_flight -= reserved[0]
+                decoded = self._decoded(decode, reservation.take)
+                decoded.held_bytes = reservation.hand_over()
+                self._enqueue(decoded)
             except RequestError as error:
+                reservation.release()
                 self.refused(protocol, error)
+                raise
+            except BaseException:
+                reservation.release()
                 raise
         self._requests.labels(protocol, "partial" if decoded.rejected else "ok").inc()
         self._spans.labels("accepted").inc(len(decoded.spans))
         if decoded.rejected:
             self._spans.labels("rejected").inc(decoded.rejected)
         return decoded
+
+    def reservation(self) -> Reservation:
+        """Return an empty share of ``max_bytes_in_flight`` for one request."""
+        return Reservation(self)
+
+    def _take_bytes(self, size: int) -> None:
+        """Count ``size`` more bytes in flight (negative gives back); refuse past the limit."""
+        with self._bytes_lock:
+            if size > 0 and self._bytes_in_flight + size > self.options.max_bytes_in_flight:
+                raise self.busy(f"{self._bytes_in_flight} bytes of requests in flight "
+                                f"(limit {self.options.max_bytes_in_flight})")
+            self._bytes_in_flight += size
+
+    @property
+    def bytes_in_flight(self) -> int:
+        """Return the request bytes being read, decoded or waiting for the worker."""
+        return self._bytes_in_flight
 
     def _decoded(self, decode: Callable[[Callable[[int], None]], Decoded],
                  reserve: Callable[[int], None]) -> Decoded:
@@ -441,11 +461,13 @@ class LoopGuardReceiver:
 
     def _enqueue(self, decoded: Decoded) -> None:
         if not decoded.spans:
+            self._take_bytes(-decoded.held_bytes)
             return
         decoded.received_ns = self._clock()
         try:
             self._queue.put_nowait(decoded)
         except queue.Full:
+            self._take_bytes(-decoded.held_bytes)
             raise self.busy(f"intake queue full ({self.options.max_queue} batches)") from None
 
     @contextlib.contextmanager
@@ -477,6 +499,7 @@ class LoopGuardReceiver:
                 self._last_received_ns = item.received_ns
                 self._step(functools.partial(self.stream.add, item.spans, item.payloads,
                                              received_ns=item.received_ns))
+                self._take_bytes(-item.held_bytes)
             # With a backlog, time stands at the arrival of the last batch taken: a trace's
             # window only counts arrivals, never the worker's lag behind them.
             now = self._clock() if self._queue.empty() else self._last_received_ns
@@ -503,6 +526,42 @@ class LoopGuardReceiver:
                 self.on_report(report)
             except Exception as exc:
                 self.guard.handle("on_report", exc)
+
+
+class Reservation:
+    """One request's share of ``max_bytes_in_flight``; taken on any thread, given back once.
+
+    Thread-safe through the receiver's byte lock (a request uses its own from one thread at
+    a time, but a gRPC call can be evicted, and its share given back, from the event loop).
+    """
+
+    __slots__ = ("_lock", "_receiver", "held")
+
+    def __init__(self, receiver: LoopGuardReceiver) -> None:
+        self._receiver = receiver
+        self._lock = threading.Lock()
+        self.held = 0
+        """Bytes taken and not yet given back or handed over."""
+
+    def take(self, size: int) -> None:
+        """Take ``size`` more bytes (negative gives back).
+
+        Raises:
+            RequestError: 429 / RESOURCE_EXHAUSTED when they would pass the limit.
+        """
+        with self._lock:
+            self._receiver._take_bytes(size)
+            self.held += size
+
+    def hand_over(self) -> int:
+        """Return the bytes held and stop tracking them here (the queued batch carries them)."""
+        with self._lock:
+            held, self.held = self.held, 0
+        return held
+
+    def release(self) -> None:
+        """Give back whatever is held; safe to call twice."""
+        self._receiver._take_bytes(-self.hand_over())
 
 
 def _stop_server(server: Any) -> None:
