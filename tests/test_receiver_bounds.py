@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import grpc
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
 )
 from test_receiver import EXPORT, PROTOBUF, TOKEN, Served, post
 from test_receiver_faults import _stalled_calls
-from test_receiver_load import _report, _serve_process
+from test_receiver_load import _report, _run_fleet, _serve_process
 
 MIB = 1 << 20
 
@@ -125,3 +128,140 @@ def test_grpc_memory_stays_near_the_bytes_in_flight_cap() -> None:
     _report(test="60 x 8 MiB gRPC", rss_before_mb=round(base), rss_peak_mb=round(peak[0]),
             refused=refused)
     assert peak[0] - base < 64 * 6 + 100  # raw, parsed and decoded copies of 64 MiB
+
+
+# --- a counting downstream that can go away -------------------------------------------------
+class Downstream:
+    """An OTLP/gRPC endpoint that counts the span ids it took; ``down`` makes it UNAVAILABLE."""
+
+    def __init__(self, max_message_bytes: int = 4 * MIB) -> None:
+        self.span_ids: set[bytes] = set()
+        self.requests = 0
+        self.refused = 0
+        self.down = False
+        self.lock = threading.Lock()
+        self.server = grpc.server(ThreadPoolExecutor(4), options=[
+            ("grpc.max_receive_message_length", max_message_bytes)])
+        self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+            "opentelemetry.proto.collector.trace.v1.TraceService",
+            {"Export": grpc.unary_unary_rpc_method_handler(self._export)}),))
+        self.endpoint = f"http://127.0.0.1:{self.server.add_insecure_port('127.0.0.1:0')}"
+        self.server.start()
+
+    def _export(self, body: bytes, context: Any) -> bytes:
+        if self.down:
+            with self.lock:
+                self.refused += 1
+            context.abort(grpc.StatusCode.UNAVAILABLE, "downstream is down")
+        request = ExportTraceServiceRequest.FromString(body)
+        with self.lock:
+            self.requests += 1
+            self.span_ids.update(span.span_id for rs in request.resource_spans
+                                 for ss in rs.scope_spans for span in ss.spans)
+        data: bytes = ExportTraceServiceResponse().SerializeToString()
+        return data
+
+    def stop(self) -> None:
+        self.server.stop(None)
+
+
+@pytest.fixture(name="downstream")
+def _downstream() -> Iterator[Downstream]:
+    downstream = Downstream()
+    yield downstream
+    downstream.stop()
+
+
+def _small_request(first: int, count: int, *, root: bool = True) -> bytes:
+    """Return a protobuf request of ``count`` one-span traces (tool spans; roots if ``root``)."""
+    request = ExportTraceServiceRequest()
+    spans = request.resource_spans.add().scope_spans.add().spans
+    for trace in range(first, first + count):
+        span = spans.add()
+        span.trace_id = (trace + 1).to_bytes(16, "big")
+        span.span_id = (trace + 1).to_bytes(8, "big")
+        if not root:
+            span.parent_span_id = b"\xee" * 8
+        span.name = "execute_tool search"
+        span.start_time_unix_nano, span.end_time_unix_nano = 1, 2
+        attribute = span.attributes.add()
+        attribute.key, attribute.value.string_value = "gen_ai.tool.name", "search"
+    return request.SerializeToString()
+
+
+# --- 2. forwarding by size ------------------------------------------------------------------
+class TestForwardingBySize:
+    def test_small_spans_arrive_whatever_large_spans_share_their_batches(
+            self, downstream: Downstream) -> None:
+        """200 small traces and six 1.5 MiB spans, accepted together: a 4 MiB downstream gets
+        every one of them (before, one 9 MiB batch failed and took the small spans along)."""
+        served = Served(forward_endpoint=downstream.endpoint, max_request_bytes=2 * MIB)
+        with served.receiver as receiver:
+            for index in range(6):
+                big = _padded_request(3 * MIB // 2, trace=1000 + 2 * index, root=True)
+                assert post(receiver.http_port, big, PROTOBUF)[0] == 200
+                assert post(receiver.http_port, _small_request(40 * index, 40), PROTOBUF)[0] \
+                    == 200
+            assert receiver.flush(30)
+            forwarded = served.value("loopguard_receiver_forwarded_spans_total")
+            failed = served.total("loopguard_receiver_forward_failures_total")
+        assert (len(downstream.span_ids), forwarded, failed) == (246, 246, 0)
+        assert downstream.requests >= 3  # the big spans were split across requests
+
+
+# --- 3. pending traces bounded in bytes -----------------------------------------------------------
+class TestPendingBytes:
+    def test_traces_over_the_byte_bound_are_checked_and_forwarded_early(
+            self, downstream: Downstream) -> None:
+        """40 traces without their root, 200 KB each, against a 1 MiB bound: the buffer stays
+        under it, the oldest traces are checked, reported and forwarded early (counted as
+        capacity evictions), and none is lost."""
+        served = Served(forward_endpoint=downstream.endpoint, max_pending_bytes=MIB)
+        peak = [0]
+        with served.receiver as receiver:
+            stream = receiver.stream
+            original = stream.add
+
+            def add(*args: Any, **kwargs: Any) -> Any:
+                reports = original(*args, **kwargs)
+                peak[0] = max(peak[0], stream.buffered_bytes)
+                return reports
+
+            stream.add = add  # type: ignore[method-assign]
+            for trace in range(40):
+                assert post(receiver.http_port, _padded_request(200_000, trace=2 * trace + 1),
+                            PROTOBUF)[0] == 200
+            deadline = time.monotonic() + 20
+            while len(downstream.span_ids) < 35 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            early = len(downstream.span_ids), len(served.reports)
+            evicted = served.value("loopguard_evicted_runs_total", reason="capacity")
+            assert receiver.flush(30)
+        assert peak[0] <= MIB
+        assert early[0] >= 35 and early[1] >= 35  # before the run TTL (an hour) or a flush
+        assert evicted >= 35
+        assert len(downstream.span_ids) == 40
+
+
+# --- 4. a downstream outage loses nothing accepted ----------------------------------------------
+@pytest.mark.slow
+class TestDownstreamOutage:
+    def test_nothing_accepted_is_lost_and_senders_are_throttled(
+            self, downstream: Downstream) -> None:
+        """The downstream is down for 3 s while six real exporters send 1,248 spans: the
+        forwarding buffer (64 KiB) fills, serve answers 429 / RESOURCE_EXHAUSTED, the exporters
+        retry, and once the downstream is back every span created reaches it, none failed."""
+        served = Served(forward_endpoint=downstream.endpoint, forward_buffer_bytes=64 << 10,
+                        max_request_bytes=MIB, max_bytes_in_flight=4 * MIB)
+        downstream.down = True
+        threading.Timer(3.0, lambda: setattr(downstream, "down", False)).start()
+        with served.receiver as receiver:
+            created, acknowledged = _run_fleet(served, traces=16, calls=12)
+            assert receiver.flush(60)
+            accepted = served.value("loopguard_receiver_spans_total", outcome="accepted")
+            failed = served.total("loopguard_receiver_forward_failures_total")
+            throttled = sum(served.value("loopguard_receiver_requests_total", protocol=p,
+                                         outcome="throttled") for p in ("grpc", "http"))
+        assert created == acknowledged == accepted == len(downstream.span_ids) == 6 * 16 * 13
+        assert failed == 0
+        assert downstream.refused > 0 and throttled > 0

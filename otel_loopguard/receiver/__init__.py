@@ -56,6 +56,9 @@ logger = logging.getLogger(__name__)
 _DEFAULT_MAX_REQUEST_BYTES: Final = 8 << 20
 _DEFAULT_MAX_BYTES_IN_FLIGHT: Final = 64 << 20
 _DEFAULT_MAX_QUEUE: Final = 64
+_DEFAULT_MAX_PENDING_BYTES: Final = 128 << 20
+_DEFAULT_FORWARD_BUFFER_BYTES: Final = 64 << 20
+_DEFAULT_FORWARD_MAX_BATCH_BYTES: Final = 4 << 20
 _OUTCOMES: Final = {400: "invalid", 401: "unauthenticated", 408: "timeout", 411: "invalid",
                     413: "too_large", 415: "unsupported", 429: "throttled", 500: "internal",
                     503: "unavailable"}
@@ -99,6 +102,10 @@ class ReceiverOptions:
     """How long after its root span arrived a trace waits for late spans."""
     max_buffered_spans: int = 1_000_000
     """Buffered spans before the least recently touched trace is checked early."""
+    max_pending_bytes: int = _DEFAULT_MAX_PENDING_BYTES
+    """Bytes of spans buffered in open traces (as the receiver counts them: their text, and
+    their forwarded copy) before the least recently touched trace is checked and forwarded
+    early (128 MiB)."""
     retry_after_seconds: int = 1
     """Retry delay sent with backpressure responses."""
     grpc_workers: int = 8
@@ -108,11 +115,18 @@ class ReceiverOptions:
     """Downstream OTLP endpoint that receives the spans with loopguard evidence; None: off."""
     forward_protocol: Literal["grpc", "http"] = "grpc"
     """Protocol of ``forward_endpoint``."""
+    forward_buffer_bytes: int = _DEFAULT_FORWARD_BUFFER_BYTES
+    """Bytes of checked spans waiting for the downstream; while it is full (the downstream
+    is slow or away) new requests get 429 / RESOURCE_EXHAUSTED (64 MiB)."""
+    forward_max_batch_bytes: int = _DEFAULT_FORWARD_MAX_BATCH_BYTES
+    """Largest export request sent downstream; keep it under the downstream's message limit
+    (4 MiB, the Collector's gRPC default). A larger span is sent alone."""
 
     def __post_init__(self) -> None:
         """Validate sizes and ports."""
         for name in ("max_request_bytes", "max_queue", "max_buffered_spans", "grpc_workers",
-                     "retry_after_seconds", "max_connections"):
+                     "retry_after_seconds", "max_connections", "max_pending_bytes",
+                     "forward_buffer_bytes", "forward_max_batch_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.max_bytes_in_flight < self.max_request_bytes:
@@ -204,7 +218,8 @@ class LoopGuardReceiver:
         self.stream = StreamingChecker(
             self.config, metrics=self.metrics,
             reorder_window_seconds=self.options.reorder_window_seconds,
-            max_spans=self.options.max_buffered_spans, clock=clock,
+            max_spans=self.options.max_buffered_spans,
+            max_bytes=self.options.max_pending_bytes, clock=clock,
             on_trace=self.forwarder.forward if self.forwarder is not None else None,
             raise_internal_errors=raise_internal_errors)
         if self.metrics is not None:
@@ -236,6 +251,8 @@ class LoopGuardReceiver:
 
         return Forwarder(make_exporter(self.options.forward_endpoint,
                                        self.options.forward_protocol),
+                         max_buffer_bytes=self.options.forward_buffer_bytes,
+                         max_batch_bytes=self.options.forward_max_batch_bytes,
                          on_outcome=self._count_forwarded)
 
     def _count_forwarded(self, outcome: str, spans: int) -> None:
@@ -328,19 +345,20 @@ class LoopGuardReceiver:
             worker.join(timeout)
         self._worker = None
         if self.forwarder is not None:
-            self.forwarder.shutdown()
+            self.forwarder.shutdown(timeout)
 
     @property
     def ready(self) -> bool:
         """Return True when a request of ``max_request_bytes`` would be taken now.
 
-        That is: the worker runs, the queue has room, the bytes in flight leave room for it,
-        and no shutdown started.
+        That is: the worker runs, the queue and the forwarding buffer have room, the bytes in
+        flight leave room for it, and no shutdown started.
         """
         worker = self._worker
         options = self.options
         return worker is not None and worker.is_alive() and not self._draining \
             and not self._queue.full() \
+            and not (self.forwarder is not None and self.forwarder.full) \
             and self._bytes_in_flight + options.max_request_bytes <= options.max_bytes_in_flight
 
     # --- intake (called by the HTTP and gRPC servers, on their threads) ---------------------
@@ -452,6 +470,9 @@ class LoopGuardReceiver:
                                retry_after_seconds=self.options.retry_after_seconds)
         if self._queue.full():
             raise self.busy(f"intake queue full ({self.options.max_queue} batches)")
+        if self.forwarder is not None and self.forwarder.full:
+            raise self.busy("forwarding buffer full (the downstream is slow or unreachable; "
+                            f"{self.options.forward_buffer_bytes} bytes waiting)")
 
     def busy(self, why: str) -> RequestError:
         """Return the backpressure answer (429 / RESOURCE_EXHAUSTED with a retry delay)."""
