@@ -7,6 +7,8 @@ from /proc as a bound plus a fixed margin, in a ``serve`` subprocess.
 
 from __future__ import annotations
 
+import http.client
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -19,9 +21,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
-from test_receiver import EXPORT, PROTOBUF, TOKEN, Served, post
-from test_receiver_faults import _stalled_calls
+from test_receiver import EXPORT, JSON, PROTOBUF, TOKEN, Served, get, post
+from test_receiver_faults import _connect, _post_head, _stalled_calls, _status
 from test_receiver_load import _report, _run_fleet, _serve_process
+
+from otel_loopguard.cli import main
 
 MIB = 1 << 20
 
@@ -56,8 +60,10 @@ class TestGrpcBytesInFlight:
                 while receiver.bytes_in_flight < 2 * MIB and time.monotonic() < deadline:
                     time.sleep(0.01)
                 held = receiver.bytes_in_flight
-                status = post(receiver.http_port, _padded_request(MIB - 200), {
-                    **PROTOBUF, "Authorization": f"Bearer {TOKEN}"})[0]
+                sock = _connect(receiver.http_port, _post_head(
+                    MIB - 200, f"Authorization: Bearer {TOKEN}\r\n"))
+                status = _status(sock)  # answered before a byte of the body is sent
+                sock.close()
             finally:
                 release.set()
                 channel.close()
@@ -265,3 +271,83 @@ class TestDownstreamOutage:
         assert created == acknowledged == accepted == len(downstream.span_ids) == 6 * 16 * 13
         assert failed == 0
         assert downstream.refused > 0 and throttled > 0
+
+
+# --- 7. label values are safe ------------------------------------------------------------------
+def test_control_and_bidi_characters_never_reach_metrics_raw() -> None:
+    """Tool names with ESC, a newline and U+202E reach /metrics escaped (``\\x1b``,
+    ``\\u202e``), and every other label value is left as it was."""
+    served = Served(grpc_port=None)
+    names = ["evil\x1b[31mred", "txt.exe\u202egnp", "two\nlines", "caf\u00e9_search"]
+    spans = [{"traceId": f"{i + 1:032x}", "spanId": f"{i + 1:016x}", "name": "execute_tool",
+              "startTimeUnixNano": "1", "endTimeUnixNano": "2", "attributes": [
+                  {"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}},
+                  {"key": "gen_ai.tool.name", "value": {"stringValue": name}}]}
+             for i, name in enumerate(names)]
+    body = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}).encode()
+    with served.receiver as receiver:
+        assert post(receiver.http_port, body, JSON)[0] == 200
+        assert receiver.flush(10)
+        status, text = get(receiver.http_port, "/metrics")
+    metrics = text.decode("utf-8")
+    assert status == 200
+    assert "\x1b" not in metrics and "\u202e" not in metrics
+    for escaped in ('tool="evil\\\\x1b[31mred"', 'tool="txt.exe\\\\u202egnp"',
+                    'tool="two\\\\x0alines"', 'tool="caf\u00e9_search"'):
+        assert escaped in metrics
+
+
+# --- 8. HEAD, OPTIONS and out-of-range numbers ------------------------------------------------
+def _request(port: int, method: str, path: str) -> tuple[int, dict[str, str], bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request(method, path)
+        response = conn.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        conn.close()
+
+
+class TestMethods:
+    @pytest.mark.parametrize(("method", "path", "status", "allow"), [
+        ("HEAD", "/healthz", 200, None), ("HEAD", "/readyz", 200, None),
+        ("HEAD", "/metrics", 200, None), ("HEAD", "/nope", 404, None),
+        ("OPTIONS", "/v1/traces", 204, "POST, OPTIONS"),
+        ("OPTIONS", "/healthz", 204, "GET, HEAD, OPTIONS"),
+        ("OPTIONS", "*", 204, "GET, HEAD, OPTIONS"),
+        ("PUT", "/v1/traces", 405, "POST, OPTIONS"),
+        ("DELETE", "/metrics", 405, "GET, HEAD, OPTIONS")])
+    def test_answered_never_501(self, method: str, path: str, status: int,
+                                allow: str | None) -> None:
+        served = Served(grpc_port=None)
+        with served.receiver as receiver:
+            got, headers, body = _request(receiver.http_port, method, path)
+            get_length = len(get(receiver.http_port, path)[1]) if method == "HEAD" else 0
+        assert got == status
+        assert headers.get("Allow") == allow
+        if method == "HEAD":
+            assert body == b"" and int(headers["Content-Length"]) == get_length > 0
+
+
+@pytest.mark.parametrize("literal", ["1e999", "-1e999"])
+def test_a_double_out_of_range_is_rejected_by_serve_and_check(
+        literal: str, tmp_path: Any, capsys: Any) -> None:
+    """One behaviour for a JSON number that does not fit its type: the span is rejected and
+    named by its field path (serve: partial success; check: a bad record), never clamped."""
+    good = json.dumps({"traceId": "ab" * 16, "spanId": "01" * 8, "name": "a",
+                       "startTimeUnixNano": "1", "endTimeUnixNano": "2"})
+    bad = good.replace('"01010101', '"02020202')[:-1] + \
+        ', "attributes": [{"key": "x", "value": {"doubleValue": ' + literal + "}}]}"
+    body = ('{"resourceSpans": [{"scopeSpans": [{"spans": [' + good + ", " + bad +
+            "]}]}]}").encode()
+    served = Served(grpc_port=None)
+    with served.receiver as receiver:
+        status, _, reply = post(receiver.http_port, body, JSON)
+    partial = json.loads(reply)["partialSuccess"]
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(body + b"\n")
+    code = main(["check", str(path)])
+    err = capsys.readouterr().err
+    where = "spans[1].attributes[0].value.doubleValue: expected a number in the double range"
+    assert (status, partial["rejectedSpans"]) == (200, "1") and where in partial["errorMessage"]
+    assert code == 2 and where in err

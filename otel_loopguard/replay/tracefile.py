@@ -37,6 +37,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, NamedTuple, Protocol
 
+from otel_loopguard._safe_text import escape_unsafe
 from otel_loopguard.exceptions import TraceFileError
 from otel_loopguard.otlp._json import decode_json_spans, loads_json
 from otel_loopguard.otlp._proto import decode_proto_spans
@@ -301,7 +302,7 @@ class _TraceReader:
         if self._on_error is not None:
             self._on_error(error)
         else:
-            _LOGGER.warning("%s", error)
+            _LOGGER.warning("%s", escape_unsafe(str(error)))
 
     def _tick(self, consumed: int) -> None:
         if self._progress is not None and consumed - self._reported_bytes >= _CHUNK_BYTES:
