@@ -91,6 +91,9 @@ def add_parser(commands: Any) -> None:
                      help="re-export spans, with loopguard evidence, to this OTLP endpoint")
     out.add_argument("--forward-protocol", choices=("grpc", "http"), default="grpc",
                      help="protocol of --forward-endpoint (default grpc)")
+    out.add_argument("--state-file", metavar="FILE",
+                     help="keep counts of acknowledged and finished spans in FILE, so that the "
+                          "next start counts what a SIGKILL or OOM kill lost")
     out.add_argument("--forward-buffer-bytes", type=int, default=64 << 20, metavar="N",
                      help="checked spans waiting for the downstream; when full, new data gets "
                           "429/RESOURCE_EXHAUSTED (default 64 MiB)")
@@ -144,7 +147,7 @@ def _options(args: argparse.Namespace) -> ReceiverOptions:
             max_buffered_spans=args.max_buffered_spans, token=_token(args),
             max_pending_bytes=args.max_pending_bytes,
             forward_buffer_bytes=args.forward_buffer_bytes,
-            forward_max_batch_bytes=args.forward_max_batch_bytes,
+            forward_max_batch_bytes=args.forward_max_batch_bytes, state_file=args.state_file,
             max_bytes_in_flight=args.max_bytes_in_flight, max_connections=args.max_connections,
             request_timeout_seconds=args.request_timeout,
             reorder_window_seconds=args.reorder_window,

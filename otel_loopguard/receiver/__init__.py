@@ -34,7 +34,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from otel_loopguard.config import LoopGuardConfig
-from otel_loopguard.exceptions import InternalErrorGuard
+from otel_loopguard.exceptions import ConfigError, InternalErrorGuard
 from otel_loopguard.metrics import LoopGuardMetrics
 from otel_loopguard.metrics._names import (
     FORWARD_FAILURES,
@@ -66,7 +66,8 @@ REQUESTS: Final = RECEIVER_REQUESTS
 """Counter {protocol, outcome}: export requests by result (ok, partial, throttled, ...)."""
 SPANS: Final = RECEIVER_SPANS
 """Counter {outcome}: spans accepted, rejected (malformed), late (their trace had closed) or
-duplicate (a span id seen twice in a trace, e.g. an exporter retry)."""
+duplicate (a span id seen twice in a trace, e.g. an exporter retry), or lost (acknowledged by a
+previous run that was killed; counted at start with ``state_file``)."""
 QUEUE: Final = RECEIVER_QUEUE
 """Gauge: decoded batches waiting for the worker."""
 
@@ -118,6 +119,9 @@ class ReceiverOptions:
     forward_buffer_bytes: int = _DEFAULT_FORWARD_BUFFER_BYTES
     """Bytes of checked spans waiting for the downstream; while it is full (the downstream
     is slow or away) new requests get 429 / RESOURCE_EXHAUSTED (64 MiB)."""
+    state_file: str | None = None
+    """File where acknowledged and finished span counts are kept, so that the next start
+    counts what a hard kill lost (``loopguard_receiver_spans_total{outcome="lost"}``)."""
     forward_max_batch_bytes: int = _DEFAULT_FORWARD_MAX_BATCH_BYTES
     """Largest export request sent downstream; keep it under the downstream's message limit
     (4 MiB, the Collector's gRPC default). A larger span is sent alone."""
@@ -235,6 +239,9 @@ class LoopGuardReceiver:
         self._draining = self._stopped = False
         self._inflight = 0
         self._inflight_cond = threading.Condition()
+        self._taken_spans = 0
+        """Spans the worker has taken off the queue (worker thread only)."""
+        self._journal: Any = None
         self._bytes_in_flight = 0
         self._bytes_lock = threading.Lock()
         """Held only to read and change ``_bytes_in_flight``."""
@@ -273,6 +280,7 @@ class LoopGuardReceiver:
         Raises:
             OSError: when a port cannot be bound.
         """
+        self._open_journal()
         self._worker = threading.Thread(target=self._work, name="loopguard-serve-worker",
                                         daemon=True)
         self._worker.start()
@@ -282,6 +290,24 @@ class LoopGuardReceiver:
             self.shutdown()
             raise
         return self
+
+    def _open_journal(self) -> None:
+        if self.options.state_file is None:
+            return
+        from otel_loopguard.receiver._journal import Journal
+
+        try:
+            self._journal = Journal(self.options.state_file)
+        except OSError as exc:
+            raise ConfigError(f"state_file: {exc.strerror or exc}: "
+                              f"{self.options.state_file}") from None
+        lost = self._journal.lost_before
+        if lost:
+            self._spans.labels("lost").inc(lost)
+            logger.warning("otel-loopguard serve: the previous run did not shut down (killed?) "
+                           "and lost up to %d acknowledged span(s) it had not checked or "
+                           "forwarded (counted in loopguard_receiver_spans_total"
+                           "{outcome=\"lost\"})", lost)
 
     def _start_servers(self) -> None:
         opts = self.options
@@ -346,6 +372,8 @@ class LoopGuardReceiver:
         self._worker = None
         if self.forwarder is not None:
             self.forwarder.shutdown(timeout)
+        if self._journal is not None:
+            self._journal.close()
 
     @property
     def ready(self) -> bool:
@@ -485,10 +513,14 @@ class LoopGuardReceiver:
             self._take_bytes(-decoded.held_bytes)
             return
         decoded.received_ns = self._clock()
+        if self._journal is not None:
+            self._journal.accept(len(decoded.spans))  # before it is acknowledged
         try:
             self._queue.put_nowait(decoded)
         except queue.Full:
             self._take_bytes(-decoded.held_bytes)
+            if self._journal is not None:
+                self._journal.accept(-len(decoded.spans))
             raise self.busy(f"intake queue full ({self.options.max_queue} batches)") from None
 
     @contextlib.contextmanager
@@ -518,6 +550,7 @@ class LoopGuardReceiver:
                 item.done.set()
             elif item is not None:
                 self._last_received_ns = item.received_ns
+                self._taken_spans += len(item.spans)
                 self._step(functools.partial(self.stream.add, item.spans, item.payloads,
                                              received_ns=item.received_ns))
                 self._take_bytes(-item.held_bytes)
@@ -532,6 +565,9 @@ class LoopGuardReceiver:
         except Exception as exc:
             self.guard.handle("serve", exc)
             return
+        if self._journal is not None:
+            waiting = self.forwarder.pending_spans if self.forwarder is not None else 0
+            self._journal.settle(self._taken_spans - self.stream.buffered_spans - waiting)
         late = self.stream.late_spans - self._late_seen
         if late:
             self._late_seen += late

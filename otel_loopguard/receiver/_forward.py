@@ -119,6 +119,11 @@ class Forwarder:
         self._thread.start()
 
     @property
+    def pending_spans(self) -> int:
+        """Return the spans buffered or being exported."""
+        return len(self._buffer) + self._exporting
+
+    @property
     def full(self) -> bool:
         """Return True while the buffer has no room (new data should be refused)."""
         return self._blocked or self.buffered_bytes >= self.max_buffer_bytes
