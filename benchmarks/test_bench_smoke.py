@@ -55,3 +55,17 @@ def test_processor_in_process(shape: str, capsys: pytest.CaptureFixture[str]) ->
         "plain/batch", "plain/loopguard", "plain/batch-again", "plain/forward",
         "plain/open-table"]
     assert all(shape in line and "median" in line for line in lines)
+
+
+def test_serve_span_bytes(benchmark: Any) -> None:
+    """What ``serve`` pays per span to count its bytes (``--max-pending-bytes``, forwarding)."""
+    import json
+
+    from otel_loopguard.receiver._size import span_bytes
+    from otel_loopguard.types import SpanRecord
+
+    record = SpanRecord("ab" * 16, "cd" * 8, "ef" * 8, "execute_tool search", 1, 2, {
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search",
+        "gen_ai.tool.call.arguments": json.dumps({"q": "x" * 50, "n": 3}),
+        "gen_ai.tool.call.result": "r" * RESULT_BYTES, "retries": 3, "cached": True})
+    assert benchmark(span_bytes, record) > RESULT_BYTES

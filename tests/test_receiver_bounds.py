@@ -386,3 +386,29 @@ def test_spans_lost_to_sigkill_are_counted_at_the_next_start(tmp_path: Any) -> N
 
 def _port(serve: Any) -> int:
     return int(serve.url.rsplit(":", 1)[1])
+
+
+@pytest.mark.heavy
+def test_pending_memory_stays_near_the_pending_bytes_bound() -> None:
+    """40 traces without their root, one 7 MiB attribute each (+785 MB held for the run TTL
+    before): with --max-pending-bytes 32 MiB and 16 MiB in flight, serve's memory stays near
+    those bounds."""
+    serve = _serve_process("--max-pending-bytes", str(32 * MIB),
+                           "--max-bytes-in-flight", str(16 * MIB))
+    try:
+        base = serve.rss_mb()
+        peak = base
+        for trace in range(40):
+            body = _padded_request(7 * MIB, trace=2 * trace + 1)
+            while post(_port(serve), body, PROTOBUF)[0] == 429:
+                time.sleep(0.2)
+            peak = max(peak, serve.rss_mb())
+        time.sleep(1)
+        peak = max(peak, serve.rss_mb())
+        evicted = serve.metric('loopguard_evicted_runs_total{reason="capacity"}')
+    finally:
+        serve.stop()
+    _report(test="40 x 7 MiB pending", rss_before_mb=round(base), rss_peak_mb=round(peak),
+            evicted=evicted)
+    assert evicted >= 30
+    assert peak - base < 32 * 2 + 16 * 6 + 100
