@@ -144,7 +144,10 @@ class Serve:
              "--grpc-port", "0", "--http-port", "0", "--reports", "none", *extra],
             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env, cwd=_ROOT)
         assert self.proc.stderr is not None
-        match = BANNER.search(self.proc.stderr.readline())
+        for _ in range(10):  # warnings (a previous run that was killed) come first
+            match = BANNER.search(line := self.proc.stderr.readline())
+            if match or not line:
+                break
         assert match, "serve did not start"
         self.grpc_port, self.url = int(match.group(1)), match.group(2)
 

@@ -72,3 +72,17 @@ def test_demo_one_second(benchmark: Any, capsys: pytest.CaptureFixture[str]) -> 
     argv = ["demo", "--duration", "1", "--metrics-port", "0", "--quiet", "--seed", "7"]
     assert benchmark(main, argv) == 0
     assert "final summary:" in capsys.readouterr().out
+
+
+def test_serve_span_bytes(benchmark: Any) -> None:
+    """What ``serve`` pays per span to count its bytes (``--max-pending-bytes``, forwarding)."""
+    import json
+
+    from otel_loopguard.receiver._size import span_bytes
+    from otel_loopguard.types import SpanRecord
+
+    record = SpanRecord("ab" * 16, "cd" * 8, "ef" * 8, "execute_tool search", 1, 2, {
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search",
+        "gen_ai.tool.call.arguments": json.dumps({"q": "x" * 50, "n": 3}),
+        "gen_ai.tool.call.result": "r" * RESULT_BYTES, "retries": 3, "cached": True})
+    assert benchmark(span_bytes, record) > RESULT_BYTES

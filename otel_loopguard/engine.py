@@ -558,8 +558,10 @@ class LoopEngine:
         kind = self._kinds.get(tool)
         if kind is None or kind is _PER_CALL or (info.in_progress and kind == "default"):
             kind = self.tool_kind(tool, info, call.arguments)
-        known = arguments_known(kind, args)
-        if not known:  # a call not captured whole equals no other
+        # a call not captured whole equals no other; a failed one keeps its identity, since the
+        # failure ladders (and precheck's prediction of them) key on the call and its target
+        known = error is not None or arguments_known(kind, args)
+        if not known:
             call_sig = digest(call_sig + "\x00opaque:" + str(run.calls))
         outcome = call_sig + ":" + info.digest if call.has_result else call_sig
         version = run.version

@@ -19,7 +19,7 @@ from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.processor import LoopGuardSpanProcessor
 from otel_loopguard.receiver._stream import StreamingChecker
 from otel_loopguard.replay import Checker
-from otel_loopguard.replay._dedupe import SpanDeduplicator
+from otel_loopguard.replay._dedupe import _TRACE_COST, SpanDeduplicator
 from otel_loopguard.testing import AgentScript
 from otel_loopguard.tracefile import iter_spans
 
@@ -120,15 +120,16 @@ class TestDuplicatedSpans:
     def test_memory_is_bounded(self) -> None:
         """Old traces move to compact arrays and are forgotten beyond the cap: a copy of a
         forgotten trace is new again (that is the price of bounded memory)."""
-        seen = SpanDeduplicator(hot_traces=2, max_cold_ids=4)
+        cap = 2 * (2 + _TRACE_COST)  # two cold traces of two spans each
+        seen = SpanDeduplicator(hot_traces=2, max_cold_ids=cap)
         for trace in ("a", "b", "c", "d"):
             for span in ("1", "2"):
                 assert seen.is_new(trace, span)
-        assert len(seen._hot) == 2 and seen._cold_ids == 4
+        assert len(seen._hot) == 2 and seen._cold_ids == cap
         assert not seen.is_new("b", "2")  # cold, still known
         assert not seen.is_new("d", "1")  # hot
         seen.is_new("e", "1")  # cools c: a is forgotten
-        assert seen._cold_ids <= 4
+        assert seen._cold_ids <= cap
         assert seen.is_new("a", "1")
         assert seen.duplicates == 2
 

@@ -24,7 +24,7 @@ from otel_loopguard.cli._text import JsonReporter, TextReporter, use_color
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.exceptions import LoopGuardError, TraceFileError
 from otel_loopguard.replay.checker import Checker
-from otel_loopguard.replay.tracefile import DEFAULT_MAX_DECOMPRESSED_BYTES
+from otel_loopguard.replay.tracefile import DEFAULT_MAX_DECOMPRESSED_BYTES, DEFAULT_MAX_LINE_BYTES
 from otel_loopguard.types import Action
 
 __all__ = ["add_parser", "parse_size"]
@@ -81,6 +81,10 @@ def add_parser(commands: Any) -> None:
                         default=DEFAULT_MAX_DECOMPRESSED_BYTES,
                         help="largest size a compressed file may expand to, e.g. 512MiB "
                              "(default: 1GiB)")
+    parser.add_argument("--max-line-bytes", type=parse_size, metavar="SIZE",
+                        default=DEFAULT_MAX_LINE_BYTES,
+                        help="largest line, JSON document or protobuf message held; a longer "
+                             "line is reported and skipped unread (default: 64MiB)")
     parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                         help="colour the text format: auto (a terminal, unless NO_COLOR is "
                              "set), always or never")
@@ -105,8 +109,13 @@ def run_check(args: argparse.Namespace) -> int:
     fail_on = Action.parse(args.fail_on)
     budget_name = args.fail_on_budget or args.fail_on
     fail_on_budget = None if budget_name == "never" else Action.parse(budget_name)
-    files = expand(args.paths)
     summary = Summary(fail_on=fail_on, fail_on_budget=fail_on_budget)
+    left_out: list[TraceFileError] = []
+    files = expand(args.paths, None if args.strict else left_out.append)
+    if not files and left_out:  # nothing to read: name each path, no report
+        for error in left_out:
+            _say(clean(str(error)))
+        return 2
     with _output(args.output) as out:
         reporter = _reporter(args.format)(out, fail_on=fail_on, fail_on_budget=fail_on_budget,
                                           quiet=args.quiet, color=use_color(args.color, out))
@@ -119,8 +128,11 @@ def run_check(args: argparse.Namespace) -> int:
                 _say(f"more bad records not shown (the first {MAX_PROBLEMS_LISTED} are)")
             reporter.bad_input(error)
 
+        for error in left_out:
+            on_error(error)
         inputs = Inputs(files, strict=args.strict, on_error=on_error,
-                        max_decompressed_bytes=args.max_decompressed)
+                        max_decompressed_bytes=args.max_decompressed,
+                        max_line_bytes=args.max_line_bytes)
         checker = Checker(config)
         lone = 0
         try:

@@ -8,13 +8,13 @@ character, newline, ANSI escape or bidirectional override in a span can forge ou
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
 import orjson
 
+from otel_loopguard._safe_text import escape_unsafe
 from otel_loopguard.types import Action, Decision
 from otel_loopguard.waste import Waste
 
@@ -29,11 +29,6 @@ __all__ = ["MAX_PROBLEMS_LISTED", "Reporter", "RunEntry", "Summary", "Where", "b
 
 MAX_PROBLEMS_LISTED: Final = 100
 """Input problems kept for the report (stderr and the count show them all)."""
-_UNSAFE: Final = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
-    "\ufeff\ufff9-\ufffb\ufffe\uffff\ud800-\udfff]")
-"""C0 and C1 controls (newlines and ESC included), bidirectional marks and overrides, line and
-paragraph separators, BOM, interlinear annotations, non-characters and lone surrogates."""
 NO_TEMPLATE: Final = "no prompt template"
 
 
@@ -59,15 +54,7 @@ def clean(text: object) -> str:
     ``"a\nb"`` becomes ``a\x0ab`` and ``"\x1b[31m"`` becomes ``\x1b[31m`` (literally); printable
     text, non-ASCII letters included, is left alone.
     """
-    value = str(text)
-    if _UNSAFE.search(value) is None:
-        return value
-    return _UNSAFE.sub(_escape, value)
-
-
-def _escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    return escape_unsafe(str(text))
 
 
 def plural(count: int, noun: str, many: str | None = None) -> str:

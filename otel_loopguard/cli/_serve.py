@@ -63,8 +63,12 @@ def add_parser(commands: Any) -> None:
                         help="decoded batches waiting before 429/RESOURCE_EXHAUSTED (64)")
     limits.add_argument("--max-buffered-spans", type=int, default=1_000_000, metavar="N",
                         help="spans buffered across open traces (default 1,000,000)")
+    limits.add_argument("--max-pending-bytes", type=int, default=128 << 20, metavar="N",
+                        help="bytes of spans held in open traces; past it the oldest trace is "
+                             "checked and forwarded early (default 128 MiB)")
     limits.add_argument("--max-bytes-in-flight", type=int, default=64 << 20, metavar="N",
-                        help="request bytes read or decoded at once before 429 (64 MiB)")
+                        help="request bytes read, decoded or queued at once, over HTTP and "
+                             "gRPC, before 429/RESOURCE_EXHAUSTED (64 MiB)")
     limits.add_argument("--max-connections", type=int, default=128, metavar="N",
                         help="HTTP connections served at once (128)")
     limits.add_argument("--request-timeout", type=_seconds, default=30.0, metavar="SECONDS",
@@ -87,6 +91,15 @@ def add_parser(commands: Any) -> None:
                      help="re-export spans, with loopguard evidence, to this OTLP endpoint")
     out.add_argument("--forward-protocol", choices=("grpc", "http"), default="grpc",
                      help="protocol of --forward-endpoint (default grpc)")
+    out.add_argument("--state-file", metavar="FILE",
+                     help="keep counts of acknowledged and finished spans in FILE, so that the "
+                          "next start counts what a SIGKILL or OOM kill lost")
+    out.add_argument("--forward-buffer-bytes", type=int, default=64 << 20, metavar="N",
+                     help="checked spans waiting for the downstream; when full, new data gets "
+                          "429/RESOURCE_EXHAUSTED (default 64 MiB)")
+    out.add_argument("--forward-max-batch-bytes", type=int, default=4 << 20, metavar="N",
+                     help="largest export request sent downstream, under its message limit "
+                          "(default 4 MiB, the Collector's gRPC default)")
     parser.set_defaults(handler=run_serve)
 
 
@@ -132,6 +145,9 @@ def _options(args: argparse.Namespace) -> ReceiverOptions:
             http_port=None if args.no_http else args.http_port,
             max_request_bytes=args.max_request_bytes, max_queue=args.max_queue,
             max_buffered_spans=args.max_buffered_spans, token=_token(args),
+            max_pending_bytes=args.max_pending_bytes,
+            forward_buffer_bytes=args.forward_buffer_bytes,
+            forward_max_batch_bytes=args.forward_max_batch_bytes, state_file=args.state_file,
             max_bytes_in_flight=args.max_bytes_in_flight, max_connections=args.max_connections,
             request_timeout_seconds=args.request_timeout,
             reorder_window_seconds=args.reorder_window,

@@ -20,6 +20,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from otel_loopguard._findings import budget_part, loop_action, loop_detector
+from otel_loopguard._safe_text import escape_unsafe
 from otel_loopguard.metrics._names import (
     BUDGET_EXCEEDED,
     BUDGETS,
@@ -63,12 +64,12 @@ MAX_LABEL_CHARS: Final = 128
 
 
 def clean_label(value: str) -> str:
-    """Return ``value`` as a label value every exposition format can write, at most 128 chars."""
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:  # lone surrogates from a span attribute
-            value = value.encode("utf-8", "replace").decode("utf-8")
+    r"""Return ``value`` as a label value every exposition format can write, at most 128 chars.
+
+    Control and bidirectional characters, and lone surrogates, are escaped (``\x1b``,
+    ``\u202e``): a span must not put a terminal escape or a reversed string into a label.
+    """
+    value = escape_unsafe(value)
     if len(value) > MAX_LABEL_CHARS:
         value = value[:MAX_LABEL_CHARS - 9] + "~" + digest(value)[:8]
     return value

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -559,7 +560,12 @@ def _int_value(raw: Any, depth: int) -> int:
 
 def _double_value(raw: Any, depth: int) -> float:
     if type(raw) is float:
-        return raw
+        if math.isfinite(raw):
+            return raw
+        # A JSON number the parser overflowed (1e999) or a bare NaN/Infinity token (not JSON):
+        # out of range, like an integer over int64; the strings "Infinity"/"NaN" are the way.
+        raise FieldError("", "expected a number in the double range (or the string "
+                         f"'Infinity', '-Infinity' or 'NaN'), got {short(raw)}")
     if type(raw) is int:
         try:
             return float(raw)

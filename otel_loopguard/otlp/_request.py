@@ -62,6 +62,8 @@ class Decoded:
     """The SDK span of each of ``spans``, when the receiver forwards them."""
     received_ns: int = 0
     """When the receiver accepted the request (its clock)."""
+    held_bytes: int = 0
+    """The request's share of the receiver's bytes in flight, given back once taken in."""
 
 
 def decompress(body: bytes, encoding: str, limit: int) -> bytes:

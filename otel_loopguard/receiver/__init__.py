@@ -34,7 +34,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from otel_loopguard.config import LoopGuardConfig
-from otel_loopguard.exceptions import InternalErrorGuard
+from otel_loopguard.exceptions import ConfigError, InternalErrorGuard
 from otel_loopguard.metrics import LoopGuardMetrics
 from otel_loopguard.metrics._names import (
     FORWARD_FAILURES,
@@ -49,13 +49,16 @@ from otel_loopguard.otlp._request import Decoded, RequestError
 from otel_loopguard.receiver._stream import StreamingChecker
 from otel_loopguard.replay.checker import RunReport
 
-__all__ = ["LoopGuardReceiver", "ReceiverOptions"]
+__all__ = ["LoopGuardReceiver", "ReceiverOptions", "Reservation"]
 
 logger = logging.getLogger(__name__)
 
 _DEFAULT_MAX_REQUEST_BYTES: Final = 8 << 20
 _DEFAULT_MAX_BYTES_IN_FLIGHT: Final = 64 << 20
 _DEFAULT_MAX_QUEUE: Final = 64
+_DEFAULT_MAX_PENDING_BYTES: Final = 128 << 20
+_DEFAULT_FORWARD_BUFFER_BYTES: Final = 64 << 20
+_DEFAULT_FORWARD_MAX_BATCH_BYTES: Final = 4 << 20
 _OUTCOMES: Final = {400: "invalid", 401: "unauthenticated", 408: "timeout", 411: "invalid",
                     413: "too_large", 415: "unsupported", 429: "throttled", 500: "internal",
                     503: "unavailable"}
@@ -63,7 +66,8 @@ REQUESTS: Final = RECEIVER_REQUESTS
 """Counter {protocol, outcome}: export requests by result (ok, partial, throttled, ...)."""
 SPANS: Final = RECEIVER_SPANS
 """Counter {outcome}: spans accepted, rejected (malformed), late (their trace had closed) or
-duplicate (a span id seen twice in a trace, e.g. an exporter retry)."""
+duplicate (a span id seen twice in a trace, e.g. an exporter retry), or lost (acknowledged by a
+previous run that was killed; counted at start with ``state_file``)."""
 QUEUE: Final = RECEIVER_QUEUE
 """Gauge: decoded batches waiting for the worker."""
 
@@ -81,8 +85,10 @@ class ReceiverOptions:
     max_request_bytes: int = _DEFAULT_MAX_REQUEST_BYTES
     """Largest request body, compressed and decompressed (8 MiB)."""
     max_bytes_in_flight: int = _DEFAULT_MAX_BYTES_IN_FLIGHT
-    """Request bytes (compressed and decompressed) being read or decoded at once, over both
-    protocols, before requests get 429 / RESOURCE_EXHAUSTED (64 MiB)."""
+    """Request bytes (compressed and decompressed) being read, decoded or waiting in the
+    queue, over both protocols, before requests get 429 / RESOURCE_EXHAUSTED (64 MiB). A gRPC
+    call takes ``max_request_bytes`` of it before its message is read (the size is not known
+    before), and gives back the difference once it is."""
     max_connections: int = 128
     """HTTP connections served at once (one thread each); past it the connection that has
     waited longest for its request is closed to make room."""
@@ -97,6 +103,10 @@ class ReceiverOptions:
     """How long after its root span arrived a trace waits for late spans."""
     max_buffered_spans: int = 1_000_000
     """Buffered spans before the least recently touched trace is checked early."""
+    max_pending_bytes: int = _DEFAULT_MAX_PENDING_BYTES
+    """Bytes of spans buffered in open traces (as the receiver counts them: their text, and
+    their forwarded copy) before the least recently touched trace is checked and forwarded
+    early (128 MiB)."""
     retry_after_seconds: int = 1
     """Retry delay sent with backpressure responses."""
     grpc_workers: int = 8
@@ -106,11 +116,21 @@ class ReceiverOptions:
     """Downstream OTLP endpoint that receives the spans with loopguard evidence; None: off."""
     forward_protocol: Literal["grpc", "http"] = "grpc"
     """Protocol of ``forward_endpoint``."""
+    forward_buffer_bytes: int = _DEFAULT_FORWARD_BUFFER_BYTES
+    """Bytes of checked spans waiting for the downstream; while it is full (the downstream
+    is slow or away) new requests get 429 / RESOURCE_EXHAUSTED (64 MiB)."""
+    state_file: str | None = None
+    """File where acknowledged and finished span counts are kept, so that the next start
+    counts what a hard kill lost (``loopguard_receiver_spans_total{outcome="lost"}``)."""
+    forward_max_batch_bytes: int = _DEFAULT_FORWARD_MAX_BATCH_BYTES
+    """Largest export request sent downstream; keep it under the downstream's message limit
+    (4 MiB, the Collector's gRPC default). A larger span is sent alone."""
 
     def __post_init__(self) -> None:
         """Validate sizes and ports."""
         for name in ("max_request_bytes", "max_queue", "max_buffered_spans", "grpc_workers",
-                     "retry_after_seconds", "max_connections"):
+                     "retry_after_seconds", "max_connections", "max_pending_bytes",
+                     "forward_buffer_bytes", "forward_max_batch_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.max_bytes_in_flight < self.max_request_bytes:
@@ -202,7 +222,8 @@ class LoopGuardReceiver:
         self.stream = StreamingChecker(
             self.config, metrics=self.metrics,
             reorder_window_seconds=self.options.reorder_window_seconds,
-            max_spans=self.options.max_buffered_spans, clock=clock,
+            max_spans=self.options.max_buffered_spans,
+            max_bytes=self.options.max_pending_bytes, clock=clock,
             on_trace=self.forwarder.forward if self.forwarder is not None else None,
             raise_internal_errors=raise_internal_errors)
         if self.metrics is not None:
@@ -218,8 +239,12 @@ class LoopGuardReceiver:
         self._draining = self._stopped = False
         self._inflight = 0
         self._inflight_cond = threading.Condition()
+        self._taken_spans = 0
+        """Spans the worker has taken off the queue (worker thread only)."""
+        self._journal: Any = None
         self._bytes_in_flight = 0
         self._bytes_lock = threading.Lock()
+        """Held only to read and change ``_bytes_in_flight``."""
         self.http_port: int | None = None
         self.grpc_port: int | None = None
 
@@ -233,6 +258,8 @@ class LoopGuardReceiver:
 
         return Forwarder(make_exporter(self.options.forward_endpoint,
                                        self.options.forward_protocol),
+                         max_buffer_bytes=self.options.forward_buffer_bytes,
+                         max_batch_bytes=self.options.forward_max_batch_bytes,
                          on_outcome=self._count_forwarded)
 
     def _count_forwarded(self, outcome: str, spans: int) -> None:
@@ -253,6 +280,7 @@ class LoopGuardReceiver:
         Raises:
             OSError: when a port cannot be bound.
         """
+        self._open_journal()
         self._worker = threading.Thread(target=self._work, name="loopguard-serve-worker",
                                         daemon=True)
         self._worker.start()
@@ -262,6 +290,24 @@ class LoopGuardReceiver:
             self.shutdown()
             raise
         return self
+
+    def _open_journal(self) -> None:
+        if self.options.state_file is None:
+            return
+        from otel_loopguard.receiver._journal import Journal
+
+        try:
+            self._journal = Journal(self.options.state_file)
+        except OSError as exc:
+            raise ConfigError(f"state_file: {exc.strerror or exc}: "
+                              f"{self.options.state_file}") from None
+        lost = self._journal.lost_before
+        if lost:
+            self._spans.labels("lost").inc(lost)
+            logger.warning("otel-loopguard serve: the previous run did not shut down (killed?) "
+                           "and lost up to %d acknowledged span(s) it had not checked or "
+                           "forwarded (counted in loopguard_receiver_spans_total"
+                           "{outcome=\"lost\"})", lost)
 
     def _start_servers(self) -> None:
         opts = self.options
@@ -325,64 +371,84 @@ class LoopGuardReceiver:
             worker.join(timeout)
         self._worker = None
         if self.forwarder is not None:
-            self.forwarder.shutdown()
+            self.forwarder.shutdown(timeout)
+        if self._journal is not None:
+            self._journal.close()
 
     @property
     def ready(self) -> bool:
         """Return True when a request of ``max_request_bytes`` would be taken now.
 
-        That is: the worker runs, the queue has room, the bytes in flight leave room for it,
-        and no shutdown started.
+        That is: the worker runs, the queue and the forwarding buffer have room, the bytes in
+        flight leave room for it, and no shutdown started.
         """
         worker = self._worker
         options = self.options
         return worker is not None and worker.is_alive() and not self._draining \
             and not self._queue.full() \
+            and not (self.forwarder is not None and self.forwarder.full) \
             and self._bytes_in_flight + options.max_request_bytes <= options.max_bytes_in_flight
 
     # --- intake (called by the HTTP and gRPC servers, on their threads) ---------------------
     def handle(self, protocol: str, authorization: str | bytes | None,
-               decode: Callable[[Callable[[int], None]], Decoded]) -> Decoded:
+               decode: Callable[[Callable[[int], None]], Decoded], *,
+               held: Reservation | None = None) -> Decoded:
         """Authorize, admit, decode and queue one export request.
 
         ``decode(reserve)`` reads and decodes the request; it calls ``reserve(n)`` before it
         holds ``n`` more bytes (the body, then its decompressed form), which raises 429 /
         RESOURCE_EXHAUSTED when the bytes in flight would pass ``max_bytes_in_flight``
-        (``reserve(-n)`` gives ``n`` back). What is reserved is released when the request is
-        queued or refused.
+        (``reserve(-n)`` gives ``n`` back). What is reserved stays taken while the decoded
+        batch waits in the queue, and is given back when the worker has taken it in (or when
+        the request is refused).
+
+        Args:
+            protocol: ``http`` or ``grpc``, for the metrics.
+            authorization: the ``Authorization`` value sent, if any.
+            decode: reads and decodes the request.
+            held: bytes the front end reserved already (gRPC reserves a message's worth
+                before it reads the message); handed over to this request.
 
         Raises:
             RequestError: with the HTTP status and gRPC code to answer.
         """
-        reserved = [0]
-
-        def reserve(size: int) -> None:
-            with self._bytes_lock:
-                if size > 0 and \
-                        self._bytes_in_flight + size > self.options.max_bytes_in_flight:
-                    raise self.busy(f"{self._bytes_in_flight} bytes of requests in flight "
-                                     f"(limit {self.options.max_bytes_in_flight})")
-                self._bytes_in_flight += size
-                reserved[0] += size
-
+        reservation = held if held is not None else self.reservation()
         with self._tracked():
             try:
                 self.authorize(authorization)
                 self._admit()
-                try:
-                    decoded = self._decoded(decode, reserve)
-                    self._enqueue(decoded)
-                finally:
-                    with self._bytes_lock:
-                        self._bytes_in_flight -= reserved[0]
+                decoded = self._decoded(decode, reservation.take)
+                decoded.held_bytes = reservation.hand_over()
+                self._enqueue(decoded)
             except RequestError as error:
+                reservation.release()
                 self.refused(protocol, error)
+                raise
+            except BaseException:
+                reservation.release()
                 raise
         self._requests.labels(protocol, "partial" if decoded.rejected else "ok").inc()
         self._spans.labels("accepted").inc(len(decoded.spans))
         if decoded.rejected:
             self._spans.labels("rejected").inc(decoded.rejected)
         return decoded
+
+    def reservation(self) -> Reservation:
+        """Return an empty share of ``max_bytes_in_flight`` for one request."""
+        return Reservation(self)
+
+    def _take_bytes(self, size: int) -> None:
+        """Count ``size`` more bytes in flight (negative gives back); refuse past the limit."""
+        with self._bytes_lock:
+            if size > 0 and self._bytes_in_flight + size > self.options.max_bytes_in_flight:
+                raise self.busy(f"{self._bytes_in_flight} bytes of requests in flight "
+                                f"(limit {self.options.max_bytes_in_flight})")
+            self._bytes_in_flight += size
+
+    @property
+    def bytes_in_flight(self) -> int:
+        """Return the request bytes being read, decoded or waiting for the worker."""
+        return self._bytes_in_flight
 
     def _decoded(self, decode: Callable[[Callable[[int], None]], Decoded],
                  reserve: Callable[[int], None]) -> Decoded:
@@ -432,6 +498,9 @@ class LoopGuardReceiver:
                                retry_after_seconds=self.options.retry_after_seconds)
         if self._queue.full():
             raise self.busy(f"intake queue full ({self.options.max_queue} batches)")
+        if self.forwarder is not None and self.forwarder.full:
+            raise self.busy("forwarding buffer full (the downstream is slow or unreachable; "
+                            f"{self.options.forward_buffer_bytes} bytes waiting)")
 
     def busy(self, why: str) -> RequestError:
         """Return the backpressure answer (429 / RESOURCE_EXHAUSTED with a retry delay)."""
@@ -441,11 +510,17 @@ class LoopGuardReceiver:
 
     def _enqueue(self, decoded: Decoded) -> None:
         if not decoded.spans:
+            self._take_bytes(-decoded.held_bytes)
             return
         decoded.received_ns = self._clock()
+        if self._journal is not None:
+            self._journal.accept(len(decoded.spans))  # before it is acknowledged
         try:
             self._queue.put_nowait(decoded)
         except queue.Full:
+            self._take_bytes(-decoded.held_bytes)
+            if self._journal is not None:
+                self._journal.accept(-len(decoded.spans))
             raise self.busy(f"intake queue full ({self.options.max_queue} batches)") from None
 
     @contextlib.contextmanager
@@ -475,8 +550,10 @@ class LoopGuardReceiver:
                 item.done.set()
             elif item is not None:
                 self._last_received_ns = item.received_ns
+                self._taken_spans += len(item.spans)
                 self._step(functools.partial(self.stream.add, item.spans, item.payloads,
                                              received_ns=item.received_ns))
+                self._take_bytes(-item.held_bytes)
             # With a backlog, time stands at the arrival of the last batch taken: a trace's
             # window only counts arrivals, never the worker's lag behind them.
             now = self._clock() if self._queue.empty() else self._last_received_ns
@@ -488,6 +565,9 @@ class LoopGuardReceiver:
         except Exception as exc:
             self.guard.handle("serve", exc)
             return
+        if self._journal is not None:
+            waiting = self.forwarder.pending_spans if self.forwarder is not None else 0
+            self._journal.settle(self._taken_spans - self.stream.buffered_spans - waiting)
         late = self.stream.late_spans - self._late_seen
         if late:
             self._late_seen += late
@@ -503,6 +583,42 @@ class LoopGuardReceiver:
                 self.on_report(report)
             except Exception as exc:
                 self.guard.handle("on_report", exc)
+
+
+class Reservation:
+    """One request's share of ``max_bytes_in_flight``; taken on any thread, given back once.
+
+    Thread-safe through the receiver's byte lock (a request uses its own from one thread at
+    a time, but a gRPC call can be evicted, and its share given back, from the event loop).
+    """
+
+    __slots__ = ("_lock", "_receiver", "held")
+
+    def __init__(self, receiver: LoopGuardReceiver) -> None:
+        self._receiver = receiver
+        self._lock = threading.Lock()
+        self.held = 0
+        """Bytes taken and not yet given back or handed over."""
+
+    def take(self, size: int) -> None:
+        """Take ``size`` more bytes (negative gives back).
+
+        Raises:
+            RequestError: 429 / RESOURCE_EXHAUSTED when they would pass the limit.
+        """
+        with self._lock:
+            self._receiver._take_bytes(size)
+            self.held += size
+
+    def hand_over(self) -> int:
+        """Return the bytes held and stop tracking them here (the queued batch carries them)."""
+        with self._lock:
+            held, self.held = self.held, 0
+        return held
+
+    def release(self) -> None:
+        """Give back whatever is held; safe to call twice."""
+        self._receiver._take_bytes(-self.hand_over())
 
 
 def _stop_server(server: Any) -> None:

@@ -4,34 +4,54 @@ The OTLP decoders build an SDK ``ReadableSpan`` for every span they accept (ids,
 events, status, resource and scope kept; see ``otel_loopguard.otlp``), and they accept only
 what protobuf can hold, so every accepted span can be exported. When its trace has been checked,
 flagged tool spans get the ``loopguard.*`` evidence attributes, and every span goes to a
-``BatchSpanProcessor`` wrapping ``OTLPSpanExporter`` (gRPC or HTTP/protobuf), so the evidence
-shows up next to the spans in Tempo or Jaeger.
+buffer bounded in bytes that one thread exports through ``OTLPSpanExporter`` (gRPC or
+HTTP/protobuf), so the evidence shows up next to the spans in Tempo or Jaeger.
 
-Every span handed over ends in one outcome: exported, or dropped for one of the reasons of
-``FORWARD_FAILURES`` (the downstream failed, the queue was full, or the span could not be
-encoded; such a span is dropped alone, not with the batch it was in).
+Nothing handed over is dropped for lack of room or for a downstream outage:
+
+* batches are cut by size (``span_bytes``, an upper bound of the encoded size) under
+  ``max_batch_bytes``, the downstream's message limit, so small spans never share the fate of
+  a batch that grew too large; a span larger than the limit goes alone;
+* a failed export is retried, with a growing delay, until it succeeds, for as long as the
+  downstream is away; meanwhile the buffer fills, ``forward`` blocks the receiver's worker and
+  the receiver refuses new data with backpressure (429 / ``RESOURCE_EXHAUSTED``), so senders
+  keep their spans and retry;
+* a span that cannot be encoded is dropped alone (``unencodable``), a span over the limit that
+  the downstream keeps refusing is dropped after ``_OVERSIZE_ATTEMPTS`` (``export_failed``),
+  and what is still buffered when a shutdown's deadline passes is ``export_failed`` too.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_loopguard.metrics._names import FORWARD_REASONS
+from otel_loopguard.receiver._size import span_bytes
 from otel_loopguard.receiver._stream import ClosedTrace
 
 __all__ = ["Forwarder", "make_exporter"]
 
 logger = logging.getLogger(__name__)
 
-_DEFAULT_MAX_QUEUE_SIZE: Final = 65_536
+_DEFAULT_MAX_BUFFER_BYTES: Final = 64 << 20
+_DEFAULT_MAX_BATCH_BYTES: Final = 4 << 20
+"""The OpenTelemetry Collector's OTLP receiver takes gRPC messages of up to 4 MiB."""
+_MAX_BATCH_SPANS: Final = 512
+_EVIDENCE_BYTES: Final = 2048
+"""Room for the ``loopguard.*`` attributes a flagged span gains."""
+_OVERSIZE_ATTEMPTS: Final = 3
+_FIRST_RETRY_SECONDS: Final = 0.25
+_MAX_RETRY_SECONDS: Final = 5.0
 EXPORTED: Final = "exported"
 EXPORT_FAILED, QUEUE_FULL, UNENCODABLE = FORWARD_REASONS
 
@@ -62,53 +82,174 @@ def make_exporter(endpoint: str, protocol: Literal["grpc", "http"] = "grpc") -> 
 class Forwarder:
     """Exports the spans of checked traces, evidence added to the flagged ones.
 
-    Thread-safe: ``forward`` runs on the receiver's worker thread, export on the
-    ``BatchSpanProcessor`` thread. When the downstream is slower than the intake, the bounded
-    queue drops spans instead of blocking detection.
+    Thread-safe: ``forward`` runs on the receiver's worker thread, exports on a thread of the
+    forwarder's own. ``forward`` blocks while the buffer is full (the downstream is slow or
+    away) and returns once the spans are buffered, or at once after ``shutdown``.
 
     Args:
         exporter: the span exporter, e.g. from :func:`make_exporter`.
-        max_queue_size: spans waiting for export before new ones are dropped (65,536).
-        on_outcome: called with ``(outcome, spans)``: ``exported``, ``export_failed``,
-            ``queue_full`` or ``unencodable``, on the thread that saw it.
+        max_buffer_bytes: bytes (``span_bytes``) of spans waiting for export before
+            ``forward`` blocks (64 MiB).
+        max_batch_bytes: largest export request, by the same measure (4 MiB, the
+            Collector's default gRPC limit); a larger span is exported alone.
+        on_outcome: called with ``(outcome, spans)``: ``exported``, ``export_failed`` or
+            ``unencodable``, on the thread that saw it.
     """
 
     def __init__(self, exporter: SpanExporter, *,
-                 max_queue_size: int = _DEFAULT_MAX_QUEUE_SIZE,
+                 max_buffer_bytes: int = _DEFAULT_MAX_BUFFER_BYTES,
+                 max_batch_bytes: int = _DEFAULT_MAX_BATCH_BYTES,
                  on_outcome: Callable[[str, int], None] | None = None) -> None:
         self._on_outcome = on_outcome or _ignore
         self._exporter = _SeparatingExporter(exporter, self._on_outcome)
-        self.processor = BatchSpanProcessor(self._exporter, max_queue_size=max_queue_size,
-                                            schedule_delay_millis=200)
-        self._max_queue_size = max_queue_size
-        self._handed = 0
-        """Spans handed to the processor; minus the exporter's ``taken``, those it queues."""
+        self.max_buffer_bytes = max_buffer_bytes
+        self.max_batch_bytes = max_batch_bytes
+        self._buffer: deque[tuple[ReadableSpan, int]] = deque()
+        self.buffered_bytes = 0
+        """Bytes of spans buffered or being exported."""
+        self._exporting = 0
+        self._blocked = False
+        """True while ``forward`` waits for room."""
+        self._cond = threading.Condition()
+        """Held only to change the buffer and its counts; never while exporting."""
+        self._closing = False
+        self._deadline = float("inf")
+        self._thread = threading.Thread(target=self._run, name="loopguard-serve-forward",
+                                        daemon=True)
+        self._thread.start()
+
+    @property
+    def pending_spans(self) -> int:
+        """Return the spans buffered or being exported."""
+        return len(self._buffer) + self._exporting
+
+    @property
+    def full(self) -> bool:
+        """Return True while the buffer has no room (new data should be refused)."""
+        return self._blocked or self.buffered_bytes >= self.max_buffer_bytes
 
     def forward(self, closed: ClosedTrace) -> None:
-        """Export the spans of a checked trace, evidence added to the flagged ones."""
+        """Buffer the spans of a checked trace for export, evidence added to the flagged ones.
+
+        Blocks while the buffer is full, until the exporter makes room or ``shutdown``.
+        """
         if closed.payloads is None:
             return
         evidence = closed.evidence
-        on_end = self.processor.on_end
-        for record, span in zip(closed.spans, closed.payloads, strict=True):
+        sizes = closed.sizes or [span_bytes(record, span) for record, span
+                                 in zip(closed.spans, closed.payloads, strict=True)]
+        for record, span, size in zip(closed.spans, closed.payloads, sizes, strict=True):
             if span is None:
                 continue
-            if self._handed - self._exporter.taken >= self._max_queue_size:
-                self._on_outcome(QUEUE_FULL, 1)  # the processor drops its oldest span
-            self._handed += 1
             extra = evidence.get(record.span_id) if evidence else None
-            on_end(_with_attributes(span, extra) if extra else span)
+            if extra:
+                self._put(_with_attributes(span, extra), size + _EVIDENCE_BYTES)
+            else:
+                self._put(span, size)
+
+    def _put(self, span: ReadableSpan, size: int) -> None:
+        with self._cond:
+            while self.buffered_bytes and self.buffered_bytes + size > self.max_buffer_bytes \
+                    and not self._closing:
+                self._blocked = True
+                self._cond.wait()
+            self._blocked = False
+            self._buffer.append((span, size))
+            self.buffered_bytes += size
+            self._cond.notify_all()
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        """Export everything queued so far."""
-        return self.processor.force_flush(timeout_millis)
+        """Wait until everything buffered so far is exported (or given up); False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._buffer and not self._exporting,
+                                       timeout_millis / 1000)
 
-    def shutdown(self) -> None:
-        """Export what is queued and shut the exporter down."""
-        self.processor.shutdown()  # type: ignore[no-untyped-call]  # unannotated in the SDK
+    def shutdown(self, timeout_seconds: float = 30.0) -> None:
+        """Export what is buffered within ``timeout_seconds``, count the rest, stop."""
+        with self._cond:
+            self._closing = True
+            self._deadline = time.monotonic() + timeout_seconds
+            self._cond.notify_all()
+        self._thread.join(timeout_seconds)
+        self._exporter.shutdown()  # interrupts an export still retrying
+        self._thread.join(timeout_seconds)
+
+    # --- the export thread -------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            batch = self._take()
+            if batch is None:
+                return
+            sent = self._deliver(batch)
+            with self._cond:
+                self._exporting = 0
+                self.buffered_bytes -= sum(size for _, size in batch)
+                self._cond.notify_all()
+            if not sent:
+                self._abandon()
+
+    def _take(self) -> list[tuple[ReadableSpan, int]] | None:
+        """Wait for spans; return the next batch (under ``max_batch_bytes``), None to stop."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._buffer or self._closing)
+            if not self._buffer:
+                return None
+            batch = [self._buffer.popleft()]
+            total = batch[0][1]
+            while self._buffer and len(batch) < _MAX_BATCH_SPANS \
+                    and total + self._buffer[0][1] <= self.max_batch_bytes:
+                batch.append(self._buffer.popleft())
+                total += batch[-1][1]
+            self._exporting = len(batch)
+            return batch
+
+    def _deliver(self, batch: list[tuple[ReadableSpan, int]]) -> bool:
+        """Export until it succeeds; return False when given up at the shutdown deadline.
+
+        A batch that fails is halved, in case it is over a limit the downstream has and
+        ``max_batch_bytes`` does not know; a lone span that fails is retried after a growing
+        delay for as long as the downstream is away.
+        """
+        delay = _FIRST_RETRY_SECONDS
+        attempts = 0
+        while batch:
+            attempts += 1
+            kept = {id(span) for span in self._exporter.export_or_keep([s for s, _ in batch])}
+            batch = [pair for pair in batch if id(pair[0]) in kept]
+            if len(batch) > 1:
+                half = len(batch) // 2
+                return self._deliver(batch[:half]) and self._deliver(batch[half:])
+            if not batch:
+                return True
+            size = batch[0][1]
+            if (size > self.max_batch_bytes and attempts >= _OVERSIZE_ATTEMPTS) \
+                    or self._past_deadline():
+                self._on_outcome(EXPORT_FAILED, 1)
+                if not self._past_deadline():
+                    logger.warning("otel-loopguard: dropped a forwarded span of about %d bytes "
+                                   "that the downstream refused %d times (it is over "
+                                   "--forward-max-batch-bytes)", size, attempts)
+                return not self._past_deadline()
+            with self._cond:
+                self._cond.wait_for(self._past_deadline, delay)
+            delay = min(2 * delay, _MAX_RETRY_SECONDS)
+        return True
+
+    def _past_deadline(self) -> bool:
+        return self._closing and time.monotonic() >= self._deadline
+
+    def _abandon(self) -> None:
+        """Count what is still buffered after the shutdown deadline as not forwarded."""
+        with self._cond:
+            left = len(self._buffer)
+            self._buffer.clear()
+            self.buffered_bytes = 0
+            self._cond.notify_all()
+        if left:
+            self._on_outcome(EXPORT_FAILED, left)
 
 
-class _SeparatingExporter(SpanExporter):
+class _SeparatingExporter:
     """Wraps an exporter so that a span that cannot be encoded fails alone, not its batch.
 
     The SDK's OTLP exporters encode a whole batch at once, and one bad span fails them all
@@ -119,30 +260,22 @@ class _SeparatingExporter(SpanExporter):
     def __init__(self, inner: SpanExporter, on_outcome: Callable[[str, int], None]) -> None:
         self._inner = inner
         self._on_outcome = on_outcome
-        self._lock = threading.Lock()
-        self.taken = 0
-        """Spans the batch processor has taken from its queue so far."""
         self._logged = False
 
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        with self._lock:
-            self.taken += len(spans)
+    def export_or_keep(self, spans: list[ReadableSpan]) -> list[ReadableSpan]:
+        """Export ``spans``; return those still to export (none on success)."""
         if self._export(spans):
-            return SpanExportResult.SUCCESS
+            return []
         good = [span for span in spans if _encodes(span)]
         if len(good) == len(spans):
-            self._on_outcome(EXPORT_FAILED, len(spans))
-            return SpanExportResult.FAILURE
+            return spans
         self._on_outcome(UNENCODABLE, len(spans) - len(good))
         if not self._logged:
             self._logged = True
             logger.warning("otel-loopguard: dropped %d forwarded span(s) that cannot be encoded "
                            "as OTLP (counted in loopguard_receiver_forward_failures_total; "
                            "logged once)", len(spans) - len(good))
-        if good and self._export(good):
-            return SpanExportResult.SUCCESS
-        self._on_outcome(EXPORT_FAILED, len(good))
-        return SpanExportResult.FAILURE
+        return [] if not good or self._export(good) else good
 
     def _export(self, spans: Sequence[ReadableSpan]) -> bool:
         try:
@@ -155,9 +288,6 @@ class _SeparatingExporter(SpanExporter):
 
     def shutdown(self) -> None:
         self._inner.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return self._inner.force_flush(timeout_millis)
 
 
 def _encodes(span: ReadableSpan) -> bool:

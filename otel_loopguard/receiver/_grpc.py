@@ -2,7 +2,8 @@
 
 An asyncio gRPC server on a thread of its own, so a call waiting for its request message costs
 a coroutine, not a thread: decoding runs on ``grpc_workers`` threads once a message is there.
-The bearer token is checked from the call's metadata before the message is read, a call gets
+The bearer token is checked from the call's metadata before the message is read, and so is
+room in ``max_bytes_in_flight`` (a message's worth, shared with HTTP), a call gets
 ``request_timeout_seconds`` to send its message, and when ``4 * grpc_workers`` calls are open
 the one that has waited longest for its message is refused to make room, so calls that never
 send one cannot keep real exporters out.
@@ -42,7 +43,7 @@ from otel_loopguard.otlp._request import (
 )
 
 if TYPE_CHECKING:
-    from otel_loopguard.receiver import LoopGuardReceiver
+    from otel_loopguard.receiver import LoopGuardReceiver, Reservation
 
 __all__ = ["start_grpc_server"]
 
@@ -94,7 +95,7 @@ class GrpcServer:
         options = self.receiver.options
         self._server = grpc.aio.server(options=[
             ("grpc.max_receive_message_length", options.max_request_bytes),
-            ("grpc.so_reuseport", 0)])
+            ("grpc.so_reuseport", 0), ("grpc.http2.bdp_probe", 0)])
         export = _Export(self.receiver, self._pool)
         handler = grpc.method_handlers_generic_handler(
             SERVICE, {"Export": grpc.stream_unary_rpc_method_handler(export.export)})
@@ -135,42 +136,81 @@ class _Export:
         self.pool = pool
         self.timeout = receiver.options.request_timeout_seconds
         self.max_calls = 4 * receiver.options.grpc_workers
+        self.max_message = receiver.options.max_request_bytes
         self._calls = 0
-        self._waiting: OrderedDict[int, asyncio.Future[None]] = OrderedDict()
-        """Calls still waiting for their message, oldest first: their eviction futures."""
+        self._waiting: OrderedDict[int, tuple[asyncio.Future[None], Reservation]] = \
+            OrderedDict()
+        """Calls still waiting for their message, oldest first: their eviction futures and
+        their shares of the bytes in flight (given back at once when evicted)."""
 
     async def export(self, requests: Any, context: grpc.aio.ServicerContext) -> bytes:
         """Answer one ``Export`` call."""
         authorization = _authorization(context)
+        held = self.receiver.reservation()
         try:
             self.receiver.authorize(authorization)  # before the message is read
             if self._calls >= self.max_calls and not self._evict_oldest():
                 raise self.receiver.busy(f"{self._calls} OTLP/gRPC calls open")
+            self._reserve_message(held)
         except RequestError as error:
             self.receiver.refused("grpc", error)
             await self._abort(context, error)
         self._calls += 1
         try:
-            message = await self._message(requests, context)
+            message = await self._message(requests, context, held)
+            self._resize(held, len(message))
             loop = asyncio.get_running_loop()
             decoded = await loop.run_in_executor(self.pool, partial(
-                self._handle, authorization, message))
+                self._handle, authorization, message, held))
         except RequestError as error:  # counted where it was raised
+            held.release()
             await self._abort(context, error)
         finally:
             self._calls -= 1
         return success_body(decoded, as_json=False)
 
-    def _handle(self, authorization: str | None, message: bytes) -> Decoded:
+    def _reserve_message(self, held: Reservation) -> None:
+        """Take a whole message's worth of bytes in flight before the message is read.
+
+        grpcio reads a message only when asked for it, and its size is known only then, so
+        the largest a message may be is taken. When the bytes in flight are all taken, the
+        call that has waited longest for its message is refused to make room (so stalled
+        calls cannot keep real exporters out); without one, this call is refused.
+
+        Raises:
+            RequestError: 429 / RESOURCE_EXHAUSTED when there is no room.
+        """
+        try:
+            held.take(self.max_message)
+        except RequestError:
+            if not self._evict_oldest():
+                raise
+            held.take(self.max_message)
+
+    def _resize(self, held: Reservation, size: int) -> None:
+        """Hold ``size`` bytes for the message read: give back what it did not need.
+
+        Raises:
+            RequestError: 429 / RESOURCE_EXHAUSTED when the call was evicted as its message
+                arrived (its share given back) and there is no room for it now.
+        """
+        try:
+            held.take(size - held.held)
+        except RequestError as error:
+            self.receiver.refused("grpc", error)
+            raise
+
+    def _handle(self, authorization: str | None, message: bytes,
+                held: Reservation) -> Decoded:
         forwarding = self.receiver.forwarding
 
         def decode(reserve: Callable[[int], None]) -> Decoded:
-            reserve(len(message))
             return decode_protobuf(message, payloads=forwarding)
 
-        return self.receiver.handle("grpc", authorization, decode)
+        return self.receiver.handle("grpc", authorization, decode, held=held)
 
-    async def _message(self, requests: Any, context: grpc.aio.ServicerContext) -> bytes:
+    async def _message(self, requests: Any, context: grpc.aio.ServicerContext,
+                       held: Reservation) -> bytes:
         """Return the call's request message, waiting at most ``timeout`` seconds for it.
 
         Raises:
@@ -180,7 +220,7 @@ class _Export:
         loop = asyncio.get_running_loop()
         evicted: asyncio.Future[None] = loop.create_future()
         key = id(evicted)
-        self._waiting[key] = evicted
+        self._waiting[key] = (evicted, held)
         read = asyncio.ensure_future(requests.__anext__())
         try:
             await asyncio.wait((read, evicted), timeout=self.timeout,
@@ -208,8 +248,9 @@ class _Export:
         """Refuse the call that has waited longest for its message; False if none waits."""
         if not self._waiting:
             return False
-        _, evicted = self._waiting.popitem(last=False)
+        _, (evicted, held) = self._waiting.popitem(last=False)
         evicted.set_result(None)
+        held.release()
         return True
 
     async def _abort(self, context: grpc.aio.ServicerContext, error: RequestError) -> None:

@@ -55,6 +55,7 @@ _FULL: Final = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r
                 b"Content-Length: 22\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
                 b"too many connections\r\n")
 _IDLE, _READING, _BUSY = "idle", "reading", "busy"
+_GET_PATHS: Final = frozenset({"/healthz", "/readyz", "/metrics"})
 
 
 class _Slot:
@@ -200,7 +201,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     # --- routes --------------------------------------------------------------------------------
     def do_GET(self) -> None:
-        """Serve ``/metrics``, ``/healthz`` and ``/readyz``."""
+        """Serve ``/metrics``, ``/healthz`` and ``/readyz`` (``HEAD`` too)."""
         path = urlsplit(self.path).path
         receiver = self.server.receiver
         self.server.set_state(self.request, _BUSY)
@@ -213,9 +214,37 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/metrics":
             self._metrics()
         elif path == TRACES_PATH:
-            self._send(405, b"use POST\n", "text/plain; charset=utf-8", {"Allow": "POST"})
+            self._send(405, b"use POST\n", "text/plain; charset=utf-8",
+                       {"Allow": "POST, OPTIONS"})
         else:
             self._send(404, b"not found\n", "text/plain; charset=utf-8")
+
+    def do_HEAD(self) -> None:
+        """Answer as ``GET`` would, without the body."""
+        self.do_GET()
+
+    def do_OPTIONS(self) -> None:
+        """Say which methods a path takes (204 with ``Allow``); no CORS is offered."""
+        self.server.set_state(self.request, _BUSY)
+        path = urlsplit(self.path).path
+        if path == TRACES_PATH:
+            allow = "POST, OPTIONS"
+        elif path in _GET_PATHS or path == "*":
+            allow = "GET, HEAD, OPTIONS"
+        else:
+            self._send(404, b"not found\n", "text/plain; charset=utf-8")
+            return
+        self._send(204, b"", "text/plain; charset=utf-8", {"Allow": allow})
+
+    def _not_allowed(self) -> None:
+        """Answer a method no path takes (405, never 501) and close the connection."""
+        self.close_connection = True  # a body, if any, is left unread
+        path = urlsplit(self.path).path
+        allow = "POST, OPTIONS" if path == TRACES_PATH else "GET, HEAD, OPTIONS"
+        self._send(405, f"method {self.command} not allowed\n".encode(),
+                   "text/plain; charset=utf-8", {"Allow": allow})
+
+    do_PUT = do_DELETE = do_PATCH = do_TRACE = do_CONNECT = _not_allowed
 
     def do_POST(self) -> None:
         """Accept an OTLP export request on ``/v1/traces``."""
@@ -325,11 +354,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True  # the unread body would be parsed as the next request
         self.connection.settimeout(self.server.timeout_seconds)  # a client must read it in time
         self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
+        if status != 204:  # RFC 9110: a 204 carries no content, nor its length
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         if self.close_connection:
             self.send_header("Connection", "close")
         self.end_headers()
-        self.wfile.write(body)
+        if self.command != "HEAD" and status != 204:
+            self.wfile.write(body)

@@ -6,7 +6,9 @@ Spans are buffered per trace. A trace is assembled and run through the engine wh
   (time of arrival, not span times: spans reach a receiver only after they end, in export
   batches, in any order), or
 * it has been idle (no new span) for ``idle_ttl_seconds``, or
-* the buffer is full: the trace touched least recently goes first.
+* the buffer is full (``max_traces`` traces, ``max_spans`` spans or ``max_bytes`` bytes, as
+  ``span_bytes`` counts them): the trace touched least recently is checked and handed on
+  early, never dropped, and counted as a ``capacity`` eviction.
 
 Spans repeated within a trace (an exporter retrying a request that did get through) are checked
 once. Spans of a trace that has closed are late: counted and forwarded, never checked.
@@ -33,6 +35,7 @@ from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.evidence import evidence_attributes
 from otel_loopguard.exceptions import InternalErrorGuard
 from otel_loopguard.metrics import LoopGuardMetrics, uncapped_label
+from otel_loopguard.receiver._size import span_bytes
 from otel_loopguard.replay.checker import Checker, RunReport
 from otel_loopguard.state import seconds_to_ns
 from otel_loopguard.types import Action, Decision, SpanAdapter, SpanRecord, ToolCall
@@ -42,6 +45,7 @@ __all__ = ["ClosedTrace", "StreamingChecker"]
 
 _DEFAULT_REORDER_WINDOW_SECONDS: Final = 5.0
 _DEFAULT_MAX_SPANS: Final = 1_000_000
+_DEFAULT_MAX_BYTES: Final = 128 << 20
 _MIN_CLOSED_MEMORY: Final = 10_000
 _SPAN_ID: Final = attrgetter("span_id")
 _LOG: Final = logging.getLogger("otel_loopguard")
@@ -60,6 +64,8 @@ class ClosedTrace:
     """``loopguard.*`` attributes by span id, for the spans with a flagged decision."""
     late: bool = False
     """True for spans that arrived after their trace had closed (not checked)."""
+    sizes: list[int] = field(default_factory=list)
+    """What each span holds in bytes (``span_bytes``), as counted while it was buffered."""
 
 
 @dataclass(slots=True)
@@ -68,6 +74,8 @@ class _Trace:
     payloads: list[Any] | None
     touched_ns: int
     root_seen_ns: int | None = None
+    sizes: list[int] = field(default_factory=list)
+    bytes: int = 0
 
 
 class StreamingChecker:
@@ -89,6 +97,8 @@ class StreamingChecker:
             ``config.max_runs``.
         max_spans: buffered spans before the least recently touched trace is closed early
             (1,000,000).
+        max_bytes: buffered bytes (``span_bytes``, SDK spans included when kept) before the
+            least recently touched trace is closed early (128 MiB).
         clock: monotonic nanoseconds; default ``time.monotonic_ns``.
         on_trace: called with every ``ClosedTrace`` (and with late spans); when set, ``add``
             keeps the payloads and the evidence is collected (used for forwarding).
@@ -100,7 +110,8 @@ class StreamingChecker:
                  metrics: LoopGuardMetrics | None = None,
                  reorder_window_seconds: float = _DEFAULT_REORDER_WINDOW_SECONDS,
                  idle_ttl_seconds: float | None = None, max_traces: int | None = None,
-                 max_spans: int = _DEFAULT_MAX_SPANS, clock: Callable[[], int] = time.monotonic_ns,
+                 max_spans: int = _DEFAULT_MAX_SPANS, max_bytes: int = _DEFAULT_MAX_BYTES,
+                 clock: Callable[[], int] = time.monotonic_ns,
                  on_trace: Callable[[ClosedTrace], object] | None = None,
                  raise_internal_errors: bool = False) -> None:
         self.config = config or LoopGuardConfig()
@@ -108,6 +119,8 @@ class StreamingChecker:
             raise ValueError(f"reorder_window_seconds must be >= 0, got {reorder_window_seconds}")
         if max_spans < 1:
             raise ValueError(f"max_spans must be >= 1, got {max_spans}")
+        if max_bytes < 1:
+            raise ValueError(f"max_bytes must be >= 1, got {max_bytes}")
         self.metrics = metrics
         self.on_trace = on_trace
         self._clock = clock
@@ -116,6 +129,7 @@ class StreamingChecker:
         self._idle_ns = seconds_to_ns(ttl)
         self.max_traces = max_traces or self.config.max_runs
         self.max_spans = max_spans
+        self.max_bytes = max_bytes
         self._mode = self.config.mode
         self._checker = Checker(self.config, adapters=adapters, on_event=self._on_event,
                                 clock=clock, on_waste=self._on_waste if metrics else None)
@@ -130,6 +144,7 @@ class StreamingChecker:
         """Open run → the highest action of its loop findings (budgets left out)."""
         self._evidence: dict[str, dict[str, Any]] = {}
         self.buffered_spans = 0
+        self.buffered_bytes = 0
         self.late_spans = 0
         self.duplicate_spans = 0
         self._warned_unparented = False
@@ -173,8 +188,13 @@ class StreamingChecker:
                 traces.move_to_end(trace_id)
                 trace.touched_ns = now
             trace.spans.append(span)
+            payload = payloads[index] if payloads is not None else None
+            size = span_bytes(span, payload)
+            trace.sizes.append(size)
+            trace.bytes += size
+            self.buffered_bytes += size
             if trace.payloads is not None:
-                trace.payloads.append(payloads[index] if payloads is not None else None)
+                trace.payloads.append(payload)
             if span.parent_span_id is None and trace.root_seen_ns is None:
                 trace.root_seen_ns = now
                 rooted[trace_id] = now
@@ -219,7 +239,8 @@ class StreamingChecker:
     def _shrink(self) -> list[RunReport]:
         out: list[RunReport] = []
         while self._traces and (len(self._traces) > self.max_traces
-                                or self.buffered_spans > self.max_spans):
+                                or self.buffered_spans > self.max_spans
+                                or self.buffered_bytes > self.max_bytes):
             self._close(next(iter(self._traces)), out, evicted="capacity")
         return out
 
@@ -227,6 +248,7 @@ class StreamingChecker:
         trace = self._traces.pop(trace_id)
         self._rooted.pop(trace_id, None)
         self.buffered_spans -= len(trace.spans)
+        self.buffered_bytes -= trace.bytes
         self._closed[trace_id] = None
         if len(self._closed) > self._closed_cap:
             self._closed.popitem(last=False)
@@ -240,7 +262,8 @@ class StreamingChecker:
         except Exception as exc:
             self.guard.handle("serve", exc)
         if self.on_trace is not None:
-            self._hand_over(ClosedTrace(trace_id, trace.spans, trace.payloads, self._evidence))
+            self._hand_over(ClosedTrace(trace_id, trace.spans, trace.payloads, self._evidence,
+                                        sizes=trace.sizes))
 
     def _dedupe(self, trace: _Trace) -> None:
         """Drop repeated span ids (exporters retry, so delivery is at least once)."""
@@ -252,6 +275,7 @@ class StreamingChecker:
                 keep.append(index)
         self.duplicate_spans += len(trace.spans) - len(keep)
         trace.spans = [trace.spans[i] for i in keep]
+        trace.sizes = [trace.sizes[i] for i in keep]
         if trace.payloads is not None:
             trace.payloads = [trace.payloads[i] for i in keep]
 
@@ -278,7 +302,8 @@ class StreamingChecker:
             return
         picked = [spans[i] for i in indices]
         extra = [payloads[i] if payloads is not None else None for i in indices]
-        self._hand_over(ClosedTrace("", picked, extra, late=True))
+        sizes = [span_bytes(span, payload) for span, payload in zip(picked, extra, strict=True)]
+        self._hand_over(ClosedTrace("", picked, extra, late=True, sizes=sizes))
 
     def _hand_over(self, closed: ClosedTrace) -> None:
         try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import zlib
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -24,6 +25,8 @@ DEFAULT_MAX_DECOMPRESSED_BYTES: Final = 1 << 30
 ZSTD_MISSING: Final = "reading .zst needs the zstd extra: pip install 'zstandard>=0.22'"
 _CHUNK_BYTES: Final = 1 << 20
 _FEED_BYTES: Final = 1 << 10
+_SMALL_FEED_BYTES: Final = 32
+_STEP_BYTES: Final = 1 << 20
 
 
 class TooLarge(Exception):
@@ -116,33 +119,41 @@ def _zstandard() -> Any:
 class _ZstdStream:
     """Binary reader of the frames of a zstandard stream, one after the other.
 
-    The compressed input is fed 1 KiB at a time, so one step yields at most 32 MiB even for the
-    most compressible input; a stream that ends inside a frame, or any corrupt data, raises
-    ``OSError`` like gzip does.
+    The compressed input is fed 32 bytes at a time, doubling up to 1 KiB while a step yields
+    less than 1 MiB and back to 32 bytes when it yields more, so a step yields about 1 MiB
+    and never more than 32 MiB (a zstandard block expands at most 32,768-fold); the output of
+    a step is handed out as it came, never joined into one copy. A stream that ends inside a
+    frame, or any corrupt data, raises ``OSError`` like gzip does.
     """
 
     def __init__(self, read: Callable[[int], bytes | None], zstandard: Any) -> None:
         self._read = read
         self._zstandard = zstandard
         self._frame: Any = None
-        self._buffer = b""
+        self._parts: deque[bytes] = deque()
         self._at = 0
+        self._feed = _SMALL_FEED_BYTES
 
     def read(self, size: int = -1, /) -> bytes:
         """Return up to ``size`` decompressed bytes (all that one step gives when negative)."""
-        while self._at >= len(self._buffer):
-            data = self._read(_FEED_BYTES)
+        while not self._parts:
+            data = self._read(self._feed)
             if not data:
                 if self._frame is not None:
                     raise OSError("truncated zstd data: the stream ends inside a frame")
                 return b""
-            self._buffer, self._at = self._decompress(data), 0
-        end = len(self._buffer) if size < 0 else self._at + size
-        out = self._buffer[self._at:end]
+            self._parts.extend(part for part in self._decompress(data) if part)
+            self._at = 0
+        part = self._parts[0]
+        end = len(part) if size < 0 else self._at + size
+        out = part[self._at:end] if self._at or end < len(part) else part
         self._at += len(out)
+        if self._at >= len(part):
+            self._parts.popleft()
+            self._at = 0
         return out
 
-    def _decompress(self, data: bytes) -> bytes:
+    def _decompress(self, data: bytes) -> list[bytes]:
         parts = []
         try:
             while data:
@@ -154,4 +165,7 @@ class _ZstdStream:
                     data, self._frame = self._frame.unused_data, None
         except self._zstandard.ZstdError as exc:
             raise OSError(f"invalid zstd data: {exc}") from None
-        return b"".join(parts)
+        expanded = sum(map(len, parts))
+        self._feed = _SMALL_FEED_BYTES if expanded > _STEP_BYTES \
+            else min(2 * self._feed, _FEED_BYTES)
+        return parts

@@ -1,8 +1,10 @@
 """Replay finished spans through the engine and report every run: ``otel-loopguard check``.
 
 Spans are grouped by trace while they stream in; a trace is assembled when its root span has
-been seen and ``grace_spans`` more spans have passed without touching it, or at the end of the
-input. Memory is bounded by the open traces and runs (``max_runs``), not by the input size.
+been seen and ``grace_spans`` more spans have passed, when ``grace_spans`` spans have passed
+without one of its own (its spans stopped arriving, root or not), or at the end of the input.
+Memory is bounded by the open traces and runs (``max_runs``), not by the input size: a trace
+stays open only while its spans keep arriving.
 A span seen again within its trace (an exporter retry, overlapping dumps, a file passed twice)
 is a copy: it is checked once, as ``serve`` does, and counted in ``duplicate_spans``.
 """
@@ -62,6 +64,7 @@ class RunReport:
 class _OpenTrace:
     spans: list[SpanRecord] = field(default_factory=list)
     root_seen_at: int | None = None
+    touched_at: int = 0
 
 
 class Checker:
@@ -146,6 +149,7 @@ class Checker:
         else:
             self._traces.move_to_end(span.trace_id)
         trace.spans.append(span)
+        trace.touched_at = self._seen
         if span.parent_span_id is None:
             trace.root_seen_at = self._seen
         yield from self._close_ready()
@@ -159,10 +163,12 @@ class Checker:
             yield self._close_run(next(iter(self._runs)))
 
     def _close_ready(self) -> Iterator[RunReport]:
+        # The least recently touched trace comes first: when it is not idle, none is.
         while self._traces:
             trace_id, trace = next(iter(self._traces.items()))
-            ready = trace.root_seen_at is not None and \
-                self._seen - trace.root_seen_at >= self.grace_spans
+            ready = self._seen - trace.touched_at >= self.grace_spans or (
+                trace.root_seen_at is not None
+                and self._seen - trace.root_seen_at >= self.grace_spans)
             if not ready and len(self._traces) <= self.config.max_runs:
                 return
             del self._traces[trace_id]

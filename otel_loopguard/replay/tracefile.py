@@ -18,7 +18,10 @@ The reader sniffs the content, not the file name:
   message then compressed on its own) preceded by its length as a 4-byte big-endian integer.
   Anything else is reported as unrecognised.
 
-Memory is bounded by the largest line, document or message, never by the file size.
+Memory is bounded by ``max_line_bytes`` (64 MiB), the largest line, document or message held:
+a longer one is reported and skipped as it is read, never held whole. Runs of blank lines
+are skipped at C speed, so a file of them (gzip makes a gigabyte of newlines out of a
+megabyte) costs no more than reading it.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, NamedTuple, Protocol
 
+from otel_loopguard._safe_text import escape_unsafe
 from otel_loopguard.exceptions import TraceFileError
 from otel_loopguard.otlp._json import decode_json_spans, loads_json
 from otel_loopguard.otlp._proto import decode_proto_spans
@@ -44,6 +48,7 @@ from otel_loopguard.replay._compressed import (
     TooLarge,
     compression_of,
     decompress_message,
+    format_bytes,
     open_decompressed,
 )
 from otel_loopguard.replay._sniff import (
@@ -61,11 +66,14 @@ from otel_loopguard.replay._sniff import (
 if TYPE_CHECKING:
     from otel_loopguard.types import SpanRecord
 
-__all__ = ["DEFAULT_MAX_DECOMPRESSED_BYTES", "iter_located_spans", "iter_spans"]
+__all__ = ["DEFAULT_MAX_DECOMPRESSED_BYTES", "DEFAULT_MAX_LINE_BYTES", "iter_located_spans",
+           "iter_spans"]
 
 _LOGGER = logging.getLogger(__name__)
 _CHUNK_BYTES = 1 << 20
 """Read size, largest read of a protobuf frame, and progress-report granularity."""
+DEFAULT_MAX_LINE_BYTES = 64 << 20
+"""The largest line, JSON document or protobuf message held (64 MiB)."""
 _UTF8_BOM = b"\xef\xbb\xbf"
 _READ_ERRORS = (OSError, EOFError, zlib.error)
 _SPANS_KEYS = ("resourceSpans", "resource_spans")
@@ -85,6 +93,7 @@ def iter_spans(
     on_error: Callable[[TraceFileError], None] | None = None,
     progress: Callable[[int], None] | None = None,
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
 ) -> Iterator[SpanRecord]:
     """Yield every span of an OTLP trace file, streaming; the file is read line by line.
 
@@ -104,6 +113,9 @@ def iter_spans(
             1 MiB and once at the end, to drive a progress bar.
         max_decompressed_bytes: a compressed file (or message) that expands to more than this
             is reported as too large (line 0) and reading it stops there; default 1 GiB.
+        max_line_bytes: a longer line is reported and skipped (reading goes on with the next
+            line), a longer JSON document or protobuf message is reported and reading the file
+            stops; never held whole. Default 64 MiB.
 
     Returns:
         A lazy iterator of span records, in file order; an empty file yields nothing.
@@ -114,7 +126,8 @@ def iter_spans(
             missing, or on the first bad input with ``strict``.
     """
     located = iter_located_spans(path, strict=strict, on_error=on_error, progress=progress,
-                                 max_decompressed_bytes=max_decompressed_bytes)
+                                 max_decompressed_bytes=max_decompressed_bytes,
+                                 max_line_bytes=max_line_bytes)
     return (span for _, span in located)
 
 
@@ -125,6 +138,7 @@ def iter_located_spans(
     on_error: Callable[[TraceFileError], None] | None = None,
     progress: Callable[[int], None] | None = None,
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
 ) -> Iterator[tuple[int, SpanRecord]]:
     """Yield ``(line, span)`` for every span of a trace file, as :func:`iter_spans` does.
 
@@ -134,7 +148,7 @@ def iter_located_spans(
     if path != "-" and not os.path.exists(path):
         raise TraceFileError(path, 0, "no such file")
     reader = _TraceReader(path, strict=strict, on_error=on_error, progress=progress,
-                          limit=max_decompressed_bytes)
+                          limit=max_decompressed_bytes, max_line=max_line_bytes)
     return reader.spans()
 
 
@@ -243,8 +257,10 @@ class _TraceReader:
         on_error: Callable[[TraceFileError], None] | None,
         progress: Callable[[int], None] | None,
         limit: int,
+        max_line: int = DEFAULT_MAX_LINE_BYTES,
     ) -> None:
         self._path = path
+        self._max_line = max_line
         self._strict = strict
         self._on_error = on_error
         self._progress = progress
@@ -286,7 +302,7 @@ class _TraceReader:
         if self._on_error is not None:
             self._on_error(error)
         else:
-            _LOGGER.warning("%s", error)
+            _LOGGER.warning("%s", escape_unsafe(str(error)))
 
     def _tick(self, consumed: int) -> None:
         if self._progress is not None and consumed - self._reported_bytes >= _CHUNK_BYTES:
@@ -309,7 +325,9 @@ class _TraceReader:
         if found is Content.JSON:
             yield from self._json_records(stream)
         elif found is Content.PROTO_REQUEST:
-            yield _Record(0, stream.read(), is_json=False, maybe_lines=has_json_lines(head))
+            data = self._whole(stream.read(self._max_line + 1), "protobuf message")
+            if data is not None:
+                yield _Record(0, data, is_json=False, maybe_lines=has_json_lines(head))
         elif found is Content.PROTO_FRAMED:
             yield from self._framed_records(stream)
         else:
@@ -317,25 +335,35 @@ class _TraceReader:
 
     def _json_records(self, stream: BinaryIO) -> Iterator[_Record]:
         """Yield each non-blank line, or the whole document if the first line leaves it open."""
-        lines = self._lines(stream)
+        reader = _LineReader(stream, self._max_line)
+        self._line = 1
+        lines = reader.lines(self)
         first = next(lines, None)
         if first is None:
             return
         line_no, line = first
         if _opens_document(line):
-            yield _Record(line_no, line + stream.read(), is_json=True)
+            document = self._whole(line + reader.rest(self._max_line + 1 - len(line)),
+                                   "JSON document")
+            if document is not None:
+                yield _Record(line_no, document, is_json=True)
             return
         yield _Record(line_no, line, is_json=True, located=True)
         for line_no, line in lines:
             yield _Record(line_no, line, is_json=True, located=True)
 
-    def _lines(self, stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
-        """Yield ``(number, line)`` of each non-blank line, tracking the line being read."""
-        self._line = 1
-        while line := stream.readline():
-            if not line.isspace():
-                yield self._line, line
-            self._line += 1
+    def _whole(self, data: bytes, what: str) -> bytes | None:
+        """Return ``data`` when within ``max_line``; else report it (line 0) and return None."""
+        if len(data) <= self._max_line:
+            return data
+        self._fail(0, f"{what} larger than the {format_bytes(self._max_line)} limit "
+                      "(--max-line-bytes); not read")
+        return None
+
+    def skipped_line(self, line: int) -> None:
+        """Report a line longer than ``max_line`` (skipped as it was read)."""
+        self._fail(line, f"line longer than the {format_bytes(self._max_line)} limit "
+                         "(--max-line-bytes); skipped")
 
     def _framed_records(self, stream: BinaryIO) -> Iterator[_Record]:
         """Yield the messages of the Collector's length-prefixed ``format: proto`` framing."""
@@ -363,7 +391,14 @@ class _TraceReader:
         A message that does not decompress is reported and None returned.
         """
         try:
-            plain = decompress_message(data, self._limit - self._expanded)
+            plain = decompress_message(data, min(self._limit - self._expanded,
+                                                 self._max_line))
+        except TooLarge as exc:
+            if exc.limit < self._max_line:
+                raise  # the file's cap, not the message's
+            self._fail(self._line, f"message decompresses to more than the "
+                                   f"{format_bytes(self._max_line)} limit (--max-line-bytes)")
+            return None
         except BadMessage as exc:
             self._fail(self._line, str(exc))
             return None
@@ -413,6 +448,88 @@ class _TraceReader:
         for line, message in deferred:
             self._fail(line, message)
         return spans
+
+
+class _LineReader:
+    """The non-blank lines of a binary stream, each at most ``max_line`` bytes, in chunks.
+
+    Blank runs are found with ``bytes.lstrip`` and newlines counted with ``bytes.count``, both
+    in C, so a gigabyte of newlines is skipped at memory speed; a line that grows past
+    ``max_line`` is dropped as it is read (reported once) and reading resumes after it.
+    """
+
+    def __init__(self, stream: BinaryIO, max_line: int) -> None:
+        self._stream = stream
+        self._read_some: Callable[[int], bytes] = getattr(stream, "read1", stream.read)
+        """One read of the source at most: a read error comes after the lines before it."""
+        self._max_line = max_line
+        self._chunk = b""
+        self._at = 0
+
+    def lines(self, reader: _TraceReader) -> Iterator[tuple[int, bytes]]:
+        """Yield ``(number, line)``; keep ``reader._line`` on the line being read."""
+        while self._next_start(reader):
+            number = reader._line
+            line = self._take_line()
+            reader._line += 1
+            if line is None:
+                reader.skipped_line(number)
+            elif not line.isspace():
+                yield number, line
+
+    def rest(self, size: int) -> bytes:
+        """Return up to ``size`` bytes after the last line returned (the rest of a document)."""
+        head = self._chunk[self._at:self._at + size]
+        self._at += len(head)
+        return head + self._stream.read(size - len(head)) if size > len(head) else head
+
+    def _next_start(self, reader: _TraceReader) -> bool:
+        """Skip blank bytes, counting their newlines; return False at the end of the input."""
+        while True:
+            end = _blank_end(self._chunk, self._at)
+            reader._line += self._chunk.count(b"\n", self._at, end)
+            self._at = end
+            if end < len(self._chunk):
+                return True
+            if not self._refill():
+                return False
+
+    def _refill(self) -> bool:
+        self._chunk, self._at = self._read_some(_CHUNK_BYTES), 0
+        return bool(self._chunk)
+
+    def _take_line(self) -> bytes | None:
+        """Return the line starting here (newline included), or None when it is too long."""
+        parts: list[bytes] = []
+        held = 0
+        while True:
+            newline = self._chunk.find(b"\n", self._at)
+            stop = len(self._chunk) if newline < 0 else newline + 1
+            held += stop - self._at
+            if held <= self._max_line:
+                parts.append(self._chunk[self._at:stop])
+            else:
+                parts.clear()  # too long: read on to its end, holding nothing
+            self._at = stop
+            if newline >= 0 or not self._refill():
+                return b"".join(parts) if held <= self._max_line else None
+
+
+def _blank_end(chunk: bytes, at: int) -> int:
+    """Return where the blank bytes (ASCII whitespace) starting at ``at`` end in ``chunk``.
+
+    ``lstrip`` of windows that double in size: a line start costs one small slice, a megabyte
+    of blank bytes a few C scans.
+    """
+    size = 64
+    while at < len(chunk):
+        window = chunk[at:at + size]
+        rest = window.lstrip()
+        if rest:
+            return at + len(window) - len(rest)
+        at += len(window)
+        size = min(2 * size, _CHUNK_BYTES)
+    return len(chunk)
 
 
 def _opens_document(line: bytes) -> bool:

@@ -1,0 +1,65 @@
+"""What ``serve`` acknowledged and had not yet finished, kept in a file across a hard kill.
+
+Two counters and a flag at fixed offsets of a 24-byte file, written with ``os.pwrite`` (no
+fsync): a SIGKILL or an OOM kill keeps what was written, since the kernel's page cache
+outlives the process (a power loss does not). ``accepted`` is written before each request is
+acknowledged; ``settled`` (spans checked and, when forwarding, exported or counted as not
+forwarded) after each step of the worker; ``clean`` at the end of a graceful shutdown. The
+next start reads ``accepted - settled`` from a run that did not end cleanly: the spans that
+run may have lost (at most the spans settled in its last worker step are counted too many).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+from typing import Final
+
+__all__ = ["Journal"]
+
+_RECORD: Final = struct.Struct("<QQQ")
+_ACCEPTED, _SETTLED, _CLEAN = 0, 8, 16
+
+
+class Journal:
+    """The state file; thread-safe (each counter is written under the journal's lock).
+
+    Raises:
+        OSError: when the file cannot be opened or created.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        data = os.pread(self._fd, _RECORD.size, 0)
+        accepted, settled, clean = _RECORD.unpack(data) if len(data) == _RECORD.size \
+            else (0, 0, 1)
+        self.lost_before = 0 if clean else max(0, accepted - settled)
+        """Spans the previous run acknowledged and did not finish (it did not shut down)."""
+        self._lock = threading.Lock()
+        """Held only to change and write the counters."""
+        self._accepted = self._settled = 0
+        os.pwrite(self._fd, _RECORD.pack(0, 0, 0), 0)
+
+    def accept(self, spans: int) -> None:
+        """Record ``spans`` more acknowledged (call before the acknowledgement is sent)."""
+        with self._lock:
+            self._accepted += spans
+            os.pwrite(self._fd, _ACCEPTED_FIELD.pack(self._accepted), _ACCEPTED)
+
+    def settle(self, settled: int) -> None:
+        """Record how many acknowledged spans are finished so far."""
+        with self._lock:
+            if settled != self._settled:
+                self._settled = settled
+                os.pwrite(self._fd, _ACCEPTED_FIELD.pack(settled), _SETTLED)
+
+    def close(self) -> None:
+        """Mark a graceful end (everything accepted finished or counted) and close."""
+        with self._lock:
+            os.pwrite(self._fd, _RECORD.pack(self._accepted, self._accepted, 1), 0)
+            os.close(self._fd)
+
+
+_ACCEPTED_FIELD: Final = struct.Struct("<Q")
