@@ -281,7 +281,7 @@ def emit(runs: Sequence[Session], exporter: LogRecordExporter) -> int:
     """Emit the sessions' records through SDK loggers (one provider per resource); count them."""
     count = 0
     for run in runs:
-        provider = LoggerProvider(resource=Resource.create(run.resource))
+        provider = LoggerProvider(resource=Resource.create(run.resource), shutdown_on_exit=False)
         provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
         logger = provider.get_logger(run.scope, run.resource.get("service.version"))
         for record in run.records:
