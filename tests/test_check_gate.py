@@ -140,10 +140,11 @@ class TestNothingToCheck:
         ("blank.jsonl", b"\n\n  \n", None),
         ("empty-requests.jsonl", b"{}\n{\"resourceSpans\": []}\n", None),
         ("foo.json", b'{"foo": 1}\n', ":1: not an OTLP trace request: no resourceSpans"),
-        ("logs.json", b'{"resourceLogs": []}\n', ":1: an OTLP logs request, not traces"),
+        ("logs.json", b'{"resourceLogs": []}\n', None),
+        ("metrics.json", b'{"resourceMetrics": []}\n', ":1: an OTLP metrics request, not traces"),
         ("zeros.bin", bytes(4096), ": unrecognised content: neither OTLP/JSON nor OTLP protobuf "
                                    "(it starts with zero bytes only)"),
-    ], ids=["empty", "blank", "no-spans", "not-otlp", "logs", "zero-filled"])
+    ], ids=["empty", "blank", "no-spans", "not-otlp", "logs", "metrics", "zero-filled"])
     def test_exits_2_with_a_message(self, tmp_path: Path, name: str, content: bytes,
                                     reason: str | None,
                                     capsys: pytest.CaptureFixture[str]) -> None:

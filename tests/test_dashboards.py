@@ -236,12 +236,26 @@ class TestDashboardStructure:
             True, True, ".*"
         )
 
+    def test_has_agent_variable(self, dashboard: dict[str, Any]) -> None:
+        """A multi-value `agent` variable (the coding agents) narrows the prompt templates to
+        those of the chosen agents (`claude-code/<model>`...); All (`.*`) keeps every one."""
+        variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+        agent = variables["agent"]
+        assert (agent["type"], agent["query"]) == ("custom", "claude-code,codex,gemini-cli")
+        assert (agent["multi"], agent["includeAll"], agent["allValue"]) == (True, True, ".*")
+        pattern = variables["prompt_template"]["regex"].strip("/")
+        import re
+        chosen = re.compile(pattern.replace("${agent:regex}", "codex|gemini-cli"))
+        assert chosen.match("codex/gpt-5-codex") and chosen.match("gemini-cli")
+        assert not chosen.match("claude-code/claude-sonnet-4-5")
+        assert re.compile(pattern.replace("${agent:regex}", ".*")).match("triage@v3")
+
     def test_has_job_and_instance_variables(self, dashboard: dict[str, Any]) -> None:
         """Multi-value `job` and `instance` variables (All is `.*`) pick the scrape targets; the
         instances listed are those of the chosen jobs."""
         variables = {v["name"]: v for v in dashboard["templating"]["list"]}
         assert [v["name"] for v in dashboard["templating"]["list"]] == [
-            "datasource", "trace_datasource", "job", "instance", "prompt_template"]
+            "datasource", "trace_datasource", "job", "instance", "agent", "prompt_template"]
         assert variables["job"]["definition"] == f"label_values({OPEN_RUNS}, job)"
         assert variables["instance"]["definition"] == (
             f'label_values({OPEN_RUNS}{{job=~"$job"}}, instance)')

@@ -244,10 +244,13 @@ class TestMalformedHttp:
                                 outcome="unauthenticated") == 3
 
     def test_routes(self, served: Served) -> None:
-        """Unknown paths get 404, GET on /v1/traces 405; health and readiness answer 200."""
+        """Unknown paths get 404, GET on /v1/traces or /v1/logs 405; health and readiness 200."""
         port = served.receiver.http_port
-        assert post(port, b"{}", JSON, path="/v1/logs")[0] == 404
+        assert post(port, b"{}", JSON, path="/v1/metrics")[0] == 404
+        status, _, reply = post(port, b"{}", JSON, path="/v1/logs")
+        assert (status, reply) == (200, b"{}")
         assert get(port, "/v1/traces")[0] == 405
+        assert get(port, "/v1/logs")[0] == 405
         assert get(port, "/nope")[0] == 404
         assert get(port, "/healthz") == (200, b"ok\n")
         assert get(port, "/readyz") == (200, b"ready\n")

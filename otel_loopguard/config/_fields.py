@@ -233,10 +233,13 @@ FIELDS: Final[dict[str, FieldRule]] = {
                             "invocation: warn", 2, optional=True),
     # tool kinds
     "mutating_tools": FieldRule("list", ("edit_file", "write_file", "delete_file", "patch",
-                                         "apply_patch"),
+                                         "apply_patch", "replace", "NotebookEdit", "KillShell",
+                                         "save_memory"),
                                 "Tools that change the world, whatever their arguments (MCP "
                                 "names ending in __<name> too)"),
-    "read_tools": FieldRule("list", ("read_file", "read_many_files"),
+    "read_tools": FieldRule("list", ("read_file", "read_many_files", "Glob",
+                                     "list_directory", "glob", "search_file_content",
+                                     "list_dir", "grep_files", "view_image"),
                             "Tools whose re-reads the reread detector watches"),
     "poll_tool_patterns": FieldRule("list", ("*status*", "poll*", "wait*", "*progress*",
                                              "check_job*", "get_job*"),
@@ -260,7 +263,7 @@ FIELDS: Final[dict[str, FieldRule]] = {
     "prompt_name_keys": FieldRule("list", ("gen_ai.prompt.name", "langfuse.observation.prompt.name",
                                            "traceloop.prompt.key", "metadata.prompt_name",
                                            "llm.prompt_template.template",
-                                           "metadata.prompt_template"),
+                                           "metadata.prompt_template", "loopguard.template"),
                                   "Attributes (or paths inside a JSON attribute, "
                                   "metadata.prompt_name) that name the prompt template, in "
                                   "order"),
@@ -269,7 +272,8 @@ FIELDS: Final[dict[str, FieldRule]] = {
                                               "traceloop.prompt.version",
                                               "metadata.prompt_version",
                                               "llm.prompt_template.version",
-                                              "metadata.prompt_version"),
+                                              "metadata.prompt_version",
+                                              "loopguard.template_version"),
                                      "Attributes (or paths) that carry its version, in order "
                                      "(paired by position with prompt_name_keys when both "
                                      "lists are as long)", paired=True),

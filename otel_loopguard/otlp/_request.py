@@ -8,18 +8,22 @@ others as rejected (OTLP partial success); one whose spans are all malformed is 
 
 from __future__ import annotations
 
+import base64
 import json
 import zlib
 from dataclasses import dataclass
 from typing import Any, Final
 
+from otel_loopguard.coding_agents import AgentRecords
 from otel_loopguard.otlp._json import decode_json_spans, loads_json
+from otel_loopguard.otlp._logs import DecodedLogs, decode_json_logs, decode_proto_logs
 from otel_loopguard.otlp._proto import decode_proto_spans
 from otel_loopguard.otlp._spans import DecodedSpans, FieldError
 from otel_loopguard.types import SpanRecord
 
-__all__ = ["Decoded", "RequestError", "decode_json", "decode_protobuf", "decompress",
-           "error_body", "success_body"]
+__all__ = ["Decoded", "RequestError", "decode_json", "decode_json_logs_request",
+           "decode_protobuf", "decode_protobuf_logs", "decompress", "error_body",
+           "success_body"]
 
 GRPC_CODES: Final = {"INVALID_ARGUMENT": 3, "DEADLINE_EXCEEDED": 4, "NOT_FOUND": 5,
                      "RESOURCE_EXHAUSTED": 8,
@@ -64,6 +68,11 @@ class Decoded:
     """When the receiver accepted the request (its clock)."""
     held_bytes: int = 0
     """The request's share of the receiver's bytes in flight, given back once taken in."""
+    logs: bool = False
+    """True for a logs request: ``spans`` are the coding agents' records of its events, and
+    ``rejected`` counts log records."""
+    forward_body: bytes | None = None
+    """A logs request as protobuf, for forwarding (when the receiver forwards)."""
 
 
 def decompress(body: bytes, encoding: str, limit: int) -> bytes:
@@ -136,18 +145,24 @@ def decode_json(body: bytes, *, payloads: bool = False) -> Decoded:
         RequestError: 400 when the body is not a JSON object, its structure is broken, or every
             span is malformed.
     """
-    try:
-        doc = loads_json(body)
-    except (ValueError, RecursionError) as exc:
-        raise invalid(f"body is not valid JSON: {exc}") from None
-    if not isinstance(doc, dict):
-        raise invalid("body must be a JSON object (an OTLP ExportTraceServiceRequest), "
-                      f"got {type(doc).__name__}")
+    doc = _json_object(body, "ExportTraceServiceRequest")
     try:
         decoded = decode_json_spans(doc, payloads=payloads)
     except FieldError as exc:
         raise invalid(str(exc)) from None
     return _checked(decoded)
+
+
+def _json_object(body: bytes, message: str) -> dict[str, Any]:
+    """Return the JSON object of a request body, or raise 400 naming what it should be."""
+    try:
+        doc = loads_json(body)
+    except (ValueError, RecursionError) as exc:
+        raise invalid(f"body is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise invalid(f"body must be a JSON object (an OTLP {message}), "
+                      f"got {type(doc).__name__}")
+    return doc
 
 
 def _checked(decoded: DecodedSpans) -> Decoded:
@@ -160,19 +175,23 @@ def _checked(decoded: DecodedSpans) -> Decoded:
     return Decoded(decoded.spans, rejected, message, decoded.payloads)
 
 
-def success_body(decoded: Decoded | None, *, as_json: bool) -> bytes:
-    """Return the ``ExportTraceServiceResponse`` body, with partial success when spans failed."""
+def success_body(decoded: Decoded | None, *, as_json: bool, logs: bool = False) -> bytes:
+    """Return the ``Export(Trace|Logs)ServiceResponse`` body, with partial success if needed."""
     rejected = decoded.rejected if decoded is not None else 0
     message = decoded.error_message if decoded is not None else ""
     if as_json:
         doc: dict[str, Any] = {}
         if rejected:
-            doc["partialSuccess"] = {"rejectedSpans": str(rejected), "errorMessage": message}
+            doc["partialSuccess"] = {"rejectedLogRecords" if logs else "rejectedSpans":
+                                     str(rejected), "errorMessage": message}
         return json.dumps(doc).encode()
-    pb = _proto_module()
-    response = pb.ExportTraceServiceResponse()
+    response = _logs_module().ExportLogsServiceResponse() if logs \
+        else _proto_module().ExportTraceServiceResponse()
     if rejected:
-        response.partial_success.rejected_spans = rejected
+        if logs:
+            response.partial_success.rejected_log_records = rejected
+        else:
+            response.partial_success.rejected_spans = rejected
         response.partial_success.error_message = message
     data: bytes = response.SerializeToString()
     return data
@@ -190,3 +209,92 @@ def error_body(error: RequestError, *, as_json: bool) -> bytes:
         return error.message.encode()
     data: bytes = status_pb2.Status(code=code, message=error.message).SerializeToString()
     return data
+
+
+# --- logs ----------------------------------------------------------------------------------
+def _logs_module() -> Any:
+    try:
+        from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
+    except ImportError as exc:  # pragma: no cover - opentelemetry-proto is installed in CI
+        raise RequestError(415, "UNIMPLEMENTED", _PROTO_MISSING) from exc
+    return logs_service_pb2
+
+
+def decode_protobuf_logs(body: bytes, agents: AgentRecords, *, forward: bool = False) -> Decoded:
+    """Return the coding agents' records of a protobuf ``ExportLogsServiceRequest``.
+
+    Args:
+        body: the serialized request.
+        agents: turns the agents' events into records (``otel_loopguard.coding_agents``).
+        forward: keep ``body`` for forwarding.
+
+    Raises:
+        RequestError: 400 when the body does not parse or every log record is malformed.
+    """
+    from google.protobuf.message import DecodeError
+
+    request = _logs_module().ExportLogsServiceRequest()
+    try:
+        request.ParseFromString(body)
+    except (DecodeError, ValueError, RuntimeError) as exc:
+        raise invalid("body is not a valid OTLP protobuf ExportLogsServiceRequest: "
+                      f"{exc or 'parse error'}") from None
+    try:
+        decoded = decode_proto_logs(request)
+    except FieldError as exc:
+        raise invalid(str(exc)) from None
+    return _checked_logs(decoded, agents, body if forward else None)
+
+
+def decode_json_logs_request(body: bytes, agents: AgentRecords, *,
+                             forward: bool = False) -> Decoded:
+    """Return the coding agents' records of an OTLP/JSON ``ExportLogsServiceRequest``.
+
+    With ``forward``, the request is also converted to protobuf (``forward_body``).
+
+    Raises:
+        RequestError: 400 when the body is not a JSON object, its structure is broken, or every
+            log record is malformed.
+    """
+    doc = _json_object(body, "ExportLogsServiceRequest")
+    try:
+        decoded = decode_json_logs(doc)
+    except FieldError as exc:
+        raise invalid(str(exc)) from None
+    return _checked_logs(decoded, agents, json_logs_as_protobuf(doc) if forward else None)
+
+
+def json_logs_as_protobuf(doc: dict[str, Any]) -> bytes:
+    """Return an OTLP/JSON logs request as serialized protobuf (hex ids made base64)."""
+    from google.protobuf import json_format
+
+    request = _logs_module().ExportLogsServiceRequest()
+    json_format.ParseDict(_base64_ids(doc), request, ignore_unknown_fields=True)
+    data: bytes = request.SerializeToString()
+    return data
+
+
+def _base64_ids(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {key: _b64(value) if key in ("traceId", "spanId", "trace_id", "span_id")
+                else _base64_ids(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_base64_ids(value) for value in node]
+    return node
+
+
+def _b64(value: Any) -> Any:
+    if isinstance(value, str) and value and all(c in "0123456789abcdefABCDEF" for c in value):
+        return base64.b64encode(bytes.fromhex(value)).decode()
+    return value
+
+
+def _checked_logs(decoded: DecodedLogs, agents: AgentRecords,
+                  forward_body: bytes | None) -> Decoded:
+    rejected = decoded.rejected
+    if rejected and not decoded.events:
+        raise invalid(f"all {rejected} log records rejected: {decoded.problem}")
+    message = f"rejected {rejected} malformed log record(s); first: {decoded.problem}" \
+        if rejected else ""
+    return Decoded(agents.from_events(decoded.events), rejected, message, logs=True,
+                   forward_body=forward_body)

@@ -33,6 +33,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from otel_loopguard.coding_agents import AgentRecords
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.exceptions import ConfigError, InternalErrorGuard
 from otel_loopguard.metrics import LoopGuardMetrics
@@ -219,12 +220,16 @@ class LoopGuardReceiver:
         if registry is not None:
             registry.register(_QueueCollector(self._queue.qsize))
         self.forwarder = self._make_forwarder()
+        self.log_forwarder = self._make_log_forwarder()
+        self.agents = AgentRecords(clock=clock, pause_seconds=self.config.run_ttl_seconds / 2)
+        """The coding agents' sessions (``otel_loopguard.coding_agents``): their log events
+        and tool spans become records of the session's run."""
         self.stream = StreamingChecker(
             self.config, metrics=self.metrics,
             reorder_window_seconds=self.options.reorder_window_seconds,
             max_spans=self.options.max_buffered_spans,
             max_bytes=self.options.max_pending_bytes, clock=clock,
-            on_trace=self.forwarder.forward if self.forwarder is not None else None,
+            on_trace=self._forward if self.forwarder is not None else None,
             raise_internal_errors=raise_internal_errors)
         if self.metrics is not None:
             self.metrics.track_open_runs(lambda: self.stream.open_runs)
@@ -261,6 +266,18 @@ class LoopGuardReceiver:
                          max_buffer_bytes=self.options.forward_buffer_bytes,
                          max_batch_bytes=self.options.forward_max_batch_bytes,
                          on_outcome=self._count_forwarded)
+
+    def _make_log_forwarder(self) -> Any:
+        if self.options.forward_endpoint is None:
+            return None
+        from otel_loopguard.receiver._forward_logs import LogForwarder
+
+        return LogForwarder(self.options.forward_endpoint, self.options.forward_protocol)
+
+    def _forward(self, closed: Any) -> None:
+        """Forward a checked trace's spans, and the findings on coding agents' calls as logs."""
+        self.forwarder.forward(closed)
+        self.log_forwarder.forward_findings(closed)
 
     def _count_forwarded(self, outcome: str, spans: int) -> None:
         if outcome == "exported":
@@ -349,6 +366,7 @@ class LoopGuardReceiver:
         done = marker.done.wait(timeout)
         if done and self.forwarder is not None:
             self.forwarder.force_flush(int(timeout * 1000))
+            self.log_forwarder.force_flush(timeout)
         return done
 
     def shutdown(self, timeout: float = 30.0) -> None:
@@ -372,6 +390,7 @@ class LoopGuardReceiver:
         self._worker = None
         if self.forwarder is not None:
             self.forwarder.shutdown(timeout)
+            self.log_forwarder.shutdown(timeout)
         if self._journal is not None:
             self._journal.close()
 
@@ -509,6 +528,14 @@ class LoopGuardReceiver:
                             retry_after_seconds=self.options.retry_after_seconds)
 
     def _enqueue(self, decoded: Decoded) -> None:
+        if decoded.forward_body is not None and self.log_forwarder is not None:
+            self.log_forwarder.send(decoded.forward_body)  # the events go on at once
+        elif not decoded.logs:
+            copies = self.agents.from_spans(decoded.spans)  # coding agents' tool spans
+            if copies:
+                decoded.spans += copies
+                if decoded.payloads is not None:
+                    decoded.payloads += [None] * len(copies)
         if not decoded.spans:
             self._take_bytes(-decoded.held_bytes)
             return

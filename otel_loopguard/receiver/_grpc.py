@@ -38,6 +38,7 @@ from otel_loopguard.otlp._request import (
     Decoded,
     RequestError,
     decode_protobuf,
+    decode_protobuf_logs,
     invalid,
     success_body,
 )
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 __all__ = ["start_grpc_server"]
 
 SERVICE: Final = "opentelemetry.proto.collector.trace.v1.TraceService"
+LOGS_SERVICE: Final = "opentelemetry.proto.collector.logs.v1.LogsService"
 _STOP_SECONDS: Final = 30.0
 
 
@@ -97,9 +99,10 @@ class GrpcServer:
             ("grpc.max_receive_message_length", options.max_request_bytes),
             ("grpc.so_reuseport", 0), ("grpc.http2.bdp_probe", 0)])
         export = _Export(self.receiver, self._pool)
-        handler = grpc.method_handlers_generic_handler(
-            SERVICE, {"Export": grpc.stream_unary_rpc_method_handler(export.export)})
-        self._server.add_generic_rpc_handlers((handler,))
+        handlers = tuple(grpc.method_handlers_generic_handler(service, {
+            "Export": grpc.stream_unary_rpc_method_handler(partial(export.export, logs=logs))})
+            for service, logs in ((SERVICE, False), (LOGS_SERVICE, True)))
+        self._server.add_generic_rpc_handlers(handlers)
         address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         try:
             bound = self._server.add_insecure_port(address)
@@ -143,8 +146,12 @@ class _Export:
         """Calls still waiting for their message, oldest first: their eviction futures and
         their shares of the bytes in flight (given back at once when evicted)."""
 
-    async def export(self, requests: Any, context: grpc.aio.ServicerContext) -> bytes:
-        """Answer one ``Export`` call."""
+    async def export(self, requests: Any, context: grpc.aio.ServicerContext, *,
+                     logs: bool = False) -> bytes:
+        """Answer one ``Export`` call (of the trace or, with ``logs``, the logs service).
+
+        The two services share the call limit, the timeout and the bytes in flight.
+        """
         authorization = _authorization(context)
         held = self.receiver.reservation()
         try:
@@ -161,13 +168,13 @@ class _Export:
             self._resize(held, len(message))
             loop = asyncio.get_running_loop()
             decoded = await loop.run_in_executor(self.pool, partial(
-                self._handle, authorization, message, held))
+                self._handle, authorization, message, held, logs))
         except RequestError as error:  # counted where it was raised
             held.release()
             await self._abort(context, error)
         finally:
             self._calls -= 1
-        return success_body(decoded, as_json=False)
+        return success_body(decoded, as_json=False, logs=logs)
 
     def _reserve_message(self, held: Reservation) -> None:
         """Take a whole message's worth of bytes in flight before the message is read.
@@ -200,11 +207,14 @@ class _Export:
             self.receiver.refused("grpc", error)
             raise
 
-    def _handle(self, authorization: str | None, message: bytes,
-                held: Reservation) -> Decoded:
+    def _handle(self, authorization: str | None, message: bytes, held: Reservation,
+                logs: bool) -> Decoded:
         forwarding = self.receiver.forwarding
+        agents = self.receiver.agents
 
         def decode(reserve: Callable[[int], None]) -> Decoded:
+            if logs:
+                return decode_protobuf_logs(message, agents, forward=forwarding)
             return decode_protobuf(message, payloads=forwarding)
 
         return self.receiver.handle("grpc", authorization, decode, held=held)

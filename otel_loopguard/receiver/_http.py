@@ -33,7 +33,9 @@ from otel_loopguard.otlp._request import (
     Decoded,
     RequestError,
     decode_json,
+    decode_json_logs_request,
     decode_protobuf,
+    decode_protobuf_logs,
     decompress,
     error_body,
     invalid,
@@ -48,6 +50,7 @@ __all__ = ["start_http_server"]
 logger = logging.getLogger(__name__)
 
 TRACES_PATH: Final = "/v1/traces"
+LOGS_PATH: Final = "/v1/logs"
 _PROTOBUF: Final = "application/x-protobuf"
 _JSON: Final = "application/json"
 _MAX_LENGTH_DIGITS: Final = 18
@@ -213,7 +216,7 @@ class _Handler(BaseHTTPRequestHandler):
                        "text/plain; charset=utf-8")
         elif path == "/metrics":
             self._metrics()
-        elif path == TRACES_PATH:
+        elif path in (TRACES_PATH, LOGS_PATH):
             self._send(405, b"use POST\n", "text/plain; charset=utf-8",
                        {"Allow": "POST, OPTIONS"})
         else:
@@ -247,17 +250,20 @@ class _Handler(BaseHTTPRequestHandler):
     do_PUT = do_DELETE = do_PATCH = do_TRACE = do_CONNECT = _not_allowed
 
     def do_POST(self) -> None:
-        """Accept an OTLP export request on ``/v1/traces``."""
+        """Accept an OTLP export request on ``/v1/traces`` or ``/v1/logs``."""
         self._body_read = False
-        if urlsplit(self.path).path != TRACES_PATH:
-            self._send(404, b"not found; OTLP traces go to /v1/traces\n",
+        path = urlsplit(self.path).path
+        if path not in (TRACES_PATH, LOGS_PATH):
+            self._send(404, b"not found; OTLP traces go to /v1/traces, logs to /v1/logs\n",
                        "text/plain; charset=utf-8")
             return
+        logs = path == LOGS_PATH
         media = self.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
         as_json = media == _JSON
         try:
             decoded = self.server.receiver.handle(
-                "http", self._authorization(), lambda reserve: self._decode(media, reserve))
+                "http", self._authorization(),
+                lambda reserve: self._decode(media, reserve, logs=logs))
         except RequestError as error:
             headers = {"Retry-After": str(int(error.retry_after_seconds))} \
                 if error.retry_after_seconds else {}
@@ -266,7 +272,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(error.http_status, error_body(error, as_json=as_json),
                        _JSON if as_json else _PROTOBUF, headers)
             return
-        self._send(200, success_body(decoded, as_json=as_json), _JSON if as_json else _PROTOBUF)
+        self._send(200, success_body(decoded, as_json=as_json, logs=logs),
+                   _JSON if as_json else _PROTOBUF)
 
     def _metrics(self) -> None:
         receiver = self.server.receiver
@@ -289,7 +296,8 @@ class _Handler(BaseHTTPRequestHandler):
         value = self.headers.get("Authorization")
         return None if value is None else value.encode("latin-1", "replace")
 
-    def _decode(self, media: str, reserve: Callable[[int], None]) -> Decoded:
+    def _decode(self, media: str, reserve: Callable[[int], None], *, logs: bool = False
+                ) -> Decoded:
         if media not in (_PROTOBUF, _JSON):
             raise RequestError(415, "INVALID_ARGUMENT",
                                f"unsupported Content-Type {media or '(none)'!r}; use "
@@ -306,6 +314,10 @@ class _Handler(BaseHTTPRequestHandler):
             body = decompress(body, encoding, limit)
             reserve(len(body) - limit)  # give back what it did not take
         forwarding = receiver.forwarding
+        if logs:
+            return decode_json_logs_request(body, receiver.agents, forward=forwarding) \
+                if media == _JSON else decode_protobuf_logs(body, receiver.agents,
+                                                            forward=forwarding)
         return decode_json(body, payloads=forwarding) if media == _JSON \
             else decode_protobuf(body, payloads=forwarding)
 

@@ -38,8 +38,10 @@ from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, NamedTuple, Protocol
 
 from otel_loopguard._safe_text import escape_unsafe
+from otel_loopguard.coding_agents import AgentRecords
 from otel_loopguard.exceptions import TraceFileError
 from otel_loopguard.otlp._json import decode_json_spans, loads_json
+from otel_loopguard.otlp._logs import decode_json_logs
 from otel_loopguard.otlp._proto import decode_proto_spans
 from otel_loopguard.otlp._spans import DecodedSpans, FieldError
 from otel_loopguard.replay._compressed import (
@@ -77,7 +79,8 @@ DEFAULT_MAX_LINE_BYTES = 64 << 20
 _UTF8_BOM = b"\xef\xbb\xbf"
 _READ_ERRORS = (OSError, EOFError, zlib.error)
 _SPANS_KEYS = ("resourceSpans", "resource_spans")
-_OTHER_SIGNALS = {"resourceLogs": "logs", "resource_logs": "logs", "resourceMetrics": "metrics",
+_LOGS_KEYS = ("resourceLogs", "resource_logs")
+_OTHER_SIGNALS = {"resourceMetrics": "metrics",
                   "resource_metrics": "metrics", "resourceProfiles": "profiles",
                   "resource_profiles": "profiles"}
 _PROTO_MISSING = (
@@ -272,6 +275,8 @@ class _TraceReader:
         """Errors held back while a guess is tried (see ``_json_lines_in``)."""
         self._line = 0
         """Line (or message) being read, for errors raised by the stream itself."""
+        self._agents = AgentRecords()
+        """The coding agents' sessions (log events and tool spans) of this file."""
 
     def spans(self) -> Iterator[tuple[int, SpanRecord]]:
         """Yield ``(line, span)`` for the spans of the file, reporting bad records and errors."""
@@ -413,8 +418,10 @@ class _TraceReader:
         such a request with partial success) and reports the others.
         """
         try:
-            spans, problem = (_decode_json(record.data) if record.is_json
+            spans, problem = (_decode_json(record.data, self._agents) if record.is_json
                               else _decode_proto(record.data))
+            if not record.is_json:
+                spans += self._agents.from_spans(spans)
         except _BadRecord as exc:
             if record.maybe_lines:
                 return self._json_lines_in(record.data, exc.message)
@@ -573,18 +580,20 @@ def _parse_json(data: bytes) -> Any:
         raise _BadRecord(f"invalid JSON: {exc}") from None
 
 
-def _decode_json(data: bytes) -> tuple[list[SpanRecord], str]:
+def _decode_json(data: bytes, agents: AgentRecords) -> tuple[list[SpanRecord], str]:
     """Return the good spans of one OTLP/JSON request (or JSON array of them).
 
-    Also returns the problem with the others ("" when every span is good).
+    A logs request gives the records of its coding-agent events (``coding_agents``); a trace
+    request its spans, plus a session record for each coding-agent tool span. Also returns the
+    problem with the others ("" when every span is good).
     """
     doc = _parse_json(data)
     if not isinstance(doc, list):
-        return _spans_of_json_request(doc)
+        return _spans_of_json_request(doc, agents)
     spans, problems = [], []
     for index, request in enumerate(doc):
         try:
-            good, problem = _spans_of_json_request(request)
+            good, problem = _spans_of_json_request(request, agents)
         except _BadRecord as exc:
             raise _BadRecord(f"element {index}: {exc.message}") from None
         spans.extend(good)
@@ -593,14 +602,31 @@ def _decode_json(data: bytes) -> tuple[list[SpanRecord], str]:
     return spans, "; ".join(problems)
 
 
-def _spans_of_json_request(request: Any) -> tuple[list[SpanRecord], str]:
+def _spans_of_json_request(request: Any, agents: AgentRecords) -> tuple[list[SpanRecord], str]:
+    if isinstance(request, dict) and any(k in request for k in _LOGS_KEYS):
+        return _records_of_json_logs(request, agents)
     if isinstance(request, dict) and request and not any(k in request for k in _SPANS_KEYS):
         raise _BadRecord(_not_a_trace_request(request))
     try:
         decoded = decode_json_spans(request)
     except FieldError as exc:
         raise _BadRecord(str(exc)) from None
-    return _partial(decoded)
+    spans, problem = _partial(decoded)
+    return spans + agents.from_spans(spans), problem
+
+
+def _records_of_json_logs(request: dict[str, Any],
+                          agents: AgentRecords) -> tuple[list[SpanRecord], str]:
+    """Return the coding-agent records of an OTLP/JSON logs request (Collector file output)."""
+    try:
+        decoded = decode_json_logs(request)
+    except FieldError as exc:
+        raise _BadRecord(str(exc)) from None
+    if decoded.rejected and not decoded.events:
+        raise _BadRecord(f"all {decoded.rejected} log records rejected: {decoded.problem}")
+    problem = (f"rejected {decoded.rejected} malformed log record(s), kept "
+               f"{len(decoded.events)}; first: {decoded.problem}") if decoded.rejected else ""
+    return agents.from_events(decoded.events), problem
 
 
 def _not_a_trace_request(request: dict[str, Any]) -> str:

@@ -1,0 +1,89 @@
+"""Claude Code: its ``claude_code.*`` log events and its beta ``claude_code.tool`` spans.
+
+Read from the monitoring page (code.claude.com/docs/en/monitoring-usage, the
+``zhalice2011/claude-code-docs`` mirror of 2026-08-22, v2.1.214 features): the record body is
+``claude_code.<event>``, the ``event.name`` attribute the short name (``tool_result``), and
+``tool_result``'s ``success`` and ``duration_ms`` arrive as strings. The tool's arguments are
+``tool_input`` (JSON, values cut at 512 characters) or ``tool_parameters`` (Bash:
+``full_command``...), both only with ``OTEL_LOG_TOOL_DETAILS=1``; its output is never sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+import orjson
+
+from otel_loopguard.coding_agents._model import AgentCall, AgentTurn, flag, number, text
+
+__all__ = ["AGENT", "PREFIX", "SCOPE", "read_event", "read_span"]
+
+AGENT: Final = "claude-code"
+PREFIX: Final = "claude_code."
+SCOPE: Final = "com.anthropic.claude_code.events"
+TOOL_SPAN: Final = "claude_code.tool"
+EXECUTION_SPAN: Final = "claude_code.tool.execution"
+_MS: Final = 1_000_000
+
+
+def read_event(name: str, attrs: Mapping[str, Any], end_ns: int) -> AgentCall | AgentTurn | None:
+    """Return the tool call (``tool_result``) or model request (``api_request``) of an event."""
+    session = text(attrs, "session.id")
+    duration = int(number(attrs.get("duration_ms")) * _MS)
+    if name == "claude_code.tool_result":
+        failed = not flag(attrs.get("success"))
+        return AgentCall(AGENT, session, text(attrs, "tool_name", "tool.name") or "unknown",
+                         text(attrs, "tool_use_id", "gen_ai.tool.call.id"), end_ns, duration,
+                         arguments=arguments_of(attrs), failed=failed,
+                         error=text(attrs, "error", "error_type") if failed else "")
+    if name == "claude_code.api_request":
+        tokens_in = sum(int(number(attrs.get(key))) for key in (
+            "input_tokens", "cache_read_tokens", "cache_creation_tokens"))
+        cost = attrs.get("cost_usd")
+        return AgentTurn(AGENT, session, end_ns, duration, text(attrs, "model"), tokens_in,
+                         int(number(attrs.get("output_tokens"))),
+                         number(cost) if cost is not None else None)
+    return None
+
+
+def arguments_of(attrs: Mapping[str, Any]) -> Any:
+    """Return the call's arguments: ``tool_input``, else what ``tool_parameters`` says.
+
+    ``tool_parameters`` of a Bash call holds ``full_command``: it becomes ``{"command": ...}``,
+    the shape the shell classifier and ``tool_input`` give.
+    """
+    found = attrs.get("tool_input")
+    if found not in (None, ""):
+        return found
+    params = attrs.get("tool_parameters")
+    if params in (None, ""):
+        return None
+    parsed = params
+    if isinstance(params, str):
+        try:
+            parsed = orjson.loads(params)
+        except orjson.JSONDecodeError:
+            return params
+    if isinstance(parsed, Mapping) and parsed.get("full_command"):
+        return {"command": parsed["full_command"]}
+    return params
+
+
+def read_span(name: str, attrs: Mapping[str, Any], end_ns: int, duration_ns: int,
+              failed: bool) -> AgentCall | None:
+    """Return the tool call of a beta-tracing ``claude_code.tool`` span (else None).
+
+    ``failed`` is the span's own status, or its ``claude_code.tool.execution`` child's.
+    Arguments are there only with ``OTEL_LOG_TOOL_DETAILS``/``OTEL_LOG_TOOL_CONTENT``.
+    """
+    if name != TOOL_SPAN:
+        return None
+    args: Any = attrs.get("tool_input")
+    if args in (None, ""):
+        command, path = attrs.get("full_command"), attrs.get("file_path")
+        args = {"command": command} if command else {"file_path": path} if path else None
+    return AgentCall(AGENT, text(attrs, "session.id"),
+                     text(attrs, "tool_name", "gen_ai.tool.name") or "unknown",
+                     text(attrs, "tool_use_id", "gen_ai.tool.call.id"), end_ns, duration_ns,
+                     arguments=args, failed=failed)

@@ -1,0 +1,47 @@
+"""Codex CLI: its ``codex.*`` log events (and the same facts as span events on its spans).
+
+Read from ``openai/codex`` ``codex-rs/otel/src/events/session_telemetry.rs`` and
+``shared/log.rs`` (stored commits 0136a731, 373d1a86): ``event.name`` is the full name
+(``codex.tool_result``), every value recorded through ``Display`` is a string
+(``duration_ms``, ``success``), ``conversation.id`` and ``model`` are on every event, and
+``time_unix_nano`` is 0 (the reader falls back to the observed time, then
+``event.timestamp``). ``codex.tool_result`` carries the arguments and the output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from otel_loopguard.coding_agents._model import AgentCall, AgentTurn, flag, number, text
+
+__all__ = ["AGENT", "PREFIX", "read_event"]
+
+AGENT: Final = "codex"
+PREFIX: Final = "codex."
+_MS: Final = 1_000_000
+_COMPLETED: Final = "response.completed"
+
+
+def read_event(name: str, attrs: Mapping[str, Any], end_ns: int) -> AgentCall | AgentTurn | None:
+    """Return the tool call (``tool_result``) or model response (``sse_event`` completed)."""
+    session = text(attrs, "conversation.id", "thread.id")
+    model = text(attrs, "model", "slug")
+    if name == "codex.tool_result":
+        failed = not flag(attrs.get("success"))
+        output = attrs.get("output")
+        call = AgentCall(AGENT, session, text(attrs, "tool_name") or "unknown",
+                         text(attrs, "call_id"), end_ns,
+                         int(number(attrs.get("duration_ms")) * _MS),
+                         arguments=attrs.get("arguments"), failed=failed,
+                         error=str(output)[:500] if failed and output else "", model=model)
+        if output is not None:
+            call.result = output
+        return call
+    if name == "codex.sse_event" and text(attrs, "event.kind") == _COMPLETED:
+        tokens_in = int(number(attrs.get("input_token_count")))
+        tokens_out = int(number(attrs.get("output_token_count"))) + \
+            int(number(attrs.get("reasoning_token_count")))
+        return AgentTurn(AGENT, session, end_ns, int(number(attrs.get("duration_ms")) * _MS),
+                         model, tokens_in, tokens_out)
+    return None

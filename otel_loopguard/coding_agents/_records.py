@@ -1,0 +1,88 @@
+"""Agent tool calls and model requests as the span records the engine reads (GenAI shape).
+
+A call becomes an ``execute_tool`` record, a model request a ``chat`` record, both in the run
+of the agent's session: trace id ``<agent>:<session>``, parent ``session`` (a span that never
+arrives, so the run stays open until it idles or the input ends), span id the agent's own call
+id. An event and a span of the same call therefore have the same trace and span id, and are
+checked once (the checker drops the copy), whichever arrives first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+import orjson
+
+from otel_loopguard.adapters import _keys as k
+from otel_loopguard.coding_agents._model import MISSING, AgentCall, AgentTurn
+from otel_loopguard.types import STATUS_ERROR, STATUS_UNSET, SpanRecord
+
+__all__ = ["AGENT_KEY", "CALL_ID_KEY", "SESSION_PARENT", "TEMPLATE_KEY", "call_record",
+           "run_id", "turn_record"]
+
+TEMPLATE_KEY: Final = "loopguard.template"
+"""The run's prompt template: set by the team as a resource attribute
+(``OTEL_RESOURCE_ATTRIBUTES=loopguard.template=repo-x``), else ``<agent>/<model>``."""
+AGENT_KEY: Final = "loopguard.agent"
+"""Which coding agent the record came from (``claude-code``, ``codex``, ``gemini-cli``)."""
+CALL_ID_KEY: Final = "loopguard.call_id"
+"""The agent's own call id (``tool_use_id``, ``call_id``)."""
+SESSION_PARENT: Final = "session"
+_NO_SESSION: Final = "no-session"
+
+
+def run_id(agent: str, session: str, segment: int = 0) -> str:
+    """Return the trace id of a session's run: ``claude-code:<session>`` (``#n`` after a pause)."""
+    base = f"{agent}:{session or _NO_SESSION}"
+    return f"{base}#{segment}" if segment else base
+
+
+def _common(agent: str, session: str) -> dict[str, Any]:
+    out: dict[str, Any] = {AGENT_KEY: agent}
+    if session:
+        out[k.GEN_AI_CONVERSATION_ID] = session
+        out["session.id"] = session
+    return out
+
+
+def call_record(call: AgentCall, trace_id: str, template: str, scope: str,
+                resource: Mapping[str, Any]) -> SpanRecord:
+    """Return the ``execute_tool`` record of one tool call."""
+    attrs = _common(call.agent, call.session)
+    call_id = call.call_id or f"{call.tool}@{call.end_time_ns}"
+    attrs.update({k.GEN_AI_OPERATION_NAME: k.OP_EXECUTE_TOOL, k.GEN_AI_TOOL_NAME: call.tool,
+                  k.GEN_AI_TOOL_CALL_ID: call_id, CALL_ID_KEY: call_id, TEMPLATE_KEY: template})
+    if call.arguments is not None:
+        attrs[k.GEN_AI_TOOL_CALL_ARGUMENTS] = _text(call.arguments)
+    if call.result is not MISSING:
+        attrs[k.GEN_AI_TOOL_CALL_RESULT] = call.result
+    end = call.end_time_ns
+    return SpanRecord(trace_id, call_id, SESSION_PARENT, f"execute_tool {call.tool}",
+                      max(0, end - call.duration_ns), end, attrs,
+                      STATUS_ERROR if call.failed else STATUS_UNSET,
+                      (call.error or "failed") if call.failed else "", scope, resource)
+
+
+def turn_record(turn: AgentTurn, trace_id: str, scope: str,
+                resource: Mapping[str, Any]) -> SpanRecord:
+    """Return the ``chat`` record of one model request (tokens and model for the waste)."""
+    attrs = _common(turn.agent, turn.session)
+    attrs[k.GEN_AI_OPERATION_NAME] = "chat"
+    if turn.model:
+        attrs[k.GEN_AI_RESPONSE_MODEL] = turn.model
+    attrs[k.GEN_AI_USAGE_INPUT_TOKENS] = turn.input_tokens
+    attrs[k.GEN_AI_USAGE_OUTPUT_TOKENS] = turn.output_tokens
+    if turn.cost_usd is not None:
+        attrs["loopguard.cost_usd"] = turn.cost_usd
+    end = turn.end_time_ns
+    return SpanRecord(trace_id, f"turn@{end}", SESSION_PARENT, f"chat {turn.model}".strip(),
+                      max(0, end - turn.duration_ns), end, attrs, STATUS_UNSET, "", scope,
+                      resource)
+
+
+def _text(arguments: Any) -> Any:
+    """Return arguments as the agents' JSON text (a parsed mapping is written back)."""
+    if isinstance(arguments, Mapping | list | tuple):
+        return orjson.dumps(arguments, default=str).decode()
+    return arguments

@@ -1,0 +1,215 @@
+"""Forwarding of the logs signal for ``serve``: the agents' log events, and the findings on them.
+
+A logs request is forwarded as it came (as protobuf) to the downstream's logs endpoint, at once:
+the agents' events are not held back until their session is checked, since no attribute is
+added to them. A finding on a session of a coding agent, which has no span to carry it, goes
+out as a log event of its own, ``loopguard.loop_detected``, under the agent's resource, with
+the ``loopguard.*`` attributes of the finding and the session id and call id it is about.
+
+One daemon thread sends, from a bounded queue (a full queue drops the newest request and
+says so in the log): over OTLP/HTTP (``/v1/logs``) or OTLP/gRPC (``LogsService/Export``), with
+the headers of ``OTEL_EXPORTER_OTLP_LOGS_HEADERS`` or ``OTEL_EXPORTER_OTLP_HEADERS``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import urllib.request
+from collections.abc import Callable, Mapping
+from typing import Any, Final, Literal
+from urllib.parse import unquote, urlsplit
+
+from otel_loopguard.coding_agents import AGENT_KEY, CALL_ID_KEY
+from otel_loopguard.evidence import EVENT_NAME, LOGGER_NAME
+from otel_loopguard.receiver._stream import ClosedTrace
+
+__all__ = ["LogForwarder", "findings_request"]
+
+logger = logging.getLogger(__name__)
+
+_DEFAULT_MAX_QUEUE: Final = 1024
+_METHOD: Final = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
+_TIMEOUT_SECONDS: Final = 10.0
+_SEVERITY_WARN: Final = 13
+_STOP: Final = object()
+
+
+class LogForwarder:
+    """Sends logs requests (serialized protobuf) to the downstream, in order, from one thread.
+
+    Thread-safe: ``send`` is called on the receiver's server and worker threads.
+
+    Args:
+        endpoint: as ``--forward-endpoint``: ``host:port`` or a URL for gRPC; a URL for HTTP
+            (``/v1/logs`` replaces a ``/v1/traces`` path, or is added to an empty one).
+        protocol: ``grpc`` or ``http``.
+        on_outcome: called with ``(outcome, records)``: ``exported``, ``export_failed`` or
+            ``queue_full``, on the thread that saw it.
+        max_queue: requests waiting before new ones are dropped (1,024).
+    """
+
+    def __init__(self, endpoint: str, protocol: Literal["grpc", "http"] = "grpc", *,
+                 on_outcome: Callable[[str, int], None] | None = None,
+                 max_queue: int = _DEFAULT_MAX_QUEUE) -> None:
+        self._send = _grpc_sender(endpoint) if protocol == "grpc" else _http_sender(endpoint)
+        self._on_outcome = on_outcome or (lambda outcome, count: None)
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=max_queue)
+        self._thread = threading.Thread(target=self._work, name="loopguard-forward-logs",
+                                        daemon=True)
+        self._thread.start()
+
+    def send(self, body: bytes, records: int = 1) -> None:
+        """Queue one serialized ``ExportLogsServiceRequest``; never blocks."""
+        try:
+            self._queue.put_nowait((body, records))
+        except queue.Full:
+            self._on_outcome("queue_full", records)
+            logger.warning("otel-loopguard: log forwarding queue full; a request of %s "
+                           "records dropped", records)
+
+    def forward_findings(self, closed: ClosedTrace) -> None:
+        """Send a ``loopguard.loop_detected`` event per finding on a coding agent's call."""
+        body, count = findings_request(closed)
+        if count:
+            self.send(body, count)
+
+    def force_flush(self, timeout: float = 30.0) -> bool:
+        """Wait until every queued request was sent (or failed); False on timeout."""
+        done = threading.Event()
+        try:
+            self._queue.put(done, timeout=timeout)
+        except queue.Full:
+            return False
+        return done.wait(timeout)
+
+    def shutdown(self, timeout: float = 30.0) -> None:
+        """Send what is queued, then stop the thread."""
+        self.force_flush(timeout)
+        self._queue.put(_STOP)
+        self._thread.join(timeout)
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is _STOP:
+                return
+            if isinstance(item, threading.Event):
+                item.set()
+                continue
+            body, records = item
+            try:
+                self._send(body)
+            except Exception as exc:  # the downstream's failure is counted, never raised
+                logger.warning("otel-loopguard: forwarding %s log records failed: %s",
+                               records, exc)
+                self._on_outcome("export_failed", records)
+            else:
+                self._on_outcome("exported", records)
+
+
+def _headers() -> dict[str, str]:
+    raw = os.environ.get("OTEL_EXPORTER_OTLP_LOGS_HEADERS") or \
+        os.environ.get("OTEL_EXPORTER_OTLP_HEADERS", "")
+    out = {}
+    for pair in raw.split(","):
+        key, sep, value = pair.partition("=")
+        if sep and key.strip():
+            out[unquote(key.strip()).lower()] = unquote(value.strip())
+    return out
+
+
+def _http_sender(endpoint: str) -> Callable[[bytes], None]:
+    parts = urlsplit(endpoint)
+    path = parts.path.rstrip("/")
+    path = path.removesuffix("/v1/traces") + "/v1/logs" if not path.endswith("/v1/logs") \
+        else path
+    url = parts._replace(path=path).geturl()
+    headers = {"Content-Type": "application/x-protobuf", **_headers()}
+
+    def send(body: bytes) -> None:
+        request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+        with urllib.request.urlopen(request, timeout=_TIMEOUT_SECONDS) as response:
+            response.read()
+
+    return send
+
+
+def _grpc_sender(endpoint: str) -> Callable[[bytes], None]:
+    import grpc
+
+    parts = urlsplit(endpoint if "://" in endpoint else f"//{endpoint}")
+    target = parts.netloc or endpoint
+    channel = grpc.insecure_channel(target) if endpoint.startswith("http://") \
+        else grpc.secure_channel(target, grpc.ssl_channel_credentials())
+    export = channel.unary_unary(_METHOD)  # raw bytes in and out: the request is serialized
+    metadata = tuple(_headers().items())
+
+    def send(body: bytes) -> None:
+        export(body, timeout=_TIMEOUT_SECONDS, metadata=metadata)
+
+    return send
+
+
+def findings_request(closed: ClosedTrace) -> tuple[bytes, int]:
+    """Return the ``ExportLogsServiceRequest`` of the findings on the agents' calls, and count.
+
+    One log record per flagged call, under the resource the agent sent, correlated by
+    ``session.id`` and ``loopguard.call_id`` (and the agent's own id key).
+    """
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+
+    request = ExportLogsServiceRequest()
+    by_resource: dict[int, Any] = {}
+    count = 0
+    for span in closed.spans:
+        found = closed.evidence.get(span.span_id) if closed.evidence else None
+        if found is None or AGENT_KEY not in span.attributes:
+            continue
+        scope_logs = by_resource.get(id(span.resource))
+        if scope_logs is None:
+            resource_logs = request.resource_logs.add()
+            _put(resource_logs.resource.attributes, span.resource)
+            scope_logs = by_resource[id(span.resource)] = resource_logs.scope_logs.add()
+            scope_logs.scope.name = LOGGER_NAME
+        record = scope_logs.log_records.add()
+        record.time_unix_nano = record.observed_time_unix_nano = span.end_time_ns
+        record.severity_number = _SEVERITY_WARN
+        record.severity_text = "WARN"
+        record.event_name = EVENT_NAME
+        record.body.string_value = f"loop detected by {found.get('loopguard.detector')}: " \
+            f"{found.get('loopguard.action')}"
+        attrs = span.attributes
+        _put(record.attributes, {"event.name": EVENT_NAME, **found,
+                                 "session.id": attrs.get("session.id", ""),
+                                 AGENT_KEY: attrs[AGENT_KEY],
+                                 CALL_ID_KEY: attrs.get(CALL_ID_KEY, span.span_id),
+                                 "gen_ai.tool.name": attrs.get("gen_ai.tool.name", "")})
+        count += 1
+    return request.SerializeToString(), count
+
+
+def _put(target: Any, values: Mapping[str, Any]) -> None:
+    """Append ``values`` to a repeated ``KeyValue``."""
+    for key, value in values.items():
+        pair = target.add()
+        pair.key = key
+        _set(pair.value, value)
+
+
+def _set(any_value: Any, value: Any) -> None:
+    if isinstance(value, bool):
+        any_value.bool_value = value
+    elif isinstance(value, int):
+        any_value.int_value = value
+    elif isinstance(value, float):
+        any_value.double_value = value
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _set(any_value.array_value.values.add(), item)
+    elif isinstance(value, Mapping):
+        _put(any_value.kvlist_value.values, value)
+    else:
+        any_value.string_value = str(value)

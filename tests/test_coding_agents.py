@@ -1,0 +1,173 @@
+"""Coding agents' native telemetry: their log events and tool spans become runs of calls.
+
+The sessions (``_agent_sessions``) are emitted through the SDK's real ``LoggerProvider`` and
+written as the Collector's file exporter writes logs; ``check`` then reads them like traces.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from _agent_sessions import T0, Session, collector_lines, sessions
+
+from otel_loopguard.cli import main
+from otel_loopguard.coding_agents import AgentRecords, agent_event
+from otel_loopguard.otlp._logs import LogEvent, decode_json_logs, iso_time_ns
+from otel_loopguard.replay.checker import Checker
+from otel_loopguard.replay.tracefile import iter_spans
+from otel_loopguard.types import STATUS_ERROR, SpanRecord
+
+
+def _write(tmp_path: Path, runs: list[Session], name: str = "logs.jsonl") -> Path:
+    path = tmp_path / name
+    data = ("\n".join(collector_lines(runs)) + "\n").encode()
+    if name.endswith(".gz"):
+        data = gzip.compress(data)
+    elif name.endswith(".zst"):
+        zstandard = pytest.importorskip("zstandard")
+        data = zstandard.ZstdCompressor().compress(data)
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize("name", ["logs.jsonl", "logs.jsonl.gz", "logs.jsonl.zst"])
+def test_check_flags_each_loop_under_its_agent_and_leaves_healthy_sessions_quiet(
+        tmp_path: Path, name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    runs = sessions()
+    path = _write(tmp_path, runs, name)
+    code = main(["check", "--format", "json", str(path)])
+    out = capsys.readouterr().out
+    doc = json.loads(out)
+    reports = {r["run_id"]: r for r in doc["runs"]} if isinstance(doc, dict) else \
+        {r["run_id"]: r for r in doc}
+    assert code == 1
+    for run in runs:
+        report = reports[f"{run.agent}:{run.session_id}"]
+        assert report["prompt_template"] == run.template
+        assert (report["action"] != "continue") is run.loops, report
+        if run.loops:
+            assert report["findings"][0]["span_id"].startswith(("toolu_", "call_", "replace-"))
+
+
+def test_each_agents_events_become_calls_with_arguments_results_and_status() -> None:
+    by_agent: dict[str, list[SpanRecord]] = {}
+    for run in sessions():
+        if run.loops:
+            records = AgentRecords().from_events(_events(run))
+            by_agent[run.agent] = [r for r in records if "execute_tool" in r.name]
+    claude, codex, gemini = by_agent["claude-code"], by_agent["codex"], by_agent["gemini-cli"]
+    assert claude[0].attributes["gen_ai.tool.name"] == "Bash"
+    assert json.loads(claude[0].attributes["gen_ai.tool.call.arguments"])["command"] == "npm test"
+    assert "gen_ai.tool.call.result" not in claude[0].attributes  # Claude Code never sends it
+    assert claude[0].status_code == STATUS_ERROR and "Exit code 1" in claude[0].status_message
+    assert claude[0].end_time_ns - claude[0].start_time_ns == 812_000_000
+    assert codex[0].attributes["gen_ai.tool.call.result"].startswith("F\nFAILED")
+    assert codex[0].span_id == "call_L000" and codex[0].end_time_ns > 0  # time_unix_nano 0
+    assert gemini[0].attributes["gen_ai.tool.name"] == "replace"
+    assert gemini[0].trace_id == "gemini-cli:a3e5c7d9-1b2f-4a6c-8e0d-5f7a9c1e3b01"
+
+
+def _events(run: Session) -> list[LogEvent]:
+    return [LogEvent(r["time"] or iso_time_ns(r["attributes"]["event.timestamp"]),
+                     r["attributes"], r["body"], r["attributes"].get("event.name", ""),
+                     scope_name=run.scope, resource=run.resource) for r in run.records]
+
+
+@pytest.mark.parametrize(("event", "expected"), [
+    (LogEvent(1, {"event.name": "tool_result"}, "claude_code.tool_result"),
+     "claude_code.tool_result"),
+    (LogEvent(1, {"event.name": "tool_result"}, None, "tool_result",
+              scope_name="com.anthropic.claude_code.events"), "claude_code.tool_result"),
+    (LogEvent(1, {}, None, "codex.tool_result"), "codex.tool_result"),
+    (LogEvent(1, {}, "Tool call: x.", "gemini_cli.tool_call"), "gemini_cli.tool_call"),
+    (LogEvent(1, {}, "hello", "app.event"), ""),
+])
+def test_agent_event_names(event: LogEvent, expected: str) -> None:
+    assert agent_event(event) == expected
+
+
+def test_without_tool_details_claude_code_calls_have_no_arguments_and_only_failures_count(
+        ) -> None:
+    run = sessions()[0]
+    for record in run.records:
+        record["attributes"].pop("tool_input", None)
+        record["attributes"].pop("tool_parameters", None)
+    records = AgentRecords().from_events(_events(run))
+    calls = [r for r in records if "execute_tool" in r.name]
+    assert all("gen_ai.tool.call.arguments" not in r.attributes for r in calls)
+    reports = list(Checker().run(records))
+    assert reports[0].findings, "identical failures are still seen without arguments"
+
+
+def test_template_from_resource_attribute_wins() -> None:
+    run = sessions()[2]
+    run.resource["loopguard.template"] = "repo-x"
+    records = AgentRecords().from_events(_events(run))
+    [report] = Checker().run(records)
+    assert report.prompt_template == "repo-x"
+
+
+def test_event_and_span_of_one_call_are_checked_once() -> None:
+    run = sessions()[0]
+    agents = AgentRecords()
+    from_events = agents.from_events(_events(run))
+    spans: list[SpanRecord] = []
+    for index, record in enumerate(r for r in run.records
+                                   if r["attributes"]["event.name"] == "tool_result"):
+        attrs = record["attributes"]
+        tool = SpanRecord(f"{index:032x}", f"{2 * index + 1:016x}", f"{99:016x}",
+                          "claude_code.tool", record["time"] - 812_000_000, record["time"],
+                          {"tool_name": attrs["tool_name"], "tool_use_id": attrs["tool_use_id"],
+                           "session.id": attrs["session.id"], "full_command": "npm test"},
+                          resource=run.resource)
+        execution = SpanRecord(tool.trace_id, f"{2 * index + 2:016x}", tool.span_id,
+                               "claude_code.tool.execution", tool.start_time_ns,
+                               tool.end_time_ns, {"success": "false"}, STATUS_ERROR)
+        spans += [tool, execution]
+    copies = agents.from_spans(spans)
+    assert [c.span_id for c in copies] == [r.span_id for r in from_events
+                                           if "execute_tool" in r.name]
+    assert all(c.status_code == STATUS_ERROR for c in copies)
+    both = [report for report in Checker().run(from_events + spans + copies)
+            if report.run_id.startswith("claude-code:")]
+    events_only = list(Checker().run(from_events))
+    assert both[0].tool_calls == events_only[0].tool_calls == 6
+    spans_only = [r for r in Checker().run(spans + copies) if r.run_id.startswith("claude")]
+    assert spans_only[0].tool_calls == 6 and spans_only[0].findings
+
+
+def test_a_paused_session_continues_in_a_new_run_in_serve() -> None:
+    now = [0]
+    agents = AgentRecords(clock=lambda: now[0], pause_seconds=10)
+    events = _events(sessions()[4])
+    first = agents.from_events(events[:3])
+    now[0] = 11 * 10**9
+    later = agents.from_events(events[3:])
+    assert {r.trace_id for r in first} == {"gemini-cli:a3e5c7d9-1b2f-4a6c-8e0d-5f7a9c1e3b01"}
+    assert {r.trace_id for r in later} == {"gemini-cli:a3e5c7d9-1b2f-4a6c-8e0d-5f7a9c1e3b01#1"}
+
+
+def test_malformed_log_records_are_counted_and_the_good_ones_kept() -> None:
+    doc = {"resourceLogs": [{"scopeLogs": [{"logRecords": [
+        {"timeUnixNano": "12", "attributes": [{"key": "event.name",
+                                               "value": {"stringValue": "codex.tool_result"}}]},
+        {"timeUnixNano": "twelve"},
+        {"traceId": "xyz"}]}]}]}
+    decoded = decode_json_logs(doc)
+    assert len(decoded.events) == 1 and decoded.events[0].event_name == "codex.tool_result"
+    assert decoded.rejected == 2
+    assert decoded.problem.startswith("resourceLogs[0].scopeLogs[0].logRecords[1].timeUnixNano")
+
+
+def test_iso_timestamps() -> None:
+    assert iso_time_ns("2025-10-09T08:53:21.000Z") == T0 + 10**9
+    assert iso_time_ns("not a time") == 0
+
+
+def test_logs_and_traces_files_are_checked_together(tmp_path: Path) -> None:
+    path = _write(tmp_path, sessions()[:2])
+    spans = list(iter_spans(str(path), strict=True))
+    assert sum("execute_tool" in s.name for s in spans) == 6 + 8

@@ -1,0 +1,135 @@
+"""End to end: coding agents' log events through the SDK's real OTLPLogExporter to ``serve``.
+
+A looping and a healthy session of Claude Code, Codex CLI and Gemini CLI are exported over
+OTLP/HTTP and OTLP/gRPC to a running receiver on 127.0.0.1 (port 0), which forwards to a
+downstream logs endpoint: each loop is flagged under its agent's label, each healthy session
+stays quiet, every event reaches the downstream, and so does one ``loopguard.loop_detected``
+event per finding, correlated by session and call id.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from _agent_sessions import emit, sessions
+from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter as GrpcLogs
+from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter as HttpLogs
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from prometheus_client import CollectorRegistry
+
+from otel_loopguard.config import LoopGuardConfig
+from otel_loopguard.receiver import LoopGuardReceiver, ReceiverOptions
+from otel_loopguard.replay.checker import RunReport
+
+
+class _Sink:
+    """A downstream OTLP/HTTP logs endpoint that keeps every record it is sent."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[dict[str, Any], Any]] = []
+        sink = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                request = ExportLogsServiceRequest.FromString(body)
+                for resource_logs in request.resource_logs:
+                    resource = {kv.key: kv.value.string_value
+                                for kv in resource_logs.resource.attributes}
+                    for scope_logs in resource_logs.scope_logs:
+                        sink.records += [(resource, r) for r in scope_logs.log_records]
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+@pytest.fixture
+def sink() -> Iterator[_Sink]:
+    found = _Sink()
+    yield found
+    found.server.shutdown()
+    found.server.server_close()
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_each_loop_flagged_under_its_agent_healthy_quiet_stream_forwarded(
+        protocol: str, sink: _Sink) -> None:
+    reports: list[RunReport] = []
+    registry = CollectorRegistry()
+    options = ReceiverOptions(http_port=0, grpc_port=0, forward_endpoint=sink.url,
+                              forward_protocol="http")
+    with LoopGuardReceiver(LoopGuardConfig(), options=options, registry=registry,
+                           on_report=reports.append, raise_internal_errors=True) as receiver:
+        exporter = HttpLogs(endpoint=f"{receiver.http_url}/v1/logs") if protocol == "http" \
+            else GrpcLogs(endpoint=f"127.0.0.1:{receiver.grpc_port}", insecure=True)
+        runs = sessions()
+        try:
+            sent = emit(runs, exporter)
+        finally:
+            exporter.shutdown()
+        assert receiver.flush(30)
+    by_run = {r.run_id: r for r in reports}
+    for run in runs:
+        report = by_run[f"{run.agent}:{run.session_id}"]
+        assert report.prompt_template == run.template
+        assert report.findings if run.loops else not report.findings, report
+        flagged = registry.get_sample_value("loopguard_loop_detected_total", {
+            "prompt_template": run.template, "detector": report.findings[0].detector,
+            "action": report.findings[0].action.label, "mode": "observe"}) if run.loops \
+            else None
+        assert flagged is None or flagged >= 1
+    assert registry.get_sample_value("loopguard_wasted_tokens_total", {
+        "prompt_template": "codex/gpt-5-codex", "type": "input"}) > 0
+    events = [(res, r) for res, r in sink.records if r.event_name != "loopguard.loop_detected"]
+    findings = [(res, r) for res, r in sink.records if r.event_name == "loopguard.loop_detected"]
+    assert len(events) == sent  # the forwarded stream is complete
+    assert len(findings) == sum(len(r.findings) for r in reports)
+    for resource, record in findings:
+        attrs = {kv.key: kv.value for kv in record.attributes}
+        run_id = attrs["loopguard.run_id"].string_value
+        agent, _, session = run_id.partition(":")
+        assert resource["service.name"].startswith(agent.split("-")[0])
+        assert attrs["session.id"].string_value == session
+        assert attrs["loopguard.call_id"].string_value.startswith(("toolu_", "call_", "replace"))
+
+
+def test_logs_path_has_the_token_and_partial_success_of_traces() -> None:
+    import http.client
+    import json
+
+    options = ReceiverOptions(http_port=0, grpc_port=None, token="s3cret")
+    with LoopGuardReceiver(LoopGuardConfig(), options=options, registry=CollectorRegistry(),
+                           raise_internal_errors=True) as receiver:
+        body = json.dumps({"resourceLogs": [{"scopeLogs": [{"logRecords": [
+            {"timeUnixNano": "5", "attributes": [
+                {"key": "event.name", "value": {"stringValue": "codex.tool_result"}},
+                {"key": "tool_name", "value": {"stringValue": "shell"}}]},
+            {"timeUnixNano": "five"}]}]}]}).encode()
+
+        def post(headers: dict[str, str]) -> tuple[int, bytes]:
+            conn = http.client.HTTPConnection("127.0.0.1", receiver.http_port, timeout=10)
+            try:
+                conn.request("POST", "/v1/logs", body=body,
+                             headers={"Content-Type": "application/json", **headers})
+                response = conn.getresponse()
+                return response.status, response.read()
+            finally:
+                conn.close()
+
+        assert post({})[0] == 401
+        status, reply = post({"Authorization": "Bearer s3cret"})
+        assert status == 200
+        partial = json.loads(reply)["partialSuccess"]
+        assert partial["rejectedLogRecords"] == "1"
+        assert "logRecords[1].timeUnixNano" in partial["errorMessage"]
