@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from itertools import chain
 from typing import Any, Final
 
 from otel_loopguard.signature._bounds import _CONTAINERS, _MAX_DEPTH, _MAX_ITEMS
@@ -122,6 +123,19 @@ class VolatileMatcher:
                 and _CONTAINERS.isdisjoint(map(type, value.values()))
                 and len(value) <= _MAX_ITEMS)
 
+    def _plain_records(self, value: list[Any]) -> bool:
+        """Return True for a list of mappings that all pass ``_plain``, tested as one group.
+
+        A listing of records (search hits, rows) is the common shape of a result: a few C-speed
+        set operations over the whole list instead of a test per record.
+        """
+        if not value or set(map(type, value)) != _DICT_ONLY:
+            return False
+        return (self._safe.issuperset(set().union(*value))
+                and _CONTAINERS.isdisjoint(set(map(type, chain.from_iterable(
+                    map(dict.values, value)))))
+                and max(map(len, value)) <= _MAX_ITEMS)
+
     def _strip_child(self, item: Any, depth: int) -> None:
         """Strip a mapping or list found in a container ``depth`` levels down.
 
@@ -158,6 +172,8 @@ class VolatileMatcher:
     def _strip_list(self, value: list[Any], depth: int) -> None:
         if depth >= _MAX_DEPTH or len(value) > _MAX_ITEMS:
             raise _Unbounded
+        if depth < _INLINE_DEPTH and self._plain_records(value):
+            return
         for item in value:
             if type(item) in _CONTAINERS:
                 self._strip_child(item, depth)
@@ -167,5 +183,6 @@ class _Unbounded(Exception):
     """Raised inside the volatile walk at a bound only the general path enforces."""
 
 
+_DICT_ONLY: Final = frozenset({dict})
 _INLINE_DEPTH: Final = _MAX_DEPTH - 1
 """Containers up to this depth may skip a plain mapping inside them (it is at most this + 1)."""
