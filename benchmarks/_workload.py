@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,21 +119,21 @@ def _text_result(rng: random.Random, tool: str, i: int) -> str:
 
 def text_run(length: int, *, seed: int = 3) -> list[Call]:
     """Return ``length`` calls that never repeat, each result plain text."""
-    rng = random.Random(seed)
-    calls = []
-    for i in range(length):
-        tool = _TOOLS[rng.randrange(len(_TOOLS))]
-        calls.append(Call(tool, _args(rng, tool, i), _text_result(rng, tool, i)))
-    return calls
+    return _fresh_run(length, seed, _text_result)
 
 
 def no_loop_run(length: int, *, seed: int = 1) -> list[Call]:
     """Return ``length`` calls that never repeat: a mix of eight tools, every call new."""
+    return _fresh_run(length, seed, _result)
+
+
+def _fresh_run(length: int, seed: int, result: Callable[[random.Random, str, int], str]
+               ) -> list[Call]:
     rng = random.Random(seed)
     calls = []
     for i in range(length):
         tool = _TOOLS[rng.randrange(len(_TOOLS))]
-        calls.append(Call(tool, _args(rng, tool, i), _result(rng, tool, i)))
+        calls.append(Call(tool, _args(rng, tool, i), result(rng, tool, i)))
     return calls
 
 
