@@ -72,3 +72,12 @@ def test_demo_one_second(benchmark: Any, capsys: pytest.CaptureFixture[str]) -> 
     argv = ["demo", "--duration", "1", "--metrics-port", "0", "--quiet", "--seed", "7"]
     assert benchmark(main, argv) == 0
     assert "final summary:" in capsys.readouterr().out
+
+
+def test_profile_serve_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """profile_serve.py's phases run on the engine as it is (its no-op engine is a subclass)."""
+    import profile_serve
+
+    assert profile_serve.main(["--runs", "1", "--traces", "4"]) == 0
+    phases = [line.split()[0] for line in capsys.readouterr().out.splitlines()[2:]]
+    assert phases == ["parse", "decode_protobuf", "decode_json", "intake", "engine"]
