@@ -4,6 +4,8 @@ Two shapes of run:
 
 * ``no_loop``: every call is new (fresh arguments and a fresh result), so no detector has a reason
   to short-circuit; this is the worst case for the per-call work.
+* ``text``: as ``no_loop``, with each result the plain text a shell or a file read returns (lines,
+  a date-time and a duration among them) instead of JSON.
 * ``cycle``: a fixed sequence of ``cycle_length`` distinct calls (each with its own result)
   repeated for the whole run, the loop the cycle detector is there to catch.
 
@@ -16,10 +18,11 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["RESULT_BYTES", "Call", "cycle_run", "no_loop_run", "to_tool_calls"]
+__all__ = ["RESULT_BYTES", "Call", "cycle_run", "no_loop_run", "text_run", "to_tool_calls"]
 
 RESULT_BYTES = 1024
 """Target size of a result's JSON text (each result is within a few bytes above this)."""
@@ -47,7 +50,7 @@ class Call:
     arguments: dict[str, Any]
     """Exactly four keys."""
     result: str
-    """A JSON object of about ``RESULT_BYTES`` bytes."""
+    """A JSON object (plain text in ``text_run``) of about ``RESULT_BYTES`` bytes."""
 
 
 def _phrase(rng: random.Random, n: int) -> str:
@@ -105,13 +108,32 @@ def _result(rng: random.Random, tool: str, i: int) -> str:
             return text
 
 
+def _text_result(rng: random.Random, tool: str, i: int) -> str:
+    """Return ~1 KB of plain text, distinct for each ``i`` (a time and a duration included)."""
+    lines = [f"{tool} #{i} at 2026-11-29 10:{i % 60:02d}:{rng.randrange(60):02d}"]
+    while sum(map(len, lines)) < RESULT_BYTES - 60:
+        lines.append(f"{tool[:3]}-{i}-{len(lines)}  {_phrase(rng, 4)}: {_phrase(rng, 8)}")
+    lines.append(f"{len(lines) - 1} items in {rng.randrange(10, 900)} ms")
+    return "\n".join(lines)
+
+
+def text_run(length: int, *, seed: int = 3) -> list[Call]:
+    """Return ``length`` calls that never repeat, each result plain text."""
+    return _fresh_run(length, seed, _text_result)
+
+
 def no_loop_run(length: int, *, seed: int = 1) -> list[Call]:
     """Return ``length`` calls that never repeat: a mix of eight tools, every call new."""
+    return _fresh_run(length, seed, _result)
+
+
+def _fresh_run(length: int, seed: int, result: Callable[[random.Random, str, int], str]
+               ) -> list[Call]:
     rng = random.Random(seed)
     calls = []
     for i in range(length):
         tool = _TOOLS[rng.randrange(len(_TOOLS))]
-        calls.append(Call(tool, _args(rng, tool, i), _result(rng, tool, i)))
+        calls.append(Call(tool, _args(rng, tool, i), result(rng, tool, i)))
     return calls
 
 

@@ -21,7 +21,13 @@ Part 2, head to head: the same calls (tool name, 4-key arguments dict, ~1 KB JSO
 string) through otel-loopguard's engine and through loopguard-runtime's callback handler and bare
 ``Monitor`` (see ``_loopguard_runtime_adapter.py``), in one process, contenders interleaved
 within each repeat (rotating the order), ``--repeat`` repeats; runs of 100 calls (and of 1,000
-for context). The ratio is loopguard-runtime's median over otel-loopguard's median.
+for context), on the ``no_loop`` calls, on the same with plain-text results (``text``) and on
+``cycle8``. The ratio is loopguard-runtime's median over otel-loopguard's median.
+
+Before and after, ``--baseline DIR``: part 2 only, for the code of this checkout and for the
+code in ``DIR`` (another checkout, ``git worktree add DIR <commit>``), each in its own process
+(its ``otel_loopguard`` first on the path), alternating ``--rounds`` times in one session;
+reported: the median over the rounds of each version's medians, and their ratio.
 """
 
 from __future__ import annotations
@@ -41,12 +47,13 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, _HERE)
 sys.path.append(os.path.dirname(_HERE))  # after PYTHONPATH: a snapshot given there wins
 
-from _workload import Call, cycle_run, no_loop_run, to_tool_calls  # noqa: E402
+from _workload import Call, cycle_run, no_loop_run, text_run, to_tool_calls  # noqa: E402
 
 RUN_LENGTHS = (100, 1_000, 10_000)
 WORKLOADS = ("no_loop", "cycle8", "cycle100")
 CALLS_PER_REPEAT = 10_000
 H2H_LENGTHS = (100, 1_000)
+H2H_WORKLOADS = ("no_loop", "text", "cycle8")
 
 
 def code_version() -> str:
@@ -66,6 +73,8 @@ def make_calls(workload: str, length: int) -> list[Call]:
     """Return the calls of one run of ``workload``."""
     if workload == "no_loop":
         return no_loop_run(length)
+    if workload == "text":
+        return text_run(length)
     if workload == "cycle8":
         return cycle_run(length, 8)
     if workload == "cycle100":
@@ -230,7 +239,7 @@ def run_head_to_head(repeat: int, lengths: tuple[int, ...]) -> dict[str, Any]:
               "script with /work/bench-venv/bin/python", file=sys.stderr)
         return {"skipped": str(exc)}
     out: dict[str, Any] = {"loopguard_runtime_version": lgr.version(), "results": []}
-    for workload in ("no_loop", "cycle8"):
+    for workload in H2H_WORKLOADS:
         for length in lengths:
             contenders = [_engine_contender(workload, length),
                           _runtime_contender(lgr.RuntimeCallbackAdapter, workload, length),
@@ -262,6 +271,60 @@ def run_head_to_head(repeat: int, lengths: tuple[int, ...]) -> dict[str, Any]:
             print(f"  {workload:8} {length:>5} calls/run: " + ", ".join(
                 f"{n} {m:.1f} µs" for n, m in medians.items()), file=sys.stderr, flush=True)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Before and after: part 2 for two checkouts, alternating processes
+
+
+def run_versions(baseline: str, repeat: int, lengths: tuple[int, ...],
+                 rounds: int) -> dict[str, Any]:
+    """Run part 2 for the code at ``baseline`` and this checkout's, alternating processes."""
+    here = os.path.dirname(_HERE)
+    versions = {"before": os.path.abspath(baseline), "after": here}
+    passes: dict[str, list[dict[str, Any]]] = {name: [] for name in versions}
+    for rnd in range(rounds):
+        order = list(versions.items())
+        for name, path in order if rnd % 2 == 0 else order[::-1]:
+            cmd = [sys.executable, os.path.abspath(__file__), "--h2h-worker", "--repeat",
+                   str(repeat), "--h2h-lengths", ",".join(map(str, lengths))]
+            env = {**os.environ, "PYTHONPATH": path}
+            out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
+            passes[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            print(f"  round {rnd + 1} {name} done", file=sys.stderr, flush=True)
+    rows = []
+    for index, first in enumerate(passes["after"][0]["results"]):
+        row: dict[str, Any] = {"workload": first["workload"], "run_length": first["run_length"]}
+        for name in versions:
+            for contender in first["cpu_us_per_call"]:
+                row.setdefault(contender, {})[name] = statistics.median(
+                    p["results"][index]["cpu_us_per_call"][contender] for p in passes[name])
+        rows.append(row)
+    return {"versions": {**versions, "before_code": _code_at(versions["before"])},
+            "rounds": rounds, "cpu_us_per_call": rows, "passes": passes}
+
+
+def _code_at(path: str) -> str:
+    try:
+        return subprocess.run(["git", "-C", path, "rev-parse", "--short", "HEAD"], check=True,
+                              capture_output=True, text=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _print_versions(result: dict[str, Any]) -> None:
+    print(f"\nBefore ({result['versions']['before_code']}) and after (this checkout), "
+          f"{result['rounds']} alternating rounds; cpu µs per tool call, median of the rounds")
+    for row in result["cpu_us_per_call"]:
+        ours = row["otel-loopguard"]
+        print(f"{row['workload']:8} {row['run_length']:>6,} calls/run: otel-loopguard "
+              f"{ours['before']:.1f} -> {ours['after']:.1f} "
+              f"({ours['before'] / ours['after']:.2f}x)")
+        for name, value in row.items():
+            if name not in ("workload", "run_length", "otel-loopguard"):
+                print(f"{'':26}{name} {value['after']:.1f}: "
+                      f"{value['after'] / ours['after']:.2f}x otel-loopguard after, "
+                      f"{value['before'] / ours['before']:.2f}x before")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -308,13 +371,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dict-args", action="store_true",
                         help="give otel-loopguard arguments as dicts (in-process integrations) "
                              "instead of the span's JSON text")
+    parser.add_argument("--baseline", metavar="DIR",
+                        help="also run part 2 for the checkout in DIR, alternating (before/after)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="with --baseline: alternating rounds per version (default 3)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--h2h-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     global JSON_ARGS  # noqa: PLW0603 - a module switch read by the worker helpers
     JSON_ARGS = not args.dict_args
     if args.worker:
         workload, length = args.worker.split(":")
         print(json.dumps(worker(workload, int(length), args.repeat)))
+        return 0
+    lengths = tuple(int(x) for x in args.h2h_lengths.split(",") if x)
+    if args.h2h_worker:
+        print(json.dumps(run_head_to_head(args.repeat, lengths)))
         return 0
     if args.repeat < 5:
         parser.error("--repeat must be >= 5 (medians of fewer repeats are too noisy here)")
@@ -326,10 +398,16 @@ def main(argv: list[str] | None = None) -> int:
           f"otel-loopguard {machine['code']}",
           file=sys.stderr)
     scaling = [] if args.skip_scaling else run_scaling(args.repeat)
-    lengths = tuple(int(x) for x in args.h2h_lengths.split(",") if x)
-    h2h = {"skipped": "--skip-h2h"} if args.skip_h2h else run_head_to_head(args.repeat, lengths)
+    if args.baseline:
+        h2h = run_versions(args.baseline, args.repeat, lengths, args.rounds)
+    elif args.skip_h2h:
+        h2h = {"skipped": "--skip-h2h"}
+    else:
+        h2h = run_head_to_head(args.repeat, lengths)
     machine["loadavg_at_end"] = os.getloadavg()
     _print_tables(scaling, h2h)
+    if args.baseline:
+        _print_versions(h2h)
     print(f"\nload average (1 min) at start {machine['loadavg_at_start'][0]:.2f}, at end "
           f"{machine['loadavg_at_end'][0]:.2f}: above ~1 another process shared the 2 cores, "
           "so trust the cpu figures and the interleaved ratios more than wall times")

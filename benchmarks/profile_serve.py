@@ -48,6 +48,7 @@ import bench_serve  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
 
 from otel_loopguard.config import LoopGuardConfig  # noqa: E402
+from otel_loopguard.engine import LoopEngine  # noqa: E402
 from otel_loopguard.metrics import LoopGuardMetrics  # noqa: E402
 from otel_loopguard.otlp._request import decode_json, decode_protobuf  # noqa: E402
 from otel_loopguard.receiver._stream import StreamingChecker  # noqa: E402
@@ -56,16 +57,20 @@ from otel_loopguard.types import Action, Decision  # noqa: E402
 _CLEAN = Decision(Action.CONTINUE)
 
 
-class _NoEngine:
-    """Stands in for ``LoopEngine``: every call is clean, nothing is kept."""
+class _NoEngine(LoopEngine):
+    """``LoopEngine`` that detects nothing: every call, handoff and model turn is clean.
 
-    def new_run(self) -> Any:
-        return None
+    A subclass, so every other part of the engine's interface (``idle``, ``set_template``, run
+    states) is the real one and the benchmark follows the engine as it changes.
+    """
 
     def process(self, run: Any, call: Any) -> Decision:
         return _CLEAN
 
     def process_handoff(self, run: Any, handoff: Any) -> Decision:
+        return _CLEAN
+
+    def process_model_turn(self, run: Any, turn: Any) -> Decision:
         return _CLEAN
 
 
@@ -99,7 +104,7 @@ def _stream(real_engine: bool) -> StreamingChecker:
     stream = StreamingChecker(config, metrics=metrics, reorder_window_seconds=1.0,
                               clock=lambda: 0, raise_internal_errors=True)
     if not real_engine:
-        stream._checker.engine = _NoEngine()  # type: ignore[assignment]
+        stream._checker.engine = _NoEngine(stream._checker.engine.config)
     return stream
 
 

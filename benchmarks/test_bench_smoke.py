@@ -86,3 +86,12 @@ def test_serve_span_bytes(benchmark: Any) -> None:
         "gen_ai.tool.call.arguments": json.dumps({"q": "x" * 50, "n": 3}),
         "gen_ai.tool.call.result": "r" * RESULT_BYTES, "retries": 3, "cached": True})
     assert benchmark(span_bytes, record) > RESULT_BYTES
+
+
+def test_profile_serve_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """profile_serve.py's phases run on the engine as it is (its no-op engine is a subclass)."""
+    import profile_serve
+
+    assert profile_serve.main(["--runs", "1", "--traces", "4"]) == 0
+    phases = [line.split()[0] for line in capsys.readouterr().out.splitlines()[2:]]
+    assert phases == ["parse", "decode_protobuf", "decode_json", "intake", "engine"]

@@ -804,7 +804,7 @@ def arguments_known(kind: str, arguments: Any) -> bool:
     successful change of that kind is a change of state.
     """
     if isinstance(arguments, dict):
-        if any(arguments.get(key) == "" for key in _QUERY_KEYS):
+        if "" in map(arguments.get, _QUERY_KEYS):
             return False
         if kind == "mutating":
             return any(key not in _TARGET_KEYS and value not in (None, "", [], {})

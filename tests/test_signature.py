@@ -454,3 +454,20 @@ class TestChangedResultIsNeverStagnation:
                 tool="probe", arguments={"q": "same"}, result=result, has_result=True,
                 start_time_ns=10 * index + 1, end_time_ns=10 * index + 2))
             assert all(e.detector != "stagnation" for e in decision.evidence), decision
+
+
+def test_the_ascii_mask_masks_what_the_general_one_does() -> None:
+    """``_VOLATILE_ASCII_RE`` (ASCII text) and ``_VOLATILE_TEXT_RE`` replace the same tokens."""
+    import random
+
+    from otel_loopguard.signature._volatile import _VOLATILE_ASCII_RE, _VOLATILE_TEXT_RE
+
+    rng = random.Random(31)
+    alphabet = "0123456789abcdefxABCDEFXZzTt :.,-+\n\t\x1c\x1f\x0bmsuhinecorMSUHINECOR_"
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 60)))
+             for _ in range(20_000)]
+    texts += ["ran in 0.53s at 2026-11-29T10:00:01.5+01:00",
+              "id deadbeef-dead-beef-dead-beefdeadbeef",
+              "0x7f3a5c1d 12:30:45 3 failed, 2 passed", "abcdef123456 abcdefabcdef 12 MS 4 Hours"]
+    for text in texts:
+        assert _VOLATILE_ASCII_RE.sub("#", text) == _VOLATILE_TEXT_RE.sub("#", text), repr(text)

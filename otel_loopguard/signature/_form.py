@@ -218,7 +218,7 @@ def _canonical(normalized: Any, *, result: bool = False) -> str:
         text = _fold_whitespace(text)
     if " at 0x" in text:  # object reprs: the address differs on every call, the object not
         text = _ADDRESS_RE.sub(" at 0x", text)
-    if result and "-" in text and _DATETIME_PREFIX_RE.search(text) is not None:
+    if result and _DATETIME_PREFIX_RE.search(text) is not None:
         text = _DATETIME_IN_JSON_RE.sub('"' + _DATETIME_TOKEN + '"', text)
     return text
 
@@ -266,8 +266,9 @@ def _trim_string_ends(text: str) -> str:
 
 _ADDRESS_RE: Final = re.compile(r" at 0x[0-9a-fA-F]{4,16}(?=>)")
 """The memory address in a Python object repr (``<Context object at 0x7f3a5c1d2e90>``)."""
-_DATETIME_PREFIX_RE: Final = re.compile(r'"\d{4}-\d\d-\d\d[T ]\d\d:\d\d', re.ASCII | re.IGNORECASE)
-"""The start of every ``_DATETIME_IN_JSON_RE`` match: a search for it is 6x cheaper than a sub."""
+_DATETIME_PREFIX_RE: Final = re.compile(r"-\d\d-\d\d[T ]\d\d:\d\d", re.ASCII | re.IGNORECASE)
+"""A part of every ``_DATETIME_IN_JSON_RE`` match that starts with a literal: the search skips
+to each ``-`` (rarer than the quote the whole pattern starts with) and rules most texts out."""
 _DATETIME_IN_JSON_RE: Final = re.compile(
     r'"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?\s*(?:Z|[+-]\d{2}:?\d{2})?"',
     re.ASCII | re.IGNORECASE)
