@@ -39,6 +39,7 @@ ALERTS = DASHBOARDS / "alerts.yaml"
 ALERTS_TEST = DASHBOARDS / "alerts_test.yaml"
 DATASOURCE_UID = "${datasource}"
 PROMPT_TEMPLATE_FILTER = 'prompt_template=~"$prompt_template"'
+SERVICE_FILTER = 'service_name=~"$service_name"'
 TARGET_FILTER = 'job=~"$job",instance=~"$instance"'
 RECEIVER_METRICS = RECEIVER_METRIC_NAMES
 """The metrics only ``serve`` exports, on the dashboard's serve row."""
@@ -231,17 +232,43 @@ class TestDashboardStructure:
         assert variable["type"] == "query"
         assert variable["datasource"]["uid"] == DATASOURCE_UID
         assert variable["definition"] == (
-            f"label_values({TOOL_CALLS}{{{TARGET_FILTER}}}, prompt_template)")
+            f"label_values({TOOL_CALLS}{{{TARGET_FILTER},{SERVICE_FILTER}}}, prompt_template)")
         assert (variable["multi"], variable["includeAll"], variable["allValue"]) == (
             True, True, ".*"
         )
+
+    def test_has_service_variable(self, dashboard: dict[str, Any]) -> None:
+        """A multi-value `service_name` variable (serve's sending services) whose All is `.*`,
+        which also keeps the processor's series: they have no service_name label."""
+        variable = {v["name"]: v for v in dashboard["templating"]["list"]}["service_name"]
+        assert variable["type"] == "query"
+        assert variable["datasource"]["uid"] == DATASOURCE_UID
+        assert variable["definition"] == (
+            f"label_values({TOOL_CALLS}{{{TARGET_FILTER}}}, service_name)")
+        assert (variable["multi"], variable["includeAll"], variable["allValue"]) == (
+            True, True, ".*")
+
+    def test_template_breakdowns_are_per_service(self, dashboard: dict[str, Any]) -> None:
+        """Every series broken down by prompt template is broken down by service too, and
+        filtered by `$service_name`, so two services' runs of one template never add up."""
+        checked = 0
+        for name, expr in dashboard_exprs(dashboard):
+            for grouping in re.findall(r"\b(?:by|on) \(([^)]*)\)", expr):
+                labels = [label.strip() for label in grouping.split(",")]
+                if "prompt_template" in labels:
+                    checked += 1
+                    assert "service_name" in labels, f"{name}: {grouping}"
+            if PROMPT_TEMPLATE_FILTER in expr:
+                assert expr.count(SERVICE_FILTER) == expr.count(PROMPT_TEMPLATE_FILTER), name
+        assert checked >= 15
 
     def test_has_job_and_instance_variables(self, dashboard: dict[str, Any]) -> None:
         """Multi-value `job` and `instance` variables (All is `.*`) pick the scrape targets; the
         instances listed are those of the chosen jobs."""
         variables = {v["name"]: v for v in dashboard["templating"]["list"]}
         assert [v["name"] for v in dashboard["templating"]["list"]] == [
-            "datasource", "trace_datasource", "job", "instance", "prompt_template"]
+            "datasource", "trace_datasource", "job", "instance", "service_name",
+            "prompt_template"]
         assert variables["job"]["definition"] == f"label_values({OPEN_RUNS}, job)"
         assert variables["instance"]["definition"] == (
             f'label_values({OPEN_RUNS}{{job=~"$job"}}, instance)')

@@ -488,10 +488,11 @@ class TestServe:
         points = {(m.name, frozenset((p.attributes or {}).items())): p.value
                   for rm in data.resource_metrics for sm in rm.scope_metrics
                   for m in sm.metrics for p in m.data.data_points}
-        assert points[(TOOL_CALLS, frozenset({("prompt_template", "support@v3"),
-                                              ("tool", "search")}))] == 5
-        assert registry.get_sample_value(TOOL_CALLS, {"prompt_template": "support@v3",
-                                                      "tool": "search"}) is None
+        # serve's series name the sending service (the SDK's default resource's here)
+        service = agent.provider.resource.attributes["service.name"]
+        labels = {"prompt_template": "support@v3", "service_name": service, "tool": "search"}
+        assert points[(TOOL_CALLS, frozenset(labels.items()))] == 5
+        assert registry.get_sample_value(TOOL_CALLS, labels) is None
         assert registry.get_sample_value("loopguard_receiver_spans_total",
                                          {"outcome": "accepted"}) == 6
         agent.provider.shutdown()
