@@ -11,6 +11,7 @@ ids, trace ids, arguments and results never become labels.
 from __future__ import annotations
 
 import os
+import platform
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -24,6 +25,7 @@ from otel_loopguard._findings import budget_part, loop_action, loop_detector
 from otel_loopguard.metrics._names import (
     BUDGET_EXCEEDED,
     BUDGETS,
+    BUILD_INFO,
     ENFORCED,
     EVICTED_RUNS,
     INTERNAL_ERRORS,
@@ -231,6 +233,7 @@ class LoopGuardMetrics:
         self.wasted_cost = Counter(_base(WASTED_COST), "What the tokens of the model turns that "
                                    "issued wasted tool calls cost, for models with configured "
                                    "prices.", [*tpl, "currency"], registry=reg)
+        self._build_info(reg)
         self._sizes: list[Callable[[], int]] = []
         self._open_gauge: Gauge | None = None
         if self.multiprocess:
@@ -248,6 +251,14 @@ class LoopGuardMetrics:
         self.meter_provider: Any = None
         if meter_provider is not None:
             self.export_to(meter_provider)
+
+    def _build_info(self, registry: CollectorRegistry | None) -> None:
+        """Set ``loopguard_build_info{version, python}`` to 1 (dashboards count the versions)."""
+        import otel_loopguard
+
+        info = Gauge(BUILD_INFO, "The otel-loopguard version and the Python version, always 1.",
+                     ["version", "python"], registry=registry, multiprocess_mode="max")
+        info.labels(otel_loopguard.__version__, platform.python_version()).set(1)
 
     def export_to(self, meter_provider: Any) -> None:
         """Report every counter through the OpenTelemetry metrics API too, on ``meter_provider``.
@@ -407,16 +418,17 @@ def start_metrics_server(port: int = 9464, addr: str = "127.0.0.1",
     """Serve ``/metrics`` on ``addr:port`` (127.0.0.1 by default, unlike prometheus-client).
 
     Under ``PROMETHEUS_MULTIPROC_DIR`` the served registry merges every process's files.
+    ``GET`` gets the metrics (OpenMetrics when the scraper's ``Accept`` asks for it), ``HEAD``
+    the same headers without the body, ``OPTIONS`` the methods it takes.
 
     Returns:
         The WSGI server; call ``.shutdown()`` to stop it. ``.server_port`` is the bound port.
     """
-    from prometheus_client import start_http_server
+    from otel_loopguard.metrics._server import serve_metrics
 
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR") and registry is REGISTRY:
         from prometheus_client import multiprocess
 
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]  # untyped upstream
-    server, _thread = start_http_server(port, addr=addr, registry=registry)
-    return server
+    return serve_metrics(port, addr, registry)

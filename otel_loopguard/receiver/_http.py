@@ -51,6 +51,11 @@ TRACES_PATH: Final = "/v1/traces"
 _PROTOBUF: Final = "application/x-protobuf"
 _JSON: Final = "application/json"
 _MAX_LENGTH_DIGITS: Final = 18
+_READ_ONLY: Final = "GET, HEAD, OPTIONS"
+_ROUTES: Final = {TRACES_PATH: "POST, OPTIONS", "/metrics": _READ_ONLY, "/healthz": _READ_ONLY,
+                  "/readyz": _READ_ONLY}
+"""The ``Allow`` header of each path (``OPTIONS``, and a 405)."""
+_ALLOW_ANY: Final = "GET, HEAD, POST, OPTIONS"
 _FULL: Final = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
                 b"Content-Length: 22\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
                 b"too many connections\r\n")
@@ -213,7 +218,22 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/metrics":
             self._metrics()
         elif path == TRACES_PATH:
-            self._send(405, b"use POST\n", "text/plain; charset=utf-8", {"Allow": "POST"})
+            self._send(405, b"use POST\n", "text/plain; charset=utf-8",
+                       {"Allow": _ROUTES[TRACES_PATH]})
+        else:
+            self._send(404, b"not found\n", "text/plain; charset=utf-8")
+
+    def do_HEAD(self) -> None:
+        """Answer as GET would, without the body (``Content-Length`` is the body's)."""
+        self.do_GET()
+
+    def do_OPTIONS(self) -> None:
+        """Say in ``Allow`` which methods a path takes; no body."""
+        path = urlsplit(self.path).path
+        self.server.set_state(self.request, _BUSY)
+        if path in _ROUTES or self.path == "*":
+            self._send(200, b"", "text/plain; charset=utf-8",
+                       {"Allow": _ROUTES.get(path, _ALLOW_ANY)})
         else:
             self._send(404, b"not found\n", "text/plain; charset=utf-8")
 
@@ -332,4 +352,5 @@ class _Handler(BaseHTTPRequestHandler):
         if self.close_connection:
             self.send_header("Connection", "close")
         self.end_headers()
-        self.wfile.write(body)
+        if self.command != "HEAD":
+            self.wfile.write(body)
