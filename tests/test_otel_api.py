@@ -7,6 +7,7 @@ exporter sending to a small OTLP receiver this test runs.
 
 from __future__ import annotations
 
+import platform
 import sys
 import threading
 from collections.abc import Iterator
@@ -29,11 +30,13 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry, Counter
 
+import otel_loopguard
 from otel_loopguard import LoopGuardConfig
 from otel_loopguard.evidence import EVENT_NAME
 from otel_loopguard.exceptions import ConfigError
 from otel_loopguard.metrics import LoopGuardMetrics
 from otel_loopguard.metrics._names import (
+    BUILD_INFO,
     LABEL_OVERFLOW,
     LOOP_DETECTED,
     OPEN_RUNS,
@@ -273,8 +276,14 @@ class TestMetricsApi:
         rig.loop()
         rig.loop(("search", "lookup", "fetch", "fetch"))  # a third tool: over max_tools
         prometheus = rig.prometheus_series()
-        otel = {key: value for key, value in rig.otel_series().items() if key[0] != OPEN_RUNS}
+        every = rig.otel_series()
+        otel = {key: value for key, value in every.items() if key[0] not in (OPEN_RUNS,
+                                                                             BUILD_INFO)}
         assert otel == prometheus
+        (build,) = [(labels, value) for (name, labels), value in every.items()
+                    if name == BUILD_INFO]
+        assert build == (frozenset({("version", otel_loopguard.__version__),
+                                    ("python", platform.python_version())}), 1)
         names = {name for name, _ in otel}
         assert {TOOL_CALLS, LOOP_DETECTED, RUNS, RUNS_FLAGGED, LABEL_OVERFLOW} <= names
         assert otel[(TOOL_CALLS, frozenset({("prompt_template", "support@v3"),
