@@ -13,6 +13,7 @@ Grafana is involved: the image shows the real series, laid out like the dashboar
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -37,7 +38,13 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from _prometheus import PrometheusServer, free_port, running_prometheus  # noqa: E402
-from test_dashboards import ALERTS, iter_panels, load_dashboard  # noqa: E402
+from test_dashboards import (  # noqa: E402
+    ALERTS,
+    PANELS_KEY,
+    iter_panels,
+    load_dashboard,
+    panel_list,
+)
 
 STEP_SECONDS = 2
 RATE_INTERVAL = "10s"
@@ -127,27 +134,49 @@ def draw_timeseries(ax: Axes, panel: dict[str, Any], series: list[tuple[str, Any
 
 
 def draw_table(ax: Axes, panel: dict[str, Any], prom: PrometheusServer, seconds: int) -> None:
-    """Render a table panel from its instant queries, merged by ``prompt_template``."""
+    """Render a table panel from its instant queries as Grafana's merge and organize would.
+
+    One row per label set; the labels' columns, then one value column per query (``Value #A``),
+    named and hidden by the panel's ``organize`` transformation.
+    """
     style_axes(ax, panel["title"])
     ax.axis("off")
-    columns = {"A": "Loop hints", "B": "Runs", "C": "Share of runs flagged"}
-    rows: dict[str, dict[str, float]] = {}
+    organize = next((t["options"] for t in panel.get("transformations", [])
+                     if t["id"] == "organize"), {})
+    names, hidden = organize.get("renameByName", {}), organize.get("excludeByName", {})
+    single = len(panel["targets"]) == 1
+    rows: dict[tuple[tuple[str, str], ...], dict[str, float]] = {}
     for target in panel["targets"]:
+        value = "Value" if single else f"Value #{target['refId']}"
         for item in prom.query(expand(target["expr"], seconds)):
-            row = rows.setdefault(item["metric"].get("prompt_template", ""), {})
-            row[target["refId"]] = float(item["value"][1])
-    ordered = sorted(rows.items(), key=lambda kv: -kv[1].get("A", 0.0))
-    cells = [[name, f"{r.get('A', 0):.0f}", f"{r.get('B', 0):.0f}", f"{100 * r.get('C', 0):.1f}%"]
-             for name, r in ordered]
-    table = ax.table(cellText=cells or [["No data", "", "", ""]],
-                     colLabels=["Prompt template", *columns.values()], loc="upper center",
-                     cellLoc="left", colLoc="left", bbox=[0, 0.15, 1, 0.8])
+            key = tuple(sorted((k, v) for k, v in item["metric"].items() if k != "__name__"))
+            rows.setdefault(key, {})[value] = float(item["value"][1])
+    labels = sorted({k for key in rows for k, _ in key}, key=lambda k: list(names).index(k)
+                    if k in names else len(names))
+    values = [v for v in (["Value"] if single else [f"Value #{t['refId']}"
+                                                    for t in panel["targets"]])
+              if not hidden.get(v)]
+    ordered = sorted(rows.items(), key=lambda kv: -kv[1].get(values[0], 0.0) if values else 0)
+    cells = [[dict(key).get(k, "") for k in labels] + [_cell(names.get(v, v), r.get(v))
+                                                        for v in values]
+             for key, r in ordered]
+    header = [names.get(c, c) for c in (*labels, *values)]
+    table = ax.table(cellText=cells or [["No data"] + [""] * (len(header) - 1)],
+                     colLabels=header, loc="upper center", cellLoc="left", colLoc="left",
+                     bbox=[0, 0.15, 1, 0.8])
     table.auto_set_font_size(False)
     table.set_fontsize(8)
     for cell in table.get_celld().values():
         cell.set_facecolor(_PANEL)
         cell.set_edgecolor(_GRID)
         cell.get_text().set_color(_TEXT)
+
+
+def _cell(column: str, value: float | None) -> str:
+    """Format a value cell: a share (its column says so) as a percentage, else an integer."""
+    if value is None:
+        return ""
+    return f"{100 * value:.1f}%" if "Share" in column else f"{value:.0f}"
 
 
 def collect_series(prom: PrometheusServer, panel: dict[str, Any], start: float,
@@ -168,9 +197,9 @@ def render(prom: PrometheusServer, start: float, end: float, out: Path) -> None:
     fig = plt.figure(figsize=(22, height * 0.5), facecolor=_BG)
     grid = fig.add_gridspec(height, 24, hspace=0.6, wspace=2.2, left=0.03, right=0.99,
                             top=0.96, bottom=0.01)
-    fig.suptitle(f"{dashboard['title']}: otel-loopguard demo, {int(end - start)} s of real "
-                 "series through Prometheus 2.42 (rendered with matplotlib, not Grafana)",
-                 color=_TEXT, fontsize=14, x=0.03, ha="left")
+    fig.suptitle(f"{dashboard['title']}: every panel's query over {int(end - start)} s of "
+                 "otel-loopguard demo, evaluated by Prometheus and drawn with matplotlib (not a "
+                 "Grafana screenshot)", color=_TEXT, fontsize=14, x=0.03, ha="left")
     for panel in panels:
         pos = panel["gridPos"]
         rows = slice(pos["y"], pos["y"] + (pos["h"] if panel["type"] == "row" else pos["h"] - 2))
@@ -183,7 +212,10 @@ def render(prom: PrometheusServer, start: float, end: float, out: Path) -> None:
         else:
             draw_timeseries(ax, panel, collect_series(prom, panel, start, end))
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=80, facecolor=_BG)
+    # The panels drawn, in the image itself: tests/test_dashboards.py compares them with the
+    # dashboard, so a dashboard changed without a new picture fails.
+    fig.savefig(out, dpi=80, facecolor=_BG,
+                metadata={PANELS_KEY: json.dumps(panel_list(dashboard))})
     plt.close(fig)
 
 

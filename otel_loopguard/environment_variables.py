@@ -51,6 +51,7 @@ __all__ = [
     "LOOPGUARD_MAX_RUNS",
     "LOOPGUARD_MAX_RUN_SECONDS_STOP",
     "LOOPGUARD_MAX_RUN_SECONDS_WARN",
+    "LOOPGUARD_MAX_SERVICES",
     "LOOPGUARD_MAX_STEPS_STOP",
     "LOOPGUARD_MAX_STEPS_WARN",
     "LOOPGUARD_MAX_TOOLS",
@@ -532,6 +533,12 @@ LOOPGUARD_MAX_TOOLS: Final = "LOOPGUARD_MAX_TOOLS"
 """Distinct tool label values before 'other'.
 
 Setting ``max_tools``. Default: ``200``. Allowed: an integer >= 1.
+"""
+
+LOOPGUARD_MAX_SERVICES: Final = "LOOPGUARD_MAX_SERVICES"
+"""Distinct service_name label values (serve) before 'other'.
+
+Setting ``max_services``. Default: ``200``. Allowed: an integer >= 1.
 """
 
 LOOPGUARD_METRICS_ADDR: Final = "LOOPGUARD_METRICS_ADDR"

@@ -47,3 +47,27 @@ def json_line(spans: Sequence[ReadableSpan]) -> str:
 def proto_message(spans: Sequence[ReadableSpan]) -> bytes:
     """Return one serialized ``ExportTraceServiceRequest``."""
     return encode_spans(spans).SerializeToString()  # type: ignore[no-any-return]
+
+
+def export_looping_run(url: str, service: str, template: str | None = None) -> None:
+    """Export, over OTLP/HTTP to ``url``, one run of ``service`` that searches the same thing
+    three times (a ``repeat`` warning), under prompt template ``template`` when given."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{url}/v1/traces")))
+    tracer = provider.get_tracer("app")
+    agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "triage"}
+    if template:
+        agent["gen_ai.prompt.name"] = template
+    with tracer.start_as_current_span("invoke_agent triage", attributes=agent):
+        for _ in range(3):
+            with tracer.start_as_current_span("execute_tool search", attributes={
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search",
+                    "gen_ai.tool.call.arguments": '{"q": "x"}',
+                    "gen_ai.tool.call.result": "no results"}):
+                pass
+    provider.shutdown()

@@ -35,7 +35,8 @@ EVIL = "evil\x1b[31m\r\nSTOP  run forged\u202e%0A,x:y\x00"
 @pytest.fixture(autouse=True)
 def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
-        if name.startswith("LOOPGUARD_") or name == "NO_COLOR":
+        if name.startswith("LOOPGUARD_") or name in ("NO_COLOR", "FORCE_COLOR",
+                                                     "CLICOLOR_FORCE"):
             monkeypatch.delenv(name)
 
 
@@ -412,6 +413,38 @@ class TestText:
         monkeypatch.setenv("TERM", "xterm")
         assert use_color("auto", terminal)
         assert not use_color("auto", io.StringIO())
+
+
+    @pytest.mark.parametrize(("variables", "colored"), [
+        ({"FORCE_COLOR": "1"}, True),
+        ({"FORCE_COLOR": "true"}, True),
+        ({"CLICOLOR_FORCE": "1"}, True),
+        ({"FORCE_COLOR": "0"}, False),
+        ({"FORCE_COLOR": "false"}, False),
+        ({"CLICOLOR_FORCE": "0"}, False),
+        ({"FORCE_COLOR": "1", "NO_COLOR": "1"}, False),
+        ({"CLICOLOR_FORCE": "1", "TERM": "dumb"}, True),
+    ], ids=["force", "force-true", "clicolor-force", "force-0", "force-false",
+            "clicolor-force-0", "no-color-wins", "forced-on-dumb-terminal"])
+    def test_forced_color_into_a_pipe(self, variables: dict[str, str], colored: bool,
+                                      monkeypatch: pytest.MonkeyPatch,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+        """FORCE_COLOR and CLICOLOR_FORCE colour output that is not a terminal (a CI log);
+        NO_COLOR beats them, and 0 or false forces nothing."""
+        for name, value in variables.items():
+            monkeypatch.setenv(name, value)
+        _, out = _output(capsys, LOOPING)
+        assert out.startswith("\x1b[1;31mSTOP") is colored
+        assert ("\x1b" in out) is colored
+
+    def test_color_flag_beats_the_environment(self, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+        """--color never wins over FORCE_COLOR, --color always over NO_COLOR."""
+        monkeypatch.setenv("FORCE_COLOR", "1")
+        assert "\x1b" not in _output(capsys, "--color", "never", LOOPING)[1]
+        monkeypatch.delenv("FORCE_COLOR")
+        monkeypatch.setenv("NO_COLOR", "1")
+        assert "\x1b[1;31mSTOP" in _output(capsys, "--color", "always", LOOPING)[1]
 
 
 class TestJson:

@@ -31,7 +31,8 @@ from otel_loopguard.metrics._names import (
     TOOL_CALLS,
 )
 
-DASHBOARDS = Path(__file__).resolve().parent.parent / "dashboards"
+ROOT = Path(__file__).resolve().parent.parent
+DASHBOARDS = ROOT / "dashboards"
 """The dashboard and rules as the repository keeps them (the wheel ships copies, test_packaging
 and test_assets_cli check that they are the same)."""
 DASHBOARD = DASHBOARDS / "loopguard.json"
@@ -39,6 +40,7 @@ ALERTS = DASHBOARDS / "alerts.yaml"
 ALERTS_TEST = DASHBOARDS / "alerts_test.yaml"
 DATASOURCE_UID = "${datasource}"
 PROMPT_TEMPLATE_FILTER = 'prompt_template=~"$prompt_template"'
+SERVICE_FILTER = 'service_name=~"$service_name"'
 TARGET_FILTER = 'job=~"$job",instance=~"$instance"'
 RECEIVER_METRICS = RECEIVER_METRIC_NAMES
 """The metrics only ``serve`` exports, on the dashboard's serve row."""
@@ -107,6 +109,16 @@ def iter_panels(panels: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     for panel in panels:
         yield panel
         yield from iter_panels(panel.get("panels", []))
+
+
+PANELS_KEY = "loopguard:panels"
+"""The PNG text chunk of docs/img/dashboard.png that lists the panels drawn (``panel_list``)."""
+
+
+def panel_list(dashboard: dict[str, Any]) -> list[list[Any]]:
+    """Return ``[type, title, x, y, w, h]`` for every panel, in the dashboard's order."""
+    return [[p["type"], p["title"], *(p["gridPos"][k] for k in "xywh")]
+            for p in iter_panels(dashboard["panels"])]
 
 
 def load_dashboard(path: Path = DASHBOARD) -> dict[str, Any]:
@@ -231,7 +243,7 @@ class TestDashboardStructure:
         assert variable["type"] == "query"
         assert variable["datasource"]["uid"] == DATASOURCE_UID
         assert variable["definition"] == (
-            f"label_values({TOOL_CALLS}{{{TARGET_FILTER}}}, prompt_template)")
+            f"label_values({TOOL_CALLS}{{{TARGET_FILTER},{SERVICE_FILTER}}}, prompt_template)")
         assert (variable["multi"], variable["includeAll"], variable["allValue"]) == (
             True, True, ".*"
         )
@@ -250,12 +262,38 @@ class TestDashboardStructure:
         assert not chosen.match("claude-code/claude-sonnet-4-5")
         assert re.compile(pattern.replace("${agent:regex}", ".*")).match("triage@v3")
 
+    def test_has_service_variable(self, dashboard: dict[str, Any]) -> None:
+        """A multi-value `service_name` variable (serve's sending services) whose All is `.*`,
+        which also keeps the processor's series: they have no service_name label."""
+        variable = {v["name"]: v for v in dashboard["templating"]["list"]}["service_name"]
+        assert variable["type"] == "query"
+        assert variable["datasource"]["uid"] == DATASOURCE_UID
+        assert variable["definition"] == (
+            f"label_values({TOOL_CALLS}{{{TARGET_FILTER}}}, service_name)")
+        assert (variable["multi"], variable["includeAll"], variable["allValue"]) == (
+            True, True, ".*")
+
+    def test_template_breakdowns_are_per_service(self, dashboard: dict[str, Any]) -> None:
+        """Every series broken down by prompt template is broken down by service too, and
+        filtered by `$service_name`, so two services' runs of one template never add up."""
+        checked = 0
+        for name, expr in dashboard_exprs(dashboard):
+            for grouping in re.findall(r"\b(?:by|on) \(([^)]*)\)", expr):
+                labels = [label.strip() for label in grouping.split(",")]
+                if "prompt_template" in labels:
+                    checked += 1
+                    assert "service_name" in labels, f"{name}: {grouping}"
+            if PROMPT_TEMPLATE_FILTER in expr:
+                assert expr.count(SERVICE_FILTER) == expr.count(PROMPT_TEMPLATE_FILTER), name
+        assert checked >= 15
+
     def test_has_job_and_instance_variables(self, dashboard: dict[str, Any]) -> None:
         """Multi-value `job` and `instance` variables (All is `.*`) pick the scrape targets; the
         instances listed are those of the chosen jobs."""
         variables = {v["name"]: v for v in dashboard["templating"]["list"]}
         assert [v["name"] for v in dashboard["templating"]["list"]] == [
-            "datasource", "trace_datasource", "job", "instance", "agent", "prompt_template"]
+            "datasource", "trace_datasource", "job", "instance", "service_name", "agent",
+            "prompt_template"]
         assert variables["job"]["definition"] == f"label_values({OPEN_RUNS}, job)"
         assert variables["instance"]["definition"] == (
             f'label_values({OPEN_RUNS}{{job=~"$job"}}, instance)')
@@ -505,3 +543,40 @@ class TestExemplars:
             assert "${trace_datasource}" in link["url"]
             assert "${__data.fields.trace_id}" in link["url"]
         assert found >= 4
+
+
+def png_text(path: Path) -> dict[str, str]:
+    """Return the tEXt chunks of a PNG file (keyword → text)."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    chunks, offset = {}, 8
+    while offset < len(data):
+        length = int.from_bytes(data[offset:offset + 4], "big")
+        kind, body = data[offset + 4:offset + 8], data[offset + 8:offset + 8 + length]
+        if kind == b"tEXt":
+            keyword, _, text = body.partition(b"\0")
+            chunks[keyword.decode("latin-1")] = text.decode("latin-1")
+        offset += 12 + length
+    return chunks
+
+
+class TestDashboardPicture:
+    """docs/img/dashboard.png is drawn from the current dashboard and says what it is."""
+
+    PICTURE = ROOT / "docs" / "img" / "dashboard.png"
+
+    def test_picture_shows_the_panels_of_the_dashboard(self, dashboard: dict[str, Any]) -> None:
+        """The panels docs/render_dashboard.py drew (kept in the PNG) are the dashboard's,
+        with their titles and places: change the dashboard, and render the picture again."""
+        drawn = png_text(self.PICTURE).get(PANELS_KEY)
+        assert drawn is not None, "render it with docs/render_dashboard.py"
+        assert json.loads(drawn) == panel_list(dashboard)
+
+    def test_caption_says_what_it_is(self) -> None:
+        """The caption in dashboards.md says the picture is every panel's query over the demo,
+        drawn outside Grafana, not a screenshot."""
+        page = (ROOT / "docs" / "dashboards.md").read_text(encoding="utf-8")
+        caption = page[page.index("](img/dashboard.png)"):].split("\n\n", 2)[1]
+        assert "every panel" in caption.lower()
+        assert "otel-loopguard demo" in caption
+        assert "not a Grafana screenshot" in caption

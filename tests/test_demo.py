@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import re
 import socket
+import sys
 import threading
 import time
 import urllib.request
@@ -67,12 +69,31 @@ class TestDemoCommand:
         assert rows[HEALTHY]["runs"] > 0
         assert rows[HEALTHY]["flagged"] == 0.0
 
-    def test_live_table_printed_every_second(self, capsys: pytest.CaptureFixture[str]) -> None:
-        """Without --quiet, a table is printed each second before the final summary."""
+    def test_live_table_redrawn_every_second_on_a_terminal(
+            self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """On a terminal, without --quiet, the table is drawn each second, then redrawn in
+        place, before the final summary."""
+        class Terminal(io.StringIO):
+            def isatty(self) -> bool:
+                return True
+
+        terminal = Terminal()
+        monkeypatch.setattr(sys, "stdout", terminal)
         assert main(["demo", "--duration", "2", "--metrics-port", "0", "--agents", "2"]) == 0
-        out = capsys.readouterr().out
+        out = terminal.getvalue()
         assert out.count("otel-loopguard demo:") == 3  # at 1 s, at 2 s, and the final summary
+        assert out.count("\x1b[J") == 1  # the 2 s table replaced the 1 s one
         assert out.index("final summary:") > out.index("otel-loopguard demo:")
+
+    def test_no_live_table_without_a_terminal(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """Into a pipe or a log, demo prints the metrics URL and the final summary only."""
+        assert main(["demo", "--duration", "2", "--metrics-port", "0", "--agents", "2"]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert _URL.search(lines[0])
+        assert lines[1:3] == ["final summary:", lines[2]]
+        assert lines[2].startswith("otel-loopguard demo:")
+        assert "\x1b" not in "".join(lines)
+        assert len(lines) == 3 + 2 + len(TEMPLATES)  # URL, summary heading, its table
 
     def test_shuts_down_server_and_agents(self, capsys: pytest.CaptureFixture[str]) -> None:
         """After the command returns, its /metrics port is closed and no agent thread is left."""

@@ -19,6 +19,7 @@ from otel_loopguard import LoopGuardConfig
 from otel_loopguard.metrics import LabelCap, LoopGuardMetrics
 from otel_loopguard.metrics._names import (
     BUDGET_EXCEEDED,
+    BUILD_INFO,
     ENFORCED,
     EVICTED_RUNS,
     INTERNAL_ERRORS,
@@ -266,6 +267,7 @@ class TestExposition:
             WASTED_TOKENS,
             WASTED_TOOL_SECONDS,
             WASTED_COST,
+            BUILD_INFO,
         } == METRIC_NAMES
 
     @pytest.mark.skipif(PROMTOOL is None, reason="promtool not found (apt-get install prometheus)")

@@ -7,6 +7,7 @@ exporter sending to a small OTLP receiver this test runs.
 
 from __future__ import annotations
 
+import platform
 import sys
 import threading
 from collections.abc import Iterator
@@ -29,11 +30,13 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry, Counter
 
+import otel_loopguard
 from otel_loopguard import LoopGuardConfig
 from otel_loopguard.evidence import EVENT_NAME
 from otel_loopguard.exceptions import ConfigError
 from otel_loopguard.metrics import LoopGuardMetrics
 from otel_loopguard.metrics._names import (
+    BUILD_INFO,
     LABEL_OVERFLOW,
     LOOP_DETECTED,
     OPEN_RUNS,
@@ -273,8 +276,14 @@ class TestMetricsApi:
         rig.loop()
         rig.loop(("search", "lookup", "fetch", "fetch"))  # a third tool: over max_tools
         prometheus = rig.prometheus_series()
-        otel = {key: value for key, value in rig.otel_series().items() if key[0] != OPEN_RUNS}
+        every = rig.otel_series()
+        otel = {key: value for key, value in every.items() if key[0] not in (OPEN_RUNS,
+                                                                             BUILD_INFO)}
         assert otel == prometheus
+        (build,) = [(labels, value) for (name, labels), value in every.items()
+                    if name == BUILD_INFO]
+        assert build == (frozenset({("version", otel_loopguard.__version__),
+                                    ("python", platform.python_version())}), 1)
         names = {name for name, _ in otel}
         assert {TOOL_CALLS, LOOP_DETECTED, RUNS, RUNS_FLAGGED, LABEL_OVERFLOW} <= names
         assert otel[(TOOL_CALLS, frozenset({("prompt_template", "support@v3"),
@@ -488,10 +497,11 @@ class TestServe:
         points = {(m.name, frozenset((p.attributes or {}).items())): p.value
                   for rm in data.resource_metrics for sm in rm.scope_metrics
                   for m in sm.metrics for p in m.data.data_points}
-        assert points[(TOOL_CALLS, frozenset({("prompt_template", "support@v3"),
-                                              ("tool", "search")}))] == 5
-        assert registry.get_sample_value(TOOL_CALLS, {"prompt_template": "support@v3",
-                                                      "tool": "search"}) is None
+        # serve's series name the sending service (the SDK's default resource's here)
+        service = agent.provider.resource.attributes["service.name"]
+        labels = {"prompt_template": "support@v3", "service_name": service, "tool": "search"}
+        assert points[(TOOL_CALLS, frozenset(labels.items()))] == 5
+        assert registry.get_sample_value(TOOL_CALLS, labels) is None
         assert registry.get_sample_value("loopguard_receiver_spans_total",
                                          {"outcome": "accepted"}) == 6
         agent.provider.shutdown()

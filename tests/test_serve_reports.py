@@ -10,31 +10,12 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from _otlp_files import export_looping_run
 from _prometheus import free_port
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from otel_loopguard.cli import main
 from otel_loopguard.cli._serve import report_line
 from otel_loopguard.replay.checker import RunReport
-
-
-def _export_looping_run(port: int, service: str) -> None:
-    provider = TracerProvider(resource=Resource.create({"service.name": service}))
-    provider.add_span_processor(SimpleSpanProcessor(
-        OTLPSpanExporter(endpoint=f"http://127.0.0.1:{port}/v1/traces")))
-    tracer = provider.get_tracer("app")
-    with tracer.start_as_current_span("invoke_agent triage", attributes={
-            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "triage"}):
-        for _ in range(3):
-            with tracer.start_as_current_span("execute_tool search", attributes={
-                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search",
-                    "gen_ai.tool.call.arguments": '{"q": "x"}',
-                    "gen_ai.tool.call.result": "no results"}):
-                pass
-    provider.shutdown()
 
 
 def test_flagged_run_line_carries_time_and_service_name(
@@ -61,7 +42,7 @@ def test_flagged_run_line_carries_time_and_service_name(
 
         def agent(port: int = port) -> None:
             if bound.wait(20):
-                _export_looping_run(port, "checkout-agent")
+                export_looping_run(f"http://127.0.0.1:{port}", "checkout-agent")
                 os.kill(os.getpid(), signal.SIGTERM)  # shutdown checks accepted spans first
 
         thread = threading.Thread(target=agent, daemon=True)

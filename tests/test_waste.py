@@ -409,7 +409,7 @@ def _check_json(trace_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[
 
 
 def _metric_totals(registry: CollectorRegistry) -> dict[str, dict[str, float]]:
-    """Template → the waste counters' values (cost in USD)."""
+    """Template → the waste counters' values (cost in USD), summed over serve's services."""
     out: dict[str, dict[str, float]] = {t: {} for t in RUNS}
     for family in registry.collect():
         for sample in family.samples:
@@ -417,8 +417,9 @@ def _metric_totals(registry: CollectorRegistry) -> dict[str, dict[str, float]]:
                     not sample.name.endswith("_total"):
                 continue
             key = sample.name + "".join(f":{v}" for k, v in sorted(sample.labels.items())
-                                        if k != "prompt_template")
-            out.setdefault(sample.labels["prompt_template"], {})[key] = sample.value
+                                        if k not in ("prompt_template", "service_name"))
+            totals = out.setdefault(sample.labels["prompt_template"], {})
+            totals[key] = totals.get(key, 0.0) + sample.value
     return out
 
 

@@ -281,18 +281,22 @@ def format_table(rows: dict[str, dict[str, float]], elapsed: float) -> str:
 
 
 def _watch(registry: CollectorRegistry, duration: float, out: TextIO, quiet: bool) -> float:
-    """Print the live table every second until ``duration`` has elapsed; return the elapsed."""
+    """Redraw the live table every second until ``duration`` has elapsed; return the elapsed.
+
+    Only on a terminal, and not ``quiet``: into a file or a CI log, a table a second would
+    bury the final summary, which is all that is printed there.
+    """
     start = time.monotonic()
-    redraw = not quiet and out.isatty()
+    live = not quiet and out.isatty()
     previous_lines = 0
     while (elapsed := time.monotonic() - start) < duration:
         time.sleep(min(_TABLE_INTERVAL_SECONDS, duration - elapsed))
-        if quiet:
+        if not live:
             continue
         table = format_table(summarize(registry), time.monotonic() - start)
-        if redraw and previous_lines:
+        if previous_lines:
             out.write(f"\x1b[{previous_lines}F\x1b[J")
-        out.write(table + "\n" + ("" if redraw else "\n"))
+        out.write(table + "\n")
         out.flush()
         previous_lines = table.count("\n") + 1
     return time.monotonic() - start
@@ -336,7 +340,8 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--seed", type=int, metavar="N",
                         help="seed each agent's random generator (reproducible runs)")
     parser.add_argument("--quiet", "-q", action="store_true",
-                        help="no live table, only the metrics URL and the final summary")
+                        help="no live table, only the metrics URL and the final summary (the "
+                             "default when stdout is not a terminal)")
     parser.set_defaults(handler=run_demo)
 
 

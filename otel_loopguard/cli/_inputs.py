@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import stat
 import sys
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final, TextIO
 
 from otel_loopguard.cli._report import Where
 from otel_loopguard.exceptions import TraceFileError
@@ -21,6 +23,9 @@ if TYPE_CHECKING:
 __all__ = ["Inputs", "expand"]
 
 _PROGRESS_MIN_BYTES: Final = 8 << 20
+"""A file this big gets a bar of its own."""
+_PROGRESS_SECONDS: Final = 0.1
+"""Shortest time between two redraws of the progress line."""
 _MAX_REMEMBERED_TRACES: Final = 100_000
 _KINDS: Final = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a device",
                  stat.S_IFBLK: "a device"}
@@ -142,14 +147,17 @@ class Inputs:
         """Trace id -> where its first span was read (the most recent traces only)."""
 
     def spans(self) -> Iterator[SpanRecord]:
-        """Yield the spans of every file, in order."""
-        for path in self.files:
-            progress = _progress_bar(path)
-            yield from self._spans_of(path, progress)
-            if progress is not None:
-                sys.stderr.write("\n")
+        """Yield the spans of every file, in order.
 
-    def _spans_of(self, path: str, progress: Any) -> Iterator[SpanRecord]:
+        On a terminal, stderr shows the progress: across the files when there are several
+        (``[12/340] name``), within a file of 8 MiB or more (a bar).
+        """
+        progress = _Progress(self.files, sys.stderr)
+        for index, path in enumerate(self.files):
+            yield from self._spans_of(path, progress.file(index, path))
+        progress.done(self.spans_read)
+
+    def _spans_of(self, path: str, progress: Callable[[int], None] | None) -> Iterator[SpanRecord]:
         where = self._where
         for line, span in iter_located_spans(
                 path, strict=self.strict, on_error=self.on_error, progress=progress,
@@ -171,20 +179,52 @@ class Inputs:
         return None
 
 
-def _progress_bar(path: str) -> Any:
-    if path == "-" or not sys.stderr.isatty():
-        return None
-    try:
-        total = os.path.getsize(path)
-    except OSError:
-        return None
-    if total < _PROGRESS_MIN_BYTES:
-        return None
+class _Progress:
+    """Progress on stderr, on a terminal only: the file reached, and a bar within a big file.
 
-    def show(done: int) -> None:
-        share = min(1.0, done / total)
-        bar = "#" * int(share * 30)
-        sys.stderr.write(f"\r{os.path.basename(path)} [{bar:<30}] {share:4.0%}")
-        sys.stderr.flush()
+    The line is redrawn in place (a carriage return) at most every ``_PROGRESS_SECONDS``; the
+    last one (``N files, M spans read``) stays once every file is read.
+    """
 
-    return show
+    def __init__(self, files: Sequence[str], stream: TextIO) -> None:
+        isatty = getattr(stream, "isatty", None)
+        self.on = bool(isatty and isatty()) and any(f != "-" for f in files)
+        self.stream, self.total, self.shown = stream, len(files), False
+        self._prefix, self._last = "", 0.0
+
+    def file(self, index: int, path: str) -> Callable[[int], None] | None:
+        """Show that file ``index`` begins; return its bar's callback when it is big."""
+        if not self.on or path == "-":
+            return None
+        try:
+            size = os.path.getsize(path)
+        except OSError:
+            size = 0
+        big = size >= _PROGRESS_MIN_BYTES
+        if self.total > 1:
+            self._prefix = f"[{index + 1}/{self.total}] "
+            self._write(f"{self._prefix}{_short(path)}", force=index == 0)
+        return functools.partial(self._bar, path, size) if big else None
+
+    def _bar(self, path: str, size: int, done: int) -> None:
+        share = min(1.0, done / size)
+        self._write(f"{self._prefix}{_short(path)} [{'#' * int(share * 30):<30}] {share:4.0%}")
+
+    def _write(self, text: str, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - self._last >= _PROGRESS_SECONDS:
+            self._last, self.shown = now, True
+            self.stream.write(f"\r\x1b[K{text}")
+            self.stream.flush()
+
+    def done(self, spans: int) -> None:
+        """Leave the last line: how many files and spans were read."""
+        if self.shown:
+            files = f"{self.total} files" if self.total > 1 else "1 file"
+            self.stream.write(f"\r\x1b[K{files}, {spans:,} spans read\n")
+            self.stream.flush()
+
+
+def _short(path: str) -> str:
+    """Return ``path`` fit for one line of progress (its end, when long)."""
+    return path if len(path) <= 60 else "..." + path[-57:]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import os
 import signal
@@ -20,6 +21,7 @@ from typing import Any, Final
 
 from prometheus_client import GC_COLLECTOR, CollectorRegistry, PlatformCollector, ProcessCollector
 
+from otel_loopguard.cli._logs import LEVELS, configure_logging
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.environment_variables import LOOPGUARD_SERVE_TOKEN
 from otel_loopguard.exceptions import ConfigError
@@ -32,6 +34,8 @@ __all__ = ["add_parser", "report_line"]
 TOKEN_ENV: Final = LOOPGUARD_SERVE_TOKEN
 """Bearer token for ``serve`` when ``--token-file`` is not given."""
 _EXIT_USAGE: Final = 2
+
+logger = logging.getLogger(__name__)
 
 
 def add_parser(commands: Any) -> None:
@@ -100,6 +104,12 @@ def add_parser(commands: Any) -> None:
     out.add_argument("--forward-max-batch-bytes", type=int, default=4 << 20, metavar="N",
                      help="largest export request sent downstream, under its message limit "
                           "(default 4 MiB, the Collector's gRPC default)")
+    out.add_argument("--log-level", choices=LEVELS, default="info",
+                     help="least severe log line written to stderr (default info: the "
+                          "listening addresses, shutdown, warnings and errors)")
+    out.add_argument("--log-format", choices=("text", "json"), default="text",
+                     help="log lines as text, or as one JSON object each (time, level, "
+                          "logger, message, exception) for a log pipeline (default text)")
     parser.set_defaults(handler=run_serve)
 
 
@@ -207,21 +217,28 @@ def run_serve(args: argparse.Namespace) -> int:
     options = _options(args)
     if options.grpc_port is None and options.http_port is None:
         raise ConfigError("--no-grpc and --no-http leave nothing to serve")
+    restore = configure_logging(args.log_level, args.log_format)
+    try:
+        return _serve(config, options, args.reports)
+    finally:
+        restore()
+
+
+def _serve(config: LoopGuardConfig, options: ReceiverOptions, reports: str) -> int:
     stop = threading.Event()
     receiver = LoopGuardReceiver(config, options=options, registry=_registry(),
-                                 on_report=_printer(args.reports))
+                                 on_report=_printer(reports))
     try:
         receiver.start()
     except OSError as exc:
-        print(f"otel-loopguard: {_bind_error(exc, options)}", file=sys.stderr)
+        logger.error("otel-loopguard: %s", _bind_error(exc, options))
         return _EXIT_USAGE
     previous = {sig: signal.signal(sig, lambda *_: stop.set())
                 for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        print(_banner(receiver), file=sys.stderr, flush=True)
+        logger.info("%s", _banner(receiver))
         stop.wait()
-        print("otel-loopguard serve: shutting down (finishing accepted spans)",
-              file=sys.stderr, flush=True)
+        logger.info("otel-loopguard serve: shutting down (finishing accepted spans)")
     finally:
         receiver.shutdown()
         for sig, handler in previous.items():

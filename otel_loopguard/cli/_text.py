@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final, TextIO
 
 from otel_loopguard.cli._report import (
@@ -27,17 +28,26 @@ __all__ = ["JsonReporter", "TextReporter", "use_color"]
 _COLORS: Final = {Action.CONTINUE: "32", Action.WARN: "33", Action.REPLAN: "35",
                   Action.STOP: "1;31"}
 _DIM: Final = "2"
+_OFF: Final = ("", "0", "false")
+"""Values of ``FORCE_COLOR`` and ``CLICOLOR_FORCE`` that do not force colour."""
 
 
-def use_color(mode: str, out: TextIO) -> bool:
+def use_color(mode: str, out: TextIO, environ: Mapping[str, str] = os.environ) -> bool:
     """Return whether to colour: ``always``, ``never``, or ``auto``.
 
-    ``auto`` colours a terminal, unless ``NO_COLOR`` is set (to anything but the empty string)
-    or ``TERM`` is ``dumb``.
+    ``auto``, in order: ``NO_COLOR`` set (to anything but the empty string) turns colour off;
+    ``FORCE_COLOR`` (any value but empty, ``0`` or ``false``) or ``CLICOLOR_FORCE`` (any value
+    but empty or ``0``) turns it on, even into a pipe or a CI log; ``TERM=dumb`` turns it off;
+    else a terminal gets colour. ``--color always|never`` overrides them all.
     """
     if mode != "auto":
         return mode == "always"
-    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+    if environ.get("NO_COLOR"):
+        return False
+    if environ.get("FORCE_COLOR", "").lower() not in _OFF \
+            or environ.get("CLICOLOR_FORCE", "0") not in _OFF:
+        return True
+    if environ.get("TERM") == "dumb":
         return False
     isatty = getattr(out, "isatty", None)
     return bool(isatty and isatty())

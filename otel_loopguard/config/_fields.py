@@ -284,6 +284,7 @@ FIELDS: Final[dict[str, FieldRule]] = {
     # metrics
     "max_prompt_templates": _int(200, "Distinct prompt_template label values before 'other'", 1),
     "max_tools": _int(200, "Distinct tool label values before 'other'", 1),
+    "max_services": _int(200, "Distinct service_name label values (serve) before 'other'", 1),
     "metrics_addr": FieldRule("str", "127.0.0.1", "Address of the /metrics server"),
     "metrics_port": _int(None, "Port of the /metrics server (off unless set)", 0, 65535,
                          optional=True),
@@ -301,7 +302,8 @@ FIELDS: Final[dict[str, FieldRule]] = {
 TOOL_THRESHOLDS: Final = frozenset(
     name for name, rule in FIELDS.items()
     if rule.kind in ("int", "float") and name not in (
-        "max_runs", "run_ttl_seconds", "max_prompt_templates", "max_tools", "metrics_port",
+        "max_runs", "run_ttl_seconds", "max_prompt_templates", "max_tools", "max_services",
+        "metrics_port",
         "max_value_chars", "handoff_window", "handoff_max_cycle", "max_tool_calls_warn",
         "max_tool_calls_stop", "max_steps_warn", "max_steps_stop", "max_run_seconds_warn",
         "max_run_seconds_stop", "idle_turns_warn",

@@ -1,15 +1,17 @@
 """Metrics: loop-detected hints per prompt template, runs, enforcement, self-health.
 
 Prometheus metrics on a registry, and, with a ``MeterProvider``, the same counters through the
-OpenTelemetry metrics API (``metrics._otel``). Label values are bounded: ``prompt_template`` and
-``tool`` keep at most ``max_prompt_templates`` and ``max_tools`` distinct values (default 200
-each); later values are counted under ``other`` and in ``loopguard_label_overflow_total``. A
-missing template is ``unknown``. Run ids, trace ids, arguments and results never become labels.
+OpenTelemetry metrics API (``metrics._otel``). Label values are bounded: ``prompt_template``,
+``tool`` and (``serve`` only) ``service_name`` keep at most ``max_prompt_templates``,
+``max_tools`` and ``max_services`` distinct values (default 200 each); later values are counted
+under ``other`` and in ``loopguard_label_overflow_total``. A missing value is ``unknown``. Run
+ids, trace ids, arguments and results never become labels.
 """
 
 from __future__ import annotations
 
 import os
+import platform
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -24,6 +26,7 @@ from otel_loopguard._safe_text import escape_unsafe
 from otel_loopguard.metrics._names import (
     BUDGET_EXCEEDED,
     BUDGETS,
+    BUILD_INFO,
     ENFORCED,
     EVICTED_RUNS,
     INTERNAL_ERRORS,
@@ -150,6 +153,11 @@ class LoopGuardMetrics:
         max_tools: distinct ``tool`` values before ``other`` (200).
         meter_provider: an OpenTelemetry ``MeterProvider``: every counter is also recorded
             there, under the same name and attributes (see ``export_to``). Default None.
+        service_label: give every series labelled by ``prompt_template`` a ``service_name``
+            label too (the sending service's ``service.name``), as ``serve`` does: it receives
+            the spans of many services. Default False: a process is one service, and its
+            scrape target already says which.
+        max_services: distinct ``service_name`` values before ``other`` (200).
     """
 
     @classmethod
@@ -179,28 +187,31 @@ class LoopGuardMetrics:
 
     def __init__(self, registry: CollectorRegistry | None = REGISTRY, *,
                  max_prompt_templates: int = 200, max_tools: int = 200,
-                 meter_provider: Any = None) -> None:
+                 meter_provider: Any = None, service_label: bool = False,
+                 max_services: int = 200) -> None:
         """Create and register every metric."""
         reg = registry
         self.multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+        self.service_label = service_label
+        tpl = ["prompt_template", "service_name"] if service_label else ["prompt_template"]
         self.tool_calls = Counter(_base(TOOL_CALLS), "Tool calls seen.",
-                                  ["prompt_template", "tool"], registry=reg)
+                                  [*tpl, "tool"], registry=reg)
         self.loop_detected = Counter(_base(LOOP_DETECTED),
                                      "Loop-detected hints (findings), one per flagged tool call.",
-                                     ["prompt_template", "detector", "action", "mode"],
+                                     [*tpl, "detector", "action", "mode"],
                                      registry=reg)
         self.budget_exceeded = Counter(_base(BUDGET_EXCEEDED),
                                        "Budget findings, one per tool call over a budget (not "
-                                       "loops).", ["prompt_template", "budget", "action", "mode"],
+                                       "loops).", [*tpl, "budget", "action", "mode"],
                                        registry=reg)
         self.runs = Counter(_base(RUNS), "Runs seen (counted at their first tool call).",
-                            ["prompt_template"], registry=reg)
+                            tpl, registry=reg)
         self.runs_flagged = Counter(_base(RUNS_FLAGGED),
                                     "Runs whose loop findings reached at least this action "
                                     "(once per run and action).",
-                                    ["prompt_template", "action"], registry=reg)
+                                    [*tpl, "action"], registry=reg)
         self.enforced = Counter(_base(ENFORCED), "Enforcement actions taken (abort, hint).",
-                                ["prompt_template", "enforcement"], registry=reg)
+                                [*tpl, "enforcement"], registry=reg)
         self.evicted = Counter(_base(EVICTED_RUNS), "Runs dropped before their root span "
                                "ended.", ["reason"], registry=reg)
         self.internal_errors = Counter(_base(INTERNAL_ERRORS), "Errors inside loopguard that "
@@ -214,15 +225,16 @@ class LoopGuardMetrics:
                                   "them).", ["run_key"], registry=reg)
         self.wasted_tool_calls = Counter(_base(WASTED_TOOL_CALLS), "Tool calls that continued a "
                                          "loop after the run's first finding.",
-                                         ["prompt_template"], registry=reg)
+                                         tpl, registry=reg)
         self.wasted_tokens = Counter(_base(WASTED_TOKENS), "Tokens of the model turns that "
-                                     "issued wasted tool calls.", ["prompt_template", "type"],
+                                     "issued wasted tool calls.", [*tpl, "type"],
                                      registry=reg)
         self.wasted_tool_seconds = Counter(_base(WASTED_TOOL_SECONDS), "Seconds the wasted "
-                                           "tool calls ran.", ["prompt_template"], registry=reg)
+                                           "tool calls ran.", tpl, registry=reg)
         self.wasted_cost = Counter(_base(WASTED_COST), "What the tokens of the model turns that "
                                    "issued wasted tool calls cost, for models with configured "
-                                   "prices.", ["prompt_template", "currency"], registry=reg)
+                                   "prices.", [*tpl, "currency"], registry=reg)
+        self._build_info(reg)
         self._sizes: list[Callable[[], int]] = []
         self._open_gauge: Gauge | None = None
         if self.multiprocess:
@@ -232,12 +244,22 @@ class LoopGuardMetrics:
             reg.register(_OpenRunsCollector(self._sizes))
         self.template = LabelCap("prompt_template", max_prompt_templates, self._overflow)
         self.tool = LabelCap("tool", max_tools, self._overflow)
-        self._calls: dict[tuple[str | None, str], tuple[Any, str]] = {}
-        """(template, tool) → (labelled ``tool_calls`` child, template label): ``labels()``
-        costs more than the increment. Only pairs whose labels were not folded into ``other``."""
+        self.service = LabelCap("service_name", max_services, self._overflow)
+        self._calls: dict[tuple[str | None, str, str | None], tuple[Any, tuple[str, ...]]] = {}
+        """(template, tool, service) → (labelled ``tool_calls`` child, template labels):
+        ``labels()`` costs more than the increment. Only keys none of whose labels were folded
+        into ``other``."""
         self.meter_provider: Any = None
         if meter_provider is not None:
             self.export_to(meter_provider)
+
+    def _build_info(self, registry: CollectorRegistry | None) -> None:
+        """Set ``loopguard_build_info{version, python}`` to 1 (dashboards count the versions)."""
+        import otel_loopguard
+
+        info = Gauge(BUILD_INFO, "The otel-loopguard version and the Python version, always 1.",
+                     ["version", "python"], registry=registry, multiprocess_mode="max")
+        info.labels(otel_loopguard.__version__, platform.python_version()).set(1)
 
     def export_to(self, meter_provider: Any) -> None:
         """Report every counter through the OpenTelemetry metrics API too, on ``meter_provider``.
@@ -264,30 +286,41 @@ class LoopGuardMetrics:
         if self._open_gauge is not None:
             self._open_gauge.set(value)
 
-    def record_call(self, template: str | None, tool: str, *, first: bool) -> None:
+    def _key(self, template: str | None, service: str | None) -> tuple[str, ...]:
+        """Return the leading labels of a template's series: the template, then the service."""
+        if self.service_label:
+            return self.template(template), self.service(service)
+        return (self.template(template),)
+
+    def record_call(self, template: str | None, tool: str, *, first: bool,
+                    service: str | None = None) -> None:
         """Count one tool call, and the run when it is the run's first call."""
-        cached = self._calls.get((template, tool))
+        cached = self._calls.get((template, tool, service))
         if cached is None:
-            cached = self._call_child(template, tool)
-        child, label = cached
+            cached = self._call_child(template, tool, service)
+        child, key = cached
         child.inc()
         if first:
-            self.runs.labels(label).inc()
+            self.runs.labels(*key).inc()
 
-    def _call_child(self, template: str | None, tool: str) -> tuple[Any, str]:
-        """Return the ``tool_calls`` child and template label, cached when nothing was folded.
+    def _call_child(self, template: str | None, tool: str,
+                    service: str | None) -> tuple[Any, tuple[str, ...]]:
+        """Return the ``tool_calls`` child and template labels, cached when nothing was folded.
 
         A folded value is not cached: ``loopguard_label_overflow_total`` counts every call.
         """
-        label, tool_label = self.template(template), self.tool(tool)
-        cached = (self.tool_calls.labels(label, tool_label), label)
-        if (label != OTHER or template == OTHER) and (tool_label != OTHER or tool == OTHER) \
-                and len(self._calls) < _MAX_CACHED:
-            self._calls[(template, tool)] = cached
+        key, tool_label = self._key(template, service), self.tool(tool)
+        cached = (self.tool_calls.labels(*key, tool_label), key)
+        raws = (*(template, service)[:len(key)], tool)
+        folded = any(label == OTHER != raw
+                     for label, raw in zip((*key, tool_label), raws, strict=True))
+        if not folded and len(self._calls) < _MAX_CACHED:
+            self._calls[(template, tool, service)] = cached
         return cached
 
     def record_decision(self, template: str | None, decision: Decision, mode: str,
-                        previous: Action, *, trace_id: str | None = None) -> str:
+                        previous: Action, *, trace_id: str | None = None,
+                        service: str | None = None) -> str:
         """Count a flagged decision: its loop part as a finding, its budget part as a budget.
 
         ``previous`` is the highest action of the run's loop findings before this one
@@ -300,56 +333,59 @@ class LoopGuardMetrics:
         action = loop_action(decision)
         if action is not Action.CONTINUE:
             self.record_finding(template, loop_detector(decision), action, mode, previous,
-                                trace_id=trace_id)
+                                trace_id=trace_id, service=service)
         budget = budget_part(decision)
         if budget is not None:
-            self.record_budget(template, str(budget.details.get("budget")), budget.action, mode)
+            self.record_budget(template, str(budget.details.get("budget")), budget.action, mode,
+                               service=service)
         return self.template(template)
 
     def record_budget(self, template: str | None, budget: str, action: Action,
-                      mode: str) -> None:
+                      mode: str, *, service: str | None = None) -> None:
         """Count one budget finding (``budget`` outside ``BUDGETS`` counts as ``other``)."""
-        self.budget_exceeded.labels(self.template(template),
+        self.budget_exceeded.labels(*self._key(template, service),
                                     budget if budget in BUDGETS else OTHER, action.label,
                                     mode).inc()
 
     def record_finding(self, template: str | None, detector: str, action: Action,
-                       mode: str, previous: Action, *, trace_id: str | None = None) -> None:
+                       mode: str, previous: Action, *, trace_id: str | None = None,
+                       service: str | None = None) -> None:
         """Count one loop-detected hint, and the run's new highest action if it rose.
 
         ``trace_id`` (32 hex digits), when given, is the hint's exemplar: OpenMetrics
         exposition shows the latest one of each series, so a spike on the dashboard links to
         a trace that made it. It is never a label.
         """
-        label = self.template(template)
-        self.loop_detected.labels(label, detector, action.label, mode).inc(
+        key = self._key(template, service)
+        self.loop_detected.labels(*key, detector, action.label, mode).inc(
             exemplar=_exemplar(trace_id))
         for level in _ACTIONS:
             if previous < level <= action:
-                self.runs_flagged.labels(label, level.label).inc()
+                self.runs_flagged.labels(*key, level.label).inc()
 
     def record_waste(self, template: str | None, waste: Waste,
-                     trace_id: str | None = None) -> None:
+                     trace_id: str | None = None, *, service: str | None = None) -> None:
         """Count what a run wasted since it was last counted (``RunWaste.take``).
 
         ``trace_id``, when given, is the exemplar of every counter it increments.
         """
-        label, exemplar = self.template(template), _exemplar(trace_id)
+        key, exemplar = self._key(template, service), _exemplar(trace_id)
         if waste.tool_calls:
-            self.wasted_tool_calls.labels(label).inc(waste.tool_calls, exemplar)
+            self.wasted_tool_calls.labels(*key).inc(waste.tool_calls, exemplar)
         if waste.tool_seconds:
-            self.wasted_tool_seconds.labels(label).inc(waste.tool_seconds, exemplar)
+            self.wasted_tool_seconds.labels(*key).inc(waste.tool_seconds, exemplar)
         if waste.input_tokens:
-            self.wasted_tokens.labels(label, "input").inc(waste.input_tokens, exemplar)
+            self.wasted_tokens.labels(*key, "input").inc(waste.input_tokens, exemplar)
         if waste.output_tokens:
-            self.wasted_tokens.labels(label, "output").inc(waste.output_tokens, exemplar)
+            self.wasted_tokens.labels(*key, "output").inc(waste.output_tokens, exemplar)
         for currency, amount in waste.cost.items():
             if amount:
-                self.wasted_cost.labels(label, currency).inc(amount, exemplar)
+                self.wasted_cost.labels(*key, currency).inc(amount, exemplar)
 
-    def record_enforcement(self, template: str | None, enforcement: str) -> None:
+    def record_enforcement(self, template: str | None, enforcement: str, *,
+                           service: str | None = None) -> None:
         """Count one enforcement action (``abort`` or ``hint``)."""
-        self.enforced.labels(self.template(template), enforcement).inc()
+        self.enforced.labels(*self._key(template, service), enforcement).inc()
 
     def record_eviction(self, reason: str, count: int = 1) -> None:
         """Count runs dropped for ``reason`` (``capacity`` or ``ttl``)."""
@@ -383,16 +419,17 @@ def start_metrics_server(port: int = 9464, addr: str = "127.0.0.1",
     """Serve ``/metrics`` on ``addr:port`` (127.0.0.1 by default, unlike prometheus-client).
 
     Under ``PROMETHEUS_MULTIPROC_DIR`` the served registry merges every process's files.
+    ``GET`` gets the metrics (OpenMetrics when the scraper's ``Accept`` asks for it), ``HEAD``
+    the same headers without the body, ``OPTIONS`` the methods it takes.
 
     Returns:
         The WSGI server; call ``.shutdown()`` to stop it. ``.server_port`` is the bound port.
     """
-    from prometheus_client import start_http_server
+    from otel_loopguard.metrics._server import serve_metrics
 
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR") and registry is REGISTRY:
         from prometheus_client import multiprocess
 
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]  # untyped upstream
-    server, _thread = start_http_server(port, addr=addr, registry=registry)
-    return server
+    return serve_metrics(port, addr, registry)

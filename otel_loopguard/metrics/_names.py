@@ -50,10 +50,14 @@ WASTED_COST: Final = "loopguard_wasted_cost_total"
 """Counter {prompt_template, currency}: what the wasted model turns' tokens cost, for models
 with configured prices."""
 
+BUILD_INFO: Final = "loopguard_build_info"
+"""Gauge {version, python}: always 1; the otel-loopguard version and the Python version
+(``3.12.4``) of the process."""
+
 METRIC_NAMES: Final = frozenset(
     {TOOL_CALLS, LOOP_DETECTED, BUDGET_EXCEEDED, RUNS, RUNS_FLAGGED, ENFORCED, OPEN_RUNS,
      EVICTED_RUNS, INTERNAL_ERRORS, LABEL_OVERFLOW, SKIPPED_SPANS, UNPARENTED_TOOL_CALLS,
-     WASTED_TOOL_CALLS, WASTED_TOKENS, WASTED_TOOL_SECONDS, WASTED_COST}
+     WASTED_TOOL_CALLS, WASTED_TOKENS, WASTED_TOOL_SECONDS, WASTED_COST, BUILD_INFO}
 )
 """Every series name as it appears in PromQL."""
 

@@ -18,12 +18,13 @@ would add a suffix (``_seconds``) that the scraped series does not have.
 from __future__ import annotations
 
 import os
+import platform
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
 from otel_loopguard.exceptions import ConfigError
-from otel_loopguard.metrics._names import OPEN_RUNS
+from otel_loopguard.metrics._names import BUILD_INFO, OPEN_RUNS
 
 __all__ = ["METER_NAME", "backends", "default_meter_provider", "observe_metrics"]
 
@@ -38,7 +39,8 @@ _BUILT_LOCK = threading.Lock()
 def observe_metrics(metrics: Any, meter_provider: Any, open_runs: Callable[[], int]) -> None:
     """Give every Prometheus counter of ``metrics`` an observable OTel twin on the provider.
 
-    Also adds an observable gauge ``loopguard_open_runs`` that reads ``open_runs()``.
+    Also adds the observable gauges ``loopguard_open_runs``, which reads ``open_runs()``, and
+    ``loopguard_build_info`` (1, the versions as attributes).
     """
     from opentelemetry.metrics import Observation
 
@@ -58,6 +60,10 @@ def observe_metrics(metrics: Any, meter_provider: Any, open_runs: Callable[[], i
 
     meter.create_observable_gauge(OPEN_RUNS, callbacks=[gauge],
                                   description="Runs currently held in memory.")
+    build = {"version": otel_loopguard.__version__, "python": platform.python_version()}
+    meter.create_observable_gauge(
+        BUILD_INFO, callbacks=[lambda _options: [Observation(1, build)]],
+        description="The otel-loopguard version and the Python version, always 1.")
 
 
 def _reader(prom: Any, name: str) -> Callable[[Any], Iterable[Any]]:

@@ -203,7 +203,8 @@ class LoopGuardReceiver:
             own_registry, meter_provider = backends(self.config.metrics_exporter, registry)
             self.metrics = LoopGuardMetrics(
                 own_registry, max_prompt_templates=self.config.max_prompt_templates,
-                max_tools=self.config.max_tools, meter_provider=meter_provider)
+                max_tools=self.config.max_tools, meter_provider=meter_provider,
+                service_label=True, max_services=self.config.max_services)
         self._requests = Counter(REQUESTS[:-6], "OTLP export requests by protocol and outcome.",
                                  ["protocol", "outcome"], registry=registry)
         self._spans = Counter(SPANS[:-6], "Received spans by outcome (accepted, rejected, "

@@ -230,7 +230,7 @@ class _Handler(BaseHTTPRequestHandler):
         """Say which methods a path takes (204 with ``Allow``); no CORS is offered."""
         self.server.set_state(self.request, _BUSY)
         path = urlsplit(self.path).path
-        if path == TRACES_PATH:
+        if path in (TRACES_PATH, LOGS_PATH):
             allow = "POST, OPTIONS"
         elif path in _GET_PATHS or path == "*":
             allow = "GET, HEAD, OPTIONS"

@@ -313,12 +313,14 @@ class StreamingChecker:
 
     def _on_waste(self, report: RunReport, waste: Waste) -> None:
         self.metrics.record_waste(report.prompt_template, waste,  # type: ignore[union-attr]  # set
-                                  report.trace_ids[-1] if report.trace_ids else None)
+                                  report.trace_ids[-1] if report.trace_ids else None,
+                                  service=report.service_name)
 
     def _on_event(self, report: RunReport, decision: Decision, event: Any) -> None:
         metrics = self.metrics
         if metrics is not None and isinstance(event, ToolCall):
-            metrics.record_call(report.prompt_template, event.tool, first=report.tool_calls == 1)
+            metrics.record_call(report.prompt_template, event.tool, first=report.tool_calls == 1,
+                                service=report.service_name)
         if not decision.flagged:
             return
         previous = self._highest.get(report.run_id, Action.CONTINUE)
@@ -330,7 +332,7 @@ class StreamingChecker:
             trace_id = getattr(event, "trace_id", None) or (
                 report.trace_ids[-1] if report.trace_ids else None)
             label = metrics.record_decision(template, decision, self._mode, previous,
-                                            trace_id=trace_id)
+                                            trace_id=trace_id, service=report.service_name)
         else:
             label = uncapped_label(template)
         if self.on_trace is not None and decision.span_id:

@@ -133,6 +133,17 @@ def _instrument_pydantic_ai(provider: Any) -> Callable[[], None]:
 
 
 def _run_pydantic_ai(scenario: str) -> None:
+    result = make_pydantic_ai_agent(scenario).run_sync("I want a refund",
+                                                       conversation_id=f"conv-{scenario}")
+    assert result.output == ANSWER, result.output
+
+
+def make_pydantic_ai_agent(scenario: str, *, metadata: bool = True) -> Any:
+    """Return the pydantic-ai agent that plays ``scenario`` once (its model is scripted).
+
+    With ``metadata``, the agent names its template the way pydantic-ai offers
+    (``Agent(metadata=...)``, written on the agent span when the run ends).
+    """
     from pydantic_ai import Agent, ModelRetry
     from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
     from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -147,7 +158,8 @@ def _run_pydantic_ai(scenario: str) -> None:
                                     for i, (name, args) in enumerate(step)])
 
     agent = Agent(FunctionModel(model), name="triage", instructions="You are support triage.",
-                  metadata={"prompt_name": TEMPLATE_NAME, "prompt_version": TEMPLATE_VERSION})
+                  metadata={"prompt_name": TEMPLATE_NAME, "prompt_version": TEMPLATE_VERSION}
+                  if metadata else None)
 
     @agent.tool_plain
     def search(query: str) -> str:
@@ -159,8 +171,7 @@ def _run_pydantic_ai(scenario: str) -> None:
         """Fetch an account record."""
         raise ModelRetry("401 unauthorized")  # pydantic-ai's way back to the model
 
-    result = agent.run_sync("I want a refund", conversation_id=f"conv-{scenario}")
-    assert result.output == ANSWER, result.output
+    return agent
 
 
 # ----------------------------------------------------------------------------- Google ADK

@@ -14,9 +14,12 @@ stands for fails here.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -35,7 +38,7 @@ from otel_loopguard.types import SpanRecord, ToolCall
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent.parent / "recordings"))
 from record import to_otlp_json_lines
-from scripted_agents import FAMILIES, FRAMEWORKS, Framework
+from scripted_agents import ANSWER, FAMILIES, FRAMEWORKS, Framework, make_pydantic_ai_agent
 
 HERE = Path(__file__).parent
 
@@ -211,3 +214,95 @@ def test_every_family_has_a_requirements_file() -> None:
     for family in FAMILIES:
         assert (HERE / f"requirements-{family}.txt").is_file(), family
     assert sorted(ALL) == sorted(FRAMEWORKS)
+
+
+def _doc_blocks() -> tuple[str, dict[str, str]]:
+    """Return docs/frameworks.md's ``loopguard_naming.py`` block and its Python examples, by
+    the module each requires (``<!-- example: requires=... -->``)."""
+    page = (HERE.parent.parent / "docs" / "frameworks.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"(?:<!-- example: requires=([\w.,]+) -->\n)?```python\n(.*?)```",
+                        page, re.DOTALL)
+    helper = next(code for _, code in blocks if code.startswith("# loopguard_naming.py"))
+    return helper, {requires.split(",")[0]: code for requires, code in blocks if requires}
+
+
+@pytest.fixture(name="naming")
+def _naming(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """docs/frameworks.md's ``loopguard_naming`` module, its spans fed to this test's
+    processors (the helper takes the global provider; here one whose spans reach
+    ``_FORWARD``, as the frameworks' own do)."""
+    helper, _ = _doc_blocks()
+    (tmp_path / "loopguard_naming.py").write_text(helper)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "loopguard_naming", raising=False)
+    import loopguard_naming
+
+    provider = TracerProvider()
+    provider.add_span_processor(_FORWARD)
+    monkeypatch.setattr(loopguard_naming, "trace", SimpleNamespace(get_tracer=provider.get_tracer))
+    return loopguard_naming
+
+
+def _documented_run(name: str, naming: Any) -> Callable[[int], None]:
+    """Return a function playing run ``n`` of ``looping`` the way docs/frameworks.md names its
+    template: pydantic-ai through the page's own example; the others (whose examples wrap a
+    framework object the scripted agents build) by running it inside ``prompt_template``."""
+    if name == "pydantic-ai":
+        namespace: dict[str, Any] = {}
+        exec(compile(_doc_blocks()[1]["pydantic_ai"], "docs/frameworks.md", "exec"), namespace)
+
+        def run(n: int) -> None:
+            agent = make_pydantic_ai_agent("looping", metadata=False)  # the doc's way alone
+            assert namespace["run_triage"](agent, "I want a refund", f"conv-{n}") == ANSWER
+        return run
+
+    def wrapped(_n: int) -> None:
+        with naming.prompt_template("support_triage", "v3"):
+            FRAMEWORKS[name].run("looping")
+    return wrapped
+
+
+WRAPPED_LABEL = "support_triage@v3"
+"""The label of ``prompt_template("support_triage", "v3")``."""
+OWN_LABEL = {"llama-index": "tpl-you-are-support-triage-81bda73f@v3"}
+"""Frameworks whose scripted run names its template closer to the tool calls than the span of
+``prompt_template`` (LlamaIndex: ``using_prompt_template`` on every span): that name wins."""
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_documented_template_naming_gives_one_label(name: str, naming: Any,
+                                                    tmp_path: Path) -> None:
+    """The way docs/frameworks.md names a run's template counts every tool call, run and
+    finding of 20 live runs under one label, every flagged span says that label, and check
+    reads the same template from the exported spans."""
+    _framework(name)
+    run = _documented_run(name, naming)
+    exporter, registry = InMemorySpanExporter(), CollectorRegistry()
+    processor = LoopGuardSpanProcessor(LoopGuardConfig(), downstream=SimpleSpanProcessor(exporter),
+                                       registry=registry, raise_internal_errors=True)
+    _FORWARD.targets = (processor,)
+    try:
+        for n in range(20):
+            run(n)
+    finally:
+        _FORWARD.targets = ()
+    processor.force_flush()
+    counted: Counter[tuple[str, str]] = Counter()
+    for family in registry.collect():
+        for sample in family.samples:
+            if "prompt_template" in sample.labels and sample.name.endswith("_total"):
+                counted[(sample.name, sample.labels["prompt_template"])] += int(sample.value)
+    label = OWN_LABEL.get(name, WRAPPED_LABEL)
+    assert {template for _, template in counted} == {label}
+    assert counted[("loopguard_runs_total", label)] == 20
+    per_run = len(LOOPING.get(name, STAGNANT))
+    assert counted[("loopguard_tool_calls_total", label)] == 20 * per_run
+    flagged = [s for s in exporter.get_finished_spans() if s.attributes.get("loopguard.action")]
+    expected = sum(action is not None for action, _ in LOOPING.get(name, STAGNANT))
+    assert counted[("loopguard_loop_detected_total", label)] == len(flagged) == 20 * expected
+    assert {s.attributes["loopguard.prompt_template"] for s in flagged} == {label}
+    records = _records(list(exporter.get_finished_spans()), tmp_path)
+    traces = {r.trace_id for r in records}
+    assert len(traces) == 20  # one trace per run
+    assert {assemble_trace(t, [r for r in records if r.trace_id == t],
+                           LoopGuardConfig()).prompt_template for t in traces} == {label}
