@@ -102,6 +102,23 @@ def test_without_tool_details_claude_code_calls_have_no_arguments_and_only_failu
     assert reports[0].findings, "identical failures are still seen without arguments"
 
 
+@pytest.mark.parametrize(("params", "expected"), [
+    ('{"mcp_server_name": "siyuan", "mcp_tool_name": "sql_query"}', "mcp__siyuan__sql_query"),
+    (None, "mcp_tool"),
+    ("not json", "mcp_tool"),
+], ids=["with-details", "without-details", "unreadable"])
+def test_claude_code_mcp_calls_are_named_by_server_and_tool_when_details_are_on(
+        params: str | None, expected: str) -> None:
+    """Claude Code names every MCP call ``mcp_tool``; ``tool_parameters`` says which one."""
+    attrs = {"session.id": "s", "tool_name": "mcp_tool", "tool_use_id": "toolu_1",
+             "success": "true", "duration_ms": "5"}
+    if params is not None:
+        attrs["tool_parameters"] = params
+    event = LogEvent(T0, attrs, "claude_code.tool_result", "tool_result")
+    [record] = AgentRecords().from_events([event])
+    assert record.attributes["gen_ai.tool.name"] == expected
+
+
 def test_template_from_resource_attribute_wins() -> None:
     run = sessions()[2]
     run.resource["loopguard.template"] = "repo-x"

@@ -94,6 +94,11 @@ def test_each_loop_flagged_under_its_agent_healthy_quiet_stream_forwarded(
     findings = [(res, r) for res, r in sink.records if r.event_name == "loopguard.loop_detected"]
     assert len(events) == sent  # the forwarded stream is complete
     assert len(findings) == sum(len(r.findings) for r in reports)
+    assert registry.get_sample_value(
+        "loopguard_receiver_forwarded_log_records_total") == len(sink.records)
+    for reason in ("export_failed", "queue_full"):
+        assert registry.get_sample_value("loopguard_receiver_log_forward_failures_total",
+                                         {"reason": reason}) == 0
     for resource, record in findings:
         attrs = {kv.key: kv.value for kv in record.attributes}
         run_id = attrs["loopguard.run_id"].string_value
@@ -138,3 +143,35 @@ def test_logs_path_has_the_token_and_partial_success_of_traces() -> None:
         partial = json.loads(reply)["partialSuccess"]
         assert partial["rejectedLogRecords"] == "1"
         assert "logRecords[1].timeUnixNano" in partial["errorMessage"]
+
+
+def test_log_records_the_downstream_refused_are_counted_by_reason() -> None:
+    """Each forwarded log record ends in one counter; a JSON record protobuf cannot hold (its
+    time not a number) is rejected in the response and left out of the forwarded request."""
+    import json
+    import socket
+    import urllib.request
+
+    with socket.socket() as closed:  # a port nobody listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    registry = CollectorRegistry()
+    options = ReceiverOptions(http_port=0, grpc_port=None,
+                              forward_endpoint=f"http://127.0.0.1:{port}",
+                              forward_protocol="http")
+    body = json.dumps({"resourceLogs": [{"scopeLogs": [{"logRecords": [
+        {"timeUnixNano": "5", "attributes": [
+            {"key": "event.name", "value": {"stringValue": "codex.tool_result"}},
+            {"key": "tool_name", "value": {"stringValue": "shell"}}]},
+        {"timeUnixNano": "five"}]}]}]}).encode()
+    with LoopGuardReceiver(LoopGuardConfig(), options=options, registry=registry,
+                           raise_internal_errors=True) as receiver:
+        request = urllib.request.Request(f"{receiver.http_url}/v1/logs", data=body,
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 200
+        assert receiver.flush(30)
+    failures = "loopguard_receiver_log_forward_failures_total"
+    assert registry.get_sample_value(failures, {"reason": "export_failed"}) == 1
+    assert registry.get_sample_value(failures, {"reason": "queue_full"}) == 0
+    assert registry.get_sample_value("loopguard_receiver_forwarded_log_records_total") == 0

@@ -67,6 +67,8 @@ EXPECTED_EMPTY_PANELS = {
     "panel-20-A": "serve queue: the demo is the span processor, not serve",
     "panel-21-A": "serve forwarding: the demo is the span processor, not serve",
     "panel-21-B": "spans not forwarded: the demo is the span processor, not serve",
+    "panel-21-C": "log records forwarded: the demo is the span processor, not serve",
+    "panel-21-D": "log records not forwarded: the demo is the span processor, not serve",
     "panel-29-A": "budget findings: no demo run reaches the default budget of 50 tool calls",
     "panel-30-A": "budget findings: no demo run reaches the default budget of 50 tool calls",
 }

@@ -25,6 +25,8 @@ SCOPE: Final = "com.anthropic.claude_code.events"
 TOOL_SPAN: Final = "claude_code.tool"
 EXECUTION_SPAN: Final = "claude_code.tool.execution"
 _MS: Final = 1_000_000
+_MCP_TOOL: Final = "mcp_tool"
+"""The ``tool_name`` of every call of a user-configured MCP server (v2.1.214+)."""
 
 
 def read_event(name: str, attrs: Mapping[str, Any], end_ns: int) -> AgentCall | AgentTurn | None:
@@ -33,7 +35,7 @@ def read_event(name: str, attrs: Mapping[str, Any], end_ns: int) -> AgentCall | 
     duration = int(number(attrs.get("duration_ms")) * _MS)
     if name == "claude_code.tool_result":
         failed = not flag(attrs.get("success"))
-        return AgentCall(AGENT, session, text(attrs, "tool_name", "tool.name") or "unknown",
+        return AgentCall(AGENT, session, tool_of(attrs),
                          text(attrs, "tool_use_id", "gen_ai.tool.call.id"), end_ns, duration,
                          arguments=arguments_of(attrs), failed=failed,
                          error=text(attrs, "error", "error_type") if failed else "")
@@ -45,6 +47,34 @@ def read_event(name: str, attrs: Mapping[str, Any], end_ns: int) -> AgentCall | 
                          int(number(attrs.get("output_tokens"))),
                          number(cost) if cost is not None else None)
     return None
+
+
+def tool_of(attrs: Mapping[str, Any]) -> str:
+    """Return the tool's name; an MCP tool's as ``mcp__<server>__<tool>`` when it is known.
+
+    Claude Code names every call of a user-configured MCP server ``mcp_tool``; the server and
+    tool are in ``tool_parameters`` (``mcp_server_name``, ``mcp_tool_name``), with
+    ``OTEL_LOG_TOOL_DETAILS=1`` only. Without them, all MCP calls share the name ``mcp_tool``.
+    """
+    name = text(attrs, "tool_name", "tool.name") or "unknown"
+    if name != _MCP_TOOL:
+        return name
+    params = _parameters(attrs)
+    if isinstance(params, Mapping) and params.get("mcp_server_name") and \
+            params.get("mcp_tool_name"):
+        return f"mcp__{params['mcp_server_name']}__{params['mcp_tool_name']}"
+    return name
+
+
+def _parameters(attrs: Mapping[str, Any]) -> Any:
+    """Return ``tool_parameters`` parsed when it is JSON text (as sent otherwise; None)."""
+    params = attrs.get("tool_parameters")
+    if params in (None, "") or not isinstance(params, str):
+        return params
+    try:
+        return orjson.loads(params)
+    except orjson.JSONDecodeError:
+        return params
 
 
 def arguments_of(attrs: Mapping[str, Any]) -> Any:
@@ -59,12 +89,7 @@ def arguments_of(attrs: Mapping[str, Any]) -> Any:
     params = attrs.get("tool_parameters")
     if params in (None, ""):
         return None
-    parsed = params
-    if isinstance(params, str):
-        try:
-            parsed = orjson.loads(params)
-        except orjson.JSONDecodeError:
-            return params
+    parsed = _parameters(attrs)
     if isinstance(parsed, Mapping) and parsed.get("full_command"):
         return {"command": parsed["full_command"]}
     return params

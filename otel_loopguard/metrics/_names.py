@@ -75,6 +75,16 @@ unencodable)."""
 FORWARD_REASONS: Final = ("export_failed", "queue_full", "unencodable")
 """The ``reason`` label values of ``FORWARD_FAILURES``."""
 
+FORWARDED_LOG_RECORDS: Final = "loopguard_receiver_forwarded_log_records_total"
+"""``serve`` only. Counter: log records the downstream of ``--forward-endpoint`` accepted (the
+coding agents' events as they came, and the ``loopguard.loop_detected`` events on them)."""
+LOG_FORWARD_FAILURES: Final = "loopguard_receiver_log_forward_failures_total"
+"""``serve`` only. Counter {reason}: log records that were not forwarded (export_failed,
+queue_full)."""
+LOG_FORWARD_REASONS: Final = ("export_failed", "queue_full")
+"""The ``reason`` label values of ``LOG_FORWARD_FAILURES``."""
+
 RECEIVER_METRIC_NAMES: Final = frozenset(
-    {RECEIVER_REQUESTS, RECEIVER_SPANS, RECEIVER_QUEUE, FORWARDED, FORWARD_FAILURES})
+    {RECEIVER_REQUESTS, RECEIVER_SPANS, RECEIVER_QUEUE, FORWARDED, FORWARD_FAILURES,
+     FORWARDED_LOG_RECORDS, LOG_FORWARD_FAILURES})
 """The series ``serve`` exports on top of ``METRIC_NAMES``."""

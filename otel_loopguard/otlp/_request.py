@@ -73,6 +73,8 @@ class Decoded:
     ``rejected`` counts log records."""
     forward_body: bytes | None = None
     """A logs request as protobuf, for forwarding (when the receiver forwards)."""
+    log_records: int = 0
+    """The log records of a logs request, malformed ones included (all are forwarded)."""
 
 
 def decompress(body: bytes, encoding: str, limit: int) -> bytes:
@@ -212,6 +214,11 @@ def error_body(error: RequestError, *, as_json: bool) -> bytes:
 
 
 # --- logs ----------------------------------------------------------------------------------
+_RESOURCE_LOGS: Final = ("resourceLogs", "resource_logs")
+_SCOPE_LOGS: Final = ("scopeLogs", "scope_logs")
+_LOG_RECORDS: Final = ("logRecords", "log_records")
+
+
 def _logs_module() -> Any:
     try:
         from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
@@ -261,17 +268,68 @@ def decode_json_logs_request(body: bytes, agents: AgentRecords, *,
         decoded = decode_json_logs(doc)
     except FieldError as exc:
         raise invalid(str(exc)) from None
-    return _checked_logs(decoded, agents, json_logs_as_protobuf(doc) if forward else None)
+    if not forward:
+        return _checked_logs(decoded, agents, None)
+    return _checked_logs(decoded, agents, *json_logs_as_protobuf(doc))
 
 
-def json_logs_as_protobuf(doc: dict[str, Any]) -> bytes:
-    """Return an OTLP/JSON logs request as serialized protobuf (hex ids made base64)."""
+def json_logs_as_protobuf(doc: dict[str, Any]) -> tuple[bytes, int]:
+    """Return an OTLP/JSON logs request as serialized protobuf, and its count of log records.
+
+    Hex ids are made base64. A record protobuf cannot hold (a time that is not a number, which
+    the partial-success response already reports) is left out, with the rest of its request
+    forwarded, as a malformed span is; so is a resource or scope that protobuf cannot hold, with
+    its records.
+    """
     from google.protobuf import json_format
 
     request = _logs_module().ExportLogsServiceRequest()
-    json_format.ParseDict(_base64_ids(doc), request, ignore_unknown_fields=True)
+    converted = _base64_ids(doc)
+    try:
+        json_format.ParseDict(converted, request, ignore_unknown_fields=True)
+    except json_format.ParseError:
+        request = _well_formed_logs(converted)
+    count = sum(len(scope.log_records) for resource in request.resource_logs
+                for scope in resource.scope_logs)
     data: bytes = request.SerializeToString()
-    return data
+    return data, count
+
+
+def _well_formed_logs(doc: dict[str, Any]) -> Any:
+    """Return the request of ``doc`` holding only what protobuf can (built piece by piece)."""
+    from google.protobuf import json_format
+
+    def parse(value: Any, message: Any) -> bool:
+        try:
+            json_format.ParseDict(value, message, ignore_unknown_fields=True)
+        except json_format.ParseError:
+            return False
+        return True
+
+    request = _logs_module().ExportLogsServiceRequest()
+    for resource_doc in _lookup(doc, _RESOURCE_LOGS):
+        resource = request.resource_logs.add()
+        if not parse({k: v for k, v in resource_doc.items() if k not in _SCOPE_LOGS},
+                     resource):
+            del request.resource_logs[-1]
+            continue
+        for scope_doc in _lookup(resource_doc, _SCOPE_LOGS):
+            scope = resource.scope_logs.add()
+            if not parse({k: v for k, v in scope_doc.items() if k not in _LOG_RECORDS}, scope):
+                del resource.scope_logs[-1]
+                continue
+            for record_doc in _lookup(scope_doc, _LOG_RECORDS):
+                if not parse(record_doc, scope.log_records.add()):
+                    del scope.log_records[-1]
+    return request
+
+
+def _lookup(node: Any, keys: tuple[str, ...]) -> list[Any]:
+    """Return the list under the first of ``keys`` (camel or snake case), dicts only."""
+    if not isinstance(node, dict):
+        return []
+    found: Any = next((node[key] for key in keys if key in node), [])
+    return [item for item in found if isinstance(item, dict)] if isinstance(found, list) else []
 
 
 def _base64_ids(node: Any) -> Any:
@@ -289,12 +347,19 @@ def _b64(value: Any) -> Any:
     return value
 
 
-def _checked_logs(decoded: DecodedLogs, agents: AgentRecords,
-                  forward_body: bytes | None) -> Decoded:
+def _checked_logs(decoded: DecodedLogs, agents: AgentRecords, forward_body: bytes | None,
+                  forward_records: int | None = None) -> Decoded:
+    """Return the request's records, and what of it is forwarded.
+
+    ``forward_records`` is the count of log records in ``forward_body``; by default every
+    record, malformed ones included, as a protobuf body is forwarded whole.
+    """
     rejected = decoded.rejected
     if rejected and not decoded.events:
         raise invalid(f"all {rejected} log records rejected: {decoded.problem}")
     message = f"rejected {rejected} malformed log record(s); first: {decoded.problem}" \
         if rejected else ""
     return Decoded(agents.from_events(decoded.events), rejected, message, logs=True,
-                   forward_body=forward_body)
+                   forward_body=forward_body,
+                   log_records=len(decoded.events) + rejected if forward_records is None
+                   else forward_records)

@@ -41,6 +41,9 @@ from otel_loopguard.metrics._names import (
     FORWARD_FAILURES,
     FORWARD_REASONS,
     FORWARDED,
+    FORWARDED_LOG_RECORDS,
+    LOG_FORWARD_FAILURES,
+    LOG_FORWARD_REASONS,
     RECEIVER_QUEUE,
     RECEIVER_REQUESTS,
     RECEIVER_SPANS,
@@ -214,9 +217,17 @@ class LoopGuardReceiver:
         self._forward_failures = Counter(
             FORWARD_FAILURES[:-6], "Spans not forwarded, by reason (export_failed, queue_full, "
             "unencodable).", ["reason"], registry=registry)
+        self._forwarded_logs = Counter(
+            FORWARDED_LOG_RECORDS[:-6], "Log records forwarded to --forward-endpoint.",
+            registry=registry)
+        self._log_forward_failures = Counter(
+            LOG_FORWARD_FAILURES[:-6], "Log records not forwarded, by reason (export_failed, "
+            "queue_full).", ["reason"], registry=registry)
         if self.options.forward_endpoint:
             for reason in FORWARD_REASONS:  # a series per reason from the start, for rate()
                 self._forward_failures.labels(reason)
+            for reason in LOG_FORWARD_REASONS:
+                self._log_forward_failures.labels(reason)
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=self.options.max_queue)
         if registry is not None:
             registry.register(_QueueCollector(self._queue.qsize))
@@ -273,7 +284,8 @@ class LoopGuardReceiver:
             return None
         from otel_loopguard.receiver._forward_logs import LogForwarder
 
-        return LogForwarder(self.options.forward_endpoint, self.options.forward_protocol)
+        return LogForwarder(self.options.forward_endpoint, self.options.forward_protocol,
+                            on_outcome=self._count_forwarded_logs)
 
     def _forward(self, closed: Any) -> None:
         """Forward a checked trace's spans, and the findings on coding agents' calls as logs."""
@@ -285,6 +297,12 @@ class LoopGuardReceiver:
             self._forwarded.inc(spans)
         else:
             self._forward_failures.labels(outcome).inc(spans)
+
+    def _count_forwarded_logs(self, outcome: str, records: int) -> None:
+        if outcome == "exported":
+            self._forwarded_logs.inc(records)
+        else:
+            self._log_forward_failures.labels(outcome).inc(records)
 
     @property
     def forwarding(self) -> bool:
@@ -530,7 +548,7 @@ class LoopGuardReceiver:
 
     def _enqueue(self, decoded: Decoded) -> None:
         if decoded.forward_body is not None and self.log_forwarder is not None:
-            self.log_forwarder.send(decoded.forward_body)  # the events go on at once
+            self.log_forwarder.send(decoded.forward_body, decoded.log_records)  # at once
         elif not decoded.logs:
             copies = self.agents.from_spans(decoded.spans)  # coding agents' tool spans
             if copies:
