@@ -560,7 +560,8 @@ class LoopEngine:
             kind = self.tool_kind(tool, info, call.arguments)
         # a call not captured whole equals no other; a failed one keeps its identity, since the
         # failure ladders (and precheck's prediction of them) key on the call and its target
-        known = error is not None or arguments_known(kind, args)
+        known = error is not None or (arguments_known(kind, args)
+                                      and (args is not None or call.has_result))
         if not known:
             call_sig = digest(call_sig + "\x00opaque:" + str(run.calls))
         outcome = call_sig + ":" + info.digest if call.has_result else call_sig
@@ -801,7 +802,9 @@ def arguments_known(kind: str, arguments: Any) -> bool:
     without content capture keeps ``{"target_file": ...}`` or nothing of an edit, and an empty
     ``query`` of a search whose pattern was dropped: two such calls may be different calls, so
     they never count as the same one (no repeat of it, no stagnation on it), and each
-    successful change of that kind is a change of state.
+    successful change of that kind is a change of state. (A call with neither arguments nor a
+    result captured, as coding agents report tool calls by default, is not compared either:
+    the engine checks that beside this.)
     """
     if isinstance(arguments, dict):
         if "" in map(arguments.get, _QUERY_KEYS):

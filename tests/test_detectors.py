@@ -102,9 +102,13 @@ class TestRepeatDetector:
         config = LoopGuardConfig.create(tools={"tick": {"kind": kind}})
         assert _by(_run([_call("tick", {})] * 8, config), "repeat") == {}
 
-    def test_without_arguments_every_call_is_the_same(self) -> None:
-        """Without captured arguments, three calls of a tool in the window warn."""
-        assert _by(_run([_call("search")] * 3), "repeat") == {3: "warn"}
+    def test_without_arguments_or_results_a_call_tells_nothing(self) -> None:
+        """A call with neither arguments nor result captured (a coding agent's default
+        telemetry) equals no other: three of them are no repeat. With its arguments captured,
+        they are; and with only its result, the same result three times is stagnation."""
+        assert _by(_run([_call("search")] * 3), "repeat") == {}
+        assert _by(_run([_call("search", {"q": "x"})] * 3), "repeat") == {3: "warn"}
+        assert _by(_run([_call("search", None, "none")] * 3), "stagnation") == {3: "warn"}
 
     def test_restarts_after_a_mutating_call(self) -> None:
         """A mutating call (success assumed without a result) restarts the count; a failed
