@@ -132,6 +132,18 @@ class TestLabelCap:
         assert _value(registry, LABEL_OVERFLOW, label="tool") == 2
         assert _value(registry, LABEL_OVERFLOW, label="prompt_template") == 0
 
+    def test_calls_at_once_count_as_one_at_a_time(self, metrics: LoopGuardMetrics,
+                                                  registry: CollectorRegistry) -> None:
+        """record_calls of n calls counts what n record_call do, label overflows included."""
+        for tool in ("a", "b"):
+            metrics.record_call(TPL, tool, first=False)
+        metrics.record_calls(TPL, "a", 3, runs=2)
+        metrics.record_calls(TPL, "c", 4)
+        assert _value(registry, TOOL_CALLS, prompt_template=TPL, tool="a") == 4
+        assert _value(registry, TOOL_CALLS, prompt_template=TPL, tool="other") == 4
+        assert _value(registry, LABEL_OVERFLOW, label="tool") == 4
+        assert _value(registry, RUNS, prompt_template=TPL) == 2
+
     def test_template_cap(self, metrics: LoopGuardMetrics, registry: CollectorRegistry) -> None:
         """Templates over max_prompt_templates become `other`; a missing one is `unknown`."""
         for template in ("a@v1", "b@v1", "c@v1", "d@v1", None):

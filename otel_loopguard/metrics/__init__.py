@@ -266,13 +266,26 @@ class LoopGuardMetrics:
 
     def record_call(self, template: str | None, tool: str, *, first: bool) -> None:
         """Count one tool call, and the run when it is the run's first call."""
+        self.record_calls(template, tool, 1, runs=int(first))
+
+    def record_calls(self, template: str | None, tool: str, calls: int, *, runs: int = 0
+                     ) -> None:
+        """Count ``calls`` tool calls of one tool under one template, and ``runs`` new runs.
+
+        ``serve`` counts a closed trace's calls at once, one increment per (template, tool)
+        instead of one per call. A label folded into ``other`` is counted in
+        ``loopguard_label_overflow_total`` once per call, as ``record_call`` counts it.
+        """
         cached = self._calls.get((template, tool))
         if cached is None:
             cached = self._call_child(template, tool)
+            if (template, tool) not in self._calls:  # folded: each call counts an overflow
+                for _ in range(calls - 1):
+                    self._call_child(template, tool)
         child, label = cached
-        child.inc()
-        if first:
-            self.runs.labels(label).inc()
+        child.inc(calls)
+        if runs:
+            self.runs.labels(label).inc(runs)
 
     def _call_child(self, template: str | None, tool: str) -> tuple[Any, str]:
         """Return the ``tool_calls`` child and template label, cached when nothing was folded.

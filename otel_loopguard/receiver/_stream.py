@@ -143,6 +143,9 @@ class StreamingChecker:
         self._highest: dict[str, Action] = {}
         """Open run → the highest action of its loop findings (budgets left out)."""
         self._evidence: dict[str, dict[str, Any]] = {}
+        self._calls: dict[tuple[str | None, str], list[int]] = {}
+        """(template, tool) -> [calls, runs they began] of the trace being checked, counted
+        in the metrics once the trace is done (one increment per pair, not per call)."""
         self.buffered_spans = 0
         self.buffered_bytes = 0
         self.late_spans = 0
@@ -261,6 +264,8 @@ class StreamingChecker:
             out.extend(self._collect(self._checker.feed_trace(trace_id, trace.spans)))
         except Exception as exc:
             self.guard.handle("serve", exc)
+        finally:
+            self._count_calls()
         if self.on_trace is not None:
             self._hand_over(ClosedTrace(trace_id, trace.spans, trace.payloads, self._evidence,
                                         sizes=trace.sizes))
@@ -315,10 +320,21 @@ class StreamingChecker:
         self.metrics.record_waste(report.prompt_template, waste,  # type: ignore[union-attr]  # set
                                   report.trace_ids[-1] if report.trace_ids else None)
 
+    def _count_calls(self) -> None:
+        """Count the tool calls of the trace just checked in the metrics, and forget them."""
+        calls, self._calls = self._calls, {}
+        if self.metrics is not None:
+            for (template, tool), (count, runs) in calls.items():
+                self.metrics.record_calls(template, tool, count, runs=runs)
+
     def _on_event(self, report: RunReport, decision: Decision, event: Any) -> None:
         metrics = self.metrics
         if metrics is not None and isinstance(event, ToolCall):
-            metrics.record_call(report.prompt_template, event.tool, first=report.tool_calls == 1)
+            counts = self._calls.get((report.prompt_template, event.tool))
+            if counts is None:
+                counts = self._calls[(report.prompt_template, event.tool)] = [0, 0]
+            counts[0] += 1
+            counts[1] += report.tool_calls == 1
         if not decision.flagged:
             return
         previous = self._highest.get(report.run_id, Action.CONTINUE)
