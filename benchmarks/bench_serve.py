@@ -142,7 +142,9 @@ class Serve:
         self.proc = subprocess.Popen(
             ["taskset", "-c", "0", sys.executable, "-m", "otel_loopguard", "serve",
              "--grpc-port", "0", "--http-port", "0", "--reports", "none", *extra],
-            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env, cwd=_ROOT)
+            # cwd is the tree too: ``python -m`` puts it first on sys.path, before PYTHONPATH
+            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env,
+            cwd=SERVE_TREE["root"])
         assert self.proc.stderr is not None
         for _ in range(10):  # warnings (a previous run that was killed) come first
             match = BANNER.search(line := self.proc.stderr.readline())

@@ -95,3 +95,14 @@ def test_profile_serve_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert profile_serve.main(["--runs", "1", "--traces", "4"]) == 0
     phases = [line.split()[0] for line in capsys.readouterr().out.splitlines()[2:]]
     assert phases == ["parse", "decode_protobuf", "decode_json", "intake", "engine"]
+
+
+def test_bench_check_parse_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """bench_check_parse.py writes both inputs and times check, the parse and the phases."""
+    import bench_check_parse
+
+    assert bench_check_parse.main(["--rounds", "1", "--scripted-mb", "0.2", "--coding-runs",
+                                   "3", "--phases"]) == 0
+    out = capsys.readouterr().out
+    assert "scripted  parse" in out and "coding    parse" in out
+    assert out.count("intake") == 2

@@ -54,12 +54,14 @@ _MAX_DIGITS: Final = 20
 
 # --- parsing -------------------------------------------------------------------------------
 _LONG_DIGITS: Final = 19
-_DIGIT_RUNS: Final = bytes(ord("0") if chr(c) in "0123456789-" else ord('"') if chr(c) == '"'
+_DIGIT_RUNS: Final = bytes(ord("0") if chr(c) in "0123456789" else ord('"') if chr(c) == '"'
                            else ord(" ") for c in range(256))
-"""Maps digits and minus to ``0``, a quote to itself, all else to a space (``bytes.translate``)."""
+"""Maps digits to ``0``, a quote to itself, all else to a space (``bytes.translate``). A minus
+is not a digit: a negative number's digits follow it, and tool output is full of ``-----``
+rules, which must not send a document to the slower stdlib parser."""
 _LONG_NUMBER: Final = b" " + b"0" * _LONG_DIGITS
-"""19 digits after anything but a quote: maybe a long number token (numbers in strings, such as
-OTLP/JSON's times, follow a quote)."""
+"""19 digits after anything but a quote (a minus sign among others): maybe a long number token
+(numbers in strings, such as OTLP/JSON's times, follow a quote)."""
 _MAYBE_SURROGATE: Final = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]|\x00")
 """A surrogate escape, a UTF-8-encoded surrogate, or a NUL (UTF-16/32 text)."""
 
