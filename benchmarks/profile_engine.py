@@ -29,8 +29,8 @@ from bench_engine import make_calls, make_engine  # noqa: E402
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workload", default="no_loop", choices=("no_loop", "cycle8",
-                                                                    "cycle100"))
+    parser.add_argument("--workload", default="no_loop", choices=("no_loop", "text",
+                                                                    "cycle8", "cycle100"))
     parser.add_argument("--length", type=int, default=100, help="calls per run")
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--top", type=int, default=15)
