@@ -1,6 +1,6 @@
 """Build hook: compile the optional C accelerator into the wheel, when a compiler is at hand.
 
-``otel_loopguard/signature/_textscan.c`` speeds up the signature of plain-text results (see
+``otel_loopguard/signature/_accel.c`` speeds up the signature of plain-text results (see
 ``otel_loopguard/signature/_text.py``). The package is complete without it: when there is no C
 compiler or no Python headers, or ``OTEL_LOOPGUARD_PURE_PYTHON=1`` is set, or on Windows, the hook
 says so in one line and the wheel stays pure Python. Editable installs import the sources and use
@@ -18,8 +18,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-SOURCE = Path("otel_loopguard/signature/_textscan.c")
-MODULE = "otel_loopguard/signature/_textscan"
+SOURCE = Path("otel_loopguard/signature/_accel.c")
+MODULE = "otel_loopguard/signature/_accel"
 
 
 def build_extension(source: Path, out_dir: Path) -> Path:
@@ -29,7 +29,7 @@ def build_extension(source: Path, out_dir: Path) -> Path:
         RuntimeError: with the compiler's message, when it cannot be built here.
     """
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    target = out_dir / ("_textscan" + suffix)
+    target = out_dir / ("_accel" + suffix)
     include = sysconfig.get_paths()["include"]
     if not Path(include, "Python.h").exists():
         raise RuntimeError(f"no Python.h in {include} (install the Python headers)")
@@ -72,6 +72,6 @@ class AcceleratorHook(BuildHookInterface):  # type: ignore[misc,valid-type]
             print(f"otel-loopguard: C accelerator not built, the wheel is pure Python ({exc})",
                   file=sys.stderr)
             return
-        build_data["force_include"][str(built)] = f"{MODULE}{built.name[len('_textscan'):]}"
+        build_data["force_include"][str(built)] = f"{MODULE}{built.name[len('_accel'):]}"
         build_data["pure_python"] = False
         build_data["infer_tag"] = True
