@@ -27,8 +27,8 @@ def canonical_text(text: str) -> str:
 
 _SCAN: Final[Callable[[str], str | None] | None] = (
     NATIVE.canonical_text if NATIVE is not None else None)
-ACCELERATED: Final = _SCAN is not None
-"""Whether the C accelerator is in use in this process."""
+ACCELERATED: Final = NATIVE is not None
+"""Whether the C accelerator of the signatures is in use in this process."""
 
 
 def text_form(text: str) -> str:
