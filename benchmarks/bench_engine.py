@@ -24,6 +24,9 @@ within each repeat (rotating the order), ``--repeat`` repeats; runs of 100 calls
 for context), on the ``no_loop`` calls, on the same with plain-text results (``text``) and on
 ``cycle8``. The ratio is loopguard-runtime's median over otel-loopguard's median.
 
+Accelerator or not, ``--pure-python-baseline``: the same, with this checkout run with
+``OTEL_LOOPGUARD_PURE_PYTHON=1`` (the C accelerator of the signatures off) as the before.
+
 Before and after, ``--baseline DIR``: part 2 only, for the code of this checkout and for the
 code in ``DIR`` (another checkout, ``git worktree add DIR <commit>``), each in its own process
 (its ``otel_loopguard`` first on the path), alternating ``--rounds`` times in one session;
@@ -277,18 +280,24 @@ def run_head_to_head(repeat: int, lengths: tuple[int, ...]) -> dict[str, Any]:
 # Before and after: part 2 for two checkouts, alternating processes
 
 
-def run_versions(baseline: str, repeat: int, lengths: tuple[int, ...],
+def run_versions(baseline: str | None, repeat: int, lengths: tuple[int, ...],
                  rounds: int) -> dict[str, Any]:
-    """Run part 2 for the code at ``baseline`` and this checkout's, alternating processes."""
+    """Run part 2 for the code at ``baseline`` and this checkout's, alternating processes.
+
+    Without ``baseline``, "before" is this checkout in pure Python (``OTEL_LOOPGUARD_PURE_PYTHON``
+    set: the C accelerator off), "after" this checkout as installed.
+    """
     here = os.path.dirname(_HERE)
-    versions = {"before": os.path.abspath(baseline), "after": here}
+    versions = {"before": os.path.abspath(baseline) if baseline else here, "after": here}
+    pure = {"before": baseline is None, "after": False}
     passes: dict[str, list[dict[str, Any]]] = {name: [] for name in versions}
     for rnd in range(rounds):
         order = list(versions.items())
         for name, path in order if rnd % 2 == 0 else order[::-1]:
             cmd = [sys.executable, os.path.abspath(__file__), "--h2h-worker", "--repeat",
                    str(repeat), "--h2h-lengths", ",".join(map(str, lengths))]
-            env = {**os.environ, "PYTHONPATH": path}
+            env = {**os.environ, "PYTHONPATH": path, "OTEL_LOOPGUARD_PURE_PYTHON": "1"
+                   if pure[name] else ""}
             out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
             passes[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
             print(f"  round {rnd + 1} {name} done", file=sys.stderr, flush=True)
@@ -300,7 +309,8 @@ def run_versions(baseline: str, repeat: int, lengths: tuple[int, ...],
                 row.setdefault(contender, {})[name] = statistics.median(
                     p["results"][index]["cpu_us_per_call"][contender] for p in passes[name])
         rows.append(row)
-    return {"versions": {**versions, "before_code": _code_at(versions["before"])},
+    before_code = _code_at(versions["before"]) + (" pure Python" if pure["before"] else "")
+    return {"versions": {**versions, "before_code": before_code},
             "rounds": rounds, "cpu_us_per_call": rows, "passes": passes}
 
 
@@ -373,6 +383,9 @@ def main(argv: list[str] | None = None) -> int:
                              "instead of the span's JSON text")
     parser.add_argument("--baseline", metavar="DIR",
                         help="also run part 2 for the checkout in DIR, alternating (before/after)")
+    parser.add_argument("--pure-python-baseline", action="store_true",
+                        help="like --baseline, with this checkout in pure Python (the C "
+                             "accelerator off) as the before")
     parser.add_argument("--rounds", type=int, default=3,
                         help="with --baseline: alternating rounds per version (default 3)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -398,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
           f"otel-loopguard {machine['code']}",
           file=sys.stderr)
     scaling = [] if args.skip_scaling else run_scaling(args.repeat)
-    if args.baseline:
+    if args.baseline or args.pure_python_baseline:
         h2h = run_versions(args.baseline, args.repeat, lengths, args.rounds)
     elif args.skip_h2h:
         h2h = {"skipped": "--skip-h2h"}
@@ -406,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
         h2h = run_head_to_head(args.repeat, lengths)
     machine["loadavg_at_end"] = os.getloadavg()
     _print_tables(scaling, h2h)
-    if args.baseline:
+    if args.baseline or args.pure_python_baseline:
         _print_versions(h2h)
     print(f"\nload average (1 min) at start {machine['loadavg_at_start'][0]:.2f}, at end "
           f"{machine['loadavg_at_end'][0]:.2f}: above ~1 another process shared the 2 cores, "

@@ -111,7 +111,11 @@ class TestExitCodes:
     def test_version(self, capsys: pytest.CaptureFixture[str]) -> None:
         """``--version`` prints the version and exits 0."""
         assert main(["--version"]) == 0
-        assert capsys.readouterr().out.startswith("otel-loopguard ")
+        out = capsys.readouterr().out
+        assert out.startswith("otel-loopguard ")
+        from otel_loopguard.signature import ACCELERATED
+
+        assert f"(C accelerator: {'on' if ACCELERATED else 'off'})" in out
 
 
 class TestJsonOutput:

@@ -197,3 +197,32 @@ class TestWheel:
         assert done.stdout.splitlines()[0].startswith(str(site))
         for name in ASSETS:
             assert (out / name).read_bytes() == (DASHBOARDS / name).read_bytes()
+
+
+def test_the_wheel_carries_the_accelerator_when_it_can_be_built(wheel: Path,
+                                                                tmp_path: Path) -> None:
+    """With a compiler here the wheel holds the compiled module, else it is pure Python."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        from hatch_build import SOURCE, build_extension
+    finally:
+        sys.path.remove(str(ROOT))
+    try:
+        build_extension(ROOT / SOURCE, tmp_path)
+    except RuntimeError:
+        assert wheel.name.endswith("-py3-none-any.whl")
+        return
+    with zipfile.ZipFile(wheel) as archive:
+        compiled = [n for n in archive.namelist() if "/_accel." in n and not n.endswith(".c")]
+    assert compiled, "the wheel lacks the compiled accelerator"
+    assert "-py3-none-any" not in wheel.name
+
+
+def test_a_pure_python_wheel_on_request(tmp_path: Path) -> None:
+    _need_build()
+    out = tmp_path / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                    "-q", "-w", str(out), str(ROOT)], check=True, capture_output=True, timeout=300,
+                   env={**os.environ, "OTEL_LOOPGUARD_PURE_PYTHON": "1"})
+    (wheel,) = out.glob("otel_loopguard-*.whl")
+    assert wheel.name.endswith("-py3-none-any.whl")

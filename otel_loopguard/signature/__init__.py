@@ -7,7 +7,8 @@ is bounded whatever the payload, and no input raises.
 
 The package, by concern: ``_bounds`` (how far a value is read), ``_form`` (the canonical form,
 its JSON text and digest, and a call's signature), ``_volatile`` (result keys to ignore) and
-``_results`` (a result's signature and the facts the detectors read from it).
+``_results`` (a result's signature and the facts the detectors read from it); ``_text`` (the
+form of a plain-text result) and ``_native`` (the optional C accelerator of both forms).
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from otel_loopguard.signature._form import (
     tool_signature,
 )
 from otel_loopguard.signature._results import ResultInfo, analyze_result
+from otel_loopguard.signature._text import ACCELERATED
 from otel_loopguard.signature._volatile import DEFAULT_VOLATILE_KEYS, VolatileMatcher
 
 __all__ = [
+    "ACCELERATED",
     "DEFAULT_VOLATILE_KEYS",
     "ResultInfo",
     "VolatileMatcher",

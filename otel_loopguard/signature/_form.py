@@ -13,7 +13,8 @@ import itertools
 import json
 import math
 import re
-from collections.abc import Iterable, Iterator, Mapping
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 import orjson
@@ -24,6 +25,7 @@ from otel_loopguard.signature._bounds import (
     _MAX_DEPTH,
     _MAX_ITEMS,
 )
+from otel_loopguard.signature._native import NATIVE
 
 if TYPE_CHECKING:
     from otel_loopguard.signature._volatile import VolatileMatcher
@@ -207,6 +209,10 @@ def _canonical(normalized: Any, *, result: bool = False) -> str:
     arguments and results alike. Both the JSON-text fast path and the object path end here,
     so they agree.
     """
+    if _CANON is not None:  # as the fast path writes it, when built: the two paths agree
+        canonical = _CANON(normalized, None, None, sys.maxsize, result)
+        if canonical is not None:
+            return canonical
     try:
         text = orjson.dumps(normalized, option=orjson.OPT_SORT_KEYS).decode()
     except TypeError:  # lone surrogates, non-string keys, values orjson does not write
@@ -289,6 +295,12 @@ def _fast_json(text: str, volatile: VolatileMatcher | None,
         parsed = orjson.loads(text)
     except orjson.JSONDecodeError:
         return _NOT_JSON
+    if _CANON is not None:  # the same walk in C, when built: one pass, same equalities
+        canonical = (_CANON(parsed, None, None, max_chars, False) if volatile is None else
+                     _CANON(parsed, volatile.cache, volatile.classify, max_chars, True))
+        if canonical is not None:
+            return parsed, canonical
+        parsed = orjson.loads(text)  # it stopped on something only this path signs
     if volatile is None:
         if (len(text) > min(max_chars, _LONG_LIST_CHARS)
                 or text.count("[") + text.count("{") > _MAX_DEPTH
@@ -303,6 +315,10 @@ def _fast_json(text: str, volatile: VolatileMatcher | None,
         return _NOT_JSON
 
 
+_CANON: Final[Callable[[Any, dict[str, int] | None, Callable[[str], int] | None, int, bool],
+                       str | None] | None] = NATIVE.canonical_json if NATIVE is not None else None
+"""The C walk of ``_accel.c`` (``_native``): strips the volatile keys of a result in place and
+writes the canonical text in the same pass; None where the value needs this module's path."""
 _ODD_WS_RE: Final = re.compile(r"[^\S ]")
 _NOT_JSON: Final = object()
 

@@ -16,7 +16,8 @@ from otel_loopguard.signature._form import (
     digest,
     normalize_value,
 )
-from otel_loopguard.signature._volatile import VolatileMatcher, mask_volatile_text
+from otel_loopguard.signature._text import text_form
+from otel_loopguard.signature._volatile import VolatileMatcher
 
 _IN_PROGRESS: Final = frozenset({"pending", "queued", "running", "in_progress", "in progress",
                                  "processing", "started", "waiting"})
@@ -62,7 +63,7 @@ def analyze_result(
         elif isinstance(result, bytes | bytearray) and len(result) <= max_value_chars * 16:
             parsed = _parse_json_text(bytes(result).decode("utf-8", "replace"))
         if isinstance(parsed, str):  # plain text: mask what changes between identical runs
-            parsed = mask_volatile_text(parsed)
+            return _text_info(parsed, max_value_chars)
         normalized = normalize_value(parsed, volatile=volatile, max_value_chars=max_value_chars)
         sig = digest(_canonical(normalized, result=True))
     except (ValueError, TypeError, RecursionError) as exc:
@@ -73,6 +74,19 @@ def analyze_result(
         in_progress=_in_progress(normalized),
         empty=_is_empty(normalized),
     )
+
+
+def _text_info(text: str, max_value_chars: int) -> ResultInfo:
+    """Return the signature and facts of a plain-text result, from its canonical form.
+
+    The form (``text_form``) is hashed whatever its length; the facts (in progress, empty) are
+    read from texts up to ``max_value_chars`` only, as a longer text is not a short status.
+    """
+    form = text_form(text)
+    if len(form) > max_value_chars:
+        return ResultInfo(digest=digest("\x00text:" + form))
+    return ResultInfo(digest=digest("\x00text:" + form), in_progress=_in_progress(form),
+                      empty=_is_empty(form))
 
 
 def _result_info(parsed: Any, canonical: str) -> ResultInfo:

@@ -92,6 +92,16 @@ class VolatileMatcher:
 
         Thread-safe like ``_cache``: ``set.add`` and ``issuperset`` each run under the GIL."""
 
+    @property
+    def cache(self) -> dict[str, int]:
+        """Key → its class (0 kept, 1 volatile, 2 ``date``), for the C walk (``_native``)."""
+        return self._cache
+
+    def classify(self, key: str) -> int:
+        """Return the class of ``key`` (see ``cache``), classifying and caching it if new."""
+        hit = self._cache.get(key)
+        return self._classify(key) if hit is None else hit
+
     def _classify(self, key: str) -> int:
         snake = _CAMEL_RE.sub(r"_\1", key).lower().replace("-", "_")
         if self._regex is not None and self._regex.match(snake):

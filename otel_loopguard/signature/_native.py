@@ -1,0 +1,29 @@
+"""The optional C accelerator of the signatures (``_accel.c``), or None.
+
+It computes the canonical forms of ``_text`` (plain-text results) and ``_form`` (parsed JSON
+results and arguments) in one pass each, and gives the same findings as the Python definitions,
+which stay the reference (``tests/test_accel.py``). It is built when the package is installed with
+a C compiler and the Python headers at hand (``hatch_build.py``); without it, or with
+``OTEL_LOOPGUARD_PURE_PYTHON=1`` in the environment, the Python definitions run.
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+from typing import Final
+
+
+def _load() -> ModuleType | None:
+    if os.environ.get("OTEL_LOOPGUARD_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    try:
+        from otel_loopguard.signature import _accel  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    module: ModuleType = _accel
+    return module
+
+
+NATIVE: Final = _load()
+"""The compiled module, when it is built and not turned off."""

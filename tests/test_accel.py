@@ -1,0 +1,211 @@
+"""The C accelerator of text results computes exactly the Python definition, and the findings
+are the same with it and without it.
+
+The accelerator is built from its source here when the installed package lacks it (an editable
+install, a pure-Python wheel); the tests skip only when this machine cannot compile it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import random
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from corpus import replay
+
+import otel_loopguard.signature._form as form_module
+import otel_loopguard.signature._text as text_module
+from otel_loopguard.signature._text import canonical_text
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def accel(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
+    """The compiled accelerator: the installed one, else one built from the source now."""
+    try:
+        from otel_loopguard.signature import _accel  # type: ignore[attr-defined]
+    except ImportError:
+        sys.path.insert(0, str(ROOT))
+        try:
+            from hatch_build import SOURCE, build_extension
+        finally:
+            sys.path.remove(str(ROOT))
+        try:
+            built = build_extension(ROOT / SOURCE, tmp_path_factory.mktemp("accel"))
+        except RuntimeError as exc:
+            pytest.skip(f"the accelerator cannot be built here: {exc}")
+        spec = importlib.util.spec_from_file_location("_accel", built)
+        assert spec is not None and spec.loader is not None
+        _accel = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(_accel)
+    return _accel
+
+
+_PIECES = (*"0123456789abcdefABCDEFxXzZTt:.,-+_ \n\t\r\x0b\x1c#gmsé",
+    "ms", "sec", "Seconds", "minutes", " hours", "h", "hr", "2026-11-29T10:00:00.5+05:30",
+    "2026-11-29 10:00", "0x7f3a", "0x", "deadbeef", "12:34:56", "1:02:03,4", "in 0.53s",
+    "3f2a9c1b-7d4e-4b1a-9c3d-0123456789ab", "123456789012", "abcdef123456", "  ", "\n\n")
+
+
+def _random_texts(count: int, seed: int) -> Iterator[str]:
+    rng = random.Random(seed)
+    for _ in range(count):
+        yield "".join(rng.choice(_PIECES) for _ in range(rng.randrange(0, 30)))
+
+
+def test_random_texts_get_the_python_form(accel: ModuleType) -> None:
+    differ = [text for text in _random_texts(60_000, 7)
+              if (accel.canonical_text(text) or canonical_text(text)) != canonical_text(text)]
+    assert not differ, f"{len(differ)} texts differ, first: {differ[:3]!r}"
+
+
+def test_non_ascii_text_is_left_to_python(accel: ModuleType) -> None:
+    assert accel.canonical_text("took 12 ms — done") is None
+    assert accel.canonical_text("took 12 ms, done") == "took #, done"
+    with pytest.raises(TypeError, match="takes a str"):
+        accel.canonical_text(b"bytes")
+
+
+def test_what_the_form_masks(accel: ModuleType) -> None:
+    cases = {
+        "ran 12 tests in 0.53s\n\nOK": "ran 12 tests in # OK",
+        "at 2026-11-29T10:00:05.123Z job 3f2a9c1b7d4e started": "at # job # started",
+        "<Context object at 0x7f3a5c1d2e90> 3 failed, 2 passed":
+            "<Context object at #> 3 failed, 2 passed",
+        "  job:3f2a9c1b7d4e  ": "job:3f2a9c1b7d4e",  # one word: the answer, not noise
+        "line 12:34 col 5": "line 12:34 col 5",
+        "": "",
+    }
+    for text, form in cases.items():
+        assert canonical_text(text) == form, text
+        assert accel.canonical_text(text) == form, text
+
+
+def _corpus_texts() -> Iterator[str]:
+    for run in replay.iter_runs():
+        for turn in run["turns"]:
+            for call in turn["calls"]:
+                result = call.get("result")
+                if isinstance(result, str) and result.lstrip()[:1] not in ("{", "["):
+                    yield result
+
+
+@pytest.mark.slow
+def test_every_text_result_of_the_corpus_gets_the_python_form(accel: ModuleType) -> None:
+    texts = differ = 0
+    first = ""
+    for text in _corpus_texts():
+        texts += 1
+        fast = accel.canonical_text(text)
+        if fast is not None and fast != canonical_text(text):
+            differ += 1
+            first = first or text
+    assert texts > 10_000
+    assert not differ, f"{differ} of {texts} corpus texts differ, first: {first[:200]!r}"
+
+
+@pytest.mark.slow
+def test_findings_are_the_same_without_the_accelerator(
+        accel: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    from _golden_findings import GOLDEN, all_findings, dump
+
+    def python_only(text: str) -> str | None:
+        del text
+        return None
+
+    scan: Callable[[str], str | None] = python_only
+    monkeypatch.setattr(text_module, "_SCAN", scan)
+    monkeypatch.setattr(form_module, "_CANON", None)
+    stored = json.loads(GOLDEN.read_text())
+    assert json.loads(dump(all_findings())) == stored
+    monkeypatch.setattr(text_module, "_SCAN", accel.canonical_text)
+    monkeypatch.setattr(form_module, "_CANON", accel.canonical_json)
+    assert json.loads(dump(all_findings())) == stored
+
+
+def _python_canonical(text: str, result: bool) -> str | None:
+    from otel_loopguard.signature import VolatileMatcher
+
+    saved = form_module._CANON
+    form_module._CANON = None  # type: ignore[misc]
+    try:
+        fast = form_module._fast_json(text, VolatileMatcher() if result else None, 4096)
+    finally:
+        form_module._CANON = saved  # type: ignore[misc]
+    return fast[1] if isinstance(fast, tuple) else None
+
+
+def _c_canonical(accel: ModuleType, text: str, result: bool) -> str | None:
+    import orjson
+
+    from otel_loopguard.signature import VolatileMatcher
+
+    matcher = VolatileMatcher()
+    parsed = orjson.loads(text)
+    if result:
+        form: str | None = accel.canonical_json(parsed, matcher.cache, matcher.classify, 4096,
+                                                True)
+        return form
+    form = accel.canonical_json(parsed, None, None, 4096, False)
+    return form
+
+
+_STRINGS = ("a", "a b", " a  b ", "a\tb", "a\nb", "x \\n y", "é", "é\u00a0é", "\u2028",
+            "2026-11-29T10:00:05Z", "2026-11-29 10:00", " 2026-11-29T10:00:05.5 +05:30 ",
+            "2026-11-29T10:00:05.5+0530", "2026-11-29", "q\"uote", "back\\slash", "\x08",
+            "ctl\x01", "")
+_KEYS = ("id", "name", "created_at", "requestId", "etag", "date", "Date", "x y", " x", "é")
+
+
+def _random_value(rng: random.Random, depth: int = 0) -> object:
+    roll = rng.random()
+    if depth < 3 and roll < 0.25:
+        return {rng.choice(_KEYS): _random_value(rng, depth + 1)
+                for _ in range(rng.randrange(0, 5))}
+    if depth < 3 and roll < 0.4:
+        return [_random_value(rng, depth + 1) for _ in range(rng.randrange(0, 4))]
+    if roll < 0.75:
+        return rng.choice(_STRINGS)
+    return rng.choice((0, 1, -1, 1.0, -0.0, 0.0, 0.5, 1e16, 2**63, None, True, False))
+
+
+def _variant(rng: random.Random, value: object) -> object:
+    """``value`` with one thing changed that may or may not change its signature."""
+    if isinstance(value, dict):
+        items = list(value.items())
+        rng.shuffle(items)
+        if items and rng.random() < 0.7:
+            key, item = rng.choice(items)
+            return {**dict(items), key: _variant(rng, item)}
+        return {**dict(items), rng.choice(_KEYS): rng.choice(_STRINGS)}
+    if isinstance(value, list) and value:
+        i = rng.randrange(len(value))
+        return [*value[:i], _variant(rng, value[i]), *value[i + 1:]]
+    if isinstance(value, str) and rng.random() < 0.5:
+        return rng.choice(("  ", "\n", " ", "\t")).join(value.split(" "))
+    return rng.choice((*_STRINGS, 0, 1.0, None))
+
+
+def test_random_json_has_the_python_equalities(accel: ModuleType) -> None:
+    import orjson
+
+    rng = random.Random(11)
+    compared = 0
+    for _ in range(20_000):
+        value = _random_value(rng)
+        other = _variant(rng, value)
+        for result in (True, False):
+            texts = [orjson.dumps(v).decode() for v in (value, other)]
+            python = [_python_canonical(t, result) for t in texts]
+            native = [_c_canonical(accel, t, result) for t in texts]
+            if None in native or None in python:
+                continue  # either path leaves it to the general path
+            compared += 1
+            assert (python[0] == python[1]) == (native[0] == native[1]), (texts, result)
+    assert compared > 10_000
