@@ -1,8 +1,8 @@
 /* The canonical form of a plain-text tool result, in one pass over its characters.
  *
  * Optional accelerator of otel_loopguard.signature._text.canonical_text, which is the
- * definition; this file computes the same string for ASCII text, and returns None for any other
- * text (the caller then takes the Python path). tests/test_accel.py checks that the two agree
+ * definition; this file computes the same string, for ASCII text (_VOLATILE_ASCII_RE) and for
+ * any other (_VOLATILE_TEXT_RE: re's Unicode classes and case-insensitive letters). tests/test_accel.py checks that the two agree
  * on random texts and on every text result of the development corpus.
  *
  * The form: the tokens that change between identical runs (date-times, times of day, durations,
@@ -36,13 +36,33 @@ static void init_classes(void) {
     for (const char *p = space; *p; p++) cls[(unsigned char)*p] |= C_SPACE;
 }
 
+/* A text as the scanner reads it: any kind of str; ASCII text reads through the table only. */
 typedef struct {
-    const unsigned char *s;
+    const void *data;
+    int kind;
     Py_ssize_t n;
 } text_t;
 
+static inline Py_UCS4 ch(const text_t *t, Py_ssize_t i) {
+    return t->kind == PyUnicode_1BYTE_KIND ? ((const Py_UCS1 *)t->data)[i]
+           : t->kind == PyUnicode_2BYTE_KIND ? ((const Py_UCS2 *)t->data)[i]
+                                             : ((const Py_UCS4 *)t->data)[i];
+}
+
+/* The classes of re's Unicode mode for characters past ASCII: \d is a decimal digit, \w an
+ * alphanumeric character or '_', \s what str.split() splits on; hex digits are ASCII only. */
+static inline int unicode_is(Py_UCS4 c, int mask) {
+    return ((mask & C_DIGIT) && Py_UNICODE_ISDECIMAL(c))
+           || ((mask & C_WORD) && Py_UNICODE_ISALNUM(c))
+           || ((mask & C_SPACE) && Py_UNICODE_ISSPACE(c));
+}
+
+static inline int char_is(Py_UCS4 c, int mask) {
+    return c < 128 ? (cls[c] & mask) != 0 : unicode_is(c, mask);
+}
+
 static inline int is(const text_t *t, Py_ssize_t i, int mask) {
-    return i >= 0 && i < t->n && (cls[t->s[i]] & mask);
+    return i >= 0 && i < t->n && char_is(ch(t, i), mask);
 }
 
 /* \b at i for a word character at i: the character before is not a word character. */
@@ -62,9 +82,21 @@ static inline Py_ssize_t run_of(const text_t *t, Py_ssize_t i, int mask) {
     return i;
 }
 
-static inline int at(const text_t *t, Py_ssize_t i, char c) { return i < t->n && t->s[i] == c; }
+static inline int at(const text_t *t, Py_ssize_t i, char c) {
+    return i < t->n && ch(t, i) == (Py_UCS4)(unsigned char)c;
+}
 
-/* \d{4}-\d\d-\d\d[Tt ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:[zZ]|[+-]\d\d:?\d\d)? */
+/* Whether c matches the pattern's letter under re.IGNORECASE in Unicode mode: both cases,
+ * and the three letters with more (s: U+017F; i: U+0130, U+0131; the micro sign: U+039C,
+ * U+03BC). */
+static inline int letter(Py_UCS4 c, char lower) {
+    if (c < 128) return (c | 0x20) == (Py_UCS4)(unsigned char)lower;
+    if (lower == 's') return c == 0x17F;
+    if (lower == 'i') return c == 0x130 || c == 0x131;
+    return 0;
+}
+
+/* \d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:[zZ]|[+-]\d\d:?\d\d)? */
 static Py_ssize_t iso_datetime(const text_t *t, Py_ssize_t i) {
     if (!(digits(t, i, 4) && at(t, i + 4, '-') && digits(t, i + 5, 2) && at(t, i + 7, '-')
           && digits(t, i + 8, 2)
@@ -99,20 +131,22 @@ static Py_ssize_t time_of_day(const text_t *t, Py_ssize_t i) {
     return ends_word(t, p) ? p : -1;
 }
 
-/* (?:ms|us|ns|s|secs?|seconds?|mins?|minutes?|h|hrs?|hours?)\b, case-insensitive, in the
- * order the pattern tries them (a greedy ? tries the longer spelling first). */
+/* (?:ms|µs|us|ns|s|secs?|seconds?|mins?|minutes?|h|hrs?|hours?)\b, case-insensitive, in the
+ * order the pattern tries them (a greedy ? tries the longer spelling first); '\xb5' stands for
+ * the micro sign (the ASCII pattern has no µs, and no ASCII text has one). */
 static const char *const units[] = {
-    "ms", "us", "ns", "s", "secs", "sec", "seconds", "second", "mins", "min", "minutes", "minute",
-    "h", "hrs", "hr", "hours", "hour", NULL};
+    "ms", "\xb5s", "us", "ns", "s", "secs", "sec", "seconds", "second", "mins", "min", "minutes",
+    "minute", "h", "hrs", "hr", "hours", "hour", NULL};
 
 static Py_ssize_t unit_at(const text_t *t, Py_ssize_t p) {
     for (const char *const *u = units; *u; u++) {
         Py_ssize_t k = 0;
         for (; (*u)[k]; k++) {
             if (p + k >= t->n) break;
-            unsigned char c = t->s[p + k];
-            if (c >= 'A' && c <= 'Z') c = (unsigned char)(c + 32);
-            if (c != (unsigned char)(*u)[k]) break;
+            Py_UCS4 c = ch(t, p + k);
+            unsigned char want = (unsigned char)(*u)[k];
+            if (want == 0xB5 ? !(c == 0xB5 || c == 0x39C || c == 0x3BC) : !letter(c, (char)want))
+                break;
         }
         if (!(*u)[k] && ends_word(t, p + k)) return p + k;
     }
@@ -174,7 +208,8 @@ static Py_ssize_t hex_id(const text_t *t, Py_ssize_t i) {
     return (e - i >= 12 && ends_word(t, e)) ? e : -1;
 }
 
-/* The end of the volatile token that starts at i, or -1 (the pattern's alternatives in order). */
+/* The end of the volatile token that starts at i, or -1 (the pattern's alternatives in order).
+ * A token starts with a digit or a hex letter. */
 static Py_ssize_t token_at(const text_t *t, Py_ssize_t i) {
     Py_ssize_t e;
     if (is(t, i, C_DIGIT)) {
@@ -192,7 +227,7 @@ static Py_ssize_t token_at(const text_t *t, Py_ssize_t i) {
 /* True when the text has two words or more (a text of one word is not masked). */
 static int several_words(const text_t *t) {
     Py_ssize_t i = run_of(t, 0, C_SPACE);
-    while (i < t->n && !(cls[t->s[i]] & C_SPACE)) i++;
+    while (i < t->n && !char_is(ch(t, i), C_SPACE)) i++;
     return run_of(t, i, C_SPACE) < t->n;
 }
 
@@ -202,36 +237,37 @@ static PyObject *canonical_text(PyObject *module, PyObject *arg) {
         PyErr_SetString(PyExc_TypeError, "canonical_text() takes a str");
         return NULL;
     }
-    if (!PyUnicode_IS_ASCII(arg)) Py_RETURN_NONE;
-    text_t t = {PyUnicode_1BYTE_DATA(arg), PyUnicode_GET_LENGTH(arg)};
+    text_t t = {PyUnicode_DATA(arg), PyUnicode_KIND(arg), PyUnicode_GET_LENGTH(arg)};
     int mask = several_words(&t);
-    unsigned char *out = PyMem_Malloc(t.n > 0 ? (size_t)t.n : 1);
+    int kind = t.kind;
+    void *out = PyMem_Malloc((size_t)(t.n > 0 ? t.n : 1) * (size_t)kind);
     if (out == NULL) return PyErr_NoMemory();
     Py_ssize_t o = 0, i = 0;
     int space = 0;
     while (i < t.n) {
-        unsigned char c = t.s[i];
-        if (cls[c] & C_SPACE) {
+        Py_UCS4 c = ch(&t, i);
+        if (char_is(c, C_SPACE)) {
             space = 1;
             i++;
             continue;
         }
-        if (space && o > 0) out[o++] = ' ';
+        if (space && o > 0) PyUnicode_WRITE(kind, out, o++, ' ');
         space = 0;
-        Py_ssize_t e = (mask && (cls[c] & C_HEX)) ? token_at(&t, i) : -1;
+        Py_ssize_t e = (mask && char_is(c, C_HEX | C_DIGIT)) ? token_at(&t, i) : -1;
         if (e > i) {
-            out[o++] = '#';
+            PyUnicode_WRITE(kind, out, o++, '#');
             i = e;
         } else {
-            out[o++] = c;
+            PyUnicode_WRITE(kind, out, o++, c);
             i++;
         }
     }
-    PyObject *result = PyUnicode_FromKindAndData(PyUnicode_1BYTE_KIND, out, o);
+    /* The result may need a narrower kind than the text (what made it wide was masked or
+     * folded away): FromKindAndData finds the widest character left. */
+    PyObject *result = PyUnicode_FromKindAndData(kind, out, o);
     PyMem_Free(out);
     return result;
 }
-
 
 /* ------------------------------------------------------------------------------------------ */
 /* The canonical form of parsed JSON (a result or arguments), in one walk.
@@ -658,8 +694,7 @@ static PyObject *canonical_json(PyObject *module, PyObject *const *args, Py_ssiz
 
 static PyMethodDef methods[] = {
     {"canonical_text", canonical_text, METH_O,
-     "canonical_text(text) -> str | None: the canonical form of an ASCII plain-text result "
-     "(None for other text)."},
+     "canonical_text(text) -> str: the canonical form of a plain-text result."},
     {"canonical_json", (PyCFunction)(void (*)(void))canonical_json, METH_FASTCALL,
      "canonical_json(value, cache, classify, max_chars, result) -> str | None: the canonical "
      "text of parsed JSON, its volatile keys (cache not None) deleted in place; None when the "

@@ -4,9 +4,9 @@ A result that is text (a shell's output, a file read, a page) is compared as its
 the tokens that change between identical runs masked (``mask_volatile_text``), then whitespace
 folded, as ``" ".join(text.split())`` does. :func:`canonical_text` is the definition, in Python.
 
-The optional C accelerator (``_native``) computes the same form for ASCII text in one pass over
-its characters: the pattern's alternatives start with a digit or a hex letter, and Python's
-``re`` pays for every character to find those, where a table lookup is enough.
+The optional C accelerator (``_native``) computes the same form in one pass over the
+characters: the pattern's alternatives start with a digit or a hex letter, and Python's ``re``
+pays for every character to find those, where a table lookup is enough.
 ``tests/test_accel.py`` compares the two on random texts and on every text result of the
 development corpus.
 """
@@ -25,16 +25,11 @@ def canonical_text(text: str) -> str:
     return " ".join(mask_volatile_text(text).split())
 
 
-_SCAN: Final[Callable[[str], str | None] | None] = (
-    NATIVE.canonical_text if NATIVE is not None else None)
+_SCAN: Callable[[str], str] | None = NATIVE.canonical_text if NATIVE is not None else None
 ACCELERATED: Final = NATIVE is not None
 """Whether the C accelerator of the signatures is in use in this process."""
 
 
 def text_form(text: str) -> str:
     """Return :func:`canonical_text` of ``text``, from the accelerator when it is built."""
-    if _SCAN is not None:
-        form = _SCAN(text)
-        if form is not None:
-            return form
-    return canonical_text(text)
+    return canonical_text(text) if _SCAN is None else _SCAN(text)
