@@ -179,6 +179,7 @@ class StreamingChecker:
         keep = self.on_trace is not None
         late: list[int] = []
         traces, rooted = self._traces, self._rooted
+        added = 0
         for index, span in enumerate(spans):
             trace_id = span.trace_id
             trace = traces.get(trace_id)
@@ -195,12 +196,13 @@ class StreamingChecker:
             size = span_bytes(span, payload)
             trace.sizes.append(size)
             trace.bytes += size
-            self.buffered_bytes += size
+            added += size
             if trace.payloads is not None:
                 trace.payloads.append(payload)
             if span.parent_span_id is None and trace.root_seen_ns is None:
                 trace.root_seen_ns = now
                 rooted[trace_id] = now
+        self.buffered_bytes += added
         self.buffered_spans += len(spans) - len(late)
         if late:
             self._late(spans, payloads, late)
