@@ -3,7 +3,8 @@
 Usage (from the repository root)::
 
     PYTHONPATH=. /work/venv/bin/python benchmarks/bench_serve.py [--repeat 3] [--tool-spans N]
-        [--memory-runs 100000] [--tree DIR] [--json FILE]
+        [--memory-runs 100000] [--agent-traces 1500] [--tree DIR] [--baseline DIR]
+        [--json FILE]
 
 A benchmark, not a test. Each part runs in fresh processes:
 
@@ -27,7 +28,11 @@ On a shared machine a pinned process gets only part of its CPU, so each rate is 
 per CPU-second the process used (``tool_spans_per_cpu_s``: serve's user + system time from
 ``/proc``, the agent's ``process_time``), which is what one dedicated core would sustain.
 
-Medians of ``--repeat`` runs are reported.
+Medians of ``--repeat`` runs are reported. ``--agent-traces 0`` skips the agent side and
+``--memory-runs 0`` the memory part. ``--baseline DIR`` runs ``serve`` from another checkout
+too, in the same rounds as this one (the order reversing every round), so that both share the
+machine's load; reported per protocol are both medians and the median of the per-round ratios
+of tool spans per CPU-second (this tree over the baseline).
 """
 
 from __future__ import annotations
@@ -419,6 +424,27 @@ def _median(rows: list[dict[str, float]]) -> dict[str, float]:
     return {key: statistics.median(row[key] for row in rows) for key in rows[0]}
 
 
+def _interleaved(protocol: str, batches: list[bytes], tool_spans: int, total_spans: int,
+                 repeat: int, baseline: str, result: dict[str, Any]) -> dict[str, Any]:
+    """Run ``serve`` of this tree and of ``baseline`` in turn; return both medians and ratios."""
+    own = SERVE_TREE["root"]
+    rows: dict[str, list[dict[str, float]]] = {"serve": [], "baseline": []}
+    for round_ in range(repeat):
+        order = [("serve", own), ("baseline", baseline)]
+        for name, tree in order if round_ % 2 == 0 else order[::-1]:
+            SERVE_TREE["root"] = tree
+            rows[name].append(throughput(protocol, batches, tool_spans, total_spans))
+    SERVE_TREE["root"] = own
+    result[f"serve_{protocol}"] = _median(rows["serve"])
+    ratios = [a["tool_spans_per_cpu_s"] / b["tool_spans_per_cpu_s"]
+              for a, b in zip(rows["serve"], rows["baseline"], strict=True)]
+    return {"tree": baseline, "serve": result[f"serve_{protocol}"],
+            "baseline": _median(rows["baseline"]),
+            "serve_cpu_runs": [r["tool_spans_per_cpu_s"] for r in rows["serve"]],
+            "baseline_cpu_runs": [r["tool_spans_per_cpu_s"] for r in rows["baseline"]],
+            "ratio_cpu_median": statistics.median(ratios)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3)
@@ -431,6 +457,8 @@ def main() -> None:
     parser.add_argument("--tree", metavar="DIR", default=_ROOT,
                         help="source tree serve runs from, e.g. an older checkout to compare "
                              "(default: this one; the load generator always runs from here)")
+    parser.add_argument("--baseline", metavar="DIR",
+                        help="another checkout whose serve runs in the same rounds")
     parser.add_argument("--sink", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--agent", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -451,9 +479,18 @@ def main() -> None:
                               "content": args.content, "loadavg_start": os.getloadavg()[0],
                               "tool_spans": traces * TURNS, "batches": len(batches)}
     for protocol in ("http", "grpc"):
+        if args.baseline:
+            result[f"baseline_{protocol}"] = _interleaved(
+                protocol, batches, traces * TURNS, len(spans), args.repeat,
+                os.path.abspath(args.baseline), result)
+            print(protocol, json.dumps(result[f"baseline_{protocol}"]), flush=True)
+            continue
         rows = [throughput(protocol, batches, traces * TURNS, len(spans))
                 for _ in range(args.repeat)]
         result[f"serve_{protocol}"] = _median(rows)
+        if not args.agent_traces:
+            print(protocol, json.dumps(result[f"serve_{protocol}"]), flush=True)
+            continue
         agent = _median([agent_side(protocol, args.agent_traces) for _ in range(args.repeat)])
         result[f"agent_{protocol}"] = agent
         serve = result[f"serve_{protocol}"]

@@ -115,6 +115,7 @@ from otel_loopguard.types import Action, Decision
 clean = Decision(Action.CONTINUE)
 LoopEngine.process = lambda self, run, call: clean
 LoopEngine.process_handoff = lambda self, run, handoff: clean
+LoopEngine.process_model_turn = lambda self, run, turn: clean
 from otel_loopguard.cli import main
 sys.exit(main(sys.argv[1:]))
 """
@@ -129,7 +130,7 @@ def _serve(protocol: str, traces: int, runs: int) -> None:
     spans = bench_serve.make_traces(traces, seed=1)
     bodies = bench_serve.encode_batches(spans)
     pin = ["taskset", "-c", "0"] if shutil.which("taskset") else []
-    per_span = []
+    per_span: list[float] = []
     for _ in range(runs):
         serve = bench_serve.Serve.__new__(bench_serve.Serve)
         env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}

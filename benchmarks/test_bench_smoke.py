@@ -97,6 +97,16 @@ def test_profile_serve_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert phases == ["parse", "decode_protobuf", "decode_json", "intake", "engine"]
 
 
+def test_profile_serve_whole_process_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """profile_serve.py --serve starts a serve with the no-op engine and feeds it over HTTP."""
+    import profile_serve
+
+    assert profile_serve.main(["--serve", "http", "--runs", "1", "--traces", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "serve over http, no-op engine: 132 spans (64 tool spans)" in out
+    assert "us/tool span" in out
+
+
 def test_bench_check_parse_runs(capsys: pytest.CaptureFixture[str]) -> None:
     """bench_check_parse.py writes both inputs and times check, the parse and the phases."""
     import bench_check_parse

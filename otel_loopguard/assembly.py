@@ -175,11 +175,13 @@ def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuard
     template_roots = _key_roots(tuple(config.prompt_name_keys))
     conversation_keys = frozenset(config.conversation_keys)
     template = conversation = None
+    agent_spans: list[SpanRecord] = []
     for s in ordered:
         name, attributes = s.name, s.attributes
         agent = agent_of(name, attributes)
         if agent:
             agents[s.span_id] = agent
+            agent_spans.append(s)
         if is_model_turn(name, attributes):
             turns += 1
             if model_turns:
@@ -203,7 +205,7 @@ def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuard
         out.unparented_tool_calls = sum(
             lone_tool_call(item.event, _parent_of(item.event.span_id, by_id))
             for item in events if isinstance(item.event, ToolCall))
-    _add_sibling_handoffs(out, ordered, agents)  # they count until the run reports its own
+    _add_sibling_handoffs(out, agent_spans, agents)  # they count until the run reports its own
     return out
 
 
@@ -270,13 +272,16 @@ _START: Final = attrgetter("start_time_ns")
 _SPAN_ID: Final = attrgetter("span_id")
 
 
-def _add_sibling_handoffs(out: AssembledTrace, spans: Sequence[SpanRecord],
+def _add_sibling_handoffs(out: AssembledTrace, agent_spans: Sequence[SpanRecord],
                           agents: dict[str, str]) -> None:
-    """Add the handoffs ``SiblingAgents`` infers, in time order among the trace's events."""
+    """Add the handoffs ``SiblingAgents`` infers, in time order among the trace's events.
+
+    ``agent_spans``: the trace's spans that ``agents`` names (a span id seen twice names the
+    agent of its last copy in end order).
+    """
     siblings = SiblingAgents()
     inferred: list[tuple[int, TraceEvent]] = []
-    for span in sorted((s for s in spans if s.span_id in agents and may_name_agent(s.name)),
-                       key=_START):
+    for span in sorted((s for s in agent_spans if may_name_agent(s.name)), key=_START):
         handoff = siblings.started(span.parent_span_id, agents[span.span_id], span.span_id,
                                    span.start_time_ns)
         if handoff is not None:

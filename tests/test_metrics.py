@@ -56,6 +56,12 @@ def _metrics(registry: CollectorRegistry) -> LoopGuardMetrics:
     return LoopGuardMetrics(registry, max_prompt_templates=3, max_tools=2)
 
 
+def _samples(registry: CollectorRegistry) -> list[tuple[str, dict[str, str], float]]:
+    """Every sample but the ``_created`` timestamps."""
+    return [(s.name, s.labels, s.value) for m in registry.collect() for s in m.samples
+            if not s.name.endswith("_created")]
+
+
 def _value(registry: CollectorRegistry, name: str, **labels: str) -> float:
     return registry.get_sample_value(name, labels) or 0.0
 
@@ -140,6 +146,23 @@ class TestLabelCap:
         assert _value(registry, RUNS, prompt_template="other") == 1
         assert _value(registry, RUNS, prompt_template="unknown") == 1
         assert _value(registry, LABEL_OVERFLOW, label="prompt_template") == 1
+
+    def test_record_calls_counts_as_many_record_call(self) -> None:
+        """record_calls(n) leaves the series and overflow counts n record_call calls leave."""
+        calls = [("a@v1", "x", True), ("b@v1", "y", False), ("c@v1", "x", True),
+                 ("d@v1", "z", False), ("c@v1", "x", False)]
+        one, many = CollectorRegistry(), CollectorRegistry()
+        single = LoopGuardMetrics(one, max_prompt_templates=3, max_tools=2)
+        batched = LoopGuardMetrics(many, max_prompt_templates=3, max_tools=2)
+        counts: dict[tuple[str, str], list[int]] = {}
+        for template, tool, first in calls:
+            single.record_call(template, tool, first=first)
+            entry = counts.setdefault((template, tool), [0, 0])
+            entry[0] += 1
+            entry[1] += first
+        for (template, tool), (count, runs) in counts.items():
+            batched.record_calls(template, tool, count, runs=runs)
+        assert _samples(one) == _samples(many)
 
 
 class TestRecordFinding:

@@ -110,6 +110,7 @@ def _untelling(attributes: Mapping[str, Any]) -> bool:
 
 _CONTENT_SUFFIXES: Final = ((k.GEN_AI_PROMPT_PREFIX, ".content"),
                             (k.OI_INPUT_MESSAGES_PREFIX, ".message.content"))
+_CONTENT_PREFIXES: Final = tuple(prefix for prefix, _ in _CONTENT_SUFFIXES)
 _OUTPUT_CONTENT: Final = (k.GEN_AI_COMPLETION_PREFIX + "0.content",
                           k.OI_OUTPUT_MESSAGES_PREFIX + "0.message.content")
 
@@ -136,13 +137,16 @@ def _last_input(attributes: Mapping[str, Any]) -> tuple[str, bool]:
         if isinstance(parsed, list) and parsed:
             message = parsed[-1]
             return _digest_of(message), _from_user(message)
-    for prefix, suffix in _CONTENT_SUFFIXES:
-        last, found = -1, None
-        for key, value in attributes.items():
+    latest: list[tuple[int, Any]] = [(-1, None)] * len(_CONTENT_SUFFIXES)
+    for key, value in attributes.items():  # one pass for both conventions
+        if not key.startswith(_CONTENT_PREFIXES):
+            continue
+        for at, (prefix, suffix) in enumerate(_CONTENT_SUFFIXES):
             if key.startswith(prefix) and key.endswith(suffix):
                 index = key[len(prefix):-len(suffix)]
-                if index.isdigit() and int(index) > last:
-                    last, found = int(index), value
+                if index.isdigit() and int(index) > latest[at][0]:
+                    latest[at] = (int(index), value)
+    for (prefix, suffix), (last, found) in zip(_CONTENT_SUFFIXES, latest, strict=True):
         if found is not None:
             role_key = prefix + str(last) + suffix.replace("content", "role")
             return _digest_of(found), attributes.get(role_key) == "user"

@@ -127,10 +127,19 @@ class AgentRecords:
         Gemini CLI span marked ``execute_tool`` is left to this copy only (its ``gen_ai``
         operation is taken off the span's record, not off what is forwarded).
         """
-        failed_children = {s.parent_span_id for s in spans if s.name ==
-                           _claude_code.EXECUTION_SPAN and s.status_code == STATUS_ERROR}
+        failed_children: set[str | None] | None = None
         out: list[SpanRecord] = []
+        resource: Mapping[str, Any] | None = None
+        gemini = False
         for index, span in enumerate(spans):
+            if span.resource is not resource:  # the spans of one resource share its mapping
+                resource = span.resource
+                gemini = str(resource.get("service.name", "")).startswith(_gemini_cli.AGENT)
+            if not (gemini or span.events or span.name.startswith(_claude_code.PREFIX)):
+                continue  # what ``_span_call`` reads first: no agent's span, at little cost
+            if failed_children is None:
+                failed_children = {s.parent_span_id for s in spans if s.name ==
+                                   _claude_code.EXECUTION_SPAN and s.status_code == STATUS_ERROR}
             call = self._span_call(span, span.span_id in failed_children)
             if call is None:
                 continue

@@ -96,12 +96,14 @@ class LabelCap:
         self._lock = threading.Lock()
         self._on_overflow = on_overflow
 
-    def __call__(self, value: str | None) -> str:
+    def __call__(self, value: str | None, *, uses: int = 1) -> str:
         """Return ``value`` if it fits under the cap, ``other`` when it does not.
 
         A value longer than ``MAX_LABEL_CHARS`` is shortened (its start and a short hash of
         the whole), and one that UTF-8 cannot encode (lone surrogates) has those characters
-        replaced, so no span can make ``/metrics`` unrenderable or huge.
+        replaced, so no span can make ``/metrics`` unrenderable or huge. ``uses``: how many
+        increments the label is asked for at once; a folded value reports each to
+        ``on_overflow``.
         """
         if not value:
             return UNKNOWN
@@ -113,7 +115,8 @@ class LabelCap:
                 self._known = self._known | {value}
         if value in self._known:
             return value
-        self._on_overflow(self.label)
+        for _ in range(uses):
+            self._on_overflow(self.label)
         return OTHER
 
 
@@ -286,30 +289,40 @@ class LoopGuardMetrics:
         if self._open_gauge is not None:
             self._open_gauge.set(value)
 
-    def _key(self, template: str | None, service: str | None) -> tuple[str, ...]:
+    def _key(self, template: str | None, service: str | None,
+             uses: int = 1) -> tuple[str, ...]:
         """Return the leading labels of a template's series: the template, then the service."""
         if self.service_label:
-            return self.template(template), self.service(service)
-        return (self.template(template),)
+            return self.template(template, uses=uses), self.service(service, uses=uses)
+        return (self.template(template, uses=uses),)
 
     def record_call(self, template: str | None, tool: str, *, first: bool,
                     service: str | None = None) -> None:
         """Count one tool call, and the run when it is the run's first call."""
+        self.record_calls(template, tool, 1, runs=1 if first else 0, service=service)
+
+    def record_calls(self, template: str | None, tool: str, calls: int, *, runs: int = 0,
+                     service: str | None = None) -> None:
+        """Count ``calls`` tool calls of one tool, and ``runs`` runs they were the first of.
+
+        The same series and overflow counts as ``calls`` calls of ``record_call``: ``serve``
+        counts the calls of a batch of traces at once.
+        """
         cached = self._calls.get((template, tool, service))
         if cached is None:
-            cached = self._call_child(template, tool, service)
+            cached = self._call_child(template, tool, service, calls)
         child, key = cached
-        child.inc()
-        if first:
-            self.runs.labels(*key).inc()
+        child.inc(calls)
+        if runs:
+            self.runs.labels(*key).inc(runs)
 
-    def _call_child(self, template: str | None, tool: str,
-                    service: str | None) -> tuple[Any, tuple[str, ...]]:
+    def _call_child(self, template: str | None, tool: str, service: str | None,
+                    uses: int) -> tuple[Any, tuple[str, ...]]:
         """Return the ``tool_calls`` child and template labels, cached when nothing was folded.
 
         A folded value is not cached: ``loopguard_label_overflow_total`` counts every call.
         """
-        key, tool_label = self._key(template, service), self.tool(tool)
+        key, tool_label = self._key(template, service, uses), self.tool(tool, uses=uses)
         cached = (self.tool_calls.labels(*key, tool_label), key)
         raws = (*(template, service)[:len(key)], tool)
         folded = any(label == OTHER != raw

@@ -143,6 +143,9 @@ class StreamingChecker:
         self._highest: dict[str, Action] = {}
         """Open run → the highest action of its loop findings (budgets left out)."""
         self._evidence: dict[str, dict[str, Any]] = {}
+        self._calls: dict[tuple[str | None, str, str | None], list[int]] = {}
+        """(template, tool, service) → [tool calls, runs they were the first of], not yet in
+        the metrics: counted once per ``add``, ``poll`` or ``flush``, in first-seen order."""
         self.buffered_spans = 0
         self.buffered_bytes = 0
         self.late_spans = 0
@@ -176,6 +179,7 @@ class StreamingChecker:
         keep = self.on_trace is not None
         late: list[int] = []
         traces, rooted = self._traces, self._rooted
+        added = 0
         for index, span in enumerate(spans):
             trace_id = span.trace_id
             trace = traces.get(trace_id)
@@ -192,16 +196,17 @@ class StreamingChecker:
             size = span_bytes(span, payload)
             trace.sizes.append(size)
             trace.bytes += size
-            self.buffered_bytes += size
+            added += size
             if trace.payloads is not None:
                 trace.payloads.append(payload)
             if span.parent_span_id is None and trace.root_seen_ns is None:
                 trace.root_seen_ns = now
                 rooted[trace_id] = now
+        self.buffered_bytes += added
         self.buffered_spans += len(spans) - len(late)
         if late:
             self._late(spans, payloads, late)
-        return self._shrink()
+        return self._counted(self._shrink())
 
     def poll(self, now_ns: int | None = None) -> list[RunReport]:
         """Close the traces and runs that are due; return their reports.
@@ -226,14 +231,14 @@ class StreamingChecker:
         expired = self._collect(self._checker.expire(now - self._idle_ns))
         if expired and self.metrics is not None:
             self.metrics.record_eviction("ttl", len(expired))
-        return out + expired
+        return self._counted(out + expired)
 
     def flush(self) -> list[RunReport]:
         """Close every trace and run (shutdown); return their reports."""
         out: list[RunReport] = []
         while self._traces:
             self._close(next(iter(self._traces)), out)
-        return out + self._collect(self._checker.flush())
+        return self._counted(out + self._collect(self._checker.flush()))
 
     # --- internals ---------------------------------------------------------------------------
     def _shrink(self) -> list[RunReport]:
@@ -311,7 +316,24 @@ class StreamingChecker:
         except Exception as exc:
             self.guard.handle("forward", exc)
 
+    def _counted(self, reports: list[RunReport]) -> list[RunReport]:
+        """Put the tool calls counted since the last time into the metrics; return ``reports``.
+
+        Called before any other metric with a capped label is recorded too, so that label
+        values meet their caps in the order the calls came, as if each was counted at once.
+        """
+        calls, self._calls = self._calls, {}
+        if calls:
+            record = self.metrics.record_calls  # type: ignore[union-attr]  # counted with metrics
+            for (template, tool, service), (count, runs) in calls.items():
+                try:
+                    record(template, tool, count, runs=runs, service=service)
+                except Exception as exc:
+                    self.guard.handle("serve", exc)
+        return reports
+
     def _on_waste(self, report: RunReport, waste: Waste) -> None:
+        self._counted([])
         self.metrics.record_waste(report.prompt_template, waste,  # type: ignore[union-attr]  # set
                                   report.trace_ids[-1] if report.trace_ids else None,
                                   service=report.service_name)
@@ -319,10 +341,17 @@ class StreamingChecker:
     def _on_event(self, report: RunReport, decision: Decision, event: Any) -> None:
         metrics = self.metrics
         if metrics is not None and isinstance(event, ToolCall):
-            metrics.record_call(report.prompt_template, event.tool, first=report.tool_calls == 1,
-                                service=report.service_name)
+            key = (report.prompt_template, event.tool, report.service_name)
+            counts = self._calls.get(key)
+            if counts is None:
+                counts = self._calls[key] = [0, 0]
+            counts[0] += 1
+            if report.tool_calls == 1:
+                counts[1] += 1
         if not decision.flagged:
             return
+        if metrics is not None:
+            self._counted([])
         previous = self._highest.get(report.run_id, Action.CONTINUE)
         looped = loop_action(decision)
         if looped > previous:
