@@ -22,6 +22,7 @@
 #define C_HEX 2   /* 0-9 a-f A-F */
 #define C_WORD 4  /* A-Z a-z 0-9 _ (re.ASCII \w) */
 #define C_SPACE 8 /* what str.split() splits ASCII text on */
+#define C_WRITTEN 16 /* what a JSON string is not written as it is: whitespace, '"', '\\', controls */
 
 static unsigned char cls[256];
 
@@ -32,6 +33,9 @@ static void init_classes(void) {
     for (int c = 'a'; c <= 'f'; c++) cls[c] |= C_HEX;
     for (int c = 'A'; c <= 'F'; c++) cls[c] |= C_HEX;
     cls['_'] |= C_WORD;
+    for (int c = 0; c <= ' '; c++) cls[c] |= C_WRITTEN;
+    cls['"'] |= C_WRITTEN;
+    cls['\\'] |= C_WRITTEN;
     const char *space = " \t\n\r\f\v\x1c\x1d\x1e\x1f";
     for (const char *p = space; *p; p++) cls[(unsigned char)*p] |= C_SPACE;
 }
@@ -412,9 +416,8 @@ static int plain_ascii(const unsigned char *u, Py_ssize_t n) {
     if (n == 0) return 1;
     if (u[0] == ' ' || u[n - 1] == ' ') return 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        unsigned char c = u[i];
-        if (c <= ' ' || c == '"' || c == '\\') {
-            if (c != ' ' || u[i + 1] == ' ') return 0; /* u[i + 1] exists: u[n - 1] != ' ' */
+        if (cls[u[i]] & C_WRITTEN) { /* a space, another whitespace, '"', '\\' or a control */
+            if (u[i] != ' ' || u[i + 1] == ' ') return 0; /* u[i + 1] exists: u[n - 1] != ' ' */
         }
     }
     return 1;
