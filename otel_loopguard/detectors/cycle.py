@@ -60,12 +60,16 @@ class PeriodMatcher:
         the periods whose count is not zero (usually none or one)."""
         self._previous = self._match
 
-    def push(self, key: str, payload: Any = None) -> None:
+    def push(self, key: str, payload: Any = None) -> bool:
         """Append a step identified by ``key`` (``payload`` travels with it for evidence).
 
         Only the periods at which ``key`` occurred before can continue their suffix; every
         other count restarts at zero. ``count`` and ``index`` find those occurrences in C, so a
         step costs O(occurrences) in Python whatever ``max_period`` is.
+
+        Returns:
+            Whether ``key`` occurred among the kept steps: when not, no period and no block
+            ends at it (``period`` gives (0, 0), ``block`` is ``(1, 0, 0)``).
         """
         history, keys = self._history, self._keys
         old = self._previous = self._match
@@ -97,9 +101,10 @@ class PeriodMatcher:
             del keys[0]
             if self.cycle_max is not None:
                 del self._chains[0]
+        return found > 0
 
-    def replace_last(self, key: str, payload: Any = None) -> None:
-        """Replace the latest step (a batch that grew by one call)."""
+    def replace_last(self, key: str, payload: Any = None) -> bool:
+        """Replace the latest step (a batch that grew by one call); return what ``push`` does."""
         if self._history:
             self._history.pop()
             self._keys.pop()
@@ -107,7 +112,7 @@ class PeriodMatcher:
                 self._chains.pop()
             self._match = self._previous
             self.block = self._previous_block
-        self.push(key, payload)
+        return self.push(key, payload)
 
     def reset(self) -> None:
         """Forget everything (a broken chain)."""
@@ -203,11 +208,13 @@ class CycleDetector(DetectorBase):
         member = (key, step.index, step.span_id, step.tool)
         if step.new_batch or not state.batch or len(state.batch) >= _MAX_BATCH:
             state.batch = [member]
-            state.matcher.push(key, tuple(state.batch))
+            seen = state.matcher.push(key, tuple(state.batch))
         else:
             state.batch.append(member)
             key = "|".join(sorted(m[0] for m in state.batch))
-            state.matcher.replace_last(key, tuple(state.batch))
+            seen = state.matcher.replace_last(key, tuple(state.batch))
+        if not seen:  # a step new to the window repeats nothing
+            return None
         period, matched = state.matcher.period(1)
         if step.kind in ("exempt", "poll") or period == 1:  # the same step again: stagnation's
             return None
