@@ -129,7 +129,7 @@ class RunState:
 
     __slots__ = ("calls", "explicit_handoffs", "handoff_state", "handoffs", "highest", "hinted",
                  "idle_state", "in_flight", "last_agent", "last_end_ns", "last_turn", "lock",
-                 "mutations", "notifying", "outcomes", "per_tool", "results", "states", "stopped",
+                 "mutations", "notifying", "outcomes", "results", "states", "stopped",
                  "template", "version", "waste")
 
     def __init__(self, states: tuple[Any, ...], handoff_state: Any,
@@ -157,7 +157,6 @@ class RunState:
         self.mutations: dict[str, None] | frozenset[str] = _NO_MUTATIONS
         """The (call, result) keys of the successful mutations behind ``version`` (bounded;
         a shared empty set until the first one)."""
-        self.per_tool: dict[str, int] = {}
         self.results: dict[tuple[int, int], ResultInfo] = {}
         """(length, hash) of the run's latest result texts → their analysis (bounded)."""
         self.hinted = False
@@ -448,7 +447,6 @@ class LoopEngine:
 
         A repeat is the same outcome in the same world version (for the run's waste).
         """
-        run.per_tool[step.tool] = run.per_tool.get(step.tool, 0) + 1
         outcome = run.outcomes.pop(step.call_sig, None)
         repeat = False
         if outcome is not None and outcome.result == step.result_sig and \
@@ -464,8 +462,6 @@ class LoopEngine:
         run.outcomes[step.call_sig] = outcome
         if len(run.outcomes) > 1024:
             del run.outcomes[next(iter(run.outcomes))]
-        if len(run.per_tool) > 1024:
-            del run.per_tool[next(iter(run.per_tool))]
         return repeat
 
     @staticmethod
