@@ -51,7 +51,8 @@ _TARGET_KEYS: Final = frozenset({
     "target_directory", "directory", "dir", "uri", "url", "notebook_path",
     "relative_workspace_path", "explanation", "description"})
 """Argument keys that say where a change goes, or why, but not what it is."""
-_QUERY_KEYS: Final = ("query", "pattern", "glob", "glob_pattern", "q", "search", "regex")
+_QUERY_KEYS: Final = frozenset({"query", "pattern", "glob", "glob_pattern", "q", "search",
+                                "regex"})
 """Argument keys of what a search looks for: empty, the export dropped it."""
 _PLAN_TOOL_PATTERNS: Final = ("*todo*",)
 """Planning tools (``TodoWrite``, ``todo_write``, ``update_todo_list``): an agent updates its
@@ -803,13 +804,19 @@ def arguments_known(kind: str, arguments: Any) -> bool:
     the engine checks that beside this.)
     """
     if isinstance(arguments, dict):
-        if "" in map(arguments.get, _QUERY_KEYS):
+        # most calls name no query key: one set operation says so, and nothing is looked up
+        if not _QUERY_KEYS.isdisjoint(arguments) and "" in map(arguments.get, _QUERY_KEYS):
             return False
-        if kind == "mutating":
-            return any(key not in _TARGET_KEYS and value not in (None, "", [], {})
-                       for key, value in arguments.items())
-        return True
+        return kind != "mutating" or _holds_content(arguments)
     return kind != "mutating" or arguments not in (None, "", [], {})
+
+
+def _holds_content(arguments: dict[Any, Any]) -> bool:
+    """Whether a mutation's arguments say what it is: a value under a non-target key."""
+    for key, value in arguments.items():
+        if key not in _TARGET_KEYS and value not in (None, "", [], {}):
+            return True
+    return False
 
 
 def _deep_fork(state: Any, step: Step) -> Any:
