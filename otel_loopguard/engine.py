@@ -130,8 +130,8 @@ class RunState:
 
     __slots__ = ("calls", "explicit_handoffs", "handoff_state", "handoffs", "highest", "hinted",
                  "idle_state", "in_flight", "last_agent", "last_end_ns", "last_turn", "lock",
-                 "mutations", "notifying", "outcomes", "results", "states", "stopped",
-                 "template", "version", "waste")
+                 "mutation_failed", "mutations", "notifying", "outcomes", "results", "states",
+                 "stopped", "template", "version", "waste")
 
     def __init__(self, states: tuple[Any, ...], handoff_state: Any,
                  idle_state: Any = None) -> None:
@@ -168,6 +168,9 @@ class RunState:
         """Guarded calls that started and have not been processed yet (enforce mode)."""
         self.waste = RunWaste()
         """The tool calls the run wasted continuing its loops (``otel_loopguard.waste``)."""
+        self.mutation_failed = False
+        """A mutating call of the run has failed: its successes may end a failure streak, so
+        their targets are worth finding (``LoopEngine._target``)."""
 
     def in_callback(self) -> bool:
         """Return True on the thread that is running ``on_decision`` for this run.
@@ -565,6 +568,10 @@ class LoopEngine:
         version = run.version
         if kind == "mutating" and error is None and outcome not in run.mutations:
             version = self._changed(run, outcome)
+        elif kind == "mutating" and error is not None:
+            run.mutation_failed = True
+        # a successful mutation's target only ends a failure streak on it: none is open in a
+        # run before a mutating call failed, so until then it is not looked for (see Step.target)
         # Positional, in Step's field order, here only: with 21 keyword arguments, building it
         # costs about 2 us more in CPython 3.11, a fifth of make_step for a loop's calls (their
         # results come from the run's cache) and 4% for new ones (benchmarks/bench_step.py).
@@ -576,7 +583,8 @@ class LoopEngine:
                     args if self._near_duplicates and known else None,  # arguments
                     call.turn or 0, in_world(call_sig, version),  # turns, call_key
                     outcome, version,
-                    self._target(tool, kind, error, args, call.arguments))
+                    self._target(tool, kind, error, args, call.arguments)
+                    if error is not None or run.mutation_failed else None)
 
     def _target(self, tool: str, kind: str, error: str | None, args: Any,
                 arguments: Any) -> str | None:
