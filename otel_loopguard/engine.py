@@ -572,6 +572,8 @@ class LoopEngine:
             run.mutation_failed = True
         # a successful mutation's target only ends a failure streak on it: none is open in a
         # run before a mutating call failed, so until then it is not looked for (see Step.target)
+        target = self._target(tool, kind, error, args, call.arguments) \
+            if error is not None or run.mutation_failed else None
         # Positional, in Step's field order, here only: with 21 keyword arguments, building it
         # costs about 2 us more in CPython 3.11, a fifth of make_step for a loop's calls (their
         # results come from the run's cache) and 4% for new ones (benchmarks/bench_step.py).
@@ -582,9 +584,7 @@ class LoopEngine:
                     new_batch, in_world(outcome, version),  # new_batch, pair
                     args if self._near_duplicates and known else None,  # arguments
                     call.turn or 0, in_world(call_sig, version),  # turns, call_key
-                    outcome, version,
-                    self._target(tool, kind, error, args, call.arguments)
-                    if error is not None or run.mutation_failed else None)
+                    outcome, version, target)
 
     def _target(self, tool: str, kind: str, error: str | None, args: Any,
                 arguments: Any) -> str | None:

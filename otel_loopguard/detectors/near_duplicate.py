@@ -170,7 +170,7 @@ class NearDuplicateDetector(DetectorBase):
 
     def fork(self, state: _Recent, step: Step) -> _Recent:
         """Return a copy of the recent calls (entries copied: they cache their features)."""
-        other = _Recent(state.results.maxlen or 1)
+        other = _Recent(state.entries.maxlen or 1)
         other.entries.extend(entry.copy() for entry in state.entries)
         other.results.extend(state.results)
         return other
