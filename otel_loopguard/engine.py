@@ -51,7 +51,8 @@ _TARGET_KEYS: Final = frozenset({
     "target_directory", "directory", "dir", "uri", "url", "notebook_path",
     "relative_workspace_path", "explanation", "description"})
 """Argument keys that say where a change goes, or why, but not what it is."""
-_QUERY_KEYS: Final = ("query", "pattern", "glob", "glob_pattern", "q", "search", "regex")
+_QUERY_KEYS: Final = frozenset({"query", "pattern", "glob", "glob_pattern", "q", "search",
+                                "regex"})
 """Argument keys of what a search looks for: empty, the export dropped it."""
 _PLAN_TOOL_PATTERNS: Final = ("*todo*",)
 """Planning tools (``TodoWrite``, ``todo_write``, ``update_todo_list``): an agent updates its
@@ -129,8 +130,8 @@ class RunState:
 
     __slots__ = ("calls", "explicit_handoffs", "handoff_state", "handoffs", "highest", "hinted",
                  "idle_state", "in_flight", "last_agent", "last_end_ns", "last_turn", "lock",
-                 "mutations", "notifying", "outcomes", "per_tool", "results", "states", "stopped",
-                 "template", "version", "waste")
+                 "mutation_failed", "mutations", "notifying", "outcomes", "results", "states",
+                 "stopped", "template", "version", "waste")
 
     def __init__(self, states: tuple[Any, ...], handoff_state: Any,
                  idle_state: Any = None) -> None:
@@ -157,7 +158,6 @@ class RunState:
         self.mutations: dict[str, None] | frozenset[str] = _NO_MUTATIONS
         """The (call, result) keys of the successful mutations behind ``version`` (bounded;
         a shared empty set until the first one)."""
-        self.per_tool: dict[str, int] = {}
         self.results: dict[tuple[int, int], ResultInfo] = {}
         """(length, hash) of the run's latest result texts → their analysis (bounded)."""
         self.hinted = False
@@ -168,6 +168,9 @@ class RunState:
         """Guarded calls that started and have not been processed yet (enforce mode)."""
         self.waste = RunWaste()
         """The tool calls the run wasted continuing its loops (``otel_loopguard.waste``)."""
+        self.mutation_failed = False
+        """A mutating call of the run has failed: its successes may end a failure streak, so
+        their targets are worth finding (``LoopEngine._target``)."""
 
     def in_callback(self) -> bool:
         """Return True on the thread that is running ``on_decision`` for this run.
@@ -448,7 +451,6 @@ class LoopEngine:
 
         A repeat is the same outcome in the same world version (for the run's waste).
         """
-        run.per_tool[step.tool] = run.per_tool.get(step.tool, 0) + 1
         outcome = run.outcomes.pop(step.call_sig, None)
         repeat = False
         if outcome is not None and outcome.result == step.result_sig and \
@@ -464,8 +466,6 @@ class LoopEngine:
         run.outcomes[step.call_sig] = outcome
         if len(run.outcomes) > 1024:
             del run.outcomes[next(iter(run.outcomes))]
-        if len(run.per_tool) > 1024:
-            del run.per_tool[next(iter(run.per_tool))]
         return repeat
 
     @staticmethod
@@ -568,6 +568,12 @@ class LoopEngine:
         version = run.version
         if kind == "mutating" and error is None and outcome not in run.mutations:
             version = self._changed(run, outcome)
+        elif kind == "mutating" and error is not None:
+            run.mutation_failed = True
+        # a successful mutation's target only ends a failure streak on it: none is open in a
+        # run before a mutating call failed, so until then it is not looked for (see Step.target)
+        target = self._target(tool, kind, error, args, call.arguments) \
+            if error is not None or run.mutation_failed else None
         # Positional, in Step's field order, here only: with 21 keyword arguments, building it
         # costs about 2 us more in CPython 3.11, a fifth of make_step for a loop's calls (their
         # results come from the run's cache) and 4% for new ones (benchmarks/bench_step.py).
@@ -578,8 +584,7 @@ class LoopEngine:
                     new_batch, in_world(outcome, version),  # new_batch, pair
                     args if self._near_duplicates and known else None,  # arguments
                     call.turn or 0, in_world(call_sig, version),  # turns, call_key
-                    outcome, version,
-                    self._target(tool, kind, error, args, call.arguments))
+                    outcome, version, target)
 
     def _target(self, tool: str, kind: str, error: str | None, args: Any,
                 arguments: Any) -> str | None:
@@ -807,13 +812,19 @@ def arguments_known(kind: str, arguments: Any) -> bool:
     the engine checks that beside this.)
     """
     if isinstance(arguments, dict):
-        if "" in map(arguments.get, _QUERY_KEYS):
+        # most calls name no query key: one set operation says so, and nothing is looked up
+        if not _QUERY_KEYS.isdisjoint(arguments) and "" in map(arguments.get, _QUERY_KEYS):
             return False
-        if kind == "mutating":
-            return any(key not in _TARGET_KEYS and value not in (None, "", [], {})
-                       for key, value in arguments.items())
-        return True
+        return kind != "mutating" or _holds_content(arguments)
     return kind != "mutating" or arguments not in (None, "", [], {})
+
+
+def _holds_content(arguments: dict[Any, Any]) -> bool:
+    """Whether a mutation's arguments say what it is: a value under a non-target key."""
+    for key, value in arguments.items():
+        if key not in _TARGET_KEYS and value not in (None, "", [], {}):
+            return True
+    return False
 
 
 def _deep_fork(state: Any, step: Step) -> Any:

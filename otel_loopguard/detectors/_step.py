@@ -75,7 +75,9 @@ class Step:
     """The run's world version after this call: how many distinct successful state changes
     (mutating calls with a new call or result) the run has seen up to and including it."""
     target: str | None = None
-    """What a failed call acted on (a path, URL or id from its arguments), else None."""
+    """What a failed call acted on (a path, URL or id from its arguments), or what a mutating
+    call changes once a mutating call of the run has failed (a success then ends the failure
+    streak on its target); else None."""
     unchanged: int = 1
     """In how many world versions in a row this call got this same outcome, this one's
     included: the state changes its identical outcome survived, plus one."""

@@ -81,6 +81,9 @@ class BudgetDetector(DetectorBase):
         # one entry per configured table: bounded by the config, never by the templates seen
         self._templates = {table: _Limits.of({**cfg.values, **budgets}, tool_budgets)
                            for table, budgets in cfg.templates.items()}
+        self._per_tool = self._default.per_tool or any(
+            limits.per_tool for limits in self._templates.values())
+        """Some run may have a per-tool budget: calls are counted per tool (else never)."""
 
     def new_state(self) -> _BudgetState:
         """Return the run's counters."""
@@ -94,10 +97,7 @@ class BudgetDetector(DetectorBase):
     def observe(self, state: _BudgetState, step: Step) -> Evidence | None:
         """Count the call and compare every budget (a stop wins over a warn)."""
         state.calls += 1
-        tool = step.tool
-        per_tool = state.per_tool[tool] = state.per_tool.get(tool, 0) + 1
-        if len(state.per_tool) > 1024:
-            del state.per_tool[next(iter(state.per_tool))]
+        per_tool = self._count(state.per_tool, step.tool) if self._per_tool else 0
         if not state.started_ns:
             state.started_ns = step.start_time_ns or step.end_time_ns
         if step.kind == "exempt":
@@ -110,6 +110,14 @@ class BudgetDetector(DetectorBase):
         if by_time is not None and (found is None or by_time.action > found.action):
             return by_time
         return found
+
+    @staticmethod
+    def _count(counts: dict[str, int], tool: str) -> int:
+        """Count one more call of ``tool`` (at most 1,024 tools, the oldest dropped)."""
+        count = counts[tool] = counts.get(tool, 0) + 1
+        if len(counts) > 1024:
+            del counts[next(iter(counts))]
+        return count
 
     def _counted(self, step: Step, state: _BudgetState,  # noqa: PLR0911 - one per budget
                  per_tool: int) -> Evidence | None:

@@ -52,20 +52,25 @@ class PeriodMatcher:
         earlier, and that block has now occurred ``occurrences`` times, each occurrence matching
         the one before it in the same way (other steps may stand between them). ``(1, 0, 0)``
         when the latest step ends no repeated block."""
-        self._history: list[tuple[str, Any]] = []  # bounded by hand: lists are small
+        self._history: list[Any] = []  # bounded by hand: lists are small
+        """The payload of each kept step, oldest first."""
         self._keys: list[str] = []
-        """The keys of ``_history``, searched by C-speed ``count`` and ``index``."""
+        """The keys of the kept steps, searched by C-speed ``count`` and ``index``."""
         self._match: dict[int, int] = _NO_MATCH
         """Period → length of the current suffix where ``step[i] == step[i - period]``; only
         the periods whose count is not zero (usually none or one)."""
         self._previous = self._match
 
-    def push(self, key: str, payload: Any = None) -> None:
+    def push(self, key: str, payload: Any = None) -> bool:
         """Append a step identified by ``key`` (``payload`` travels with it for evidence).
 
         Only the periods at which ``key`` occurred before can continue their suffix; every
         other count restarts at zero. ``count`` and ``index`` find those occurrences in C, so a
         step costs O(occurrences) in Python whatever ``max_period`` is.
+
+        Returns:
+            Whether ``key`` occurred among the kept steps: when not, no period and no block
+            ends at it (``period`` gives (0, 0), ``block`` is ``(1, 0, 0)``).
         """
         history, keys = self._history, self._keys
         old = self._previous = self._match
@@ -88,7 +93,7 @@ class PeriodMatcher:
         else:
             self._match = _NO_MATCH
         self.block = block
-        history.append((key, payload))
+        history.append(payload)
         keys.append(key)
         if self.cycle_max is not None:
             self._chains.append(block[0])
@@ -97,9 +102,10 @@ class PeriodMatcher:
             del keys[0]
             if self.cycle_max is not None:
                 del self._chains[0]
+        return found > 0
 
-    def replace_last(self, key: str, payload: Any = None) -> None:
-        """Replace the latest step (a batch that grew by one call)."""
+    def replace_last(self, key: str, payload: Any = None) -> bool:
+        """Replace the latest step (a batch that grew by one call); return what ``push`` does."""
         if self._history:
             self._history.pop()
             self._keys.pop()
@@ -107,7 +113,7 @@ class PeriodMatcher:
                 self._chains.pop()
             self._match = self._previous
             self.block = self._previous_block
-        self.push(key, payload)
+        return self.push(key, payload)
 
     def reset(self) -> None:
         """Forget everything (a broken chain)."""
@@ -154,7 +160,7 @@ class PeriodMatcher:
 
     def last_payloads(self, count: int) -> list[Any]:
         """Return the payloads of the latest ``count`` steps, oldest first."""
-        return [payload for _, payload in self._history[-count:]]
+        return self._history[-count:]
 
 
 class _CycleState:
@@ -163,6 +169,9 @@ class _CycleState:
     def __init__(self, max_period: int, cycle_max: int | None) -> None:
         self.matcher = PeriodMatcher(max_period, cycle_max)
         self.batch: list[tuple[str, int, str, str]] = []
+        """The current turn's calls, the payload of the matcher's latest step: it grows in
+        place (and that step is replaced) until the next turn starts a new list, so an earlier
+        step's payload never changes. A fork copies it before it grows."""
 
 
 class CycleDetector(DetectorBase):
@@ -203,11 +212,13 @@ class CycleDetector(DetectorBase):
         member = (key, step.index, step.span_id, step.tool)
         if step.new_batch or not state.batch or len(state.batch) >= _MAX_BATCH:
             state.batch = [member]
-            state.matcher.push(key, tuple(state.batch))
+            seen = state.matcher.push(key, state.batch)
         else:
             state.batch.append(member)
             key = "|".join(sorted(m[0] for m in state.batch))
-            state.matcher.replace_last(key, tuple(state.batch))
+            seen = state.matcher.replace_last(key, state.batch)
+        if not seen:  # a step new to the window repeats nothing
+            return None
         period, matched = state.matcher.period(1)
         if step.kind in ("exempt", "poll") or period == 1:  # the same step again: stagnation's
             return None

@@ -102,6 +102,24 @@ def _features(entry: list[Any]) -> dict[str, Feature]:
     return entry[1]  # type: ignore[no-any-return]  # set just above
 
 
+class _Recent:
+    """The recent calls of one run, oldest first, and beside them their result signatures."""
+
+    __slots__ = ("entries", "results")
+
+    def __init__(self, size: int) -> None:
+        self.entries: deque[list[Any]] = deque(maxlen=size)
+        """[step, features or None, arguments until featured] per call."""
+        self.results: deque[str] = deque(maxlen=size)
+        """The ``result_sig`` of each entry, searched in C before any entry is looked at."""
+
+    def keep(self, step: Step, features: dict[str, Feature] | None, arguments: Any) -> None:
+        """Add ``step`` as the latest call (the oldest leaves) and drop its parsed arguments."""
+        self.entries.append([step, features, arguments])
+        self.results.append(step.result_sig)
+        step.arguments = None
+
+
 class NearDuplicateDetector(DetectorBase):
     """Arguments near-identical but not equal, for the same tool, with no progress.
 
@@ -146,15 +164,18 @@ class NearDuplicateDetector(DetectorBase):
         """Text → its embedding, so each text is embedded once (bounded; shared by runs: a
         race only embeds a text twice)."""
 
-    def new_state(self) -> deque[list[Any]]:
-        """Return the run's recent calls: [step, features or None, arguments until featured]."""
-        return deque(maxlen=self.config.near_duplicate_window - 1)
+    def new_state(self) -> _Recent:
+        """Return the run's recent calls and their results."""
+        return _Recent(self.config.near_duplicate_window - 1)
 
-    def fork(self, state: deque[list[Any]], step: Step) -> deque[list[Any]]:
+    def fork(self, state: _Recent, step: Step) -> _Recent:
         """Return a copy of the recent calls (entries copied: they cache their features)."""
-        return deque((entry.copy() for entry in state), maxlen=state.maxlen)
+        other = _Recent(state.entries.maxlen or 1)
+        other.entries.extend(entry.copy() for entry in state.entries)
+        other.results.extend(state.results)
+        return other
 
-    def observe(self, state: deque[list[Any]], step: Step) -> Evidence | None:
+    def observe(self, state: _Recent, step: Step) -> Evidence | None:
         """Group this call with its recent near-duplicates and judge their progress.
 
         Mutating calls are never near-duplicates (each one is its own change, and an empty
@@ -164,12 +185,21 @@ class NearDuplicateDetector(DetectorBase):
         tool = step.tool
         if (step.kind == "mutating" or step.arguments is None
                 or tool.lower() in self._shell_tools):
-            state.append([step, None, None])  # no arguments kept: never in a group
-            step.arguments = None
+            state.keep(step, None, None)  # no arguments kept: never in a group
             return None
-        version = step.version
-        same_tool = [entry for entry in state if entry[0].tool == tool and entry[0].has_result
-                     and entry[0].version == version and entry[0].kind != "mutating"
+        # A call with a result none of the recent calls returned, not empty, is progress of its
+        # own (``_no_progress`` fails at once on it): one lookup, and no group is looked for.
+        if not step.empty and step.result_sig not in state.results:
+            state.keep(step, None, step.arguments)  # featured later, if ever needed
+            return None
+        return self._judge(state, step)
+
+    def _judge(self, state: _Recent, step: Step) -> Evidence | None:
+        """Group a call that may repeat a recent result with its near-duplicates, and judge."""
+        tool, version = step.tool, step.version
+        same_tool = [entry for entry in state.entries if entry[0].tool == tool
+                     and entry[0].has_result and entry[0].version == version
+                     and entry[0].kind != "mutating"
                      and (entry[1] is not None or entry[2] is not None)]
         minimum = self.config.threshold(tool, "near_duplicate_min")
         # Features only when this call can complete a group that fires: enough calls of the
@@ -179,13 +209,11 @@ class NearDuplicateDetector(DetectorBase):
                 or step.kind in ("exempt", "poll")
                 or (not step.empty
                     and all(entry[0].result_sig != step.result_sig for entry in same_tool))):
-            state.append([step, None, step.arguments])  # featured later, if ever needed
-            step.arguments = None
+            state.keep(step, None, step.arguments)  # featured later, if ever needed
             return None
         features = argument_features(step.arguments)
         group = [entry[0] for entry in same_tool if self._near(features, _features(entry))]
-        state.append([step, features, None])
-        step.arguments = None
+        state.keep(step, features, None)
         group.append(step)
         if len(group) < minimum:
             return None
