@@ -143,6 +143,11 @@ static const char *const units[] = {
     "minute", "h", "hrs", "hr", "hours", "hour", NULL};
 
 static Py_ssize_t unit_at(const text_t *t, Py_ssize_t p) {
+    if (p >= t->n) return -1;
+    Py_UCS4 first = ch(t, p);
+    if (!(letter(first, 'm') || letter(first, 'u') || letter(first, 'n') || letter(first, 's')
+          || letter(first, 'h') || first == 0xB5 || first == 0x39C || first == 0x3BC))
+        return -1; /* no unit starts with it: most numbers are followed by something else */
     for (const char *const *u = units; *u; u++) {
         Py_ssize_t k = 0;
         for (; (*u)[k]; k++) {
@@ -248,6 +253,32 @@ static PyObject *canonical_text(PyObject *module, PyObject *arg) {
     if (out == NULL) return PyErr_NoMemory();
     Py_ssize_t o = 0, i = 0;
     int space = 0;
+    if (PyUnicode_IS_ASCII(arg)) { /* the same loop on bytes: one table lookup per character */
+        const unsigned char *const s = t.data;
+        unsigned char *const w = out;
+        const Py_ssize_t n = t.n; /* locals: stores through w may alias anything else */
+        while (i < n) {
+            unsigned char c = s[i], f = cls[c];
+            if (f & C_SPACE) {
+                space = 1;
+                i++;
+                continue;
+            }
+            if (space && o > 0) w[o++] = ' ';
+            space = 0;
+            /* A token starts at a digit, or at a hex letter that starts a word. */
+            if (mask && ((f & C_DIGIT) || ((f & C_HEX) && !(i > 0 && (cls[s[i - 1]] & C_WORD))))) {
+                Py_ssize_t e = token_at(&t, i);
+                if (e > i) {
+                    w[o++] = '#';
+                    i = e;
+                    continue;
+                }
+            }
+            w[o++] = c;
+            i++;
+        }
+    }
     while (i < t.n) {
         Py_UCS4 c = ch(&t, i);
         if (char_is(c, C_SPACE)) {

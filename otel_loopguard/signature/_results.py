@@ -21,6 +21,8 @@ from otel_loopguard.signature._volatile import VolatileMatcher
 
 _IN_PROGRESS: Final = frozenset({"pending", "queued", "running", "in_progress", "in progress",
                                  "processing", "started", "waiting"})
+_IN_PROGRESS_WORDS: Final = tuple(sorted(_IN_PROGRESS))
+"""The same words, as ``str.startswith`` takes them: one call tests them all."""
 _EMPTY_TEXTS: Final = frozenset({
     "", "none", "null", "no results", "no result", "no results found", "nothing found",
     "not found", "0 results", "no matches", "no match", "no data", "empty", "[]", "{}",
@@ -142,7 +144,7 @@ def _in_progress(value: Any) -> bool:
         return False
     if isinstance(value, str):
         head = value[:40].lower().lstrip()
-        return any(head.startswith(word) for word in _IN_PROGRESS)
+        return head.startswith(_IN_PROGRESS_WORDS)
     return False
 
 
