@@ -297,7 +297,9 @@ def throughput(protocol: str, batches: list[bytes], tool_spans: int,
 
 def memory(runs: int) -> dict[str, float]:
     serve = Serve("--reorder-window", "3600", "--run-ttl", "36000", "--max-runs",
-                  str(runs * 2), "--max-buffered-spans", str(runs * 10))
+                  str(runs * 2), "--max-buffered-spans", str(runs * 10),
+                  # every run stays open: no trace is checked early for the bytes it holds
+                  "--max-pending-bytes", str(runs * 16 << 10))
     try:
         time.sleep(0.5)
         before = serve.rss_mb()
