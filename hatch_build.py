@@ -1,7 +1,7 @@
 """Build hook: compile the optional C accelerator into the wheel, when a compiler is at hand.
 
-``otel_loopguard/signature/_accel.c`` speeds up the signature of plain-text results (see
-``otel_loopguard/signature/_text.py``). The package is complete without it: when there is no C
+``otel_loopguard/signature/_accel.c`` speeds up the signatures of results and arguments (see
+``otel_loopguard/signature/_native.py``). The package is complete without it: when there is no C
 compiler or no Python headers, or ``OTEL_LOOPGUARD_PURE_PYTHON=1`` is set, or on Windows, the hook
 says so in one line and the wheel stays pure Python. Editable installs import the sources and use
 the Python path.
@@ -35,7 +35,7 @@ def build_extension(source: Path, out_dir: Path) -> Path:
         raise RuntimeError(f"no Python.h in {include} (install the Python headers)")
     cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
     link = ["-shared"] + (["-undefined", "dynamic_lookup"] if sys.platform == "darwin" else [])
-    command = [*cc, "-O2", "-fPIC", "-std=c99", "-Wall", "-Werror", f"-I{include}", *link,
+    command = [*cc, "-O2", "-fPIC", "-std=c99", "-Wall", f"-I{include}", *link,
                str(source), "-o", str(target)]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)

@@ -1,8 +1,9 @@
-/* The canonical form of a plain-text tool result, in one pass over its characters.
+/* The optional C accelerator of the signatures (otel_loopguard.signature._native).
  *
- * Optional accelerator of otel_loopguard.signature._text.canonical_text, which is the
- * definition; this file computes the same string, for ASCII text (_VOLATILE_ASCII_RE) and for
- * any other (_VOLATILE_TEXT_RE: re's Unicode classes and case-insensitive letters). tests/test_accel.py checks that the two agree
+ * First part: the canonical form of a plain-text tool result, in one pass over its characters.
+ * otel_loopguard.signature._text.canonical_text is the definition; this file computes the same
+ * string, for ASCII text (_VOLATILE_ASCII_RE) and for any other (_VOLATILE_TEXT_RE: re's
+ * Unicode classes and case-insensitive letters). tests/test_accel.py checks that the two agree
  * on random texts and on every text result of the development corpus.
  *
  * The form: the tokens that change between identical runs (date-times, times of day, durations,
@@ -11,9 +12,9 @@
  * runs of whitespace become one space and the ends are trimmed, as " ".join(text.split()) does.
  *
  * Python's re engine pays about 30 ns per character to find where such a token may start; the
- * scan below pays a table lookup, which is what makes a 1 KB text cost a microsecond instead of
- * fifty. Each alternative of the pattern is matched by hand with the pattern's backtracking
- * order, and \b is tested on the original text, as re.sub does.
+ * scan below pays a table lookup, which is what makes a 1 KB text cost a few microseconds
+ * instead of fifty. Each alternative of the pattern is matched by hand with the pattern's
+ * backtracking order, and \b is tested on the original text, as re.sub does.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -22,7 +23,7 @@
 #define C_HEX 2   /* 0-9 a-f A-F */
 #define C_WORD 4  /* A-Z a-z 0-9 _ (re.ASCII \w) */
 #define C_SPACE 8 /* what str.split() splits ASCII text on */
-#define C_WRITTEN 16 /* what a JSON string is not written as it is: whitespace, '"', '\\', controls */
+#define C_WRITTEN 16 /* not copied as it is into a JSON string: whitespace, '"', '\\', controls */
 
 static unsigned char cls[256];
 
@@ -110,7 +111,8 @@ static Py_ssize_t iso_datetime(const text_t *t, Py_ssize_t i) {
     Py_ssize_t e = i + 16;
     if (at(t, e, ':') && digits(t, e + 1, 2)) {
         e += 3;
-        if ((at(t, e, '.') || at(t, e, ',')) && is(t, e + 1, C_DIGIT)) e = run_of(t, e + 1, C_DIGIT);
+        if ((at(t, e, '.') || at(t, e, ',')) && is(t, e + 1, C_DIGIT))
+            e = run_of(t, e + 1, C_DIGIT);
     }
     if (at(t, e, 'z') || at(t, e, 'Z')) {
         e += 1;
@@ -310,12 +312,14 @@ static PyObject *canonical_text(PyObject *module, PyObject *arg) {
  * Optional accelerator of otel_loopguard.signature._form: the volatile keys of a result are
  * deleted in place (as VolatileMatcher.strip does), and the canonical text is written in the same
  * walk: keys sorted, compact, whitespace inside strings folded, strings that are a whole ISO
- * date-time masked in results. The text is not byte for byte the Python path's (floats are
- * written by repr, keys sorted by code point), but two values get the same text exactly when
- * the Python path gives them the same text; tests/test_accel.py checks that on every corpus.
- * Whatever the Python path treats apart (a string over max_chars, a container 32 levels down or
- * of more than 2,048 items, a " at 0x" address, a lone surrogate) returns None before anything
- * is written, and the caller takes the Python path on a fresh parse.
+ * date-time masked in results. The text is not byte for byte the Python path's (a float is
+ * written as its 64 bits, keys are sorted by code point), but two values get the same text
+ * where the Python path gives them the same text, except that the Python path also folds a
+ * literal backslash escape such as "\n" typed into a string, which this walk keeps as written;
+ * tests/test_accel.py checks random pairs of values and every corpus's findings. Whatever the
+ * Python path treats apart (a string over max_chars, a container 32 levels down or of more than
+ * 2,048 items, a " at 0x" address, a lone surrogate) returns None, and the caller takes the
+ * Python path on a fresh parse (the walk may have deleted some volatile keys by then).
  */
 
 #define MAX_DEPTH 32
@@ -735,9 +739,9 @@ static PyMethodDef methods[] = {
      "Python path must sign it."},
     {NULL, NULL, 0, NULL}};
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_accel",
-                                    "Optional accelerator of the result and argument signatures.", -1,
-                                    methods};
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_accel", "Optional accelerator of the result and argument signatures.",
+    -1, methods};
 
 PyMODINIT_FUNC PyInit__accel(void) {
     init_classes();
