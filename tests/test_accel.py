@@ -17,6 +17,8 @@ from types import ModuleType
 
 import pytest
 from corpus import replay
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import otel_loopguard.signature._form as form_module
 import otel_loopguard.signature._text as text_module
@@ -214,3 +216,45 @@ def test_random_json_has_the_python_equalities(accel: ModuleType) -> None:
             compared += 1
             assert (python[0] == python[1]) == (native[0] == native[1]), (texts, result)
     assert compared > 10_000
+
+
+_ANY_CHAR = st.characters(exclude_categories=[])  # lone surrogates included
+_JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True) | st.text(_ANY_CHAR, max_size=40)
+    | st.binary(max_size=8) | st.tuples(st.integers()),
+    lambda children: st.lists(children, max_size=5)
+    | st.dictionaries(st.text(max_size=8) | st.integers(), children, max_size=5),
+    max_leaves=30)
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=_JSONISH, result=st.booleans())
+def test_any_value_is_written_or_left_to_python(accel: ModuleType, value: object,
+                                                result: bool) -> None:
+    """Whatever it is handed (surrogates, odd types and keys, huge numbers), the walk returns
+    text or None and never fails; the signature functions still sign it."""
+    from otel_loopguard.signature import VolatileMatcher, analyze_result, tool_signature
+
+    matcher = VolatileMatcher()
+    form = accel.canonical_json(value, matcher.cache if result else None,
+                                matcher.classify if result else None, 4096, result)
+    assert form is None or isinstance(form, str)
+    assert len(analyze_result(value, matcher).digest) == 16
+    assert len(tool_signature("t", value)) == 16
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(_ANY_CHAR))
+def test_any_text_gets_the_python_form(accel: ModuleType, text: str) -> None:
+    assert accel.canonical_text(text) == canonical_text(text)
+
+
+def test_deep_nesting_and_lone_surrogates_are_left_to_python(accel: ModuleType) -> None:
+    assert accel.canonical_json({"a": "x \ud800"}, None, None, 4096, False) is None
+    text = "x \ud800 took 12 ms"
+    assert accel.canonical_text(text) == canonical_text(text) == "x \ud800 took #"
+    deep: object = "x"
+    for _ in range(5_000):
+        deep = [deep]
+    assert accel.canonical_json(deep, None, None, 4096, False) is None
