@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import otel_loopguard.signature._form as form_module
+import otel_loopguard.signature._results as results_module
 import otel_loopguard.signature._text as text_module
 from otel_loopguard.signature._text import canonical_text
 
@@ -129,10 +130,12 @@ def test_findings_are_the_same_without_the_accelerator(
 
     monkeypatch.setattr(text_module, "_SCAN", None)
     monkeypatch.setattr(form_module, "_CANON", None)
+    monkeypatch.setattr(results_module, "_SIGN", None)
     stored = json.loads(GOLDEN.read_text())
     assert json.loads(dump(all_findings())) == stored
     monkeypatch.setattr(text_module, "_SCAN", accel.canonical_text)
     monkeypatch.setattr(form_module, "_CANON", accel.canonical_json)
+    monkeypatch.setattr(results_module, "_SIGN", accel.sign_json_result)
     assert json.loads(dump(all_findings())) == stored
 
 
@@ -258,3 +261,147 @@ def test_deep_nesting_and_lone_surrogates_are_left_to_python(accel: ModuleType) 
     for _ in range(5_000):
         deep = [deep]
     assert accel.canonical_json(deep, None, None, 4096, False) is None
+
+
+# --- JSON results read straight from their text (sign_json_result) ---------------------------
+_FACT_KEYS = ("error", "status", "status_code", "statusCode", "code", "ok", "success",
+              "message", "detail", "error_message", "state", "phase")
+_RESULT_KEYS = (*_KEYS, *_FACT_KEYS, "timestamp", "items", "total", "data")
+_RESULT_STRINGS = (*_STRINGS, "No results.", " none ", "[]", "pending", "Running", "error",
+                   "404", "not found!", "x" * 41, "Ünïcödé", "\u00e9")
+
+
+def _random_result(rng: random.Random, depth: int = 0) -> object:
+    roll = rng.random()
+    if depth < 4 and (depth == 0 or roll < 0.3):
+        if depth and roll < 0.1:
+            return [_random_result(rng, depth + 1) for _ in range(rng.randrange(0, 4))]
+        return {rng.choice(_RESULT_KEYS): _random_result(rng, depth + 1)
+                for _ in range(rng.randrange(0, 6))}
+    if roll < 0.45:
+        return [_random_result(rng, depth + 1) for _ in range(rng.randrange(0, 3))] \
+            if depth < 4 else []
+    if roll < 0.8:
+        return rng.choice(_RESULT_STRINGS)
+    return rng.choice((0, 1, -1, 1.0, -0.0, 0.0, 0.5, 1e16, 401, 503, "500", 2**63, None,
+                       True, False, 1.5e-320))
+
+
+def _result_text(rng: random.Random, value: object) -> str:
+    """``value`` as JSON text: compact or indented, escaped or not, keys in any order."""
+    if rng.random() < 0.5:
+        return json.dumps(value, ensure_ascii=rng.random() < 0.5,
+                          indent=rng.choice((None, 2, "\t")), sort_keys=rng.random() < 0.3)
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _python_result(text: str) -> object:
+    """analyze_result as it is without the C reading of JSON results (the walk still on)."""
+    from otel_loopguard.signature import VolatileMatcher, analyze_result
+
+    saved = results_module._SIGN
+    results_module._SIGN = None  # type: ignore[misc]
+    try:
+        return analyze_result(text, VolatileMatcher())
+    finally:
+        results_module._SIGN = saved  # type: ignore[misc]
+
+
+def _assert_signed_as_walked(accel: ModuleType, text: str) -> bool:
+    """Assert that a text sign_json_result reads gets the walk's form and the same facts;
+    return whether it read it."""
+    import orjson
+
+    from otel_loopguard.signature import VolatileMatcher, analyze_result
+
+    matcher = VolatileMatcher()
+    signed = accel.sign_json_result(text, matcher.cache, matcher.classify, 4096)
+    if signed is None:
+        return False
+    other = VolatileMatcher()
+    walked = accel.canonical_json(orjson.loads(text), other.cache, other.classify, 4096, True)
+    assert signed[0].decode() == walked, text
+    assert analyze_result(text, VolatileMatcher()) == _python_result(text), text
+    return True
+
+
+def test_json_results_read_from_their_text_get_the_walks_form_and_facts(
+        accel: ModuleType) -> None:
+    rng = random.Random(5)
+    read = 0
+    for _ in range(20_000):
+        read += _assert_signed_as_walked(accel, _result_text(rng, _random_result(rng)))
+    assert read > 15_000
+
+
+def test_json_results_that_orjson_reads_otherwise_are_left_to_python(accel: ModuleType) -> None:
+    from otel_loopguard.signature import VolatileMatcher
+
+    matcher = VolatileMatcher()
+    for text in ('{"a":1,"a":2}', '{"a": 12345678901234567890}', '{"a": 1e400}', '{"a": NaN}',
+                 '{"a": 1} x', '{"a": 1,}', '{"a": "\\x"}', '{"a": "\\ud800"}',
+                 '{"a": "\\udc00x"}', '{"a": "b\x01"}', '{"a\\n": 1}', '[01]', '[1.]',
+                 '{"s": "<obj at 0x7fff1234>"}', '{"a": "' + "x" * 5000 + '"}',
+                 "[" * 40 + "]" * 40, '{"a": "\u20ac"}', "\x0c[1]", '{"a" 1}', "[tru]"):
+        assert accel.sign_json_result(text, matcher.cache, matcher.classify, 4096) is None, \
+            text
+        assert _python_result(text) is not None
+
+
+def test_the_facts_of_json_results_read_from_their_text(accel: ModuleType) -> None:
+    from otel_loopguard.signature import VolatileMatcher, analyze_result
+
+    cases = {'{"status": "Running", "id": 3}': (None, True, False),
+             '{"error": {"code": 401, "message": "no", "timestamp": "2026-01-01T00:00:00Z"}}':
+                 ('{"code":401,"message":"no"}', False, False),
+             '{"status_code": "404", "detail": "gone"}': ("404 gone", False, False),
+             '{"ok": false, "message": "boom"}': ("boom", False, False),
+             '{"items": [], "total": 0, "timestamp": "2026-01-01T00:00:00Z"}':
+                 (None, False, True),
+             '[null, " No results. "]': (None, False, True),
+             '{"a": {"b": {"c": []}}}': (None, False, False),
+             '{"a": {"b": {"request_id": "x"}}}': (None, False, True)}
+    for text, (error, in_progress, empty) in cases.items():
+        info = analyze_result(text, VolatileMatcher())
+        assert (info.error, info.in_progress, info.empty) == (error, in_progress, empty), text
+        assert _assert_signed_as_walked(accel, text), text
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=st.text(st.sampled_from('{}[]",:01-.eE tnrufalsx\\\n\u00e9'), max_size=40))
+def test_any_text_is_read_as_the_walk_reads_it_or_left_to_python(accel: ModuleType,
+                                                                  text: str) -> None:
+    _assert_signed_as_walked(accel, text)
+
+
+@pytest.mark.slow
+def test_every_json_result_of_the_corpus_is_read_as_the_walk_reads_it(
+        accel: ModuleType) -> None:
+    read = texts = 0
+    for run in replay.iter_runs():
+        for turn in run["turns"]:
+            for call in turn["calls"]:
+                result = call.get("result")
+                if isinstance(result, str) and result.lstrip()[:1] in ("{", "["):
+                    texts += 1
+                    read += _assert_signed_as_walked(accel, result)
+    assert read > texts // 2 > 1_000, (read, texts)
+
+
+def test_numbers_read_from_the_text_are_the_numbers_orjson_reads(accel: ModuleType) -> None:
+    """Floats parse to the same 64 bits (both round correctly), integers to the same value."""
+    rng = random.Random(3)
+    literals = ["0", "-0", "-0.0", "1e-400", "2.2250738585072011e-308", "4.9e-324",
+                "1.7976931348623157e308", "999999999999999999", "-999999999999999999"]
+    for _ in range(5_000):
+        digits = "".join(rng.choice("0123456789") for _ in range(rng.randrange(1, 25)))
+        literals.append(f"{rng.choice(('', '-'))}{int(digits)}.{digits}"
+                        f"{rng.choice(('', f'e{rng.randrange(-330, 310)}'))}")
+        literals.append(repr(rng.uniform(-1e6, 1e6)))
+    import orjson
+
+    for literal in literals:
+        text = f'{{"v": {literal}, "w": [{literal}]}}'
+        if not _assert_signed_as_walked(accel, text):  # only what orjson cannot read either
+            with pytest.raises(orjson.JSONDecodeError):
+                orjson.loads(text)

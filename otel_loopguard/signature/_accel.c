@@ -24,6 +24,8 @@
 #define C_WORD 4  /* A-Z a-z 0-9 _ (re.ASCII \w) */
 #define C_SPACE 8 /* what str.split() splits ASCII text on */
 #define C_WRITTEN 16 /* not copied as it is into a JSON string: whitespace, '"', '\\', controls */
+#define C_STRING 32 /* ends a run of plain characters in a JSON text's string: a space, '"', '\\',
+                       a control character, or a byte past ASCII */
 
 static unsigned char cls[256];
 
@@ -37,6 +39,8 @@ static void init_classes(void) {
     for (int c = 0; c <= ' '; c++) cls[c] |= C_WRITTEN;
     cls['"'] |= C_WRITTEN;
     cls['\\'] |= C_WRITTEN;
+    for (int c = 0; c < 256; c++)
+        if (c <= ' ' || c == '"' || c == '\\' || c >= 0x80) cls[c] |= C_STRING;
     const char *space = " \t\n\r\f\v\x1c\x1d\x1e\x1f";
     for (const char *p = space; *p; p++) cls[(unsigned char)*p] |= C_SPACE;
 }
@@ -397,11 +401,26 @@ static int whole_datetime(const unsigned char *u, Py_ssize_t n) {
     return 0;
 }
 
-/* Whether str holds \d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2} anywhere (_DATETIME_RE.search). */
-static int has_datetime(PyObject *str) {
-    Py_ssize_t n = PyUnicode_GET_LENGTH(str);
-    int kind = PyUnicode_KIND(str);
-    const void *data = PyUnicode_DATA(str);
+/* Characters of a str, or of a part of one: a JSON text's string read in place, or decoded
+ * from its escapes. ascii: every character is below 128. */
+typedef struct {
+    const void *data;
+    int kind, ascii;
+    Py_ssize_t n;
+    int plain; /* known to be ASCII written as it is (see plain_ascii) */
+} span_t;
+
+static inline span_t span_of(PyObject *str) {
+    span_t s = {PyUnicode_DATA(str), PyUnicode_KIND(str), PyUnicode_IS_ASCII(str),
+                PyUnicode_GET_LENGTH(str), 0};
+    return s;
+}
+
+/* Whether s holds \d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2} anywhere (_DATETIME_RE.search). */
+static int has_datetime(const span_t *s) {
+    Py_ssize_t n = s->n;
+    int kind = s->kind;
+    const void *data = s->data;
     for (Py_ssize_t i = 0; i + 16 <= n; i++) {
         unsigned char c[16];
         int ok = 1;
@@ -461,18 +480,19 @@ static int plain_ascii(const unsigned char *u, Py_ssize_t n) {
 /* Write str as a quoted string in one pass: whitespace folded (" ".join(str.split())), '"' '\'
  * and control characters escaped, UTF-8; then a whole date-time of a result becomes
  * <datetime>, and a string holding " at 0x" stops the walk (the Python path masks addresses). */
-static int put_string(walk_t *w, buf_t *b, PyObject *str) {
-    Py_ssize_t n = PyUnicode_GET_LENGTH(str);
+static int put_span(walk_t *w, buf_t *b, const span_t *str) {
+    Py_ssize_t n = str->n;
     if (grow(b, n * 6 + 2) < 0) return -1;
     unsigned char *out = (unsigned char *)b->data;
     Py_ssize_t start = b->len, o = start + 1;
     out[start] = '"';
     int space = 0;
-    if (PyUnicode_IS_ASCII(str) && plain_ascii(PyUnicode_1BYTE_DATA(str), n)) {
-        memcpy(out + o, PyUnicode_1BYTE_DATA(str), (size_t)n);
+    int ascii = str->ascii && str->kind == PyUnicode_1BYTE_KIND;
+    if (ascii && (str->plain || plain_ascii(str->data, n))) {
+        memcpy(out + o, str->data, (size_t)n);
         o += n;
-    } else if (PyUnicode_IS_ASCII(str)) {
-        const unsigned char *u = PyUnicode_1BYTE_DATA(str);
+    } else if (ascii) {
+        const unsigned char *u = str->data;
         for (Py_ssize_t i = 0; i < n; i++) {
             unsigned char c = u[i];
             if (cls[c] & C_SPACE) {
@@ -485,8 +505,8 @@ static int put_string(walk_t *w, buf_t *b, PyObject *str) {
             else put_char(out, &o, c);
         }
     } else {
-        int kind = PyUnicode_KIND(str);
-        const void *data = PyUnicode_DATA(str);
+        int kind = str->kind;
+        const void *data = str->data;
         for (Py_ssize_t i = 0; i < n; i++) {
             Py_UCS4 c = PyUnicode_READ(kind, data, i);
             if (c < 128 ? (cls[c] & C_SPACE) != 0 : Py_UNICODE_ISSPACE(c)) {
@@ -521,7 +541,17 @@ static int put_string(walk_t *w, buf_t *b, PyObject *str) {
     return 0;
 }
 
+static inline int put_string(walk_t *w, buf_t *b, PyObject *str) {
+    span_t s = span_of(str);
+    return put_span(w, b, &s);
+}
+
 static int put_value(walk_t *w, buf_t *b, PyObject *value, int depth);
+
+static inline int has_datetime_str(PyObject *str) {
+    span_t s = span_of(str);
+    return has_datetime(&s);
+}
 
 /* The class of a result's key: 0 kept, 1 volatile, 2 volatile when the value has a time. */
 static int key_class(walk_t *w, PyObject *key) {
@@ -599,7 +629,7 @@ static int put_dict(walk_t *w, buf_t *b, PyObject *dict, int depth) {
                 rc = -1;
                 break;
             }
-            if (found == 1 || (found == 2 && PyUnicode_CheckExact(value) && has_datetime(value))) {
+            if (found == 1 || (found == 2 && PyUnicode_CheckExact(value) && has_datetime_str(value))) {
                 pairs[n - 1 - dropped++].key = key; /* volatile: kept from the end, deleted below */
                 continue;
             }
@@ -629,6 +659,21 @@ static int put_dict(walk_t *w, buf_t *b, PyObject *dict, int depth) {
     }
     if (pairs != stack) PyMem_Free(pairs);
     return rc;
+}
+
+/* A float as its 64 bits in hex after '~': one text per value (-0.0 apart from 0.0, as the
+ * Python path writes them), never the text of an int, and no float formatting. */
+static int put_float(buf_t *b, double d) {
+    unsigned long long bits;
+    memcpy(&bits, &d, sizeof bits);
+    static const char hex[] = "0123456789abcdef";
+    char s[17];
+    s[0] = '~';
+    for (int k = 16; k >= 1; k--) {
+        s[k] = hex[bits & 15];
+        bits >>= 4;
+    }
+    return put(b, s, 17);
 }
 
 static int put_value(walk_t *w, buf_t *b, PyObject *value, int depth) {
@@ -681,21 +726,7 @@ static int put_value(walk_t *w, buf_t *b, PyObject *value, int depth) {
         Py_DECREF(text);
         return rc;
     }
-    if (type == &PyFloat_Type) {
-        /* A float as its 64 bits in hex after '~': one text per value (-0.0 apart from 0.0, as
-         * the Python path writes them), never the text of an int, and no float formatting. */
-        double d = PyFloat_AS_DOUBLE(value);
-        unsigned long long bits;
-        memcpy(&bits, &d, sizeof bits);
-        static const char hex[] = "0123456789abcdef";
-        char s[17];
-        s[0] = '~';
-        for (int k = 16; k >= 1; k--) {
-            s[k] = hex[bits & 15];
-            bits >>= 4;
-        }
-        return put(b, s, 17);
-    }
+    if (type == &PyFloat_Type) return put_float(b, PyFloat_AS_DOUBLE(value));
     w->bail = 1; /* not something a JSON parser returns */
     return 0;
 }
@@ -730,6 +761,650 @@ static PyObject *canonical_json(PyObject *module, PyObject *const *args, Py_ssiz
     return out;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* A result's canonical text and facts straight from its JSON text, in one pass.
+ *
+ * sign_json_result(text, cache, classify, max_chars) reads a JSON object or array and writes
+ * what orjson.loads followed by canonical_json(..., result=True) would write, without building
+ * the Python objects: the volatile keys' members are checked and skipped, the others written
+ * with their keys sorted. In the same pass it finds whether the result is empty (the rules of
+ * _results._is_empty, on the value without its volatile keys) and where the top-level members
+ * that the result's other facts read (error, status, state...) are in the text, so that only
+ * those are parsed in Python. Anything orjson would not read as this walk does (a syntax
+ * error, an escaped surrogate pair gone wrong, an integer of 19 digits or more, a float
+ * orjson reads as infinity, a key given twice), and anything the walk of parsed values leaves
+ * to the Python path, returns None: the caller takes that path, which gives the same signature
+ * as before. tests/test_accel.py compares the two on random texts and on every corpus result.
+ */
+
+#define QUIET_MAX_DEPTH 1000 /* a dropped member's nesting: orjson stops at 1024 */
+
+typedef struct {
+    walk_t w;
+    const unsigned char *s; /* the text: a str of one byte per character (Latin-1) */
+    Py_ssize_t n, i;
+    Py_UCS4 *scratch; /* a string decoded from its escapes */
+    Py_ssize_t scap;
+    int quiet;        /* inside a dropped member: read, write nothing, judge nothing */
+    struct memo *memo; /* the classes of keys seen before, or NULL */
+    PyObject *facts;  /* (key, start, end) of the top-level members the facts read */
+} parse_t;
+
+typedef struct {
+    const unsigned char *key;
+    Py_ssize_t len;
+    Py_ssize_t from, to; /* its ',"key":value' in the output; from == -1: dropped */
+} member_t;
+
+/* --- the classes of keys, by their bytes ---
+ * A VolatileMatcher's cache maps a key to its class; reaching it from bytes means a str per key
+ * and its hash. A memo per cache (it holds a reference, so the cache's identity stays its own)
+ * answers from the bytes: at most MEMOS caches, MEMO_KEYS keys each, in MEMO_BYTES of text. */
+#define MEMOS 4
+#define MEMO_SLOTS 8192
+#define MEMO_KEYS 4096
+#define MEMO_BYTES 65536
+
+typedef struct memo {
+    PyObject *owner;
+    Py_ssize_t keys, used;
+    struct {
+        unsigned long long hash;
+        int off, len, cls; /* len == -1: empty */
+    } slot[MEMO_SLOTS];
+    unsigned char bytes[MEMO_BYTES];
+} memo_t;
+
+static memo_t *memos[MEMOS];
+
+static memo_t *memo_for(PyObject *owner) {
+    for (int k = 0; k < MEMOS; k++) {
+        if (memos[k] == NULL) {
+            memo_t *m = PyMem_Calloc(1, sizeof(memo_t));
+            if (m == NULL) return NULL; /* no memo: the keys are looked up in the cache */
+            for (int j = 0; j < MEMO_SLOTS; j++) m->slot[j].len = -1;
+            Py_INCREF(owner);
+            m->owner = owner;
+            memos[k] = m;
+            return m;
+        }
+        if (memos[k]->owner == owner) return memos[k];
+    }
+    return NULL;
+}
+
+static inline unsigned long long fnv(const unsigned char *b, Py_ssize_t n) {
+    unsigned long long h = 1469598103934665603ULL;
+    for (Py_ssize_t k = 0; k < n; k++) h = (h ^ b[k]) * 1099511628211ULL;
+    return h;
+}
+
+/* The class of the key b[0:n] (Latin-1): from the memo, else from the cache (filling both). */
+static int class_of(parse_t *p, const unsigned char *b, Py_ssize_t n) {
+    memo_t *m = p->memo;
+    unsigned long long h = fnv(b, n);
+    if (m != NULL) {
+        for (Py_ssize_t j = (Py_ssize_t)(h & (MEMO_SLOTS - 1));; j = (j + 1) & (MEMO_SLOTS - 1)) {
+            if (m->slot[j].len < 0) break;
+            if (m->slot[j].hash == h && m->slot[j].len == n
+                && memcmp(m->bytes + m->slot[j].off, b, (size_t)n) == 0)
+                return m->slot[j].cls;
+        }
+    }
+    PyObject *key = PyUnicode_FromKindAndData(PyUnicode_1BYTE_KIND, b, n);
+    if (key == NULL) return -1;
+    int found = key_class(&p->w, key);
+    Py_DECREF(key);
+    if (found < 0 || m == NULL || m->keys >= MEMO_KEYS || m->used + n > MEMO_BYTES) return found;
+    /* classify may have run Python code: probe again before taking a slot */
+    for (Py_ssize_t j = (Py_ssize_t)(h & (MEMO_SLOTS - 1));; j = (j + 1) & (MEMO_SLOTS - 1)) {
+        if (m->slot[j].len < 0) {
+            memcpy(m->bytes + m->used, b, (size_t)n);
+            m->slot[j].hash = h;
+            m->slot[j].off = (int)m->used;
+            m->slot[j].len = (int)n;
+            m->slot[j].cls = found;
+            m->used += n;
+            m->keys++;
+            break;
+        }
+        if (m->slot[j].hash == h && m->slot[j].len == n
+            && memcmp(m->bytes + m->slot[j].off, b, (size_t)n) == 0)
+            break;
+    }
+    return found;
+}
+
+/* --- reading --- */
+static inline unsigned char at_(const parse_t *p, Py_ssize_t i) { return i < p->n ? p->s[i] : 0; }
+
+static inline void skip_ws(parse_t *p) {
+    const unsigned char *s = p->s;
+    Py_ssize_t i = p->i, n = p->n;
+    while (i < n && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t')) i++;
+    p->i = i;
+}
+
+static int hex4(const parse_t *p, Py_ssize_t i, Py_UCS4 *out) {
+    Py_UCS4 v = 0;
+    for (int k = 0; k < 4; k++) {
+        unsigned char c = at_(p, i + k);
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+              : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) return 0;
+        v = v * 16 + (Py_UCS4)d;
+    }
+    *out = v;
+    return 1;
+}
+
+/* Read the string at p->i (its opening quote) into *s: the text itself when it has no escape,
+ * else its characters decoded into p->scratch (valid until the next string is read). Returns
+ * -1 on an error, 0 with w.bail set when orjson would not read it, 1 when read. */
+static int read_string(parse_t *p, span_t *out) {
+    const unsigned char *s = p->s;
+    Py_ssize_t start = ++p->i, j = start, n = p->n;
+    int escaped = 0, high = 0, plain = 1;
+    while (1) {
+        while (j < n && !(cls[s[j]] & C_STRING)) j++;
+        if (j >= n) goto bail;
+        unsigned char c = s[j];
+        if (c == ' ') { /* plain: single spaces between words */
+            if (j == start || s[j - 1] == ' ') plain = 0;
+            j++;
+            continue;
+        }
+        if (c == '"') break;
+        if (c < 0x20) goto bail; /* orjson rejects a raw control character */
+        if (c >= 0x80) {
+            high = 1;
+            j++;
+            continue;
+        }
+        escaped = 1; /* a backslash */
+        unsigned char e = at_(p, j + 1);
+        Py_UCS4 v;
+        if (e == 'u') {
+            if (!hex4(p, j + 2, &v)) goto bail;
+            j += 6;
+            if (v >= 0xDC00 && v <= 0xDFFF) goto bail;
+            if (v >= 0xD800 && v <= 0xDBFF) {
+                Py_UCS4 low;
+                if (at_(p, j) != '\\' || at_(p, j + 1) != 'u' || !hex4(p, j + 2, &low)
+                    || low < 0xDC00 || low > 0xDFFF)
+                    goto bail;
+                j += 6;
+            }
+            continue;
+        }
+        if (e != '"' && e != '\\' && e != '/' && e != 'b' && e != 'f' && e != 'n' && e != 'r'
+            && e != 't')
+            goto bail;
+        j += 2;
+    }
+    if (j > start && s[j - 1] == ' ') plain = 0;
+    p->i = j + 1;
+    if (!escaped) {
+        out->data = s + start;
+        out->kind = PyUnicode_1BYTE_KIND;
+        out->n = j - start;
+        out->ascii = !high;
+        out->plain = !high && plain;
+        return 1;
+    }
+    if (j - start > p->scap) {
+        Py_UCS4 *more = PyMem_Realloc(p->scratch, sizeof(Py_UCS4) * (size_t)(j - start));
+        if (more == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        p->scratch = more;
+        p->scap = j - start;
+    }
+    Py_ssize_t o = 0;
+    for (Py_ssize_t k = start; k < j;) {
+        Py_UCS4 c = s[k];
+        if (c != '\\') {
+            p->scratch[o++] = c;
+            k++;
+            continue;
+        }
+        unsigned char e = s[k + 1];
+        Py_UCS4 v = 0;
+        if (e == 'u') {
+            hex4(p, k + 2, &v);
+            k += 6;
+            if (v >= 0xD800 && v <= 0xDBFF) {
+                Py_UCS4 low = 0;
+                hex4(p, k + 2, &low);
+                v = 0x10000 + ((v - 0xD800) << 10) + (low - 0xDC00);
+                k += 6;
+            }
+        } else {
+            v = e == 'b' ? '\b' : e == 'f' ? '\f' : e == 'n' ? '\n' : e == 'r' ? '\r'
+              : e == 't' ? '\t' : e;
+            k += 2;
+        }
+        if (v > 127) high = 1;
+        p->scratch[o++] = v;
+    }
+    out->data = p->scratch;
+    out->kind = PyUnicode_4BYTE_KIND;
+    out->n = o;
+    out->ascii = !high;
+    out->plain = 0;
+    return 1;
+bail:
+    p->w.bail = 1;
+    return 0;
+}
+
+static const char *const empty_texts[] = {
+    "", "none", "null", "no results", "no result", "no results found", "nothing found",
+    "not found", "0 results", "no matches", "no match", "no data", "empty", "[]", "{}", NULL};
+#define EMPTY_TEXT_MAX 16 /* the longest of them */
+
+static inline int stripped(Py_UCS4 c) { return c == ' ' || c == '.' || c == '!'; }
+
+/* _results._is_empty of a string: shorter than 40 and, stripped of " .!" and lowered, one of
+ * _EMPTY_TEXTS. A string with a character past ASCII is never one (of those, only the Kelvin
+ * sign lowers to an ASCII letter, k, and no empty text has a k). */
+static int string_empty(const span_t *s) {
+    if (s->n >= 40 || !s->ascii) return 0;
+    Py_ssize_t a = 0, z = s->n;
+    while (a < z && stripped(PyUnicode_READ(s->kind, s->data, a))) a++;
+    while (z > a && stripped(PyUnicode_READ(s->kind, s->data, z - 1))) z--;
+    if (z - a > EMPTY_TEXT_MAX) return 0;
+    char low[EMPTY_TEXT_MAX];
+    for (Py_ssize_t k = a; k < z; k++) {
+        Py_UCS4 c = PyUnicode_READ(s->kind, s->data, k);
+        low[k - a] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+    }
+    for (const char *const *t = empty_texts; *t; t++)
+        if ((*t)[0] == (z > a ? low[0] : 0) && (Py_ssize_t)strlen(*t) == z - a
+            && memcmp(*t, low, (size_t)(z - a)) == 0)
+            return 1;
+    return 0;
+}
+
+static const char *const fact_keys[] = {
+    "error", "status", "status_code", "statusCode", "code", "ok", "success", "message", "detail",
+    "error_message", "state", "phase", NULL};
+
+static int is_fact_key(const unsigned char *k, Py_ssize_t n) {
+    for (const char *const *t = fact_keys; *t; t++)
+        if ((Py_ssize_t)strlen(*t) == n && memcmp(*t, k, (size_t)n) == 0) return 1;
+    return 0;
+}
+
+static int parse_value(parse_t *p, buf_t *b, int depth, int in_mapping, int *empty);
+
+/* A number, written as the walk writes what orjson reads: an integer in decimal (-0 as 0), a
+ * float as its 64 bits. Integers of 19 digits or more, and floats that overflow, bail. */
+static int parse_number(parse_t *p, buf_t *b, int in_mapping, int *empty) {
+    const unsigned char *s = p->s;
+    Py_ssize_t start = p->i, j = start;
+    if (at_(p, j) == '-') j++;
+    Py_ssize_t first = j;
+    if (at_(p, j) == '0') j++;
+    else if (at_(p, j) >= '1' && at_(p, j) <= '9') while (at_(p, j) >= '0' && at_(p, j) <= '9') j++;
+    else goto bail;
+    Py_ssize_t digits = j - first;
+    int real = 0;
+    if (at_(p, j) == '.') {
+        real = 1;
+        j++;
+        if (!(at_(p, j) >= '0' && at_(p, j) <= '9')) goto bail;
+        while (at_(p, j) >= '0' && at_(p, j) <= '9') j++;
+    }
+    if (at_(p, j) == 'e' || at_(p, j) == 'E') {
+        real = 1;
+        j++;
+        if (at_(p, j) == '+' || at_(p, j) == '-') j++;
+        if (!(at_(p, j) >= '0' && at_(p, j) <= '9')) goto bail;
+        while (at_(p, j) >= '0' && at_(p, j) <= '9') j++;
+    }
+    p->i = j;
+    if (!real) {
+        if (digits > 18) goto bail; /* orjson reads up to 2**64 - 1 as int, beyond as float */
+        int zero = digits == 1 && s[first] == '0';
+        *empty = in_mapping && zero;
+        if (p->quiet) return 0;
+        return zero ? putc1(b, '0') : put(b, (const char *)s + start, j - start);
+    }
+    char lit[64];
+    if (j - start >= (Py_ssize_t)sizeof lit) goto bail;
+    memcpy(lit, s + start, (size_t)(j - start));
+    lit[j - start] = 0;
+    double d = PyOS_string_to_double(lit, NULL, NULL);
+    if (d == -1.0 && PyErr_Occurred()) return -1;
+    if (Py_IS_INFINITY(d)) goto bail; /* orjson: "number is infinity when parsed as double" */
+    *empty = in_mapping && d == 0.0;
+    return p->quiet ? 0 : put_float(b, d);
+bail:
+    p->w.bail = 1;
+    return 0;
+}
+
+static int literal(parse_t *p, const char *word, Py_ssize_t n) {
+    if (p->i + n > p->n || memcmp(p->s + p->i, word, (size_t)n) != 0) {
+        p->w.bail = 1;
+        return 0;
+    }
+    p->i += n;
+    return 1;
+}
+
+/* Keys in code point order: their bytes are Latin-1, so byte order. */
+static inline int key_cmp(const member_t *a, const member_t *b) {
+    int c = memcmp(a->key, b->key, (size_t)(a->len < b->len ? a->len : b->len));
+    return c ? c : (a->len < b->len ? -1 : a->len > b->len);
+}
+
+static int by_member(const void *a, const void *b) { return key_cmp(a, b); }
+
+static void sort_members(member_t *m, Py_ssize_t n) {
+    if (n > 16) {
+        qsort(m, (size_t)n, sizeof(member_t), by_member);
+        return;
+    }
+    for (Py_ssize_t i = 1; i < n; i++) {
+        member_t item = m[i];
+        Py_ssize_t j = i;
+        while (j > 0 && key_cmp(&m[j - 1], &item) > 0) {
+            m[j] = m[j - 1];
+            j--;
+        }
+        m[j] = item;
+    }
+}
+
+/* Write an object's kept members, each in b[start:] as ',"key":value' in the text's order, in
+ * the order of their keys, with '{' and '}' around them. A key given twice (orjson keeps its
+ * last value) bails. */
+static int order_members(parse_t *p, buf_t *b, Py_ssize_t start, member_t *m, Py_ssize_t n) {
+    int sorted = 1;
+    for (Py_ssize_t k = 1; k < n && sorted; k++)
+        if (key_cmp(&m[k - 1], &m[k]) >= 0) sorted = 0;
+    if (!sorted) {
+        sort_members(m, n);
+        for (Py_ssize_t k = 1; k < n; k++)
+            if (key_cmp(&m[k - 1], &m[k]) == 0) {
+                p->w.bail = 1;
+                return 0;
+            }
+    }
+    Py_ssize_t kept = 0, last = -1;
+    int in_place = 1;
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (m[k].from >= 0) {
+            if (m[k].from < last) in_place = 0;
+            last = m[k].from;
+            kept++;
+        }
+    if (kept == 0) {
+        b->len = start;
+        return put(b, "{}", 2);
+    }
+    if (!in_place) {
+        Py_ssize_t size = b->len - start;
+        char *copy = PyMem_Malloc((size_t)size);
+        if (copy == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(copy, b->data + start, (size_t)size);
+        Py_ssize_t o = start;
+        for (Py_ssize_t k = 0; k < n; k++) {
+            if (m[k].from < 0) continue;
+            Py_ssize_t len = m[k].to - m[k].from;
+            memcpy(b->data + o, copy + (m[k].from - start), (size_t)len);
+            o += len;
+        }
+        PyMem_Free(copy);
+    }
+    b->data[start] = '{';
+    return putc1(b, '}');
+}
+
+/* Note where a top-level member the result's facts read is, for the caller to parse it. */
+static int note_fact(parse_t *p, const member_t *m, Py_ssize_t start) {
+    PyObject *key = PyUnicode_FromKindAndData(PyUnicode_1BYTE_KIND, m->key, m->len);
+    if (key == NULL) return -1;
+    PyObject *where = Py_BuildValue("(Nnn)", key, start, p->i);
+    if (where == NULL) return -1;
+    int rc = PyList_Append(p->facts, where);
+    Py_DECREF(where);
+    return rc;
+}
+
+/* Write ',"key":' for a kept member. */
+static int put_key(parse_t *p, buf_t *b, const member_t *m) {
+    span_t k = {m->key, PyUnicode_1BYTE_KIND, 1, m->len};
+    for (Py_ssize_t j = 0; j < m->len && k.ascii; j++) k.ascii = m->key[j] < 0x80;
+    if (putc1(b, ',') < 0 || put_span(&p->w, b, &k) < 0) return -1;
+    return p->w.bail ? 0 : putc1(b, ':');
+}
+
+/* After an item of a container: 1 when a ',' announces another, 0 at its end (close) or,
+ * with w.bail set, at anything else. */
+static int more_items(parse_t *p, unsigned char close) {
+    skip_ws(p);
+    unsigned char c = at_(p, p->i++);
+    if (c == ',') {
+        skip_ws(p);
+        return 1;
+    }
+    if (c != close) p->w.bail = 1;
+    return 0;
+}
+
+static int parse_object(parse_t *p, buf_t *b, int depth, int *empty) {
+    if (depth >= (p->quiet ? QUIET_MAX_DEPTH : MAX_DEPTH)) {
+        p->w.bail = 1;
+        return 0;
+    }
+    p->i++;
+    skip_ws(p);
+    if (at_(p, p->i) == '}') {
+        p->i++;
+        *empty = 1;
+        return p->quiet ? 0 : put(b, "{}", 2);
+    }
+    Py_ssize_t start = b->len, n = 0, cap = 32, kept = 0;
+    member_t stack[32], *m = stack;
+    int rc = 0, all_empty = 1;
+    while (1) {
+        if (at_(p, p->i) != '"') {
+            p->w.bail = 1;
+            break;
+        }
+        span_t key;
+        rc = read_string(p, &key);
+        if (rc <= 0) break;
+        rc = 0;
+        int found = 0;
+        if (!p->quiet) {
+            if (key.kind != PyUnicode_1BYTE_KIND) { /* an escape in a key: rare, left to Python */
+                p->w.bail = 1;
+                break;
+            }
+            if (n == cap) {
+                member_t *more = PyMem_Malloc(sizeof(member_t) * (size_t)(cap * 2));
+                if (more == NULL) {
+                    PyErr_NoMemory();
+                    rc = -1;
+                    break;
+                }
+                memcpy(more, m, sizeof(member_t) * (size_t)n);
+                if (m != stack) PyMem_Free(m);
+                m = more;
+                cap *= 2;
+            }
+            m[n].key = key.data;
+            m[n].len = key.n;
+            m[n].from = m[n].to = -1;
+            if (++n > MAX_ITEMS) {
+                p->w.bail = 1;
+                break;
+            }
+            found = class_of(p, key.data, key.n);
+            if (found < 0) {
+                rc = -1;
+                break;
+            }
+        }
+        skip_ws(p);
+        if (at_(p, p->i) != ':') {
+            p->w.bail = 1;
+            break;
+        }
+        p->i++;
+        skip_ws(p);
+        Py_ssize_t from = b->len, value_at = p->i;
+        int item_empty = 1, keep = 1;
+        if (p->quiet || found == 1) {
+            int quiet = p->quiet;
+            p->quiet = 1;
+            rc = parse_value(p, b, depth + 1, 1, &item_empty);
+            p->quiet = quiet;
+            keep = 0;
+        } else if (found == 2 && at_(p, p->i) == '"') {
+            span_t value;
+            rc = read_string(p, &value);
+            if (rc <= 0) break;
+            rc = 0;
+            if (has_datetime(&value)) keep = 0; /* a date member holding a time: volatile */
+            else if (value.n > p->w.max_chars) p->w.bail = 1;
+            else {
+                rc = put_key(p, b, &m[n - 1]);
+                if (rc == 0 && !p->w.bail) rc = put_span(&p->w, b, &value);
+                item_empty = string_empty(&value);
+            }
+        } else {
+            rc = put_key(p, b, &m[n - 1]);
+            if (rc == 0 && !p->w.bail) rc = parse_value(p, b, depth + 1, 1, &item_empty);
+        }
+        if (rc < 0 || p->w.bail) break;
+        if (keep) {
+            m[n - 1].from = from;
+            m[n - 1].to = b->len;
+            kept++;
+            all_empty &= item_empty;
+            if (depth == 0 && is_fact_key(m[n - 1].key, m[n - 1].len)
+                && (rc = note_fact(p, &m[n - 1], value_at)) < 0)
+                break;
+        }
+        if (!more_items(p, '}')) break;
+    }
+    if (rc == 0 && !p->w.bail && !p->quiet) {
+        rc = order_members(p, b, start, m, n);
+        /* _is_empty: a mapping two levels down is empty when it has no member left */
+        *empty = depth >= 2 ? kept == 0 : all_empty;
+    }
+    if (m != stack) PyMem_Free(m);
+    return rc;
+}
+
+static int parse_array(parse_t *p, buf_t *b, int depth, int *empty) {
+    if (depth >= (p->quiet ? QUIET_MAX_DEPTH : MAX_DEPTH)) goto bail;
+    p->i++;
+    skip_ws(p);
+    if (!p->quiet && putc1(b, '[') < 0) return -1;
+    Py_ssize_t items = 0;
+    int all_empty = 1;
+    if (at_(p, p->i) == ']') {
+        p->i++;
+        *empty = 1;
+        return p->quiet ? 0 : putc1(b, ']');
+    }
+    while (1) {
+        if (items && !p->quiet && putc1(b, ',') < 0) return -1;
+        int item_empty = 1;
+        if (parse_value(p, b, depth + 1, 0, &item_empty) < 0) return -1;
+        if (p->w.bail) return 0;
+        all_empty &= item_empty;
+        if (++items > MAX_ITEMS && !p->quiet) goto bail;
+        if (!more_items(p, ']')) {
+            if (p->w.bail) return 0;
+            break;
+        }
+    }
+    *empty = depth >= 2 ? items == 0 : all_empty;
+    return p->quiet ? 0 : putc1(b, ']');
+bail:
+    p->w.bail = 1;
+    return 0;
+}
+
+/* One value at p->i. depth: its container's depth, plus one (the top-level value is 0);
+ * in_mapping: it is a member's value. *empty: whether _results._all_empty counts it empty. */
+static int parse_value(parse_t *p, buf_t *b, int depth, int in_mapping, int *empty) {
+    unsigned char c = at_(p, p->i);
+    *empty = 0;
+    if (c == '"') {
+        span_t s;
+        int rc = read_string(p, &s);
+        if (rc <= 0 || p->quiet) return rc < 0 ? -1 : 0;
+        if (s.n > p->w.max_chars) {
+            p->w.bail = 1;
+            return 0;
+        }
+        *empty = string_empty(&s);
+        return put_span(&p->w, b, &s);
+    }
+    if (c == '{') return parse_object(p, b, depth, empty);
+    if (c == '[') return parse_array(p, b, depth, empty);
+    if (c == '-' || (c >= '0' && c <= '9')) return parse_number(p, b, in_mapping, empty);
+    if (c == 't') return literal(p, "true", 4) && !p->quiet ? put(b, "true", 4) : 0;
+    if (c == 'f') return literal(p, "false", 5) && !p->quiet ? put(b, "false", 5) : 0;
+    if (c == 'n') {
+        *empty = 1;
+        return literal(p, "null", 4) && !p->quiet ? put(b, "null", 4) : 0;
+    }
+    p->w.bail = 1;
+    return 0;
+}
+
+static PyObject *sign_json_result(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 4 || !PyUnicode_Check(args[0]) || !PyDict_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "sign_json_result(text: str, cache: dict, classify, "
+                                         "max_chars: int) takes 4 arguments");
+        return NULL;
+    }
+    if (PyUnicode_KIND(args[0]) != PyUnicode_1BYTE_KIND) Py_RETURN_NONE; /* wider: Python */
+    parse_t p = {{args[1], args[2], PyLong_AsSsize_t(args[3]), 1, 0},
+                 PyUnicode_1BYTE_DATA(args[0]), PyUnicode_GET_LENGTH(args[0]), 0, NULL, 0, 0,
+                 memo_for(args[1]), NULL};
+    if (p.w.max_chars == -1 && PyErr_Occurred()) return NULL;
+    skip_ws(&p);
+    unsigned char first = at_(&p, p.i);
+    if (first != '{' && first != '[') Py_RETURN_NONE;
+    p.facts = first == '{' ? PyList_New(0) : NULL;
+    if (first == '{' && p.facts == NULL) return NULL;
+    buf_t b = {NULL, 0, 0};
+    PyObject *out = NULL;
+    int empty = 0;
+    if (grow(&b, p.n + 64) == 0 && parse_value(&p, &b, 0, 0, &empty) == 0) {
+        skip_ws(&p);
+        if (p.i != p.n) p.w.bail = 1; /* orjson: "unexpected content after document" */
+        if (p.w.bail) {
+            out = Py_None;
+            Py_INCREF(out);
+        } else {
+            PyObject *facts = p.facts ? PyList_AsTuple(p.facts) : Py_None;
+            if (p.facts == NULL) Py_INCREF(facts);
+            if (facts != NULL)
+                out = Py_BuildValue("(y#NN)", b.data, b.len, PyBool_FromLong(empty), facts);
+        }
+    }
+    Py_XDECREF(p.facts);
+    PyMem_Free(b.data);
+    PyMem_Free(p.scratch);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"canonical_text", canonical_text, METH_O,
      "canonical_text(text) -> str: the canonical form of a plain-text result."},
@@ -737,6 +1412,10 @@ static PyMethodDef methods[] = {
      "canonical_json(value, cache, classify, max_chars, result) -> str | None: the canonical "
      "text of parsed JSON, its volatile keys (cache not None) deleted in place; None when the "
      "Python path must sign it."},
+    {"sign_json_result", (PyCFunction)(void (*)(void))sign_json_result, METH_FASTCALL,
+     "sign_json_result(text, cache, classify, max_chars) -> (bytes, bool, tuple | None) | None: "
+     "a JSON result's canonical text (UTF-8), whether it is empty, and (key, start, end) of its "
+     "top-level fact members (None for an array); None when the Python path must sign it."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final
+
+import orjson
 
 from otel_loopguard.signature._bounds import _DEFAULT_MAX_VALUE_CHARS
 from otel_loopguard.signature._form import (
@@ -13,9 +15,11 @@ from otel_loopguard.signature._form import (
     _fast_json,
     _json_text,
     _parse_json_text,
+    _xxh3_hex,
     digest,
     normalize_value,
 )
+from otel_loopguard.signature._native import NATIVE
 from otel_loopguard.signature._text import text_form
 from otel_loopguard.signature._volatile import VolatileMatcher
 
@@ -56,6 +60,10 @@ def analyze_result(
     """Return the signature and structured facts of a tool result; never raises."""
     try:
         text = _json_text(result, max_value_chars)
+        if text is not None and _SIGN is not None:
+            signed = _SIGN(text, volatile.cache, volatile.classify, max_value_chars)
+            if signed is not None:
+                return _signed_info(text, signed, volatile)
         fast = _fast_json(text, volatile, max_value_chars) if text is not None else _NOT_JSON
         if isinstance(fast, tuple):
             return _result_info(*fast)
@@ -76,6 +84,35 @@ def analyze_result(
         in_progress=_in_progress(normalized),
         empty=_is_empty(normalized),
     )
+
+
+_SIGN: Final[Callable[[str, dict[str, int], Callable[[str], int], int],
+                      tuple[bytes, bool, tuple[tuple[str, int, int], ...] | None] | None]
+              | None] = NATIVE.sign_json_result if NATIVE is not None else None
+"""The C reading of a JSON result (``_accel.c``): its canonical text (UTF-8) as ``_fast_json``
+gives it, whether it is empty, and where its top-level members that the other facts read are;
+None where the result needs the Python path."""
+
+
+def _signed_info(text: str, signed: tuple[bytes, bool, tuple[tuple[str, int, int], ...] | None],
+                 volatile: VolatileMatcher) -> ResultInfo:
+    """Return the ResultInfo of a result the C reading signed: only its fact members parsed.
+
+    The error and in-progress facts read only the members named in ``_ERROR_KEYS``,
+    ``_STATE_KEYS`` and their messages, so a mapping of those alone (their values stripped of
+    volatile keys, as the whole result's are) gives the same facts as the whole result.
+    """
+    canonical, empty, members = signed
+    if not members:
+        return ResultInfo(digest=_xxh3_hex(canonical), empty=empty)
+    values: dict[str, Any] = {}
+    for key, start, end in members:
+        value = orjson.loads(text[start:end])
+        if type(value) is dict or type(value) is list:
+            volatile.strip(value)
+        values[key] = value
+    return ResultInfo(digest=_xxh3_hex(canonical), error=_structured_error(values),
+                      in_progress=_in_progress(values), empty=empty)
 
 
 def _text_info(text: str, max_value_chars: int) -> ResultInfo:
