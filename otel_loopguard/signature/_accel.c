@@ -239,6 +239,28 @@ static Py_ssize_t token_at(const text_t *t, Py_ssize_t i) {
     return hex_id(t, i);
 }
 
+/* How many of the characters s[i:i + most] are hex digits, counted from i (ASCII text). */
+static inline Py_ssize_t hex_run(const unsigned char *s, Py_ssize_t n, Py_ssize_t i,
+                                 Py_ssize_t most) {
+    Py_ssize_t k = i;
+    while (k < n && k - i < most && (cls[s[k]] & C_HEX)) k++;
+    return k - i;
+}
+
+/* Whether a token may start at the digit s[i] of ASCII text: what follows its digits allows
+ * one of the pattern's alternatives (token_at decides). A date-time's 4 digits are followed by
+ * '-', a time of day's 1 or 2 by ':', a duration's by '.', ',', a space or its unit's letter
+ * (an address's 0 by x); a UUID or a hex id starts with 8 hex digits or more. */
+static inline int digit_may_start(const unsigned char *s, Py_ssize_t n, Py_ssize_t i) {
+    Py_ssize_t d = i;
+    while (d < n && (cls[s[d]] & C_DIGIT)) d++;
+    unsigned char next = d < n ? s[d] : 0;
+    if ((d - i == 4 && next == '-') || (d - i <= 2 && next == ':') || next == '.' || next == ','
+        || (cls[next] & C_SPACE) || (next >= 'a' && next <= 'z') || (next >= 'A' && next <= 'Z'))
+        return 1;
+    return hex_run(s, n, i, 8) == 8;
+}
+
 /* True when the text has two words or more (a text of one word is not masked). */
 static int several_words(const text_t *t) {
     Py_ssize_t i = run_of(t, 0, C_SPACE);
@@ -272,8 +294,13 @@ static PyObject *canonical_text(PyObject *module, PyObject *arg) {
             }
             if (space && o > 0) w[o++] = ' ';
             space = 0;
-            /* A token starts at a digit, or at a hex letter that starts a word. */
-            if (mask && ((f & C_DIGIT) || ((f & C_HEX) && !(i > 0 && (cls[s[i - 1]] & C_WORD))))) {
+            /* A token starts at a digit, or at a hex letter that starts a word and is followed
+             * by 7 more (a UUID's first group; a hex id has 12): token_at tests that too, this
+             * spares the call for most words that start with a to f, and digit_may_start for
+             * most numbers. */
+            if (mask && ((f & C_DIGIT) ? digit_may_start(s, n, i)
+                         : ((f & C_HEX) && !(i > 0 && (cls[s[i - 1]] & C_WORD))
+                            && hex_run(s, n, i, 8) == 8))) {
                 Py_ssize_t e = token_at(&t, i);
                 if (e > i) {
                     w[o++] = '#';
@@ -283,6 +310,13 @@ static PyObject *canonical_text(PyObject *module, PyObject *arg) {
             }
             w[o++] = c;
             i++;
+            /* What follows up to a space, a digit or a hex letter after a non-word character
+             * starts no token: copied as it is. */
+            while (i < n) {
+                unsigned char g = cls[s[i]];
+                if ((g & (C_SPACE | C_DIGIT)) || ((g & C_HEX) && !(cls[s[i - 1]] & C_WORD))) break;
+                w[o++] = s[i++];
+            }
         }
     }
     while (i < t.n) {
