@@ -356,6 +356,16 @@ def canonical_args(arguments: Any, *, max_value_chars: int = _DEFAULT_MAX_VALUE_
     A plain ``dict`` of JSON values takes the same path as its JSON text, written by orjson
     (values orjson writes natively, such as UUIDs and enum members, sign as their JSON form).
     """
+    if type(arguments) is str and _CANON is not None and len(arguments) <= max_value_chars * 16 \
+            and arguments[:1] == "{":  # the common case: a JSON object's text, walked in C
+        try:
+            parsed = orjson.loads(arguments)
+        except orjson.JSONDecodeError:
+            parsed = None
+        if type(parsed) is dict:
+            canonical = _CANON(parsed, None, None, max_value_chars, False)
+            if canonical is not None:
+                return parsed, canonical
     text = _json_text(arguments, max_value_chars)
     if text is None and type(arguments) is dict:
         text = _dict_json(arguments, max_value_chars)
