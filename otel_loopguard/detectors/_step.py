@@ -81,6 +81,9 @@ class Step:
     unchanged: int = 1
     """In how many world versions in a row this call got this same outcome, this one's
     included: the state changes its identical outcome survived, plus one."""
+    sequence: str = ""
+    """``sequence_key`` of this step as ``make_step`` gives it, so the detectors that compare
+    sequences (cycle, batch) do not derive it each; ``""`` in a step built otherwise."""
 
 
 class CountingWindow:

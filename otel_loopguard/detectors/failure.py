@@ -155,6 +155,7 @@ class MutatingFailureDetector(DetectorBase):
     """
 
     name: ClassVar[str] = "mutating_failure"
+    observed_kinds: ClassVar[frozenset[str] | None] = frozenset({"mutating"})
 
     def new_state(self) -> dict[str, tuple[str, int, list[tuple[int, str]]]]:
         """Return, per target, its current streak of failures with one error."""
