@@ -60,6 +60,7 @@ to-do list again and again as it works, which is neither a loop nor a change of 
 they are ``exempt`` unless configured otherwise."""
 _NO_RESULT: Final = ResultInfo(digest="")
 _CALL_KINDS: Final[frozenset[str]] = frozenset(get_args(ToolKind))
+"""Every kind of call (``tool_kind``): what a detector observes unless it says otherwise."""
 _NO_FAILURE: Final[tuple[None, None, str]] = (None, None, "")
 """The error, error class and reason of a call that did not fail."""
 _CONTAINED: Final = (Exception, SystemExit)
@@ -556,8 +557,8 @@ class LoopEngine:
     def make_step(self, run: RunState, call: ToolCall) -> Step:
         """Return the normalised step of ``call`` and advance the run's counters.
 
-        One frame for what every call needs: the helpers it calls are those of a failure, a
-        hook, a new tool or a mutation, which a healthy call of a known tool does not reach.
+        One frame for what every call needs: besides the result's analysis, the helpers it
+        calls are those of a failure, a hook, a new tool or a new state change.
         """
         index = run.calls = run.calls + 1
         has_result, tool, turn = call.has_result, call.tool, call.turn

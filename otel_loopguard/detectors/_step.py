@@ -123,10 +123,6 @@ class CountingWindow:
         occurrences.append((index, span_id))
         return occurrences
 
-    def size(self) -> int:
-        """Return how many positions of the window hold a key."""
-        return len(self._order)
-
     def copy(self) -> CountingWindow:
         """Return an independent copy (``push`` on it leaves this window as it is)."""
         other = CountingWindow(self._size)

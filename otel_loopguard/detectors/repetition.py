@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar
 
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.detectors._base import DetectorBase, ladder, lowest, occurrence_details
@@ -15,8 +15,6 @@ _MAX_BATCH = 64
 """Parallel calls of one turn the batch detector compares; larger turns are skipped."""
 _MAX_TRACKED = 1024
 """Distinct keys a run-wide counter keeps (oldest dropped first)."""
-_NO_BATCH: Final[tuple[frozenset[str], int]] = (frozenset(), 0)
-"""A closed turn of fewer than two calls (shared)."""
 
 
 class _PollState:
