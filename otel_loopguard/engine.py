@@ -10,10 +10,10 @@ import copy
 import fnmatch
 import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Final
+from collections.abc import Callable, Collection, Iterator, Sequence
+from typing import Any, Final, get_args
 
-from otel_loopguard.config import LoopGuardConfig
+from otel_loopguard.config import LoopGuardConfig, ToolKind
 from otel_loopguard.detectors import HandoffDetector, make_default_detectors
 from otel_loopguard.detectors._base import DetectorBase
 from otel_loopguard.detectors._step import Step, in_world
@@ -59,6 +59,10 @@ _PLAN_TOOL_PATTERNS: Final = ("*todo*",)
 to-do list again and again as it works, which is neither a loop nor a change of the world, so
 they are ``exempt`` unless configured otherwise."""
 _NO_RESULT: Final = ResultInfo(digest="")
+_CALL_KINDS: Final[frozenset[str]] = frozenset(get_args(ToolKind))
+"""Every kind of call (``tool_kind``): what a detector observes unless it says otherwise."""
+_NO_FAILURE: Final[tuple[None, None, str]] = (None, None, "")
+"""The error, error class and reason of a call that did not fail."""
 _CONTAINED: Final = (Exception, SystemExit)
 """What a user callback may raise without it reaching the app: a ``sys.exit()`` in a callback
 called from ``span.end()`` must not end the span's thread or skip the downstream processor
@@ -245,6 +249,14 @@ class LoopEngine:
         self._plain_policy = type(self.policy) is Policy
         self._result_cache_size = max(2, min(_RESULT_CACHE_MAX, self.config.cycle_max_length))
         self._observers = tuple(detector.observe for detector in self.detectors)
+        self._all_observing = tuple((detector.observe, index)
+                                    for index, detector in enumerate(self.detectors))
+        self._observing = {kind: tuple((detector.observe, index)
+                                       for index, detector in enumerate(self.detectors)
+                                       if kind in _observed_kinds(detector))
+                           for kind in _CALL_KINDS}
+        """Call kind → the detectors that look at a call of that kind, with their state's
+        index: a detector that ignores the kind (``observed_kinds``) is not called for it."""
         self._forks = tuple(getattr(detector, "fork", None) or _deep_fork
                             for detector in self.detectors)
         self._whole_forks = tuple(
@@ -315,11 +327,12 @@ class LoopEngine:
             implicit = self._agent_change(run, call)
             if implicit is not None:
                 evidence.append(implicit)
-        if self.handoffs is not None and not repeat and step.error is None and \
-                (step.has_result or step.kind == "mutating"):
+        if self.handoffs is not None and len(run.handoff_state.agents) > 1 and not repeat \
+                and step.error is None and (step.has_result or step.kind == "mutating"):
             self.handoffs.progress(run.handoff_state)  # something done: no ping-pong
-        for observe, state in zip(self._observers, run.states, strict=True):
-            found = observe(state, step)
+        states = run.states
+        for observe, index in self._observing.get(step.kind, self._all_observing):
+            found = observe(states[index], step)
             if found is not None:
                 evidence.append(found)
         if not evidence and run.stopped is None and self._plain_policy:
@@ -542,16 +555,27 @@ class LoopEngine:
             budget.use_template(run.states[index], run.template)
 
     def make_step(self, run: RunState, call: ToolCall) -> Step:
-        """Return the normalised step of ``call`` and advance the run's counters."""
-        run.calls += 1
-        info = self._result_info(run, call.result) if call.has_result else _NO_RESULT
-        if self.result_signature is not None and call.has_result:
-            info = self._custom_result_info(call.tool, call.result, info)
-        error = self._error_text(call, info) if call.error or info.error is not None else None
-        error_class, reason = classify_error(error) if error is not None else (None, "")
-        new_batch = self._new_batch(run, call)
-        args, canonical = self._canonical_args(call.arguments)
-        tool = call.tool
+        """Return the normalised step of ``call`` and advance the run's counters.
+
+        One frame for what every call needs: besides the result's analysis, the helpers it
+        calls are those of a failure, a hook, a new tool or a new state change.
+        """
+        index = run.calls = run.calls + 1
+        has_result, tool, turn = call.has_result, call.tool, call.turn
+        info = self._result_info(run, call.result) if has_result else _NO_RESULT
+        if self.result_signature is not None and has_result:
+            info = self._custom_result_info(tool, call.result, info)
+        error, error_class, reason = self._failure(call, info) \
+            if call.error or info.error is not None else _NO_FAILURE
+        if turn is not None:  # a new model turn starts a new batch
+            new_batch, run.last_turn = turn != run.last_turn, turn
+        else:  # without turns: a call that starts after every earlier one ended
+            new_batch = call.start_time_ns >= run.last_end_ns or call.start_time_ns == 0
+        run.last_end_ns = max(run.last_end_ns, call.end_time_ns)
+        try:
+            args, canonical = canonical_args(call.arguments, max_value_chars=self._max_chars)
+        except (ValueError, TypeError, RecursionError) as exc:  # pathological values still sign
+            args, canonical = None, "\x00unsignable:" + type(exc).__name__
         call_sig = digest(tool + "\x00" + canonical)
         if self.signature is not None:
             call_sig = self._custom_call_sig(tool, call.arguments, call_sig)
@@ -560,31 +584,33 @@ class LoopEngine:
             kind = self.tool_kind(tool, info, call.arguments)
         # a call not captured whole equals no other; a failed one keeps its identity, since the
         # failure ladders (and precheck's prediction of them) key on the call and its target
-        known = error is not None or (arguments_known(kind, args)
-                                      and (args is not None or call.has_result))
+        known = error is not None or ((args is not None or has_result) and (
+            (kind != "mutating" and type(args) is dict and _QUERY_KEYS.isdisjoint(args))
+            or arguments_known(kind, args)))
         if not known:
-            call_sig = digest(call_sig + "\x00opaque:" + str(run.calls))
-        outcome = call_sig + ":" + info.digest if call.has_result else call_sig
+            call_sig = digest(call_sig + "\x00opaque:" + str(index))
+        outcome = call_sig + ":" + info.digest if has_result else call_sig
         version = run.version
-        if kind == "mutating" and error is None and outcome not in run.mutations:
-            version = self._changed(run, outcome)
-        elif kind == "mutating" and error is not None:
+        if kind == "mutating" and error is not None:
             run.mutation_failed = True
+        elif kind == "mutating" and outcome not in run.mutations:
+            version = self._changed(run, outcome)
         # a successful mutation's target only ends a failure streak on it: none is open in a
         # run before a mutating call failed, so until then it is not looked for (see Step.target)
         target = self._target(tool, kind, error, args, call.arguments) \
             if error is not None or run.mutation_failed else None
-        # Positional, in Step's field order, here only: with 21 keyword arguments, building it
-        # costs about 2 us more in CPython 3.11, a fifth of make_step for a loop's calls (their
-        # results come from the run's cache) and 4% for new ones (benchmarks/bench_step.py).
-        return Step(run.calls, tool, kind, call_sig,  # index, tool, kind, call_sig
-                    call.has_result, info.digest,  # has_result, result_sig
-                    error, error_class, reason,  # error, error_class, error_reason
-                    info.empty, call.span_id, call.start_time_ns, call.end_time_ns,
-                    new_batch, in_world(outcome, version),  # new_batch, pair
+        pair, call_key = (outcome + "@" + str(version), call_sig + "@" + str(version)) \
+            if version else (outcome, call_sig)  # in_world, inline: two keys per call
+        # Positional, in Step's field order: with keyword arguments, building it costs about
+        # 2 us more in CPython 3.11 (benchmarks/bench_step.py).
+        return Step(index, tool, kind, call_sig, has_result, info.digest,
+                    error, error_class, reason, info.empty, call.span_id, call.start_time_ns,
+                    call.end_time_ns, new_batch, pair,
                     args if self._near_duplicates and known else None,  # arguments
-                    call.turn or 0, in_world(call_sig, version),  # turns, call_key
-                    outcome, version, target)
+                    turn or 0, call_key, outcome, version, target, 1,  # ..., unchanged
+                    # sequence_key: unknown outcome, mutation in any version, else the pair
+                    f"\x00absent:{index}" if not has_result and error is None
+                    else outcome if kind == "mutating" else pair)
 
     def _target(self, tool: str, kind: str, error: str | None, args: Any,
                 arguments: Any) -> str | None:
@@ -734,25 +760,15 @@ class LoopEngine:
             return None, "\x00unsignable:" + type(exc).__name__
 
     @staticmethod
-    def _error_text(call: ToolCall, info: ResultInfo) -> str | None:
+    def _failure(call: ToolCall, info: ResultInfo) -> tuple[str, str, str]:
+        """Return a failed call's error text (numbers and dates masked), class and reason."""
         if call.error:
             text = call.error_message or (str(call.result)[:500] if call.has_result else "") or \
                 "error"
-        elif info.error is not None:
-            text = info.error
         else:
-            return None
-        return " ".join(_MASK_RE.sub("#", text[:500]).split())
-
-    @staticmethod
-    def _new_batch(run: RunState, call: ToolCall) -> bool:
-        if call.turn is not None:
-            new = call.turn != run.last_turn
-            run.last_turn = call.turn
-        else:
-            new = call.start_time_ns >= run.last_end_ns or call.start_time_ns == 0
-        run.last_end_ns = max(run.last_end_ns, call.end_time_ns)
-        return new
+            text = info.error or ""
+        error = " ".join(_MASK_RE.sub("#", text[:500]).split())
+        return (error, *classify_error(error))
 
     def _agent_change(self, run: RunState, call: ToolCall) -> Evidence | None:
         previous, run.last_agent = run.last_agent, call.agent
@@ -825,6 +841,21 @@ def _holds_content(arguments: dict[Any, Any]) -> bool:
         if key not in _TARGET_KEYS and value not in (None, "", [], {}):
             return True
     return False
+
+
+def _observed_kinds(detector: Detector) -> Collection[str]:
+    """Return the call kinds whose steps ``detector`` looks at (``observed_kinds``).
+
+    Every kind for a detector that does not say, or that inherits the attribute from a class
+    whose ``observe`` it overrides (the new ``observe`` may look at other kinds).
+    """
+    cls = type(detector)
+    kinds = getattr(cls, "observed_kinds", None)
+    if kinds is None:
+        return _CALL_KINDS
+    declared = next(k for k in cls.__mro__ if "observed_kinds" in vars(k))
+    observing = next((k for k in cls.__mro__ if "observe" in vars(k)), declared)
+    return kinds if issubclass(declared, observing) else _CALL_KINDS
 
 
 def _deep_fork(state: Any, step: Step) -> Any:

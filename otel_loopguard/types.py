@@ -241,6 +241,11 @@ class Detector(Protocol):
     The enforce-mode precheck also calls ``observe`` with a hypothetical step, on a copy of the
     run's state: ``fork(state, step)`` when the detector has that method (``DetectorBase``
     gives one), else ``copy.deepcopy(state)``.
+
+    A detector class may set ``observed_kinds``, the call kinds (``read``, ``mutating``,
+    ``poll``, ``exempt``, ``default``) whose steps its ``observe`` looks at: the engine then
+    does not call it for a tool call of another kind. A subclass that overrides ``observe``
+    is called for every kind unless it sets ``observed_kinds`` itself.
     """
 
     @property

@@ -17,6 +17,7 @@ from _calls import call as _call
 from _calls import codes as _codes
 from _calls import filler as _filler
 from _calls import run as _run
+from _calls import tool_call
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -24,13 +25,14 @@ from otel_loopguard import (
     Action,
     ConfigError,
     Decision,
+    Evidence,
     Handoff,
     LoopEngine,
     LoopGuardConfig,
     ToolCall,
     make_default_detectors,
 )
-from otel_loopguard.detectors import NearDuplicateDetector, RepeatDetector
+from otel_loopguard.detectors import NearDuplicateDetector, RepeatDetector, RereadDetector
 from otel_loopguard.detectors.cycle import PeriodMatcher
 from otel_loopguard.detectors.failure import classify_error
 
@@ -922,6 +924,32 @@ class TestDetectorSelection:
         """Detectors passed to the engine replace the configured set."""
         engine = LoopEngine(detectors=[RepeatDetector()])
         assert [d.name for d in engine.detectors] == ["repeat"]
+
+    def test_a_detector_sees_only_the_kinds_it_observes(
+            self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A detector is not called for the kinds its ``observed_kinds`` leaves out; one that
+        overrides ``observe`` without saying so is called for every kind."""
+        seen: dict[str, list[str]] = {"reread": [], "subclass": []}
+        original = RereadDetector.observe
+
+        def spy(detector: Any, state: Any, step: Any) -> Evidence | None:
+            seen["reread" if type(detector) is RereadDetector else "subclass"].append(step.kind)
+            return original(detector, state, step)
+
+        class Spied(RereadDetector):
+            def observe(self, state: Any, step: Any) -> Evidence | None:
+                return spy(self, state, step)
+
+        monkeypatch.setattr(RereadDetector, "observe", spy)
+        engine = LoopEngine(detectors=[RereadDetector(), Spied()])
+        run = engine.new_run()
+        calls = [_call("read_file", {"path": "a"}, "x"),
+                 _call("write_file", {"path": "a", "content": "y"}, "ok"),
+                 _call("search", {"q": "z"}, "none"), _call("read_file", {"path": "a"}, "x")]
+        for index, fields in enumerate(calls):
+            engine.process(run, tool_call(index, fields))
+        assert seen == {"reread": ["read", "read"],
+                        "subclass": ["read", "mutating", "default", "read"]}
 
 
 def _sizes(state: Any) -> list[int]:

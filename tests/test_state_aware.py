@@ -65,12 +65,13 @@ class TestWorldVersion:
         engine = LoopEngine()
         state = engine.new_run()
         steps = [engine.make_step(state, tool_call(i, c))
-                 for i, c in enumerate([rerun(), edit(1), rerun(), edit(1)])]
+                 for i, c in enumerate([rerun(), edit(1), rerun(), edit(1), call("ls", {})])]
         assert in_world("k", 0) == "k" != in_world("k", 3)
         assert steps[0].pair == steps[0].outcome != steps[2].pair
         assert steps[1].pair == steps[3].pair != steps[1].outcome
         assert [sequence_key(s) for s in steps] == [steps[0].pair, steps[1].outcome,
-                                                    steps[2].pair, steps[1].outcome]
+                                                    steps[2].pair, steps[1].outcome, "\x00absent:5"]
+        assert [s.sequence for s in steps] == [sequence_key(s) for s in steps]  # set by make_step
 
     def test_memory_is_bounded(self) -> None:
         """A run remembers at most 1,024 mutations to tell a new one from a re-applied one."""

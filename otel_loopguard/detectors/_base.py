@@ -95,6 +95,9 @@ class DetectorBase:
     """Common constructor: a detector reads its thresholds from a ``LoopGuardConfig``."""
 
     name: ClassVar[str] = ""
+    observed_kinds: ClassVar[frozenset[str] | None] = None
+    """The call kinds whose steps ``observe`` looks at (None: all): the engine does not call
+    it for a step of another kind, on which it would return None and change nothing."""
 
     def __init__(self, config: LoopGuardConfig | None = None) -> None:
         """Bind the detector to ``config`` (defaults when None)."""

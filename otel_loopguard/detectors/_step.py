@@ -81,6 +81,9 @@ class Step:
     unchanged: int = 1
     """In how many world versions in a row this call got this same outcome, this one's
     included: the state changes its identical outcome survived, plus one."""
+    sequence: str = ""
+    """``sequence_key`` of this step as ``make_step`` gives it, so the detectors that compare
+    sequences (cycle, batch) do not derive it each; ``""`` in a step built otherwise."""
 
 
 class CountingWindow:
@@ -119,10 +122,6 @@ class CountingWindow:
             occurrences = members[key] = []
         occurrences.append((index, span_id))
         return occurrences
-
-    def size(self) -> int:
-        """Return how many positions of the window hold a key."""
-        return len(self._order)
 
     def copy(self) -> CountingWindow:
         """Return an independent copy (``push`` on it leaves this window as it is)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -31,6 +32,9 @@ class _Limits:
     per_tool: bool
     """True when some tool may have a per-tool budget (else those are never looked up)."""
     by_time: bool
+    floor: float
+    """The fewest steps (tool calls plus model turns) at which a budget of calls or steps is
+    reached: below it, with no per-tool budget, no counted budget is looked at."""
 
     @classmethod
     def of(cls, values: Mapping[str, Any], tool_budgets: bool) -> _Limits:
@@ -38,11 +42,14 @@ class _Limits:
         per_tool = tool_budgets or any(values[name] is not None for name in _PER_TOOL)
         by_time = (values["max_run_seconds_warn"] is not None
                    or values["max_run_seconds_stop"] is not None)
+        counted = [values[name] for name in ("max_tool_calls_warn", "max_tool_calls_stop",
+                                             "max_steps_warn", "max_steps_stop")]
+        floor = min((limit for limit in counted if limit is not None), default=math.inf)
         return cls(values["max_tool_calls_warn"], values["max_tool_calls_stop"],
                    values["max_calls_per_tool_warn"], values["max_calls_per_tool_stop"],
                    values["max_steps_warn"], values["max_steps_stop"],
                    values["max_run_seconds_warn"], values["max_run_seconds_stop"],
-                   per_tool, by_time)
+                   per_tool, by_time, floor)
 
 
 class _BudgetState:
@@ -102,8 +109,10 @@ class BudgetDetector(DetectorBase):
             state.started_ns = step.start_time_ns or step.end_time_ns
         if step.kind == "exempt":
             return None
-        found = self._counted(step, state, per_tool)
-        if not state.limits.by_time or (found is not None and found.action is Action.STOP):
+        limits, calls = state.limits, state.calls
+        quiet = calls < limits.floor and calls + step.turns < limits.floor and not limits.per_tool
+        found = None if quiet else self._counted(step, state, per_tool)
+        if not limits.by_time or (found is not None and found.action is Action.STOP):
             return found
         seconds = max(0, step.end_time_ns - state.started_ns) / 1e9
         by_time = self._seconds(step, seconds, state)

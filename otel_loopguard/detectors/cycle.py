@@ -208,7 +208,7 @@ class CycleDetector(DetectorBase):
 
     def observe(self, state: _CycleState, step: Step) -> Evidence | None:
         """Add the call (to its batch's step) and report a completed repetition."""
-        key = sequence_key(step)
+        key = step.sequence or sequence_key(step)
         member = (key, step.index, step.span_id, step.tool)
         if step.new_batch or not state.batch or len(state.batch) >= _MAX_BATCH:
             state.batch = [member]

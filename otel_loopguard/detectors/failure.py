@@ -98,7 +98,8 @@ class FailureDetector(DetectorBase):
     def observe(self, state: dict[str, _ToolFailures], step: Step) -> Evidence | None:
         """Count this failure, or reset the tool on success."""
         if step.error is None:
-            state.pop(step.tool, None)
+            if state:  # a run with no failure open has nothing to reset
+                state.pop(step.tool, None)
             return None
         if step.kind == "exempt":
             return None
@@ -155,6 +156,7 @@ class MutatingFailureDetector(DetectorBase):
     """
 
     name: ClassVar[str] = "mutating_failure"
+    observed_kinds: ClassVar[frozenset[str] | None] = frozenset({"mutating"})
 
     def new_state(self) -> dict[str, tuple[str, int, list[tuple[int, str]]]]:
         """Return, per target, its current streak of failures with one error."""

@@ -182,17 +182,17 @@ class NearDuplicateDetector(DetectorBase):
         result is its success); they only take their place in the window. Calls group only
         within the run's current world version: a rewording after a state change is a new try.
         """
-        tool = step.tool
-        if (step.kind == "mutating" or step.arguments is None
-                or tool.lower() in self._shell_tools):
-            state.keep(step, None, None)  # no arguments kept: never in a group
-            return None
+        arguments = step.arguments
+        if step.kind == "mutating" or step.tool.lower() in self._shell_tools:
+            arguments = None  # no arguments kept: never in a group
         # A call with a result none of the recent calls returned, not empty, is progress of its
         # own (``_no_progress`` fails at once on it): one lookup, and no group is looked for.
-        if not step.empty and step.result_sig not in state.results:
-            state.keep(step, None, step.arguments)  # featured later, if ever needed
-            return None
-        return self._judge(state, step)
+        if arguments is not None and (step.empty or step.result_sig in state.results):
+            return self._judge(state, step)
+        state.entries.append([step, None, arguments])  # featured later, if ever needed
+        state.results.append(step.result_sig)
+        step.arguments = None
+        return None
 
     def _judge(self, state: _Recent, step: Step) -> Evidence | None:
         """Group a call that may repeat a recent result with its near-duplicates, and judge."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar
 
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.detectors._base import DetectorBase, ladder, lowest, occurrence_details
@@ -15,8 +15,6 @@ _MAX_BATCH = 64
 """Parallel calls of one turn the batch detector compares; larger turns are skipped."""
 _MAX_TRACKED = 1024
 """Distinct keys a run-wide counter keeps (oldest dropped first)."""
-_NO_BATCH: Final[tuple[frozenset[str], int]] = (frozenset(), 0)
-"""A closed turn of fewer than two calls (shared)."""
 
 
 class _PollState:
@@ -113,11 +111,13 @@ class StagnationDetector(DetectorBase):
 
 
 class _RepeatState:
-    __slots__ = ("last", "seen", "streak", "window")
+    __slots__ = ("last", "seen", "since", "streak", "window")
 
     def __init__(self, size: int) -> None:
         self.window = CountingWindow(size)
-        """Calls with absent results since the latest restart."""
+        """Recent calls with absent results; only those after ``since`` count."""
+        self.since = 0
+        """The position of the latest restart: a restart is this number, not a new window."""
         self.seen: dict[str, None] = {}
         """Captured results of the run (bounded): a result not in it is new, and restarts."""
         self.last = ""
@@ -154,28 +154,35 @@ class RepeatDetector(DetectorBase):
         other.window = state.window.only(step.call_key)
         if step.has_result and step.result_sig in state.seen:
             other.seen[step.result_sig] = None
-        other.last, other.streak = state.last, state.streak
+        other.last, other.streak, other.since = state.last, state.streak, state.since
         return other
 
     def observe(self, state: _RepeatState, step: Step) -> Evidence | None:
         """Count this call when its result is absent; restart on a change or a new result."""
+        if step.has_result:
+            seen = state.seen
+            if step.result_sig not in seen:  # a new result: the count restarts
+                state.since = step.index
+                seen[step.result_sig] = None
+                if len(seen) > _MAX_TRACKED:
+                    del seen[next(iter(seen))]
         if step.kind == "mutating" and step.error is None:
             return self._mutation(state, step)
         state.last = ""
-        if step.has_result:
-            if step.result_sig not in state.seen:
-                self._restart(state, step.result_sig)
-            return None
-        if step.error is not None or step.kind in ("exempt", "poll", "read"):
+        if step.has_result or step.error is not None or step.kind in ("exempt", "poll", "read"):
             return None  # a read without its content may be another page: reread's part
         occ = state.window.push(step.call_key, step.index, step.span_id)
+        if len(occ) < self._floor:
+            return None
+        since = state.since
+        occ = [item for item in occ if item[0] > since]  # those since the latest restart
         if len(occ) < self._floor:
             return None
         return self._report(step, occ, window=self.config.window_size)
 
     def _mutation(self, state: _RepeatState, step: Step) -> Evidence | None:
         """Restart the count, and extend or restart the back-to-back streak of this change."""
-        self._restart(state, step.result_sig if step.has_result else None)
+        state.since = step.index
         item = (step.index, step.span_id)
         if state.last == step.call_sig and state.streak and \
                 state.streak[-1][0] == step.index - 1:
@@ -185,14 +192,6 @@ class RepeatDetector(DetectorBase):
         if len(state.streak) < self._floor:
             return None
         return self._report(step, state.streak, back_to_back=True)
-
-    def _restart(self, state: _RepeatState, result: str | None) -> None:
-        if state.window.size():
-            state.window = CountingWindow(self.config.window_size)
-        if result is not None and result not in state.seen:
-            state.seen[result] = None
-            if len(state.seen) > _MAX_TRACKED:
-                del state.seen[next(iter(state.seen))]
 
     def _report(self, step: Step, occ: list[tuple[int, str]], **extra: Any) -> Evidence | None:
         cfg, tool = self.config, step.tool
@@ -211,6 +210,7 @@ class RereadDetector(DetectorBase):
     """
 
     name: ClassVar[str] = "reread"
+    observed_kinds: ClassVar[frozenset[str] | None] = frozenset({"read"})
 
     def __init__(self, config: LoopGuardConfig | None = None) -> None:
         """Bind to ``config``; counts below every threshold return at once."""
@@ -246,18 +246,24 @@ class RereadDetector(DetectorBase):
 
 
 class _BatchState:
-    __slots__ = ("current", "current_fired", "recent", "turns")
+    __slots__ = ("closed", "current", "current_fired", "recent", "turns")
 
     def __init__(self, turns: int) -> None:
         self.current: set[str] = set()
-        self.recent: list[tuple[frozenset[str], int]] = []
-        """The latest ``turns`` closed turns: (their calls, how many times that batch came)."""
+        self.closed = 0
+        """Turns closed so far in the run."""
+        self.recent: list[tuple[frozenset[str], int, int]] = []
+        """The batches (turns of two calls or more) among the latest ``turns`` closed turns:
+        (their calls, how many times that batch came, the number of the turn that closed)."""
         self.turns = turns
         self.current_fired = False
 
     def streak(self, batch: frozenset[str]) -> int:
         """Return the streak of the latest recent turn that issued ``batch`` (0: none)."""
-        for done, streak in reversed(self.recent):
+        oldest = self.closed - self.turns
+        for done, streak, closed in reversed(self.recent):
+            if closed <= oldest:
+                break
             if done == batch:
                 return streak
         return 0
@@ -280,17 +286,23 @@ class BatchDetector(DetectorBase):
         """Return a copy (the closed turns are immutable and shared)."""
         other = _BatchState(state.turns)
         other.current, other.recent = state.current.copy(), state.recent.copy()
-        other.current_fired = state.current_fired
+        other.current_fired, other.closed = state.current_fired, state.closed
         return other
 
     def observe(self, state: _BatchState, step: Step) -> Evidence | None:
         """Add the call to its batch and compare the batch with the turns before it."""
-        if step.new_batch:
-            self._close(state)
+        key = step.sequence or sequence_key(step)
+        if step.new_batch:  # the turn before closes; a turn of one call is no batch yet
+            if len(state.current) >= 2:
+                self._close(state)
+            else:  # a single call is no batch: it only takes its turn's place
+                state.closed += 1
+            state.current, state.current_fired = {key}, False
+            return None
         if len(state.current) >= _MAX_BATCH:
             state.current_fired = True  # a turn this large is not compared (bounded state)
             return None
-        state.current.add(sequence_key(step))
+        state.current.add(key)
         if (state.current_fired or len(state.current) < 2
                 or step.kind in ("exempt", "poll")):
             return None
@@ -307,12 +319,10 @@ class BatchDetector(DetectorBase):
 
     @staticmethod
     def _close(state: _BatchState) -> None:
-        if len(state.current) >= 2:
-            done = frozenset(state.current)
-            state.recent.append((done, state.streak(done) + 1))
-        else:  # a single call is no batch: it only takes its turn's place
-            state.recent.append(_NO_BATCH)
-        if len(state.recent) > state.turns:
-            del state.recent[0]
-        state.current = set()
-        state.current_fired = False
+        """Remember the current turn's batch; forget those past the latest ``turns`` turns."""
+        done = frozenset(state.current)
+        streak = state.streak(done) + 1
+        state.closed += 1
+        oldest = state.closed - state.turns
+        state.recent = [entry for entry in state.recent if entry[2] > oldest]
+        state.recent.append((done, streak, state.closed))
