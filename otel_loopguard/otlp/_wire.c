@@ -116,6 +116,32 @@ static int check_text(const uint8_t *data, Py_ssize_t len) {
     return 0;
 }
 
+/* Short ASCII strings seen before (attribute keys, span names, values such as a tool's name),
+ * the same objects each time: no copy, no new hash, and records that share their keys. A slot
+ * per hash of the bytes, replaced on collision; at most CACHE_SLOTS strings of CACHED bytes. */
+#define CACHE_SLOTS 1024
+#define CACHED 48
+static PyObject *cache[CACHE_SLOTS];
+
+static PyObject *short_text(const uint8_t *data, Py_ssize_t len) {
+    if (len > CACHED || len == 0) return text(data, len);
+    uint32_t hash = 2166136261u; /* FNV-1a */
+    for (Py_ssize_t i = 0; i < len; i++) hash = (hash ^ data[i]) * 16777619u;
+    PyObject **slot = &cache[(hash ^ (hash >> 16)) & (CACHE_SLOTS - 1)];
+    PyObject *s = *slot;
+    if (s != NULL && PyUnicode_GET_LENGTH(s) == len && memcmp(PyUnicode_1BYTE_DATA(s), data,
+                                                              (size_t)len) == 0) {
+        Py_INCREF(s);
+        return s;
+    }
+    s = text(data, len);
+    if (s != NULL && PyUnicode_IS_ASCII(s)) { /* its bytes are its characters */
+        Py_INCREF(s);
+        Py_XSETREF(*slot, s);
+    }
+    return s;
+}
+
 static PyObject *hex(const uint8_t *data, Py_ssize_t len) {
     static const char digits[] = "0123456789abcdef";
     PyObject *s = PyUnicode_New(2 * len, 127);
@@ -147,7 +173,7 @@ static PyObject *any_value(const uint8_t *data, Py_ssize_t len, int depth, int l
     if (!seen) Py_RETURN_NONE;
     switch (member.number) {
     case 1:
-        return text(member.data, member.len);
+        return short_text(member.data, member.len);
     case 2:
         return PyBool_FromLong(member.num != 0);
     case 3:
@@ -223,7 +249,7 @@ static int put_pair(PyObject *dict, const uint8_t *data, Py_ssize_t len, int dep
         Py_XDECREF(decoded);
         return 0;
     }
-    PyObject *name = text(key.data, key.len);
+    PyObject *name = short_text(key.data, key.len);
     int failed = name == NULL || PyDict_SetItem(dict, name, decoded ? decoded : Py_None) < 0;
     Py_XDECREF(name);
     Py_XDECREF(decoded);
@@ -406,7 +432,7 @@ static int span(ctx_t *ctx, const uint8_t *data, Py_ssize_t len, PyObject *resou
         args[2] = Py_None;
         Py_INCREF(Py_None);
     }
-    args[3] = text(name.data, name.len);
+    args[3] = short_text(name.data, name.len);
     args[4] = PyLong_FromUnsignedLongLong(start);
     args[5] = PyLong_FromUnsignedLongLong(end);
     args[6] = attributes;
