@@ -11,6 +11,7 @@ lacks it; the tests skip only when this machine cannot compile it.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import random
@@ -135,6 +136,24 @@ class TestCorpora:
         bodies = [proto_message(scripted_spans(({}, _looping), ({"prompt": "t"}, _looping))),
                   *(request.SerializeToString() for request in make_requests(3, attribute="é"))]
         assert all(_agree(wire, body) for body in bodies)
+
+    def test_other_record_classes_are_called(self, wire: ModuleType) -> None:
+        """SpanRecord's instances are filled directly; any other class is called with the
+        fields (a __post_init__ runs)."""
+        body = _bench_bodies()[0]
+        records = wire.decode_spans(body, SpanRecord)
+        fields = [field.name for field in dataclasses.fields(SpanRecord)]
+        assert wire.decode_spans(body, lambda *values: values) == [
+            tuple(getattr(record, name) for name in fields) for record in records]
+
+        @dataclasses.dataclass(slots=True)
+        class Shouting(SpanRecord):
+            def __post_init__(self) -> None:
+                self.name = self.name.upper()
+
+        assert [record.name for record in wire.decode_spans(body, Shouting)] == [
+            record.name.upper() for record in records]
+        assert wire.decode_spans(body, SpanRecord) == records
 
     def test_empty_request(self, wire: ModuleType) -> None:
         assert wire.decode_spans(b"", SpanRecord) == []

@@ -22,6 +22,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -46,6 +47,65 @@ typedef struct {
     PyObject *record; /* the SpanRecord class */
     PyObject *out;    /* the records, in message order */
 } ctx_t;
+
+/* --- records ------------------------------------------------------------------------------ */
+#define FIELDS 12
+static const char *const field_names[FIELDS] = {
+    "trace_id", "span_id", "parent_span_id", "name", "start_time_ns", "end_time_ns",
+    "attributes", "status_code", "status_message", "scope_name", "resource", "events"};
+
+/* Where a plain slotted dataclass with SpanRecord's fields keeps each one, to fill a new
+ * instance directly: its generated __init__ only assigns them, and calling it is a quarter of
+ * the decoder's cost per span. For any other class (a __post_init__, other fields, fields that
+ * are not plain slots) `layout_of` stays NULL and the class is called. */
+static PyObject *layout_of; /* the class the offsets are for (a strong reference) */
+static Py_ssize_t offsets[FIELDS];
+
+static int plain_record(PyObject *type) {
+    PyObject *fields = NULL;
+    int plain = 0;
+    if (!PyType_Check(type) || ((PyTypeObject *)type)->tp_new != PyBaseObject_Type.tp_new ||
+        PyObject_HasAttrString(type, "__post_init__") ||
+        (fields = PyObject_GetAttrString(type, "__dataclass_fields__")) == NULL ||
+        !PyDict_Check(fields) || PyDict_GET_SIZE(fields) != FIELDS)
+        goto done;
+    PyObject *dict = ((PyTypeObject *)type)->tp_dict;
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(fields, &pos, &key, &value)) { /* in declaration order */
+        if (!PyUnicode_Check(key) || PyUnicode_CompareWithASCIIString(key, field_names[i]) != 0) goto done;
+        PyObject *member = PyDict_GetItemWithError(dict, key);
+        if (member == NULL || !Py_IS_TYPE(member, &PyMemberDescr_Type)) goto done;
+        PyMemberDef *def = ((PyMemberDescrObject *)member)->d_member;
+        if (def->type != T_OBJECT_EX || (def->flags & READONLY)) goto done;
+        offsets[i++] = def->offset;
+    }
+    plain = 1;
+done:
+    PyErr_Clear();
+    Py_XDECREF(fields);
+    return plain;
+}
+
+/* A new record of the 12 values in args (references stolen, even on failure). */
+static PyObject *new_record(PyObject *type, PyObject **args) {
+    PyObject *record = NULL;
+    if (type != layout_of && plain_record(type)) {
+        Py_INCREF(type);
+        Py_XSETREF(layout_of, type);
+    }
+    if (type == layout_of) {
+        record = ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, 0);
+        if (record != NULL) {
+            for (int i = 0; i < FIELDS; i++) *(PyObject **)((char *)record + offsets[i]) = args[i];
+            return record;
+        }
+    } else {
+        record = PyObject_Vectorcall(type, args, FIELDS, NULL);
+    }
+    for (int i = 0; i < FIELDS; i++) Py_DECREF(args[i]);
+    return record;
+}
 
 /* A varint of at most `max` bytes (protobuf reads 10 for values, 5 for tags and lengths). */
 static int varint(reader_t *r, int max, uint64_t *out) {
@@ -373,7 +433,7 @@ static int span(ctx_t *ctx, const uint8_t *data, Py_ssize_t len, PyObject *resou
     long code = 0;
     unsigned seen = 0;
     int got;
-    PyObject *args[12] = {NULL};
+    PyObject *args[FIELDS] = {NULL};
     PyObject *attributes = PyDict_New(), *events = PyList_New(0), *record = NULL;
     if (attributes == NULL || events == NULL) goto fail;
     while ((got = next_field(&r, &f)) > 0) {
@@ -444,17 +504,16 @@ static int span(ctx_t *ctx, const uint8_t *data, Py_ssize_t len, PyObject *resou
     args[10] = resource;
     Py_INCREF(resource);
     args[11] = PyList_AsTuple(events);
-    for (int i = 0; i < 12; i++)
+    Py_CLEAR(events);
+    for (int i = 0; i < FIELDS; i++)
         if (args[i] == NULL) goto fail;
-    record = PyObject_Vectorcall(ctx->record, args, 12, NULL);
-    if (record == NULL || PyList_Append(ctx->out, record) < 0) goto fail;
+    record = new_record(ctx->record, args); /* takes the values */
+    if (record == NULL) return -1;
+    got = PyList_Append(ctx->out, record);
     Py_DECREF(record);
-    for (int i = 0; i < 12; i++) Py_DECREF(args[i]);
-    Py_DECREF(events);
-    return 0;
+    return got;
 fail:
-    Py_XDECREF(record);
-    for (int i = 0; i < 12; i++) Py_XDECREF(args[i]);
+    for (int i = 0; i < FIELDS; i++) Py_XDECREF(args[i]);
     Py_XDECREF(attributes);
     Py_XDECREF(events);
     return -1;
