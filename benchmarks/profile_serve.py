@@ -265,10 +265,10 @@ def main(argv: list[str] | None = None) -> int:
     samples = _time(phases, args.runs)
     print(f"{n_spans} spans ({n_tools} tool spans) in {n_requests} requests; content "
           f"{args.content}; median of {args.runs} runs, CPU time")
-    print(f"{'phase':<16} {'us/span':>9} {'us/tool span':>13} {'min us/span':>12}")
+    print(f"{'phase':<18} {'us/span':>9} {'us/tool span':>13} {'min us/span':>12}")
     for name, values in samples.items():
         median = statistics.median(values)
-        print(f"{name:<16} {median / n_spans:9.2f} {median / n_tools:13.2f} "
+        print(f"{name:<18} {median / n_spans:9.2f} {median / n_tools:13.2f} "
               f"{min(values) / n_spans:12.2f}")
     return 0
 
