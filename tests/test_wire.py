@@ -151,9 +151,26 @@ class TestCorpora:
             def __post_init__(self) -> None:
                 self.name = self.name.upper()
 
+        @dataclasses.dataclass(slots=True)
+        class Renamed:  # SpanRecord's first 8 fields, then a name that moves every slot
+            trace_id: Any
+            span_id: Any
+            parent_span_id: Any
+            name: Any
+            start_time_ns: Any
+            end_time_ns: Any
+            attributes: Any
+            status_code: Any
+            a_message: Any
+            scope_name: Any
+            resource: Any
+            events: Any
+
         assert [record.name for record in wire.decode_spans(body, Shouting)] == [
             record.name.upper() for record in records]
-        assert wire.decode_spans(body, SpanRecord) == records
+        assert [record.a_message for record in wire.decode_spans(body, Renamed)] == [
+            record.status_message for record in records]
+        assert repr(wire.decode_spans(body, SpanRecord)) == repr(records)
 
     def test_empty_request(self, wire: ModuleType) -> None:
         assert wire.decode_spans(b"", SpanRecord) == []

@@ -18,7 +18,8 @@
  *   field given twice (protobuf merges or overwrites; both are rare enough to leave to it), an
  *   AnyValue with more than one member.
  *
- * The body is only read, under the GIL; every Python error is cleared and answered with None.
+ * The body is only read, under the GIL; an error while decoding (even a MemoryError) is cleared
+ * and answered with None, so that the Python path decides.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -61,7 +62,8 @@ static const char *const field_names[FIELDS] = {
 static PyObject *layout_of; /* the class the offsets are for (a strong reference) */
 static Py_ssize_t offsets[FIELDS];
 
-static int plain_record(PyObject *type) {
+/* 1 when type is such a class; its offsets are then in found. */
+static int plain_record(PyObject *type, Py_ssize_t *found) {
     PyObject *fields = NULL;
     int plain = 0;
     if (!PyType_Check(type) || ((PyTypeObject *)type)->tp_new != PyBaseObject_Type.tp_new ||
@@ -71,14 +73,16 @@ static int plain_record(PyObject *type) {
         goto done;
     PyObject *dict = ((PyTypeObject *)type)->tp_dict;
     Py_ssize_t pos = 0, i = 0;
+    if (dict == NULL) goto done;
     PyObject *key, *value;
     while (PyDict_Next(fields, &pos, &key, &value)) { /* in declaration order */
-        if (!PyUnicode_Check(key) || PyUnicode_CompareWithASCIIString(key, field_names[i]) != 0) goto done;
+        if (!PyUnicode_Check(key) || PyUnicode_CompareWithASCIIString(key, field_names[i]))
+            goto done;
         PyObject *member = PyDict_GetItemWithError(dict, key);
         if (member == NULL || !Py_IS_TYPE(member, &PyMemberDescr_Type)) goto done;
         PyMemberDef *def = ((PyMemberDescrObject *)member)->d_member;
         if (def->type != T_OBJECT_EX || (def->flags & READONLY)) goto done;
-        offsets[i++] = def->offset;
+        found[i++] = def->offset;
     }
     plain = 1;
 done:
@@ -90,7 +94,9 @@ done:
 /* A new record of the 12 values in args (references stolen, even on failure). */
 static PyObject *new_record(PyObject *type, PyObject **args) {
     PyObject *record = NULL;
-    if (type != layout_of && plain_record(type)) {
+    Py_ssize_t found[FIELDS];
+    if (type != layout_of && plain_record(type, found)) {
+        memcpy(offsets, found, sizeof offsets);
         Py_INCREF(type);
         Py_XSETREF(layout_of, type);
     }
