@@ -113,10 +113,10 @@ def _recorded_bodies() -> Iterator[tuple[str, bytes]]:
 
 
 def _looping(agent: AgentScript) -> None:
-    for index in range(6):
-        agent.turn()
-        agent.tool("search", {"q": "x", "page": index % 2}, {"hits": [], "n": index})
     agent.tool("fetch", {"id": 7}, error="boom")
+    for _ in range(6):
+        agent.turn()
+        agent.tool("search", {"q": "x", "page": 2}, {"hits": [], "n": 0})
 
 
 class TestCorpora:
@@ -497,6 +497,49 @@ class TestWiring:
         assert repr(native) == repr(python)
         assert native[1].rejected == 1
         assert "spans[1].span_id: expected 8 bytes, got 1" in native[1].error_message
+
+    @pytest.mark.parametrize("protocol", ["grpc", "http"])
+    def test_serve_decodes_in_c(self, wire: ModuleType, monkeypatch: pytest.MonkeyPatch,
+                                protocol: str) -> None:
+        """The SDK's OTLP/gRPC and OTLP/HTTP exporters to a real receiver: every request is
+        decoded in C (the gRPC handler hands on the raw message), and the findings are
+        check's."""
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+            OTLPSpanExporter as GrpcExporter,
+        )
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+            OTLPSpanExporter as HttpExporter,
+        )
+        from test_receiver import Served, export
+        from test_receiver_stream import as_json
+
+        from otel_loopguard.config import LoopGuardConfig
+        from otel_loopguard.otlp._sdk import span_record_from_readable
+        from otel_loopguard.replay.checker import Checker
+
+        decoded: list[bool] = []
+
+        class Counting:
+            @staticmethod
+            def decode_spans(body: bytes, record: type[SpanRecord]) -> list[SpanRecord] | None:
+                spans: list[SpanRecord] | None = wire.decode_spans(body, record)
+                decoded.append(spans is not None)
+                return spans
+
+        monkeypatch.setattr(proto_module, "WIRE", Counting)
+        spans = tuple(scripted_spans(({}, _looping), ({"prompt": "t"}, _looping)))
+        served = Served()
+        with served.receiver:
+            receiver = served.receiver
+            export(GrpcExporter(endpoint=f"127.0.0.1:{receiver.grpc_port}", insecure=True)
+                   if protocol == "grpc"
+                   else HttpExporter(endpoint=f"{receiver.http_url}/v1/traces"), spans)
+            results = served.results()
+        assert decoded and all(decoded)
+        assert served.value("loopguard_receiver_spans_total", outcome="accepted") == len(spans)
+        assert results == as_json(list(Checker(LoopGuardConfig()).run(
+            span_record_from_readable(span) for span in spans)))
+        assert any(report["findings"] for report in results)
 
     def test_forwarding_keeps_the_python_path(self, wire: ModuleType,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
