@@ -1,10 +1,12 @@
-"""Build hook: compile the optional C accelerator into the wheel, when a compiler is at hand.
+"""Build hook: compile the optional C accelerators into the wheel, when a compiler is at hand.
 
-``otel_loopguard/signature/_accel.c`` speeds up the signatures of results and arguments (see
-``otel_loopguard/signature/_native.py``). The package is complete without it: when there is no C
-compiler or no Python headers, or ``OTEL_LOOPGUARD_PURE_PYTHON=1`` is set, or on Windows, the hook
-says so in one line and the wheel stays pure Python. Editable installs import the sources and use
-the Python path.
+``EXTENSIONS`` lists them: ``otel_loopguard/signature/_accel.c`` speeds up the signatures of
+results and arguments (see ``otel_loopguard/signature/_native.py``), ``otel_loopguard/otlp/_wire.c``
+decodes OTLP protobuf trace requests (see ``otel_loopguard/otlp/_proto.py``). The package is
+complete without them: each one that cannot be built (no C compiler, no Python headers, a compiler
+error) is left out with a one-line notice and its Python path is used; with none built, or with
+``OTEL_LOOPGUARD_PURE_PYTHON=1`` set, or on Windows, the wheel is pure Python. Editable installs
+import the sources and use the Python paths.
 """
 
 from __future__ import annotations
@@ -18,18 +20,22 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-SOURCE = Path("otel_loopguard/signature/_accel.c")
-MODULE = "otel_loopguard/signature/_accel"
+EXTENSIONS: tuple[Path, ...] = (Path("otel_loopguard/signature/_accel.c"),
+                               Path("otel_loopguard/otlp/_wire.c"))
+"""The C sources, each compiled into the extension module of its name next to it."""
 
 
 def build_extension(source: Path, out_dir: Path) -> Path:
-    """Compile ``source`` into a CPython extension module in ``out_dir`` and return its path.
+    """Compile ``source`` into the CPython extension module of its name in ``out_dir``.
+
+    Returns:
+        The path of the compiled module, e.g. ``out_dir/_wire.cpython-311-x86_64-linux-gnu.so``.
 
     Raises:
         RuntimeError: with the compiler's message, when it cannot be built here.
     """
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    target = out_dir / ("_accel" + suffix)
+    target = out_dir / (source.stem + suffix)
     include = sysconfig.get_paths()["include"]
     if not Path(include, "Python.h").exists():
         raise RuntimeError(f"no Python.h in {include} (install the Python headers)")
@@ -54,24 +60,25 @@ except ImportError:  # imported by the tests, outside a build
 
 
 class AcceleratorHook(BuildHookInterface):  # type: ignore[misc,valid-type]
-    """Adds the compiled accelerator to a standard wheel; pure Python when it cannot."""
+    """Adds the compiled accelerators to a standard wheel; pure Python when none can be."""
 
     PLUGIN_NAME = "custom"
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
-        """Compile the accelerator for a standard wheel (not for sdists or editable installs)."""
+        """Compile the accelerators for a standard wheel (not for sdists or editable installs)."""
         if self.target_name != "wheel" or version == "editable":
             return
         if os.environ.get("OTEL_LOOPGUARD_PURE_PYTHON", "") not in ("", "0") or \
                 sys.platform == "win32":
             return
         out_dir = Path(tempfile.mkdtemp(prefix="otel-loopguard-build-"))
-        try:
-            built = build_extension(Path(self.root) / SOURCE, out_dir)
-        except RuntimeError as exc:
-            print(f"otel-loopguard: C accelerator not built, the wheel is pure Python ({exc})",
-                  file=sys.stderr)
-            return
-        build_data["force_include"][str(built)] = f"{MODULE}{built.name[len('_accel'):]}"
-        build_data["pure_python"] = False
-        build_data["infer_tag"] = True
+        for source in EXTENSIONS:
+            try:
+                built = build_extension(Path(self.root) / source, out_dir)
+            except RuntimeError as exc:
+                print(f"otel-loopguard: C accelerator {source.stem} not built, its Python path "
+                      f"is used ({exc})", file=sys.stderr)
+                continue
+            build_data["force_include"][str(built)] = str(source.with_name(built.name))
+            build_data["pure_python"] = False
+            build_data["infer_tag"] = True

@@ -3,7 +3,7 @@
 Usage (from the repository root)::
 
     PYTHONPATH=. /work/venv/bin/python benchmarks/profile_serve.py [--runs 7] [--traces 200]
-        [--content full|names] [--profile decode|intake|json] [--top 25]
+        [--content full|names] [--profile decode|decode_py|intake|json] [--top 25]
 
 Builds the traces of ``bench_serve.py`` (a root ``invoke_agent`` span, 16 turns of one ``chat``
 and one ``execute_tool`` span, GenAI attributes, ~1 KB results), encodes them as 512-span
@@ -11,7 +11,10 @@ OTLP protobuf requests (and as OTLP/JSON), then times in this process, with CPU 
 (``process_time_ns``), the median of ``--runs`` interleaved runs of:
 
 * ``parse``: ``ExportTraceServiceRequest.ParseFromString`` alone;
-* ``decode_protobuf``: what the receiver does per request (parse + ``SpanRecord`` s);
+* ``decode_protobuf``: what the receiver does per request (the C decoder ``_wire.c`` when it is
+  built, else parse + ``SpanRecord`` s);
+* ``decode_protobuf_py``: the same with the C decoder turned off (protobuf's parse, then
+  ``decode_proto_spans``), what ``decode_protobuf`` costs without it;
 * ``decode_json``: the same for OTLP/JSON bodies;
 * ``intake``: ``StreamingChecker.add`` of every batch, then ``flush`` with the engine replaced by
   a no-op (``process`` returns a clean decision): trace buffering, assembly, the adapters,
@@ -47,6 +50,7 @@ sys.path[:0] = [_HERE, _ROOT]
 import bench_serve  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
 
+import otel_loopguard.otlp._proto as proto_module  # noqa: E402
 from otel_loopguard.config import LoopGuardConfig  # noqa: E402
 from otel_loopguard.engine import LoopEngine  # noqa: E402
 from otel_loopguard.metrics import LoopGuardMetrics  # noqa: E402
@@ -180,7 +184,8 @@ def _profile(target: Callable[[], None], top: int) -> None:
 def _phases(traces: int) -> tuple[dict[str, Callable[[], None]], int, int, int]:
     """Return the timed phases over ``traces`` traces, and the span, tool-span, request counts.
 
-    The phases are parse, decode_protobuf, decode_json, intake (no-op engine) and engine.
+    The phases are parse, decode_protobuf, decode_protobuf_py, decode_json, intake (no-op
+    engine) and engine.
     """
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
         ExportTraceServiceRequest,
@@ -202,6 +207,13 @@ def _phases(traces: int) -> tuple[dict[str, Callable[[], None]], int, int, int]:
         for body in bodies:
             decode_protobuf(body)
 
+    def protobuf_python() -> None:
+        wire, proto_module.WIRE = proto_module.WIRE, None
+        try:
+            protobuf()
+        finally:
+            proto_module.WIRE = wire
+
     def as_json() -> None:
         for body in json_bodies:
             decode_json(body)
@@ -216,7 +228,8 @@ def _phases(traces: int) -> tuple[dict[str, Callable[[], None]], int, int, int]:
         return go
 
     phases: dict[str, Callable[[], None]] = {
-        "parse": parse, "decode_protobuf": protobuf, "decode_json": as_json,
+        "parse": parse, "decode_protobuf": protobuf, "decode_protobuf_py": protobuf_python,
+        "decode_json": as_json,
         "intake": intake(False), "engine": intake(True)}
     return phases, n_spans, n_tools, len(bodies)
 
@@ -227,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--traces", type=int, default=200)
     parser.add_argument("--content", choices=("full", "names"), default="full")
-    parser.add_argument("--profile", choices=("decode", "json", "intake", "engine"))
+    parser.add_argument("--profile", choices=("decode", "decode_py", "json", "intake", "engine"))
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--serve", choices=("http", "grpc"),
                         help="measure a whole serve process (no-op engine) instead")
@@ -241,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
 
     phases, n_spans, n_tools, n_requests = _phases(args.traces)
     if args.profile:
-        names = {"decode": "decode_protobuf", "json": "decode_json", "intake": "intake",
+        names = {"decode": "decode_protobuf", "decode_py": "decode_protobuf_py",
+                 "json": "decode_json", "intake": "intake",
                  "engine": "engine"}
         _profile(phases[names[args.profile]], args.top)
         return 0
@@ -251,10 +265,10 @@ def main(argv: list[str] | None = None) -> int:
     samples = _time(phases, args.runs)
     print(f"{n_spans} spans ({n_tools} tool spans) in {n_requests} requests; content "
           f"{args.content}; median of {args.runs} runs, CPU time")
-    print(f"{'phase':<16} {'us/span':>9} {'us/tool span':>13} {'min us/span':>12}")
+    print(f"{'phase':<18} {'us/span':>9} {'us/tool span':>13} {'min us/span':>12}")
     for name, values in samples.items():
         median = statistics.median(values)
-        print(f"{name:<16} {median / n_spans:9.2f} {median / n_tools:13.2f} "
+        print(f"{name:<18} {median / n_spans:9.2f} {median / n_tools:13.2f} "
               f"{min(values) / n_spans:12.2f}")
     return 0
 

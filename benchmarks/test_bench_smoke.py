@@ -94,7 +94,8 @@ def test_profile_serve_runs(capsys: pytest.CaptureFixture[str]) -> None:
 
     assert profile_serve.main(["--runs", "1", "--traces", "4"]) == 0
     phases = [line.split()[0] for line in capsys.readouterr().out.splitlines()[2:]]
-    assert phases == ["parse", "decode_protobuf", "decode_json", "intake", "engine"]
+    assert phases == ["parse", "decode_protobuf", "decode_protobuf_py", "decode_json", "intake",
+                      "engine"]
 
 
 def test_profile_serve_whole_process_runs(capsys: pytest.CaptureFixture[str]) -> None:
@@ -116,3 +117,19 @@ def test_bench_check_parse_runs(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "scripted  parse" in out and "coding    parse" in out
     assert out.count("intake") == 2
+
+
+def test_bench_wire_instructions_child_runs(tmp_path: Any) -> None:
+    """bench_wire_instructions.py's counted child decodes along both paths (valgrind aside)."""
+    import pickle
+
+    import bench_serve
+    import bench_wire_instructions
+
+    path = tmp_path / "bodies.pkl"
+    path.write_bytes(pickle.dumps(bench_serve.encode_batches(bench_serve.make_traces(2, seed=1))))
+    bench_wire_instructions.child(str(path), "python", 1)
+    try:
+        bench_wire_instructions.child(str(path), "wire", 1)
+    except ImportError:
+        pytest.skip("the C decoder is not built in this tree")

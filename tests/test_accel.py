@@ -7,15 +7,14 @@ install, a pure-Python wheel); the tests skip only when this machine cannot comp
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from _compiled import compiled
 from corpus import replay
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -31,23 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module")
 def accel(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
     """The compiled accelerator: the installed one, else one built from the source now."""
-    try:
-        from otel_loopguard.signature import _accel  # type: ignore[attr-defined]
-    except ImportError:
-        sys.path.insert(0, str(ROOT))
-        try:
-            from hatch_build import SOURCE, build_extension
-        finally:
-            sys.path.remove(str(ROOT))
-        try:
-            built = build_extension(ROOT / SOURCE, tmp_path_factory.mktemp("accel"))
-        except RuntimeError as exc:
-            pytest.skip(f"the accelerator cannot be built here: {exc}")
-        spec = importlib.util.spec_from_file_location("_accel", built)
-        assert spec is not None and spec.loader is not None
-        _accel = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(_accel)
-    return _accel
+    return compiled("otel_loopguard/signature/_accel.c", tmp_path_factory)
 
 
 _PIECES = (*"0123456789abcdefABCDEFxXzZTt:.,-+_ \n\t\r\x0b\x1c#gmsé",

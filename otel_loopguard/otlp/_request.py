@@ -17,7 +17,7 @@ from typing import Any, Final
 from otel_loopguard.coding_agents import AgentRecords
 from otel_loopguard.otlp._json import decode_json_spans, loads_json
 from otel_loopguard.otlp._logs import DecodedLogs, decode_json_logs, decode_proto_logs
-from otel_loopguard.otlp._proto import decode_proto_spans
+from otel_loopguard.otlp._proto import decode_proto_spans, decode_wire_spans
 from otel_loopguard.otlp._spans import DecodedSpans, FieldError
 from otel_loopguard.types import SpanRecord
 
@@ -121,9 +121,16 @@ def decode_protobuf(body: bytes, *, payloads: bool = False) -> Decoded:
         body: the serialized request.
         payloads: also build the SDK span of each accepted span (for forwarding).
 
+    Without payloads, the C decoder reads the records straight from ``body`` when it is built
+    and the request well formed; else protobuf parses it and ``decode_proto_spans`` reads it.
+
     Raises:
         RequestError: 400 when the body does not parse or every span is malformed.
     """
+    if not payloads:
+        spans = decode_wire_spans(body)
+        if spans is not None:
+            return Decoded(spans)
     pb = _proto_module()
     from google.protobuf.message import DecodeError
 

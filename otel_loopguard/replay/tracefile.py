@@ -42,7 +42,7 @@ from otel_loopguard.coding_agents import AgentRecords
 from otel_loopguard.exceptions import TraceFileError
 from otel_loopguard.otlp._json import decode_json_spans, loads_json
 from otel_loopguard.otlp._logs import decode_json_logs
-from otel_loopguard.otlp._proto import decode_proto_spans
+from otel_loopguard.otlp._proto import decode_proto_spans, decode_wire_spans
 from otel_loopguard.otlp._spans import DecodedSpans, FieldError
 from otel_loopguard.replay._compressed import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
@@ -656,6 +656,9 @@ def _decode_proto(data: bytes) -> tuple[list[SpanRecord], str]:
         ImportError: when opentelemetry-proto is not installed.
         _BadRecord: when the message does not parse or holds malformed ids.
     """
+    spans = decode_wire_spans(data)  # the C decoder, for a well-formed message
+    if spans is not None:
+        return spans, ""
     # Lazy: JSON files never need protobuf, so reading them never pays for its import.
     decode_error: type[Exception] = importlib.import_module("google.protobuf.message").DecodeError
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (

@@ -9,21 +9,10 @@ a C compiler and the Python headers at hand (``hatch_build.py``); without it, or
 
 from __future__ import annotations
 
-import os
 from types import ModuleType
 from typing import Final
 
+from otel_loopguard._native import load
 
-def _load() -> ModuleType | None:
-    if os.environ.get("OTEL_LOOPGUARD_PURE_PYTHON", "") not in ("", "0"):
-        return None
-    try:
-        from otel_loopguard.signature import _accel  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    module: ModuleType = _accel
-    return module
-
-
-NATIVE: Final = _load()
+NATIVE: Final[ModuleType | None] = load("otel_loopguard.signature._accel")
 """The compiled module, when it is built and not turned off."""

@@ -1,0 +1,649 @@
+/* The optional C decoder of OTLP protobuf trace requests (otel_loopguard.otlp._proto).
+ *
+ * decode_spans(body, SpanRecord) reads a serialized ExportTraceServiceRequest straight from its
+ * bytes and returns the list of SpanRecord that decode_proto_spans gives for the parsed message
+ * (no payloads), or None. The Python path (protobuf's parser, then _proto.py) is the definition
+ * and stays the reference (tests/test_wire.py): this file handles the well-formed requests
+ * exporters send and answers None for anything else, so that the Python path gives its exact
+ * result, partial success or error message. None is the answer to:
+ *
+ * - a span the Python path would reject: an id of the wrong length (a link's too), a value
+ *   nested MAX_VALUE_DEPTH levels or more (in any attributes it reads: resource, scope, span,
+ *   event, link);
+ * - what protobuf's parser refuses or treats specially: truncated input, invalid UTF-8 in any
+ *   string field, groups and unknown wire types, varints longer than protobuf reads them,
+ *   messages nested more than MAX_MESSAGE_DEPTH (protobuf stops at 100);
+ * - anything the decoder does not read: a field this file does not know (a newer schema's, an
+ *   unknown one, the string-table indexes), a known field with another wire type, a singular
+ *   field given twice (protobuf merges or overwrites; both are rare enough to leave to it), an
+ *   AnyValue with more than one member.
+ *
+ * The body is only read, under the GIL; an error while decoding (even a MemoryError) is cleared
+ * and answered with None, so that the Python path decides.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_VALUE_DEPTH 32   /* otel_loopguard.otlp._spans.MAX_VALUE_DEPTH */
+#define MAX_MESSAGE_DEPTH 64 /* well below protobuf's recursion limit of 100 */
+
+enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
+
+typedef struct {
+    const uint8_t *p, *end;
+} reader_t;
+
+typedef struct {
+    uint32_t number;
+    int type;
+    uint64_t num;        /* a varint or fixed-width value */
+    const uint8_t *data; /* a length-delimited value */
+    Py_ssize_t len;
+} field_t;
+
+typedef struct {
+    PyObject *record; /* the SpanRecord class */
+    PyObject *out;    /* the records, in message order */
+} ctx_t;
+
+/* --- records ------------------------------------------------------------------------------ */
+#define FIELDS 12
+static const char *const field_names[FIELDS] = {
+    "trace_id", "span_id", "parent_span_id", "name", "start_time_ns", "end_time_ns",
+    "attributes", "status_code", "status_message", "scope_name", "resource", "events"};
+
+/* Where a plain slotted dataclass with SpanRecord's fields keeps each one, to fill a new
+ * instance directly: its generated __init__ only assigns them, and calling it is a quarter of
+ * the decoder's cost per span. For any other class (a __post_init__, other fields, fields that
+ * are not plain slots) `layout_of` stays NULL and the class is called. */
+static PyObject *layout_of; /* the class the offsets are for (a strong reference) */
+static Py_ssize_t offsets[FIELDS];
+
+/* 1 when type is such a class; its offsets are then in found. */
+static int plain_record(PyObject *type, Py_ssize_t *found) {
+    PyObject *fields = NULL;
+    int plain = 0;
+    if (!PyType_Check(type) || ((PyTypeObject *)type)->tp_new != PyBaseObject_Type.tp_new ||
+        PyObject_HasAttrString(type, "__post_init__") ||
+        (fields = PyObject_GetAttrString(type, "__dataclass_fields__")) == NULL ||
+        !PyDict_Check(fields) || PyDict_GET_SIZE(fields) != FIELDS)
+        goto done;
+    PyObject *dict = ((PyTypeObject *)type)->tp_dict;
+    Py_ssize_t pos = 0, i = 0;
+    if (dict == NULL) goto done;
+    PyObject *key, *value;
+    while (PyDict_Next(fields, &pos, &key, &value)) { /* in declaration order */
+        if (!PyUnicode_Check(key) || PyUnicode_CompareWithASCIIString(key, field_names[i]))
+            goto done;
+        PyObject *member = PyDict_GetItemWithError(dict, key);
+        if (member == NULL || !Py_IS_TYPE(member, &PyMemberDescr_Type)) goto done;
+        PyMemberDef *def = ((PyMemberDescrObject *)member)->d_member;
+        if (def->type != T_OBJECT_EX || (def->flags & READONLY)) goto done;
+        found[i++] = def->offset;
+    }
+    plain = 1;
+done:
+    PyErr_Clear();
+    Py_XDECREF(fields);
+    return plain;
+}
+
+/* A new record of the 12 values in args (references stolen, even on failure). */
+static PyObject *new_record(PyObject *type, PyObject **args) {
+    PyObject *record = NULL;
+    Py_ssize_t found[FIELDS];
+    if (type != layout_of && plain_record(type, found)) {
+        memcpy(offsets, found, sizeof offsets);
+        Py_INCREF(type);
+        Py_XSETREF(layout_of, type);
+    }
+    if (type == layout_of) {
+        record = ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, 0);
+        if (record != NULL) {
+            for (int i = 0; i < FIELDS; i++) *(PyObject **)((char *)record + offsets[i]) = args[i];
+            return record;
+        }
+    } else {
+        record = PyObject_Vectorcall(type, args, FIELDS, NULL);
+    }
+    for (int i = 0; i < FIELDS; i++) Py_DECREF(args[i]);
+    return record;
+}
+
+/* A varint of at most `max` bytes (protobuf reads 10 for values, 5 for tags and lengths). */
+static int varint(reader_t *r, int max, uint64_t *out) {
+    uint64_t value = 0;
+    for (int i = 0; i < max; i++) {
+        if (r->p >= r->end) return -1;
+        uint8_t c = *r->p++;
+        if (i == 9 && c > 1) return -1; /* past 64 bits */
+        value |= (uint64_t)(c & 0x7f) << (7 * i);
+        if (!(c & 0x80)) {
+            *out = value;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static uint64_t little_endian(const uint8_t *p, int size) {
+    uint64_t value = 0;
+    for (int i = size - 1; i >= 0; i--) value = (value << 8) | p[i];
+    return value;
+}
+
+/* Read the next field into f: 1 when read, 0 at the end, -1 when malformed or a group. */
+static int next_field(reader_t *r, field_t *f) {
+    uint64_t tag, size;
+    if (r->p >= r->end) return 0;
+    if (varint(r, 5, &tag) < 0 || tag > 0xffffffffu || (tag >> 3) == 0) return -1;
+    f->number = (uint32_t)(tag >> 3);
+    f->type = (int)(tag & 7);
+    switch (f->type) {
+    case WT_VARINT:
+        return varint(r, 10, &f->num) < 0 ? -1 : 1;
+    case WT_I64:
+    case WT_I32: {
+        int width = f->type == WT_I64 ? 8 : 4;
+        if (r->end - r->p < width) return -1;
+        f->num = little_endian(r->p, width);
+        r->p += width;
+        return 1;
+    }
+    case WT_LEN:
+        if (varint(r, 5, &size) < 0 || size > 0x7fffffffu ||
+            size > (uint64_t)(r->end - r->p))
+            return -1;
+        f->data = r->p;
+        f->len = (Py_ssize_t)size;
+        r->p += size;
+        return 1;
+    default:
+        return -1;
+    }
+}
+
+/* --- strings and values ---------------------------------------------------------------- */
+static PyObject *text(const uint8_t *data, Py_ssize_t len) {
+    return PyUnicode_DecodeUTF8((const char *)data, len, NULL);
+}
+
+/* 0 when a string field the records do not keep is valid UTF-8 (protobuf checks it). */
+static int check_text(const uint8_t *data, Py_ssize_t len) {
+    Py_ssize_t i = 0;
+    while (i < len && data[i] < 0x80) i++;
+    if (i == len) return 0;
+    PyObject *s = text(data, len);
+    if (s == NULL) return -1;
+    Py_DECREF(s);
+    return 0;
+}
+
+/* Short ASCII strings seen before (attribute keys, span names, values such as a tool's name),
+ * the same objects each time: no copy, no new hash, and records that share their keys. A slot
+ * per hash of the bytes, replaced on collision; at most CACHE_SLOTS strings of CACHED bytes. */
+#define CACHE_SLOTS 1024
+#define CACHED 48
+static PyObject *cache[CACHE_SLOTS];
+
+static PyObject *short_text(const uint8_t *data, Py_ssize_t len) {
+    if (len > CACHED || len == 0) return text(data, len);
+    uint32_t hash = 2166136261u; /* FNV-1a */
+    for (Py_ssize_t i = 0; i < len; i++) hash = (hash ^ data[i]) * 16777619u;
+    PyObject **slot = &cache[(hash ^ (hash >> 16)) & (CACHE_SLOTS - 1)];
+    PyObject *s = *slot;
+    if (s != NULL && PyUnicode_GET_LENGTH(s) == len && memcmp(PyUnicode_1BYTE_DATA(s), data,
+                                                              (size_t)len) == 0) {
+        Py_INCREF(s);
+        return s;
+    }
+    s = text(data, len);
+    if (s != NULL && PyUnicode_IS_ASCII(s)) { /* its bytes are its characters */
+        Py_INCREF(s);
+        Py_XSETREF(*slot, s);
+    }
+    return s;
+}
+
+static PyObject *hex(const uint8_t *data, Py_ssize_t len) {
+    static const char digits[] = "0123456789abcdef";
+    PyObject *s = PyUnicode_New(2 * len, 127);
+    if (s == NULL) return NULL;
+    Py_UCS1 *out = PyUnicode_1BYTE_DATA(s);
+    for (Py_ssize_t i = 0; i < len; i++) {
+        out[2 * i] = (Py_UCS1)digits[data[i] >> 4];
+        out[2 * i + 1] = (Py_UCS1)digits[data[i] & 15];
+    }
+    return s;
+}
+
+static int put_pair(PyObject *dict, const uint8_t *data, Py_ssize_t len, int depth, int level);
+
+/* An AnyValue at value depth `depth`, message level `level`: a new reference or NULL. */
+static PyObject *any_value(const uint8_t *data, Py_ssize_t len, int depth, int level) {
+    reader_t r = {data, data + len};
+    field_t f, member = {0};
+    int got, seen = 0;
+    if (level > MAX_MESSAGE_DEPTH) return NULL;
+    while ((got = next_field(&r, &f)) > 0) {
+        static const int wire[8] = {-1, WT_LEN, WT_VARINT, WT_VARINT, WT_I64,
+                                    WT_LEN, WT_LEN, WT_LEN};
+        if (seen || f.number > 7 || wire[f.number] != f.type) return NULL;
+        member = f;
+        seen = 1;
+    }
+    if (got < 0) return NULL;
+    if (!seen) Py_RETURN_NONE;
+    switch (member.number) {
+    case 1:
+        return short_text(member.data, member.len);
+    case 2:
+        return PyBool_FromLong(member.num != 0);
+    case 3:
+        return PyLong_FromLongLong((long long)(int64_t)member.num);
+    case 4: {
+        double value;
+        memcpy(&value, &member.num, sizeof value);
+        return PyFloat_FromDouble(value);
+    }
+    case 7:
+        return hex(member.data, member.len);
+    }
+    if (depth >= MAX_VALUE_DEPTH) return NULL; /* the Python path rejects the span */
+    r.p = member.data;
+    r.end = member.data + member.len;
+    if (member.number == 6) { /* KeyValueList */
+        PyObject *dict = PyDict_New();
+        if (dict == NULL) return NULL;
+        while ((got = next_field(&r, &f)) > 0) {
+            if (f.number != 1 || f.type != WT_LEN ||
+                put_pair(dict, f.data, f.len, depth + 1, level + 2) < 0)
+                break;
+        }
+        if (got != 0) Py_CLEAR(dict);
+        return dict;
+    }
+    Py_ssize_t count = 0; /* ArrayValue: count the items, then decode them */
+    while ((got = next_field(&r, &f)) > 0) {
+        if (f.number != 1 || f.type != WT_LEN) return NULL;
+        count++;
+    }
+    if (got < 0) return NULL;
+    PyObject *items = PyTuple_New(count);
+    if (items == NULL) return NULL;
+    r.p = member.data;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        next_field(&r, &f);
+        PyObject *item = any_value(f.data, f.len, depth + 1, level + 2);
+        if (item == NULL) {
+            Py_DECREF(items);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(items, i, item);
+    }
+    return items;
+}
+
+/* Add one KeyValue to dict (left out when its key is empty, as the Python path does). */
+static int put_pair(PyObject *dict, const uint8_t *data, Py_ssize_t len, int depth, int level) {
+    reader_t r = {data, data + len};
+    field_t f, key = {0}, value = {0};
+    int got, has_key = 0, has_value = 0;
+    if (level > MAX_MESSAGE_DEPTH) return -1;
+    while ((got = next_field(&r, &f)) > 0) {
+        if (f.type != WT_LEN) return -1;
+        if (f.number == 1 && !has_key) {
+            key = f;
+            has_key = 1;
+        } else if (f.number == 2 && !has_value) {
+            value = f;
+            has_value = 1;
+        } else {
+            return -1;
+        }
+    }
+    if (got < 0) return -1;
+    PyObject *decoded = NULL;
+    if (has_value) {
+        decoded = any_value(value.data, value.len, depth, level + 1);
+        if (decoded == NULL) return -1;
+    }
+    if (key.len == 0) { /* OTLP requires a key; the SDK drops such a pair too */
+        Py_XDECREF(decoded);
+        return 0;
+    }
+    PyObject *name = short_text(key.data, key.len);
+    int failed = name == NULL || PyDict_SetItem(dict, name, decoded ? decoded : Py_None) < 0;
+    Py_XDECREF(name);
+    Py_XDECREF(decoded);
+    return failed ? -1 : 0;
+}
+
+/* --- spans ------------------------------------------------------------------------------ */
+#define SEEN(bit)                  \
+    do {                           \
+        if (seen & (1u << (bit))) \
+            goto fail;             \
+        seen |= 1u << (bit);       \
+    } while (0)
+
+/* Read an Event (name_at 2, after its time) or an InstrumentationScope (name_at 1, before its
+ * version, which is checked): the name into *name, the attributes (field 3) into attributes. */
+static int named(const uint8_t *data, Py_ssize_t len, uint32_t name_at, field_t *name,
+                 PyObject *attributes, int level) {
+    reader_t r = {data, data + len};
+    field_t f;
+    unsigned seen = 0;
+    int got;
+    while ((got = next_field(&r, &f)) > 0) {
+        if (f.number == name_at && f.type == WT_LEN) {
+            SEEN(name_at);
+            *name = f;
+        } else if (f.number == 1 && name_at == 2 && f.type == WT_I64) {
+            SEEN(1);
+        } else if (f.number == 2 && name_at == 1 && f.type == WT_LEN) {
+            SEEN(2);
+            if (check_text(f.data, f.len) < 0) goto fail;
+        } else if (f.number == 3 && f.type == WT_LEN) {
+            if (put_pair(attributes, f.data, f.len, 0, level + 1) < 0) goto fail;
+        } else if (f.number == 4 && f.type == WT_VARINT) {
+            SEEN(4);
+        } else {
+            goto fail;
+        }
+    }
+    return got;
+fail:
+    return -1;
+}
+
+/* (name, attributes) of a Span.Event. */
+static PyObject *event(const uint8_t *data, Py_ssize_t len, int level) {
+    field_t name = {0};
+    PyObject *attributes = PyDict_New(), *pair = NULL, *text_name = NULL;
+    if (attributes == NULL || named(data, len, 2, &name, attributes, level) < 0 ||
+        (text_name = text(name.data, name.len)) == NULL || (pair = PyTuple_New(2)) == NULL) {
+        Py_XDECREF(attributes);
+        Py_XDECREF(text_name);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(pair, 0, text_name);
+    PyTuple_SET_ITEM(pair, 1, attributes);
+    return pair;
+}
+
+/* 0 when a Span.Link is one the Python path accepts (its ids, trace state, attributes). */
+static int check_link(const uint8_t *data, Py_ssize_t len, int level) {
+    reader_t r = {data, data + len};
+    field_t f;
+    unsigned seen = 0;
+    int got;
+    PyObject *attributes = PyDict_New();
+    if (attributes == NULL) return -1;
+    while ((got = next_field(&r, &f)) > 0) {
+        if (f.number == 1 && f.type == WT_LEN && f.len == 16) {
+            SEEN(1);
+        } else if (f.number == 2 && f.type == WT_LEN && f.len == 8) {
+            SEEN(2);
+        } else if (f.number == 3 && f.type == WT_LEN) {
+            SEEN(3);
+            if (check_text(f.data, f.len) < 0) goto fail;
+        } else if (f.number == 4 && f.type == WT_LEN) {
+            if (put_pair(attributes, f.data, f.len, 0, level + 1) < 0) goto fail;
+        } else if ((f.number == 5 && f.type == WT_VARINT) || (f.number == 6 && f.type == WT_I32)) {
+            SEEN(f.number);
+        } else {
+            goto fail;
+        }
+    }
+    if (got < 0 || (seen & 6) != 6) goto fail; /* both ids are required */
+    Py_DECREF(attributes);
+    return 0;
+fail:
+    Py_DECREF(attributes);
+    return -1;
+}
+
+/* The status code and message of a Status. */
+static int status(const uint8_t *data, Py_ssize_t len, long *code, field_t *message) {
+    reader_t r = {data, data + len};
+    field_t f;
+    unsigned seen = 0;
+    int got;
+    while ((got = next_field(&r, &f)) > 0) {
+        if (f.number == 2 && f.type == WT_LEN) {
+            SEEN(2);
+            *message = f;
+        } else if (f.number == 3 && f.type == WT_VARINT && (int64_t)f.num >= INT32_MIN &&
+                   (int64_t)f.num <= INT32_MAX) {
+            SEEN(3);
+            *code = (long)(int64_t)f.num;
+        } else {
+            goto fail;
+        }
+    }
+    return got;
+fail:
+    return -1;
+}
+
+static int span(ctx_t *ctx, const uint8_t *data, Py_ssize_t len, PyObject *resource,
+                PyObject *scope, int level) {
+    static const uint8_t zero_id[8] = {0};
+    reader_t r = {data, data + len};
+    field_t f, trace_id = {0}, span_id = {0}, parent = {0}, name = {0}, message = {0};
+    uint64_t start = 0, end = 0;
+    long code = 0;
+    unsigned seen = 0;
+    int got;
+    PyObject *args[FIELDS] = {NULL};
+    PyObject *attributes = PyDict_New(), *events = PyList_New(0), *record = NULL;
+    if (attributes == NULL || events == NULL) goto fail;
+    while ((got = next_field(&r, &f)) > 0) {
+        switch (f.number) {
+        case 1: case 2: case 3: case 4: case 5: case 15:
+            if (f.type != WT_LEN) goto fail;
+            SEEN(f.number);
+            if (f.number == 1) trace_id = f;
+            else if (f.number == 2) span_id = f;
+            else if (f.number == 3) { if (check_text(f.data, f.len) < 0) goto fail; }
+            else if (f.number == 4) parent = f;
+            else if (f.number == 5) name = f;
+            else if (status(f.data, f.len, &code, &message) < 0) goto fail;
+            break;
+        case 6: case 10: case 12: case 14:
+            if (f.type != WT_VARINT) goto fail;
+            SEEN(f.number);
+            break;
+        case 7: case 8:
+            if (f.type != WT_I64) goto fail;
+            SEEN(f.number);
+            if (f.number == 7) start = f.num;
+            else end = f.num;
+            break;
+        case 16:
+            if (f.type != WT_I32) goto fail;
+            SEEN(f.number);
+            break;
+        case 9:
+            if (f.type != WT_LEN || put_pair(attributes, f.data, f.len, 0, level + 1) < 0)
+                goto fail;
+            break;
+        case 11: {
+            if (f.type != WT_LEN) goto fail;
+            PyObject *one = event(f.data, f.len, level + 1);
+            if (one == NULL) goto fail;
+            int failed = PyList_Append(events, one);
+            Py_DECREF(one);
+            if (failed) goto fail;
+            break;
+        }
+        case 13:
+            if (f.type != WT_LEN || check_link(f.data, f.len, level + 1) < 0) goto fail;
+            break;
+        default:
+            goto fail;
+        }
+    }
+    if (got < 0 || trace_id.len != 16 || span_id.len != 8 || (parent.len && parent.len != 8))
+        goto fail;
+    args[0] = hex(trace_id.data, 16);
+    args[1] = hex(span_id.data, 8);
+    if (parent.len && memcmp(parent.data, zero_id, 8) != 0) {
+        args[2] = hex(parent.data, 8);
+    } else {
+        args[2] = Py_None;
+        Py_INCREF(Py_None);
+    }
+    args[3] = short_text(name.data, name.len);
+    args[4] = PyLong_FromUnsignedLongLong(start);
+    args[5] = PyLong_FromUnsignedLongLong(end);
+    args[6] = attributes;
+    attributes = NULL;
+    args[7] = PyLong_FromLong(code);
+    args[8] = text(message.data, message.len);
+    args[9] = scope;
+    Py_INCREF(scope);
+    args[10] = resource;
+    Py_INCREF(resource);
+    args[11] = PyList_AsTuple(events);
+    Py_CLEAR(events);
+    for (int i = 0; i < FIELDS; i++)
+        if (args[i] == NULL) goto fail;
+    record = new_record(ctx->record, args); /* takes the values */
+    if (record == NULL) return -1;
+    got = PyList_Append(ctx->out, record);
+    Py_DECREF(record);
+    return got;
+fail:
+    for (int i = 0; i < FIELDS; i++) Py_XDECREF(args[i]);
+    Py_XDECREF(attributes);
+    Py_XDECREF(events);
+    return -1;
+}
+
+/* --- scopes and resources ----------------------------------------------------------------- */
+/* The scope's name; its version and attributes are checked as the Python path checks them. */
+static PyObject *scope_name(const uint8_t *data, Py_ssize_t len, int level) {
+    field_t name = {0};
+    PyObject *attributes = PyDict_New(); /* forwarded, not kept: checked only */
+    if (attributes == NULL) return NULL;
+    int got = named(data, len, 1, &name, attributes, level);
+    Py_DECREF(attributes);
+    return got < 0 ? NULL : text(name.data, name.len);
+}
+
+/* A message holding one singular message field (1), repeated messages (2) and a schema URL
+ * (3): ResourceSpans and ScopeSpans. Finds the singular one (it may come last) and checks the
+ * URL. */
+static int outer(const uint8_t *data, Py_ssize_t len, field_t *single) {
+    reader_t r = {data, data + len};
+    field_t f;
+    unsigned seen = 0;
+    int got;
+    while ((got = next_field(&r, &f)) > 0) {
+        if (f.type != WT_LEN || f.number < 1 || f.number > 3) goto fail;
+        if (f.number == 1) {
+            SEEN(1);
+            *single = f;
+        } else if (f.number == 3) {
+            SEEN(3);
+            if (check_text(f.data, f.len) < 0) goto fail;
+        }
+    }
+    return got;
+fail:
+    return -1;
+}
+
+static int scope_spans(ctx_t *ctx, const uint8_t *data, Py_ssize_t len, PyObject *resource,
+                       int level) {
+    reader_t r = {data, data + len};
+    field_t f, scope = {0};
+    int got;
+    if (outer(data, len, &scope) < 0) return -1;
+    PyObject *name = scope_name(scope.data, scope.len, level + 1);
+    if (name == NULL) return -1;
+    while ((got = next_field(&r, &f)) > 0) {
+        if (f.number == 2 && span(ctx, f.data, f.len, resource, name, level + 1) < 0) {
+            got = -1;
+            break;
+        }
+    }
+    Py_DECREF(name);
+    return got;
+}
+
+static int resource_spans(ctx_t *ctx, const uint8_t *data, Py_ssize_t len) {
+    reader_t r = {data, data + len};
+    field_t f, resource = {0};
+    unsigned seen = 0;
+    int got;
+    if (outer(data, len, &resource) < 0) return -1;
+    PyObject *attributes = PyDict_New(); /* shared by the spans of this ResourceSpans */
+    if (attributes == NULL) return -1;
+    reader_t fields = {resource.data, resource.data + resource.len};
+    while ((got = next_field(&fields, &f)) > 0) {
+        if (f.number == 1 && f.type == WT_LEN) {
+            if (put_pair(attributes, f.data, f.len, 0, 3) < 0) goto fail;
+        } else if (f.number == 2 && f.type == WT_VARINT) {
+            SEEN(2);
+        } else {
+            goto fail; /* entity_refs included: left to the Python path */
+        }
+    }
+    if (got < 0) goto fail;
+    while ((got = next_field(&r, &f)) > 0)
+        if (f.number == 2 && scope_spans(ctx, f.data, f.len, attributes, 2) < 0) goto fail;
+    if (got < 0) goto fail;
+    Py_DECREF(attributes);
+    return 0;
+fail:
+    Py_DECREF(attributes);
+    return -1;
+}
+
+static PyObject *decode_spans(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    Py_buffer body;
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "decode_spans(body, record_type) takes 2 arguments");
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[0], &body, PyBUF_SIMPLE) < 0) return NULL;
+    ctx_t ctx = {args[1], PyList_New(0)};
+    reader_t r = {(const uint8_t *)body.buf, (const uint8_t *)body.buf + body.len};
+    field_t f;
+    int got = ctx.out == NULL ? -1 : 0;
+    while (got == 0 && (got = next_field(&r, &f)) > 0)
+        got = f.number == 1 && f.type == WT_LEN ? resource_spans(&ctx, f.data, f.len) : -1;
+    PyBuffer_Release(&body);
+    if (got < 0) {
+        PyErr_Clear();
+        Py_XDECREF(ctx.out);
+        Py_RETURN_NONE;
+    }
+    return ctx.out;
+}
+
+static PyMethodDef methods[] = {
+    {"decode_spans", (PyCFunction)(void (*)(void))decode_spans, METH_FASTCALL,
+     "decode_spans(body, record_type) -> list | None: the records of a serialized OTLP "
+     "ExportTraceServiceRequest, or None to leave it to the Python path."},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_wire", "Optional decoder of OTLP protobuf trace requests.", -1,
+    methods};
+
+PyMODINIT_FUNC PyInit__wire(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && (PyModule_AddIntConstant(m, "MAX_VALUE_DEPTH", MAX_VALUE_DEPTH) < 0)) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
