@@ -67,9 +67,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.version:
         from otel_loopguard import __version__
+        from otel_loopguard.otlp._proto import WIRE
         from otel_loopguard.signature import ACCELERATED
 
-        print(f"otel-loopguard {__version__} (C accelerator: {'on' if ACCELERATED else 'off'})")
+        print(f"otel-loopguard {__version__} (C accelerators: signatures "
+              f"{'on' if ACCELERATED else 'off'}, OTLP decoder {'on' if WIRE else 'off'})")
         return EXIT_OK
     if args.command is None:
         parser.print_help(sys.stderr)
