@@ -23,7 +23,7 @@ from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.engine import LoopEngine, RunState
 from otel_loopguard.replay._dedupe import SpanDeduplicator
 from otel_loopguard.types import Action, Decision, ModelTurn, SpanAdapter, SpanRecord, ToolCall
-from otel_loopguard.waste import Waste
+from otel_loopguard.waste import RunWaste, Waste
 
 __all__ = ["Checker", "RunReport", "report_to_json"]
 
@@ -219,29 +219,36 @@ class Checker:
         report.prompt_template = report.prompt_template or assembled.prompt_template
         report.service_name = report.service_name or assembled.service_name
         report.unparented_tool_calls += assembled.unparented_tool_calls
+        engine, on_event, waste = self.engine, self.on_event, state.waste
         if report.prompt_template:
-            self.engine.set_template(state, report.prompt_template)
+            engine.set_template(state, report.prompt_template)
         for item in items:
             event = item.event
+            turn = False
             if isinstance(event, ToolCall):
-                decision = self.engine.process(state, event)
+                decision = engine.process(state, event)
                 report.tool_calls += 1
             elif isinstance(event, ModelTurn):
-                decision = self.engine.process_model_turn(state, event)
-            elif event.explicit or self.engine.counts_inferred_handoff(state):
-                decision = self.engine.process_handoff(state, event)
+                decision = engine.process_model_turn(state, event)
+                turn = True
+            elif event.explicit or engine.counts_inferred_handoff(state):
+                decision = engine.process_handoff(state, event)
             else:
                 continue
             if decision.flagged:
                 self._record(report, decision)
-            if self.on_event is not None:
-                self.on_event(report, decision, event)
-            if state.waste.looping or isinstance(event, ModelTurn):
-                wasted = state.waste.take()
-                if wasted is not None:
-                    report.waste = state.waste.total()
-                    if self.on_waste is not None:
-                        self.on_waste(report, wasted)
+            if on_event is not None:
+                on_event(report, decision, event)
+            if waste.looping or turn:
+                self._take_waste(report, waste)
+
+    def _take_waste(self, report: RunReport, waste: RunWaste) -> None:
+        """Put what the last event added to the run's ``waste`` into ``report`` and ``on_waste``."""
+        wasted = waste.take()
+        if wasted is not None:
+            report.waste = waste.total()
+            if self.on_waste is not None:
+                self.on_waste(report, wasted)
 
     @staticmethod
     def _record(report: RunReport, decision: Decision) -> None:
