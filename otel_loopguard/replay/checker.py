@@ -133,26 +133,19 @@ class Checker:
         return self._dedupe.duplicates
 
     def run(self, spans: Iterable[SpanRecord]) -> Iterator[RunReport]:
-        """Yield the report of every run in ``spans`` (flagged or not), then flush."""
+        """Yield the report of every run in ``spans`` (flagged or not), then flush.
+
+        ``add`` without its generator per span: a trace is due only now and then.
+        """
         for span in spans:
-            yield from self.add(span)
+            if self._take(span) and self._due():
+                yield from self._close_due()
         yield from self.flush()
 
     def add(self, span: SpanRecord) -> Iterator[RunReport]:
         """Take one span (unless it is a copy); yield reports of runs that this span lets close."""
-        if not self._dedupe.is_new(span.trace_id, span.span_id):
-            return
-        self._seen += 1
-        trace = self._traces.get(span.trace_id)
-        if trace is None:
-            trace = self._traces[span.trace_id] = _OpenTrace()
-        else:
-            self._traces.move_to_end(span.trace_id)
-        trace.spans.append(span)
-        trace.touched_at = self._seen
-        if span.parent_span_id is None:
-            trace.root_seen_at = self._seen
-        yield from self._close_ready()
+        if self._take(span):
+            yield from self._close_due()
 
     def flush(self) -> Iterator[RunReport]:
         """Close every open trace and run (end of input)."""
@@ -162,16 +155,42 @@ class Checker:
         while self._runs:
             yield self._close_run(next(iter(self._runs)))
 
-    def _close_ready(self) -> Iterator[RunReport]:
-        # The least recently touched trace comes first: when it is not idle, none is.
-        while self._traces:
-            trace_id, trace = next(iter(self._traces.items()))
-            ready = self._seen - trace.touched_at >= self.grace_spans or (
-                trace.root_seen_at is not None
-                and self._seen - trace.root_seen_at >= self.grace_spans)
-            if not ready and len(self._traces) <= self.config.max_runs:
-                return
-            del self._traces[trace_id]
+    def _take(self, span: SpanRecord) -> bool:
+        """Buffer ``span`` in its trace; return False (and drop it) when it is a copy."""
+        trace_id = span.trace_id
+        if not self._dedupe.is_new(trace_id, span.span_id):
+            return False
+        self._seen += 1
+        trace = self._traces.get(trace_id)
+        if trace is None:
+            trace = self._traces[trace_id] = _OpenTrace()
+        else:
+            self._traces.move_to_end(trace_id)
+        trace.spans.append(span)
+        trace.touched_at = self._seen
+        if span.parent_span_id is None:
+            trace.root_seen_at = self._seen
+        return True
+
+    def _due(self) -> bool:
+        """Return whether the least recently touched trace is to close now.
+
+        It is when ``grace_spans`` spans have passed since its last span or its root, or when
+        more than ``max_runs`` traces are open. When it is not idle, none is.
+        """
+        traces = self._traces
+        if not traces:
+            return False
+        if len(traces) > self.config.max_runs:
+            return True
+        trace = next(iter(traces.values()))
+        return self._seen - trace.touched_at >= self.grace_spans or (
+            trace.root_seen_at is not None
+            and self._seen - trace.root_seen_at >= self.grace_spans)
+
+    def _close_due(self) -> Iterator[RunReport]:
+        while self._due():
+            trace_id, trace = self._traces.popitem(last=False)
             yield from self._finish_trace(trace_id, trace)
 
     def _finish_trace(self, trace_id: str, trace: _OpenTrace) -> Iterator[RunReport]:
