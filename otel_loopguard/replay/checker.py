@@ -238,7 +238,7 @@ class Checker:
         report.prompt_template = report.prompt_template or assembled.prompt_template
         report.service_name = report.service_name or assembled.service_name
         report.unparented_tool_calls += assembled.unparented_tool_calls
-        engine, on_event, waste = self.engine, self.on_event, state.waste
+        engine, on_event = self.engine, self.on_event
         if report.prompt_template:
             engine.set_template(state, report.prompt_template)
         for item in items:
@@ -258,8 +258,8 @@ class Checker:
                 self._record(report, decision)
             if on_event is not None:
                 on_event(report, decision, event)
-            if waste.looping or turn:
-                self._take_waste(report, waste)
+            if turn or state.waste.looping:  # read afresh: ``LoopEngine.reset`` replaces it
+                self._take_waste(report, state.waste)
 
     def _take_waste(self, report: RunReport, waste: RunWaste) -> None:
         """Put what the last event added to the run's ``waste`` into ``report`` and ``on_waste``."""
