@@ -69,10 +69,16 @@ def _answer_signatures_from_table(module: Any) -> None:
 
 
 def _instructions(tree: str, workload: str, calls: int, mode: str) -> int:
-    env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
+    return callgrind_instructions([__file__, "--child", tree, workload, str(calls), mode])
+
+
+def callgrind_instructions(argv: list[str], env: dict[str, str] | None = None) -> int:
+    """Return the instructions ``python argv...`` executes under callgrind (hash seed 0)."""
+    env = {**(os.environ if env is None else env), "PYTHONHASHSEED": "0",
+           "PYTHONDONTWRITEBYTECODE": "1"}
     done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-                           sys.executable, __file__, "--child", tree, workload, str(calls),
-                           mode], capture_output=True, text=True, env=env, check=True)
+                           sys.executable, *argv], capture_output=True, text=True, env=env,
+                          check=True)
     found = re.search(r"Collected : (\d+)", done.stderr)
     if found is None:
         raise SystemExit(f"no instruction count in valgrind's output: {done.stderr[-500:]}")

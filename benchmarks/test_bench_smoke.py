@@ -98,6 +98,15 @@ def test_profile_serve_runs(capsys: pytest.CaptureFixture[str]) -> None:
                       "engine"]
 
 
+@pytest.mark.parametrize("path", ["serve", "check"])
+def test_intake_instructions_child_runs(path: str) -> None:
+    """What bench_intake_instructions.py has callgrind count runs both intakes (no valgrind)."""
+    import bench_intake_instructions
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    bench_intake_instructions.child(root, path, 3, "full", 1)
+
+
 def test_profile_serve_whole_process_runs(capsys: pytest.CaptureFixture[str]) -> None:
     """profile_serve.py --serve starts a serve with the no-op engine and feeds it over HTTP."""
     import profile_serve

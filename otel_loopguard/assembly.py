@@ -24,18 +24,15 @@ from typing import Any, Final, TypeVar
 
 from otel_loopguard.adapters import (
     DEFAULT_ADAPTERS,
-    agent_of,
     conversation_of,
-    is_model_turn,
-    may_be_event,
     may_name_agent,
     placed_event,
     prompt_template_of,
+    roles_of,
     template_key_roots,
-    tool_request_of,
     usage_of,
 )
-from otel_loopguard.adapters._turns import turn_content_of
+from otel_loopguard.adapters._turns import turn_of
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.types import Handoff, ModelTurn, SpanAdapter, SpanRecord, ToolCall
 
@@ -169,7 +166,7 @@ def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuard
     agents: dict[str, str] = {}
     # With the default adapters, spans that none of them can turn into an event are skipped
     # without asking each adapter in turn.
-    candidate = may_be_event if adapters is DEFAULT_ADAPTERS else None
+    every = adapters is not DEFAULT_ADAPTERS
     pending: list[tuple[SpanRecord, int]] = []  # maybe events, with the model turns before them
     turns = 0
     template_roots = _key_roots(tuple(config.prompt_name_keys))
@@ -177,19 +174,19 @@ def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuard
     template = conversation = None
     agent_spans: list[SpanRecord] = []
     for s in ordered:
-        name, attributes = s.name, s.attributes
-        agent = agent_of(name, attributes)
+        attributes = s.attributes
+        agent, model_turn, maybe_event = roles_of(s.name, attributes)
         if agent:
             agents[s.span_id] = agent
             agent_spans.append(s)
-        if is_model_turn(name, attributes):
+        if model_turn:
             turns += 1
             if model_turns:
                 pending.append((s, -turns))  # negative: the span is model turn number -n
-        elif candidate is None or candidate(name, attributes):
+        elif maybe_event or every:
             pending.append((s, turns))
         # Only spans holding one of the keys can name a template or a conversation.
-        if template is None:
+        if template is None and not template_roots.isdisjoint(attributes):
             template = _template_in(attributes, config, template_roots)
         if conversation is None and not conversation_keys.isdisjoint(attributes):
             conversation = conversation_of(attributes, config.conversation_keys) or None
@@ -253,10 +250,9 @@ def _events(pending: Sequence[tuple[SpanRecord, int]], by_id: Mapping[str, SpanR
         event: ToolCall | Handoff | ModelTurn | None
         if turn < 0:
             tokens_in, tokens_out, models = usage_of(span.attributes)
-            inputs, output, from_user = turn_content_of(span.attributes) if tool_requests \
-                else ("", "", False)
-            event = ModelTurn(span.span_id, span.start_time_ns, span.end_time_ns,
-                              tool_request_of(span.attributes) if tool_requests else None,
+            requested, inputs, output, from_user = turn_of(span.attributes) if tool_requests \
+                else _NO_CONTENT
+            event = ModelTurn(span.span_id, span.start_time_ns, span.end_time_ns, requested,
                               owner, -turn, tokens_in, tokens_out, models, inputs, output,
                               from_user)
         else:
@@ -267,6 +263,8 @@ def _events(pending: Sequence[tuple[SpanRecord, int]], by_id: Mapping[str, SpanR
     return events
 
 
+_NO_CONTENT: Final = (None, "", "", False)
+"""``turn_of`` of a model turn whose content is not read (no ``idle_turns`` detector)."""
 _END_START: Final = attrgetter("end_time_ns", "start_time_ns")
 _START: Final = attrgetter("start_time_ns")
 _SPAN_ID: Final = attrgetter("span_id")

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from otel_loopguard import LoopEngine, LoopGuardConfig, RunState, ToolCall
 from otel_loopguard.adapters import tool_request_of
-from otel_loopguard.adapters._turns import turn_content_of
+from otel_loopguard.adapters._turns import turn_content_of, turn_of
 from otel_loopguard.processor import LoopGuardSpanProcessor
 from otel_loopguard.receiver._stream import StreamingChecker
 from otel_loopguard.testing import AgentScript, LoopGuardHarness
@@ -273,6 +273,32 @@ class TestTurnContent:
         assert first
         assert turn_content_of(changed)[0] != first
         assert turn_content_of(earlier)[0] == first
+
+    @pytest.mark.parametrize("attributes", [
+        {},
+        {"gen_ai.response.finish_reasons": ["tool_calls"],
+         "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [
+             {"type": "tool_call", "name": "search"}]}])},
+        {"gen_ai.response.finish_reasons": ["stop"],
+         "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [
+             {"type": "text", "content": "done"}]}]),
+         "gen_ai.input.messages": json.dumps([{"role": "user", "parts": [
+             {"type": "text", "content": "go"}]}])},
+        {"gen_ai.output.messages": "[not json", "gen_ai.response.finish_reasons": "stop"},
+        {"gen_ai.output.messages": json.dumps("[]"), "gen_ai.system": "gemini"},
+        {"gen_ai.prompt.0.role": "user", "gen_ai.prompt.0.content": "task",
+         "gen_ai.completion.0.role": "assistant", "gen_ai.completion.0.content": "ok"},
+        {"llm.input_messages.0.message.role": "tool",
+         "llm.input_messages.0.message.content": "result",
+         "llm.output_messages.0.message.role": "assistant",
+         "llm.output_messages.0.message.content": "Hello"},
+    ], ids=["nothing", "genai-tool-call", "genai-text", "broken-json", "json-string",
+            "openllmetry", "openinference"])
+    def test_turn_of_is_tool_request_and_content_in_one_read(
+            self, attributes: dict[str, Any]) -> None:
+        """``turn_of`` (output messages parsed once) answers what the two functions answer."""
+        last, output, from_user = turn_content_of(attributes)
+        assert turn_of(attributes) == (tool_request_of(attributes), last, output, from_user)
 
     def test_without_content_both_are_empty(self) -> None:
         """A span without messages has empty digests."""

@@ -41,6 +41,7 @@ __all__ = [
     "may_name_agent",
     "placed_event",
     "prompt_template_of",
+    "roles_of",
     "template_key_roots",
     "template_label",
     "to_event",
@@ -58,6 +59,8 @@ _OI_KIND: Final = k.OI_SPAN_KIND
 _TL_KIND: Final = k.TL_SPAN_KIND
 _LOGFIRE_PREFIXES: Final = (k.LOGFIRE_FUNCTION_PREFIX, k.LOGFIRE_HANDOFF_PREFIX)
 _AGENT_NAME_PREFIXES: Final = ("invoke_agent", "Agent run")
+_AGENT_OPERATIONS: Final = (k.OP_INVOKE_AGENT, "create_agent")
+_EVENT_OPERATIONS: Final = (k.OP_EXECUTE_TOOL, k.OP_HANDOFF)
 _MAX_UNMARKED_NAMES: Final = 4096
 _unmarked_names: set[str] = set()
 """Span names known not to start with a Logfire prefix (bounded; names repeat)."""
@@ -89,10 +92,10 @@ def may_be_event(name: str, attributes: Mapping[str, Any]) -> bool:
     Exactly the conditions the default adapters test first, so the hot path can skip building
     a ``SpanRecord`` for the many agent, chain and model spans.
     """
-    return (attributes.get(k.GEN_AI_OPERATION_NAME) in (k.OP_EXECUTE_TOOL, k.OP_HANDOFF)
+    return (attributes.get(k.GEN_AI_OPERATION_NAME) in _EVENT_OPERATIONS
             or attributes.get(k.OI_SPAN_KIND) == "TOOL"
             or attributes.get(k.TL_SPAN_KIND) == "tool"
-            or name.startswith((k.LOGFIRE_FUNCTION_PREFIX, k.LOGFIRE_HANDOFF_PREFIX)))
+            or name.startswith(_LOGFIRE_PREFIXES))
 
 
 def to_event(span: SpanRecord,
@@ -134,7 +137,7 @@ def placed_event(span: SpanRecord, adapters: Sequence[SpanAdapter], agent: str |
 def agent_of(name: str, attributes: Mapping[str, Any]) -> str | None:
     """Return the agent name when the span is an agent span, else None."""
     op = attributes.get(k.GEN_AI_OPERATION_NAME)
-    if op in (k.OP_INVOKE_AGENT, "create_agent"):
+    if op in _AGENT_OPERATIONS:
         found = attributes.get(k.GEN_AI_AGENT_NAME)
         return str(found) if found else name.removeprefix("invoke_agent").strip() or "agent"
     if attributes.get(k.OI_SPAN_KIND) == "AGENT":
@@ -146,6 +149,25 @@ def agent_of(name: str, attributes: Mapping[str, Any]) -> str | None:
     if name.startswith(k.LOGFIRE_AGENT_PREFIX):
         return name.removeprefix(k.LOGFIRE_AGENT_PREFIX).strip("'\" ")
     return None
+
+
+def roles_of(name: str, attributes: Mapping[str, Any]) -> tuple[str | None, bool, bool]:
+    """Return ``agent_of``, ``is_model_turn`` and ``may_be_event`` of a span in one read.
+
+    The assembly asks all three of every span; this reads each marker attribute once and
+    asks ``agent_of`` only of a span carrying one of the agent markers it tests. The third is
+    False for a model turn (the assembly does not ask it of one).
+    """
+    op = attributes.get(_OPERATION)
+    oi_kind = attributes.get(_OI_KIND)
+    tl_kind = attributes.get(_TL_KIND)
+    agent = agent_of(name, attributes) if (  # only a span with one of its markers is one
+        op in _AGENT_OPERATIONS or oi_kind == "AGENT" or tl_kind == "agent"
+        or name.startswith(k.LOGFIRE_AGENT_PREFIX)) else None
+    if op in k.MODEL_OPERATIONS or oi_kind == "LLM" or tl_kind == "llm":  # is_model_turn
+        return agent, True, False
+    return agent, False, (op in _EVENT_OPERATIONS or oi_kind == "TOOL"  # may_be_event
+                          or tl_kind == "tool" or name.startswith(_LOGFIRE_PREFIXES))
 
 
 def may_name_agent(name: str) -> bool:

@@ -73,11 +73,10 @@ def build_tool_call(span: SpanRecord, tool: Any, args_key: str, result_key: str,
     arguments, result, has_result, failed, message = tool_call_values(
         span.attributes, args_key, result_key, span.status_code == STATUS_ERROR,
         lambda: error_message(span))
-    return ToolCall(
-        tool=str(tool), arguments=arguments, result=result,
-        has_result=has_result, error=failed, error_message=message,
-        agent=str(agent) if agent else None, span_id=span.span_id, trace_id=span.trace_id,
-        start_time_ns=span.start_time_ns, end_time_ns=span.end_time_ns, turn=turn)
+    # Positional, in field order: every tool span read builds one (``ToolCall.in_context``).
+    return ToolCall(str(tool), arguments, result, has_result, failed, message,
+                    str(agent) if agent else None, span.span_id, span.trace_id,
+                    span.start_time_ns, span.end_time_ns, turn)
 
 
 def build_handoff(span: SpanRecord, tool: Any, args_key: str, agent: Any = None) -> Handoff:

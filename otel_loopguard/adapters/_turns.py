@@ -11,7 +11,7 @@ import orjson
 from otel_loopguard.adapters import _keys as k
 from otel_loopguard.signature import digest
 
-__all__ = ["tool_request_of", "turn_content_of"]
+__all__ = ["tool_request_of", "turn_content_of", "turn_of"]
 
 _TOOL_REASONS: Final = frozenset({"tool_calls", "tool_call", "tool_use", "function_call",
                                   "tool-calls", "tool-call", "function_calls"})
@@ -48,7 +48,38 @@ def tool_request_of(attributes: Mapping[str, Any]) -> bool | None:
     if not reasons.isdisjoint(_TOOL_REASONS):
         return True
     messages = attributes.get(k.GEN_AI_OUTPUT_MESSAGES)
-    found = None if messages is None else _messages_request_tools(messages)
+    return _tool_request(attributes, reasons, messages, _UNPARSED)
+
+
+def turn_of(attributes: Mapping[str, Any]) -> tuple[bool | None, str, str, bool]:
+    """Return ``tool_request_of`` and ``turn_content_of`` of a model span in one read.
+
+    The GenAI output messages, which both read, are parsed once.
+    """
+    messages = attributes.get(k.GEN_AI_OUTPUT_MESSAGES)
+    parsed = _parse(messages) if isinstance(messages, str | bytes) else messages
+    reasons = _reasons(attributes.get(k.GEN_AI_RESPONSE_FINISH_REASONS))
+    requested = True if not reasons.isdisjoint(_TOOL_REASONS) \
+        else _tool_request(attributes, reasons, messages, parsed)
+    last, from_user = _last_input(attributes)
+    return requested, last, _output(attributes, messages, parsed), from_user
+
+
+_UNPARSED: Final = object()
+"""``_tool_request``'s ``parsed`` when the output messages are still to be parsed."""
+
+
+def _tool_request(attributes: Mapping[str, Any], reasons: frozenset[str], messages: Any,
+                  parsed: Any) -> bool | None:
+    """``tool_request_of`` once the finish reasons name no tool call.
+
+    ``messages``: the GenAI output messages attribute; ``parsed``: it parsed, or ``_UNPARSED``.
+    """
+    found = None
+    if messages is not None:
+        if parsed is _UNPARSED:
+            parsed = _parse(messages) if isinstance(messages, str | bytes) else messages
+        found = _messages_request_tools(parsed)
     if found is None:
         found = _flattened(attributes)
     if found is not None:
@@ -67,9 +98,7 @@ def _reasons(value: Any) -> frozenset[str]:
 
 
 def _messages_request_tools(messages: Any) -> bool | None:
-    """Return whether GenAI output messages hold a tool call (None when unreadable)."""
-    if isinstance(messages, str | bytes):
-        messages = _parse(messages)
+    """Return whether parsed GenAI output messages hold a tool call (None when unreadable)."""
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
         return None
     return any(_asks_for_tools(message) for message in messages)
@@ -111,6 +140,7 @@ def _untelling(attributes: Mapping[str, Any]) -> bool:
 _CONTENT_SUFFIXES: Final = ((k.GEN_AI_PROMPT_PREFIX, ".content"),
                             (k.OI_INPUT_MESSAGES_PREFIX, ".message.content"))
 _CONTENT_PREFIXES: Final = tuple(prefix for prefix, _ in _CONTENT_SUFFIXES)
+_GENAI_PROMPTS, _OI_INPUTS = _CONTENT_PREFIXES
 _OUTPUT_CONTENT: Final = (k.GEN_AI_COMPLETION_PREFIX + "0.content",
                           k.OI_OUTPUT_MESSAGES_PREFIX + "0.message.content")
 
@@ -126,8 +156,10 @@ def turn_content_of(attributes: Mapping[str, Any]) -> tuple[str, str, bool]:
     message. Content is opt-in in most instrumentations: without it both digests are empty,
     and ``idle_turns`` stays quiet.
     """
+    messages = attributes.get(k.GEN_AI_OUTPUT_MESSAGES)
+    parsed = _parse(messages) if isinstance(messages, str | bytes) else messages
     last, from_user = _last_input(attributes)
-    return last, _output(attributes), from_user
+    return last, _output(attributes, messages, parsed), from_user
 
 
 def _last_input(attributes: Mapping[str, Any]) -> tuple[str, bool]:
@@ -137,6 +169,9 @@ def _last_input(attributes: Mapping[str, Any]) -> tuple[str, bool]:
         if isinstance(parsed, list) and parsed:
             message = parsed[-1]
             return _digest_of(message), _from_user(message)
+    keys = "\n".join(attributes)  # one pass in C: most model spans have no flattened prompts
+    if _GENAI_PROMPTS not in keys and _OI_INPUTS not in keys:
+        return "", False
     latest: list[tuple[int, Any]] = [(-1, None)] * len(_CONTENT_SUFFIXES)
     for key, value in attributes.items():  # one pass for both conventions
         if not key.startswith(_CONTENT_PREFIXES):
@@ -165,10 +200,10 @@ def _from_user(message: Any) -> bool:
         not isinstance(part, dict) or part.get("type") == "text" for part in parts)
 
 
-def _output(attributes: Mapping[str, Any]) -> str:
-    messages = attributes.get(k.GEN_AI_OUTPUT_MESSAGES)
+def _output(attributes: Mapping[str, Any], messages: Any, parsed: Any) -> str:
+    """Return the digest of the output: ``parsed``, the output ``messages`` parsed, if any."""
     if messages is not None:
-        return _digest_of(_parse(messages) if isinstance(messages, str | bytes) else messages)
+        return _digest_of(parsed)
     for key in _OUTPUT_CONTENT:
         if key in attributes:
             return _digest_of(attributes[key])

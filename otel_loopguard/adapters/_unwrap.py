@@ -72,14 +72,23 @@ _TOOL_REMINDER: Final = "\nYou ONLY have access to the following tools"
 
 
 def _has_arg_marker(text: str) -> bool:
-    """Return ``any(m in text for m in _ARG_MARKERS)``, unrolled (the hot path, per span)."""
-    return (_A1 in text or _A2 in text or _A3 in text or _A4 in text or _A5 in text
-            or _A6 in text or _A7 in text or _A8 in text or _A9 in text)
+    """Return ``any(m in text for m in _ARG_MARKERS)``, unrolled (the hot path, per span).
+
+    The markers with an underscore are searched for only when ``text`` has one (a ``memchr``).
+    """
+    return (_A2 in text or _A5 in text or _A6 in text or _A8 in text
+            or ("_" in text and (_A1 in text or _A3 in text or _A4 in text or _A7 in text
+                                 or _A9 in text)))
 
 
 def _has_result_marker(text: str) -> bool:
-    """Return whether ``text`` may hold a result envelope (C-speed tests only)."""
-    return (_R1 in text or _R2 in text or _R3 in text or _R4 in text
+    """Return whether ``text`` may hold a result envelope (C-speed tests only).
+
+    Each search for a marker waits on a search for one of its characters that text seldom
+    holds (``M``, ``_``, ``E``): one ``memchr``, several times cheaper than the search.
+    """
+    return (("M" in text and _R1 in text) or ("_" in text and (_R2 in text or _R3 in text))
+            or ("E" in text and _R4 in text)
             or text.lstrip()[:_HEAD_CHARS].startswith(_RESULT_HEADS))
 
 
@@ -148,7 +157,7 @@ def unwrap_result(value: Any) -> tuple[Any, bool]:
     [..., "ToolMessage"], "kwargs": {"content": ..}}, "kwargs": ..}``).
     """
     if isinstance(value, str):
-        if _TOOL_REMINDER in value:
+        if "\n" in value and _TOOL_REMINDER in value:  # one memchr spares most searches
             value = value[:value.index(_TOOL_REMINDER)].rstrip()
         if not _has_result_marker(value):
             return value, False

@@ -21,6 +21,7 @@ _SPAN_COST: Final = 160
 _VALUE_COST: Final = 16
 """Tags, lengths and the ``AnyValue`` wrapper of one value, or one attribute's key-value."""
 _MAX_DEPTH: Final = 64
+_SCALARS: Final = frozenset({bool, int, float, type(None)})
 
 
 def span_bytes(record: SpanRecord, payload: Any = None) -> int:
@@ -28,11 +29,15 @@ def span_bytes(record: SpanRecord, payload: Any = None) -> int:
 
     The SDK span repeats the record's values (the decoders build each separately) and adds
     its links; resources and scopes are shared by the spans of a request and not counted.
+    Asked of every span ``serve`` receives: the span's own texts are counted inline.
     """
-    size = _SPAN_COST + _text(record.name) + _text(record.status_message) \
+    name, message = record.name, record.status_message
+    size = _SPAN_COST + (len(name) if name.isascii() else 4 * len(name)) \
         + _mapping(record.attributes, 0)
-    for name, attributes in record.events:
-        size += _VALUE_COST + _text(name) + _mapping(attributes, 0)
+    if message:
+        size += len(message) if message.isascii() else 4 * len(message)
+    for event, attributes in record.events:
+        size += _VALUE_COST + _text(event) + _mapping(attributes, 0)
     if payload is not None:
         size += size
         for link in getattr(payload, "links", None) or ():
@@ -46,16 +51,16 @@ def _text(text: str) -> int:
 
 def _mapping(values: Mapping[str, Any], depth: int) -> int:
     size = _VALUE_COST * len(values)
-    for key, value in values.items():  # strings inline: the common case, per span attribute
+    for key, value in values.items():  # strings and scalars inline: per span attribute
         size += len(key) if key.isascii() else 4 * len(key)
-        if type(value) is str:
+        kind = type(value)
+        if kind is str:
             size += len(value) if value.isascii() else 4 * len(value)
+        elif kind in _SCALARS:
+            size += _VALUE_COST
         else:
             size += _value(value, depth)
     return size
-
-
-_SCALARS: Final = frozenset({bool, int, float, type(None)})
 
 
 def _value(value: Any, depth: int) -> int:

@@ -194,11 +194,12 @@ class StreamingChecker:
             trace.spans.append(span)
             payload = payloads[index] if payloads is not None else None
             size = span_bytes(span, payload)
-            trace.sizes.append(size)
             trace.bytes += size
             added += size
-            if trace.payloads is not None:
-                trace.payloads.append(payload)
+            kept = trace.payloads
+            if kept is not None:  # each span's payload and size, for ``on_trace``
+                kept.append(payload)
+                trace.sizes.append(size)
             if span.parent_span_id is None and trace.root_seen_ns is None:
                 trace.root_seen_ns = now
                 rooted[trace_id] = now
@@ -280,8 +281,8 @@ class StreamingChecker:
                 keep.append(index)
         self.duplicate_spans += len(trace.spans) - len(keep)
         trace.spans = [trace.spans[i] for i in keep]
-        trace.sizes = [trace.sizes[i] for i in keep]
-        if trace.payloads is not None:
+        if trace.payloads is not None:  # kept for ``on_trace``, with the sizes
+            trace.sizes = [trace.sizes[i] for i in keep]
             trace.payloads = [trace.payloads[i] for i in keep]
 
     def _collect(self, reports: Iterator[RunReport]) -> list[RunReport]:

@@ -23,7 +23,7 @@ from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.engine import LoopEngine, RunState
 from otel_loopguard.replay._dedupe import SpanDeduplicator
 from otel_loopguard.types import Action, Decision, ModelTurn, SpanAdapter, SpanRecord, ToolCall
-from otel_loopguard.waste import Waste
+from otel_loopguard.waste import RunWaste, Waste
 
 __all__ = ["Checker", "RunReport", "report_to_json"]
 
@@ -133,26 +133,19 @@ class Checker:
         return self._dedupe.duplicates
 
     def run(self, spans: Iterable[SpanRecord]) -> Iterator[RunReport]:
-        """Yield the report of every run in ``spans`` (flagged or not), then flush."""
+        """Yield the report of every run in ``spans`` (flagged or not), then flush.
+
+        ``add`` without its generator per span: a trace is due only now and then.
+        """
         for span in spans:
-            yield from self.add(span)
+            if self._take(span) and self._due():
+                yield from self._close_due()
         yield from self.flush()
 
     def add(self, span: SpanRecord) -> Iterator[RunReport]:
         """Take one span (unless it is a copy); yield reports of runs that this span lets close."""
-        if not self._dedupe.is_new(span.trace_id, span.span_id):
-            return
-        self._seen += 1
-        trace = self._traces.get(span.trace_id)
-        if trace is None:
-            trace = self._traces[span.trace_id] = _OpenTrace()
-        else:
-            self._traces.move_to_end(span.trace_id)
-        trace.spans.append(span)
-        trace.touched_at = self._seen
-        if span.parent_span_id is None:
-            trace.root_seen_at = self._seen
-        yield from self._close_ready()
+        if self._take(span):
+            yield from self._close_due()
 
     def flush(self) -> Iterator[RunReport]:
         """Close every open trace and run (end of input)."""
@@ -162,16 +155,42 @@ class Checker:
         while self._runs:
             yield self._close_run(next(iter(self._runs)))
 
-    def _close_ready(self) -> Iterator[RunReport]:
-        # The least recently touched trace comes first: when it is not idle, none is.
-        while self._traces:
-            trace_id, trace = next(iter(self._traces.items()))
-            ready = self._seen - trace.touched_at >= self.grace_spans or (
-                trace.root_seen_at is not None
-                and self._seen - trace.root_seen_at >= self.grace_spans)
-            if not ready and len(self._traces) <= self.config.max_runs:
-                return
-            del self._traces[trace_id]
+    def _take(self, span: SpanRecord) -> bool:
+        """Buffer ``span`` in its trace; return False (and drop it) when it is a copy."""
+        trace_id = span.trace_id
+        if not self._dedupe.is_new(trace_id, span.span_id):
+            return False
+        self._seen += 1
+        trace = self._traces.get(trace_id)
+        if trace is None:
+            trace = self._traces[trace_id] = _OpenTrace()
+        else:
+            self._traces.move_to_end(trace_id)
+        trace.spans.append(span)
+        trace.touched_at = self._seen
+        if span.parent_span_id is None:
+            trace.root_seen_at = self._seen
+        return True
+
+    def _due(self) -> bool:
+        """Return whether the least recently touched trace is to close now.
+
+        It is when ``grace_spans`` spans have passed since its last span or its root, or when
+        more than ``max_runs`` traces are open. When it is not idle, none is.
+        """
+        traces = self._traces
+        if not traces:
+            return False
+        if len(traces) > self.config.max_runs:
+            return True
+        trace = next(iter(traces.values()))
+        return self._seen - trace.touched_at >= self.grace_spans or (
+            trace.root_seen_at is not None
+            and self._seen - trace.root_seen_at >= self.grace_spans)
+
+    def _close_due(self) -> Iterator[RunReport]:
+        while self._due():
+            trace_id, trace = self._traces.popitem(last=False)
             yield from self._finish_trace(trace_id, trace)
 
     def _finish_trace(self, trace_id: str, trace: _OpenTrace) -> Iterator[RunReport]:
@@ -219,29 +238,36 @@ class Checker:
         report.prompt_template = report.prompt_template or assembled.prompt_template
         report.service_name = report.service_name or assembled.service_name
         report.unparented_tool_calls += assembled.unparented_tool_calls
+        engine, on_event = self.engine, self.on_event
         if report.prompt_template:
-            self.engine.set_template(state, report.prompt_template)
+            engine.set_template(state, report.prompt_template)
         for item in items:
             event = item.event
+            turn = False
             if isinstance(event, ToolCall):
-                decision = self.engine.process(state, event)
+                decision = engine.process(state, event)
                 report.tool_calls += 1
             elif isinstance(event, ModelTurn):
-                decision = self.engine.process_model_turn(state, event)
-            elif event.explicit or self.engine.counts_inferred_handoff(state):
-                decision = self.engine.process_handoff(state, event)
+                decision = engine.process_model_turn(state, event)
+                turn = True
+            elif event.explicit or engine.counts_inferred_handoff(state):
+                decision = engine.process_handoff(state, event)
             else:
                 continue
             if decision.flagged:
                 self._record(report, decision)
-            if self.on_event is not None:
-                self.on_event(report, decision, event)
-            if state.waste.looping or isinstance(event, ModelTurn):
-                wasted = state.waste.take()
-                if wasted is not None:
-                    report.waste = state.waste.total()
-                    if self.on_waste is not None:
-                        self.on_waste(report, wasted)
+            if on_event is not None:
+                on_event(report, decision, event)
+            if turn or state.waste.looping:  # read afresh: ``LoopEngine.reset`` replaces it
+                self._take_waste(report, state.waste)
+
+    def _take_waste(self, report: RunReport, waste: RunWaste) -> None:
+        """Put what the last event added to the run's ``waste`` into ``report`` and ``on_waste``."""
+        wasted = waste.take()
+        if wasted is not None:
+            report.waste = waste.total()
+            if self.on_waste is not None:
+                self.on_waste(report, wasted)
 
     @staticmethod
     def _record(report: RunReport, decision: Decision) -> None:
