@@ -553,8 +553,12 @@ class TestWiring:
         """OTEL_LOOPGUARD_PURE_PYTHON=1 turns the decoder off, as it does the signatures'."""
         code = ("import otel_loopguard.otlp._proto as p, otel_loopguard.signature._native as s;"
                 "print(p.WIRE is None, s.NATIVE is None)")
+        import otel_loopguard
+
+        # the package this process imports (the installed one in CI, the tree in development)
+        home = Path(otel_loopguard.__file__).resolve().parent.parent
         env = {**os.environ, "OTEL_LOOPGUARD_PURE_PYTHON": value,
-               "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+               "PYTHONPATH": os.pathsep.join([str(home), os.environ.get("PYTHONPATH", "")])}
         done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                               text=True, timeout=60, check=True)
         if value:
