@@ -129,6 +129,14 @@ class InFlight:
         self.calls -= 1
 
 
+_Outcome = tuple[str, str | None, str, bool, int, int]
+"""The streak of identical outcomes of one call signature (successes or failures), as a plain
+tuple (built in C: a class instance per new call cost about 3,700 instructions):
+``(result, error, kind, empty, unchanged, version)``. What ``precheck`` needs to repeat the
+outcome: its result and error, the call's kind, whether the result was empty; in how many world
+versions in a row the call got it (``Step.unchanged``), and the latest of them."""
+
+
 class RunState:
     """Everything the engine remembers about one run. Bounded; guarded by ``lock``."""
 
@@ -191,22 +199,6 @@ _RESET_SLOTS: Final = tuple(n for n in RunState.__slots__
 run's template (which says what the run is, not what it has seen)."""
 _MODEL: Final = ""
 """The ``tool`` of a decision on a model turn (no tool call triggered it)."""
-
-
-class _Outcome:
-    """The streak of identical outcomes of one call signature (successes or failures).
-
-    Keeps what ``precheck`` needs to repeat the outcome: its result and error, the call's kind,
-    whether the result was empty; in how many world versions in a row the call got it
-    (``Step.unchanged``), and the latest of them.
-    """
-
-    __slots__ = ("empty", "error", "kind", "result", "unchanged", "version")
-
-    def __init__(self, step: Step) -> None:
-        self.result, self.error, self.kind, self.empty = (
-            step.result_sig, step.error, step.kind, step.empty)
-        self.unchanged, self.version = 1, step.version
 
 
 class LoopEngine:
@@ -449,14 +441,14 @@ class LoopEngine:
                         error_class=None, error_reason="", empty=False,
                         pair=in_world(key, version), outcome=key)
         # a repeat: the same outcome, and so no new state change
-        error_class, reason = classify_error(outcome.error) if outcome.error else (None, "")
-        key = call_sig + ":" + outcome.result if outcome.result else call_sig
-        return Step(**common, kind=outcome.kind, has_result=bool(outcome.result),
-                    result_sig=outcome.result, error=outcome.error, error_class=error_class,
-                    error_reason=reason, empty=outcome.empty, pair=in_world(key, version),
-                    outcome=key, target=self._target(tool, outcome.kind, outcome.error, args,
-                                                     arguments),
-                    unchanged=outcome.unchanged + (outcome.version != version))
+        result, error, kind, empty, unchanged, seen_in = outcome
+        error_class, reason = classify_error(error) if error else (None, "")
+        key = call_sig + ":" + result if result else call_sig
+        return Step(**common, kind=kind, has_result=bool(result), result_sig=result, error=error,
+                    error_class=error_class, error_reason=reason, empty=empty,
+                    pair=in_world(key, version), outcome=key,
+                    target=self._target(tool, kind, error, args, arguments),
+                    unchanged=unchanged + (seen_in != version))
 
     @staticmethod
     def _remember_outcome(run: RunState, step: Step) -> bool:
@@ -464,21 +456,22 @@ class LoopEngine:
 
         A repeat is the same outcome in the same world version (for the run's waste).
         """
-        outcome = run.outcomes.pop(step.call_sig, None)
+        outcomes, version = run.outcomes, step.version
+        outcome = outcomes.pop(step.call_sig, None)
         repeat = False
-        if outcome is not None and outcome.result == step.result_sig and \
-                outcome.error == step.error:
-            if outcome.version != step.version:
-                outcome.unchanged += 1
-                outcome.version = step.version
+        if outcome is not None and outcome[0] == step.result_sig and outcome[1] == step.error:
+            unchanged = outcome[4]
+            if outcome[5] != version:
+                unchanged += 1
+                outcome = (*outcome[:4], unchanged, version)
             else:
                 repeat = True
-            step.unchanged = outcome.unchanged
+            step.unchanged = unchanged
         else:
-            outcome = _Outcome(step)
-        run.outcomes[step.call_sig] = outcome
-        if len(run.outcomes) > 1024:
-            del run.outcomes[next(iter(run.outcomes))]
+            outcome = (step.result_sig, step.error, step.kind, step.empty, 1, version)
+        outcomes[step.call_sig] = outcome
+        if len(outcomes) > 1024:
+            del outcomes[next(iter(outcomes))]
         return repeat
 
     @staticmethod
@@ -571,7 +564,8 @@ class LoopEngine:
             new_batch, run.last_turn = turn != run.last_turn, turn
         else:  # without turns: a call that starts after every earlier one ended
             new_batch = call.start_time_ns >= run.last_end_ns or call.start_time_ns == 0
-        run.last_end_ns = max(run.last_end_ns, call.end_time_ns)
+        end = call.end_time_ns  # not max(): a builtin's call costs more than the comparison
+        run.last_end_ns = end if end > run.last_end_ns else run.last_end_ns
         try:
             args, canonical = canonical_args(call.arguments, max_value_chars=self._max_chars)
         except (ValueError, TypeError, RecursionError) as exc:  # pathological values still sign
@@ -591,16 +585,20 @@ class LoopEngine:
             call_sig = digest(call_sig + "\x00opaque:" + str(index))
         outcome = call_sig + ":" + info.digest if has_result else call_sig
         version = run.version
-        if kind == "mutating" and error is not None:
-            run.mutation_failed = True
-        elif kind == "mutating" and outcome not in run.mutations:
-            version = self._changed(run, outcome)
+        if kind == "mutating":
+            if error is not None:
+                run.mutation_failed = True
+            elif outcome not in run.mutations:
+                version = self._changed(run, outcome)
         # a successful mutation's target only ends a failure streak on it: none is open in a
         # run before a mutating call failed, so until then it is not looked for (see Step.target)
         target = self._target(tool, kind, error, args, call.arguments) \
             if error is not None or run.mutation_failed else None
-        pair, call_key = (outcome + "@" + str(version), call_sig + "@" + str(version)) \
-            if version else (outcome, call_sig)  # in_world, inline: two keys per call
+        if version:  # in_world, inline: two keys per call
+            world = "@" + str(version)
+            pair, call_key = outcome + world, call_sig + world
+        else:
+            pair, call_key = outcome, call_sig
         # Positional, in Step's field order: with keyword arguments, building it costs about
         # 2 us more in CPython 3.11 (benchmarks/bench_step.py).
         return Step(index, tool, kind, call_sig, has_result, info.digest,
@@ -707,8 +705,8 @@ class LoopEngine:
         cache = run.results
         info = cache.get(key)
         if info is None:
-            info = analyze_result(result, self._volatile_matcher, max_value_chars=self._max_chars)
-            cache[key] = info
+            info = cache[key] = analyze_result(result, self._volatile_matcher,
+                                               max_value_chars=self._max_chars)
             if len(cache) > self._result_cache_size:
                 del cache[next(iter(cache))]
         return info
