@@ -27,6 +27,8 @@ A benchmark, not a test. Each part runs in fresh processes:
 On a shared machine a pinned process gets only part of its CPU, so each rate is also reported
 per CPU-second the process used (``tool_spans_per_cpu_s``: serve's user + system time from
 ``/proc``, the agent's ``process_time``), which is what one dedicated core would sustain.
+serve's CPU leaves out the benchmark's own polling of ``/metrics`` (to see when every trace is
+checked; ~10 ms each, ``polls`` and ``poll_cpu_s``), priced by 20 more requests after the run.
 
 Medians of ``--repeat`` runs are reported. ``--agent-traces 0`` skips the agent side and
 ``--memory-runs 0`` the memory part. ``--baseline DIR`` runs ``serve`` from another checkout
@@ -157,13 +159,30 @@ class Serve:
                 break
         assert match, "serve did not start"
         self.grpc_port, self.url = int(match.group(1)), match.group(2)
+        self.scrapes = 0
+        """``/metrics`` requests made so far (``scrape_cpu_seconds`` prices them)."""
 
     def metric(self, name: str) -> float:
+        self.scrapes += 1
         with urllib.request.urlopen(f"{self.url}/metrics", timeout=30) as response:
             text = response.read().decode()
         return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                    if line.startswith(name) and not line.startswith("#")
                    and (line[len(name)] in " {"))
+
+    def scrape_cpu_seconds(self, samples: int = 20) -> float:
+        """Return serve's CPU time per ``/metrics`` request, the mean of ``samples`` of them.
+
+        The benchmark polls ``/metrics`` to see when every span is checked: ~10 ms of CPU each
+        once the registry holds every tool's series (prometheus_client's text encoder), ten
+        and more per run, which an exporter's serve scraped every 15 s never pays. The
+        throughput takes them out: it is measured once the work is done, on the same series.
+        """
+        cpu = self.cpu_seconds()
+        for _ in range(samples):
+            self.metric("loopguard_open_runs")
+        self.scrapes -= samples
+        return (self.cpu_seconds() - cpu) / samples
 
     def rss_mb(self) -> float:
         with open(f"/proc/{self.proc.pid}/status") as status:
@@ -273,6 +292,7 @@ def throughput(protocol: str, batches: list[bytes], tool_spans: int,
         threads = [threading.Thread(target=target, args=(address, work, latencies, state, lock))
                    for _ in range(CLIENTS)]
         cpu = serve.cpu_seconds()
+        scrapes = serve.scrapes
         start = time.monotonic()
         for thread in threads:
             thread.start()
@@ -282,6 +302,9 @@ def throughput(protocol: str, batches: list[bytes], tool_spans: int,
         serve.wait_for("loopguard_receiver_spans_total", total_spans)
         done = serve.wait_until_closed()
         cpu = serve.cpu_seconds() - cpu
+        scrapes = serve.scrapes - scrapes
+        scrape_cpu = scrapes * serve.scrape_cpu_seconds()
+        cpu -= scrape_cpu
         checked = serve.metric("loopguard_tool_calls_total")
         latencies.sort()
         return {"tool_spans_per_s": checked / (done - start - WINDOW),
@@ -290,7 +313,8 @@ def throughput(protocol: str, batches: list[bytes], tool_spans: int,
                 "p50_ms": 1000 * latencies[len(latencies) // 2],
                 "p99_ms": 1000 * latencies[min(len(latencies) - 1,
                                                int(len(latencies) * 0.99))],
-                "throttled": state["throttled"], "rss_mb": serve.rss_mb()}
+                "throttled": state["throttled"], "rss_mb": serve.rss_mb(),
+                "polls": scrapes, "poll_cpu_s": scrape_cpu}
     finally:
         serve.stop()
 

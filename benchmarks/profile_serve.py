@@ -4,6 +4,7 @@ Usage (from the repository root)::
 
     PYTHONPATH=. /work/venv/bin/python benchmarks/profile_serve.py [--runs 7] [--traces 200]
         [--content full|names] [--profile decode|decode_py|intake|json] [--top 25]
+        [--serve http|grpc [--breakdown]]
 
 Builds the traces of ``bench_serve.py`` (a root ``invoke_agent`` span, 16 turns of one ``chat``
 and one ``execute_tool`` span, GenAI attributes, ~1 KB results), encodes them as 512-span
@@ -27,7 +28,10 @@ Costs are reported in CPU microseconds per span (all spans: 33 per trace) and pe
 ``--serve http|grpc`` measures the whole receiver instead: a real ``serve`` process (pinned to
 CPU 0 when ``taskset`` exists) whose engine is replaced by the no-op, fed the same requests by
 ``bench_serve``'s clients; its CPU time (``/proc``) per span covers the HTTP or gRPC server,
-decoding, the queue, intake and metrics.
+decoding, the queue, intake and metrics (not the benchmark's own polls of ``/metrics``, which
+``bench_serve.Serve.scrape_cpu_seconds`` prices and takes out). ``--breakdown`` adds where
+that CPU went, by thread and by part (decoding, intake, garbage collection, ...; see
+``_serve_breakdown.py``).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ import os
 import pstats
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
@@ -114,6 +119,7 @@ def _stream(real_engine: bool) -> StreamingChecker:
 
 _SERVE_LAUNCHER = """
 import sys
+import _serve_breakdown  # does nothing without PROFILE_SERVE_BREAKDOWN
 from otel_loopguard.engine import LoopEngine
 from otel_loopguard.types import Action, Decision
 clean = Decision(Action.CONTINUE)
@@ -125,8 +131,11 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def _serve(protocol: str, traces: int, runs: int) -> None:
-    """Print the CPU time per span of a ``serve`` process with a no-op engine."""
+def _serve(protocol: str, traces: int, runs: int, breakdown: bool = False) -> None:
+    """Print the CPU time per span of a ``serve`` process with a no-op engine.
+
+    With ``breakdown``, also where it went in the median run (``_serve_breakdown``).
+    """
     import shutil
     import subprocess
     import threading
@@ -135,10 +144,14 @@ def _serve(protocol: str, traces: int, runs: int) -> None:
     bodies = bench_serve.encode_batches(spans)
     pin = ["taskset", "-c", "0"] if shutil.which("taskset") else []
     per_span: list[float] = []
-    for _ in range(runs):
+    parts: list[dict[str, float]] = []
+    for run in range(runs):
         serve = bench_serve.Serve.__new__(bench_serve.Serve)
         env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGUARD_")}
-        env["PYTHONPATH"] = _ROOT
+        env["PYTHONPATH"] = os.pathsep.join((_HERE, _ROOT))
+        out = os.path.join(tempfile.gettempdir(), f"profile_serve_{os.getpid()}_{run}.json")
+        if breakdown:
+            env["PROFILE_SERVE_BREAKDOWN"] = out
         serve.proc = subprocess.Popen(
             [*pin, sys.executable, "-c", _SERVE_LAUNCHER, "serve", "--grpc-port", "0",
              "--http-port", "0", "--reports", "none", "--reorder-window", "0.2"],
@@ -147,6 +160,7 @@ def _serve(protocol: str, traces: int, runs: int) -> None:
         match = bench_serve.BANNER.search(serve.proc.stderr.readline())
         assert match, "serve did not start"
         serve.grpc_port, serve.url = int(match.group(1)), match.group(2)
+        serve.scrapes = 0
         try:
             work = list(reversed(bodies))
             lock = threading.Lock()
@@ -162,16 +176,26 @@ def _serve(protocol: str, traces: int, runs: int) -> None:
                 thread.join()
             serve.wait_for("loopguard_receiver_spans_total", len(spans))
             serve.wait_until_closed()
-            cpu = serve.cpu_seconds() - cpu
+            cpu = serve.cpu_seconds() - cpu - serve.scrapes * serve.scrape_cpu_seconds()
             per_span.append(cpu * 1e6 / len(spans))
         finally:
             serve.stop()
+        if breakdown:
+            with open(out) as file:
+                parts.append(json.load(file))
+            os.unlink(out)
     tools = traces * bench_serve.TURNS
     median = statistics.median(per_span)
     print(f"serve over {protocol}, no-op engine: {len(spans)} spans ({tools} tool spans) in "
           f"{len(bodies)} requests; median of {runs} runs, serve CPU time")
     print(f"us/span {median:.2f}  us/tool span {median * len(spans) / tools:.2f}  "
           f"runs {[round(x, 2) for x in per_span]}")
+    if parts:
+        median_run = parts[per_span.index(statistics.median_low(per_span))]
+        print("where it went in that run (whole process life, start-up and polls included), "
+              "CPU us per tool span:")
+        for name, seconds in sorted(median_run.items(), key=lambda item: -item[1]):
+            print(f"  {name:<58} {seconds * 1e6 / tools:7.2f}")
 
 
 def _profile(target: Callable[[], None], top: int) -> None:
@@ -244,12 +268,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--serve", choices=("http", "grpc"),
                         help="measure a whole serve process (no-op engine) instead")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="with --serve: the serve process's CPU by thread and by part")
     parser.add_argument("--no-engine-ref", action="store_true",
                         help="skip the 'engine' phase (the real engine)")
     args = parser.parse_args(argv)
     bench_serve.CONTENT["capture"] = args.content == "full"
     if args.serve:
-        _serve(args.serve, args.traces, args.runs)
+        _serve(args.serve, args.traces, args.runs, args.breakdown)
         return 0
 
     phases, n_spans, n_tools, n_requests = _phases(args.traces)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import gc
 import gzip
 import http.client
 import json
@@ -317,21 +318,27 @@ class TestMalformedGrpc:
             assert served.value("loopguard_receiver_spans_total", outcome="accepted") == 6
 
 
+def stall(receiver: LoopGuardReceiver) -> tuple[threading.Event, threading.Event]:
+    """Make the worker stop in its next batch: it sets the first event, waits for the second."""
+    stalled, release = threading.Event(), threading.Event()
+    original = receiver.stream.add
+
+    def slow_add(*args: Any, **kwargs: Any) -> Any:
+        stalled.set()
+        release.wait(10)
+        return original(*args, **kwargs)
+
+    receiver.stream.add = slow_add  # type: ignore[method-assign]
+    return stalled, release
+
+
 class TestBackpressure:
     def test_full_queue_answers_429_and_resource_exhausted(
             self, fleet: tuple[ReadableSpan, ...], expected: list[dict[str, Any]]) -> None:
         """A full queue gives 429 + Retry-After and RESOURCE_EXHAUSTED + RetryInfo; no loss."""
         served = Served(max_queue=2)
-        stalled, release = threading.Event(), threading.Event()
         with served.receiver as receiver:
-            original = receiver.stream.add
-
-            def slow_add(*args: Any, **kwargs: Any) -> Any:
-                stalled.set()
-                release.wait(10)
-                return original(*args, **kwargs)
-
-            receiver.stream.add = slow_add  # type: ignore[method-assign]
+            stalled, release = stall(receiver)
             body = encode_spans(fleet).SerializeToString()
             assert post(receiver.http_port, body, PROTOBUF)[0] == 200
             assert stalled.wait(10)
@@ -364,6 +371,40 @@ class TestBackpressure:
         assert repeats == 2 * len(fleet)
 
 
+    def test_grpc_messages_are_not_left_to_the_garbage_collector(
+            self, fleet: tuple[ReadableSpan, ...]) -> None:
+        """Neither an accepted nor a refused gRPC call keeps its message in a reference cycle
+        (a burst of refused calls would otherwise hold far more than the bytes in flight)."""
+        served = Served(max_queue=1)
+        body = encode_spans(fleet).SerializeToString()
+        gc.collect()
+        gc.disable()
+        try:
+            with served.receiver as receiver:
+                stalled, release = stall(receiver)
+                with grpc.insecure_channel(f"127.0.0.1:{receiver.grpc_port}") as channel:
+                    export = channel.unary_unary(EXPORT)
+                    export(body, timeout=10)  # taken by the worker, which stalls
+                    assert stalled.wait(10)
+                    export(body, timeout=10)  # waits in the queue
+                    with pytest.raises(grpc.RpcError) as info:
+                        export(body, timeout=10)
+                    assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                release.set()
+                assert receiver.flush(10)
+            gc.set_debug(gc.DEBUG_SAVEALL)
+            gc.collect()
+            kept = [ref for obj in gc.garbage for ref in gc.get_referents(obj)
+                    if isinstance(ref, bytes) and len(ref) == len(body)]
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
+            gc.enable()
+        assert served.value("loopguard_receiver_requests_total", protocol="grpc",
+                            outcome="throttled") == 1
+        assert kept == []
+
+
 class TestReorderWindow:
     def test_worker_lag_does_not_make_spans_late(self) -> None:
         """The window counts arrival times: a backlog in the queue never makes spans late."""
@@ -375,16 +416,8 @@ class TestReorderWindow:
         clock = FakeClock()
         served = Served(clock, reorder_window_seconds=1.0)
         receiver = served.receiver
-        stalled, release = threading.Event(), threading.Event()
         with receiver:
-            original = receiver.stream.add
-
-            def slow_add(*args: Any, **kwargs: Any) -> Any:
-                stalled.set()
-                release.wait(10)
-                return original(*args, **kwargs)
-
-            receiver.stream.add = slow_add  # type: ignore[method-assign]
+            stalled, release = stall(receiver)
             port = receiver.http_port
             assert post(port, encode_spans(spans[-1:]).SerializeToString(), PROTOBUF)[0] == 200
             assert stalled.wait(10)

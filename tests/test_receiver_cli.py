@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import socket
@@ -71,6 +72,28 @@ def test_runs_until_sigterm(monkeypatch: pytest.MonkeyPatch,
     assert "bearer token required" in err
     assert "shutting down" in err
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_collects_garbage_less_often_while_serving() -> None:
+    """While ``serve`` runs, start-up is frozen out of the collector and its thresholds are
+    raised; both are put back when it returns."""
+    before = gc.get_threshold()
+    seen: list[tuple[tuple[int, ...], int]] = []
+
+    def look_then_stop() -> None:
+        seen.append((gc.get_threshold(), gc.get_freeze_count()))
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    timer = threading.Timer(0.5, look_then_stop)
+    timer.start()
+    try:
+        code = main(["serve", "--grpc-port", "0", "--http-port", "0", "--reorder-window", "0"])
+    finally:
+        timer.cancel()
+    assert code == 0
+    (threshold, frozen), = seen
+    assert threshold[0] > before[0] and frozen > 1000
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
 
 
 @pytest.mark.parametrize("flag", ["--run-ttl", "--reorder-window"])

@@ -164,17 +164,27 @@ class _Export:
             await self._abort(context, error)
         self._calls += 1
         try:
-            message = await self._message(requests, context, held)
-            self._resize(held, len(message))
-            loop = asyncio.get_running_loop()
-            decoded = await loop.run_in_executor(self.pool, partial(
-                self._handle, authorization, message, held, logs))
+            decoded = await self._receive(requests, context, authorization, held, logs)
         except RequestError as error:  # counted where it was raised
             held.release()
+            # Its traceback's frames hold the message, and grpcio keeps the abort's exception
+            # (whose context this is) in a reference cycle: without the frames, the message
+            # is freed now, not at the next full garbage collection (a queue-full burst of
+            # 429s would otherwise hold far more than max_bytes_in_flight).
+            error.__traceback__ = None
             await self._abort(context, error)
         finally:
             self._calls -= 1
         return success_body(decoded, as_json=False, logs=logs)
+
+    async def _receive(self, requests: Any, context: grpc.aio.ServicerContext,
+                       authorization: str | None, held: Reservation, logs: bool) -> Decoded:
+        """Read the call's message, then authorize, admit, decode and queue it on the pool."""
+        message = await self._message(requests, context, held)
+        self._resize(held, len(message))
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.pool, partial(
+            self._handle, authorization, message, held, logs))
 
     def _reserve_message(self, held: Reservation) -> None:
         """Take a whole message's worth of bytes in flight before the message is read.
@@ -252,6 +262,10 @@ class _Export:
             error = invalid("Export needs one request message")
             self.receiver.refused("grpc", error)
             raise error from None
+        # grpcio's request iterator is an async generator that keeps the message it yielded
+        # in a reference cycle (generator, its frame, the iterator) that only the cyclic
+        # garbage collector frees: closed now, the message goes with the call's last use.
+        await requests.__aiter__().aclose()
         return message
 
     def _evict_oldest(self) -> bool:
