@@ -35,6 +35,10 @@ __all__ = ["add_parser", "report_line"]
 TOKEN_ENV: Final = LOOPGUARD_SERVE_TOKEN
 """Bearer token for ``serve`` when ``--token-file`` is not given."""
 _EXIT_USAGE: Final = 2
+_STOP_POLL_S: Final = 0.5
+"""How often ``serve``'s main thread wakes while it waits for SIGTERM or SIGINT. The kernel may
+hand the signal to another thread; Python runs the handler on the main thread only when that
+thread runs Python code again, which an untimed wait would not let it do."""
 _GC_THRESHOLDS: Final = (20_000, 20, 10)
 """The collector's thresholds in ``serve`` (Python's default: 700, 10, 10); see ``_tune_gc``."""
 
@@ -241,7 +245,8 @@ def _serve(config: LoopGuardConfig, options: ReceiverOptions, reports: str) -> i
                 for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         logger.info("%s", _banner(receiver))
-        stop.wait()
+        while not stop.wait(_STOP_POLL_S):
+            pass  # woken on time: a SIGTERM caught on another thread reaches its handler here
         logger.info("otel-loopguard serve: shutting down (finishing accepted spans)")
     finally:
         receiver.shutdown()
