@@ -566,10 +566,7 @@ class LoopEngine:
             new_batch = call.start_time_ns >= run.last_end_ns or call.start_time_ns == 0
         end = call.end_time_ns  # not max(): a builtin's call costs more than the comparison
         run.last_end_ns = end if end > run.last_end_ns else run.last_end_ns
-        try:
-            args, canonical = canonical_args(call.arguments, max_value_chars=self._max_chars)
-        except (ValueError, TypeError, RecursionError) as exc:  # pathological values still sign
-            args, canonical = None, "\x00unsignable:" + type(exc).__name__
+        args, canonical = self._canonical_args(call.arguments)
         call_sig = digest(tool + "\x00" + canonical)
         if self.signature is not None:
             call_sig = self._custom_call_sig(tool, call.arguments, call_sig)
@@ -578,9 +575,8 @@ class LoopEngine:
             kind = self.tool_kind(tool, info, call.arguments)
         # a call not captured whole equals no other; a failed one keeps its identity, since the
         # failure ladders (and precheck's prediction of them) key on the call and its target
-        known = error is not None or ((args is not None or has_result) and (
-            (kind != "mutating" and type(args) is dict and _QUERY_KEYS.isdisjoint(args))
-            or arguments_known(kind, args)))
+        known = error is not None or ((args is not None or has_result)
+                                      and arguments_known(kind, args))
         if not known:
             call_sig = digest(call_sig + "\x00opaque:" + str(index))
         outcome = call_sig + ":" + info.digest if has_result else call_sig
