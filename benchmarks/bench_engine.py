@@ -48,7 +48,9 @@ from typing import Any
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, _HERE)
-sys.path.append(os.path.dirname(_HERE))  # after PYTHONPATH: a snapshot given there wins
+from _checkout import imported_from, put_checkout_on_path  # noqa: E402
+
+put_checkout_on_path(os.path.dirname(_HERE))  # after PYTHONPATH: a snapshot given there wins
 
 from _workload import Call, cycle_run, no_loop_run, text_run, to_tool_calls  # noqa: E402
 
@@ -171,7 +173,7 @@ def worker(workload: str, length: int, repeat: int) -> dict[str, Any]:
         "cpu_us_last_tenth": statistics.median(last_cpu),
         "flagged_share": _flag_share(engine, tool_calls),
         "run_highest_action": samples[-1]["run_highest_action"],
-        "source": os.path.dirname(sys.modules["otel_loopguard"].__file__ or ""),
+        "source": imported_from(),
         "arguments": "json text" if JSON_ARGS else "dict",
     }
 
@@ -241,7 +243,9 @@ def run_head_to_head(repeat: int, lengths: tuple[int, ...]) -> dict[str, Any]:
         print(f"  head to head skipped: loopguard-runtime not importable ({exc}); run this "
               "script with /work/bench-venv/bin/python", file=sys.stderr)
         return {"skipped": str(exc)}
-    out: dict[str, Any] = {"loopguard_runtime_version": lgr.version(), "results": []}
+    out: dict[str, Any] = {"loopguard_runtime_version": lgr.version(), "results": [],
+                           "source": imported_from()}
+    print(f"  otel_loopguard from {out['source']}", file=sys.stderr, flush=True)
     for workload in H2H_WORKLOADS:
         for length in lengths:
             contenders = [_engine_contender(workload, length),

@@ -26,7 +26,9 @@ from typing import Any
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, _HERE)
-sys.path.append(os.path.dirname(_HERE))  # after PYTHONPATH: a snapshot given there wins
+from _checkout import put_checkout_on_path  # noqa: E402
+
+put_checkout_on_path(os.path.dirname(_HERE))  # after PYTHONPATH: a snapshot given there wins
 
 from _workload import cycle_run, no_loop_run, to_tool_calls  # noqa: E402
 
