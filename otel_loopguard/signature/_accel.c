@@ -18,6 +18,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 
 #define C_DIGIT 1
 #define C_HEX 2   /* 0-9 a-f A-F */
@@ -26,6 +27,8 @@
 #define C_WRITTEN 16 /* not copied as it is into a JSON string: whitespace, '"', '\\', controls */
 #define C_STRING 32 /* ends a run of plain characters in a JSON text's string: a space, '"', '\\',
                        a control character, or a byte past ASCII */
+#define C_LETTER 64 /* A-Z a-z _: a word character that is not a digit */
+#define C_UNIT 128 /* m u n s h, either case: the letters an ASCII unit of a duration starts with */
 
 static unsigned char cls[256];
 
@@ -35,7 +38,10 @@ static void init_classes(void) {
     for (int c = 'A'; c <= 'Z'; c++) cls[c] |= C_WORD;
     for (int c = 'a'; c <= 'f'; c++) cls[c] |= C_HEX;
     for (int c = 'A'; c <= 'F'; c++) cls[c] |= C_HEX;
-    cls['_'] |= C_WORD;
+    cls['_'] |= C_WORD | C_LETTER;
+    for (int c = 'a'; c <= 'z'; c++) cls[c] |= C_LETTER;
+    for (int c = 'A'; c <= 'Z'; c++) cls[c] |= C_LETTER;
+    for (const char *u = "mnshuMNSHU"; *u; u++) cls[(unsigned char)*u] |= C_UNIT;
     for (int c = 0; c <= ' '; c++) cls[c] |= C_WRITTEN;
     cls['"'] |= C_WRITTEN;
     cls['\\'] |= C_WRITTEN;
@@ -249,16 +255,48 @@ static inline Py_ssize_t hex_run(const unsigned char *s, Py_ssize_t n, Py_ssize_
 
 /* Whether a token may start at the digit s[i] of ASCII text: what follows its digits allows
  * one of the pattern's alternatives (token_at decides). A date-time's 4 digits are followed by
- * '-', a time of day's 1 or 2 by ':', a duration's by '.', ',', a space or its unit's letter
- * (an address's 0 by x); a UUID or a hex id starts with 8 hex digits or more. */
+ * '-'; the other alternatives start a word: a time of day's 1 or 2 digits are followed by ':',
+ * a duration's by '.' or ',' and a digit, or by its unit's first letter (m u n s h) after at
+ * most one space, an address's 0 by x; a UUID or a hex id starts with 8 hex digits or more.
+ * Most numbers of a text (a line's number, a count) are none of these: token_at, which reads
+ * the text through its kind, is not called for them. */
 static inline int digit_may_start(const unsigned char *s, Py_ssize_t n, Py_ssize_t i) {
     Py_ssize_t d = i;
     while (d < n && (cls[s[d]] & C_DIGIT)) d++;
-    unsigned char next = d < n ? s[d] : 0;
-    if ((d - i == 4 && next == '-') || (d - i <= 2 && next == ':') || next == '.' || next == ','
-        || (cls[next] & C_SPACE) || (next >= 'a' && next <= 'z') || (next >= 'A' && next <= 'Z'))
+    unsigned char next = d < n ? s[d] : 0, after = d + 1 < n ? s[d + 1] : 0;
+    if (d - i == 4 && next == '-') return 1;
+    if (i > 0 && (cls[s[i - 1]] & C_WORD)) return 0; /* no \b before i */
+    if ((d - i <= 2 && next == ':') || (cls[next] & C_UNIT)
+        || ((next == '.' || next == ',') && (cls[after] & C_DIGIT))
+        || ((cls[next] & C_SPACE) && (cls[after] & C_UNIT))
+        || (d - i == 1 && s[i] == '0' && (next == 'x' || next == 'X')))
         return 1;
     return hex_run(s, n, i, 8) == 8;
+}
+
+/* The high bit of each byte of x (8 ASCII characters) that is between lo and hi; the other
+ * bits 0. Each byte plus a constant below 0x80 stays below 0x100: no carry between bytes. */
+static inline uint64_t ascii_between(uint64_t x, unsigned char lo, unsigned char hi) {
+    const uint64_t ones = 0x0101010101010101ULL;
+    return (x + ones * (0x80 - lo)) & ~(x + ones * (0x7F - hi)) & (ones * 0x80);
+}
+
+/* The index of the first byte (in memory order) whose high bit is set in mask (not 0). */
+static inline Py_ssize_t first_byte(uint64_t mask) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    return (Py_ssize_t)(__builtin_clzll(mask) >> 3);
+#else
+    return (Py_ssize_t)(__builtin_ctzll(mask) >> 3);
+#endif
+}
+
+/* Whether the 8 ASCII characters at s are hex digits (a UUID's first group, a hex id's start). */
+static inline int hex8(const unsigned char *s) {
+    uint64_t x;
+    memcpy(&x, s, 8);
+    const uint64_t highs = 0x8080808080808080ULL;
+    return (ascii_between(x, '0', '9') | ascii_between(x | 0x2020202020202020ULL, 'a', 'f'))
+           == highs;
 }
 
 /* True when the text has two words or more (a text of one word is not masked). */
@@ -268,6 +306,63 @@ static int several_words(const text_t *t) {
     return run_of(t, i, C_SPACE) < t->n;
 }
 
+/* The canonical form of ASCII text t (see canonical_text) written to w, which has room for
+ * t->n + 8 bytes; returns its length. One table lookup per character: runs of whitespace are
+ * skipped whole, and the letters after a word character are found first and copied in one go
+ * (8 bytes at a time: w has room past the form for the last copy). */
+static Py_ssize_t ascii_form(const text_t *t, unsigned char *w) {
+    const unsigned char *const s = t->data;
+    const Py_ssize_t n = t->n; /* locals: stores through w may alias anything else */
+    const int mask = several_words(t);
+    Py_ssize_t o = 0, i = 0;
+    while (i < n) {
+        unsigned char c = s[i], f = cls[c];
+        if (f & C_SPACE) {
+            do i++;
+            while (i < n && (cls[s[i]] & C_SPACE));
+            if (i < n && o > 0) w[o++] = ' '; /* between words only: the ends are trimmed */
+            continue;
+        }
+        /* A token starts at a digit, or at a hex letter that starts a word and is followed
+         * by 7 more (a UUID's first group; a hex id has 12): token_at tests that too, this
+         * spares the call for most words that start with a to f, and digit_may_start for
+         * most numbers. */
+        if (mask && ((f & C_DIGIT) ? digit_may_start(s, n, i)
+                     : ((f & C_HEX) && !(i > 0 && (cls[s[i - 1]] & C_WORD)) && i + 8 <= n
+                        && hex8(s + i)))) {
+            Py_ssize_t e = token_at(t, i);
+            if (e > i) {
+                w[o++] = '#';
+                i = e;
+                continue;
+            }
+        }
+        w[o++] = c;
+        i++;
+        /* The letters that follow a word character, up to a space, a digit or anything
+         * else, start no token (a hex letter inside a word starts none): copied as they are.
+         * After any other character, the loop tests the next one. */
+        if (f & C_WORD) {
+            while (i + 8 <= n) { /* 8 bytes at a time: copied, then how many are letters */
+                uint64_t x;
+                memcpy(&x, s + i, 8);
+                memcpy(w + o, &x, 8); /* w has room for 8 past the form */
+                uint64_t other = ~ascii_between(x | 0x2020202020202020ULL, 'a', 'z') & 0x8080808080808080ULL;
+                if (other) {
+                    Py_ssize_t k = first_byte(other);
+                    i += k;
+                    o += k;
+                    break;
+                }
+                i += 8;
+                o += 8;
+            }
+            while (i < n && (cls[s[i]] & C_LETTER)) w[o++] = s[i++]; /* '_', the last bytes */
+        }
+    }
+    return o;
+}
+
 static PyObject *canonical_text(PyObject *module, PyObject *arg) {
     (void)module;
     if (!PyUnicode_Check(arg)) {
@@ -275,50 +370,18 @@ static PyObject *canonical_text(PyObject *module, PyObject *arg) {
         return NULL;
     }
     text_t t = {PyUnicode_DATA(arg), PyUnicode_KIND(arg), PyUnicode_GET_LENGTH(arg)};
-    int mask = several_words(&t);
     int kind = t.kind;
-    void *out = PyMem_Malloc((size_t)(t.n > 0 ? t.n : 1) * (size_t)kind);
+    void *out = PyMem_Malloc((size_t)(t.n + 8) * (size_t)kind);
     if (out == NULL) return PyErr_NoMemory();
-    Py_ssize_t o = 0, i = 0;
-    int space = 0;
-    if (PyUnicode_IS_ASCII(arg)) { /* the same loop on bytes: one table lookup per character */
-        const unsigned char *const s = t.data;
-        unsigned char *const w = out;
-        const Py_ssize_t n = t.n; /* locals: stores through w may alias anything else */
-        while (i < n) {
-            unsigned char c = s[i], f = cls[c];
-            if (f & C_SPACE) {
-                space = 1;
-                i++;
-                continue;
-            }
-            if (space && o > 0) w[o++] = ' ';
-            space = 0;
-            /* A token starts at a digit, or at a hex letter that starts a word and is followed
-             * by 7 more (a UUID's first group; a hex id has 12): token_at tests that too, this
-             * spares the call for most words that start with a to f, and digit_may_start for
-             * most numbers. */
-            if (mask && ((f & C_DIGIT) ? digit_may_start(s, n, i)
-                         : ((f & C_HEX) && !(i > 0 && (cls[s[i - 1]] & C_WORD))
-                            && hex_run(s, n, i, 8) == 8))) {
-                Py_ssize_t e = token_at(&t, i);
-                if (e > i) {
-                    w[o++] = '#';
-                    i = e;
-                    continue;
-                }
-            }
-            w[o++] = c;
-            i++;
-            /* What follows up to a space, a digit or a hex letter after a non-word character
-             * starts no token: copied as it is. */
-            while (i < n) {
-                unsigned char g = cls[s[i]];
-                if ((g & (C_SPACE | C_DIGIT)) || ((g & C_HEX) && !(cls[s[i - 1]] & C_WORD))) break;
-                w[o++] = s[i++];
-            }
-        }
+    if (PyUnicode_IS_ASCII(arg)) {
+        Py_ssize_t o = ascii_form(&t, out);
+        PyObject *result = PyUnicode_New(o, 127);
+        if (result != NULL) memcpy(PyUnicode_1BYTE_DATA(result), out, (size_t)o);
+        PyMem_Free(out);
+        return result;
     }
+    int mask = several_words(&t), space = 0;
+    Py_ssize_t o = 0, i = 0;
     while (i < t.n) {
         Py_UCS4 c = ch(&t, i);
         if (char_is(c, C_SPACE)) {
@@ -798,10 +861,10 @@ static PyObject *canonical_json(PyObject *module, PyObject *const *args, Py_ssiz
 /* ------------------------------------------------------------------------------------------ */
 /* A result's canonical text and facts straight from its JSON text, in one pass.
  *
- * sign_json_result(text, cache, classify, max_chars) reads a JSON object or array and writes
- * what orjson.loads followed by canonical_json(..., result=True) would write, without building
- * the Python objects: the volatile keys' members are checked and skipped, the others written
- * with their keys sorted. In the same pass it finds whether the result is empty (the rules of
+ * sign_result (below) reads a result's JSON object or array and writes what orjson.loads
+ * followed by canonical_json(..., result=True) would write, without building the Python
+ * objects: the volatile keys' members are checked and skipped, the others written with their
+ * keys sorted. In the same pass it finds whether the result is empty (the rules of
  * _results._is_empty, on the value without its volatile keys) and where the top-level members
  * that the result's other facts read (error, status, state...) are in the text, so that only
  * those are parsed in Python. Anything orjson would not read as this walk does (a syntax
@@ -822,6 +885,8 @@ typedef struct {
     int quiet;        /* inside a dropped member: read, write nothing, judge nothing */
     struct memo *memo; /* the classes of keys seen before, or NULL */
     PyObject *facts;  /* (key, start, end) of the top-level members the facts read */
+    PyObject *matcher; /* the VolatileMatcher: w.cache and w.classify are its own, fetched
+                          (new references) when the memo does not know a key */
 } parse_t;
 
 typedef struct {
@@ -883,6 +948,16 @@ static int class_of(parse_t *p, const unsigned char *b, Py_ssize_t n) {
             if (m->slot[j].hash == h && m->slot[j].len == n
                 && memcmp(m->bytes + m->slot[j].off, b, (size_t)n) == 0)
                 return m->slot[j].cls;
+        }
+    }
+    if (p->w.cache == NULL) {
+        p->w.cache = PyObject_GetAttrString(p->matcher, "cache");
+        if (p->w.cache == NULL) return -1;
+        p->w.classify = PyObject_GetAttrString(p->matcher, "classify");
+        if (p->w.classify == NULL) return -1;
+        if (!PyDict_CheckExact(p->w.cache)) {
+            PyErr_SetString(PyExc_TypeError, "sign_result(): the matcher's cache is not a dict");
+            return -1;
         }
     }
     PyObject *key = PyUnicode_FromKindAndData(PyUnicode_1BYTE_KIND, b, n);
@@ -1400,18 +1475,73 @@ static int parse_value(parse_t *p, buf_t *b, int depth, int in_mapping, int *emp
     return 0;
 }
 
-static PyObject *sign_json_result(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    (void)module;
-    if (nargs != 4 || !PyUnicode_Check(args[0]) || !PyDict_CheckExact(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "sign_json_result(text: str, cache: dict, classify, "
-                                         "max_chars: int) takes 4 arguments");
-        return NULL;
+/* ------------------------------------------------------------------------------------------ */
+/* A result's signature and facts in one call (otel_loopguard.signature._results.analyze_result).
+ *
+ * A str result is read here whole: a JSON object or array as above, plain ASCII text as
+ * canonical_text forms it; its digest is hexdigest (xxh3_64_hexdigest) of what the Python path
+ * hashes, and its ResultInfo is built here. What the Python path alone signs returns None. */
+
+static const char *const in_progress_words[] = {
+    "in progress", "in_progress", "pending", "processing", "queued", "running", "started",
+    "waiting", NULL};
+
+/* _results._in_progress of a plain-text form (ASCII, no leading whitespace): its first 40
+ * characters, lowered, start with one of the words. */
+static int text_in_progress(const unsigned char *form, Py_ssize_t n) {
+    for (const char *const *word = in_progress_words; *word; word++) {
+        Py_ssize_t len = (Py_ssize_t)strlen(*word), k = 0;
+        if (len > n) continue;
+        while (k < len && (form[k] >= 'A' && form[k] <= 'Z' ? form[k] + 32 : form[k])
+                              == (unsigned char)(*word)[k])
+            k++;
+        if (k == len) return 1;
     }
-    if (PyUnicode_KIND(args[0]) != PyUnicode_1BYTE_KIND) Py_RETURN_NONE; /* wider: Python */
-    parse_t p = {{args[1], args[2], PyLong_AsSsize_t(args[3]), 1, 0},
-                 PyUnicode_1BYTE_DATA(args[0]), PyUnicode_GET_LENGTH(args[0]), 0, NULL, 0, 0,
-                 memo_for(args[1]), NULL};
-    if (p.w.max_chars == -1 && PyErr_Occurred()) return NULL;
+    return 0;
+}
+
+/* ResultInfo(digest, None, in_progress, empty) with digest = hexdigest(data[0:n]). */
+static PyObject *result_info(PyObject *info_type, PyObject *hexdigest, const char *data,
+                             Py_ssize_t n, int in_progress, int empty) {
+    PyObject *raw = PyBytes_FromStringAndSize(data, n);
+    if (raw == NULL) return NULL;
+    PyObject *digest = PyObject_CallOneArg(hexdigest, raw);
+    Py_DECREF(raw);
+    if (digest == NULL) return NULL;
+    PyObject *call[4] = {digest, Py_None, in_progress ? Py_True : Py_False,
+                         empty ? Py_True : Py_False};
+    PyObject *info = PyObject_Vectorcall(info_type, call, 4, NULL);
+    Py_DECREF(digest);
+    return info;
+}
+
+#define TEXT_PREFIX "\0text:" /* what _results._text_info hashes before the form */
+#define TEXT_PREFIX_LEN 6
+
+static PyObject *sign_text(PyObject *text, Py_ssize_t max_chars, PyObject *info_type,
+                           PyObject *hexdigest) {
+    text_t t = {PyUnicode_DATA(text), PyUnicode_KIND(text), PyUnicode_GET_LENGTH(text)};
+    char stack[4096];
+    size_t size = (size_t)t.n + TEXT_PREFIX_LEN + 8;
+    char *buf = size <= sizeof stack ? stack : PyMem_Malloc(size);
+    if (buf == NULL) return PyErr_NoMemory();
+    memcpy(buf, TEXT_PREFIX, TEXT_PREFIX_LEN);
+    unsigned char *form = (unsigned char *)buf + TEXT_PREFIX_LEN;
+    Py_ssize_t n = ascii_form(&t, form);
+    span_t whole = {form, PyUnicode_1BYTE_KIND, 1, n, 0};
+    int facts = n <= max_chars; /* a longer text is not a short status */
+    PyObject *info = result_info(info_type, hexdigest, buf, n + TEXT_PREFIX_LEN,
+                                 facts && text_in_progress(form, n),
+                                 facts && string_empty(&whole));
+    if (buf != stack) PyMem_Free(buf);
+    return info;
+}
+
+/* The JSON object or array of text (one byte per character), or None; see the part above. */
+static PyObject *sign_json(PyObject *text, PyObject *matcher, Py_ssize_t max_chars,
+                           PyObject *info_type, PyObject *hexdigest) {
+    parse_t p = {{NULL, NULL, max_chars, 1, 0}, PyUnicode_1BYTE_DATA(text),
+                 PyUnicode_GET_LENGTH(text), 0, NULL, 0, 0, memo_for(matcher), NULL, matcher};
     skip_ws(&p);
     unsigned char first = at_(&p, p.i);
     if (first != '{' && first != '[') Py_RETURN_NONE;
@@ -1426,17 +1556,45 @@ static PyObject *sign_json_result(PyObject *module, PyObject *const *args, Py_ss
         if (p.w.bail) {
             out = Py_None;
             Py_INCREF(out);
-        } else {
-            PyObject *facts = p.facts ? PyList_AsTuple(p.facts) : Py_None;
-            if (p.facts == NULL) Py_INCREF(facts);
-            if (facts != NULL)
-                out = Py_BuildValue("(y#NN)", b.data, b.len, PyBool_FromLong(empty), facts);
+        } else if (p.facts == NULL || PyList_GET_SIZE(p.facts) == 0) {
+            out = result_info(info_type, hexdigest, b.data, b.len, 0, empty);
+        } else { /* the facts' members: parsed in Python (_signed_info) */
+            PyObject *raw = PyBytes_FromStringAndSize(b.data, b.len);
+            PyObject *digest = raw == NULL ? NULL : PyObject_CallOneArg(hexdigest, raw);
+            Py_XDECREF(raw);
+            PyObject *facts = digest == NULL ? NULL : PyList_AsTuple(p.facts);
+            if (facts != NULL) out = Py_BuildValue("(OON)", digest, empty ? Py_True : Py_False,
+                                                   facts);
+            Py_XDECREF(digest);
         }
     }
     Py_XDECREF(p.facts);
+    Py_XDECREF(p.w.cache);
+    Py_XDECREF(p.w.classify);
     PyMem_Free(b.data);
     PyMem_Free(p.scratch);
     return out;
+}
+
+static PyObject *sign_result(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 5 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "sign_result(text: str, matcher, max_chars: int, "
+                                         "info_type, hexdigest) takes 5 arguments");
+        return NULL;
+    }
+    PyObject *text = args[0];
+    Py_ssize_t max_chars = PyLong_AsSsize_t(args[2]);
+    if (max_chars == -1 && PyErr_Occurred()) return NULL;
+    if (PyUnicode_KIND(text) != PyUnicode_1BYTE_KIND) Py_RETURN_NONE; /* wider: Python */
+    const unsigned char *s = PyUnicode_1BYTE_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), i = 0;
+    while (i < n && s[i] < 128 && (cls[s[i]] & C_SPACE)) i++;
+    if (i < n && (s[i] == '{' || s[i] == '[')) /* as _json_text tells JSON text */
+        return n <= max_chars * 16 ? sign_json(text, args[1], max_chars, args[3], args[4])
+                                   : (Py_INCREF(Py_None), Py_None);
+    if (!PyUnicode_IS_ASCII(text)) Py_RETURN_NONE;
+    return sign_text(text, max_chars, args[3], args[4]);
 }
 
 static PyMethodDef methods[] = {
@@ -1446,10 +1604,10 @@ static PyMethodDef methods[] = {
      "canonical_json(value, cache, classify, max_chars, result) -> str | None: the canonical "
      "text of parsed JSON, its volatile keys (cache not None) deleted in place; None when the "
      "Python path must sign it."},
-    {"sign_json_result", (PyCFunction)(void (*)(void))sign_json_result, METH_FASTCALL,
-     "sign_json_result(text, cache, classify, max_chars) -> (bytes, bool, tuple | None) | None: "
-     "a JSON result's canonical text (UTF-8), whether it is empty, and (key, start, end) of its "
-     "top-level fact members (None for an array); None when the Python path must sign it."},
+    {"sign_result", (PyCFunction)(void (*)(void))sign_result, METH_FASTCALL,
+     "sign_result(text, matcher, max_chars, info_type, hexdigest) -> ResultInfo | tuple | None: "
+     "a str result's ResultInfo, or (digest, empty, ((key, start, end), ...)) when the facts "
+     "of a JSON object's members must be read in Python; None when Python must sign it."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {
