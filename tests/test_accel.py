@@ -377,6 +377,22 @@ def test_json_results_that_orjson_reads_otherwise_are_left_to_python(accel: Modu
         assert _python_result(text) is not None
 
 
+def test_strings_read_8_bytes_at_a_time_get_the_walks_form(accel: ModuleType) -> None:
+    """Spaces, quotes, escapes, control and wide characters at every offset of a string, and
+    an object repr's address anywhere (a key too), as the walk of parsed values reads them."""
+    pieces = ("  ", " ", "\\\"", "\\n", "\\u00e9", "\u00e9", "\t", "x", "at 0x")
+    for piece in pieces:
+        for offset in range(20):
+            for tail in range(0, 12, 3):
+                for lead in ("", " "):
+                    body = lead + "a" * offset + piece + "b" * tail
+                    _assert_signed_as_walked(accel, '{"k": "' + body + '", "n": [0.5, -0.0]}')
+    for text in ('{"s": "<obj at 0x7fff1234>"}', '{"<a at 0x1234>": 1}',
+                 '{"a": {"b": ["ok", "<C at 0x7f3a5c1d>"]}}', '["x", "a at 0x12"]'):
+        assert _sign(accel, text) is None, text
+        assert _python_result(text) is not None
+
+
 def test_the_facts_of_json_results_read_from_their_text(accel: ModuleType) -> None:
     from otel_loopguard.signature import VolatileMatcher, analyze_result
 

@@ -18,7 +18,15 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <float.h>
 #include <stdint.h>
+
+/* short_decimal needs doubles computed as doubles (SSE2, not x87's extended precision) */
+#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD == 0
+#define SHORT_DECIMALS 1
+#else
+#define SHORT_DECIMALS 0
+#endif
 
 #define C_DIGIT 1
 #define C_HEX 2   /* 0-9 a-f A-F */
@@ -426,22 +434,34 @@ static PyObject *canonical_text(PyObject *module, PyObject *arg) {
 #define MAX_DEPTH 32
 #define MAX_ITEMS 2048
 
+/* The text a walk writes: in the caller's stack array (BUF_STACK bytes, most texts) until it
+ * needs more, then on the heap (heap set). */
 typedef struct {
     char *data;
     Py_ssize_t len, cap;
+    int heap;
 } buf_t;
+
+#define BUF_STACK 4096
+#define BUF_ON(array) {array, 0, (Py_ssize_t)sizeof array, 0}
 
 static int grow(buf_t *b, Py_ssize_t more) {
     if (b->len + more <= b->cap) return 0;
     Py_ssize_t cap = b->cap * 2 + more + 64;
-    char *data = PyMem_Realloc(b->data, (size_t)cap);
+    char *data = b->heap ? PyMem_Realloc(b->data, (size_t)cap) : PyMem_Malloc((size_t)cap);
     if (data == NULL) {
         PyErr_NoMemory();
         return -1;
     }
+    if (!b->heap) memcpy(data, b->data, (size_t)b->len);
     b->data = data;
     b->cap = cap;
+    b->heap = 1;
     return 0;
+}
+
+static inline void buf_free(buf_t *b) {
+    if (b->heap) PyMem_Free(b->data);
 }
 
 static inline int put(buf_t *b, const char *s, Py_ssize_t n) {
@@ -464,6 +484,7 @@ typedef struct {
     Py_ssize_t max_chars;
     int result; /* mask the strings that are a whole date-time */
     int bail; /* set when the Python path must sign the value */
+    int addresses_later; /* " at 0x" is looked for in the whole text at the end, not per string */
 } walk_t;
 
 static inline int dig(const unsigned char *u, Py_ssize_t n, Py_ssize_t i, int count) {
@@ -574,6 +595,16 @@ static int plain_ascii(const unsigned char *u, Py_ssize_t n) {
     return 1;
 }
 
+/* Whether text[0:n] holds " at 0x" (an object repr's address, which the Python path masks).
+ * In canonical JSON text it can only be inside a string: a walk may look for it once in its
+ * whole text instead of in each string. */
+static int has_address(const char *text, Py_ssize_t n) {
+    for (const char *x = memchr(text, 'x', (size_t)n); x != NULL;
+         x = memchr(x + 1, 'x', (size_t)(text + n - x - 1)))
+        if (x - text >= 5 && memcmp(x - 5, " at 0x", 6) == 0) return 1;
+    return 0;
+}
+
 /* Write str as a quoted string in one pass: whitespace folded (" ".join(str.split())), '"' '\'
  * and control characters escaped, UTF-8; then a whole date-time of a result becomes
  * <datetime>, and a string holding " at 0x" stops the walk (the Python path masks addresses). */
@@ -621,12 +652,9 @@ static int put_span(walk_t *w, buf_t *b, const span_t *str) {
     }
     const unsigned char *content = out + start + 1;
     Py_ssize_t m = o - start - 1;
-    for (const unsigned char *x = memchr(content, 'x', (size_t)m); x != NULL;
-         x = memchr(x + 1, 'x', (size_t)(content + m - x - 1))) {
-        if (x - content >= 5 && memcmp(x - 5, " at 0x", 6) == 0) {
-            w->bail = 1;
-            return 0;
-        }
+    if (!w->addresses_later && has_address((const char *)content, m)) {
+        w->bail = 1;
+        return 0;
     }
     if (w->result && whole_datetime(content, m)) {
         memcpy(out + start, "\"<datetime>\"", 12);
@@ -835,15 +863,15 @@ static PyObject *canonical_json(PyObject *module, PyObject *const *args, Py_ssiz
                                          "result) takes 5 arguments");
         return NULL;
     }
-    walk_t w = {args[1], args[2], PyLong_AsSsize_t(args[3]), PyObject_IsTrue(args[4]), 0};
+    walk_t w = {args[1], args[2], PyLong_AsSsize_t(args[3]), PyObject_IsTrue(args[4]), 0, 0};
     if (w.max_chars == -1 && PyErr_Occurred()) return NULL;
     if (w.cache == Py_None) w.cache = NULL;
     if (w.cache != NULL && !PyDict_CheckExact(w.cache)) {
         PyErr_SetString(PyExc_TypeError, "canonical_json(): cache must be a dict or None");
         return NULL;
     }
-    buf_t b = {NULL, 0, 0};
-    if (grow(&b, 1024) < 0) return NULL;
+    char stack[BUF_STACK];
+    buf_t b = BUF_ON(stack);
     int rc = put_value(&w, &b, args[0], 0);
     PyObject *out = NULL;
     if (rc == 0) {
@@ -854,7 +882,7 @@ static PyObject *canonical_json(PyObject *module, PyObject *const *args, Py_ssiz
             out = PyUnicode_DecodeUTF8(b.data, b.len, "strict");
         }
     }
-    PyMem_Free(b.data);
+    buf_free(&b);
     return out;
 }
 
@@ -893,6 +921,7 @@ typedef struct {
     const unsigned char *key;
     Py_ssize_t len;
     Py_ssize_t from, to; /* its ',"key":value' in the output; from == -1: dropped */
+    int ascii, plain; /* as read_string found the key (span_t) */
 } member_t;
 
 /* --- the classes of keys, by their bytes ---
@@ -1007,6 +1036,20 @@ static int hex4(const parse_t *p, Py_ssize_t i, Py_UCS4 *out) {
     return 1;
 }
 
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+
+/* The high bit of each byte of x that is 0, and perhaps of some bytes above one that is 0
+ * (bytes 0x01 there): exact as to whether x has a 0 byte, and never missing one. */
+static inline uint64_t zero_bytes(uint64_t x) { return (x - ONES) & ~x & HIGHS; }
+
+/* Whether one of the 8 bytes in x ends a run of plain characters in a JSON string (the bytes
+ * of C_STRING but the space): '"', '\\', a control character, or a byte past ASCII. */
+static inline int string_stops(uint64_t x) {
+    return (zero_bytes(x ^ (ONES * '"')) | zero_bytes(x ^ (ONES * '\\'))
+            | ((x - ONES * 0x20) & ~x & HIGHS) | (x & HIGHS)) != 0;
+}
+
 /* Read the string at p->i (its opening quote) into *s: the text itself when it has no escape,
  * else its characters decoded into p->scratch (valid until the next string is read). Returns
  * -1 on an error, 0 with w.bail set when orjson would not read it, 1 when read. */
@@ -1015,6 +1058,15 @@ static int read_string(parse_t *p, span_t *out) {
     Py_ssize_t start = ++p->i, j = start, n = p->n;
     int escaped = 0, high = 0, plain = 1;
     while (1) {
+        /* 8 bytes at a time while none ends the run: two spaces in a row make it not plain */
+        while (j + 8 <= n) {
+            uint64_t x;
+            memcpy(&x, s + j, 8);
+            if (string_stops(x)) break;
+            uint64_t spaces = zero_bytes(x ^ (ONES * ' '));
+            if (spaces & ((spaces << 8) | (s[j - 1] == ' ' ? 0x80 : 0))) plain = 0;
+            j += 8;
+        }
         while (j < n && !(cls[s[j]] & C_STRING)) j++;
         if (j >= n) goto bail;
         unsigned char c = s[j];
@@ -1051,7 +1103,7 @@ static int read_string(parse_t *p, span_t *out) {
             goto bail;
         j += 2;
     }
-    if (j > start && s[j - 1] == ' ') plain = 0;
+    if (j > start && (s[j - 1] == ' ' || s[start] == ' ')) plain = 0;
     p->i = j + 1;
     if (!escaped) {
         out->data = s + start;
@@ -1124,6 +1176,10 @@ static int string_empty(const span_t *s) {
     while (a < z && stripped(PyUnicode_READ(s->kind, s->data, a))) a++;
     while (z > a && stripped(PyUnicode_READ(s->kind, s->data, z - 1))) z--;
     if (z - a > EMPTY_TEXT_MAX) return 0;
+    if (z > a) { /* every empty text starts with n, e, 0, '[' or '{' (lowered: | 0x20) */
+        Py_UCS4 first = PyUnicode_READ(s->kind, s->data, a) | 0x20;
+        if (first != 'n' && first != 'e' && first != '0' && first != '{') return 0;
+    }
     char low[EMPTY_TEXT_MAX];
     for (Py_ssize_t k = a; k < z; k++) {
         Py_UCS4 c = PyUnicode_READ(s->kind, s->data, k);
@@ -1136,17 +1192,43 @@ static int string_empty(const span_t *s) {
     return 0;
 }
 
-static const char *const fact_keys[] = {
-    "error", "status", "status_code", "statusCode", "code", "ok", "success", "message", "detail",
-    "error_message", "state", "phase", NULL};
+static const struct {
+    const char *key;
+    Py_ssize_t len;
+} fact_keys[] = {
+#define FACT(k) {k, sizeof k - 1}
+    FACT("error"), FACT("status"), FACT("status_code"), FACT("statusCode"), FACT("code"),
+    FACT("ok"), FACT("success"), FACT("message"), FACT("detail"), FACT("error_message"),
+    FACT("state"), FACT("phase"), {NULL, 0}};
+#undef FACT
 
 static int is_fact_key(const unsigned char *k, Py_ssize_t n) {
-    for (const char *const *t = fact_keys; *t; t++)
-        if ((Py_ssize_t)strlen(*t) == n && memcmp(*t, k, (size_t)n) == 0) return 1;
+    for (int t = 0; fact_keys[t].key; t++)
+        if (fact_keys[t].len == n && memcmp(fact_keys[t].key, k, (size_t)n) == 0) return 1;
     return 0;
 }
 
 static int parse_value(parse_t *p, buf_t *b, int depth, int in_mapping, int *empty);
+
+/* The double nearest the decimal u[0:n] (digits and one '.', 15 digits at most), without
+ * strtod: the digits as an integer and the power of ten are both exact doubles (below 2**53
+ * and 1e22), and IEEE division rounds their quotient correctly (Clinger's fast path). A
+ * result's scores and prices are such numbers. */
+static double short_decimal(const unsigned char *u, Py_ssize_t n) {
+    static const double tens[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+                                  1e11, 1e12, 1e13, 1e14, 1e15};
+    uint64_t digits = 0;
+    int fraction = 0, after = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (u[k] == '.') {
+            after = 1;
+            continue;
+        }
+        digits = digits * 10 + (uint64_t)(u[k] - '0');
+        fraction += after;
+    }
+    return (double)digits / tens[fraction];
+}
 
 /* A number, written as the walk writes what orjson reads: an integer in decimal (-0 as 0), a
  * float as its 64 bits. Integers of 19 digits or more, and floats that overflow, bail. */
@@ -1166,6 +1248,7 @@ static int parse_number(parse_t *p, buf_t *b, int in_mapping, int *empty) {
         if (!(at_(p, j) >= '0' && at_(p, j) <= '9')) goto bail;
         while (at_(p, j) >= '0' && at_(p, j) <= '9') j++;
     }
+    Py_ssize_t plain_end = j; /* where the digits and the fraction end */
     if (at_(p, j) == 'e' || at_(p, j) == 'E') {
         real = 1;
         j++;
@@ -1181,12 +1264,18 @@ static int parse_number(parse_t *p, buf_t *b, int in_mapping, int *empty) {
         if (p->quiet) return 0;
         return zero ? putc1(b, '0') : put(b, (const char *)s + start, j - start);
     }
-    char lit[64];
-    if (j - start >= (Py_ssize_t)sizeof lit) goto bail;
-    memcpy(lit, s + start, (size_t)(j - start));
-    lit[j - start] = 0;
-    double d = PyOS_string_to_double(lit, NULL, NULL);
-    if (d == -1.0 && PyErr_Occurred()) return -1;
+    double d;
+    if (SHORT_DECIMALS && plain_end == j && j - first <= 16) {
+        d = short_decimal(s + first, j - first);
+        if (first > start) d = -d; /* -0.0 too, as orjson reads it */
+    } else {
+        char lit[64];
+        if (j - start >= (Py_ssize_t)sizeof lit) goto bail;
+        memcpy(lit, s + start, (size_t)(j - start));
+        lit[j - start] = 0;
+        d = PyOS_string_to_double(lit, NULL, NULL);
+        if (d == -1.0 && PyErr_Occurred()) return -1;
+    }
     if (Py_IS_INFINITY(d)) goto bail; /* orjson: "number is infinity when parsed as double" */
     *empty = in_mapping && d == 0.0;
     return p->quiet ? 0 : put_float(b, d);
@@ -1257,7 +1346,8 @@ static int order_members(parse_t *p, buf_t *b, Py_ssize_t start, member_t *m, Py
     }
     if (!in_place) {
         Py_ssize_t size = b->len - start;
-        char *copy = PyMem_Malloc((size_t)size);
+        char stack[1024];
+        char *copy = size <= (Py_ssize_t)sizeof stack ? stack : PyMem_Malloc((size_t)size);
         if (copy == NULL) {
             PyErr_NoMemory();
             return -1;
@@ -1270,7 +1360,7 @@ static int order_members(parse_t *p, buf_t *b, Py_ssize_t start, member_t *m, Py
             memcpy(b->data + o, copy + (m[k].from - start), (size_t)len);
             o += len;
         }
-        PyMem_Free(copy);
+        if (copy != stack) PyMem_Free(copy);
     }
     b->data[start] = '{';
     return putc1(b, '}');
@@ -1289,8 +1379,7 @@ static int note_fact(parse_t *p, const member_t *m, Py_ssize_t start) {
 
 /* Write ',"key":' for a kept member. */
 static int put_key(parse_t *p, buf_t *b, const member_t *m) {
-    span_t k = {m->key, PyUnicode_1BYTE_KIND, 1, m->len};
-    for (Py_ssize_t j = 0; j < m->len && k.ascii; j++) k.ascii = m->key[j] < 0x80;
+    span_t k = {m->key, PyUnicode_1BYTE_KIND, m->ascii, m->len, m->plain};
     if (putc1(b, ',') < 0 || put_span(&p->w, b, &k) < 0) return -1;
     return p->w.bail ? 0 : putc1(b, ':');
 }
@@ -1352,6 +1441,8 @@ static int parse_object(parse_t *p, buf_t *b, int depth, int *empty) {
             }
             m[n].key = key.data;
             m[n].len = key.n;
+            m[n].ascii = key.ascii;
+            m[n].plain = key.plain;
             m[n].from = m[n].to = -1;
             if (++n > MAX_ITEMS) {
                 p->w.bail = 1;
@@ -1540,19 +1631,21 @@ static PyObject *sign_text(PyObject *text, Py_ssize_t max_chars, PyObject *info_
 /* The JSON object or array of text (one byte per character), or None; see the part above. */
 static PyObject *sign_json(PyObject *text, PyObject *matcher, Py_ssize_t max_chars,
                            PyObject *info_type, PyObject *hexdigest) {
-    parse_t p = {{NULL, NULL, max_chars, 1, 0}, PyUnicode_1BYTE_DATA(text),
+    parse_t p = {{NULL, NULL, max_chars, 1, 0, 1}, PyUnicode_1BYTE_DATA(text),
                  PyUnicode_GET_LENGTH(text), 0, NULL, 0, 0, memo_for(matcher), NULL, matcher};
     skip_ws(&p);
     unsigned char first = at_(&p, p.i);
     if (first != '{' && first != '[') Py_RETURN_NONE;
     p.facts = first == '{' ? PyList_New(0) : NULL;
     if (first == '{' && p.facts == NULL) return NULL;
-    buf_t b = {NULL, 0, 0};
+    char stack[BUF_STACK];
+    buf_t b = BUF_ON(stack);
     PyObject *out = NULL;
     int empty = 0;
     if (grow(&b, p.n + 64) == 0 && parse_value(&p, &b, 0, 0, &empty) == 0) {
         skip_ws(&p);
         if (p.i != p.n) p.w.bail = 1; /* orjson: "unexpected content after document" */
+        if (has_address(b.data, b.len)) p.w.bail = 1; /* the walk left this to the end */
         if (p.w.bail) {
             out = Py_None;
             Py_INCREF(out);
@@ -1571,7 +1664,7 @@ static PyObject *sign_json(PyObject *text, PyObject *matcher, Py_ssize_t max_cha
     Py_XDECREF(p.facts);
     Py_XDECREF(p.w.cache);
     Py_XDECREF(p.w.classify);
-    PyMem_Free(b.data);
+    buf_free(&b);
     PyMem_Free(p.scratch);
     return out;
 }
