@@ -21,6 +21,14 @@
 #include <float.h>
 #include <stdint.h>
 
+/* The scans that read 8 characters at a time (SWAR) take them as one little-endian integer:
+ * its low byte first, the borrows of a subtraction running from a byte to the next one. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && defined(__GNUC__)
+#define SWAR 1
+#else
+#define SWAR 0
+#endif
+
 /* short_decimal needs doubles computed as doubles (SSE2, not x87's extended precision) */
 #if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD == 0
 #define SHORT_DECIMALS 1
@@ -282,19 +290,23 @@ static inline int digit_may_start(const unsigned char *s, Py_ssize_t n, Py_ssize
     return hex_run(s, n, i, 8) == 8;
 }
 
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+
 /* The high bit of each byte of x (8 ASCII characters) that is between lo and hi; the other
  * bits 0. Each byte plus a constant below 0x80 stays below 0x100: no carry between bytes. */
 static inline uint64_t ascii_between(uint64_t x, unsigned char lo, unsigned char hi) {
-    const uint64_t ones = 0x0101010101010101ULL;
+    const uint64_t ones = ONES;
     return (x + ones * (0x80 - lo)) & ~(x + ones * (0x7F - hi)) & (ones * 0x80);
 }
 
 /* The index of the first byte (in memory order) whose high bit is set in mask (not 0). */
 static inline Py_ssize_t first_byte(uint64_t mask) {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    return (Py_ssize_t)(__builtin_clzll(mask) >> 3);
-#else
+#if SWAR
     return (Py_ssize_t)(__builtin_ctzll(mask) >> 3);
+#else
+    (void)mask; /* not called */
+    return 0;
 #endif
 }
 
@@ -302,7 +314,7 @@ static inline Py_ssize_t first_byte(uint64_t mask) {
 static inline int hex8(const unsigned char *s) {
     uint64_t x;
     memcpy(&x, s, 8);
-    const uint64_t highs = 0x8080808080808080ULL;
+    const uint64_t highs = HIGHS;
     return (ascii_between(x, '0', '9') | ascii_between(x | 0x2020202020202020ULL, 'a', 'f'))
            == highs;
 }
@@ -336,8 +348,8 @@ static Py_ssize_t ascii_form(const text_t *t, unsigned char *w) {
          * spares the call for most words that start with a to f, and digit_may_start for
          * most numbers. */
         if (mask && ((f & C_DIGIT) ? digit_may_start(s, n, i)
-                     : ((f & C_HEX) && !(i > 0 && (cls[s[i - 1]] & C_WORD)) && i + 8 <= n
-                        && hex8(s + i)))) {
+                     : ((f & C_HEX) && !(i > 0 && (cls[s[i - 1]] & C_WORD))
+                        && (SWAR ? i + 8 <= n && hex8(s + i) : hex_run(s, n, i, 8) == 8)))) {
             Py_ssize_t e = token_at(t, i);
             if (e > i) {
                 w[o++] = '#';
@@ -350,12 +362,12 @@ static Py_ssize_t ascii_form(const text_t *t, unsigned char *w) {
         /* The letters that follow a word character, up to a space, a digit or anything
          * else, start no token (a hex letter inside a word starts none): copied as they are.
          * After any other character, the loop tests the next one. */
-        if (f & C_WORD) {
-            while (i + 8 <= n) { /* 8 bytes at a time: copied, then how many are letters */
+        while (f & C_WORD) {
+            while (SWAR && i + 8 <= n) { /* 8 bytes at a time: copied, then how many are letters */
                 uint64_t x;
                 memcpy(&x, s + i, 8);
                 memcpy(w + o, &x, 8); /* w has room for 8 past the form */
-                uint64_t other = ~ascii_between(x | 0x2020202020202020ULL, 'a', 'z') & 0x8080808080808080ULL;
+                uint64_t other = ~ascii_between(x | 0x2020202020202020ULL, 'a', 'z') & HIGHS;
                 if (other) {
                     Py_ssize_t k = first_byte(other);
                     i += k;
@@ -366,6 +378,13 @@ static Py_ssize_t ascii_form(const text_t *t, unsigned char *w) {
                 o += 8;
             }
             while (i < n && (cls[s[i]] & C_LETTER)) w[o++] = s[i++]; /* '_', the last bytes */
+            /* A space alone, then a word whose first letter starts no token (g to z, '_'): the
+             * space and the word are copied in the same run, most words of a text so. */
+            if (!(i + 1 < n && s[i] == ' ' && (cls[s[i + 1]] & (C_LETTER | C_HEX)) == C_LETTER))
+                break;
+            w[o++] = ' ';
+            w[o++] = s[i + 1];
+            i += 2;
         }
     }
     return o;
@@ -1036,18 +1055,16 @@ static int hex4(const parse_t *p, Py_ssize_t i, Py_UCS4 *out) {
     return 1;
 }
 
-#define ONES 0x0101010101010101ULL
-#define HIGHS 0x8080808080808080ULL
-
 /* The high bit of each byte of x that is 0, and perhaps of some bytes above one that is 0
  * (bytes 0x01 there): exact as to whether x has a 0 byte, and never missing one. */
 static inline uint64_t zero_bytes(uint64_t x) { return (x - ONES) & ~x & HIGHS; }
 
-/* Whether one of the 8 bytes in x ends a run of plain characters in a JSON string (the bytes
- * of C_STRING but the space): '"', '\\', a control character, or a byte past ASCII. */
-static inline int string_stops(uint64_t x) {
-    return (zero_bytes(x ^ (ONES * '"')) | zero_bytes(x ^ (ONES * '\\'))
-            | ((x - ONES * 0x20) & ~x & HIGHS) | (x & HIGHS)) != 0;
+/* The bytes of x that end a run of plain characters in a JSON string (the bytes of C_STRING
+ * but the space: '"', '\\', a control character, or a byte past ASCII), as zero_bytes marks
+ * them: the first one marked is the first one, and none is missed. */
+static inline uint64_t string_stops(uint64_t x) {
+    return zero_bytes(x ^ (ONES * '"')) | zero_bytes(x ^ (ONES * '\\'))
+           | ((x - ONES * 0x20) & ~x & HIGHS) | (x & HIGHS);
 }
 
 /* Read the string at p->i (its opening quote) into *s: the text itself when it has no escape,
@@ -1059,12 +1076,18 @@ static int read_string(parse_t *p, span_t *out) {
     int escaped = 0, high = 0, plain = 1;
     while (1) {
         /* 8 bytes at a time while none ends the run: two spaces in a row make it not plain */
-        while (j + 8 <= n) {
+        while (SWAR && j + 8 <= n) {
             uint64_t x;
             memcpy(&x, s + j, 8);
-            if (string_stops(x)) break;
-            uint64_t spaces = zero_bytes(x ^ (ONES * ' '));
-            if (spaces & ((spaces << 8) | (s[j - 1] == ' ' ? 0x80 : 0))) plain = 0;
+            uint64_t spaces = zero_bytes(x ^ (ONES * ' ')), stops = string_stops(x);
+            uint64_t doubled = spaces & ((spaces << 8) | (s[j - 1] == ' ' ? 0x80 : 0));
+            if (stops) { /* its first byte is the first that ends the run */
+                Py_ssize_t k = first_byte(stops);
+                if (doubled & ((1ULL << (8 * k)) - 1)) plain = 0;
+                j += k;
+                break;
+            }
+            if (doubled) plain = 0;
             j += 8;
         }
         while (j < n && !(cls[s[j]] & C_STRING)) j++;
