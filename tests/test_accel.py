@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -123,14 +124,14 @@ def test_findings_are_the_same_without_the_accelerator(
     assert json.loads(dump(all_findings())) == stored
 
 
-def _pure_python_result(text: str) -> object:
+def _pure_python_result(text: str, max_value_chars: int = 4096) -> object:
     """analyze_result of ``text`` with no part of the accelerator."""
     from otel_loopguard.signature import VolatileMatcher, analyze_result
 
     saved = results_module._SIGN, text_module._SCAN
     results_module._SIGN = text_module._SCAN = None  # type: ignore[misc]
     try:
-        return analyze_result(text, VolatileMatcher())
+        return analyze_result(text, VolatileMatcher(), max_value_chars=max_value_chars)
     finally:
         results_module._SIGN, text_module._SCAN = saved  # type: ignore[misc]
 
@@ -152,6 +153,10 @@ def test_text_results_signed_in_c_get_the_python_signature_and_facts(accel: Modu
             assert info == _pure_python_result(text), text
         assert analyze_result(text, VolatileMatcher()) == _pure_python_result(text), text
     assert signed > 15_000
+    for text in ('{"a": "x y"}', "x " * 3000, "ok"):  # bounds past any length, as Python has
+        for bound in (2**70, sys.maxsize):
+            assert analyze_result(text, VolatileMatcher(), max_value_chars=bound) == \
+                _pure_python_result(text, bound), text
     facts = {text: (info.in_progress, info.empty) for text in ("Pending", "In progress...",
              "No results.", "queued " * 700) if isinstance(info := _sign(accel, text), ResultInfo)}
     assert facts == {"Pending": (True, False), "In progress...": (True, False),

@@ -875,6 +875,17 @@ static int put_value(walk_t *w, buf_t *b, PyObject *value, int depth) {
     return 0;
 }
 
+/* *out = the int bound (max_chars), as a Py_ssize_t: one past what a str's length can reach
+ * stands for itself (PY_SSIZE_T_MAX or MIN), as Python compares lengths with it. */
+static int bound_of(PyObject *value, Py_ssize_t *out) {
+    int overflow = 0;
+    long long bound = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (bound == -1 && PyErr_Occurred()) return -1;
+    *out = overflow > 0 || bound > PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX
+           : overflow < 0 || bound < PY_SSIZE_T_MIN ? PY_SSIZE_T_MIN : (Py_ssize_t)bound;
+    return 0;
+}
+
 static PyObject *canonical_json(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (nargs != 5) {
@@ -882,8 +893,8 @@ static PyObject *canonical_json(PyObject *module, PyObject *const *args, Py_ssiz
                                          "result) takes 5 arguments");
         return NULL;
     }
-    walk_t w = {args[1], args[2], PyLong_AsSsize_t(args[3]), PyObject_IsTrue(args[4]), 0, 0};
-    if (w.max_chars == -1 && PyErr_Occurred()) return NULL;
+    walk_t w = {args[1], args[2], 0, PyObject_IsTrue(args[4]), 0, 0};
+    if (bound_of(args[3], &w.max_chars) < 0) return NULL;
     if (w.cache == Py_None) w.cache = NULL;
     if (w.cache != NULL && !PyDict_CheckExact(w.cache)) {
         PyErr_SetString(PyExc_TypeError, "canonical_json(): cache must be a dict or None");
@@ -1700,15 +1711,16 @@ static PyObject *sign_result(PyObject *module, PyObject *const *args, Py_ssize_t
         return NULL;
     }
     PyObject *text = args[0];
-    Py_ssize_t max_chars = PyLong_AsSsize_t(args[2]);
-    if (max_chars == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t max_chars;
+    if (bound_of(args[2], &max_chars) < 0) return NULL;
     if (PyUnicode_KIND(text) != PyUnicode_1BYTE_KIND) Py_RETURN_NONE; /* wider: Python */
     const unsigned char *s = PyUnicode_1BYTE_DATA(text);
     Py_ssize_t n = PyUnicode_GET_LENGTH(text), i = 0;
     while (i < n && s[i] < 128 && (cls[s[i]] & C_SPACE)) i++;
     if (i < n && (s[i] == '{' || s[i] == '[')) /* as _json_text tells JSON text */
-        return n <= max_chars * 16 ? sign_json(text, args[1], max_chars, args[3], args[4])
-                                   : (Py_INCREF(Py_None), Py_None);
+        return (n + 15) / 16 <= max_chars /* n <= max_chars * 16, which may overflow */
+               ? sign_json(text, args[1], max_chars, args[3], args[4])
+               : (Py_INCREF(Py_None), Py_None);
     if (!PyUnicode_IS_ASCII(text)) Py_RETURN_NONE;
     return sign_text(text, max_chars, args[3], args[4]);
 }
