@@ -26,6 +26,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -85,7 +86,7 @@ def callgrind_instructions(argv: list[str], env: dict[str, str] | None = None) -
     return int(found.group(1))
 
 
-def per_call(job: tuple[str, str, str]) -> float:
+def per_call(job: tuple[str, ...]) -> float:
     """Return the instructions per call of one (tree, workload, mode)."""
     tree, workload, mode = job
     high, low = (_instructions(tree, workload, calls, mode) for calls in CALLS)
@@ -102,21 +103,28 @@ def main() -> None:
     if args.child:
         child(args.child[0], args.child[1], int(args.child[2]), args.child[3])
         return
+    print_counts(args.baseline, [{"workload": workload, "mode": mode} for mode in ("full", "detect")
+                                 for workload in args.workloads.split(",")], per_call)
+
+
+def print_counts(baseline: str | None, keys: list[dict[str, str]],
+                 per_call: Callable[[tuple[str, ...]], float]) -> None:
+    """Print one JSON line per key: ``per_call((tree, *key values))`` of this tree (``after``)
+    and of ``baseline`` (``before``) when given, and their ratio; two valgrind processes at a
+    time."""
     trees = {"after": os.path.dirname(_HERE)}
-    if args.baseline:
-        trees["before"] = os.path.abspath(args.baseline)
-    jobs = [(tree, workload, mode) for mode in ("full", "detect")
-            for workload in args.workloads.split(",") for tree in trees.values()]
+    if baseline:
+        trees["before"] = os.path.abspath(baseline)
+    jobs = [(tree, *key.values()) for key in keys for tree in trees.values()]
     with ThreadPoolExecutor(2) as pool:
         counts = dict(zip(jobs, pool.map(per_call, jobs), strict=True))
-    for mode in ("full", "detect"):
-        for workload in args.workloads.split(","):
-            row: dict[str, Any] = {"workload": workload, "mode": mode}
-            for name, tree in trees.items():
-                row[name] = round(counts[(tree, workload, mode)])
-            if "before" in row:
-                row["after/before"] = round(row["after"] / row["before"], 3)
-            print(json.dumps(row), flush=True)
+    for key in keys:
+        row: dict[str, Any] = dict(key)
+        for name, tree in trees.items():
+            row[name] = round(counts[(tree, *key.values())])
+        if "before" in row:
+            row["after/before"] = round(row["after"] / row["before"], 3)
+        print(json.dumps(row), flush=True)
 
 
 if __name__ == "__main__":

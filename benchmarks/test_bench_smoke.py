@@ -142,3 +142,13 @@ def test_bench_wire_instructions_child_runs(tmp_path: Any) -> None:
         bench_wire_instructions.child(str(path), "wire", 1)
     except ImportError:
         pytest.skip("the C decoder is not built in this tree")
+
+
+@pytest.mark.parametrize("signature", ["result", "args"])
+def test_bench_signature_instructions_child_runs(signature: str) -> None:
+    """What bench_signature_instructions.py has callgrind count signs both kinds of result."""
+    import bench_signature_instructions
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for workload in ("no_loop", "text"):
+        bench_signature_instructions.child(root, workload, signature, 1)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -99,7 +100,8 @@ def test_every_text_result_of_the_corpus_gets_the_python_form(accel: ModuleType)
     first = ""
     for text in _corpus_texts():
         texts += 1
-        if accel.canonical_text(text) != canonical_text(text):
+        if accel.canonical_text(text) != canonical_text(text) or (
+                _sign(accel, text) not in (None, _pure_python_result(text))):
             differ += 1
             first = first or text
     assert texts > 10_000
@@ -118,8 +120,47 @@ def test_findings_are_the_same_without_the_accelerator(
     assert json.loads(dump(all_findings())) == stored
     monkeypatch.setattr(text_module, "_SCAN", accel.canonical_text)
     monkeypatch.setattr(form_module, "_CANON", accel.canonical_json)
-    monkeypatch.setattr(results_module, "_SIGN", accel.sign_json_result)
+    monkeypatch.setattr(results_module, "_SIGN", accel.sign_result)
     assert json.loads(dump(all_findings())) == stored
+
+
+def _pure_python_result(text: str, max_value_chars: int = 4096) -> object:
+    """analyze_result of ``text`` with no part of the accelerator."""
+    from otel_loopguard.signature import VolatileMatcher, analyze_result
+
+    saved = results_module._SIGN, text_module._SCAN
+    results_module._SIGN = text_module._SCAN = None  # type: ignore[misc]
+    try:
+        return analyze_result(text, VolatileMatcher(), max_value_chars=max_value_chars)
+    finally:
+        results_module._SIGN, text_module._SCAN = saved  # type: ignore[misc]
+
+
+def test_text_results_signed_in_c_get_the_python_signature_and_facts(accel: ModuleType) -> None:
+    """sign_result of plain text: the digest of its form, and its facts, as the Python path."""
+    from otel_loopguard.signature import VolatileMatcher, analyze_result
+    from otel_loopguard.signature._results import ResultInfo
+
+    texts = [*_random_texts(20_000, 9), *_random_texts(5_000, 10, _UNICODE_PIECES),
+             "Pending", "  running job 12 ", "In progress...", "waiting", "No results.",
+             " none ", "nothing found!", "", "   ", "x" * 5000, "queued " * 700]
+    signed = 0
+    for text in texts:
+        info = _sign(accel, text)
+        if info is not None and text.lstrip()[:1] not in ("{", "["):
+            signed += 1
+            assert isinstance(info, ResultInfo), text
+            assert info == _pure_python_result(text), text
+        assert analyze_result(text, VolatileMatcher()) == _pure_python_result(text), text
+    assert signed > 15_000
+    for text in ('{"a": "x y"}', "x " * 3000, "ok"):  # bounds past any length, as Python has
+        for bound in (2**70, sys.maxsize):
+            assert analyze_result(text, VolatileMatcher(), max_value_chars=bound) == \
+                _pure_python_result(text, bound), text
+    facts = {text: (info.in_progress, info.empty) for text in ("Pending", "In progress...",
+             "No results.", "queued " * 700) if isinstance(info := _sign(accel, text), ResultInfo)}
+    assert facts == {"Pending": (True, False), "In progress...": (True, False),
+                     "No results.": (False, True), "queued " * 700: (False, False)}
 
 
 def _python_canonical(text: str, result: bool) -> str | None:
@@ -246,7 +287,7 @@ def test_deep_nesting_and_lone_surrogates_are_left_to_python(accel: ModuleType) 
     assert accel.canonical_json(deep, None, None, 4096, False) is None
 
 
-# --- JSON results read straight from their text (sign_json_result) ---------------------------
+# --- JSON results read straight from their text (sign_result) --------------------------------
 _FACT_KEYS = ("error", "status", "status_code", "statusCode", "code", "ok", "success",
               "message", "detail", "error_message", "state", "phase")
 _RESULT_KEYS = (*_KEYS, *_FACT_KEYS, "timestamp", "items", "total", "data")
@@ -290,20 +331,34 @@ def _python_result(text: str) -> object:
         results_module._SIGN = saved  # type: ignore[misc]
 
 
+def _sign(accel: ModuleType, text: str) -> object:
+    """sign_result of ``text`` with a new matcher, as analyze_result calls it."""
+    from otel_loopguard.signature import VolatileMatcher
+    from otel_loopguard.signature._form import _xxh3_hex
+    from otel_loopguard.signature._results import ResultInfo
+
+    return accel.sign_result(text, VolatileMatcher(), 4096, ResultInfo, _xxh3_hex)
+
+
 def _assert_signed_as_walked(accel: ModuleType, text: str) -> bool:
-    """Assert that a text sign_json_result reads gets the walk's form and the same facts;
-    return whether it read it."""
+    """Assert that a text sign_result reads gets the digest of the walk's form and the same
+    facts; return whether it read it."""
     import orjson
 
     from otel_loopguard.signature import VolatileMatcher, analyze_result
+    from otel_loopguard.signature._form import _xxh3_hex
+    from otel_loopguard.signature._results import ResultInfo
 
-    matcher = VolatileMatcher()
-    signed = accel.sign_json_result(text, matcher.cache, matcher.classify, 4096)
+    signed = _sign(accel, text)
     if signed is None:
+        return False
+    if text.lstrip()[:1] not in ("{", "["):  # plain text: see test_text_results_signed_in_c
+        assert signed == _python_result(text), text
         return False
     other = VolatileMatcher()
     walked = accel.canonical_json(orjson.loads(text), other.cache, other.classify, 4096, True)
-    assert signed[0].decode() == walked, text
+    sig = signed.digest if isinstance(signed, ResultInfo) else signed[0]  # type: ignore[index]
+    assert sig == _xxh3_hex(walked.encode()), text
     assert analyze_result(text, VolatileMatcher()) == _python_result(text), text
     return True
 
@@ -318,16 +373,28 @@ def test_json_results_read_from_their_text_get_the_walks_form_and_facts(
 
 
 def test_json_results_that_orjson_reads_otherwise_are_left_to_python(accel: ModuleType) -> None:
-    from otel_loopguard.signature import VolatileMatcher
-
-    matcher = VolatileMatcher()
     for text in ('{"a":1,"a":2}', '{"a": 12345678901234567890}', '{"a": 1e400}', '{"a": NaN}',
                  '{"a": 1} x', '{"a": 1,}', '{"a": "\\x"}', '{"a": "\\ud800"}',
                  '{"a": "\\udc00x"}', '{"a": "b\x01"}', '{"a\\n": 1}', '[01]', '[1.]',
                  '{"s": "<obj at 0x7fff1234>"}', '{"a": "' + "x" * 5000 + '"}',
                  "[" * 40 + "]" * 40, '{"a": "\u20ac"}', "\x0c[1]", '{"a" 1}', "[tru]"):
-        assert accel.sign_json_result(text, matcher.cache, matcher.classify, 4096) is None, \
-            text
+        assert _sign(accel, text) is None, text
+        assert _python_result(text) is not None
+
+
+def test_strings_read_8_bytes_at_a_time_get_the_walks_form(accel: ModuleType) -> None:
+    """Spaces, quotes, escapes, control and wide characters at every offset of a string, and
+    an object repr's address anywhere (a key too), as the walk of parsed values reads them."""
+    pieces = ("  ", " ", "\\\"", "\\n", "\\u00e9", "\u00e9", "\t", "x", "at 0x")
+    for piece in pieces:
+        for offset in range(20):
+            for tail in range(0, 12, 3):
+                for lead in ("", " "):
+                    body = lead + "a" * offset + piece + "b" * tail
+                    _assert_signed_as_walked(accel, '{"k": "' + body + '", "n": [0.5, -0.0]}')
+    for text in ('{"s": "<obj at 0x7fff1234>"}', '{"<a at 0x1234>": 1}',
+                 '{"a": {"b": ["ok", "<C at 0x7f3a5c1d>"]}}', '["x", "a at 0x12"]'):
+        assert _sign(accel, text) is None, text
         assert _python_result(text) is not None
 
 

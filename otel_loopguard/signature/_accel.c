@@ -18,6 +18,23 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <float.h>
+#include <stdint.h>
+
+/* The scans that read 8 characters at a time (SWAR) take them as one little-endian integer:
+ * its low byte first, the borrows of a subtraction running from a byte to the next one. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && defined(__GNUC__)
+#define SWAR 1
+#else
+#define SWAR 0
+#endif
+
+/* short_decimal needs doubles computed as doubles (SSE2, not x87's extended precision) */
+#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD == 0
+#define SHORT_DECIMALS 1
+#else
+#define SHORT_DECIMALS 0
+#endif
 
 #define C_DIGIT 1
 #define C_HEX 2   /* 0-9 a-f A-F */
@@ -26,6 +43,8 @@
 #define C_WRITTEN 16 /* not copied as it is into a JSON string: whitespace, '"', '\\', controls */
 #define C_STRING 32 /* ends a run of plain characters in a JSON text's string: a space, '"', '\\',
                        a control character, or a byte past ASCII */
+#define C_LETTER 64 /* A-Z a-z _: a word character that is not a digit */
+#define C_UNIT 128 /* m u n s h, either case: the letters an ASCII unit of a duration starts with */
 
 static unsigned char cls[256];
 
@@ -35,7 +54,10 @@ static void init_classes(void) {
     for (int c = 'A'; c <= 'Z'; c++) cls[c] |= C_WORD;
     for (int c = 'a'; c <= 'f'; c++) cls[c] |= C_HEX;
     for (int c = 'A'; c <= 'F'; c++) cls[c] |= C_HEX;
-    cls['_'] |= C_WORD;
+    cls['_'] |= C_WORD | C_LETTER;
+    for (int c = 'a'; c <= 'z'; c++) cls[c] |= C_LETTER;
+    for (int c = 'A'; c <= 'Z'; c++) cls[c] |= C_LETTER;
+    for (const char *u = "mnshuMNSHU"; *u; u++) cls[(unsigned char)*u] |= C_UNIT;
     for (int c = 0; c <= ' '; c++) cls[c] |= C_WRITTEN;
     cls['"'] |= C_WRITTEN;
     cls['\\'] |= C_WRITTEN;
@@ -249,16 +271,52 @@ static inline Py_ssize_t hex_run(const unsigned char *s, Py_ssize_t n, Py_ssize_
 
 /* Whether a token may start at the digit s[i] of ASCII text: what follows its digits allows
  * one of the pattern's alternatives (token_at decides). A date-time's 4 digits are followed by
- * '-', a time of day's 1 or 2 by ':', a duration's by '.', ',', a space or its unit's letter
- * (an address's 0 by x); a UUID or a hex id starts with 8 hex digits or more. */
+ * '-'; the other alternatives start a word: a time of day's 1 or 2 digits are followed by ':',
+ * a duration's by '.' or ',' and a digit, or by its unit's first letter (m u n s h) after at
+ * most one space, an address's 0 by x; a UUID or a hex id starts with 8 hex digits or more.
+ * Most numbers of a text (a line's number, a count) are none of these: token_at, which reads
+ * the text through its kind, is not called for them. */
 static inline int digit_may_start(const unsigned char *s, Py_ssize_t n, Py_ssize_t i) {
     Py_ssize_t d = i;
     while (d < n && (cls[s[d]] & C_DIGIT)) d++;
-    unsigned char next = d < n ? s[d] : 0;
-    if ((d - i == 4 && next == '-') || (d - i <= 2 && next == ':') || next == '.' || next == ','
-        || (cls[next] & C_SPACE) || (next >= 'a' && next <= 'z') || (next >= 'A' && next <= 'Z'))
+    unsigned char next = d < n ? s[d] : 0, after = d + 1 < n ? s[d + 1] : 0;
+    if (d - i == 4 && next == '-') return 1;
+    if (i > 0 && (cls[s[i - 1]] & C_WORD)) return 0; /* no \b before i */
+    if ((d - i <= 2 && next == ':') || (cls[next] & C_UNIT)
+        || ((next == '.' || next == ',') && (cls[after] & C_DIGIT))
+        || ((cls[next] & C_SPACE) && (cls[after] & C_UNIT))
+        || (d - i == 1 && s[i] == '0' && (next == 'x' || next == 'X')))
         return 1;
     return hex_run(s, n, i, 8) == 8;
+}
+
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+
+/* The high bit of each byte of x (8 ASCII characters) that is between lo and hi; the other
+ * bits 0. Each byte plus a constant below 0x80 stays below 0x100: no carry between bytes. */
+static inline uint64_t ascii_between(uint64_t x, unsigned char lo, unsigned char hi) {
+    const uint64_t ones = ONES;
+    return (x + ones * (0x80 - lo)) & ~(x + ones * (0x7F - hi)) & (ones * 0x80);
+}
+
+/* The index of the first byte (in memory order) whose high bit is set in mask (not 0). */
+static inline Py_ssize_t first_byte(uint64_t mask) {
+#if SWAR
+    return (Py_ssize_t)(__builtin_ctzll(mask) >> 3);
+#else
+    (void)mask; /* not called */
+    return 0;
+#endif
+}
+
+/* Whether the 8 ASCII characters at s are hex digits (a UUID's first group, a hex id's start). */
+static inline int hex8(const unsigned char *s) {
+    uint64_t x;
+    memcpy(&x, s, 8);
+    const uint64_t highs = HIGHS;
+    return (ascii_between(x, '0', '9') | ascii_between(x | 0x2020202020202020ULL, 'a', 'f'))
+           == highs;
 }
 
 /* True when the text has two words or more (a text of one word is not masked). */
@@ -268,6 +326,70 @@ static int several_words(const text_t *t) {
     return run_of(t, i, C_SPACE) < t->n;
 }
 
+/* The canonical form of ASCII text t (see canonical_text) written to w, which has room for
+ * t->n + 8 bytes; returns its length. One table lookup per character: runs of whitespace are
+ * skipped whole, and the letters after a word character are found first and copied in one go
+ * (8 bytes at a time: w has room past the form for the last copy). */
+static Py_ssize_t ascii_form(const text_t *t, unsigned char *w) {
+    const unsigned char *const s = t->data;
+    const Py_ssize_t n = t->n; /* locals: stores through w may alias anything else */
+    const int mask = several_words(t);
+    Py_ssize_t o = 0, i = 0;
+    while (i < n) {
+        unsigned char c = s[i], f = cls[c];
+        if (f & C_SPACE) {
+            do i++;
+            while (i < n && (cls[s[i]] & C_SPACE));
+            if (i < n && o > 0) w[o++] = ' '; /* between words only: the ends are trimmed */
+            continue;
+        }
+        /* A token starts at a digit, or at a hex letter that starts a word and is followed
+         * by 7 more (a UUID's first group; a hex id has 12): token_at tests that too, this
+         * spares the call for most words that start with a to f, and digit_may_start for
+         * most numbers. */
+        if (mask && ((f & C_DIGIT) ? digit_may_start(s, n, i)
+                     : ((f & C_HEX) && !(i > 0 && (cls[s[i - 1]] & C_WORD))
+                        && (SWAR ? i + 8 <= n && hex8(s + i) : hex_run(s, n, i, 8) == 8)))) {
+            Py_ssize_t e = token_at(t, i);
+            if (e > i) {
+                w[o++] = '#';
+                i = e;
+                continue;
+            }
+        }
+        w[o++] = c;
+        i++;
+        /* The letters that follow a word character, up to a space, a digit or anything
+         * else, start no token (a hex letter inside a word starts none): copied as they are.
+         * After any other character, the loop tests the next one. */
+        while (f & C_WORD) {
+            while (SWAR && i + 8 <= n) { /* 8 bytes at a time: copied, then how many are letters */
+                uint64_t x;
+                memcpy(&x, s + i, 8);
+                memcpy(w + o, &x, 8); /* w has room for 8 past the form */
+                uint64_t other = ~ascii_between(x | 0x2020202020202020ULL, 'a', 'z') & HIGHS;
+                if (other) {
+                    Py_ssize_t k = first_byte(other);
+                    i += k;
+                    o += k;
+                    break;
+                }
+                i += 8;
+                o += 8;
+            }
+            while (i < n && (cls[s[i]] & C_LETTER)) w[o++] = s[i++]; /* '_', the last bytes */
+            /* A space alone, then a word whose first letter starts no token (g to z, '_'): the
+             * space and the word are copied in the same run, most words of a text so. */
+            if (!(i + 1 < n && s[i] == ' ' && (cls[s[i + 1]] & (C_LETTER | C_HEX)) == C_LETTER))
+                break;
+            w[o++] = ' ';
+            w[o++] = s[i + 1];
+            i += 2;
+        }
+    }
+    return o;
+}
+
 static PyObject *canonical_text(PyObject *module, PyObject *arg) {
     (void)module;
     if (!PyUnicode_Check(arg)) {
@@ -275,50 +397,18 @@ static PyObject *canonical_text(PyObject *module, PyObject *arg) {
         return NULL;
     }
     text_t t = {PyUnicode_DATA(arg), PyUnicode_KIND(arg), PyUnicode_GET_LENGTH(arg)};
-    int mask = several_words(&t);
     int kind = t.kind;
-    void *out = PyMem_Malloc((size_t)(t.n > 0 ? t.n : 1) * (size_t)kind);
+    void *out = PyMem_Malloc((size_t)(t.n + 8) * (size_t)kind);
     if (out == NULL) return PyErr_NoMemory();
-    Py_ssize_t o = 0, i = 0;
-    int space = 0;
-    if (PyUnicode_IS_ASCII(arg)) { /* the same loop on bytes: one table lookup per character */
-        const unsigned char *const s = t.data;
-        unsigned char *const w = out;
-        const Py_ssize_t n = t.n; /* locals: stores through w may alias anything else */
-        while (i < n) {
-            unsigned char c = s[i], f = cls[c];
-            if (f & C_SPACE) {
-                space = 1;
-                i++;
-                continue;
-            }
-            if (space && o > 0) w[o++] = ' ';
-            space = 0;
-            /* A token starts at a digit, or at a hex letter that starts a word and is followed
-             * by 7 more (a UUID's first group; a hex id has 12): token_at tests that too, this
-             * spares the call for most words that start with a to f, and digit_may_start for
-             * most numbers. */
-            if (mask && ((f & C_DIGIT) ? digit_may_start(s, n, i)
-                         : ((f & C_HEX) && !(i > 0 && (cls[s[i - 1]] & C_WORD))
-                            && hex_run(s, n, i, 8) == 8))) {
-                Py_ssize_t e = token_at(&t, i);
-                if (e > i) {
-                    w[o++] = '#';
-                    i = e;
-                    continue;
-                }
-            }
-            w[o++] = c;
-            i++;
-            /* What follows up to a space, a digit or a hex letter after a non-word character
-             * starts no token: copied as it is. */
-            while (i < n) {
-                unsigned char g = cls[s[i]];
-                if ((g & (C_SPACE | C_DIGIT)) || ((g & C_HEX) && !(cls[s[i - 1]] & C_WORD))) break;
-                w[o++] = s[i++];
-            }
-        }
+    if (PyUnicode_IS_ASCII(arg)) {
+        Py_ssize_t o = ascii_form(&t, out);
+        PyObject *result = PyUnicode_New(o, 127);
+        if (result != NULL) memcpy(PyUnicode_1BYTE_DATA(result), out, (size_t)o);
+        PyMem_Free(out);
+        return result;
     }
+    int mask = several_words(&t), space = 0;
+    Py_ssize_t o = 0, i = 0;
     while (i < t.n) {
         Py_UCS4 c = ch(&t, i);
         if (char_is(c, C_SPACE)) {
@@ -363,22 +453,34 @@ static PyObject *canonical_text(PyObject *module, PyObject *arg) {
 #define MAX_DEPTH 32
 #define MAX_ITEMS 2048
 
+/* The text a walk writes: in the caller's stack array (BUF_STACK bytes, most texts) until it
+ * needs more, then on the heap (heap set). */
 typedef struct {
     char *data;
     Py_ssize_t len, cap;
+    int heap;
 } buf_t;
+
+#define BUF_STACK 4096
+#define BUF_ON(array) {array, 0, (Py_ssize_t)sizeof array, 0}
 
 static int grow(buf_t *b, Py_ssize_t more) {
     if (b->len + more <= b->cap) return 0;
     Py_ssize_t cap = b->cap * 2 + more + 64;
-    char *data = PyMem_Realloc(b->data, (size_t)cap);
+    char *data = b->heap ? PyMem_Realloc(b->data, (size_t)cap) : PyMem_Malloc((size_t)cap);
     if (data == NULL) {
         PyErr_NoMemory();
         return -1;
     }
+    if (!b->heap) memcpy(data, b->data, (size_t)b->len);
     b->data = data;
     b->cap = cap;
+    b->heap = 1;
     return 0;
+}
+
+static inline void buf_free(buf_t *b) {
+    if (b->heap) PyMem_Free(b->data);
 }
 
 static inline int put(buf_t *b, const char *s, Py_ssize_t n) {
@@ -401,6 +503,7 @@ typedef struct {
     Py_ssize_t max_chars;
     int result; /* mask the strings that are a whole date-time */
     int bail; /* set when the Python path must sign the value */
+    int addresses_later; /* " at 0x" is looked for in the whole text at the end, not per string */
 } walk_t;
 
 static inline int dig(const unsigned char *u, Py_ssize_t n, Py_ssize_t i, int count) {
@@ -511,6 +614,16 @@ static int plain_ascii(const unsigned char *u, Py_ssize_t n) {
     return 1;
 }
 
+/* Whether text[0:n] holds " at 0x" (an object repr's address, which the Python path masks).
+ * In canonical JSON text it can only be inside a string: a walk may look for it once in its
+ * whole text instead of in each string. */
+static int has_address(const char *text, Py_ssize_t n) {
+    for (const char *x = memchr(text, 'x', (size_t)n); x != NULL;
+         x = memchr(x + 1, 'x', (size_t)(text + n - x - 1)))
+        if (x - text >= 5 && memcmp(x - 5, " at 0x", 6) == 0) return 1;
+    return 0;
+}
+
 /* Write str as a quoted string in one pass: whitespace folded (" ".join(str.split())), '"' '\'
  * and control characters escaped, UTF-8; then a whole date-time of a result becomes
  * <datetime>, and a string holding " at 0x" stops the walk (the Python path masks addresses). */
@@ -558,12 +671,9 @@ static int put_span(walk_t *w, buf_t *b, const span_t *str) {
     }
     const unsigned char *content = out + start + 1;
     Py_ssize_t m = o - start - 1;
-    for (const unsigned char *x = memchr(content, 'x', (size_t)m); x != NULL;
-         x = memchr(x + 1, 'x', (size_t)(content + m - x - 1))) {
-        if (x - content >= 5 && memcmp(x - 5, " at 0x", 6) == 0) {
-            w->bail = 1;
-            return 0;
-        }
+    if (!w->addresses_later && has_address((const char *)content, m)) {
+        w->bail = 1;
+        return 0;
     }
     if (w->result && whole_datetime(content, m)) {
         memcpy(out + start, "\"<datetime>\"", 12);
@@ -765,6 +875,17 @@ static int put_value(walk_t *w, buf_t *b, PyObject *value, int depth) {
     return 0;
 }
 
+/* *out = the int bound (max_chars), as a Py_ssize_t: one past what a str's length can reach
+ * stands for itself (PY_SSIZE_T_MAX or MIN), as Python compares lengths with it. */
+static int bound_of(PyObject *value, Py_ssize_t *out) {
+    int overflow = 0;
+    long long bound = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (bound == -1 && PyErr_Occurred()) return -1;
+    *out = overflow > 0 || bound > PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX
+           : overflow < 0 || bound < PY_SSIZE_T_MIN ? PY_SSIZE_T_MIN : (Py_ssize_t)bound;
+    return 0;
+}
+
 static PyObject *canonical_json(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (nargs != 5) {
@@ -772,15 +893,15 @@ static PyObject *canonical_json(PyObject *module, PyObject *const *args, Py_ssiz
                                          "result) takes 5 arguments");
         return NULL;
     }
-    walk_t w = {args[1], args[2], PyLong_AsSsize_t(args[3]), PyObject_IsTrue(args[4]), 0};
-    if (w.max_chars == -1 && PyErr_Occurred()) return NULL;
+    walk_t w = {args[1], args[2], 0, PyObject_IsTrue(args[4]), 0, 0};
+    if (bound_of(args[3], &w.max_chars) < 0) return NULL;
     if (w.cache == Py_None) w.cache = NULL;
     if (w.cache != NULL && !PyDict_CheckExact(w.cache)) {
         PyErr_SetString(PyExc_TypeError, "canonical_json(): cache must be a dict or None");
         return NULL;
     }
-    buf_t b = {NULL, 0, 0};
-    if (grow(&b, 1024) < 0) return NULL;
+    char stack[BUF_STACK];
+    buf_t b = BUF_ON(stack);
     int rc = put_value(&w, &b, args[0], 0);
     PyObject *out = NULL;
     if (rc == 0) {
@@ -791,17 +912,17 @@ static PyObject *canonical_json(PyObject *module, PyObject *const *args, Py_ssiz
             out = PyUnicode_DecodeUTF8(b.data, b.len, "strict");
         }
     }
-    PyMem_Free(b.data);
+    buf_free(&b);
     return out;
 }
 
 /* ------------------------------------------------------------------------------------------ */
 /* A result's canonical text and facts straight from its JSON text, in one pass.
  *
- * sign_json_result(text, cache, classify, max_chars) reads a JSON object or array and writes
- * what orjson.loads followed by canonical_json(..., result=True) would write, without building
- * the Python objects: the volatile keys' members are checked and skipped, the others written
- * with their keys sorted. In the same pass it finds whether the result is empty (the rules of
+ * sign_result (below) reads a result's JSON object or array and writes what orjson.loads
+ * followed by canonical_json(..., result=True) would write, without building the Python
+ * objects: the volatile keys' members are checked and skipped, the others written with their
+ * keys sorted. In the same pass it finds whether the result is empty (the rules of
  * _results._is_empty, on the value without its volatile keys) and where the top-level members
  * that the result's other facts read (error, status, state...) are in the text, so that only
  * those are parsed in Python. Anything orjson would not read as this walk does (a syntax
@@ -822,12 +943,15 @@ typedef struct {
     int quiet;        /* inside a dropped member: read, write nothing, judge nothing */
     struct memo *memo; /* the classes of keys seen before, or NULL */
     PyObject *facts;  /* (key, start, end) of the top-level members the facts read */
+    PyObject *matcher; /* the VolatileMatcher: w.cache and w.classify are its own, fetched
+                          (new references) when the memo does not know a key */
 } parse_t;
 
 typedef struct {
     const unsigned char *key;
     Py_ssize_t len;
     Py_ssize_t from, to; /* its ',"key":value' in the output; from == -1: dropped */
+    int ascii, plain; /* as read_string found the key (span_t) */
 } member_t;
 
 /* --- the classes of keys, by their bytes ---
@@ -885,6 +1009,16 @@ static int class_of(parse_t *p, const unsigned char *b, Py_ssize_t n) {
                 return m->slot[j].cls;
         }
     }
+    if (p->w.cache == NULL) {
+        p->w.cache = PyObject_GetAttrString(p->matcher, "cache");
+        if (p->w.cache == NULL) return -1;
+        p->w.classify = PyObject_GetAttrString(p->matcher, "classify");
+        if (p->w.classify == NULL) return -1;
+        if (!PyDict_CheckExact(p->w.cache)) {
+            PyErr_SetString(PyExc_TypeError, "sign_result(): the matcher's cache is not a dict");
+            return -1;
+        }
+    }
     PyObject *key = PyUnicode_FromKindAndData(PyUnicode_1BYTE_KIND, b, n);
     if (key == NULL) return -1;
     int found = key_class(&p->w, key);
@@ -932,6 +1066,18 @@ static int hex4(const parse_t *p, Py_ssize_t i, Py_UCS4 *out) {
     return 1;
 }
 
+/* The high bit of each byte of x that is 0, and perhaps of some bytes above one that is 0
+ * (bytes 0x01 there): exact as to whether x has a 0 byte, and never missing one. */
+static inline uint64_t zero_bytes(uint64_t x) { return (x - ONES) & ~x & HIGHS; }
+
+/* The bytes of x that end a run of plain characters in a JSON string (the bytes of C_STRING
+ * but the space: '"', '\\', a control character, or a byte past ASCII), as zero_bytes marks
+ * them: the first one marked is the first one, and none is missed. */
+static inline uint64_t string_stops(uint64_t x) {
+    return zero_bytes(x ^ (ONES * '"')) | zero_bytes(x ^ (ONES * '\\'))
+           | ((x - ONES * 0x20) & ~x & HIGHS) | (x & HIGHS);
+}
+
 /* Read the string at p->i (its opening quote) into *s: the text itself when it has no escape,
  * else its characters decoded into p->scratch (valid until the next string is read). Returns
  * -1 on an error, 0 with w.bail set when orjson would not read it, 1 when read. */
@@ -940,6 +1086,21 @@ static int read_string(parse_t *p, span_t *out) {
     Py_ssize_t start = ++p->i, j = start, n = p->n;
     int escaped = 0, high = 0, plain = 1;
     while (1) {
+        /* 8 bytes at a time while none ends the run: two spaces in a row make it not plain */
+        while (SWAR && j + 8 <= n) {
+            uint64_t x;
+            memcpy(&x, s + j, 8);
+            uint64_t spaces = zero_bytes(x ^ (ONES * ' ')), stops = string_stops(x);
+            uint64_t doubled = spaces & ((spaces << 8) | (s[j - 1] == ' ' ? 0x80 : 0));
+            if (stops) { /* its first byte is the first that ends the run */
+                Py_ssize_t k = first_byte(stops);
+                if (doubled & ((1ULL << (8 * k)) - 1)) plain = 0;
+                j += k;
+                break;
+            }
+            if (doubled) plain = 0;
+            j += 8;
+        }
         while (j < n && !(cls[s[j]] & C_STRING)) j++;
         if (j >= n) goto bail;
         unsigned char c = s[j];
@@ -976,7 +1137,7 @@ static int read_string(parse_t *p, span_t *out) {
             goto bail;
         j += 2;
     }
-    if (j > start && s[j - 1] == ' ') plain = 0;
+    if (j > start && (s[j - 1] == ' ' || s[start] == ' ')) plain = 0;
     p->i = j + 1;
     if (!escaped) {
         out->data = s + start;
@@ -1049,6 +1210,10 @@ static int string_empty(const span_t *s) {
     while (a < z && stripped(PyUnicode_READ(s->kind, s->data, a))) a++;
     while (z > a && stripped(PyUnicode_READ(s->kind, s->data, z - 1))) z--;
     if (z - a > EMPTY_TEXT_MAX) return 0;
+    if (z > a) { /* every empty text starts with n, e, 0, '[' or '{' (lowered: | 0x20) */
+        Py_UCS4 first = PyUnicode_READ(s->kind, s->data, a) | 0x20;
+        if (first != 'n' && first != 'e' && first != '0' && first != '{') return 0;
+    }
     char low[EMPTY_TEXT_MAX];
     for (Py_ssize_t k = a; k < z; k++) {
         Py_UCS4 c = PyUnicode_READ(s->kind, s->data, k);
@@ -1061,17 +1226,43 @@ static int string_empty(const span_t *s) {
     return 0;
 }
 
-static const char *const fact_keys[] = {
-    "error", "status", "status_code", "statusCode", "code", "ok", "success", "message", "detail",
-    "error_message", "state", "phase", NULL};
+static const struct {
+    const char *key;
+    Py_ssize_t len;
+} fact_keys[] = {
+#define FACT(k) {k, sizeof k - 1}
+    FACT("error"), FACT("status"), FACT("status_code"), FACT("statusCode"), FACT("code"),
+    FACT("ok"), FACT("success"), FACT("message"), FACT("detail"), FACT("error_message"),
+    FACT("state"), FACT("phase"), {NULL, 0}};
+#undef FACT
 
 static int is_fact_key(const unsigned char *k, Py_ssize_t n) {
-    for (const char *const *t = fact_keys; *t; t++)
-        if ((Py_ssize_t)strlen(*t) == n && memcmp(*t, k, (size_t)n) == 0) return 1;
+    for (int t = 0; fact_keys[t].key; t++)
+        if (fact_keys[t].len == n && memcmp(fact_keys[t].key, k, (size_t)n) == 0) return 1;
     return 0;
 }
 
 static int parse_value(parse_t *p, buf_t *b, int depth, int in_mapping, int *empty);
+
+/* The double nearest the decimal u[0:n] (digits and one '.', 15 digits at most), without
+ * strtod: the digits as an integer and the power of ten are both exact doubles (below 2**53
+ * and 1e22), and IEEE division rounds their quotient correctly (Clinger's fast path). A
+ * result's scores and prices are such numbers. */
+static double short_decimal(const unsigned char *u, Py_ssize_t n) {
+    static const double tens[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+                                  1e11, 1e12, 1e13, 1e14, 1e15};
+    uint64_t digits = 0;
+    int fraction = 0, after = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (u[k] == '.') {
+            after = 1;
+            continue;
+        }
+        digits = digits * 10 + (uint64_t)(u[k] - '0');
+        fraction += after;
+    }
+    return (double)digits / tens[fraction];
+}
 
 /* A number, written as the walk writes what orjson reads: an integer in decimal (-0 as 0), a
  * float as its 64 bits. Integers of 19 digits or more, and floats that overflow, bail. */
@@ -1091,6 +1282,7 @@ static int parse_number(parse_t *p, buf_t *b, int in_mapping, int *empty) {
         if (!(at_(p, j) >= '0' && at_(p, j) <= '9')) goto bail;
         while (at_(p, j) >= '0' && at_(p, j) <= '9') j++;
     }
+    Py_ssize_t plain_end = j; /* where the digits and the fraction end */
     if (at_(p, j) == 'e' || at_(p, j) == 'E') {
         real = 1;
         j++;
@@ -1106,12 +1298,18 @@ static int parse_number(parse_t *p, buf_t *b, int in_mapping, int *empty) {
         if (p->quiet) return 0;
         return zero ? putc1(b, '0') : put(b, (const char *)s + start, j - start);
     }
-    char lit[64];
-    if (j - start >= (Py_ssize_t)sizeof lit) goto bail;
-    memcpy(lit, s + start, (size_t)(j - start));
-    lit[j - start] = 0;
-    double d = PyOS_string_to_double(lit, NULL, NULL);
-    if (d == -1.0 && PyErr_Occurred()) return -1;
+    double d;
+    if (SHORT_DECIMALS && plain_end == j && j - first <= 16) {
+        d = short_decimal(s + first, j - first);
+        if (first > start) d = -d; /* -0.0 too, as orjson reads it */
+    } else {
+        char lit[64];
+        if (j - start >= (Py_ssize_t)sizeof lit) goto bail;
+        memcpy(lit, s + start, (size_t)(j - start));
+        lit[j - start] = 0;
+        d = PyOS_string_to_double(lit, NULL, NULL);
+        if (d == -1.0 && PyErr_Occurred()) return -1;
+    }
     if (Py_IS_INFINITY(d)) goto bail; /* orjson: "number is infinity when parsed as double" */
     *empty = in_mapping && d == 0.0;
     return p->quiet ? 0 : put_float(b, d);
@@ -1182,7 +1380,8 @@ static int order_members(parse_t *p, buf_t *b, Py_ssize_t start, member_t *m, Py
     }
     if (!in_place) {
         Py_ssize_t size = b->len - start;
-        char *copy = PyMem_Malloc((size_t)size);
+        char stack[1024];
+        char *copy = size <= (Py_ssize_t)sizeof stack ? stack : PyMem_Malloc((size_t)size);
         if (copy == NULL) {
             PyErr_NoMemory();
             return -1;
@@ -1195,7 +1394,7 @@ static int order_members(parse_t *p, buf_t *b, Py_ssize_t start, member_t *m, Py
             memcpy(b->data + o, copy + (m[k].from - start), (size_t)len);
             o += len;
         }
-        PyMem_Free(copy);
+        if (copy != stack) PyMem_Free(copy);
     }
     b->data[start] = '{';
     return putc1(b, '}');
@@ -1214,8 +1413,7 @@ static int note_fact(parse_t *p, const member_t *m, Py_ssize_t start) {
 
 /* Write ',"key":' for a kept member. */
 static int put_key(parse_t *p, buf_t *b, const member_t *m) {
-    span_t k = {m->key, PyUnicode_1BYTE_KIND, 1, m->len};
-    for (Py_ssize_t j = 0; j < m->len && k.ascii; j++) k.ascii = m->key[j] < 0x80;
+    span_t k = {m->key, PyUnicode_1BYTE_KIND, m->ascii, m->len, m->plain};
     if (putc1(b, ',') < 0 || put_span(&p->w, b, &k) < 0) return -1;
     return p->w.bail ? 0 : putc1(b, ':');
 }
@@ -1277,6 +1475,8 @@ static int parse_object(parse_t *p, buf_t *b, int depth, int *empty) {
             }
             m[n].key = key.data;
             m[n].len = key.n;
+            m[n].ascii = key.ascii;
+            m[n].plain = key.plain;
             m[n].from = m[n].to = -1;
             if (++n > MAX_ITEMS) {
                 p->w.bail = 1;
@@ -1400,43 +1600,129 @@ static int parse_value(parse_t *p, buf_t *b, int depth, int in_mapping, int *emp
     return 0;
 }
 
-static PyObject *sign_json_result(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    (void)module;
-    if (nargs != 4 || !PyUnicode_Check(args[0]) || !PyDict_CheckExact(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "sign_json_result(text: str, cache: dict, classify, "
-                                         "max_chars: int) takes 4 arguments");
-        return NULL;
+/* ------------------------------------------------------------------------------------------ */
+/* A result's signature and facts in one call (otel_loopguard.signature._results.analyze_result).
+ *
+ * A str result is read here whole: a JSON object or array as above, plain ASCII text as
+ * canonical_text forms it; its digest is hexdigest (xxh3_64_hexdigest) of what the Python path
+ * hashes, and its ResultInfo is built here. What the Python path alone signs returns None. */
+
+static const char *const in_progress_words[] = {
+    "in progress", "in_progress", "pending", "processing", "queued", "running", "started",
+    "waiting", NULL};
+
+/* _results._in_progress of a plain-text form (ASCII, no leading whitespace): its first 40
+ * characters, lowered, start with one of the words. */
+static int text_in_progress(const unsigned char *form, Py_ssize_t n) {
+    for (const char *const *word = in_progress_words; *word; word++) {
+        Py_ssize_t len = (Py_ssize_t)strlen(*word), k = 0;
+        if (len > n) continue;
+        while (k < len && (form[k] >= 'A' && form[k] <= 'Z' ? form[k] + 32 : form[k])
+                              == (unsigned char)(*word)[k])
+            k++;
+        if (k == len) return 1;
     }
-    if (PyUnicode_KIND(args[0]) != PyUnicode_1BYTE_KIND) Py_RETURN_NONE; /* wider: Python */
-    parse_t p = {{args[1], args[2], PyLong_AsSsize_t(args[3]), 1, 0},
-                 PyUnicode_1BYTE_DATA(args[0]), PyUnicode_GET_LENGTH(args[0]), 0, NULL, 0, 0,
-                 memo_for(args[1]), NULL};
-    if (p.w.max_chars == -1 && PyErr_Occurred()) return NULL;
+    return 0;
+}
+
+/* ResultInfo(digest, None, in_progress, empty) with digest = hexdigest(data[0:n]). */
+static PyObject *result_info(PyObject *info_type, PyObject *hexdigest, const char *data,
+                             Py_ssize_t n, int in_progress, int empty) {
+    PyObject *raw = PyBytes_FromStringAndSize(data, n);
+    if (raw == NULL) return NULL;
+    PyObject *digest = PyObject_CallOneArg(hexdigest, raw);
+    Py_DECREF(raw);
+    if (digest == NULL) return NULL;
+    PyObject *call[4] = {digest, Py_None, in_progress ? Py_True : Py_False,
+                         empty ? Py_True : Py_False};
+    PyObject *info = PyObject_Vectorcall(info_type, call, 4, NULL);
+    Py_DECREF(digest);
+    return info;
+}
+
+#define TEXT_PREFIX "\0text:" /* what _results._text_info hashes before the form */
+#define TEXT_PREFIX_LEN 6
+
+static PyObject *sign_text(PyObject *text, Py_ssize_t max_chars, PyObject *info_type,
+                           PyObject *hexdigest) {
+    text_t t = {PyUnicode_DATA(text), PyUnicode_KIND(text), PyUnicode_GET_LENGTH(text)};
+    char stack[4096];
+    size_t size = (size_t)t.n + TEXT_PREFIX_LEN + 8;
+    char *buf = size <= sizeof stack ? stack : PyMem_Malloc(size);
+    if (buf == NULL) return PyErr_NoMemory();
+    memcpy(buf, TEXT_PREFIX, TEXT_PREFIX_LEN);
+    unsigned char *form = (unsigned char *)buf + TEXT_PREFIX_LEN;
+    Py_ssize_t n = ascii_form(&t, form);
+    span_t whole = {form, PyUnicode_1BYTE_KIND, 1, n, 0};
+    int facts = n <= max_chars; /* a longer text is not a short status */
+    PyObject *info = result_info(info_type, hexdigest, buf, n + TEXT_PREFIX_LEN,
+                                 facts && text_in_progress(form, n),
+                                 facts && string_empty(&whole));
+    if (buf != stack) PyMem_Free(buf);
+    return info;
+}
+
+/* The JSON object or array of text (one byte per character), or None; see the part above. */
+static PyObject *sign_json(PyObject *text, PyObject *matcher, Py_ssize_t max_chars,
+                           PyObject *info_type, PyObject *hexdigest) {
+    parse_t p = {{NULL, NULL, max_chars, 1, 0, 1}, PyUnicode_1BYTE_DATA(text),
+                 PyUnicode_GET_LENGTH(text), 0, NULL, 0, 0, memo_for(matcher), NULL, matcher};
     skip_ws(&p);
     unsigned char first = at_(&p, p.i);
     if (first != '{' && first != '[') Py_RETURN_NONE;
     p.facts = first == '{' ? PyList_New(0) : NULL;
     if (first == '{' && p.facts == NULL) return NULL;
-    buf_t b = {NULL, 0, 0};
+    char stack[BUF_STACK];
+    buf_t b = BUF_ON(stack);
     PyObject *out = NULL;
     int empty = 0;
     if (grow(&b, p.n + 64) == 0 && parse_value(&p, &b, 0, 0, &empty) == 0) {
         skip_ws(&p);
         if (p.i != p.n) p.w.bail = 1; /* orjson: "unexpected content after document" */
+        if (has_address(b.data, b.len)) p.w.bail = 1; /* the walk left this to the end */
         if (p.w.bail) {
             out = Py_None;
             Py_INCREF(out);
-        } else {
-            PyObject *facts = p.facts ? PyList_AsTuple(p.facts) : Py_None;
-            if (p.facts == NULL) Py_INCREF(facts);
-            if (facts != NULL)
-                out = Py_BuildValue("(y#NN)", b.data, b.len, PyBool_FromLong(empty), facts);
+        } else if (p.facts == NULL || PyList_GET_SIZE(p.facts) == 0) {
+            out = result_info(info_type, hexdigest, b.data, b.len, 0, empty);
+        } else { /* the facts' members: parsed in Python (_signed_info) */
+            PyObject *raw = PyBytes_FromStringAndSize(b.data, b.len);
+            PyObject *digest = raw == NULL ? NULL : PyObject_CallOneArg(hexdigest, raw);
+            Py_XDECREF(raw);
+            PyObject *facts = digest == NULL ? NULL : PyList_AsTuple(p.facts);
+            if (facts != NULL) out = Py_BuildValue("(OON)", digest, empty ? Py_True : Py_False,
+                                                   facts);
+            Py_XDECREF(digest);
         }
     }
     Py_XDECREF(p.facts);
-    PyMem_Free(b.data);
+    Py_XDECREF(p.w.cache);
+    Py_XDECREF(p.w.classify);
+    buf_free(&b);
     PyMem_Free(p.scratch);
     return out;
+}
+
+static PyObject *sign_result(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 5 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "sign_result(text: str, matcher, max_chars: int, "
+                                         "info_type, hexdigest) takes 5 arguments");
+        return NULL;
+    }
+    PyObject *text = args[0];
+    Py_ssize_t max_chars;
+    if (bound_of(args[2], &max_chars) < 0) return NULL;
+    if (PyUnicode_KIND(text) != PyUnicode_1BYTE_KIND) Py_RETURN_NONE; /* wider: Python */
+    const unsigned char *s = PyUnicode_1BYTE_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), i = 0;
+    while (i < n && s[i] < 128 && (cls[s[i]] & C_SPACE)) i++;
+    if (i < n && (s[i] == '{' || s[i] == '[')) /* as _json_text tells JSON text */
+        return (n + 15) / 16 <= max_chars /* n <= max_chars * 16, which may overflow */
+               ? sign_json(text, args[1], max_chars, args[3], args[4])
+               : (Py_INCREF(Py_None), Py_None);
+    if (!PyUnicode_IS_ASCII(text)) Py_RETURN_NONE;
+    return sign_text(text, max_chars, args[3], args[4]);
 }
 
 static PyMethodDef methods[] = {
@@ -1446,10 +1732,10 @@ static PyMethodDef methods[] = {
      "canonical_json(value, cache, classify, max_chars, result) -> str | None: the canonical "
      "text of parsed JSON, its volatile keys (cache not None) deleted in place; None when the "
      "Python path must sign it."},
-    {"sign_json_result", (PyCFunction)(void (*)(void))sign_json_result, METH_FASTCALL,
-     "sign_json_result(text, cache, classify, max_chars) -> (bytes, bool, tuple | None) | None: "
-     "a JSON result's canonical text (UTF-8), whether it is empty, and (key, start, end) of its "
-     "top-level fact members (None for an array); None when the Python path must sign it."},
+    {"sign_result", (PyCFunction)(void (*)(void))sign_result, METH_FASTCALL,
+     "sign_result(text, matcher, max_chars, info_type, hexdigest) -> ResultInfo | tuple | None: "
+     "a str result's ResultInfo, or (digest, empty, ((key, start, end), ...)) when the facts "
+     "of a JSON object's members must be read in Python; None when Python must sign it."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {

@@ -59,11 +59,12 @@ def analyze_result(
 ) -> ResultInfo:
     """Return the signature and structured facts of a tool result; never raises."""
     try:
-        text = _json_text(result, max_value_chars)
-        if text is not None and _SIGN is not None:
-            signed = _SIGN(text, volatile.cache, volatile.classify, max_value_chars)
+        if _SIGN is not None and type(result) is str:  # most results: read whole in C
+            signed = _SIGN(result, volatile, max_value_chars, ResultInfo, _xxh3_hex)
             if signed is not None:
-                return _signed_info(text, signed, volatile)
+                return signed if isinstance(signed, ResultInfo) else \
+                    _signed_info(result, signed, volatile)
+        text = _json_text(result, max_value_chars)
         fast = _fast_json(text, volatile, max_value_chars) if text is not None else _NOT_JSON
         if isinstance(fast, tuple):
             return _result_info(*fast)
@@ -86,32 +87,32 @@ def analyze_result(
     )
 
 
-_SIGN: Final[Callable[[str, dict[str, int], Callable[[str], int], int],
-                      tuple[bytes, bool, tuple[tuple[str, int, int], ...] | None] | None]
-              | None] = NATIVE.sign_json_result if NATIVE is not None else None
-"""The C reading of a JSON result (``_accel.c``): its canonical text (UTF-8) as ``_fast_json``
-gives it, whether it is empty, and where its top-level members that the other facts read are;
-None where the result needs the Python path."""
+_SIGN: Final[Callable[[str, VolatileMatcher, int, type[ResultInfo], Callable[[bytes], str]],
+                      ResultInfo | tuple[str, bool, tuple[tuple[str, int, int], ...]] | None]
+              | None] = NATIVE.sign_result if NATIVE is not None else None
+"""The C reading of a str result (``_accel.c``): a JSON object or array (its canonical text as
+``_fast_json`` gives it) or plain ASCII text (``_text_info``'s form), hashed and made into its
+ResultInfo in one call; for a JSON object with members that the error and in-progress facts
+read, (digest, empty, where those members are) instead; None where the result needs the Python
+path."""
 
 
-def _signed_info(text: str, signed: tuple[bytes, bool, tuple[tuple[str, int, int], ...] | None],
+def _signed_info(text: str, signed: tuple[str, bool, tuple[tuple[str, int, int], ...]],
                  volatile: VolatileMatcher) -> ResultInfo:
-    """Return the ResultInfo of a result the C reading signed: only its fact members parsed.
+    """Return the ResultInfo of a JSON object the C reading signed: only its fact members parsed.
 
     The error and in-progress facts read only the members named in ``_ERROR_KEYS``,
     ``_STATE_KEYS`` and their messages, so a mapping of those alone (their values stripped of
     volatile keys, as the whole result's are) gives the same facts as the whole result.
     """
-    canonical, empty, members = signed
-    if not members:
-        return ResultInfo(digest=_xxh3_hex(canonical), empty=empty)
+    sig, empty, members = signed
     values: dict[str, Any] = {}
     for key, start, end in members:
         value = orjson.loads(text[start:end])
         if type(value) is dict or type(value) is list:
             volatile.strip(value)
         values[key] = value
-    return ResultInfo(digest=_xxh3_hex(canonical), error=_structured_error(values),
+    return ResultInfo(digest=sig, error=_structured_error(values),
                       in_progress=_in_progress(values), empty=empty)
 
 
