@@ -33,6 +33,7 @@ from otel_loopguard import (
     make_default_detectors,
 )
 from otel_loopguard.detectors import NearDuplicateDetector, RepeatDetector, RereadDetector
+from otel_loopguard.detectors._step import CountingWindow
 from otel_loopguard.detectors.cycle import PeriodMatcher
 from otel_loopguard.detectors.failure import classify_error
 
@@ -238,6 +239,27 @@ class TestPeriodMatcherReference:
             for min_period in (1, 2):
                 assert matcher.period(min_period) == self._reference(
                     sequence[:i + 1], max_period, min_period)
+
+
+class TestCountingWindowReference:
+    """CountingWindow (which drops old occurrences lazily) agrees with a brute-force window."""
+
+    @given(st.lists(st.tuples(st.sampled_from("abcd"), st.integers(1, 4)), max_size=80),
+           st.sampled_from([1, 2, 3, 6, 12]))
+    def test_matches_the_reference(self, pushes: list[tuple[str, int]], size: int) -> None:
+        """Positions advance by 1 to 4 (calls that push nothing); copies evolve on their own."""
+        window, index, seen = CountingWindow(size), 0, []
+        for key, step in pushes:
+            index += step
+            seen.append((key, index))
+            if index % 3 == 0:  # a copy, and a copy of one key, answer as the window would
+                expected = [(i, f"s{i}") for k, i in seen if k == key and i > index - size]
+                assert window.copy().push(key, index, f"s{index}") == expected
+                assert window.only(key).push(key, index, f"s{index}") == expected
+            found = window.push(key, index, f"s{index}")
+            assert found == [(i, f"s{i}") for k, i in seen if k == key and i > index - size]
+        stored = sum(len(occurrences) for occurrences in window._members.values())
+        assert stored <= 2 * size  # bounded, however many keys came and went
 
 
 class TestResultCache:
