@@ -149,7 +149,7 @@ class RunState:
     __slots__ = ("calls", "explicit_handoffs", "failed", "handoff_state", "handoffs", "highest",
                  "hinted", "idle_state", "in_flight", "last_agent", "last_end_ns", "last_turn",
                  "lock", "mutation_failed", "mutations", "notifying", "outcomes", "results",
-                 "states", "stopped", "template", "version", "waste")
+                 "states", "stopped", "template", "version", "waste", "world")
 
     def __init__(self, states: tuple[Any, ...], handoff_state: Any,
                  idle_state: Any = None) -> None:
@@ -173,6 +173,8 @@ class RunState:
         """Call signature → its latest outcome, for ``precheck`` and ``NO_EFFECT`` (bounded)."""
         self.version = 0
         """The world version: distinct successful state changes seen (see ``make_step``)."""
+        self.world = ""
+        """``in_world``'s suffix for ``version`` (``@3``; ``""`` for 0), made once per change."""
         self.mutations: dict[str, None] | frozenset[str] = _NO_MUTATIONS
         """The (call, result) keys of the successful mutations behind ``version`` (bounded;
         a shared empty set until the first one)."""
@@ -610,8 +612,8 @@ class LoopEngine:
         # run before a mutating call failed, so until then it is not looked for (see Step.target)
         target = self._target(tool, kind, error, args, call.arguments) \
             if error is not None or run.mutation_failed else None
-        if version:  # in_world, inline: two keys per call
-            world = "@" + str(version)
+        world = run.world  # in_world, inline: two keys per call
+        if world:
             pair, call_key = outcome + world, call_sig + world
         else:
             pair, call_key = outcome, call_sig
@@ -656,6 +658,7 @@ class LoopEngine:
         if len(mutations) > _MAX_MUTATIONS:
             del mutations[next(iter(mutations))]
         run.version += 1
+        run.world = "@" + str(run.version)
         return run.version
 
     @classmethod
