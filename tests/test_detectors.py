@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -239,6 +240,18 @@ class TestPeriodMatcherReference:
             for min_period in (1, 2):
                 assert matcher.period(min_period) == self._reference(
                     sequence[:i + 1], max_period, min_period)
+
+    @given(st.lists(st.tuples(st.sampled_from("abcd"), st.booleans()), max_size=60),
+           st.sampled_from([2, 3, 5, 8]))
+    def test_counts_follow_the_kept_keys(self, pushes: list[tuple[str, bool]],
+                                         max_period: int) -> None:
+        """The per-key counts that answer ``push`` match the kept keys, batches replaced too."""
+        matcher = PeriodMatcher(max_period, max(1, max_period - 2))
+        for key, replace in pushes:
+            kept = list(matcher._keys)
+            seen = (matcher.replace_last(key) if replace else matcher.push(key))
+            assert seen == (key in (kept[:-1] if replace and kept else kept))
+            assert matcher._counts == Counter(matcher._keys)
 
 
 class TestCountingWindowReference:
