@@ -390,6 +390,21 @@ class TestFailureDetector:
         """Exception type names of permanent errors classify as permanent."""
         assert classify_error(text)[0] == "permanent"
 
+    def test_a_subclass_sees_every_success(self) -> None:
+        """The engine spares the built-in class successes before a failure, not a subclass."""
+        from otel_loopguard.detectors import FailureDetector
+
+        class Counting(FailureDetector):
+            seen = 0
+
+            def observe(self, state: Any, step: Any) -> Evidence | None:
+                Counting.seen += 1
+                return super().observe(state, step)
+
+        engine = LoopEngine(detectors=[Counting()])
+        _run([_call("get", {"id": i}, "ok") for i in range(4)], engine=engine)
+        assert Counting.seen == 4
+
     def test_success_resets(self) -> None:
         """A success of the tool resets its failures."""
         fail, ok = _call("fetch", {"id": 1}, error="HTTP 429"), _call("fetch", {"id": 1}, "ok")
