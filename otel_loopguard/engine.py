@@ -18,7 +18,11 @@ from otel_loopguard.detectors import HandoffDetector, make_default_detectors
 from otel_loopguard.detectors._base import DetectorBase
 from otel_loopguard.detectors._step import Step, in_world
 from otel_loopguard.detectors.budget import BudgetDetector
-from otel_loopguard.detectors.failure import classify_error
+from otel_loopguard.detectors.failure import (
+    FailureDetector,
+    MutatingFailureDetector,
+    classify_error,
+)
 from otel_loopguard.detectors.idle import IdleTurnsDetector
 from otel_loopguard.exceptions import LoopGuardError
 from otel_loopguard.kinds import CallKindClassifier, tool_base_name
@@ -81,6 +85,8 @@ _RUNNING_RESULT: Final = digest("\x00running")
 the same for every identical call, as a loop's repeated answers are."""
 
 
+_FAILURE_CLASSES: Final = (FailureDetector, MutatingFailureDetector)
+"""The built-in detectors that a success changes only after a failure (``_unfailed``)."""
 _MAX_IN_FLIGHT: Final = 1024
 """Guarded calls a run counts as running at once; past it the oldest is forgotten."""
 
@@ -140,10 +146,10 @@ versions in a row the call got it (``Step.unchanged``), and the latest of them."
 class RunState:
     """Everything the engine remembers about one run. Bounded; guarded by ``lock``."""
 
-    __slots__ = ("calls", "explicit_handoffs", "handoff_state", "handoffs", "highest", "hinted",
-                 "idle_state", "in_flight", "last_agent", "last_end_ns", "last_turn", "lock",
-                 "mutation_failed", "mutations", "notifying", "outcomes", "results", "states",
-                 "stopped", "template", "version", "waste")
+    __slots__ = ("calls", "explicit_handoffs", "failed", "handoff_state", "handoffs", "highest",
+                 "hinted", "idle_state", "in_flight", "last_agent", "last_end_ns", "last_turn",
+                 "lock", "mutation_failed", "mutations", "notifying", "outcomes", "results",
+                 "states", "stopped", "template", "version", "waste", "world")
 
     def __init__(self, states: tuple[Any, ...], handoff_state: Any,
                  idle_state: Any = None) -> None:
@@ -167,6 +173,8 @@ class RunState:
         """Call signature → its latest outcome, for ``precheck`` and ``NO_EFFECT`` (bounded)."""
         self.version = 0
         """The world version: distinct successful state changes seen (see ``make_step``)."""
+        self.world = ""
+        """``in_world``'s suffix for ``version`` (``@3``; ``""`` for 0), made once per change."""
         self.mutations: dict[str, None] | frozenset[str] = _NO_MUTATIONS
         """The (call, result) keys of the successful mutations behind ``version`` (bounded;
         a shared empty set until the first one)."""
@@ -183,6 +191,9 @@ class RunState:
         self.mutation_failed = False
         """A mutating call of the run has failed: its successes may end a failure streak, so
         their targets are worth finding (``LoopEngine._target``)."""
+        self.failed = False
+        """A call of the run has failed: until then the failure detectors have nothing a
+        success could reset (``LoopEngine._unfailed``)."""
 
     def in_callback(self) -> bool:
         """Return True on the thread that is running ``on_decision`` for this run.
@@ -199,6 +210,10 @@ _RESET_SLOTS: Final = tuple(n for n in RunState.__slots__
 run's template (which says what the run is, not what it has seen)."""
 _MODEL: Final = ""
 """The ``tool`` of a decision on a model turn (no tool call triggered it)."""
+_CONTINUE: Final = Action.CONTINUE
+"""The action of a healthy call, looked up once: ``Action.CONTINUE`` goes through the enum
+metaclass's ``__getattr__`` hook on every read (about 1,000 instructions, a sixtieth of a
+healthy call's own work)."""
 
 
 class LoopEngine:
@@ -249,6 +264,12 @@ class LoopEngine:
                            for kind in _CALL_KINDS}
         """Call kind → the detectors that look at a call of that kind, with their state's
         index: a detector that ignores the kind (``observed_kinds``) is not called for it."""
+        self._unfailed = {kind: tuple(entry for entry in observing
+                                      if type(self.detectors[entry[1]]) not in _FAILURE_CLASSES)
+                          for kind, observing in self._observing.items()}
+        """``_observing`` for a run none of whose calls has failed: without the built-in
+        failure detectors, which count failures and on a success only forget the tool's or
+        the target's (none yet). Their exact classes: a subclass may look at successes."""
         self._forks = tuple(getattr(detector, "fork", None) or _deep_fork
                             for detector in self.detectors)
         self._whole_forks = tuple(
@@ -323,7 +344,8 @@ class LoopEngine:
                 and step.error is None and (step.has_result or step.kind == "mutating"):
             self.handoffs.progress(run.handoff_state)  # something done: no ping-pong
         states = run.states
-        for observe, index in self._observing.get(step.kind, self._all_observing):
+        observing = self._observing if run.failed else self._unfailed
+        for observe, index in observing.get(step.kind, self._all_observing):
             found = observe(states[index], step)
             if found is not None:
                 evidence.append(found)
@@ -331,7 +353,7 @@ class LoopEngine:
             # the common case, as Policy.decide and _finish would conclude it
             if waste.looping:
                 waste.called(call, step.kind, False, repeat)
-            return Decision(Action.CONTINUE, "OK", (), "", step.index, step.tool, step.span_id)
+            return Decision(_CONTINUE, "OK", (), "", step.index, step.tool, step.span_id)
         decision = self._finish(run, evidence, step.tool, step.index, step.span_id)
         if evidence or waste.looping:
             waste.called(call, step.kind, is_loop_finding(decision.action, evidence), repeat)
@@ -523,7 +545,7 @@ class LoopEngine:
         found = idle.observe_turn(run.idle_state, turn, run.calls + run.handoffs) \
             if idle is not None else None
         if found is None:  # a model turn cannot be blocked: a stop is not repeated on it
-            return Decision(Action.CONTINUE, "OK", (), "", run.calls, _MODEL, turn.span_id)
+            return Decision(_CONTINUE, "OK", (), "", run.calls, _MODEL, turn.span_id)
         return self._finish(run, [found], _MODEL, run.calls, turn.span_id)
 
     def set_template(self, run: RunState, template: str | None) -> None:
@@ -558,7 +580,7 @@ class LoopEngine:
         info = self._result_info(run, call.result) if has_result else _NO_RESULT
         if self.result_signature is not None and has_result:
             info = self._custom_result_info(tool, call.result, info)
-        error, error_class, reason = self._failure(call, info) \
+        error, error_class, reason = self._failure(run, call, info) \
             if call.error or info.error is not None else _NO_FAILURE
         if turn is not None:  # a new model turn starts a new batch
             new_batch, run.last_turn = turn != run.last_turn, turn
@@ -590,8 +612,8 @@ class LoopEngine:
         # run before a mutating call failed, so until then it is not looked for (see Step.target)
         target = self._target(tool, kind, error, args, call.arguments) \
             if error is not None or run.mutation_failed else None
-        if version:  # in_world, inline: two keys per call
-            world = "@" + str(version)
+        world = run.world  # in_world, inline: two keys per call
+        if world:
             pair, call_key = outcome + world, call_sig + world
         else:
             pair, call_key = outcome, call_sig
@@ -636,6 +658,7 @@ class LoopEngine:
         if len(mutations) > _MAX_MUTATIONS:
             del mutations[next(iter(mutations))]
         run.version += 1
+        run.world = "@" + str(run.version)
         return run.version
 
     @classmethod
@@ -754,8 +777,12 @@ class LoopEngine:
             return None, "\x00unsignable:" + type(exc).__name__
 
     @staticmethod
-    def _failure(call: ToolCall, info: ResultInfo) -> tuple[str, str, str]:
-        """Return a failed call's error text (numbers and dates masked), class and reason."""
+    def _failure(run: RunState, call: ToolCall, info: ResultInfo) -> tuple[str, str, str]:
+        """Return a failed call's error text (numbers and dates masked), class and reason.
+
+        Marks ``run`` as having a failure (``RunState.failed``).
+        """
+        run.failed = True
         if call.error:
             text = call.error_message or (str(call.result)[:500] if call.has_result else "") or \
                 "error"

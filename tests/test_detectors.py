@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,6 +34,7 @@ from otel_loopguard import (
     make_default_detectors,
 )
 from otel_loopguard.detectors import NearDuplicateDetector, RepeatDetector, RereadDetector
+from otel_loopguard.detectors._step import CountingWindow
 from otel_loopguard.detectors.cycle import PeriodMatcher
 from otel_loopguard.detectors.failure import classify_error
 
@@ -239,6 +241,39 @@ class TestPeriodMatcherReference:
                 assert matcher.period(min_period) == self._reference(
                     sequence[:i + 1], max_period, min_period)
 
+    @given(st.lists(st.tuples(st.sampled_from("abcd"), st.booleans()), max_size=60),
+           st.sampled_from([2, 3, 5, 8]))
+    def test_counts_follow_the_kept_keys(self, pushes: list[tuple[str, bool]],
+                                         max_period: int) -> None:
+        """The per-key counts that answer ``push`` match the kept keys, batches replaced too."""
+        matcher = PeriodMatcher(max_period, max(1, max_period - 2))
+        for key, replace in pushes:
+            kept = list(matcher._keys)
+            seen = (matcher.replace_last(key) if replace else matcher.push(key))
+            assert seen == (key in (kept[:-1] if replace and kept else kept))
+            assert matcher._counts == Counter(matcher._keys)
+
+
+class TestCountingWindowReference:
+    """CountingWindow (which drops old occurrences lazily) agrees with a brute-force window."""
+
+    @given(st.lists(st.tuples(st.sampled_from("abcd"), st.integers(1, 4)), max_size=80),
+           st.sampled_from([1, 2, 3, 6, 12]))
+    def test_matches_the_reference(self, pushes: list[tuple[str, int]], size: int) -> None:
+        """Positions advance by 1 to 4 (calls that push nothing); copies evolve on their own."""
+        window, index, seen = CountingWindow(size), 0, []
+        for key, step in pushes:
+            index += step
+            seen.append((key, index))
+            if index % 3 == 0:  # a copy, and a copy of one key, answer as the window would
+                expected = [(i, f"s{i}") for k, i in seen if k == key and i > index - size]
+                assert window.copy().push(key, index, f"s{index}") == expected
+                assert window.only(key).push(key, index, f"s{index}") == expected
+            found = window.push(key, index, f"s{index}")
+            assert found == [(i, f"s{i}") for k, i in seen if k == key and i > index - size]
+        stored = sum(len(occurrences) for occurrences in window._members.values())
+        assert stored <= 2 * size  # bounded, however many keys came and went
+
 
 class TestResultCache:
     """A run reuses the analysis of its recent result texts, bounded by ``cycle_max_length``."""
@@ -354,6 +389,21 @@ class TestFailureDetector:
     def test_exception_type_names(self, text: str) -> None:
         """Exception type names of permanent errors classify as permanent."""
         assert classify_error(text)[0] == "permanent"
+
+    def test_a_subclass_sees_every_success(self) -> None:
+        """The engine spares the built-in class successes before a failure, not a subclass."""
+        from otel_loopguard.detectors import FailureDetector
+
+        class Counting(FailureDetector):
+            seen = 0
+
+            def observe(self, state: Any, step: Any) -> Evidence | None:
+                Counting.seen += 1
+                return super().observe(state, step)
+
+        engine = LoopEngine(detectors=[Counting()])
+        _run([_call("get", {"id": i}, "ok") for i in range(4)], engine=engine)
+        assert Counting.seen == 4
 
     def test_success_resets(self) -> None:
         """A success of the tool resets its failures."""

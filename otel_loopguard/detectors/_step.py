@@ -89,16 +89,21 @@ class Step:
 class CountingWindow:
     """The keys of the last ``size`` calls with, per key, the (index, span id) of each occurrence.
 
+    Occurrences that left the window are dropped lazily: a key's own when it comes again, and
+    every key's once per ``size`` positions (``_expire``), so a push of a new key touches no
+    other key, and the window holds at most ``2 * size`` occurrences.
+
     Not thread-safe: used under the run's lock. Memory is O(size).
     """
 
-    __slots__ = ("_members", "_order", "_size")
+    __slots__ = ("_expiry", "_members", "_size")
 
     def __init__(self, size: int) -> None:
         """Create an empty window of ``size`` entries."""
-        self._order: list[str] = []  # a short list: far smaller than a deque per run
         self._size = size
         self._members: dict[str, list[tuple[int, str]]] = {}  # lists: far smaller than deques
+        self._expiry = size
+        """The position at which the next push first drops every key's old occurrences."""
 
     def push(self, key: str, index: int, span_id: str) -> list[tuple[int, str]]:
         """Add an occurrence and return every occurrence of ``key`` still in the window.
@@ -106,28 +111,34 @@ class CountingWindow:
         ``index`` is the call's position in the run: the window is the last ``size`` positions,
         so a call that takes part in no key needs no entry (positions stay aligned).
         """
-        order, members = self._order, self._members
-        limit = index - self._size
-        while order:
-            oldest = members[order[0]]
-            if oldest[0][0] > limit:  # the oldest entry's position is still in the window
-                break
-            del oldest[0]
-            if not oldest:
-                del members[order[0]]
-            del order[0]
-        order.append(key)
-        occurrences = members.get(key)
+        if index >= self._expiry:
+            self._expire(index)
+        occurrences = self._members.get(key)
         if occurrences is None:
-            occurrences = members[key] = []
+            occurrences = self._members[key] = [(index, span_id)]
+            return occurrences
+        limit = index - self._size
+        while occurrences and occurrences[0][0] <= limit:  # left the window
+            del occurrences[0]
         occurrences.append((index, span_id))
         return occurrences
+
+    def _expire(self, index: int) -> None:
+        """Drop the occurrences that left the window before position ``index``, of every key."""
+        limit = index - self._size
+        kept = {}
+        for key, occurrences in self._members.items():
+            if occurrences[-1][0] > limit:
+                kept[key] = [item for item in occurrences if item[0] > limit] \
+                    if occurrences[0][0] <= limit else occurrences
+        self._members = kept
+        self._expiry = index + self._size
 
     def copy(self) -> CountingWindow:
         """Return an independent copy (``push`` on it leaves this window as it is)."""
         other = CountingWindow(self._size)
-        other._order = self._order.copy()
         other._members = {key: occ.copy() for key, occ in self._members.items()}
+        other._expiry = self._expiry
         return other
 
     def only(self, key: str) -> CountingWindow:
@@ -139,6 +150,6 @@ class CountingWindow:
         other = CountingWindow(self._size)
         occurrences = self._members.get(key)
         if occurrences:
-            other._order = [key] * len(occurrences)
             other._members = {key: occurrences.copy()}
+        other._expiry = self._expiry
         return other

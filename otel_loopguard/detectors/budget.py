@@ -32,9 +32,6 @@ class _Limits:
     per_tool: bool
     """True when some tool may have a per-tool budget (else those are never looked up)."""
     by_time: bool
-    floor: float
-    """The fewest steps (tool calls plus model turns) at which a budget of calls or steps is
-    reached: below it, with no per-tool budget, no counted budget is looked at."""
 
     @classmethod
     def of(cls, values: Mapping[str, Any], tool_budgets: bool) -> _Limits:
@@ -42,19 +39,16 @@ class _Limits:
         per_tool = tool_budgets or any(values[name] is not None for name in _PER_TOOL)
         by_time = (values["max_run_seconds_warn"] is not None
                    or values["max_run_seconds_stop"] is not None)
-        counted = [values[name] for name in ("max_tool_calls_warn", "max_tool_calls_stop",
-                                             "max_steps_warn", "max_steps_stop")]
-        floor = min((limit for limit in counted if limit is not None), default=math.inf)
         return cls(values["max_tool_calls_warn"], values["max_tool_calls_stop"],
                    values["max_calls_per_tool_warn"], values["max_calls_per_tool_stop"],
                    values["max_steps_warn"], values["max_steps_stop"],
                    values["max_run_seconds_warn"], values["max_run_seconds_stop"],
-                   per_tool, by_time, floor)
+                   per_tool, by_time)
 
 
 class _BudgetState:
-    __slots__ = ("calls", "calls_warned", "limits", "per_tool", "seconds_warned", "started_ns",
-                 "steps_warned")
+    __slots__ = ("calls", "calls_floor", "calls_warned", "limits", "per_tool", "seconds_warned",
+                 "started_ns", "steps_floor", "steps_warned")
 
     def __init__(self, limits: _Limits) -> None:
         self.calls = 0
@@ -64,6 +58,32 @@ class _BudgetState:
         # the warn limit each budget last warned at: a warn fires once, and once more only
         # when the run's prompt template raises that limit later in the run
         self.calls_warned = self.steps_warned = self.seconds_warned = -1.0
+        self.calls_floor = self.steps_floor = 0.0
+        """The fewest tool calls, and steps, at which a counted budget can still fire: below
+        both, ``observe`` looks at none (``refloor``)."""
+        self.refloor()
+
+    def refloor(self) -> None:
+        """Recompute the floors from the limits and the warns already given.
+
+        A stop fires on every call past it; a warn only until it has fired at its limit. With
+        a per-tool budget the floors are 0: every call may reach one.
+        """
+        limits = self.limits
+        if limits.per_tool:
+            self.calls_floor = self.steps_floor = 0.0
+            return
+        self.calls_floor = _lowest(limits.max_tool_calls_stop, limits.max_tool_calls_warn,
+                                   self.calls_warned)
+        self.steps_floor = _lowest(limits.max_steps_stop, limits.max_steps_warn,
+                                   self.steps_warned)
+
+
+def _lowest(stop: int | None, warn: int | None, warned: float) -> float:
+    """Return the lowest count at which ``stop``, or ``warn`` not yet fired, is reached."""
+    found = [limit for limit in (stop, warn if warn is None or warn > warned else None)
+             if limit is not None]
+    return min(found, default=math.inf)
 
 
 class BudgetDetector(DetectorBase):
@@ -100,6 +120,7 @@ class BudgetDetector(DetectorBase):
         """Apply the budgets of prompt template ``template`` to the run (global if none)."""
         table = self.config.template_table(template)
         state.limits = self._default if table is None else self._templates[table]
+        state.refloor()
 
     def observe(self, state: _BudgetState, step: Step) -> Evidence | None:
         """Count the call and compare every budget (a stop wins over a warn)."""
@@ -110,7 +131,7 @@ class BudgetDetector(DetectorBase):
         if step.kind == "exempt":
             return None
         limits, calls = state.limits, state.calls
-        quiet = calls < limits.floor and calls + step.turns < limits.floor and not limits.per_tool
+        quiet = calls < state.calls_floor and calls + step.turns < state.steps_floor
         found = None if quiet else self._counted(step, state, per_tool)
         if not limits.by_time or (found is not None and found.action is Action.STOP):
             return found
@@ -151,12 +172,14 @@ class BudgetDetector(DetectorBase):
         warn = limits.max_tool_calls_warn
         if warn is not None and calls >= warn > state.calls_warned:
             state.calls_warned = warn
+            state.refloor()
             return self._hit(step, "run", calls, warn, Action.WARN)
         if tool_warn is not None and per_tool == tool_warn:
             return self._hit(step, "tool", per_tool, tool_warn, Action.WARN)
         warn = limits.max_steps_warn
         if warn is not None and steps >= warn > state.steps_warned:
             state.steps_warned = warn
+            state.refloor()
             return self._hit(step, "steps", steps, warn, Action.WARN)
         return None
 

@@ -9,6 +9,7 @@ block that come back with a few other steps between them (``A B C x A B C y A B 
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any, ClassVar, Final
 
 from otel_loopguard.config import LoopGuardConfig
@@ -32,8 +33,8 @@ class PeriodMatcher:
     Not thread-safe: used under the run's lock. Memory is O(max_period).
     """
 
-    __slots__ = ("_chains", "_history", "_keys", "_match", "_previous", "_previous_block",
-                 "block", "cycle_max", "max_period")
+    __slots__ = ("_chains", "_counts", "_history", "_keys", "_match", "_previous",
+                 "_previous_block", "block", "cycle_max", "max_period")
 
     def __init__(self, max_period: int, cycle_max: int | None = None) -> None:
         """Track periods 1..``max_period``.
@@ -43,7 +44,7 @@ class PeriodMatcher:
         """
         self.max_period = max_period
         self.cycle_max = cycle_max
-        self._chains: list[int] = []
+        self._chains: deque[int] = deque(maxlen=max_period)
         """Per kept step (with ``cycle_max``): how many times the block ending there occurred."""
         self.block = self._previous_block = _NO_BLOCK
         """The latest step's block, with ``cycle_max``: (occurrences, period, matched steps).
@@ -52,10 +53,13 @@ class PeriodMatcher:
         earlier, and that block has now occurred ``occurrences`` times, each occurrence matching
         the one before it in the same way (other steps may stand between them). ``(1, 0, 0)``
         when the latest step ends no repeated block."""
-        self._history: list[Any] = []  # bounded by hand: lists are small
+        self._history: deque[Any] = deque(maxlen=max_period)
         """The payload of each kept step, oldest first."""
-        self._keys: list[str] = []
-        """The keys of the kept steps, searched by C-speed ``count`` and ``index``."""
+        self._keys: deque[str] = deque(maxlen=max_period)
+        """The keys of the kept steps, searched by C-speed ``index``."""
+        self._counts: dict[str, int] = {}
+        """Key → its occurrences among the kept steps: a key new to them (most steps of a run
+        that does not loop) is told in one lookup, not by comparing it with every kept key."""
         self._match: dict[int, int] = _NO_MATCH
         """Period → length of the current suffix where ``step[i] == step[i - period]``; only
         the periods whose count is not zero (usually none or one)."""
@@ -65,18 +69,18 @@ class PeriodMatcher:
         """Append a step identified by ``key`` (``payload`` travels with it for evidence).
 
         Only the periods at which ``key`` occurred before can continue their suffix; every
-        other count restarts at zero. ``count`` and ``index`` find those occurrences in C, so a
-        step costs O(occurrences) in Python whatever ``max_period`` is.
+        other count restarts at zero. ``index`` finds those occurrences in C, so a step costs
+        O(occurrences) in Python whatever ``max_period`` is.
 
         Returns:
             Whether ``key`` occurred among the kept steps: when not, no period and no block
             ends at it (``period`` gives (0, 0), ``block`` is ``(1, 0, 0)``).
         """
-        history, keys = self._history, self._keys
+        history, keys, counts = self._history, self._keys, self._counts
         old = self._previous = self._match
         self._previous_block = self.block
         size = len(keys)
-        found = keys.count(key)
+        found = counts.get(key, 0)
         block = _NO_BLOCK
         if found:
             match: dict[int, int] = {}
@@ -93,24 +97,29 @@ class PeriodMatcher:
         else:
             self._match = _NO_MATCH
         self.block = block
-        history.append(payload)
+        oldest = keys[0] if size == self.max_period else None
+        history.append(payload)  # the deques drop their oldest step when full
         keys.append(key)
-        if self.cycle_max is not None:
-            self._chains.append(block[0])
-        if size >= self.max_period:
-            del history[0]
-            del keys[0]
-            if self.cycle_max is not None:
-                del self._chains[0]
+        self._chains.append(block[0])
+        counts[key] = found + 1
+        if oldest is not None:
+            self._forget(oldest)
         return found > 0
+
+    def _forget(self, key: str) -> None:
+        """Count one occurrence of ``key`` less among the kept steps (it leaves them)."""
+        left = self._counts[key] - 1
+        if left:
+            self._counts[key] = left
+        else:
+            del self._counts[key]
 
     def replace_last(self, key: str, payload: Any = None) -> bool:
         """Replace the latest step (a batch that grew by one call); return what ``push`` does."""
         if self._history:
             self._history.pop()
-            self._keys.pop()
-            if self.cycle_max is not None:
-                self._chains.pop()
+            self._forget(self._keys.pop())
+            self._chains.pop()
             self._match = self._previous
             self.block = self._previous_block
         return self.push(key, payload)
@@ -119,6 +128,7 @@ class PeriodMatcher:
         """Forget everything (a broken chain)."""
         self._history.clear()
         self._keys.clear()
+        self._counts.clear()
         self._chains.clear()
         self._match = _NO_MATCH
         self._previous = self._match
@@ -135,6 +145,7 @@ class PeriodMatcher:
         other = PeriodMatcher(self.max_period, self.cycle_max)
         other._history = self._history.copy()
         other._keys = self._keys.copy()
+        other._counts = self._counts.copy()
         other._chains = self._chains.copy()
         other._match, other._previous = self._match, self._previous  # replaced, never changed
         other.block, other._previous_block = self.block, self._previous_block
@@ -160,7 +171,7 @@ class PeriodMatcher:
 
     def last_payloads(self, count: int) -> list[Any]:
         """Return the payloads of the latest ``count`` steps, oldest first."""
-        return self._history[-count:]
+        return list(self._history)[-count:]
 
 
 class _CycleState:
