@@ -440,8 +440,8 @@ static int span(ctx_t *ctx, const uint8_t *data, Py_ssize_t len, PyObject *resou
     unsigned seen = 0;
     int got;
     PyObject *args[FIELDS] = {NULL};
-    PyObject *attributes = PyDict_New(), *events = PyList_New(0), *record = NULL;
-    if (attributes == NULL || events == NULL) goto fail;
+    PyObject *attributes = PyDict_New(), *events = NULL, *record = NULL; /* events: when any */
+    if (attributes == NULL) goto fail;
     while ((got = next_field(&r, &f)) > 0) {
         switch (f.number) {
         case 1: case 2: case 3: case 4: case 5: case 15:
@@ -476,6 +476,10 @@ static int span(ctx_t *ctx, const uint8_t *data, Py_ssize_t len, PyObject *resou
             if (f.type != WT_LEN) goto fail;
             PyObject *one = event(f.data, f.len, level + 1);
             if (one == NULL) goto fail;
+            if (events == NULL && (events = PyList_New(0)) == NULL) {
+                Py_DECREF(one);
+                goto fail;
+            }
             int failed = PyList_Append(events, one);
             Py_DECREF(one);
             if (failed) goto fail;
@@ -509,7 +513,7 @@ static int span(ctx_t *ctx, const uint8_t *data, Py_ssize_t len, PyObject *resou
     Py_INCREF(scope);
     args[10] = resource;
     Py_INCREF(resource);
-    args[11] = PyList_AsTuple(events);
+    args[11] = events != NULL ? PyList_AsTuple(events) : PyTuple_New(0); /* () is shared */
     Py_CLEAR(events);
     for (int i = 0; i < FIELDS; i++)
         if (args[i] == NULL) goto fail;
