@@ -292,8 +292,19 @@ class TestTurnContent:
          "llm.input_messages.0.message.content": "result",
          "llm.output_messages.0.message.role": "assistant",
          "llm.output_messages.0.message.content": "Hello"},
+        {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini",
+         "gen_ai.usage.input_tokens": 812, "gen_ai.usage.output_tokens": 64},
+        {"gen_ai.prompt.3.role": "user", "gen_ai.prompt.3.content": "again",
+         "gen_ai.usage.input_tokens": 9},
+        {"llm.input_messages.1.message.role": "user",
+         "llm.input_messages.1.message.content": "hi"},
+        {"llm.output_messages.0.message.role": "assistant"},
+        {"gen_ai.completion.0.finish_reason": "tool_calls"},
+        {"gen_ai.completion.0.tool_calls.0.name": "search"},
     ], ids=["nothing", "genai-tool-call", "genai-text", "broken-json", "json-string",
-            "openllmetry", "openinference"])
+            "openllmetry", "openinference", "usage-only", "flattened-prompt-only",
+            "openinference-input-only", "openinference-role-only", "openllmetry-finish-only",
+            "openllmetry-tool-call-without-capture"])
     def test_turn_of_is_tool_request_and_content_in_one_read(
             self, attributes: dict[str, Any]) -> None:
         """``turn_of`` (output messages parsed once) answers what the two functions answer."""

@@ -38,6 +38,7 @@ import otel_loopguard.otlp._proto as proto_module
 from otel_loopguard.otlp._proto import decode_proto_spans
 from otel_loopguard.otlp._request import Decoded, RequestError, decode_protobuf
 from otel_loopguard.otlp._spans import MAX_VALUE_DEPTH, DecodedSpans
+from otel_loopguard.receiver._size import span_bytes, spans_bytes
 from otel_loopguard.replay.tracefile import iter_spans
 from otel_loopguard.testing import AgentScript
 from otel_loopguard.types import SpanRecord
@@ -78,6 +79,7 @@ def _agree(wire: ModuleType, body: bytes) -> bool:
     assert expected is not None, "the C decoder accepted bytes protobuf refuses"
     assert expected.rejected == 0, expected.problem
     assert _shape(native) == _shape(expected.spans)
+    assert wire.span_sizes(native) == [span_bytes(span) for span in native]
     return True
 
 
@@ -298,6 +300,51 @@ def _unusual(request: ExportTraceServiceRequest) -> bool:
             deep(span.attributes) or any(deep(e.attributes) for e in span.events)
             or any(deep(link.attributes) for link in span.links) for span in ss.spans)
         for ss in rs.scope_spans) for rs in request.resource_spans)
+
+
+def _record(attributes: Any, **fields: Any) -> SpanRecord:
+    return SpanRecord("a" * 32, "b" * 16, None, fields.pop("name", "span"), 1, 2, attributes,
+                      **fields)
+
+
+class _Text(str):
+    __slots__ = ()
+
+
+class TestSpanSizes:
+    """``span_sizes`` (C) counts what ``span_bytes`` (Python, the definition) counts."""
+
+    def test_every_value_kind(self, wire: ModuleType) -> None:
+        nested: dict[str, Any] = {}
+        inner = nested
+        for _ in range(70):  # past _size's depth limit
+            inner["n"] = inner = {}
+        records = [
+            _record({"k": {"x": [1, 2.5, None, True, "\u00e9", b"ab", (1, [2])]}, "\u00fc": "x",
+                     "deep": nested, "empty": {}}, name="n\u00e9",
+                    status_message="failed \u00e9",
+                    events=(("exception", {"exception.message": "boom"}), ("e", {}))),
+            _record({}, name=""),
+        ]
+        assert wire.span_sizes(records) == [span_bytes(record) for record in records]
+        assert spans_bytes(records, None) == [span_bytes(record) for record in records]
+
+    @pytest.mark.parametrize("attributes", [
+        {"x": _Text("a")}, {"x": bytearray(b"ab")}, {"x": {"y": frozenset()}},
+        {"x": [range(2)]}], ids=["str-subclass", "bytearray", "set", "range"])
+    def test_other_values_left_to_python(self, wire: ModuleType, attributes: Any) -> None:
+        """Values no decoder builds: C leaves the batch, ``spans_bytes`` counts it in Python."""
+        records = [_record({"a": 1}), _record(attributes)]
+        assert wire.span_sizes(records) is None
+        assert spans_bytes(records, None) == [span_bytes(record) for record in records]
+
+    def test_payloads_counted_in_python(self) -> None:
+        """With the SDK spans kept (forwarding), each size is the record's twice and links."""
+        records = [_record({"a": "b"})]
+        link = dataclasses.make_dataclass("Link", ["attributes"])({"k": "v"})
+        payload = dataclasses.make_dataclass("Payload", ["links"])([link])
+        assert spans_bytes(records, [payload]) == [span_bytes(records[0], payload)]
+        assert span_bytes(records[0], payload) > 2 * span_bytes(records[0])
 
 
 class TestRandomRequests:

@@ -54,8 +54,13 @@ def tool_request_of(attributes: Mapping[str, Any]) -> bool | None:
 def turn_of(attributes: Mapping[str, Any]) -> tuple[bool | None, str, str, bool]:
     """Return ``tool_request_of`` and ``turn_content_of`` of a model span in one read.
 
-    The GenAI output messages, which both read, are parsed once.
+    The GenAI output messages, which both read, are parsed once. A span with none of the keys
+    either reads but the flattened prompts (a model span without content, as most are) costs
+    one set test and the prompts' search.
     """
+    if _TURN_KEYS.isdisjoint(attributes):  # then no tool request and no output is known
+        last, from_user = _last_input(attributes)
+        return None, last, "", from_user
     messages = attributes.get(k.GEN_AI_OUTPUT_MESSAGES)
     parsed = _parse(messages) if isinstance(messages, str | bytes) else messages
     reasons = _reasons(attributes.get(k.GEN_AI_RESPONSE_FINISH_REASONS))
@@ -143,6 +148,11 @@ _CONTENT_PREFIXES: Final = tuple(prefix for prefix, _ in _CONTENT_SUFFIXES)
 _GENAI_PROMPTS, _OI_INPUTS = _CONTENT_PREFIXES
 _OUTPUT_CONTENT: Final = (k.GEN_AI_COMPLETION_PREFIX + "0.content",
                           k.OI_OUTPUT_MESSAGES_PREFIX + "0.message.content")
+_TURN_KEYS: Final = frozenset({k.GEN_AI_OUTPUT_MESSAGES, k.GEN_AI_RESPONSE_FINISH_REASONS,
+                               k.GEN_AI_INPUT_MESSAGES, _OI_TOOL_CALL, _OI_ROLE, *_TL_CAPTURED,
+                               *_OUTPUT_CONTENT})
+"""Every key ``turn_of`` reads by name; without them only the flattened prompts can say
+anything (the tool request is unknown, the output empty)."""
 
 
 def turn_content_of(attributes: Mapping[str, Any]) -> tuple[str, str, bool]:

@@ -21,6 +21,7 @@ _MAX_MODEL_CHARS: Final = 256
 TokenUsage = tuple[int, int, tuple[str, ...]]
 """(input tokens, output tokens, model names: the response model first)."""
 _NONE: Final[TokenUsage] = (0, 0, ())
+_KEYS: Final = frozenset(_INPUT_KEYS + _OUTPUT_KEYS + _MODEL_KEYS)
 
 
 def usage_of(attributes: Mapping[str, Any]) -> TokenUsage:
@@ -32,6 +33,8 @@ def usage_of(attributes: Mapping[str, Any]) -> TokenUsage:
     not a non-negative integer (or a string of one) counts as 0. Models: ``gen_ai.response.model``,
     ``gen_ai.request.model``, ``llm.model_name``, in that order, each once.
     """
+    if _KEYS.isdisjoint(attributes):  # a span that records no usage: one set test
+        return _NONE
     tokens_in = _count(attributes, _INPUT_KEYS)
     tokens_out = _count(attributes, _OUTPUT_KEYS)
     models: tuple[str, ...] = ()
@@ -49,6 +52,8 @@ def _count(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> int:
         value = attributes.get(key)
         if value is None:
             continue
+        if type(value) is int:  # the usual shape, before the conversions below
+            return value if 0 <= value <= _MAX_TOKENS else 0
         if isinstance(value, str):
             value = value.strip()
             if not value.isdigit():

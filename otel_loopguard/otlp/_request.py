@@ -184,24 +184,25 @@ def _checked(decoded: DecodedSpans) -> Decoded:
     return Decoded(decoded.spans, rejected, message, decoded.payloads)
 
 
+_EMPTY_JSON: Final = json.dumps({}).encode()
+
+
 def success_body(decoded: Decoded | None, *, as_json: bool, logs: bool = False) -> bytes:
     """Return the ``Export(Trace|Logs)ServiceResponse`` body, with partial success if needed."""
-    rejected = decoded.rejected if decoded is not None else 0
-    message = decoded.error_message if decoded is not None else ""
+    if decoded is None or not decoded.rejected:  # the usual answer, empty: nothing to build
+        return _EMPTY_JSON if as_json else b""
+    rejected, message = decoded.rejected, decoded.error_message
     if as_json:
-        doc: dict[str, Any] = {}
-        if rejected:
-            doc["partialSuccess"] = {"rejectedLogRecords" if logs else "rejectedSpans":
-                                     str(rejected), "errorMessage": message}
-        return json.dumps(doc).encode()
+        return json.dumps({"partialSuccess": {
+            "rejectedLogRecords" if logs else "rejectedSpans": str(rejected),
+            "errorMessage": message}}).encode()
     response = _logs_module().ExportLogsServiceResponse() if logs \
         else _proto_module().ExportTraceServiceResponse()
-    if rejected:
-        if logs:
-            response.partial_success.rejected_log_records = rejected
-        else:
-            response.partial_success.rejected_spans = rejected
-        response.partial_success.error_message = message
+    if logs:
+        response.partial_success.rejected_log_records = rejected
+    else:
+        response.partial_success.rejected_spans = rejected
+    response.partial_success.error_message = message
     data: bytes = response.SerializeToString()
     return data
 

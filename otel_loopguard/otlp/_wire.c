@@ -440,8 +440,8 @@ static int span(ctx_t *ctx, const uint8_t *data, Py_ssize_t len, PyObject *resou
     unsigned seen = 0;
     int got;
     PyObject *args[FIELDS] = {NULL};
-    PyObject *attributes = PyDict_New(), *events = PyList_New(0), *record = NULL;
-    if (attributes == NULL || events == NULL) goto fail;
+    PyObject *attributes = PyDict_New(), *events = NULL, *record = NULL; /* events: when any */
+    if (attributes == NULL) goto fail;
     while ((got = next_field(&r, &f)) > 0) {
         switch (f.number) {
         case 1: case 2: case 3: case 4: case 5: case 15:
@@ -476,6 +476,10 @@ static int span(ctx_t *ctx, const uint8_t *data, Py_ssize_t len, PyObject *resou
             if (f.type != WT_LEN) goto fail;
             PyObject *one = event(f.data, f.len, level + 1);
             if (one == NULL) goto fail;
+            if (events == NULL && (events = PyList_New(0)) == NULL) {
+                Py_DECREF(one);
+                goto fail;
+            }
             int failed = PyList_Append(events, one);
             Py_DECREF(one);
             if (failed) goto fail;
@@ -509,7 +513,7 @@ static int span(ctx_t *ctx, const uint8_t *data, Py_ssize_t len, PyObject *resou
     Py_INCREF(scope);
     args[10] = resource;
     Py_INCREF(resource);
-    args[11] = PyList_AsTuple(events);
+    args[11] = events != NULL ? PyList_AsTuple(events) : PyTuple_New(0); /* () is shared */
     Py_CLEAR(events);
     for (int i = 0; i < FIELDS; i++)
         if (args[i] == NULL) goto fail;
@@ -629,10 +633,123 @@ static PyObject *decode_spans(PyObject *module, PyObject *const *args, Py_ssize_
     return ctx.out;
 }
 
+/* --- sizes ---------------------------------------------------------------------------------
+ * span_sizes(records) gives otel_loopguard.receiver._size.span_bytes(record) of each record
+ * (the Python function stays the definition: tests/test_wire.py compares them), or None when a
+ * record holds anything but the plain values the decoders build (exact dicts, tuples, lists,
+ * str, bytes, int, float, bool, None), for the Python function to count. serve asks it of
+ * every span it buffers; walking the values in C costs a tenth of the Python walk. */
+#define SPAN_COST 160 /* _size._SPAN_COST */
+#define VALUE_COST 16 /* _size._VALUE_COST */
+#define MAX_SIZE_DEPTH 64 /* _size._MAX_DEPTH */
+
+static Py_ssize_t text_size(PyObject *s) {
+    Py_ssize_t len = PyUnicode_GET_LENGTH(s);
+    return PyUnicode_IS_ASCII(s) ? len : 4 * len;
+}
+
+static Py_ssize_t mapping_size(PyObject *dict, int depth);
+
+/* _size._value; -1 for a value it leaves to Python. */
+static Py_ssize_t value_size(PyObject *value, int depth) {
+    if (value == Py_None || PyBool_Check(value) || PyLong_CheckExact(value) ||
+        PyFloat_CheckExact(value))
+        return VALUE_COST;
+    if (PyUnicode_CheckExact(value)) return text_size(value);
+    if (PyBytes_CheckExact(value)) return PyBytes_GET_SIZE(value);
+    int dict = PyDict_CheckExact(value), tuple = PyTuple_CheckExact(value);
+    if (!dict && !tuple && !PyList_CheckExact(value)) return -1;
+    if (depth >= MAX_SIZE_DEPTH) return VALUE_COST;
+    if (dict) {
+        Py_ssize_t inner = mapping_size(value, depth + 1);
+        return inner < 0 ? -1 : VALUE_COST + inner;
+    }
+    Py_ssize_t size = VALUE_COST, count = tuple ? PyTuple_GET_SIZE(value) : PyList_GET_SIZE(value);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *item = tuple ? PyTuple_GET_ITEM(value, i) : PyList_GET_ITEM(value, i);
+        Py_ssize_t one = value_size(item, depth + 1);
+        if (one < 0) return -1;
+        size += VALUE_COST + one;
+    }
+    return size;
+}
+
+/* _size._mapping of an exact dict with str keys; -1 for anything else. */
+static Py_ssize_t mapping_size(PyObject *dict, int depth) {
+    Py_ssize_t pos = 0, size = VALUE_COST * PyDict_GET_SIZE(dict);
+    PyObject *key, *value;
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(key)) return -1;
+        size += text_size(key);
+        Py_ssize_t one = PyUnicode_CheckExact(value) ? text_size(value) : value_size(value, depth);
+        if (one < 0) return -1;
+        size += one;
+    }
+    return size;
+}
+
+static PyObject *s_name, *s_attributes, *s_status_message, *s_events;
+
+/* span_bytes(record) without a payload; -1 when left to Python (no exception set). */
+static Py_ssize_t record_size(PyObject *record) {
+    Py_ssize_t size = -1;
+    PyObject *name = PyObject_GetAttr(record, s_name);
+    PyObject *attributes = PyObject_GetAttr(record, s_attributes);
+    PyObject *message = PyObject_GetAttr(record, s_status_message);
+    PyObject *events = PyObject_GetAttr(record, s_events);
+    if (name == NULL || attributes == NULL || message == NULL || events == NULL ||
+        !PyUnicode_CheckExact(name) || !PyDict_CheckExact(attributes) ||
+        !PyUnicode_CheckExact(message) || !PyTuple_CheckExact(events))
+        goto done;
+    Py_ssize_t inner = mapping_size(attributes, 0);
+    if (inner < 0) goto done;
+    Py_ssize_t total = SPAN_COST + text_size(name) + inner + text_size(message);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(events); i++) {
+        PyObject *event = PyTuple_GET_ITEM(events, i);
+        if (!PyTuple_CheckExact(event) || PyTuple_GET_SIZE(event) != 2 ||
+            !PyUnicode_CheckExact(PyTuple_GET_ITEM(event, 0)) ||
+            !PyDict_CheckExact(PyTuple_GET_ITEM(event, 1)))
+            goto done;
+        inner = mapping_size(PyTuple_GET_ITEM(event, 1), 0);
+        if (inner < 0) goto done;
+        total += VALUE_COST + text_size(PyTuple_GET_ITEM(event, 0)) + inner;
+    }
+    size = total;
+done:
+    PyErr_Clear();
+    Py_XDECREF(name);
+    Py_XDECREF(attributes);
+    Py_XDECREF(message);
+    Py_XDECREF(events);
+    return size;
+}
+
+static PyObject *span_sizes(PyObject *module, PyObject *records) {
+    (void)module;
+    if (!PyList_CheckExact(records)) Py_RETURN_NONE;
+    Py_ssize_t count = PyList_GET_SIZE(records);
+    PyObject *out = PyList_New(count);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_ssize_t size = record_size(PyList_GET_ITEM(records, i));
+        PyObject *number = size < 0 ? NULL : PyLong_FromSsize_t(size);
+        if (number == NULL) {
+            PyErr_Clear();
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        }
+        PyList_SET_ITEM(out, i, number);
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"decode_spans", (PyCFunction)(void (*)(void))decode_spans, METH_FASTCALL,
      "decode_spans(body, record_type) -> list | None: the records of a serialized OTLP "
      "ExportTraceServiceRequest, or None to leave it to the Python path."},
+    {"span_sizes", span_sizes, METH_O,
+     "span_sizes(records) -> list | None: span_bytes of each record, or None to leave them "
+     "to the Python function."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {
@@ -640,6 +757,11 @@ static struct PyModuleDef module = {
     methods};
 
 PyMODINIT_FUNC PyInit__wire(void) {
+    if ((s_name = PyUnicode_InternFromString("name")) == NULL ||
+        (s_attributes = PyUnicode_InternFromString("attributes")) == NULL ||
+        (s_status_message = PyUnicode_InternFromString("status_message")) == NULL ||
+        (s_events = PyUnicode_InternFromString("events")) == NULL)
+        return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m != NULL && (PyModule_AddIntConstant(m, "MAX_VALUE_DEPTH", MAX_VALUE_DEPTH) < 0)) {
         Py_DECREF(m);

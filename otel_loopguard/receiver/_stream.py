@@ -35,7 +35,7 @@ from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.evidence import evidence_attributes
 from otel_loopguard.exceptions import InternalErrorGuard
 from otel_loopguard.metrics import LoopGuardMetrics, uncapped_label
-from otel_loopguard.receiver._size import span_bytes
+from otel_loopguard.receiver._size import spans_bytes
 from otel_loopguard.replay.checker import Checker, RunReport
 from otel_loopguard.state import seconds_to_ns
 from otel_loopguard.types import Action, Decision, SpanAdapter, SpanRecord, ToolCall
@@ -177,28 +177,33 @@ class StreamingChecker:
         """
         now = self._clock() if received_ns is None else received_ns
         keep = self.on_trace is not None
+        sizes = spans_bytes(spans, payloads)
         late: list[int] = []
-        traces, rooted = self._traces, self._rooted
+        traces, rooted, closed = self._traces, self._rooted, self._closed
         added = 0
+        current: str | None = None
+        trace: _Trace | None = None
         for index, span in enumerate(spans):
             trace_id = span.trace_id
-            trace = traces.get(trace_id)
+            if trace_id != current:  # a request holds each trace's spans together, mostly
+                current = trace_id
+                trace = traces.get(trace_id)
+                if trace is None:
+                    if trace_id not in closed:  # else late: None
+                        trace = traces[trace_id] = _Trace([], [] if keep else None, now)
+                else:
+                    traces.move_to_end(trace_id)
+                    trace.touched_ns = now
             if trace is None:
-                if trace_id in self._closed:
-                    late.append(index)
-                    continue
-                trace = traces[trace_id] = _Trace([], [] if keep else None, now)
-            else:
-                traces.move_to_end(trace_id)
-                trace.touched_ns = now
+                late.append(index)
+                continue
             trace.spans.append(span)
-            payload = payloads[index] if payloads is not None else None
-            size = span_bytes(span, payload)
+            size = sizes[index]
             trace.bytes += size
             added += size
             kept = trace.payloads
             if kept is not None:  # each span's payload and size, for ``on_trace``
-                kept.append(payload)
+                kept.append(payloads[index] if payloads is not None else None)
                 trace.sizes.append(size)
             if span.parent_span_id is None and trace.root_seen_ns is None:
                 trace.root_seen_ns = now
@@ -206,7 +211,7 @@ class StreamingChecker:
         self.buffered_bytes += added
         self.buffered_spans += len(spans) - len(late)
         if late:
-            self._late(spans, payloads, late)
+            self._late(spans, payloads, late, sizes)
         return self._counted(self._shrink())
 
     def poll(self, now_ns: int | None = None) -> list[RunReport]:
@@ -302,14 +307,14 @@ class StreamingChecker:
             _LOG.warning("otel-loopguard serve: %s", LONE_TOOL_CALL_HINT)
 
     def _late(self, spans: Sequence[SpanRecord], payloads: Sequence[Any] | None,
-              indices: list[int]) -> None:
+              indices: list[int], sizes: list[int]) -> None:
         self.late_spans += len(indices)
         if self.on_trace is None:
             return
         picked = [spans[i] for i in indices]
         extra = [payloads[i] if payloads is not None else None for i in indices]
-        sizes = [span_bytes(span, payload) for span, payload in zip(picked, extra, strict=True)]
-        self._hand_over(ClosedTrace("", picked, extra, late=True, sizes=sizes))
+        self._hand_over(ClosedTrace("", picked, extra, late=True,
+                                    sizes=[sizes[i] for i in indices]))
 
     def _hand_over(self, closed: ClosedTrace) -> None:
         try:
