@@ -388,7 +388,8 @@ class TestLoadsJson:
         b"NaN", b"[1e400]", b"\xef\xbb\xbf{}", b"-9223372036854775809",
         b"18446744073709551616", b" -18446744073709551616", b"[0.12345678901234567890123]",
         b'{"a": [18446744073709551616, 1]}', b'{"t": 1700000000000000000}',
-        b'["-------------------------", -18446744073709551617]'])
+        b'["-------------------------", -18446744073709551617]',
+        b'["1700000000000000000", 18446744073709551616]', b'["' + b"1" * 40 + b'", 2]'])
     def test_stdlib_decides_what_orjson_would_change(self, text: bytes) -> None:
         """Bodies orjson refuses or would round are decoded by the stdlib."""
         assert repr(loads_json(text)) == repr(json.loads(text))
