@@ -394,6 +394,22 @@ class TestLoadsJson:
         """Bodies orjson refuses or would round are decoded by the stdlib."""
         assert repr(loads_json(text)) == repr(json.loads(text))
 
+    @settings(max_examples=500, deadline=None)
+    @given(st.one_of(st.integers(2**64, 2**1100), st.integers(-(2**1100), -(2**63) - 1),
+                     st.integers(53, 1100).flatmap(lambda bits: st.sampled_from([
+                         (2**bits) + (2**(bits - 53)) + d for d in (-1, 0, 1)]))))
+    def test_an_integer_beyond_64_bits_is_its_float_or_refused(self, number: int) -> None:
+        """What ``exact_numbers=False`` rests on: orjson gives ``float(n)`` (correctly rounded,
+        ties to even) or refuses the text (then the stdlib reads it)."""
+        try:
+            fast = loads_json(str(number).encode(), exact_numbers=False)
+        except ValueError:  # not reached: the stdlib reads what orjson refuses
+            raise AssertionError(number) from None
+        if type(fast) is int:
+            assert fast == number
+        else:
+            assert fast == float(number)
+
     @pytest.mark.parametrize("text", [
         b'"\\ud800"', b'{"\\udfff": ["a\\ud83dz", "\\ud83d\\ude00"]}', b'"\xed\xa0\x80"',
         '"\\ud800"'.encode("utf-16")])

@@ -608,6 +608,9 @@ def _decode_json(data: bytes, agents: AgentRecords) -> tuple[list[SpanRecord], s
     request its spans, plus a session record for each coding-agent tool span. Also returns the
     problem with the others ("" when every span is good).
     """
+    clean = _clean_trace_spans(data, agents)
+    if clean is not None:
+        return clean, ""
     doc = _parse_json(data)
     if not isinstance(doc, list):
         return _spans_of_json_request(doc, agents)
@@ -621,6 +624,40 @@ def _decode_json(data: bytes, agents: AgentRecords) -> tuple[list[SpanRecord], s
         if problem:
             problems.append(f"element {index}: {problem}")
     return spans, "; ".join(problems)
+
+
+def _clean_trace_spans(data: bytes, agents: AgentRecords) -> list[SpanRecord] | None:
+    """Return the spans of trace requests in which nothing is wrong, or None.
+
+    The record is parsed without ``loads_json``'s test for integers beyond 64 bits (a tenth of
+    the cost of reading a span): decoding that finds nothing wrong gives the same records
+    either way (``loads_json``, ``exact_numbers``). None when anything is wrong or the record
+    holds a logs request: ``_decode_json`` then reads it as before, exactly, and words it.
+    The coding agents' records (which keep state) are taken only once all is known good.
+    """
+    decoded: list[list[SpanRecord]] = []
+    try:
+        doc = loads_json(data, exact_numbers=False)
+        for request in doc if isinstance(doc, list) else (doc,):
+            found = _trace_request(request)
+            if found is None or found.rejected:
+                return None
+            decoded.append(found.spans)
+    except Exception:  # whatever it is, the exact reading below decides and words it
+        return None
+    spans: list[SpanRecord] = []
+    for good in decoded:
+        spans += good
+        spans += agents.from_spans(good)
+    return spans
+
+
+def _trace_request(request: Any) -> DecodedSpans | None:
+    """Return the spans of a trace request, None for anything else (``{}`` holds none)."""
+    if isinstance(request, dict) and (any(k in request for k in _LOGS_KEYS) or (
+            request and not any(k in request for k in _SPANS_KEYS))):
+        return None
+    return decode_json_spans(request)
 
 
 def _spans_of_json_request(request: Any, agents: AgentRecords) -> tuple[list[SpanRecord], str]:
