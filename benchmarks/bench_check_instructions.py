@@ -3,7 +3,7 @@
 Run (from the repository root)::
 
     PYTHONPATH=. python benchmarks/bench_check_instructions.py [--baseline DIR]
-        [--scripted-mb 3] [--coding-runs 40] [--json FILE]
+        [--scripted-mb 1.5] [--coding-runs 15] [--json FILE]
 
 ``bench_check_parse.py --phases`` times the same phases in CPU seconds, which move by 30 % on a
 shared machine; instruction counts do not. The inputs are small slices of that benchmark's
@@ -18,7 +18,7 @@ coding-agent corpus, written once and read by every tree. Phases, each run on th
 Each (tree, input, phase) runs under ``valgrind --tool=callgrind`` twice, doing the phase three
 times and once after a warm-up run (``PYTHONHASHSEED=0``); the difference over twice the spans
 is the cost per span, start-up excluded. ``--baseline DIR`` (another checkout) counts its code
-too. About two minutes per tree on a quiet machine.
+too. About five minutes per tree on a quiet machine.
 """
 
 from __future__ import annotations
@@ -104,8 +104,8 @@ def main() -> None:
     """Count every (tree, input, phase), two valgrind processes at a time; print the table."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--baseline", metavar="DIR")
-    parser.add_argument("--scripted-mb", type=float, default=3.0)
-    parser.add_argument("--coding-runs", type=int, default=40)
+    parser.add_argument("--scripted-mb", type=float, default=1.5)
+    parser.add_argument("--coding-runs", type=int, default=15)
     parser.add_argument("--json", metavar="FILE", help="also write the figures to FILE")
     parser.add_argument("--child", nargs=4)
     args = parser.parse_args()
