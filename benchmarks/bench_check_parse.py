@@ -21,6 +21,12 @@ so before and after share the machine's load. Reported: CPU seconds (user + syst
 ``getrusage(RUSAGE_CHILDREN)``), medians of the rounds, and each ``check`` as a multiple of the
 parse, pair by pair (the median of the round ratios).
 
+The children import compiled bytecode, as an installed package does: ``PYTHONDONTWRITEBYTECODE``
+is dropped from their environment and ``PYTHONPYCACHEPREFIX`` points at a cache of this run,
+filled by one warm-up run of each contender before the rounds. Without it (``--compile``, or
+where ``PYTHONDONTWRITEBYTECODE`` is set and nothing was compiled), every ``check`` also
+compiles the ~100 modules it imports, ~0.08 s of CPU here, a third of the coding input's parse.
+
 ``--phases`` also times, in this process (CPU medians of interleaved runs), where ``check``'s
 time goes: ``parse`` (``json.loads`` of every line), ``decode`` (the trace reader: parse and
 ``SpanRecord`` s), ``intake`` (decode, grouping and assembly, the engine replaced by one that
@@ -72,11 +78,18 @@ def write_coding_corpus(path: str, limit: int | None = None) -> dict[str, Any]:
             "tool_calls": tools, "families": list(_FAMILIES)}
 
 
-def cpu_of(cmd: list[str], pythonpath: str | None) -> float:
-    """Run ``cmd`` to the end with stdout discarded; return its CPU seconds (user + system)."""
+def cpu_of(cmd: list[str], pythonpath: str | None, pycache: str | None = None) -> float:
+    """Run ``cmd`` to the end with stdout discarded; return its CPU seconds (user + system).
+
+    ``pycache``: the bytecode cache the child reads and writes (``PYTHONPYCACHEPREFIX``);
+    None: the environment's own setting.
+    """
     env = dict(os.environ)
     if pythonpath is not None:
         env["PYTHONPATH"] = pythonpath
+    if pycache is not None:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = pycache
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with open(os.devnull, "w") as devnull:
         # cwd: ``python -m`` puts it first on sys.path, where it would shadow PYTHONPATH
@@ -100,17 +113,23 @@ def contenders(python: str, path: str, baseline: str | None) -> dict[str, tuple[
 
 
 def measure(python: str, inputs: dict[str, str], rounds: int,
-            baseline: str | None) -> dict[str, Any]:
-    """Run every contender on every input for ``rounds`` rounds; return CPU seconds and ratios."""
+            baseline: str | None, pycache: str | None) -> dict[str, Any]:
+    """Run every contender on every input for ``rounds`` rounds; return CPU seconds and ratios.
+
+    With ``pycache``, one uncounted run of each contender first fills that bytecode cache.
+    """
     results: dict[str, Any] = {}
     for name, path in inputs.items():
         runs = contenders(python, path, baseline)
+        if pycache is not None:
+            for cmd, pythonpath in runs.values():
+                cpu_of(cmd, pythonpath, pycache)
         cpu: dict[str, list[float]] = {key: [] for key in runs}
         for index in range(rounds):
             order = list(runs) if index % 2 == 0 else list(reversed(runs))
             for key in order:
                 cmd, pythonpath = runs[key]
-                cpu[key].append(cpu_of(cmd, pythonpath))
+                cpu[key].append(cpu_of(cmd, pythonpath, pycache))
             print(f"  {name} round {index + 1}: " + ", ".join(
                 f"{key} {cpu[key][-1]:.2f} s" for key in runs) +
                 f" (load {os.getloadavg()[0]:.2f})", file=sys.stderr, flush=True)
@@ -179,6 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     parser.add_argument("--phases", action="store_true",
                         help="also time check's phases in this process")
+    parser.add_argument("--compile", action="store_true",
+                        help="children compile what they import, as the environment says "
+                             "(no bytecode cache of this run)")
     args = parser.parse_args(argv)
 
     workdir = args.keep or tempfile.mkdtemp(prefix="loopguard-parse-")
@@ -192,14 +214,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: {info['bytes'] / 1e6:.1f} MB, {info['traces']:,} traces, "
                   f"{info['spans']:,} spans, {info['tool_calls']:,} tool calls",
                   file=sys.stderr)
-        results = measure(args.python, inputs, args.rounds, args.baseline)
+        pycache = None if args.compile else os.path.join(workdir, "pycache")
+        results = measure(args.python, inputs, args.rounds, args.baseline, pycache)
         split = phases(inputs, args.rounds) if args.phases else None
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
 
     print(f"\ncheck against json.loads of every line, CPU medians of {args.rounds} rounds "
-          f"(code {code_version()}{'; baseline ' + args.baseline if args.baseline else ''}):")
+          f"(code {code_version()}{'; baseline ' + args.baseline if args.baseline else ''}; "
+          f"{'compiling on import' if args.compile else 'bytecode cached'}):")
     for name, summary in results.items():
         med = summary["median_cpu_s"]
         line = f"  {name:9s} parse {med['parse']:.2f} s, check {med['check']:.2f} s " \
@@ -217,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         doc = {"machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
                            "code": code_version(), "baseline": args.baseline},
-               "rounds": args.rounds, "inputs": described, "results": results,
+               "rounds": args.rounds, "bytecode_cached": not args.compile,
+               "inputs": described, "results": results,
                "phases": split}
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(doc, handle, indent=2)

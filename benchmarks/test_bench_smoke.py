@@ -128,6 +128,19 @@ def test_bench_check_parse_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert out.count("intake") == 2
 
 
+def test_bench_check_instructions_phases_run(tmp_path: Any) -> None:
+    """bench_check_instructions.py writes both inputs, and its counted child runs each phase on
+    them (valgrind aside)."""
+    import bench_check_instructions
+
+    inputs = bench_check_instructions.write_inputs(str(tmp_path), 0.05, 2)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for path, spans, _ in inputs.values():
+        assert spans > 0
+        for phase in bench_check_instructions.PHASES:
+            bench_check_instructions.child(root, phase, path, 1)
+
+
 def test_bench_wire_instructions_child_runs(tmp_path: Any) -> None:
     """bench_wire_instructions.py's counted child decodes along both paths (valgrind aside)."""
     import pickle

@@ -18,8 +18,11 @@ from typing import Any
 
 import pytest
 import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from otel_loopguard.cli import main
+from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.replay.checker import Checker
 from otel_loopguard.types import SpanRecord
 
@@ -189,3 +192,36 @@ def test_a_trace_whose_spans_stop_arriving_is_closed_after_grace_spans() -> None
             closed_at.setdefault(report.run_id, index)
     assert closed_at[f"{1:032x}"] <= 5 + 100
     assert len(checker._traces) <= 101
+
+
+def _closings(reports: Any, pulled: list[int]) -> list[tuple[str, int, int]]:
+    """Return (run, tool calls, spans read when it closed) of each report."""
+    return [(report.run_id, report.tool_calls, pulled[0]) for report in reports]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 4), st.booleans(), st.integers(1, 6)), max_size=40),
+       st.integers(1, 6), st.integers(1, 3))
+def test_run_closes_traces_where_add_does(runs: list[tuple[int, bool, int]], grace: int,
+                                          max_runs: int) -> None:
+    """``run`` skips asking whether a trace is due while one trace's spans follow each other;
+    its reports, and the span after which each comes, are those of ``add`` span by span."""
+    spans, number = [], 0
+    for trace, root, count in runs:  # runs of spans of one trace, a root among them or not
+        for index in range(count):
+            number += 1
+            spans.append(_span(trace, number % 23, root=root and index == count - 1))
+    config = LoopGuardConfig.create(max_runs=max_runs)
+    pulled = [0]
+
+    def counted() -> Any:
+        for span in spans:
+            pulled[0] += 1
+            yield span
+
+    streamed = _closings(Checker(config, grace_spans=grace).run(counted()), pulled)
+    checker, one_by_one = Checker(config, grace_spans=grace), []
+    for index, span in enumerate(spans):
+        one_by_one += [(r.run_id, r.tool_calls, index + 1) for r in checker.add(span)]
+    one_by_one += [(r.run_id, r.tool_calls, len(spans)) for r in checker.flush()]
+    assert streamed == one_by_one

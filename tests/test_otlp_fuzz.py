@@ -388,10 +388,27 @@ class TestLoadsJson:
         b"NaN", b"[1e400]", b"\xef\xbb\xbf{}", b"-9223372036854775809",
         b"18446744073709551616", b" -18446744073709551616", b"[0.12345678901234567890123]",
         b'{"a": [18446744073709551616, 1]}', b'{"t": 1700000000000000000}',
-        b'["-------------------------", -18446744073709551617]'])
+        b'["-------------------------", -18446744073709551617]',
+        b'["1700000000000000000", 18446744073709551616]', b'["' + b"1" * 40 + b'", 2]'])
     def test_stdlib_decides_what_orjson_would_change(self, text: bytes) -> None:
         """Bodies orjson refuses or would round are decoded by the stdlib."""
         assert repr(loads_json(text)) == repr(json.loads(text))
+
+    @settings(max_examples=500, deadline=None)
+    @given(st.one_of(st.integers(2**64, 2**1100), st.integers(-(2**1100), -(2**63) - 1),
+                     st.integers(53, 1100).flatmap(lambda bits: st.sampled_from([
+                         (2**bits) + (2**(bits - 53)) + d for d in (-1, 0, 1)]))))
+    def test_an_integer_beyond_64_bits_is_its_float_or_refused(self, number: int) -> None:
+        """What ``exact_numbers=False`` rests on: orjson gives ``float(n)`` (correctly rounded,
+        ties to even) or refuses the text (then the stdlib reads it)."""
+        try:
+            fast = loads_json(str(number).encode(), exact_numbers=False)
+        except ValueError:  # not reached: the stdlib reads what orjson refuses
+            raise AssertionError(number) from None
+        if type(fast) is int:
+            assert fast == number
+        else:
+            assert fast == float(number)
 
     @pytest.mark.parametrize("text", [
         b'"\\ud800"', b'{"\\udfff": ["a\\ud83dz", "\\ud83d\\ude00"]}', b'"\xed\xa0\x80"',

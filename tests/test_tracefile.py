@@ -277,6 +277,36 @@ class TestBadInput:
             "resourceSpans[0].scopeSpans[0].spans[1].traceId: expected 32 hex digits, got 'zz'"
         )
 
+    @pytest.mark.parametrize(("field", "value", "problem"), [
+        ("kind", "18446744073709551616", "kind: expected 0 to 5 or SPAN_KIND_*, got "
+                                         "18446744073709551616"),
+        ("flags", "-9223372036854775809", "flags: expected an unsigned 32-bit integer, got "
+                                          "-9223372036854775809"),
+        ("attributes", '[{"key": "n", "value": {"intValue": 99999999999999999999}}]',
+         "attributes[0].value.intValue: expected a signed 64-bit integer, got "
+         "99999999999999999999")])
+    def test_an_integer_beyond_64_bits_is_named_exactly(self, write: Any, requests: list[Any],
+                                                        field: str, value: str,
+                                                        problem: str) -> None:
+        """A line is first read without the test for long integers (orjson makes them floats):
+        a span such a number spoils is still reported with the number as written."""
+        doc = to_json(requests[0])
+        doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0][field] = "@"
+        spans, errors = read(write(json.dumps(doc).replace('"@"', value).encode()))
+        assert len(spans) == len(records(requests[:1])) - 1
+        assert errors[0].reason.endswith(
+            f"first: resourceSpans[0].scopeSpans[0].spans[0].{problem}")
+
+    def test_a_double_written_as_a_long_integer_is_its_float(self, write: Any,
+                                                            requests: list[Any]) -> None:
+        """``doubleValue`` takes any number: a 20-digit integer is ``float()`` of it."""
+        doc = to_json(requests[0])
+        doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"] = "@"
+        pair = '[{"key": "big", "value": {"doubleValue": 123456789012345678901234567}}]'
+        spans, errors = read(write(json.dumps(doc).replace('"@"', pair).encode()))
+        assert not errors
+        assert spans[0].attributes["big"] == float(123456789012345678901234567)
+
     def test_bad_element_of_array(self, write: Any) -> None:
         """A bad element of a JSON array is reported with its index."""
         _, errors = read(write(b'[{"resourceSpans": []}, 5]\n'))

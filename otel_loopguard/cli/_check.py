@@ -13,7 +13,6 @@ import importlib
 import os
 import re
 import sys
-import tempfile
 from collections.abc import Iterator
 from typing import Any, Final, TextIO, cast
 
@@ -192,6 +191,8 @@ def _output(path: str | None) -> Iterator[TextIO]:
         return
     if os.path.isdir(path):
         raise LoopGuardError(f"{path}: cannot write the report: is a directory")
+    import tempfile  # only here: with shutil and random, 2 ms of every check's start-up
+
     directory = os.path.dirname(os.path.abspath(path))
     try:
         handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed below

@@ -10,11 +10,12 @@ import sys
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
+from itertools import chain
 from typing import TYPE_CHECKING, Final, TextIO
 
 from otel_loopguard.cli._report import Where
 from otel_loopguard.exceptions import TraceFileError
-from otel_loopguard.replay.tracefile import DEFAULT_MAX_LINE_BYTES, iter_located_spans
+from otel_loopguard.replay.tracefile import DEFAULT_MAX_LINE_BYTES, iter_span_batches
 
 if TYPE_CHECKING:
     from otel_loopguard.replay.checker import RunReport
@@ -152,23 +153,26 @@ class Inputs:
         On a terminal, stderr shows the progress: across the files when there are several
         (``[12/340] name``), within a file of 8 MiB or more (a bar).
         """
-        progress = _Progress(self.files, sys.stderr)
-        for index, path in enumerate(self.files):
-            yield from self._spans_of(path, progress.file(index, path))
-        progress.done(self.spans_read)
+        return chain.from_iterable(self._batches())
 
-    def _spans_of(self, path: str, progress: Callable[[int], None] | None) -> Iterator[SpanRecord]:
+    def _batches(self) -> Iterator[list[SpanRecord]]:
+        """Yield the spans of every file a record at a time, noting where each trace began."""
+        progress = _Progress(self.files, sys.stderr)
         where = self._where
-        for line, span in iter_located_spans(
-                path, strict=self.strict, on_error=self.on_error, progress=progress,
-                max_decompressed_bytes=self.max_decompressed_bytes,
-                max_line_bytes=self.max_line_bytes):
-            self.spans_read += 1
-            if span.trace_id not in where:
-                where[span.trace_id] = Where(path, line)
-                if len(where) > _MAX_REMEMBERED_TRACES:
-                    where.popitem(last=False)
-            yield span
+        for index, path in enumerate(self.files):
+            for line, spans in iter_span_batches(
+                    path, strict=self.strict, on_error=self.on_error,
+                    progress=progress.file(index, path),
+                    max_decompressed_bytes=self.max_decompressed_bytes,
+                    max_line_bytes=self.max_line_bytes):
+                self.spans_read += len(spans)
+                for trace_id in {span.trace_id: None for span in spans}:  # in order, once each
+                    if trace_id not in where:
+                        where[trace_id] = Where(path, line)
+                        if len(where) > _MAX_REMEMBERED_TRACES:
+                            where.popitem(last=False)
+                yield spans
+        progress.done(self.spans_read)
 
     def where(self, report: RunReport) -> Where | None:
         """Return where the run's first trace began, if still remembered."""

@@ -100,6 +100,12 @@ class Checker:
         self._touched: dict[str, int] = {}
         """Run id → when it was last fed (``clock`` time), for ``expire``."""
         self._dedupe = SpanDeduplicator()
+        self._last: tuple[str, _OpenTrace | None] = ("", None)
+        """The trace of the span taken last (at the end of ``_traces``) and its id: a trace's
+        spans mostly come together, and the next one needs no reordering."""
+        self._due_at = 0
+        """While no trace is added or reordered, ``_due`` is False until ``_seen`` reaches this
+        (0: ask ``_due``)."""
 
     @property
     def open_runs(self) -> int:
@@ -135,10 +141,12 @@ class Checker:
     def run(self, spans: Iterable[SpanRecord]) -> Iterator[RunReport]:
         """Yield the report of every run in ``spans`` (flagged or not), then flush.
 
-        ``add`` without its generator per span: a trace is due only now and then.
+        ``add`` without its generator per span: a trace is due only now and then, and while
+        the spans of one trace follow each other, not before ``_due_at``.
         """
+        take, due = self._take, self._due
         for span in spans:
-            if self._take(span) and self._due():
+            if take(span) and self._seen >= self._due_at and due():
                 yield from self._close_due()
         yield from self.flush()
 
@@ -150,8 +158,7 @@ class Checker:
     def flush(self) -> Iterator[RunReport]:
         """Close every open trace and run (end of input)."""
         while self._traces:
-            trace_id, trace = self._traces.popitem(last=False)
-            yield from self._finish_trace(trace_id, trace)
+            yield from self._finish_trace(*self._pop_oldest())
         while self._runs:
             yield self._close_run(next(iter(self._runs)))
 
@@ -161,11 +168,15 @@ class Checker:
         if not self._dedupe.is_new(trace_id, span.span_id):
             return False
         self._seen += 1
-        trace = self._traces.get(trace_id)
-        if trace is None:
-            trace = self._traces[trace_id] = _OpenTrace()
-        else:
-            self._traces.move_to_end(trace_id)
+        last_id, trace = self._last
+        if trace_id != last_id or trace is None:
+            trace = self._traces.get(trace_id)
+            if trace is None:
+                trace = self._traces[trace_id] = _OpenTrace()
+            else:
+                self._traces.move_to_end(trace_id)
+            self._last = (trace_id, trace)
+            self._due_at = 0  # a trace more, or another one last: maybe another one oldest
         trace.spans.append(span)
         trace.touched_at = self._seen
         if span.parent_span_id is None:
@@ -176,7 +187,8 @@ class Checker:
         """Return whether the least recently touched trace is to close now.
 
         It is when ``grace_spans`` spans have passed since its last span or its root, or when
-        more than ``max_runs`` traces are open. When it is not idle, none is.
+        more than ``max_runs`` traces are open. When it is not idle, none is. When it is not
+        due, ``_due_at`` is set to when it will be if no other trace is touched meanwhile.
         """
         traces = self._traces
         if not traces:
@@ -184,14 +196,20 @@ class Checker:
         if len(traces) > self.config.max_runs:
             return True
         trace = next(iter(traces.values()))
-        return self._seen - trace.touched_at >= self.grace_spans or (
-            trace.root_seen_at is not None
-            and self._seen - trace.root_seen_at >= self.grace_spans)
+        due_at = trace.touched_at + self.grace_spans
+        if trace.root_seen_at is not None:
+            due_at = min(due_at, trace.root_seen_at + self.grace_spans)
+        self._due_at = due_at
+        return self._seen >= due_at
 
     def _close_due(self) -> Iterator[RunReport]:
         while self._due():
-            trace_id, trace = self._traces.popitem(last=False)
-            yield from self._finish_trace(trace_id, trace)
+            yield from self._finish_trace(*self._pop_oldest())
+
+    def _pop_oldest(self) -> tuple[str, _OpenTrace]:
+        """Take the least recently touched trace out of the open ones."""
+        self._last, self._due_at = ("", None), 0
+        return self._traces.popitem(last=False)
 
     def _finish_trace(self, trace_id: str, trace: _OpenTrace) -> Iterator[RunReport]:
         assembled = assemble_trace(trace_id, trace.spans, self.config, self.adapters,
