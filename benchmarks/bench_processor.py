@@ -57,22 +57,9 @@ def _provider(config: str, adjust: Callable[[Any], None] | None = None, *,
     processor without adding it: what importing the package costs, apart from its hooks.
     """
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import (
-        BatchSpanProcessor,
-        SimpleSpanProcessor,
-        SpanExporter,
-        SpanExportResult,
-    )
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 
-    class Null(SpanExporter):
-        def export(self, spans: Any) -> SpanExportResult:
-            return SpanExportResult.SUCCESS
-
-    exporter: SpanExporter = Null()
-    if endpoint is not None:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-        exporter = OTLPSpanExporter(endpoint=endpoint)
+    exporter = exporter_to(endpoint)
     provider = TracerProvider()
     batch = SimpleSpanProcessor(exporter) if simple else BatchSpanProcessor(
         exporter, max_queue_size=1 << 20)
@@ -99,6 +86,21 @@ def _provider(config: str, adjust: Callable[[Any], None] | None = None, *,
             adjust(processor)
         provider.add_span_processor(processor)
     return provider
+
+
+def exporter_to(endpoint: str | None) -> Any:
+    """Return an exporter that does nothing, or the OTLP/HTTP exporter to ``endpoint``."""
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    class Null(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    if endpoint is None:
+        return Null()
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    return OTLPSpanExporter(endpoint=endpoint)
 
 
 def _floor(config: str, downstream: Any) -> Any:
@@ -161,14 +163,19 @@ def child(config: str, kind: str, spans: int, *, simple: bool = False) -> None:
     print(json.dumps({"spans_per_s": spans / elapsed, "us_per_span": elapsed / spans * 1e6}))
 
 
+def tool_calls() -> tuple[list[dict[str, Any]], list[str]]:
+    """Return the attributes and results of 64 healthy tool calls (every call different)."""
+    attrs: list[dict[str, Any]] = [
+        {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": f"tool_{i % 4}",
+         "gen_ai.tool.call.arguments": ARGS.replace("refund", f"refund {i}")} for i in range(64)]
+    return attrs, [RESULT.replace('"total": 6', f'"total": {i}') for i in range(64)]
+
+
 def end_child(config: str, spans: int, io_seconds: float = 0.0003) -> None:
     """Emit tool spans whose tools wait on I/O; print the median ``span.end()`` wall time."""
     provider = _provider(config)
     tracer = provider.get_tracer("bench")
-    attrs = [{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": f"tool_{i % 4}",
-              "gen_ai.tool.call.arguments": ARGS.replace("refund", f"refund {i}")}
-             for i in range(64)]
-    results = [RESULT.replace('"total": 6', f'"total": {i}') for i in range(64)]
+    attrs, results = tool_calls()
     per_trace = 20
     ends: list[int] = []
     cpu = 0.0
