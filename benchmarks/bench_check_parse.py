@@ -51,7 +51,9 @@ from typing import Any
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _ROOT = os.path.dirname(_HERE)
 sys.path.insert(0, _HERE)
-sys.path.append(_ROOT)
+from _checkout import put_checkout_on_path  # noqa: E402
+
+put_checkout_on_path(_ROOT)  # after PYTHONPATH: a snapshot given there wins
 
 from bench_check import code_version, generate  # noqa: E402
 
