@@ -165,3 +165,15 @@ def test_bench_signature_instructions_child_runs(signature: str) -> None:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     for workload in ("no_loop", "text"):
         bench_signature_instructions.child(root, workload, signature, 1)
+
+
+def test_bench_check_floor_runs(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """bench_check_floor.py finds the tool calls of check's scripted input and runs the engine
+    on every one of them."""
+    import bench_check
+    import bench_check_floor
+
+    path = str(tmp_path / "scripted.jsonl")
+    counts = bench_check.generate(path, 0.05)
+    assert bench_check_floor.main([path, "--rounds", "1"]) == 0
+    assert f"{counts['tool_calls']:,} tool calls" in capsys.readouterr().out

@@ -38,6 +38,17 @@ from otel_loopguard.detectors._step import CountingWindow
 from otel_loopguard.detectors.cycle import PeriodMatcher
 from otel_loopguard.detectors.failure import classify_error
 
+_OLD_PERMANENT = (
+    r"unauthori[sz]ed|unauthenticated|authenticat|\bauth\b|forbidden|permission[ _]?denied|"
+    r"permission[ _]?error|access[ _]?denied|eacces|eperm|enoent|invalid|schema|"
+    r"validation[ _]?error|unprocessable|not[ _]?found|no[ _]?such[ _]?file|unknown[ _]?tool|"
+    r"does not exist|bad[ _]?request|not allowed|key[ _]?error|type[ _]?error|value[ _]?error")
+"""The error phrases as one case-insensitive pattern: the reference of ``classify_error``."""
+_OLD_RETRYABLE = (
+    r"rate.?limit|too[ _]?many[ _]?requests|time.?out|timed out|temporar|unavailable|"
+    r"try again|overloaded|connection[ _]?(?:reset|refused|error|aborted)|econnreset|"
+    r"etimedout|busy")
+
 
 class TestStagnationDetector:
     @pytest.mark.parametrize(("gap", "expected"), [(0, {3: "warn"}), (4, {11: "warn"}),
@@ -384,6 +395,31 @@ class TestFailureDetector:
     def test_classification(self, text: str, kind: str, reason: str) -> None:
         """Codes win, then permanent phrases, then retryable ones; the rest is retryable."""
         assert classify_error(text) == (kind, reason)
+
+    @given(st.lists(st.sampled_from([
+        "Unauthorised", "AUTH", "Permission_Denied", "EACCES", "not found", "No such FILE",
+        "Bad Request", "KeyError", "rate-limit", "Too many requests", "TIMED OUT", "busy",
+        "Connection Refused", "try again", "\u017fchema", "\u212aeyError", "\u0131nvalid", "é",
+        " ", "x",
+        "author", "valueerror", "time_out", "\n"]), max_size=8).map("".join))
+    def test_phrases_as_a_case_insensitive_search_finds_them(self, text: str) -> None:
+        """The cheaper search of ASCII text finds what one case-insensitive search finds, and
+        other text (the long s, the Kelvin sign, the dotless i) still folds as ``re`` does."""
+        def reference(text: str) -> tuple[str, str]:
+            for kind, pattern in (("permanent", _OLD_PERMANENT), ("retryable", _OLD_RETRYABLE)):
+                hit = re.search(pattern, text, re.IGNORECASE)
+                if hit is not None:
+                    return kind, hit.group(0).lower()
+            return "retryable", "error"
+
+        assert classify_error(text) == reference(text)
+
+    def test_every_phrase_names_a_word_it_contains(self) -> None:
+        """A text without a phrase's word is never searched: each word is literal in its phrase."""
+        from otel_loopguard.detectors.failure import _PERMANENT, _RETRYABLE
+
+        for phrase, word in _PERMANENT + _RETRYABLE:
+            assert word in phrase and re.escape(word) == word, phrase
 
     @pytest.mark.parametrize("text", ["ValidationError", "PermissionError", "FileNotFoundError"])
     def test_exception_type_names(self, text: str) -> None:

@@ -12,17 +12,63 @@ from otel_loopguard.types import Evidence
 __all__ = ["FailureDetector", "MutatingFailureDetector", "classify_error"]
 
 _CODE_RE: Final = re.compile(r"(?<![\d.])([45]\d\d)(?![\d.])")
-_PERMANENT_RE: Final = re.compile(
-    r"unauthori[sz]ed|unauthenticated|authenticat|\bauth\b|forbidden|permission[ _]?denied|"
-    r"permission[ _]?error|access[ _]?denied|eacces|eperm|enoent|invalid|schema|"
-    r"validation[ _]?error|unprocessable|not[ _]?found|no[ _]?such[ _]?file|unknown[ _]?tool|"
-    r"does not exist|bad[ _]?request|not allowed|key[ _]?error|type[ _]?error|value[ _]?error",
-    re.IGNORECASE)
-_RETRYABLE_RE: Final = re.compile(
-    r"rate.?limit|too[ _]?many[ _]?requests|time.?out|timed out|temporar|unavailable|"
-    r"try again|overloaded|connection[ _]?(?:reset|refused|error|aborted)|econnreset|"
-    r"etimedout|busy",
-    re.IGNORECASE)
+_PERMANENT: Final = (
+    ("unauthori[sz]ed", "auth"), ("unauthenticated", "auth"), ("authenticat", "auth"),
+    (r"\bauth\b", "auth"), ("forbidden", "forbidden"), ("permission[ _]?denied", "permission"),
+    ("permission[ _]?error", "permission"), ("access[ _]?denied", "acces"), ("eacces", "acces"),
+    ("eperm", "eperm"), ("enoent", "enoent"), ("invalid", "invalid"), ("schema", "schema"),
+    ("validation[ _]?error", "validation"), ("unprocessable", "unprocessable"),
+    ("not[ _]?found", "found"), ("no[ _]?such[ _]?file", "such"), ("unknown[ _]?tool", "unknown"),
+    ("does not exist", "exist"),
+    ("bad[ _]?request", "bad"), ("not allowed", "allowed"), ("key[ _]?error", "key"),
+    ("type[ _]?error", "type"), ("value[ _]?error", "value"))
+"""Phrases of permanent errors, in order of precedence, each with a word every match contains."""
+_RETRYABLE: Final = (
+    ("rate.?limit", "limit"), ("too[ _]?many[ _]?requests", "many"), ("time.?out", "time"),
+    ("timed out", "timed"), ("temporar", "temporar"), ("unavailable", "unavailable"),
+    ("try again", "again"), ("overloaded", "overloaded"),
+    ("connection[ _]?(?:reset|refused|error|aborted)", "connection"), ("econnreset", "econnreset"),
+    ("etimedout", "etimedout"), ("busy", "busy"))
+"""Phrases of retryable errors, in order of precedence, each with a word every match contains."""
+
+
+class _Phrases:
+    """One list of error phrases, searched the cheap way where that gives the same answer.
+
+    Python's ``re`` tries every alternative at every position of the text, and does it about
+    three times slower with ``re.IGNORECASE``: classifying a failure of a few hundred characters
+    took ~170 µs, a third of the engine's time per failing call on real coding-agent runs. For
+    ASCII text, lower-casing it first and searching without the flag gives the same matches (the
+    case folding of ASCII is ``str.lower``), and a text with none of the phrases' words is not
+    searched at all. Other text takes the case-insensitive search, so Unicode case folding
+    (the Kelvin sign, the long s) is unchanged.
+    """
+
+    __slots__ = ("folded", "lowered", "words")
+
+    def __init__(self, phrases: tuple[tuple[str, str], ...]) -> None:
+        pattern = "|".join(phrase for phrase, _ in phrases)
+        self.folded = re.compile(pattern, re.IGNORECASE)
+        self.lowered = re.compile(pattern)
+        self.words = tuple(dict.fromkeys(word for _, word in phrases))
+
+    def search(self, text: str, lowered: str | None) -> str | None:
+        """Return the first phrase found in ``text``, lower-cased, or None.
+
+        ``lowered`` is ``text.lower()`` when ``text`` is ASCII, else None.
+        """
+        if lowered is None:
+            hit = self.folded.search(text)
+            return None if hit is None else hit.group(0).lower()
+        for word in self.words:
+            if word in lowered:
+                hit = self.lowered.search(lowered)
+                return None if hit is None else hit.group(0)
+        return None
+
+
+_PERMANENT_PHRASES: Final = _Phrases(_PERMANENT)
+_RETRYABLE_PHRASES: Final = _Phrases(_RETRYABLE)
 
 
 def classify_error(text: str) -> tuple[str, str]:
@@ -37,12 +83,13 @@ def classify_error(text: str) -> tuple[str, str]:
         value = int(code.group(1))
         kind = "retryable" if value in (408, 429) or value >= 500 else "permanent"
         return kind, code.group(1)
-    hit = _PERMANENT_RE.search(text)
-    if hit is not None:
-        return "permanent", hit.group(0).lower()
-    hit = _RETRYABLE_RE.search(text)
-    if hit is not None:
-        return "retryable", hit.group(0).lower()
+    lowered = text.lower() if text.isascii() else None
+    phrase = _PERMANENT_PHRASES.search(text, lowered)
+    if phrase is not None:
+        return "permanent", phrase
+    phrase = _RETRYABLE_PHRASES.search(text, lowered)
+    if phrase is not None:
+        return "retryable", phrase
     return "retryable", "error"
 
 

@@ -1,0 +1,138 @@
+"""The floor of ``check``'s design: what parsing and the engine alone cost, with no intake at all.
+
+Usage (from the repository root)::
+
+    PYTHONPATH=. /work/venv/bin/python benchmarks/bench_check_floor.py FILE [FILE ...]
+        [--rounds 5] [--json OUT]
+
+``FILE`` is OTLP/JSON lines with OTel GenAI tool spans (``gen_ai.tool.name``,
+``gen_ai.tool.call.arguments``, ``gen_ai.tool.call.result``), such as the two inputs that
+``bench_check_parse.py --keep DIR`` writes. Timed in this process, CPU medians of interleaved
+rounds, each as a multiple of ``json.loads`` of every line (the yardstick of the ``check``
+targets):
+
+* ``json``: ``json.loads`` of every line;
+* ``orjson``: ``orjson.loads`` of every line (the parser ``check`` uses);
+* ``extract``: ``orjson.loads`` and a dict of each span's attributes, picking out the tool calls;
+* ``engine``: ``extract`` and ``LoopEngine.process`` of every tool call, one run per line (trace).
+
+``engine`` is a lower bound for any ``check`` that parses every line and runs today's engine on
+every call: it builds no span records, no parent chains, no model turns, no report. Whatever
+``check`` costs above it is intake; what it costs above ``extract`` is the engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_ROOT = os.path.dirname(_HERE)
+sys.path.insert(0, _HERE)
+from _checkout import put_checkout_on_path  # noqa: E402
+
+put_checkout_on_path(_ROOT)  # after PYTHONPATH: a snapshot given there wins
+
+import orjson  # noqa: E402
+
+from otel_loopguard import LoopEngine, LoopGuardConfig, ToolCall  # noqa: E402
+
+
+def _tool_calls(document: dict[str, Any]) -> list[ToolCall]:
+    """Return the GenAI tool calls of one decoded ``ExportTraceServiceRequest``."""
+    calls = []
+    for resource_spans in document.get("resourceSpans", ()):
+        for scope_spans in resource_spans.get("scopeSpans", ()):
+            for span in scope_spans.get("spans", ()):
+                attributes = {a["key"]: a["value"] for a in span.get("attributes", ())}
+                tool = attributes.get("gen_ai.tool.name")
+                if tool is None:
+                    continue
+                arguments = attributes.get("gen_ai.tool.call.arguments")
+                result = attributes.get("gen_ai.tool.call.result")
+                calls.append(ToolCall(
+                    tool.get("stringValue", ""),
+                    arguments.get("stringValue") if arguments else None,
+                    result.get("stringValue") if result else None, result is not None,
+                    error="error.type" in attributes, span_id=span.get("spanId", ""),
+                    trace_id=span.get("traceId", "")))
+    return calls
+
+
+def contenders(lines: list[bytes]) -> dict[str, Callable[[], int]]:
+    """Return the four measured loops over ``lines``; each returns the tool calls it saw."""
+
+    def parse_json() -> int:
+        for line in lines:
+            json.loads(line)
+        return 0
+
+    def parse_orjson() -> int:
+        for line in lines:
+            orjson.loads(line)
+        return 0
+
+    def extract() -> int:
+        return sum(len(_tool_calls(orjson.loads(line))) for line in lines)
+
+    def engine() -> int:
+        loop_engine = LoopEngine(LoopGuardConfig())
+        seen = 0
+        for line in lines:
+            run = loop_engine.new_run()
+            for call in _tool_calls(orjson.loads(line)):
+                loop_engine.process(run, call)
+                seen += 1
+        return seen
+
+    return {"json": parse_json, "orjson": parse_orjson, "extract": extract, "engine": engine}
+
+
+def measure(path: str, rounds: int) -> dict[str, Any]:
+    """Return CPU medians (seconds) and multiples of ``json`` for one input."""
+    with open(path, "rb") as handle:
+        lines = [line for line in handle if line.strip()]
+    loops = contenders(lines)
+    cpu: dict[str, list[float]] = {name: [] for name in loops}
+    calls = 0
+    for index in range(rounds):
+        order = list(loops) if index % 2 == 0 else list(reversed(loops))
+        for name in order:
+            start = time.process_time()
+            calls = max(calls, loops[name]())
+            cpu[name].append(time.process_time() - start)
+    medians = {name: statistics.median(values) for name, values in cpu.items()}
+    return {"bytes": sum(map(len, lines)), "lines": len(lines), "tool_calls": calls,
+            "median_cpu_s": medians,
+            "over_json": {name: value / medians["json"] for name, value in medians.items()},
+            "engine_us_per_call": (medians["engine"] - medians["extract"]) / max(calls, 1) * 1e6}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("files", nargs="+", metavar="FILE")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--json", metavar="OUT", help="also write the figures as JSON")
+    args = parser.parse_args(argv)
+    out = {}
+    for path in args.files:
+        figures = measure(path, args.rounds)
+        out[os.path.basename(path)] = figures
+        ratios = ", ".join(f"{name} {value:.2f}x" for name, value in figures["over_json"].items())
+        print(f"{os.path.basename(path)}: {figures['bytes'] / 1e6:.1f} MB, "
+              f"{figures['tool_calls']:,} tool calls: {ratios} "
+              f"(engine {figures['engine_us_per_call']:.1f} µs per call)")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump({"rounds": args.rounds, "inputs": out}, handle, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
