@@ -455,3 +455,50 @@ def test_numbers_read_from_the_text_are_the_numbers_orjson_reads(accel: ModuleTy
         if not _assert_signed_as_walked(accel, text):  # only what orjson cannot read either
             with pytest.raises(orjson.JSONDecodeError):
                 orjson.loads(text)
+
+
+_SHARED_HEADS = ("created_at", "created_ax", "created_atlas", "created_a", "created_",
+                 "abcdefghX", "abcdefghY", "abcdefgh", "abcdefgh\x00", "abcdefgh\x00\x00", "a",
+                 "a\x00", "", "request_id", "request_id_old", "x" * 17, "x" * 16 + "y",
+                 "timestamp", "timestampZ", "\xe9t\xe9")
+"""Keys that the C reading tells apart past their first 8 bytes (sorting, classes)."""
+_SHARED_HEADS_CHECK = """
+import importlib.util, json, random, sys
+import orjson
+spec = importlib.util.spec_from_file_location("otel_loopguard.signature._accel", sys.argv[1])
+accel = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(accel)
+from otel_loopguard.signature import VolatileMatcher
+from otel_loopguard.signature._form import _xxh3_hex
+from otel_loopguard.signature._results import ResultInfo
+keys = json.loads(sys.argv[2])
+matcher, walker, rng, read = VolatileMatcher(), VolatileMatcher(), random.Random(7), 0
+for _ in range(3000):
+    value = {rng.choice(keys): rng.choice((1, "x y", [0.5], {rng.choice(keys): None}))
+             for _ in range(rng.randrange(1, 8))}
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False) \
+        if rng.random() < 0.5 else json.dumps(value, ensure_ascii=False)
+    signed = accel.sign_result(text, matcher, 4096, ResultInfo, _xxh3_hex)
+    walked = accel.canonical_json(orjson.loads(text), walker.cache, walker.classify, 4096, True)
+    assert walked is not None, text
+    if signed is None:  # an escape in a key (NUL): left to Python
+        assert "u0000" in text, text
+        continue
+    digest = signed.digest if isinstance(signed, ResultInfo) else signed[0]
+    assert digest == _xxh3_hex(walked.encode()), text
+    read += 1
+print(read)
+"""
+
+
+def test_keys_that_share_their_first_8_bytes_are_read_as_the_walk_reads_them(
+        accel: ModuleType) -> None:
+    """Sorted and classified (volatile or kept) by all their bytes, in a fresh process whose
+    matcher is the first, so the C reading's memo of key classes answers most of them."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", _SHARED_HEADS_CHECK, str(accel.__file__),
+                           json.dumps(_SHARED_HEADS)], capture_output=True, text=True,
+                          check=False, cwd=ROOT, env={"PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) > 1000

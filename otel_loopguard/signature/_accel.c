@@ -53,8 +53,13 @@
 #define C_UNIT 128 /* m u n s h, either case: the letters an ASCII unit of a duration starts with */
 
 static unsigned char cls[256];
+static char hex_pairs[512]; /* "000102...ff": a byte's two hex digits */
 
 static void init_classes(void) {
+    for (int c = 0; c < 256; c++) {
+        hex_pairs[2 * c] = "0123456789abcdef"[c >> 4];
+        hex_pairs[2 * c + 1] = "0123456789abcdef"[c & 15];
+    }
     for (int c = '0'; c <= '9'; c++) cls[c] |= C_DIGIT | C_HEX | C_WORD;
     for (int c = 'a'; c <= 'z'; c++) cls[c] |= C_WORD;
     for (int c = 'A'; c <= 'Z'; c++) cls[c] |= C_WORD;
@@ -816,12 +821,11 @@ static int put_dict(walk_t *w, buf_t *b, PyObject *dict, int depth) {
 static int put_float(buf_t *b, double d) {
     unsigned long long bits;
     memcpy(&bits, &d, sizeof bits);
-    static const char hex[] = "0123456789abcdef";
     char s[17];
     s[0] = '~';
-    for (int k = 16; k >= 1; k--) {
-        s[k] = hex[bits & 15];
-        bits >>= 4;
+    for (int k = 15; k >= 1; k -= 2) { /* a byte's two hex digits at a time */
+        memcpy(s + k, hex_pairs + 2 * (bits & 0xFF), 2);
+        bits >>= 8;
     }
     return put(b, s, 17);
 }
@@ -958,6 +962,8 @@ typedef struct {
     Py_ssize_t len;
     Py_ssize_t from, to; /* its ',"key":value' in the output; from == -1: dropped */
     int ascii, plain; /* as read_string found the key (span_t) */
+    uint64_t head; /* its first 8 bytes, zeros past its end, first byte highest: keys whose
+                      heads differ sort as their heads do */
 } member_t;
 
 /* --- the classes of keys, by their bytes ---
@@ -974,6 +980,7 @@ typedef struct memo {
     Py_ssize_t keys, used;
     struct {
         unsigned long long hash;
+        uint64_t first; /* the key's first 8 bytes (key_word) */
         int off, len, cls; /* len == -1: empty */
     } slot[MEMO_SLOTS];
     unsigned char bytes[MEMO_BYTES];
@@ -997,22 +1004,59 @@ static memo_t *memo_for(PyObject *owner) {
     return NULL;
 }
 
-static inline unsigned long long fnv(const unsigned char *b, Py_ssize_t n) {
-    unsigned long long h = 1469598103934665603ULL;
-    for (Py_ssize_t k = 0; k < n; k++) h = (h ^ b[k]) * 1099511628211ULL;
+#define MEMO_BITS 13 /* MEMO_SLOTS == 1 << MEMO_BITS */
+
+/* x with its bytes in the other order: a little-endian word's first byte becomes its highest. */
+static inline uint64_t byte_swap(uint64_t x) {
+#if defined(__GNUC__)
+    return __builtin_bswap64(x);
+#else
+    uint64_t y = 0;
+    for (int k = 0; k < 8; k++, x >>= 8) y = y << 8 | (x & 0xFF);
+    return y;
+#endif
+}
+
+/* The bytes b[k:k + 8] of a key b[0:n] (k < n) in the text, as a little-endian word with
+ * zeros past n: 8 bytes read at once where the text has them, one at a time near its end. */
+static inline uint64_t key_word(const parse_t *p, const unsigned char *b, Py_ssize_t k,
+                                Py_ssize_t n) {
+    Py_ssize_t left = n - k;
+    uint64_t w = 0;
+    if (SWAR && b + k + 8 <= p->s + p->n) {
+        memcpy(&w, b + k, 8);
+        return left < 8 ? w & ((1ULL << (8 * left)) - 1) : w;
+    }
+    for (Py_ssize_t j = (left < 8 ? left : 8) - 1; j >= 0; j--) w = w << 8 | b[k + j];
+    return w;
+}
+
+/* A key's hash, from its first word (key_word) and the next ones: the memo's slots are its
+ * top MEMO_BITS bits. */
+static inline unsigned long long key_hash(const parse_t *p, const unsigned char *b,
+                                          Py_ssize_t n, uint64_t first) {
+    const unsigned long long odd = 0x9E3779B97F4A7C15ULL;
+    unsigned long long h = (first ^ (unsigned long long)n) * odd;
+    for (Py_ssize_t k = 8; k < n; k += 8) h = (h ^ (h >> 29) ^ key_word(p, b, k, n)) * odd;
     return h;
 }
 
-/* The class of the key b[0:n] (Latin-1): from the memo, else from the cache (filling both). */
-static int class_of(parse_t *p, const unsigned char *b, Py_ssize_t n) {
+/* Whether the memo's slot j holds the key b[0:n] of first word first and hash h. */
+static inline int memo_holds(const memo_t *m, Py_ssize_t j, const unsigned char *b,
+                             Py_ssize_t n, uint64_t first, unsigned long long h) {
+    return m->slot[j].hash == h && m->slot[j].len == n && m->slot[j].first == first
+           && (n <= 8 || memcmp(m->bytes + m->slot[j].off + 8, b + 8, (size_t)(n - 8)) == 0);
+}
+
+/* The class of the key b[0:n] (Latin-1, in the text; first: key_word(p, b, 0, n)): from the
+ * memo, else from the cache (filling both). */
+static int class_of(parse_t *p, const unsigned char *b, Py_ssize_t n, uint64_t first) {
     memo_t *m = p->memo;
-    unsigned long long h = fnv(b, n);
+    unsigned long long h = key_hash(p, b, n, first);
     if (m != NULL) {
-        for (Py_ssize_t j = (Py_ssize_t)(h & (MEMO_SLOTS - 1));; j = (j + 1) & (MEMO_SLOTS - 1)) {
+        for (Py_ssize_t j = (Py_ssize_t)(h >> (64 - MEMO_BITS));; j = (j + 1) & (MEMO_SLOTS - 1)) {
             if (m->slot[j].len < 0) break;
-            if (m->slot[j].hash == h && m->slot[j].len == n
-                && memcmp(m->bytes + m->slot[j].off, b, (size_t)n) == 0)
-                return m->slot[j].cls;
+            if (memo_holds(m, j, b, n, first, h)) return m->slot[j].cls;
         }
     }
     if (p->w.cache == NULL) {
@@ -1031,10 +1075,11 @@ static int class_of(parse_t *p, const unsigned char *b, Py_ssize_t n) {
     Py_DECREF(key);
     if (found < 0 || m == NULL || m->keys >= MEMO_KEYS || m->used + n > MEMO_BYTES) return found;
     /* classify may have run Python code: probe again before taking a slot */
-    for (Py_ssize_t j = (Py_ssize_t)(h & (MEMO_SLOTS - 1));; j = (j + 1) & (MEMO_SLOTS - 1)) {
+    for (Py_ssize_t j = (Py_ssize_t)(h >> (64 - MEMO_BITS));; j = (j + 1) & (MEMO_SLOTS - 1)) {
         if (m->slot[j].len < 0) {
             memcpy(m->bytes + m->used, b, (size_t)n);
             m->slot[j].hash = h;
+            m->slot[j].first = first;
             m->slot[j].off = (int)m->used;
             m->slot[j].len = (int)n;
             m->slot[j].cls = found;
@@ -1042,9 +1087,7 @@ static int class_of(parse_t *p, const unsigned char *b, Py_ssize_t n) {
             m->keys++;
             break;
         }
-        if (m->slot[j].hash == h && m->slot[j].len == n
-            && memcmp(m->bytes + m->slot[j].off, b, (size_t)n) == 0)
-            break;
+        if (memo_holds(m, j, b, n, first, h)) break;
     }
     return found;
 }
@@ -1055,6 +1098,7 @@ static inline unsigned char at_(const parse_t *p, Py_ssize_t i) { return i < p->
 static inline void skip_ws(parse_t *p) {
     const unsigned char *s = p->s;
     Py_ssize_t i = p->i, n = p->n;
+    if (i < n && s[i] > ' ') return; /* compact JSON: no whitespace between tokens */
     while (i < n && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t')) i++;
     p->i = i;
 }
@@ -1281,6 +1325,7 @@ static const struct {
 #undef FACT
 
 static int is_fact_key(const unsigned char *k, Py_ssize_t n) {
+    if (n < 2 || !strchr("cdemops", k[0])) return 0; /* what the fact keys start with */
     for (int t = 0; fact_keys[t].key; t++)
         if (fact_keys[t].len == n && memcmp(fact_keys[t].key, k, (size_t)n) == 0) return 1;
     return 0;
@@ -1371,9 +1416,11 @@ static int literal(parse_t *p, const char *word, Py_ssize_t n) {
     return 1;
 }
 
-/* Keys in code point order: their bytes are Latin-1, so byte order. */
+/* Keys in code point order: their bytes are Latin-1, so byte order; their heads first. */
 static inline int key_cmp(const member_t *a, const member_t *b) {
-    int c = memcmp(a->key, b->key, (size_t)(a->len < b->len ? a->len : b->len));
+    if (a->head != b->head) return a->head < b->head ? -1 : 1;
+    Py_ssize_t least = a->len < b->len ? a->len : b->len;
+    int c = least > 8 ? memcmp(a->key + 8, b->key + 8, (size_t)(least - 8)) : 0;
     return c ? c : (a->len < b->len ? -1 : a->len > b->len);
 }
 
@@ -1522,11 +1569,13 @@ static int parse_object(parse_t *p, buf_t *b, int depth, int *empty) {
             m[n].ascii = key.ascii;
             m[n].plain = key.plain;
             m[n].from = m[n].to = -1;
+            uint64_t first = key_word(p, key.data, 0, key.n);
+            m[n].head = byte_swap(first);
             if (++n > MAX_ITEMS) {
                 p->w.bail = 1;
                 break;
             }
-            found = class_of(p, key.data, key.n);
+            found = class_of(p, key.data, key.n, first);
             if (found < 0) {
                 rc = -1;
                 break;
