@@ -514,7 +514,6 @@ typedef struct {
     Py_ssize_t max_chars;
     int result; /* mask the strings that are a whole date-time */
     int bail; /* set when the Python path must sign the value */
-    int addresses_later; /* " at 0x" is looked for in the whole text at the end, not per string */
 } walk_t;
 
 static inline int dig(const unsigned char *u, Py_ssize_t n, Py_ssize_t i, int count) {
@@ -612,12 +611,52 @@ static inline void put_char(unsigned char *out, Py_ssize_t *o, Py_UCS4 c) {
     }
 }
 
+/* Where the run of plain characters of a JSON string at s[j] ends, read 16 bytes at a time:
+ * at the first '"', '\\', control character or byte past ASCII, or where fewer than 16 bytes
+ * are left (read_string's 8-byte and 1-byte scans go on from there). *plain is cleared when
+ * two spaces in a row are among the bytes passed (s[j - 1] is in the text: the quote, at
+ * first). Why SSE2: a result's strings are most of its text, and the 8-byte scan pays about
+ * 30 instructions per 8 bytes for what SSE2 tests in about 12 per 16; on every x86-64. */
+static inline Py_ssize_t wide_run(const unsigned char *s, Py_ssize_t j, Py_ssize_t n,
+                                  int *plain) {
+#if WIDE
+    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'),
+                  control = _mm_set1_epi8(0x20), space = _mm_set1_epi8(' ');
+    unsigned before = s[j - 1] == ' ';
+    while (j + 16 <= n) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(s + j));
+        /* signed: a byte past ASCII is below 0x20 too */
+        unsigned stops = (unsigned)_mm_movemask_epi8(_mm_or_si128(
+            _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash)),
+            _mm_cmplt_epi8(x, control)));
+        unsigned spaces = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, space));
+        unsigned doubled = spaces & ((spaces << 1) | before);
+        if (stops) {
+            unsigned k = (unsigned)__builtin_ctz(stops);
+            if (doubled & ((1u << k) - 1)) *plain = 0;
+            return j + (Py_ssize_t)k;
+        }
+        if (doubled) *plain = 0;
+        before = spaces >> 15;
+        j += 16;
+    }
+#else
+    (void)s;
+    (void)n;
+    (void)plain;
+#endif
+    return j;
+}
+
 /* Whether ASCII text is written as it is: no whitespace but single spaces between words, no
  * quote, backslash or control character (most strings: they are copied whole). */
 static int plain_ascii(const unsigned char *u, Py_ssize_t n) {
     if (n == 0) return 1;
     if (u[0] == ' ' || u[n - 1] == ' ') return 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    int plain = 1;
+    Py_ssize_t from = wide_run(u, 1, n, &plain); /* u[0] is not a space: u[1:] is read */
+    if (!plain || from + 16 <= n) return 0; /* two spaces, or it stopped at '"', '\\'... */
+    for (Py_ssize_t i = from - 1; i < n; i++) { /* from - 1: a space there and one at from */
         if (cls[u[i]] & C_WRITTEN) { /* a space, another whitespace, '"', '\\' or a control */
             if (u[i] != ' ' || u[i + 1] == ' ') return 0; /* u[i + 1] exists: u[n - 1] != ' ' */
         }
@@ -635,21 +674,37 @@ static int has_address(const char *text, Py_ssize_t n) {
     return 0;
 }
 
+/* Write plain ASCII u[0:n] (plain_ascii) as put_span does: quoted, copied whole, or as
+ * <datetime> when it is a result's whole date-time. */
+static inline int put_plain(const walk_t *w, buf_t *b, const unsigned char *u, Py_ssize_t n) {
+    if (grow(b, n + 2) < 0) return -1;
+    char *out = b->data + b->len;
+    if (w->result && whole_datetime(u, n)) {
+        memcpy(out, "\"<datetime>\"", 12);
+        b->len += 12;
+        return 0;
+    }
+    out[0] = '"';
+    memcpy(out + 1, u, (size_t)n);
+    out[n + 1] = '"';
+    b->len += n + 2;
+    return 0;
+}
+
 /* Write str as a quoted string in one pass: whitespace folded (" ".join(str.split())), '"' '\'
  * and control characters escaped, UTF-8; then a whole date-time of a result becomes
- * <datetime>, and a string holding " at 0x" stops the walk (the Python path masks addresses). */
+ * <datetime>. A string holding " at 0x" (an object repr's address, which the Python path
+ * masks) is found by has_address in the walk's whole text, at its end. */
 static int put_span(walk_t *w, buf_t *b, const span_t *str) {
     Py_ssize_t n = str->n;
+    int ascii = str->ascii && str->kind == PyUnicode_1BYTE_KIND;
+    if (str->plain || (ascii && plain_ascii(str->data, n))) return put_plain(w, b, str->data, n);
     if (grow(b, n * 6 + 2) < 0) return -1;
     unsigned char *out = (unsigned char *)b->data;
     Py_ssize_t start = b->len, o = start + 1;
     out[start] = '"';
     int space = 0;
-    int ascii = str->ascii && str->kind == PyUnicode_1BYTE_KIND;
-    if (ascii && (str->plain || plain_ascii(str->data, n))) {
-        memcpy(out + o, str->data, (size_t)n);
-        o += n;
-    } else if (ascii) {
+    if (ascii) {
         const unsigned char *u = str->data;
         for (Py_ssize_t i = 0; i < n; i++) {
             unsigned char c = u[i];
@@ -682,10 +737,6 @@ static int put_span(walk_t *w, buf_t *b, const span_t *str) {
     }
     const unsigned char *content = out + start + 1;
     Py_ssize_t m = o - start - 1;
-    if (!w->addresses_later && has_address((const char *)content, m)) {
-        w->bail = 1;
-        return 0;
-    }
     if (w->result && whole_datetime(content, m)) {
         memcpy(out + start, "\"<datetime>\"", 12);
         b->len = start + 12;
@@ -903,7 +954,7 @@ static PyObject *canonical_json(PyObject *module, PyObject *const *args, Py_ssiz
                                          "result) takes 5 arguments");
         return NULL;
     }
-    walk_t w = {args[1], args[2], 0, PyObject_IsTrue(args[4]), 0, 0};
+    walk_t w = {args[1], args[2], 0, PyObject_IsTrue(args[4]), 0};
     if (bound_of(args[3], &w.max_chars) < 0) return NULL;
     if (w.cache == Py_None) w.cache = NULL;
     if (w.cache != NULL && !PyDict_CheckExact(w.cache)) {
@@ -913,6 +964,7 @@ static PyObject *canonical_json(PyObject *module, PyObject *const *args, Py_ssiz
     char stack[BUF_STACK];
     buf_t b = BUF_ON(stack);
     int rc = put_value(&w, &b, args[0], 0);
+    if (rc == 0 && !w.bail && has_address(b.data, b.len)) w.bail = 1; /* see put_span */
     PyObject *out = NULL;
     if (rc == 0) {
         if (w.bail) {
@@ -1126,43 +1178,6 @@ static inline uint64_t zero_bytes(uint64_t x) { return (x - ONES) & ~x & HIGHS; 
 static inline uint64_t string_stops(uint64_t x) {
     return zero_bytes(x ^ (ONES * '"')) | zero_bytes(x ^ (ONES * '\\'))
            | ((x - ONES * 0x20) & ~x & HIGHS) | (x & HIGHS);
-}
-
-/* Where the run of plain characters of a JSON string at s[j] ends, read 16 bytes at a time:
- * at the first '"', '\\', control character or byte past ASCII, or where fewer than 16 bytes
- * are left (read_string's 8-byte and 1-byte scans go on from there). *plain is cleared when
- * two spaces in a row are among the bytes passed (s[j - 1] is in the text: the quote, at
- * first). Why SSE2: a result's strings are most of its text, and the 8-byte scan pays about
- * 30 instructions per 8 bytes for what SSE2 tests in about 12 per 16; on every x86-64. */
-static inline Py_ssize_t wide_run(const unsigned char *s, Py_ssize_t j, Py_ssize_t n,
-                                  int *plain) {
-#if WIDE
-    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'),
-                  control = _mm_set1_epi8(0x20), space = _mm_set1_epi8(' ');
-    unsigned before = s[j - 1] == ' ';
-    while (j + 16 <= n) {
-        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(s + j));
-        /* signed: a byte past ASCII is below 0x20 too */
-        unsigned stops = (unsigned)_mm_movemask_epi8(_mm_or_si128(
-            _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash)),
-            _mm_cmplt_epi8(x, control)));
-        unsigned spaces = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, space));
-        unsigned doubled = spaces & ((spaces << 1) | before);
-        if (stops) {
-            unsigned k = (unsigned)__builtin_ctz(stops);
-            if (doubled & ((1u << k) - 1)) *plain = 0;
-            return j + (Py_ssize_t)k;
-        }
-        if (doubled) *plain = 0;
-        before = spaces >> 15;
-        j += 16;
-    }
-#else
-    (void)s;
-    (void)n;
-    (void)plain;
-#endif
-    return j;
 }
 
 /* Read the string at p->i (its opening quote) into *s: the text itself when it has no escape,
@@ -1814,7 +1829,7 @@ static PyObject *sign_text(PyObject *text, Py_ssize_t max_chars, PyObject *info_
 /* The JSON object or array of text (one byte per character), or None; see the part above. */
 static PyObject *sign_json(PyObject *text, PyObject *matcher, Py_ssize_t max_chars,
                            PyObject *info_type, PyObject *hexdigest) {
-    parse_t p = {{NULL, NULL, max_chars, 1, 0, 1}, PyUnicode_1BYTE_DATA(text),
+    parse_t p = {{NULL, NULL, max_chars, 1, 0}, PyUnicode_1BYTE_DATA(text),
                  PyUnicode_GET_LENGTH(text), 0, NULL, 0, 0, memo_for(matcher), NULL, matcher};
     skip_ws(&p);
     unsigned char first = at_(&p, p.i);
