@@ -115,11 +115,13 @@ def test_findings_are_the_same_without_the_accelerator(
 
     monkeypatch.setattr(text_module, "_SCAN", None)
     monkeypatch.setattr(form_module, "_CANON", None)
+    monkeypatch.setattr(form_module, "_ARGS", None)
     monkeypatch.setattr(results_module, "_SIGN", None)
     stored = json.loads(GOLDEN.read_text())
     assert json.loads(dump(all_findings())) == stored
     monkeypatch.setattr(text_module, "_SCAN", accel.canonical_text)
     monkeypatch.setattr(form_module, "_CANON", accel.canonical_json)
+    monkeypatch.setattr(form_module, "_ARGS", accel.canonical_args)
     monkeypatch.setattr(results_module, "_SIGN", accel.sign_result)
     assert json.loads(dump(all_findings())) == stored
 
@@ -275,6 +277,38 @@ def test_any_value_is_written_or_left_to_python(accel: ModuleType, value: object
 @given(text=st.text(_ANY_CHAR))
 def test_any_text_gets_the_python_form(accel: ModuleType, text: str) -> None:
     assert accel.canonical_text(text) == canonical_text(text)
+
+
+def test_arguments_text_is_read_as_loads_then_the_walk(accel: ModuleType) -> None:
+    """canonical_args in C: orjson.loads of a JSON object's text and the walk of it, or None
+    (then the Python path signs it) for what is not an object's text or what loads rejects."""
+    import orjson
+
+    rng = random.Random(11)
+    texts = [json.dumps(_random_value(rng), ensure_ascii=rng.random() < 0.5,
+                        indent=rng.choice((None, 2))) for _ in range(3000)]
+    texts += ['{"a": 1', '{"a": NaN}', "[1]", "", " {}", '{"s": "<C at 0x7f3a5c1d>"}',
+              '{"a": "' + "x" * 5000 + '"}', "{}", '{"k": "\u00e9 \u2028 x"}']
+    objects = 0
+    for text in texts:
+        signed = accel.canonical_args(text, 4096, orjson.loads)
+        try:
+            parsed = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            assert signed is None, text
+            continue
+        walked = accel.canonical_json(parsed, None, None, 4096, False) \
+            if text[:1] == "{" and type(parsed) is dict else None
+        assert signed == (None if walked is None else (parsed, walked)), text
+        objects += walked is not None
+    assert objects > 500
+    assert accel.canonical_args('{"a": 1}', 0, orjson.loads) is None  # over 16 * max_chars
+
+    def refuse(text: str) -> object:
+        raise TypeError(text)
+
+    with pytest.raises(TypeError):
+        accel.canonical_args('{"a": 1}', 4096, refuse)
 
 
 def test_deep_nesting_and_lone_surrogates_are_left_to_python(accel: ModuleType) -> None:

@@ -514,6 +514,7 @@ typedef struct {
     Py_ssize_t max_chars;
     int result; /* mask the strings that are a whole date-time */
     int bail; /* set when the Python path must sign the value */
+    int wide; /* a character past ASCII may have been written */
 } walk_t;
 
 static inline int dig(const unsigned char *u, Py_ssize_t n, Py_ssize_t i, int count) {
@@ -720,6 +721,7 @@ static int put_span(walk_t *w, buf_t *b, const span_t *str) {
     } else {
         int kind = str->kind;
         const void *data = str->data;
+        w->wide = 1;
         for (Py_ssize_t i = 0; i < n; i++) {
             Py_UCS4 c = PyUnicode_READ(kind, data, i);
             if (c < 128 ? (cls[c] & C_SPACE) != 0 : Py_UNICODE_ISSPACE(c)) {
@@ -947,6 +949,26 @@ static int bound_of(PyObject *value, Py_ssize_t *out) {
     return 0;
 }
 
+/* The canonical text of value as canonical_json gives it, or None: the walk of w. */
+static PyObject *walk_text(walk_t *w, PyObject *value) {
+    char stack[BUF_STACK];
+    buf_t b = BUF_ON(stack);
+    int rc = put_value(w, &b, value, 0);
+    if (rc == 0 && !w->bail && has_address(b.data, b.len)) w->bail = 1; /* see put_span */
+    PyObject *out = NULL;
+    if (rc == 0 && w->bail) {
+        out = Py_None;
+        Py_INCREF(out);
+    } else if (rc == 0 && w->wide) {
+        out = PyUnicode_DecodeUTF8(b.data, b.len, "strict");
+    } else if (rc == 0) { /* ASCII: copied, not decoded */
+        out = PyUnicode_New(b.len, 127);
+        if (out != NULL) memcpy(PyUnicode_1BYTE_DATA(out), b.data, (size_t)b.len);
+    }
+    buf_free(&b);
+    return out;
+}
+
 static PyObject *canonical_json(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (nargs != 5) {
@@ -954,28 +976,45 @@ static PyObject *canonical_json(PyObject *module, PyObject *const *args, Py_ssiz
                                          "result) takes 5 arguments");
         return NULL;
     }
-    walk_t w = {args[1], args[2], 0, PyObject_IsTrue(args[4]), 0};
+    walk_t w = {args[1], args[2], 0, PyObject_IsTrue(args[4]), 0, 0};
     if (bound_of(args[3], &w.max_chars) < 0) return NULL;
     if (w.cache == Py_None) w.cache = NULL;
     if (w.cache != NULL && !PyDict_CheckExact(w.cache)) {
         PyErr_SetString(PyExc_TypeError, "canonical_json(): cache must be a dict or None");
         return NULL;
     }
-    char stack[BUF_STACK];
-    buf_t b = BUF_ON(stack);
-    int rc = put_value(&w, &b, args[0], 0);
-    if (rc == 0 && !w.bail && has_address(b.data, b.len)) w.bail = 1; /* see put_span */
-    PyObject *out = NULL;
-    if (rc == 0) {
-        if (w.bail) {
-            out = Py_None;
-            Py_INCREF(out);
-        } else {
-            out = PyUnicode_DecodeUTF8(b.data, b.len, "strict");
-        }
+    return walk_text(&w, args[0]);
+}
+
+/* _form.canonical_args of a JSON object's text, in one call: (loads(text), its canonical text),
+ * or None where the Python path must sign it (not an object's text, one loads rejects with a
+ * ValueError, or one the walk leaves to Python). */
+static PyObject *canonical_args(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "canonical_args(text, max_chars, loads) takes 3 "
+                                         "arguments");
+        return NULL;
     }
-    buf_free(&b);
-    return out;
+    PyObject *text = args[0];
+    walk_t w = {NULL, NULL, 0, 0, 0, 0};
+    if (bound_of(args[1], &w.max_chars) < 0) return NULL;
+    if (!PyUnicode_CheckExact(text)) Py_RETURN_NONE;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    if (n == 0 || (n + 15) / 16 > w.max_chars || PyUnicode_READ_CHAR(text, 0) != '{')
+        Py_RETURN_NONE; /* as canonical_args: up to max_chars * 16, which may overflow */
+    PyObject *parsed = PyObject_CallOneArg(args[2], text);
+    if (parsed == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_ValueError)) return NULL;
+        PyErr_Clear(); /* orjson.JSONDecodeError: the Python path reads it its way */
+        Py_RETURN_NONE;
+    }
+    PyObject *out = PyDict_CheckExact(parsed) ? walk_text(&w, parsed) : (Py_INCREF(Py_None), Py_None);
+    if (out == NULL || out == Py_None) {
+        Py_DECREF(parsed);
+        return out;
+    }
+    return Py_BuildValue("(NN)", parsed, out);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1829,7 +1868,7 @@ static PyObject *sign_text(PyObject *text, Py_ssize_t max_chars, PyObject *info_
 /* The JSON object or array of text (one byte per character), or None; see the part above. */
 static PyObject *sign_json(PyObject *text, PyObject *matcher, Py_ssize_t max_chars,
                            PyObject *info_type, PyObject *hexdigest) {
-    parse_t p = {{NULL, NULL, max_chars, 1, 0}, PyUnicode_1BYTE_DATA(text),
+    parse_t p = {{NULL, NULL, max_chars, 1, 0, 0}, PyUnicode_1BYTE_DATA(text),
                  PyUnicode_GET_LENGTH(text), 0, NULL, 0, 0, memo_for(matcher), NULL, matcher};
     skip_ws(&p);
     unsigned char first = at_(&p, p.i);
@@ -1896,6 +1935,9 @@ static PyMethodDef methods[] = {
      "canonical_json(value, cache, classify, max_chars, result) -> str | None: the canonical "
      "text of parsed JSON, its volatile keys (cache not None) deleted in place; None when the "
      "Python path must sign it."},
+    {"canonical_args", (PyCFunction)(void (*)(void))canonical_args, METH_FASTCALL,
+     "canonical_args(text, max_chars, loads) -> (dict, str) | None: a JSON object's text "
+     "parsed by loads, and its canonical text; None when the Python path must sign it."},
     {"sign_result", (PyCFunction)(void (*)(void))sign_result, METH_FASTCALL,
      "sign_result(text, matcher, max_chars, info_type, hexdigest) -> ResultInfo | tuple | None: "
      "a str result's ResultInfo, or (digest, empty, ((key, start, end), ...)) when the facts "
