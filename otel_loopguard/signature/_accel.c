@@ -680,7 +680,7 @@ static int has_address(const char *text, Py_ssize_t n) {
 static inline int put_plain(const walk_t *w, buf_t *b, const unsigned char *u, Py_ssize_t n) {
     if (grow(b, n + 2) < 0) return -1;
     char *out = b->data + b->len;
-    if (w->result && whole_datetime(u, n)) {
+    if (w->result && n >= 16 && u[0] <= '9' && whole_datetime(u, n)) {
         memcpy(out, "\"<datetime>\"", 12);
         b->len += 12;
         return 0;
@@ -1222,7 +1222,7 @@ static inline uint64_t string_stops(uint64_t x) {
 /* Read the string at p->i (its opening quote) into *s: the text itself when it has no escape,
  * else its characters decoded into p->scratch (valid until the next string is read). Returns
  * -1 on an error, 0 with w.bail set when orjson would not read it, 1 when read. */
-static int read_string(parse_t *p, span_t *out) {
+static int read_any_string(parse_t *p, span_t *out) {
     const unsigned char *s = p->s;
     Py_ssize_t start = ++p->i, j = start, n = p->n;
     int escaped = 0, high = 0, plain = 1;
@@ -1334,6 +1334,23 @@ static int read_string(parse_t *p, span_t *out) {
 bail:
     p->w.bail = 1;
     return 0;
+}
+
+/* read_any_string of most strings: ASCII with no escape, read 16 bytes at a time up to their
+ * closing quote. */
+static inline int read_string(parse_t *p, span_t *out) {
+    const unsigned char *s = p->s;
+    Py_ssize_t start = p->i + 1, n = p->n;
+    int plain = 1;
+    Py_ssize_t j = wide_run(s, start, n, &plain);
+    if (!(j < n && s[j] == '"')) return read_any_string(p, out);
+    out->data = s + start;
+    out->kind = PyUnicode_1BYTE_KIND;
+    out->n = j - start;
+    out->ascii = 1;
+    out->plain = plain && !(j > start && (s[j - 1] == ' ' || s[start] == ' '));
+    p->i = j + 1;
+    return 1;
 }
 
 static const char *const empty_texts[] = {
@@ -1559,7 +1576,9 @@ static int note_fact(parse_t *p, const member_t *m, Py_ssize_t start) {
 /* Write ',"key":' for a kept member. */
 static int put_key(parse_t *p, buf_t *b, const member_t *m) {
     span_t k = {m->key, PyUnicode_1BYTE_KIND, m->ascii, m->len, m->plain};
-    if (putc1(b, ',') < 0 || put_span(&p->w, b, &k) < 0) return -1;
+    if (putc1(b, ',') < 0
+        || (m->plain ? put_plain(&p->w, b, m->key, m->len) : put_span(&p->w, b, &k)) < 0)
+        return -1;
     return p->w.bail ? 0 : putc1(b, ':');
 }
 
@@ -1732,7 +1751,7 @@ static int parse_value(parse_t *p, buf_t *b, int depth, int in_mapping, int *emp
             return 0;
         }
         *empty = string_empty(&s);
-        return put_span(&p->w, b, &s);
+        return s.plain ? put_plain(&p->w, b, s.data, s.n) : put_span(&p->w, b, &s);
     }
     if (c == '{') return parse_object(p, b, depth, empty);
     if (c == '[') return parse_array(p, b, depth, empty);
