@@ -1055,7 +1055,15 @@ static PyObject *canonical_args(PyObject *module, PyObject *const *args, Py_ssiz
         Py_DECREF(parsed);
         return out;
     }
-    return Py_BuildValue("(NN)", parsed, out);
+    PyObject *pair = PyTuple_New(2);
+    if (pair == NULL) {
+        Py_DECREF(parsed);
+        Py_DECREF(out);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(pair, 0, parsed);
+    PyTuple_SET_ITEM(pair, 1, out);
+    return pair;
 }
 
 /* ------------------------------------------------------------------------------------------ */
