@@ -717,9 +717,12 @@ static int has_address(const char *text, Py_ssize_t n) {
 }
 
 /* Write plain ASCII u[0:n] (plain_ascii) as put_span does: quoted, copied whole, or as
- * <datetime> when it is a result's whole date-time. */
-static inline int put_plain(const walk_t *w, buf_t *b, const unsigned char *u, Py_ssize_t n) {
-    if (grow(b, n + 2) < 0) return -1;
+ * <datetime> when it is a result's whole date-time. readable: how many bytes u has (at least
+ * n): a string of up to 16 characters with 16 readable is copied as 16 bytes, a fixed size the
+ * compiler copies without a call to memcpy (most keys and short values). */
+static inline int put_plain(const walk_t *w, buf_t *b, const unsigned char *u, Py_ssize_t n,
+                            Py_ssize_t readable) {
+    if (grow(b, n + 18) < 0) return -1;
     char *out = b->data + b->len;
     if (w->result && n >= 16 && u[0] <= '9' && whole_datetime(u, n)) {
         memcpy(out, "\"<datetime>\"", 12);
@@ -727,7 +730,8 @@ static inline int put_plain(const walk_t *w, buf_t *b, const unsigned char *u, P
         return 0;
     }
     out[0] = '"';
-    memcpy(out + 1, u, (size_t)n);
+    if (n <= 16 && readable >= 16) memcpy(out + 1, u, 16); /* the room: n + 18 */
+    else memcpy(out + 1, u, (size_t)n);
     out[n + 1] = '"';
     b->len += n + 2;
     return 0;
@@ -740,7 +744,8 @@ static inline int put_plain(const walk_t *w, buf_t *b, const unsigned char *u, P
 static int put_span(walk_t *w, buf_t *b, const span_t *str) {
     Py_ssize_t n = str->n;
     int ascii = str->ascii && str->kind == PyUnicode_1BYTE_KIND;
-    if (str->plain || (ascii && plain_ascii(str->data, n))) return put_plain(w, b, str->data, n);
+    if (str->plain || (ascii && plain_ascii(str->data, n)))
+        return put_plain(w, b, str->data, n, n);
     if (grow(b, n * 6 + 2) < 0) return -1;
     unsigned char *out = (unsigned char *)b->data;
     Py_ssize_t start = b->len, o = start + 1;
@@ -1414,6 +1419,11 @@ static inline int stripped(Py_UCS4 c) { return c == ' ' || c == '.' || c == '!';
  * sign lowers to an ASCII letter, k, and no empty text has a k). */
 static int string_empty(const span_t *s) {
     if (s->n >= 40 || !s->ascii) return 0;
+    if (s->n) { /* what an empty text, its " .!" stripped, starts with (most strings not) */
+        Py_UCS4 c = PyUnicode_READ(s->kind, s->data, 0) | 0x20; /* '[' as '{', N as n */
+        if (c != ' ' && c != '.' && c != '!' && c != 'n' && c != 'e' && c != '0' && c != '{')
+            return 0;
+    }
     Py_ssize_t a = 0, z = s->n;
     while (a < z && stripped(PyUnicode_READ(s->kind, s->data, a))) a++;
     while (z > a && stripped(PyUnicode_READ(s->kind, s->data, z - 1))) z--;
@@ -1626,7 +1636,8 @@ static int note_fact(parse_t *p, const member_t *m, Py_ssize_t start) {
 static int put_key(parse_t *p, buf_t *b, const member_t *m) {
     span_t k = {m->key, PyUnicode_1BYTE_KIND, m->ascii, m->len, m->plain};
     if (putc1(b, ',') < 0
-        || (m->plain ? put_plain(&p->w, b, m->key, m->len) : put_span(&p->w, b, &k)) < 0)
+        || (m->plain ? put_plain(&p->w, b, m->key, m->len, p->s + p->n - m->key)
+                     : put_span(&p->w, b, &k)) < 0)
         return -1;
     return p->w.bail ? 0 : putc1(b, ':');
 }
@@ -1800,7 +1811,8 @@ static int parse_value(parse_t *p, buf_t *b, int depth, int in_mapping, int *emp
             return 0;
         }
         *empty = string_empty(&s);
-        return s.plain ? put_plain(&p->w, b, s.data, s.n) : put_span(&p->w, b, &s);
+        return s.plain ? put_plain(&p->w, b, s.data, s.n, p->s + p->n - (const unsigned char *)s.data)
+                       : put_span(&p->w, b, &s);
     }
     if (c == '{') return parse_object(p, b, depth, empty);
     if (c == '[') return parse_array(p, b, depth, empty);
