@@ -536,3 +536,40 @@ def test_keys_that_share_their_first_8_bytes_are_read_as_the_walk_reads_them(
                           check=False, cwd=ROOT, env={"PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) > 1000
+
+
+def test_result_info_types_other_than_a_slotted_four_field_class_are_called(
+        accel: ModuleType) -> None:
+    """sign_result fills ResultInfo's slots directly; any other info type is called with the
+    four fields, so its own __init__ or __post_init__ runs."""
+    from dataclasses import dataclass
+
+    from otel_loopguard.signature import VolatileMatcher
+    from otel_loopguard.signature._form import _xxh3_hex
+    from otel_loopguard.signature._results import ResultInfo
+
+    class Called:
+        def __init__(self, *fields: object) -> None:
+            self.fields = fields
+
+    @dataclass(slots=True)
+    class Checked:
+        digest: str
+        error: str | None
+        in_progress: bool
+        empty: bool
+
+        def __post_init__(self) -> None:
+            self.digest = "checked:" + self.digest
+
+    matcher = VolatileMatcher()
+    for text in ("pending  job", '{"items": [], "n": 0.5}'):
+        made = accel.sign_result(text, matcher, 4096, ResultInfo, _xxh3_hex)
+        assert type(made) is ResultInfo
+        called = accel.sign_result(text, matcher, 4096, Called, _xxh3_hex)
+        assert called.fields == (made.digest, None, made.in_progress, made.empty)
+        checked = accel.sign_result(text, matcher, 4096, Checked, _xxh3_hex)
+        assert type(checked) is Checked and checked.digest == "checked:" + made.digest
+        assert (checked.error, checked.in_progress, checked.empty) == \
+            (None, made.in_progress, made.empty)
+        assert accel.sign_result(text, matcher, 4096, ResultInfo, _xxh3_hex) == made
