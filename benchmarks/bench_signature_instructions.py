@@ -51,8 +51,11 @@ def child(tree: str, workload: str, signature: str, passes: int) -> None:
 def per_call(job: tuple[str, ...]) -> float:
     """Return the instructions per call of one (tree, workload, signature)."""
     tree, workload, signature = job
+    # PYTHONPATH names the tree: bench_engine, which the child imports, puts its own checkout
+    # on sys.path right after the PYTHONPATH entries, which would otherwise shadow the tree
+    env = {**os.environ, "PYTHONPATH": tree}
     high, low = (callgrind_instructions([__file__, "--child", tree, workload, signature,
-                                         str(passes)]) for passes in PASSES)
+                                         str(passes)], env) for passes in PASSES)
     return (high - low) / ((PASSES[0] - PASSES[1]) * 100)
 
 

@@ -115,11 +115,13 @@ def test_findings_are_the_same_without_the_accelerator(
 
     monkeypatch.setattr(text_module, "_SCAN", None)
     monkeypatch.setattr(form_module, "_CANON", None)
+    monkeypatch.setattr(form_module, "_ARGS", None)
     monkeypatch.setattr(results_module, "_SIGN", None)
     stored = json.loads(GOLDEN.read_text())
     assert json.loads(dump(all_findings())) == stored
     monkeypatch.setattr(text_module, "_SCAN", accel.canonical_text)
     monkeypatch.setattr(form_module, "_CANON", accel.canonical_json)
+    monkeypatch.setattr(form_module, "_ARGS", accel.canonical_args)
     monkeypatch.setattr(results_module, "_SIGN", accel.sign_result)
     assert json.loads(dump(all_findings())) == stored
 
@@ -275,6 +277,38 @@ def test_any_value_is_written_or_left_to_python(accel: ModuleType, value: object
 @given(text=st.text(_ANY_CHAR))
 def test_any_text_gets_the_python_form(accel: ModuleType, text: str) -> None:
     assert accel.canonical_text(text) == canonical_text(text)
+
+
+def test_arguments_text_is_read_as_loads_then_the_walk(accel: ModuleType) -> None:
+    """canonical_args in C: orjson.loads of a JSON object's text and the walk of it, or None
+    (then the Python path signs it) for what is not an object's text or what loads rejects."""
+    import orjson
+
+    rng = random.Random(11)
+    texts = [json.dumps(_random_value(rng), ensure_ascii=rng.random() < 0.5,
+                        indent=rng.choice((None, 2))) for _ in range(3000)]
+    texts += ['{"a": 1', '{"a": NaN}', "[1]", "", " {}", '{"s": "<C at 0x7f3a5c1d>"}',
+              '{"a": "' + "x" * 5000 + '"}', "{}", '{"k": "\u00e9 \u2028 x"}']
+    objects = 0
+    for text in texts:
+        signed = accel.canonical_args(text, 4096, orjson.loads)
+        try:
+            parsed = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            assert signed is None, text
+            continue
+        walked = accel.canonical_json(parsed, None, None, 4096, False) \
+            if text[:1] == "{" and type(parsed) is dict else None
+        assert signed == (None if walked is None else (parsed, walked)), text
+        objects += walked is not None
+    assert objects > 500
+    assert accel.canonical_args('{"a": 1}', 0, orjson.loads) is None  # over 16 * max_chars
+
+    def refuse(text: str) -> object:
+        raise TypeError(text)
+
+    with pytest.raises(TypeError):
+        accel.canonical_args('{"a": 1}', 4096, refuse)
 
 
 def test_deep_nesting_and_lone_surrogates_are_left_to_python(accel: ModuleType) -> None:
@@ -455,3 +489,87 @@ def test_numbers_read_from_the_text_are_the_numbers_orjson_reads(accel: ModuleTy
         if not _assert_signed_as_walked(accel, text):  # only what orjson cannot read either
             with pytest.raises(orjson.JSONDecodeError):
                 orjson.loads(text)
+
+
+_SHARED_HEADS = ("created_at", "created_ax", "created_atlas", "created_a", "created_",
+                 "abcdefghX", "abcdefghY", "abcdefgh", "abcdefgh\x00", "abcdefgh\x00\x00", "a",
+                 "a\x00", "", "request_id", "request_id_old", "x" * 17, "x" * 16 + "y",
+                 "timestamp", "timestampZ", "\xe9t\xe9")
+"""Keys that the C reading tells apart past their first 8 bytes (sorting, classes)."""
+_SHARED_HEADS_CHECK = """
+import importlib.util, json, random, sys
+import orjson
+spec = importlib.util.spec_from_file_location("otel_loopguard.signature._accel", sys.argv[1])
+accel = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(accel)
+from otel_loopguard.signature import VolatileMatcher
+from otel_loopguard.signature._form import _xxh3_hex
+from otel_loopguard.signature._results import ResultInfo
+keys = json.loads(sys.argv[2])
+matcher, walker, rng, read = VolatileMatcher(), VolatileMatcher(), random.Random(7), 0
+for _ in range(3000):
+    value = {rng.choice(keys): rng.choice((1, "x y", [0.5], {rng.choice(keys): None}))
+             for _ in range(rng.randrange(1, 8))}
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False) \
+        if rng.random() < 0.5 else json.dumps(value, ensure_ascii=False)
+    signed = accel.sign_result(text, matcher, 4096, ResultInfo, _xxh3_hex)
+    walked = accel.canonical_json(orjson.loads(text), walker.cache, walker.classify, 4096, True)
+    assert walked is not None, text
+    if signed is None:  # an escape in a key (NUL): left to Python
+        assert "u0000" in text, text
+        continue
+    digest = signed.digest if isinstance(signed, ResultInfo) else signed[0]
+    assert digest == _xxh3_hex(walked.encode()), text
+    read += 1
+print(read)
+"""
+
+
+def test_keys_that_share_their_first_8_bytes_are_read_as_the_walk_reads_them(
+        accel: ModuleType) -> None:
+    """Sorted and classified (volatile or kept) by all their bytes, in a fresh process whose
+    matcher is the first, so the C reading's memo of key classes answers most of them."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", _SHARED_HEADS_CHECK, str(accel.__file__),
+                           json.dumps(_SHARED_HEADS)], capture_output=True, text=True,
+                          check=False, cwd=ROOT, env={"PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) > 1000
+
+
+def test_result_info_types_other_than_a_slotted_four_field_class_are_called(
+        accel: ModuleType) -> None:
+    """sign_result fills ResultInfo's slots directly; any other info type is called with the
+    four fields, so its own __init__ or __post_init__ runs."""
+    from dataclasses import dataclass
+
+    from otel_loopguard.signature import VolatileMatcher
+    from otel_loopguard.signature._form import _xxh3_hex
+    from otel_loopguard.signature._results import ResultInfo
+
+    class Called:
+        def __init__(self, *fields: object) -> None:
+            self.fields = fields
+
+    @dataclass(slots=True)
+    class Checked:
+        digest: str
+        error: str | None
+        in_progress: bool
+        empty: bool
+
+        def __post_init__(self) -> None:
+            self.digest = "checked:" + self.digest
+
+    matcher = VolatileMatcher()
+    for text in ("pending  job", '{"items": [], "n": 0.5}'):
+        made = accel.sign_result(text, matcher, 4096, ResultInfo, _xxh3_hex)
+        assert type(made) is ResultInfo
+        called = accel.sign_result(text, matcher, 4096, Called, _xxh3_hex)
+        assert called.fields == (made.digest, None, made.in_progress, made.empty)
+        checked = accel.sign_result(text, matcher, 4096, Checked, _xxh3_hex)
+        assert type(checked) is Checked and checked.digest == "checked:" + made.digest
+        assert (checked.error, checked.in_progress, checked.empty) == \
+            (None, made.in_progress, made.empty)
+        assert accel.sign_result(text, matcher, 4096, ResultInfo, _xxh3_hex) == made

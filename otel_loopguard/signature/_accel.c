@@ -20,6 +20,12 @@
 #include <Python.h>
 #include <float.h>
 #include <stdint.h>
+#if defined(__SSE2__) && defined(__GNUC__)
+#include <emmintrin.h>
+#define WIDE 1 /* 16 bytes at a time (wide_run) */
+#else
+#define WIDE 0
+#endif
 
 /* The scans that read 8 characters at a time (SWAR) take them as one little-endian integer:
  * its low byte first, the borrows of a subtraction running from a byte to the next one. */
@@ -47,8 +53,13 @@
 #define C_UNIT 128 /* m u n s h, either case: the letters an ASCII unit of a duration starts with */
 
 static unsigned char cls[256];
+static char hex_pairs[512]; /* "000102...ff": a byte's two hex digits */
 
 static void init_classes(void) {
+    for (int c = 0; c < 256; c++) {
+        hex_pairs[2 * c] = "0123456789abcdef"[c >> 4];
+        hex_pairs[2 * c + 1] = "0123456789abcdef"[c & 15];
+    }
     for (int c = '0'; c <= '9'; c++) cls[c] |= C_DIGIT | C_HEX | C_WORD;
     for (int c = 'a'; c <= 'z'; c++) cls[c] |= C_WORD;
     for (int c = 'A'; c <= 'Z'; c++) cls[c] |= C_WORD;
@@ -319,6 +330,41 @@ static inline int hex8(const unsigned char *s) {
            == highs;
 }
 
+/* How many of the 16 ASCII characters at s, copied to w, ascii_form copies as they are after
+ * a word character: letters and '_', and single spaces before a word that starts no token (its
+ * first letter g to z, or a to f with a character that is not a hex digit among its first 8,
+ * in these 16). Why SSE2: words are short, and finding each one's end, then testing the space
+ * and the letter after it, costs some 40 instructions a word; this tests 16 characters in
+ * about 30. */
+static inline Py_ssize_t plain_words(const unsigned char *s, unsigned char *w) {
+#if WIDE
+    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)s);
+    _mm_storeu_si128((__m128i *)(void *)w, x);
+    __m128i lower = _mm_or_si128(x, _mm_set1_epi8(0x20));
+    __m128i past_a = _mm_cmpgt_epi8(lower, _mm_set1_epi8('a' - 1));
+    unsigned letter = (unsigned)_mm_movemask_epi8(_mm_or_si128(
+        _mm_and_si128(past_a, _mm_cmplt_epi8(lower, _mm_set1_epi8('z' + 1))),
+        _mm_cmpeq_epi8(x, _mm_set1_epi8('_'))));
+    unsigned hex = (unsigned)_mm_movemask_epi8(_mm_or_si128(
+        _mm_and_si128(past_a, _mm_cmplt_epi8(lower, _mm_set1_epi8('f' + 1))),
+        _mm_and_si128(_mm_cmpgt_epi8(x, _mm_set1_epi8('0' - 1)),
+                      _mm_cmplt_epi8(x, _mm_set1_epi8('9' + 1)))));
+    unsigned space = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8(' ')));
+    unsigned other = ~hex & 0xFFFF; /* then bit k: one that is not a hex digit in k..k+7 */
+    other |= other >> 1;
+    other |= other >> 2;
+    other |= other >> 4;
+    /* a space stops where the letter after it may start a token: what is copied ends with a
+     * letter, as ascii_form's loop expects */
+    unsigned stop = ~(letter | space) | (space & ~(letter >> 1)) | (space & (hex & ~other) >> 1);
+    return (Py_ssize_t)__builtin_ctz(stop);
+#else
+    (void)s;
+    (void)w;
+    return 0;
+#endif
+}
+
 /* True when the text has two words or more (a text of one word is not masked). */
 static int several_words(const text_t *t) {
     Py_ssize_t i = run_of(t, 0, C_SPACE);
@@ -363,7 +409,13 @@ static Py_ssize_t ascii_form(const text_t *t, unsigned char *w) {
          * else, start no token (a hex letter inside a word starts none): copied as they are.
          * After any other character, the loop tests the next one. */
         while (f & C_WORD) {
-            while (SWAR && i + 8 <= n) { /* 8 bytes at a time: copied, then how many are letters */
+            while (WIDE && i + 16 <= n) { /* w has room: the form is never longer */
+                Py_ssize_t k = plain_words(s + i, w + o);
+                i += k;
+                o += k;
+                if (k < 16) break;
+            }
+            while (SWAR && !WIDE && i + 8 <= n) { /* 8 bytes at a time: copied, then how many are letters */
                 uint64_t x;
                 memcpy(&x, s + i, 8);
                 memcpy(w + o, &x, 8); /* w has room for 8 past the form */
@@ -503,7 +555,7 @@ typedef struct {
     Py_ssize_t max_chars;
     int result; /* mask the strings that are a whole date-time */
     int bail; /* set when the Python path must sign the value */
-    int addresses_later; /* " at 0x" is looked for in the whole text at the end, not per string */
+    int wide; /* a character past ASCII may have been written */
 } walk_t;
 
 static inline int dig(const unsigned char *u, Py_ssize_t n, Py_ssize_t i, int count) {
@@ -601,12 +653,52 @@ static inline void put_char(unsigned char *out, Py_ssize_t *o, Py_UCS4 c) {
     }
 }
 
+/* Where the run of plain characters of a JSON string at s[j] ends, read 16 bytes at a time:
+ * at the first '"', '\\', control character or byte past ASCII, or where fewer than 16 bytes
+ * are left (read_string's 8-byte and 1-byte scans go on from there). *plain is cleared when
+ * two spaces in a row are among the bytes passed (s[j - 1] is in the text: the quote, at
+ * first). Why SSE2: a result's strings are most of its text, and the 8-byte scan pays about
+ * 30 instructions per 8 bytes for what SSE2 tests in about 12 per 16; on every x86-64. */
+static inline Py_ssize_t wide_run(const unsigned char *s, Py_ssize_t j, Py_ssize_t n,
+                                  int *plain) {
+#if WIDE
+    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'),
+                  control = _mm_set1_epi8(0x20), space = _mm_set1_epi8(' ');
+    unsigned before = s[j - 1] == ' ';
+    while (j + 16 <= n) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(s + j));
+        /* signed: a byte past ASCII is below 0x20 too */
+        unsigned stops = (unsigned)_mm_movemask_epi8(_mm_or_si128(
+            _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash)),
+            _mm_cmplt_epi8(x, control)));
+        unsigned spaces = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, space));
+        unsigned doubled = spaces & ((spaces << 1) | before);
+        if (stops) {
+            unsigned k = (unsigned)__builtin_ctz(stops);
+            if (doubled & ((1u << k) - 1)) *plain = 0;
+            return j + (Py_ssize_t)k;
+        }
+        if (doubled) *plain = 0;
+        before = spaces >> 15;
+        j += 16;
+    }
+#else
+    (void)s;
+    (void)n;
+    (void)plain;
+#endif
+    return j;
+}
+
 /* Whether ASCII text is written as it is: no whitespace but single spaces between words, no
  * quote, backslash or control character (most strings: they are copied whole). */
 static int plain_ascii(const unsigned char *u, Py_ssize_t n) {
     if (n == 0) return 1;
     if (u[0] == ' ' || u[n - 1] == ' ') return 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    int plain = 1;
+    Py_ssize_t from = wide_run(u, 1, n, &plain); /* u[0] is not a space: u[1:] is read */
+    if (!plain || from + 16 <= n) return 0; /* two spaces, or it stopped at '"', '\\'... */
+    for (Py_ssize_t i = from - 1; i < n; i++) { /* from - 1: a space there and one at from */
         if (cls[u[i]] & C_WRITTEN) { /* a space, another whitespace, '"', '\\' or a control */
             if (u[i] != ' ' || u[i + 1] == ' ') return 0; /* u[i + 1] exists: u[n - 1] != ' ' */
         }
@@ -624,21 +716,42 @@ static int has_address(const char *text, Py_ssize_t n) {
     return 0;
 }
 
+/* Write plain ASCII u[0:n] (plain_ascii) as put_span does: quoted, copied whole, or as
+ * <datetime> when it is a result's whole date-time. readable: how many bytes u has (at least
+ * n): a string of up to 16 characters with 16 readable is copied as 16 bytes, a fixed size the
+ * compiler copies without a call to memcpy (most keys and short values). */
+static inline int put_plain(const walk_t *w, buf_t *b, const unsigned char *u, Py_ssize_t n,
+                            Py_ssize_t readable) {
+    if (grow(b, n + 18) < 0) return -1;
+    char *out = b->data + b->len;
+    if (w->result && n >= 16 && u[0] <= '9' && whole_datetime(u, n)) {
+        memcpy(out, "\"<datetime>\"", 12);
+        b->len += 12;
+        return 0;
+    }
+    out[0] = '"';
+    if (n <= 16 && readable >= 16) memcpy(out + 1, u, 16); /* the room: n + 18 */
+    else memcpy(out + 1, u, (size_t)n);
+    out[n + 1] = '"';
+    b->len += n + 2;
+    return 0;
+}
+
 /* Write str as a quoted string in one pass: whitespace folded (" ".join(str.split())), '"' '\'
  * and control characters escaped, UTF-8; then a whole date-time of a result becomes
- * <datetime>, and a string holding " at 0x" stops the walk (the Python path masks addresses). */
+ * <datetime>. A string holding " at 0x" (an object repr's address, which the Python path
+ * masks) is found by has_address in the walk's whole text, at its end. */
 static int put_span(walk_t *w, buf_t *b, const span_t *str) {
     Py_ssize_t n = str->n;
+    int ascii = str->ascii && str->kind == PyUnicode_1BYTE_KIND;
+    if (str->plain || (ascii && plain_ascii(str->data, n)))
+        return put_plain(w, b, str->data, n, n);
     if (grow(b, n * 6 + 2) < 0) return -1;
     unsigned char *out = (unsigned char *)b->data;
     Py_ssize_t start = b->len, o = start + 1;
     out[start] = '"';
     int space = 0;
-    int ascii = str->ascii && str->kind == PyUnicode_1BYTE_KIND;
-    if (ascii && (str->plain || plain_ascii(str->data, n))) {
-        memcpy(out + o, str->data, (size_t)n);
-        o += n;
-    } else if (ascii) {
+    if (ascii) {
         const unsigned char *u = str->data;
         for (Py_ssize_t i = 0; i < n; i++) {
             unsigned char c = u[i];
@@ -654,6 +767,7 @@ static int put_span(walk_t *w, buf_t *b, const span_t *str) {
     } else {
         int kind = str->kind;
         const void *data = str->data;
+        w->wide = 1;
         for (Py_ssize_t i = 0; i < n; i++) {
             Py_UCS4 c = PyUnicode_READ(kind, data, i);
             if (c < 128 ? (cls[c] & C_SPACE) != 0 : Py_UNICODE_ISSPACE(c)) {
@@ -671,10 +785,6 @@ static int put_span(walk_t *w, buf_t *b, const span_t *str) {
     }
     const unsigned char *content = out + start + 1;
     Py_ssize_t m = o - start - 1;
-    if (!w->addresses_later && has_address((const char *)content, m)) {
-        w->bail = 1;
-        return 0;
-    }
     if (w->result && whole_datetime(content, m)) {
         memcpy(out + start, "\"<datetime>\"", 12);
         b->len = start + 12;
@@ -810,12 +920,11 @@ static int put_dict(walk_t *w, buf_t *b, PyObject *dict, int depth) {
 static int put_float(buf_t *b, double d) {
     unsigned long long bits;
     memcpy(&bits, &d, sizeof bits);
-    static const char hex[] = "0123456789abcdef";
     char s[17];
     s[0] = '~';
-    for (int k = 16; k >= 1; k--) {
-        s[k] = hex[bits & 15];
-        bits >>= 4;
+    for (int k = 15; k >= 1; k -= 2) { /* a byte's two hex digits at a time */
+        memcpy(s + k, hex_pairs + 2 * (bits & 0xFF), 2);
+        bits >>= 8;
     }
     return put(b, s, 17);
 }
@@ -886,6 +995,26 @@ static int bound_of(PyObject *value, Py_ssize_t *out) {
     return 0;
 }
 
+/* The canonical text of value as canonical_json gives it, or None: the walk of w. */
+static PyObject *walk_text(walk_t *w, PyObject *value) {
+    char stack[BUF_STACK];
+    buf_t b = BUF_ON(stack);
+    int rc = put_value(w, &b, value, 0);
+    if (rc == 0 && !w->bail && has_address(b.data, b.len)) w->bail = 1; /* see put_span */
+    PyObject *out = NULL;
+    if (rc == 0 && w->bail) {
+        out = Py_None;
+        Py_INCREF(out);
+    } else if (rc == 0 && w->wide) {
+        out = PyUnicode_DecodeUTF8(b.data, b.len, "strict");
+    } else if (rc == 0) { /* ASCII: copied, not decoded */
+        out = PyUnicode_New(b.len, 127);
+        if (out != NULL) memcpy(PyUnicode_1BYTE_DATA(out), b.data, (size_t)b.len);
+    }
+    buf_free(&b);
+    return out;
+}
+
 static PyObject *canonical_json(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (nargs != 5) {
@@ -900,20 +1029,46 @@ static PyObject *canonical_json(PyObject *module, PyObject *const *args, Py_ssiz
         PyErr_SetString(PyExc_TypeError, "canonical_json(): cache must be a dict or None");
         return NULL;
     }
-    char stack[BUF_STACK];
-    buf_t b = BUF_ON(stack);
-    int rc = put_value(&w, &b, args[0], 0);
-    PyObject *out = NULL;
-    if (rc == 0) {
-        if (w.bail) {
-            out = Py_None;
-            Py_INCREF(out);
-        } else {
-            out = PyUnicode_DecodeUTF8(b.data, b.len, "strict");
-        }
+    return walk_text(&w, args[0]);
+}
+
+/* _form.canonical_args of a JSON object's text, in one call: (loads(text), its canonical text),
+ * or None where the Python path must sign it (not an object's text, one loads rejects with a
+ * ValueError, or one the walk leaves to Python). */
+static PyObject *canonical_args(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "canonical_args(text, max_chars, loads) takes 3 "
+                                         "arguments");
+        return NULL;
     }
-    buf_free(&b);
-    return out;
+    PyObject *text = args[0];
+    walk_t w = {NULL, NULL, 0, 0, 0, 0};
+    if (bound_of(args[1], &w.max_chars) < 0) return NULL;
+    if (!PyUnicode_CheckExact(text)) Py_RETURN_NONE;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    if (n == 0 || (n + 15) / 16 > w.max_chars || PyUnicode_READ_CHAR(text, 0) != '{')
+        Py_RETURN_NONE; /* as canonical_args: up to max_chars * 16, which may overflow */
+    PyObject *parsed = PyObject_CallOneArg(args[2], text);
+    if (parsed == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_ValueError)) return NULL;
+        PyErr_Clear(); /* orjson.JSONDecodeError: the Python path reads it its way */
+        Py_RETURN_NONE;
+    }
+    PyObject *out = PyDict_CheckExact(parsed) ? walk_text(&w, parsed) : (Py_INCREF(Py_None), Py_None);
+    if (out == NULL || out == Py_None) {
+        Py_DECREF(parsed);
+        return out;
+    }
+    PyObject *pair = PyTuple_New(2);
+    if (pair == NULL) {
+        Py_DECREF(parsed);
+        Py_DECREF(out);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(pair, 0, parsed);
+    PyTuple_SET_ITEM(pair, 1, out);
+    return pair;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -952,6 +1107,8 @@ typedef struct {
     Py_ssize_t len;
     Py_ssize_t from, to; /* its ',"key":value' in the output; from == -1: dropped */
     int ascii, plain; /* as read_string found the key (span_t) */
+    uint64_t head; /* its first 8 bytes, zeros past its end, first byte highest: keys whose
+                      heads differ sort as their heads do */
 } member_t;
 
 /* --- the classes of keys, by their bytes ---
@@ -968,6 +1125,7 @@ typedef struct memo {
     Py_ssize_t keys, used;
     struct {
         unsigned long long hash;
+        uint64_t first; /* the key's first 8 bytes (key_word) */
         int off, len, cls; /* len == -1: empty */
     } slot[MEMO_SLOTS];
     unsigned char bytes[MEMO_BYTES];
@@ -991,22 +1149,59 @@ static memo_t *memo_for(PyObject *owner) {
     return NULL;
 }
 
-static inline unsigned long long fnv(const unsigned char *b, Py_ssize_t n) {
-    unsigned long long h = 1469598103934665603ULL;
-    for (Py_ssize_t k = 0; k < n; k++) h = (h ^ b[k]) * 1099511628211ULL;
+#define MEMO_BITS 13 /* MEMO_SLOTS == 1 << MEMO_BITS */
+
+/* x with its bytes in the other order: a little-endian word's first byte becomes its highest. */
+static inline uint64_t byte_swap(uint64_t x) {
+#if defined(__GNUC__)
+    return __builtin_bswap64(x);
+#else
+    uint64_t y = 0;
+    for (int k = 0; k < 8; k++, x >>= 8) y = y << 8 | (x & 0xFF);
+    return y;
+#endif
+}
+
+/* The bytes b[k:k + 8] of a key b[0:n] (k < n) in the text, as a little-endian word with
+ * zeros past n: 8 bytes read at once where the text has them, one at a time near its end. */
+static inline uint64_t key_word(const parse_t *p, const unsigned char *b, Py_ssize_t k,
+                                Py_ssize_t n) {
+    Py_ssize_t left = n - k;
+    uint64_t w = 0;
+    if (SWAR && b + k + 8 <= p->s + p->n) {
+        memcpy(&w, b + k, 8);
+        return left < 8 ? w & ((1ULL << (8 * left)) - 1) : w;
+    }
+    for (Py_ssize_t j = (left < 8 ? left : 8) - 1; j >= 0; j--) w = w << 8 | b[k + j];
+    return w;
+}
+
+/* A key's hash, from its first word (key_word) and the next ones: the memo's slots are its
+ * top MEMO_BITS bits. */
+static inline unsigned long long key_hash(const parse_t *p, const unsigned char *b,
+                                          Py_ssize_t n, uint64_t first) {
+    const unsigned long long odd = 0x9E3779B97F4A7C15ULL;
+    unsigned long long h = (first ^ (unsigned long long)n) * odd;
+    for (Py_ssize_t k = 8; k < n; k += 8) h = (h ^ (h >> 29) ^ key_word(p, b, k, n)) * odd;
     return h;
 }
 
-/* The class of the key b[0:n] (Latin-1): from the memo, else from the cache (filling both). */
-static int class_of(parse_t *p, const unsigned char *b, Py_ssize_t n) {
+/* Whether the memo's slot j holds the key b[0:n] of first word first and hash h. */
+static inline int memo_holds(const memo_t *m, Py_ssize_t j, const unsigned char *b,
+                             Py_ssize_t n, uint64_t first, unsigned long long h) {
+    return m->slot[j].hash == h && m->slot[j].len == n && m->slot[j].first == first
+           && (n <= 8 || memcmp(m->bytes + m->slot[j].off + 8, b + 8, (size_t)(n - 8)) == 0);
+}
+
+/* The class of the key b[0:n] (Latin-1, in the text; first: key_word(p, b, 0, n)): from the
+ * memo, else from the cache (filling both). */
+static int class_of(parse_t *p, const unsigned char *b, Py_ssize_t n, uint64_t first) {
     memo_t *m = p->memo;
-    unsigned long long h = fnv(b, n);
+    unsigned long long h = key_hash(p, b, n, first);
     if (m != NULL) {
-        for (Py_ssize_t j = (Py_ssize_t)(h & (MEMO_SLOTS - 1));; j = (j + 1) & (MEMO_SLOTS - 1)) {
+        for (Py_ssize_t j = (Py_ssize_t)(h >> (64 - MEMO_BITS));; j = (j + 1) & (MEMO_SLOTS - 1)) {
             if (m->slot[j].len < 0) break;
-            if (m->slot[j].hash == h && m->slot[j].len == n
-                && memcmp(m->bytes + m->slot[j].off, b, (size_t)n) == 0)
-                return m->slot[j].cls;
+            if (memo_holds(m, j, b, n, first, h)) return m->slot[j].cls;
         }
     }
     if (p->w.cache == NULL) {
@@ -1025,10 +1220,11 @@ static int class_of(parse_t *p, const unsigned char *b, Py_ssize_t n) {
     Py_DECREF(key);
     if (found < 0 || m == NULL || m->keys >= MEMO_KEYS || m->used + n > MEMO_BYTES) return found;
     /* classify may have run Python code: probe again before taking a slot */
-    for (Py_ssize_t j = (Py_ssize_t)(h & (MEMO_SLOTS - 1));; j = (j + 1) & (MEMO_SLOTS - 1)) {
+    for (Py_ssize_t j = (Py_ssize_t)(h >> (64 - MEMO_BITS));; j = (j + 1) & (MEMO_SLOTS - 1)) {
         if (m->slot[j].len < 0) {
             memcpy(m->bytes + m->used, b, (size_t)n);
             m->slot[j].hash = h;
+            m->slot[j].first = first;
             m->slot[j].off = (int)m->used;
             m->slot[j].len = (int)n;
             m->slot[j].cls = found;
@@ -1036,9 +1232,7 @@ static int class_of(parse_t *p, const unsigned char *b, Py_ssize_t n) {
             m->keys++;
             break;
         }
-        if (m->slot[j].hash == h && m->slot[j].len == n
-            && memcmp(m->bytes + m->slot[j].off, b, (size_t)n) == 0)
-            break;
+        if (memo_holds(m, j, b, n, first, h)) break;
     }
     return found;
 }
@@ -1049,6 +1243,7 @@ static inline unsigned char at_(const parse_t *p, Py_ssize_t i) { return i < p->
 static inline void skip_ws(parse_t *p) {
     const unsigned char *s = p->s;
     Py_ssize_t i = p->i, n = p->n;
+    if (i < n && s[i] > ' ') return; /* compact JSON: no whitespace between tokens */
     while (i < n && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t')) i++;
     p->i = i;
 }
@@ -1081,13 +1276,14 @@ static inline uint64_t string_stops(uint64_t x) {
 /* Read the string at p->i (its opening quote) into *s: the text itself when it has no escape,
  * else its characters decoded into p->scratch (valid until the next string is read). Returns
  * -1 on an error, 0 with w.bail set when orjson would not read it, 1 when read. */
-static int read_string(parse_t *p, span_t *out) {
+static int read_any_string(parse_t *p, span_t *out) {
     const unsigned char *s = p->s;
     Py_ssize_t start = ++p->i, j = start, n = p->n;
     int escaped = 0, high = 0, plain = 1;
     while (1) {
+        j = wide_run(s, j, n, &plain); /* at a byte that ends the run, or near the end */
         /* 8 bytes at a time while none ends the run: two spaces in a row make it not plain */
-        while (SWAR && j + 8 <= n) {
+        while (SWAR && (!WIDE || j + 16 > n) && j + 8 <= n) {
             uint64_t x;
             memcpy(&x, s + j, 8);
             uint64_t spaces = zero_bytes(x ^ (ONES * ' ')), stops = string_stops(x);
@@ -1194,6 +1390,23 @@ bail:
     return 0;
 }
 
+/* read_any_string of most strings: ASCII with no escape, read 16 bytes at a time up to their
+ * closing quote. */
+static inline int read_string(parse_t *p, span_t *out) {
+    const unsigned char *s = p->s;
+    Py_ssize_t start = p->i + 1, n = p->n;
+    int plain = 1;
+    Py_ssize_t j = wide_run(s, start, n, &plain);
+    if (!(j < n && s[j] == '"')) return read_any_string(p, out);
+    out->data = s + start;
+    out->kind = PyUnicode_1BYTE_KIND;
+    out->n = j - start;
+    out->ascii = 1;
+    out->plain = plain && !(j > start && (s[j - 1] == ' ' || s[start] == ' '));
+    p->i = j + 1;
+    return 1;
+}
+
 static const char *const empty_texts[] = {
     "", "none", "null", "no results", "no result", "no results found", "nothing found",
     "not found", "0 results", "no matches", "no match", "no data", "empty", "[]", "{}", NULL};
@@ -1206,6 +1419,11 @@ static inline int stripped(Py_UCS4 c) { return c == ' ' || c == '.' || c == '!';
  * sign lowers to an ASCII letter, k, and no empty text has a k). */
 static int string_empty(const span_t *s) {
     if (s->n >= 40 || !s->ascii) return 0;
+    if (s->n) { /* what an empty text, its " .!" stripped, starts with (most strings not) */
+        Py_UCS4 c = PyUnicode_READ(s->kind, s->data, 0) | 0x20; /* '[' as '{', N as n */
+        if (c != ' ' && c != '.' && c != '!' && c != 'n' && c != 'e' && c != '0' && c != '{')
+            return 0;
+    }
     Py_ssize_t a = 0, z = s->n;
     while (a < z && stripped(PyUnicode_READ(s->kind, s->data, a))) a++;
     while (z > a && stripped(PyUnicode_READ(s->kind, s->data, z - 1))) z--;
@@ -1237,6 +1455,7 @@ static const struct {
 #undef FACT
 
 static int is_fact_key(const unsigned char *k, Py_ssize_t n) {
+    if (n < 2 || !strchr("cdemops", k[0])) return 0; /* what the fact keys start with */
     for (int t = 0; fact_keys[t].key; t++)
         if (fact_keys[t].len == n && memcmp(fact_keys[t].key, k, (size_t)n) == 0) return 1;
     return 0;
@@ -1327,9 +1546,11 @@ static int literal(parse_t *p, const char *word, Py_ssize_t n) {
     return 1;
 }
 
-/* Keys in code point order: their bytes are Latin-1, so byte order. */
+/* Keys in code point order: their bytes are Latin-1, so byte order; their heads first. */
 static inline int key_cmp(const member_t *a, const member_t *b) {
-    int c = memcmp(a->key, b->key, (size_t)(a->len < b->len ? a->len : b->len));
+    if (a->head != b->head) return a->head < b->head ? -1 : 1;
+    Py_ssize_t least = a->len < b->len ? a->len : b->len;
+    int c = least > 8 ? memcmp(a->key + 8, b->key + 8, (size_t)(least - 8)) : 0;
     return c ? c : (a->len < b->len ? -1 : a->len > b->len);
 }
 
@@ -1414,7 +1635,10 @@ static int note_fact(parse_t *p, const member_t *m, Py_ssize_t start) {
 /* Write ',"key":' for a kept member. */
 static int put_key(parse_t *p, buf_t *b, const member_t *m) {
     span_t k = {m->key, PyUnicode_1BYTE_KIND, m->ascii, m->len, m->plain};
-    if (putc1(b, ',') < 0 || put_span(&p->w, b, &k) < 0) return -1;
+    if (putc1(b, ',') < 0
+        || (m->plain ? put_plain(&p->w, b, m->key, m->len, p->s + p->n - m->key)
+                     : put_span(&p->w, b, &k)) < 0)
+        return -1;
     return p->w.bail ? 0 : putc1(b, ':');
 }
 
@@ -1478,11 +1702,13 @@ static int parse_object(parse_t *p, buf_t *b, int depth, int *empty) {
             m[n].ascii = key.ascii;
             m[n].plain = key.plain;
             m[n].from = m[n].to = -1;
+            uint64_t first = key_word(p, key.data, 0, key.n);
+            m[n].head = byte_swap(first);
             if (++n > MAX_ITEMS) {
                 p->w.bail = 1;
                 break;
             }
-            found = class_of(p, key.data, key.n);
+            found = class_of(p, key.data, key.n, first);
             if (found < 0) {
                 rc = -1;
                 break;
@@ -1585,7 +1811,8 @@ static int parse_value(parse_t *p, buf_t *b, int depth, int in_mapping, int *emp
             return 0;
         }
         *empty = string_empty(&s);
-        return put_span(&p->w, b, &s);
+        return s.plain ? put_plain(&p->w, b, s.data, s.n, p->s + p->n - (const unsigned char *)s.data)
+                       : put_span(&p->w, b, &s);
     }
     if (c == '{') return parse_object(p, b, depth, empty);
     if (c == '[') return parse_array(p, b, depth, empty);
@@ -1625,6 +1852,62 @@ static int text_in_progress(const unsigned char *form, Py_ssize_t n) {
     return 0;
 }
 
+/* The slots of the ResultInfo type last seen (new references), in its fields' order: set
+ * when the type is a class of exactly these four slots and no __post_init__. */
+static const char *const info_names[4] = {"digest", "error", "in_progress", "empty"};
+static PyObject *info_known, *info_slots[4];
+
+static int learn_info(PyObject *info_type) {
+    Py_CLEAR(info_known);
+    for (int k = 0; k < 4; k++) Py_CLEAR(info_slots[k]);
+    if (!PyType_Check(info_type)) return 0;
+    PyObject *slots = PyObject_GetAttrString(info_type, "__slots__");
+    if (slots == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int exact = PyTuple_CheckExact(slots) && PyTuple_GET_SIZE(slots) == 4;
+    for (int k = 0; k < 4 && exact; k++) {
+        PyObject *name = PyTuple_GET_ITEM(slots, k);
+        exact = PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, info_names[k]) == 0;
+    }
+    Py_DECREF(slots);
+    if (!exact || PyObject_HasAttrString(info_type, "__post_init__")) return 0;
+    for (int k = 0; k < 4; k++) {
+        PyObject *slot = PyObject_GetAttrString(info_type, info_names[k]);
+        if (slot == NULL) return -1;
+        info_slots[k] = slot;
+        if (!Py_IS_TYPE(slot, &PyMemberDescr_Type)) {
+            for (int j = 0; j <= k; j++) Py_CLEAR(info_slots[j]);
+            return 0;
+        }
+    }
+    Py_INCREF(info_type);
+    info_known = info_type;
+    return 0;
+}
+
+/* info_type(*fields). Why not a call: ResultInfo's __init__ is Python code (a dataclass's),
+ * about half the instructions of signing a short result; a slotted class with no
+ * __post_init__ is the same object made with object.__new__ and its four slots set. */
+static PyObject *new_info(PyObject *info_type, PyObject *const fields[4]) {
+    static PyObject *seen;
+    if (info_type != seen) {
+        if (learn_info(info_type) < 0) return NULL;
+        seen = info_type; /* compared only; info_known holds the reference */
+    }
+    if (info_known != info_type) return PyObject_Vectorcall(info_type, fields, 4, NULL);
+    PyTypeObject *type = (PyTypeObject *)info_type;
+    PyObject *none = PyTuple_New(0);
+    if (none == NULL) return NULL;
+    PyObject *info = type->tp_new(type, none, NULL);
+    Py_DECREF(none);
+    for (int k = 0; k < 4 && info != NULL; k++)
+        if (Py_TYPE(info_slots[k])->tp_descr_set(info_slots[k], info, fields[k]) < 0)
+            Py_CLEAR(info);
+    return info;
+}
+
 /* ResultInfo(digest, None, in_progress, empty) with digest = hexdigest(data[0:n]). */
 static PyObject *result_info(PyObject *info_type, PyObject *hexdigest, const char *data,
                              Py_ssize_t n, int in_progress, int empty) {
@@ -1633,9 +1916,9 @@ static PyObject *result_info(PyObject *info_type, PyObject *hexdigest, const cha
     PyObject *digest = PyObject_CallOneArg(hexdigest, raw);
     Py_DECREF(raw);
     if (digest == NULL) return NULL;
-    PyObject *call[4] = {digest, Py_None, in_progress ? Py_True : Py_False,
-                         empty ? Py_True : Py_False};
-    PyObject *info = PyObject_Vectorcall(info_type, call, 4, NULL);
+    PyObject *fields[4] = {digest, Py_None, in_progress ? Py_True : Py_False,
+                           empty ? Py_True : Py_False};
+    PyObject *info = new_info(info_type, fields);
     Py_DECREF(digest);
     return info;
 }
@@ -1665,7 +1948,7 @@ static PyObject *sign_text(PyObject *text, Py_ssize_t max_chars, PyObject *info_
 /* The JSON object or array of text (one byte per character), or None; see the part above. */
 static PyObject *sign_json(PyObject *text, PyObject *matcher, Py_ssize_t max_chars,
                            PyObject *info_type, PyObject *hexdigest) {
-    parse_t p = {{NULL, NULL, max_chars, 1, 0, 1}, PyUnicode_1BYTE_DATA(text),
+    parse_t p = {{NULL, NULL, max_chars, 1, 0, 0}, PyUnicode_1BYTE_DATA(text),
                  PyUnicode_GET_LENGTH(text), 0, NULL, 0, 0, memo_for(matcher), NULL, matcher};
     skip_ws(&p);
     unsigned char first = at_(&p, p.i);
@@ -1732,6 +2015,9 @@ static PyMethodDef methods[] = {
      "canonical_json(value, cache, classify, max_chars, result) -> str | None: the canonical "
      "text of parsed JSON, its volatile keys (cache not None) deleted in place; None when the "
      "Python path must sign it."},
+    {"canonical_args", (PyCFunction)(void (*)(void))canonical_args, METH_FASTCALL,
+     "canonical_args(text, max_chars, loads) -> (dict, str) | None: a JSON object's text "
+     "parsed by loads, and its canonical text; None when the Python path must sign it."},
     {"sign_result", (PyCFunction)(void (*)(void))sign_result, METH_FASTCALL,
      "sign_result(text, matcher, max_chars, info_type, hexdigest) -> ResultInfo | tuple | None: "
      "a str result's ResultInfo, or (digest, empty, ((key, start, end), ...)) when the facts "

@@ -356,16 +356,10 @@ def canonical_args(arguments: Any, *, max_value_chars: int = _DEFAULT_MAX_VALUE_
     A plain ``dict`` of JSON values takes the same path as its JSON text, written by orjson
     (values orjson writes natively, such as UUIDs and enum members, sign as their JSON form).
     """
-    if type(arguments) is str and _CANON is not None and len(arguments) <= max_value_chars * 16 \
-            and arguments[:1] == "{":  # the common case: a JSON object's text, walked in C
-        try:
-            parsed = orjson.loads(arguments)
-        except orjson.JSONDecodeError:
-            parsed = None
-        if type(parsed) is dict:
-            canonical = _CANON(parsed, None, None, max_value_chars, False)
-            if canonical is not None:
-                return parsed, canonical
+    if _ARGS is not None and type(arguments) is str:  # most: a JSON object's text, read in C
+        signed = _ARGS(arguments, max_value_chars, _LOADS)
+        if signed is not None:
+            return signed
     text = _json_text(arguments, max_value_chars)
     if text is None and type(arguments) is dict:
         text = _dict_json(arguments, max_value_chars)
@@ -375,6 +369,15 @@ def canonical_args(arguments: Any, *, max_value_chars: int = _DEFAULT_MAX_VALUE_
             return fast
     normalized = normalize_args(arguments, max_value_chars=max_value_chars)
     return normalized, _canonical(normalized)
+
+
+_ARGS: Final[Callable[[str, int, Callable[[str], Any]], tuple[dict[str, Any], str] | None]
+              | None] = NATIVE.canonical_args if NATIVE is not None else None
+"""The first branch of ``canonical_args`` in C (``_accel.c``): for the text of a JSON object,
+``orjson.loads`` of it and ``_CANON`` of that, in one call; None where the rest of
+``canonical_args`` must sign it (not an object's text, one orjson rejects, or one ``_CANON``
+leaves to Python)."""
+_LOADS: Final = orjson.loads
 
 
 _WRITE_STRICT: Final = (orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATETIME
