@@ -405,6 +405,37 @@ class TestFailureDetector:
         _run([_call("get", {"id": i}, "ok") for i in range(4)], engine=engine)
         assert Counting.seen == 4
 
+    def test_a_detector_that_declares_it_waits_for_the_first_failure(self) -> None:
+        """``quiet_until_failure``: a subclass that declares it, or any protocol detector, is
+        called from the run's first failure on (that failure included), not before."""
+        from otel_loopguard.detectors import FailureDetector
+
+        seen: list[int] = []
+
+        class Declared(FailureDetector):
+            quiet_until_failure = True
+
+            def observe(self, state: Any, step: Any) -> Evidence | None:
+                seen.append(step.index)
+                return super().observe(state, step)
+
+        class Plain:
+            name = "plain"
+            quiet_until_failure = True
+
+            def new_state(self) -> None:
+                return None
+
+            def observe(self, state: Any, step: Any) -> Evidence | None:
+                seen.append(-step.index)
+                return None
+
+        engine = LoopEngine(detectors=[Declared(), Plain()])
+        calls = [_call("get", {"id": 1}, "ok"), _call("get", {"id": 2}, "ok"),
+                 _call("get", {"id": 3}, error="HTTP 500"), _call("get", {"id": 4}, "ok")]
+        _run(calls, engine=engine)
+        assert seen == [3, -3, 4, -4]
+
     def test_success_resets(self) -> None:
         """A success of the tool resets its failures."""
         fail, ok = _call("fetch", {"id": 1}, error="HTTP 429"), _call("fetch", {"id": 1}, "ok")
