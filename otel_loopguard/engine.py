@@ -16,6 +16,7 @@ from typing import Any, Final, get_args
 from otel_loopguard.config import LoopGuardConfig, ToolKind
 from otel_loopguard.detectors import HandoffDetector, make_default_detectors
 from otel_loopguard.detectors._base import DetectorBase
+from otel_loopguard.detectors._fused import BuiltinDetectors
 from otel_loopguard.detectors._step import Step, in_world
 from otel_loopguard.detectors.budget import BudgetDetector
 from otel_loopguard.detectors.failure import classify_error
@@ -250,15 +251,18 @@ class LoopEngine:
         self._plain_policy = type(self.policy) is Policy
         self._result_cache_size = max(2, min(_RESULT_CACHE_MAX, self.config.cycle_max_length))
         self._observers = tuple(detector.observe for detector in self.detectors)
-        self._all_observing = tuple((detector.observe, index)
-                                    for index, detector in enumerate(self.detectors))
-        self._observing = {kind: tuple((detector.observe, index)
-                                       for index, detector in enumerate(self.detectors)
+        builtins = BuiltinDetectors(self.detectors)
+        self._builtins = builtins if builtins.count else None
+        """The built-in detectors at the head of ``detectors``, observed together in a few
+        Python calls (``BuiltinDetectors``); None when the list starts with another."""
+        others = tuple(enumerate(self.detectors))[builtins.count:]
+        self._all_observing = tuple((detector.observe, index) for index, detector in others)
+        self._observing = {kind: tuple((detector.observe, index) for index, detector in others
                                        if kind in _declared(detector, "observed_kinds",
                                                             _CALL_KINDS))
                            for kind in _CALL_KINDS}
-        """Call kind → the detectors that look at a call of that kind, with their state's
-        index: a detector that ignores the kind (``observed_kinds``) is not called for it."""
+        """Call kind → the other detectors that look at a call of that kind, with their
+        state's index: one that ignores the kind (``observed_kinds``) is not called for it."""
         self._unfailed = {kind: tuple(entry for entry in observing if not _declared(
                               self.detectors[entry[1]], "quiet_until_failure", False))
                           for kind, observing in self._observing.items()}
@@ -338,6 +342,8 @@ class LoopEngine:
                 and step.error is None and (step.has_result or step.kind == "mutating"):
             self.handoffs.progress(run.handoff_state)  # something done: no ping-pong
         states = run.states
+        if self._builtins is not None:
+            self._builtins.observe(states, step, run.failed, evidence)
         observing = self._observing if run.failed else self._unfailed
         for observe, index in observing.get(step.kind, self._all_observing):
             found = observe(states[index], step)

@@ -102,8 +102,12 @@ class PeriodMatcher:
         keys.append(key)
         self._chains.append(block[0])
         counts[key] = found + 1
-        if oldest is not None:
-            self._forget(oldest)
+        if oldest is not None:  # _forget, inline: a full window drops a step on every push
+            left = counts[oldest] - 1
+            if left:
+                counts[oldest] = left
+            else:
+                del counts[oldest]
         return found > 0
 
     def _forget(self, key: str) -> None:
