@@ -344,11 +344,8 @@ class LoopEngine:
         states = run.states
         if self._builtins is not None:
             self._builtins.observe(states, step, run.failed, evidence)
-        observing = self._observing if run.failed else self._unfailed
-        for observe, index in observing.get(step.kind, self._all_observing):
-            found = observe(states[index], step)
-            if found is not None:
-                evidence.append(found)
+        if self._all_observing:
+            self._observe_others(run, step, evidence)
         if not evidence and run.stopped is None and self._plain_policy:
             # the common case, as Policy.decide and _finish would conclude it
             if waste.looping:
@@ -358,6 +355,15 @@ class LoopEngine:
         if evidence or waste.looping:
             waste.called(call, step.kind, is_loop_finding(decision.action, evidence), repeat)
         return decision
+
+    def _observe_others(self, run: RunState, step: Step, evidence: list[Evidence]) -> None:
+        """Observe ``step`` with the detectors after the built-in ones, through ``observe``."""
+        states = run.states
+        observing = self._observing if run.failed else self._unfailed
+        for observe, index in observing.get(step.kind, self._all_observing):
+            found = observe(states[index], step)
+            if found is not None:
+                evidence.append(found)
 
     def precheck(self, run: RunState, tool: str, arguments: Any) -> Decision:
         """Return what running this call *again* would lead to, before it runs (enforce mode).

@@ -49,9 +49,9 @@ class BuiltinDetectors:
     thread-safe as the detectors are (the run's lock guards their states).
     """
 
-    __slots__ = ("batch", "budget", "count", "cycle", "failure", "mutating_failure",
-                 "near_duplicate", "repeat", "reread", "reread_inline", "shell_tools",
-                 "stagnation", "stagnation_unchanged")
+    __slots__ = ("batch", "budget", "budget_inline", "count", "cycle", "failure",
+                 "mutating_failure", "near_duplicate", "repeat", "reread", "reread_inline",
+                 "shell_tools", "stagnation", "stagnation_unchanged")
 
     def __init__(self, detectors: Sequence[Detector]) -> None:
         """Take the detectors that ``prefix_length(detectors)`` counts at the list's head."""
@@ -74,6 +74,8 @@ class BuiltinDetectors:
         this (0: never inline, a first occurrence may reach a threshold of 1)."""
         self.reread_inline = self.reread is not None and self.reread[1]._floor > 1
         """A first (read, content) finds nothing (a threshold of 1 may fire on it)."""
+        self.budget_inline = self.budget is not None and not self.budget[1]._per_tool
+        """The budgets' state is only counted on a quiet call: no run counts calls by tool."""
         self.shell_tools: frozenset[str] = self.near_duplicate[1]._shell_tools \
             if self.near_duplicate else frozenset()
 
@@ -92,7 +94,8 @@ class BuiltinDetectors:
                 and kind != "exempt":  # a (call, result) new to the window, no NO_EFFECT
             position, detector = self.stagnation
             window = states[position].window
-            if (kind != "poll" and pair not in window._members and index < window._expiry
+            if (kind != "poll" and index < window._expiry and pair not in window._members
+                    and pair not in window._previous
                     and step.unchanged < self.stagnation_unchanged):
                 window._members[pair] = [(index, step.span_id)]
             else:
@@ -164,12 +167,11 @@ class BuiltinDetectors:
                 found = detector.observe(state, step)
                 if found is not None:
                     evidence.append(found)
-        if self.budget is not None:  # below every counted budget, no time budget
+        if self.budget is not None:  # below every budget, none by tool
             position, detector = self.budget
             state = states[position]
             calls = state.calls + 1
-            if (not detector._per_tool and state.started_ns and not state.limits.by_time
-                    and calls < state.calls_floor and calls + step.turns < state.steps_floor):
+            if calls < state.quiet_below and state.started_ns and self.budget_inline:
                 state.calls = calls
             else:
                 found = detector.observe(state, step)
