@@ -44,20 +44,21 @@ BUILT_IN_ORDER = (StagnationDetector, RepeatDetector, CycleDetector, FailureDete
 class BuiltinDetectors:
     """The built-in detectors at the head of an engine's list, observed together.
 
-    Holds each one with where its state is in the run's states (None when it is not in the
-    list), and the thresholds below which its inline path applies. Stateless itself:
+    Holds them and, per detector, where it and its state are in the engine's list and the
+    run's states (None when it is not in the list), and the thresholds below which its inline
+    path applies. Stateless itself:
     thread-safe as the detectors are (the run's lock guards their states).
     """
 
-    __slots__ = ("batch", "budget", "budget_inline", "count", "cycle", "failure",
+    __slots__ = ("batch", "budget", "budget_inline", "count", "cycle", "detectors", "failure",
                  "mutating_failure", "near_duplicate", "repeat", "reread", "reread_inline",
                  "shell_tools", "stagnation", "stagnation_unchanged")
 
     def __init__(self, detectors: Sequence[Detector]) -> None:
         """Take the detectors that ``prefix_length(detectors)`` counts at the list's head."""
         self.count = prefix_length(detectors)
-        found: dict[type, Any] = {type(detector): (index, detector)
-                                  for index, detector in enumerate(detectors[:self.count])}
+        self.detectors = tuple(detectors[:self.count])
+        found = {type(detector): index for index, detector in enumerate(self.detectors)}
         self.stagnation = found.get(StagnationDetector)
         self.repeat = found.get(RepeatDetector)
         self.cycle = found.get(CycleDetector)
@@ -67,17 +68,21 @@ class BuiltinDetectors:
         self.batch = found.get(BatchDetector)
         self.near_duplicate = found.get(NearDuplicateDetector)
         self.budget = found.get(BudgetDetector)
-        stagnation = self.stagnation[1] if self.stagnation else None
+        by_class: dict[type, Any] = {type(detector): detector for detector in self.detectors}
+        stagnation = by_class.get(StagnationDetector)
         self.stagnation_unchanged = 0 if stagnation is None or stagnation._floor < 2 \
             else stagnation._no_effect_floor
         """A first (call, result) in the window finds nothing when its ``unchanged`` is below
         this (0: never inline, a first occurrence may reach a threshold of 1)."""
-        self.reread_inline = self.reread is not None and self.reread[1]._floor > 1
+        reread = by_class.get(RereadDetector)
+        self.reread_inline = reread is not None and reread._floor > 1
         """A first (read, content) finds nothing (a threshold of 1 may fire on it)."""
-        self.budget_inline = self.budget is not None and not self.budget[1]._per_tool
+        budget = by_class.get(BudgetDetector)
+        self.budget_inline = budget is not None and not budget._per_tool
         """The budgets' state is only counted on a quiet call: no run counts calls by tool."""
-        self.shell_tools: frozenset[str] = self.near_duplicate[1]._shell_tools \
-            if self.near_duplicate else frozenset()
+        near_duplicate = by_class.get(NearDuplicateDetector)
+        self.shell_tools: frozenset[str] = near_duplicate._shell_tools \
+            if near_duplicate is not None else frozenset()
 
     def observe(  # noqa: C901, PLR0912, PLR0915 - one frame for all: what this class is for
             self, states: tuple[Any, ...], step: Step, failed: bool,
@@ -89,23 +94,23 @@ class BuiltinDetectors:
         under the conditions in which its own ``observe`` would only record the step.
         """
         kind, index, pair, result = step.kind, step.index, step.pair, step.result_sig
-        found = None
-        if self.stagnation is not None and step.has_result and step.error is None \
+        has_result, key, new_batch = step.has_result, step.sequence, step.new_batch
+        if self.stagnation is not None and has_result and step.error is None \
                 and kind != "exempt":  # a (call, result) new to the window, no NO_EFFECT
-            position, detector = self.stagnation
+            position = self.stagnation
             window = states[position].window
             if (kind != "poll" and index < window._expiry and pair not in window._members
                     and pair not in window._previous
                     and step.unchanged < self.stagnation_unchanged):
                 window._members[pair] = [(index, step.span_id)]
             else:
-                found = detector.observe(states[position], step)
+                found = self.detectors[position].observe(states[position], step)
                 if found is not None:
                     evidence.append(found)
         if self.repeat is not None:  # a captured result of a call that changes nothing
-            position, detector = self.repeat
+            position = self.repeat
             state = states[position]
-            if step.has_result and kind != "mutating":
+            if has_result and kind != "mutating":
                 seen = state.seen
                 if result not in seen:  # a new result: the count restarts
                     state.since = index
@@ -114,46 +119,45 @@ class BuiltinDetectors:
                         del seen[next(iter(seen))]
                 state.last = ""
             else:
-                found = detector.observe(state, step)
+                found = self.detectors[position].observe(state, step)
                 if found is not None:
                     evidence.append(found)
         if self.cycle is not None:  # the first call of a turn, new to the window
-            position, detector = self.cycle
+            position = self.cycle
             state = states[position]
-            key = step.sequence
-            if step.new_batch and key and key not in state.matcher._counts:
+            if new_batch and key and key not in state.matcher._counts:
                 state.batch = [(key, index, step.span_id, step.tool)]
                 state.matcher.push(key, state.batch)  # False: nothing repeats
             else:
-                found = detector.observe(state, step)
+                found = self.detectors[position].observe(state, step)
                 if found is not None:
                     evidence.append(found)
         if failed:
             self._failures(states, step, evidence)
         if self.reread is not None and kind == "read":  # a (read, content) new to the run
-            position, detector = self.reread
+            position = self.reread
             state = states[position]
-            if (step.has_result and step.error is None and pair not in state
+            if (has_result and step.error is None and pair not in state
                     and self.reread_inline):
                 state[pair] = (1, [(index, step.span_id)])
                 if len(state) > _MAX_TRACKED:
                     del state[next(iter(state))]
             else:
-                found = detector.observe(state, step)
+                found = self.detectors[position].observe(state, step)
                 if found is not None:
                     evidence.append(found)
         if self.batch is not None:  # a turn's first call after a turn of one call
-            position, detector = self.batch
+            position = self.batch
             state = states[position]
-            if step.new_batch and step.sequence and len(state.current) < 2:
+            if new_batch and key and len(state.current) < 2:
                 state.closed += 1
-                state.current, state.current_fired = {step.sequence}, False
+                state.current, state.current_fired = {key}, False
             else:
-                found = detector.observe(state, step)
+                found = self.detectors[position].observe(state, step)
                 if found is not None:
                     evidence.append(found)
         if self.near_duplicate is not None:  # a result none of the recent calls returned
-            position, detector = self.near_duplicate
+            position = self.near_duplicate
             state = states[position]
             arguments = step.arguments
             if arguments is not None and (kind == "mutating"
@@ -164,30 +168,30 @@ class BuiltinDetectors:
                 state.results.append(result)
                 step.arguments = None
             else:
-                found = detector.observe(state, step)
+                found = self.detectors[position].observe(state, step)
                 if found is not None:
                     evidence.append(found)
         if self.budget is not None:  # below every budget, none by tool
-            position, detector = self.budget
+            position = self.budget
             state = states[position]
             calls = state.calls + 1
             if calls < state.quiet_below and state.started_ns and self.budget_inline:
                 state.calls = calls
             else:
-                found = detector.observe(state, step)
+                found = self.detectors[position].observe(state, step)
                 if found is not None:
                     evidence.append(found)
 
     def _failures(self, states: tuple[Any, ...], step: Step, evidence: list[Evidence]) -> None:
         """Observe a step of a run that has a failure with the failure detectors."""
         if self.failure is not None:
-            position, detector = self.failure
-            found = detector.observe(states[position], step)
+            position = self.failure
+            found = self.detectors[position].observe(states[position], step)
             if found is not None:
                 evidence.append(found)
         if self.mutating_failure is not None and step.kind == "mutating":
-            position, detector = self.mutating_failure
-            found = detector.observe(states[position], step)
+            position = self.mutating_failure
+            found = self.detectors[position].observe(states[position], step)
             if found is not None:
                 evidence.append(found)
 
