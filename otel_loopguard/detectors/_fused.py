@@ -127,7 +127,7 @@ class BuiltinDetectors:
             state = states[position]
             if new_batch and key and key not in state.matcher._counts:
                 state.batch = [(key, index, step.span_id, step.tool)]
-                state.matcher.push(key, state.batch)  # False: nothing repeats
+                state.matcher.push_new(key, state.batch)  # nothing repeats
             else:
                 found = self.detectors[position].observe(state, step)
                 if found is not None:
