@@ -39,11 +39,15 @@ def child(tree: str, workload: str, calls: int, mode: str) -> None:
     """Feed ``calls`` calls of ``workload`` to the engine of ``tree`` (after a warm-up run)."""
     sys.path.insert(0, _HERE)
     sys.path.insert(0, tree)
+    from _checkout import imported_from
     from _workload import to_tool_calls
     from bench_engine import make_calls, make_engine
 
     import otel_loopguard.engine as engine_module
 
+    measured = os.path.dirname(imported_from())
+    if os.path.abspath(measured) != os.path.abspath(tree):
+        raise SystemExit(f"the child for {tree} imported otel_loopguard from {measured}")
     if mode == "detect":
         _answer_signatures_from_table(engine_module)
     engine = make_engine(workload)
@@ -70,7 +74,10 @@ def _answer_signatures_from_table(module: Any) -> None:
 
 
 def _instructions(tree: str, workload: str, calls: int, mode: str) -> int:
-    return callgrind_instructions([__file__, "--child", tree, workload, str(calls), mode])
+    # PYTHONPATH names the tree, so that bench_engine's put_checkout_on_path puts this
+    # script's checkout after it: without, the baseline's child measured this checkout
+    env = {**os.environ, "PYTHONPATH": tree}
+    return callgrind_instructions([__file__, "--child", tree, workload, str(calls), mode], env)
 
 
 def callgrind_instructions(argv: list[str], env: dict[str, str] | None = None) -> int:

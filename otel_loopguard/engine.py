@@ -10,19 +10,16 @@ import copy
 import fnmatch
 import re
 import threading
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final, get_args
 
 from otel_loopguard.config import LoopGuardConfig, ToolKind
 from otel_loopguard.detectors import HandoffDetector, make_default_detectors
 from otel_loopguard.detectors._base import DetectorBase
+from otel_loopguard.detectors._fused import BuiltinDetectors
 from otel_loopguard.detectors._step import Step, in_world
 from otel_loopguard.detectors.budget import BudgetDetector
-from otel_loopguard.detectors.failure import (
-    FailureDetector,
-    MutatingFailureDetector,
-    classify_error,
-)
+from otel_loopguard.detectors.failure import classify_error
 from otel_loopguard.detectors.idle import IdleTurnsDetector
 from otel_loopguard.exceptions import LoopGuardError
 from otel_loopguard.kinds import CallKindClassifier, tool_base_name
@@ -85,8 +82,6 @@ _RUNNING_RESULT: Final = digest("\x00running")
 the same for every identical call, as a loop's repeated answers are."""
 
 
-_FAILURE_CLASSES: Final = (FailureDetector, MutatingFailureDetector)
-"""The built-in detectors that a success changes only after a failure (``_unfailed``)."""
 _MAX_IN_FLIGHT: Final = 1024
 """Guarded calls a run counts as running at once; past it the oldest is forgotten."""
 
@@ -192,8 +187,8 @@ class RunState:
         """A mutating call of the run has failed: its successes may end a failure streak, so
         their targets are worth finding (``LoopEngine._target``)."""
         self.failed = False
-        """A call of the run has failed: until then the failure detectors have nothing a
-        success could reset (``LoopEngine._unfailed``)."""
+        """A call of the run has failed: until then the detectors that are
+        ``quiet_until_failure`` are not called (``LoopEngine._unfailed``)."""
 
     def in_callback(self) -> bool:
         """Return True on the thread that is running ``on_decision`` for this run.
@@ -256,20 +251,23 @@ class LoopEngine:
         self._plain_policy = type(self.policy) is Policy
         self._result_cache_size = max(2, min(_RESULT_CACHE_MAX, self.config.cycle_max_length))
         self._observers = tuple(detector.observe for detector in self.detectors)
-        self._all_observing = tuple((detector.observe, index)
-                                    for index, detector in enumerate(self.detectors))
-        self._observing = {kind: tuple((detector.observe, index)
-                                       for index, detector in enumerate(self.detectors)
-                                       if kind in _observed_kinds(detector))
+        builtins = BuiltinDetectors(self.detectors)
+        self._builtins = builtins if builtins.count else None
+        """The built-in detectors at the head of ``detectors``, observed together in a few
+        Python calls (``BuiltinDetectors``); None when the list starts with another."""
+        others = tuple(enumerate(self.detectors))[builtins.count:]
+        self._all_observing = tuple((detector.observe, index) for index, detector in others)
+        self._observing = {kind: tuple((detector.observe, index) for index, detector in others
+                                       if kind in _declared(detector, "observed_kinds",
+                                                            _CALL_KINDS))
                            for kind in _CALL_KINDS}
-        """Call kind → the detectors that look at a call of that kind, with their state's
-        index: a detector that ignores the kind (``observed_kinds``) is not called for it."""
-        self._unfailed = {kind: tuple(entry for entry in observing
-                                      if type(self.detectors[entry[1]]) not in _FAILURE_CLASSES)
+        """Call kind → the other detectors that look at a call of that kind, with their
+        state's index: one that ignores the kind (``observed_kinds``) is not called for it."""
+        self._unfailed = {kind: tuple(entry for entry in observing if not _declared(
+                              self.detectors[entry[1]], "quiet_until_failure", False))
                           for kind, observing in self._observing.items()}
-        """``_observing`` for a run none of whose calls has failed: without the built-in
-        failure detectors, which count failures and on a success only forget the tool's or
-        the target's (none yet). Their exact classes: a subclass may look at successes."""
+        """``_observing`` for a run none of whose calls has failed: without the detectors
+        that say a success changes nothing for them until then (``quiet_until_failure``)."""
         self._forks = tuple(getattr(detector, "fork", None) or _deep_fork
                             for detector in self.detectors)
         self._whole_forks = tuple(
@@ -344,11 +342,10 @@ class LoopEngine:
                 and step.error is None and (step.has_result or step.kind == "mutating"):
             self.handoffs.progress(run.handoff_state)  # something done: no ping-pong
         states = run.states
-        observing = self._observing if run.failed else self._unfailed
-        for observe, index in observing.get(step.kind, self._all_observing):
-            found = observe(states[index], step)
-            if found is not None:
-                evidence.append(found)
+        if self._builtins is not None:
+            self._builtins.observe(states, step, run.failed, evidence)
+        if self._all_observing:
+            self._observe_others(run, step, evidence)
         if not evidence and run.stopped is None and self._plain_policy:
             # the common case, as Policy.decide and _finish would conclude it
             if waste.looping:
@@ -358,6 +355,15 @@ class LoopEngine:
         if evidence or waste.looping:
             waste.called(call, step.kind, is_loop_finding(decision.action, evidence), repeat)
         return decision
+
+    def _observe_others(self, run: RunState, step: Step, evidence: list[Evidence]) -> None:
+        """Observe ``step`` with the detectors after the built-in ones, through ``observe``."""
+        states = run.states
+        observing = self._observing if run.failed else self._unfailed
+        for observe, index in observing.get(step.kind, self._all_observing):
+            found = observe(states[index], step)
+            if found is not None:
+                evidence.append(found)
 
     def precheck(self, run: RunState, tool: str, arguments: Any) -> Decision:
         """Return what running this call *again* would lead to, before it runs (enforce mode).
@@ -864,19 +870,21 @@ def _holds_content(arguments: dict[Any, Any]) -> bool:
     return False
 
 
-def _observed_kinds(detector: Detector) -> Collection[str]:
-    """Return the call kinds whose steps ``detector`` looks at (``observed_kinds``).
+def _declared(detector: Detector, name: str, default: Any) -> Any:
+    """Return what ``detector``'s class says of its ``observe`` in attribute ``name``.
 
-    Every kind for a detector that does not say, or that inherits the attribute from a class
-    whose ``observe`` it overrides (the new ``observe`` may look at other kinds).
+    ``observed_kinds`` (the call kinds whose steps it looks at) or ``quiet_until_failure``
+    (whether it can skip the calls before a run's first failure); ``default`` (every kind,
+    every call) for a detector that does not say, or that inherits the attribute from a class
+    whose ``observe`` it overrides (the new ``observe`` may look at more).
     """
     cls = type(detector)
-    kinds = getattr(cls, "observed_kinds", None)
-    if kinds is None:
-        return _CALL_KINDS
-    declared = next(k for k in cls.__mro__ if "observed_kinds" in vars(k))
+    value = getattr(cls, name, None)
+    if value is None:
+        return default
+    declared = next(k for k in cls.__mro__ if name in vars(k))
     observing = next((k for k in cls.__mro__ if "observe" in vars(k)), declared)
-    return kinds if issubclass(declared, observing) else _CALL_KINDS
+    return value if issubclass(declared, observing) else default
 
 
 def _deep_fork(state: Any, step: Step) -> Any:

@@ -244,8 +244,11 @@ class Detector(Protocol):
 
     A detector class may set ``observed_kinds``, the call kinds (``read``, ``mutating``,
     ``poll``, ``exempt``, ``default``) whose steps its ``observe`` looks at: the engine then
-    does not call it for a tool call of another kind. A subclass that overrides ``observe``
-    is called for every kind unless it sets ``observed_kinds`` itself.
+    does not call it for a tool call of another kind. It may set ``quiet_until_failure`` to
+    True when its ``observe`` returns None and changes nothing on every call of a run before
+    the run's first failed call (a success matters only after a failure): the engine then calls
+    it from that failure on. A subclass that overrides ``observe`` is called for every kind and
+    every call unless it sets these attributes itself.
     """
 
     @property

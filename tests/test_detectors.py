@@ -282,8 +282,9 @@ class TestCountingWindowReference:
                 assert window.only(key).push(key, index, f"s{index}") == expected
             found = window.push(key, index, f"s{index}")
             assert found == [(i, f"s{i}") for k, i in seen if k == key and i > index - size]
-        stored = sum(len(occurrences) for occurrences in window._members.values())
-        assert stored <= 2 * size  # bounded, however many keys came and went
+        stored = sum(len(occurrences) for generation in (window._members, window._previous)
+                     for occurrences in generation.values())
+        assert stored <= 3 * size  # bounded, however many keys came and went
 
 
 class TestResultCache:
@@ -440,6 +441,37 @@ class TestFailureDetector:
         engine = LoopEngine(detectors=[Counting()])
         _run([_call("get", {"id": i}, "ok") for i in range(4)], engine=engine)
         assert Counting.seen == 4
+
+    def test_a_detector_that_declares_it_waits_for_the_first_failure(self) -> None:
+        """``quiet_until_failure``: a subclass that declares it, or any protocol detector, is
+        called from the run's first failure on (that failure included), not before."""
+        from otel_loopguard.detectors import FailureDetector
+
+        seen: list[int] = []
+
+        class Declared(FailureDetector):
+            quiet_until_failure = True
+
+            def observe(self, state: Any, step: Any) -> Evidence | None:
+                seen.append(step.index)
+                return super().observe(state, step)
+
+        class Plain:
+            name = "plain"
+            quiet_until_failure = True
+
+            def new_state(self) -> None:
+                return None
+
+            def observe(self, state: Any, step: Any) -> Evidence | None:
+                seen.append(-step.index)
+                return None
+
+        engine = LoopEngine(detectors=[Declared(), Plain()])
+        calls = [_call("get", {"id": 1}, "ok"), _call("get", {"id": 2}, "ok"),
+                 _call("get", {"id": 3}, error="HTTP 500"), _call("get", {"id": 4}, "ok")]
+        _run(calls, engine=engine)
+        assert seen == [3, -3, 4, -4]
 
     def test_success_resets(self) -> None:
         """A success of the tool resets its failures."""
@@ -1011,23 +1043,24 @@ class TestDetectorSelection:
         engine = LoopEngine(detectors=[RepeatDetector()])
         assert [d.name for d in engine.detectors] == ["repeat"]
 
-    def test_a_detector_sees_only_the_kinds_it_observes(
-            self, monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_a_detector_sees_only_the_kinds_it_observes(self) -> None:
         """A detector is not called for the kinds its ``observed_kinds`` leaves out; one that
         overrides ``observe`` without saying so is called for every kind."""
         seen: dict[str, list[str]] = {"reread": [], "subclass": []}
-        original = RereadDetector.observe
 
-        def spy(detector: Any, state: Any, step: Any) -> Evidence | None:
-            seen["reread" if type(detector) is RereadDetector else "subclass"].append(step.kind)
-            return original(detector, state, step)
+        class Declared(RereadDetector):
+            observed_kinds = frozenset({"read"})
+
+            def observe(self, state: Any, step: Any) -> Evidence | None:
+                seen["reread"].append(step.kind)
+                return super().observe(state, step)
 
         class Spied(RereadDetector):
             def observe(self, state: Any, step: Any) -> Evidence | None:
-                return spy(self, state, step)
+                seen["subclass"].append(step.kind)
+                return super().observe(state, step)
 
-        monkeypatch.setattr(RereadDetector, "observe", spy)
-        engine = LoopEngine(detectors=[RereadDetector(), Spied()])
+        engine = LoopEngine(detectors=[Declared(), Spied()])
         run = engine.new_run()
         calls = [_call("read_file", {"path": "a"}, "x"),
                  _call("write_file", {"path": "a", "content": "y"}, "ok"),

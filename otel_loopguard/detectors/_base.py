@@ -98,6 +98,11 @@ class DetectorBase:
     observed_kinds: ClassVar[frozenset[str] | None] = None
     """The call kinds whose steps ``observe`` looks at (None: all): the engine does not call
     it for a step of another kind, on which it would return None and change nothing."""
+    quiet_until_failure: ClassVar[bool] = False
+    """True when ``observe`` returns None and changes nothing on every call of a run until one
+    of the run's calls has failed (successes matter only after a failure, as in the failure
+    detectors, which on a success only forget the failures seen): the engine then does not
+    call it for the calls before the run's first failure."""
 
     def __init__(self, config: LoopGuardConfig | None = None) -> None:
         """Bind the detector to ``config`` (defaults when None)."""

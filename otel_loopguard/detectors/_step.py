@@ -90,20 +90,27 @@ class CountingWindow:
     """The keys of the last ``size`` calls with, per key, the (index, span id) of each occurrence.
 
     Occurrences that left the window are dropped lazily: a key's own when it comes again, and
-    every key's once per ``size`` positions (``_expire``), so a push of a new key touches no
-    other key, and the window holds at most ``2 * size`` occurrences.
+    the others a generation at a time. Keys live in two tables, the current generation (keys
+    pushed since the latest turnover) and the previous one; the first push ``size`` positions
+    or more after a turnover starts a new generation and forgets the previous one whole, whose
+    keys were last pushed before the latest turnover and so have all left the window. A push
+    touches no other key, a turnover loops over none, and the window holds at most
+    ``3 * size`` occurrences.
 
     Not thread-safe: used under the run's lock. Memory is O(size).
     """
 
-    __slots__ = ("_expiry", "_members", "_size")
+    __slots__ = ("_expiry", "_members", "_previous", "_size")
 
     def __init__(self, size: int) -> None:
         """Create an empty window of ``size`` entries."""
         self._size = size
         self._members: dict[str, list[tuple[int, str]]] = {}  # lists: far smaller than deques
+        """The current generation: key → its occurrences, oldest first."""
+        self._previous: dict[str, list[tuple[int, str]]] = {}
+        """The previous generation, whose keys move to the current one when pushed again."""
         self._expiry = size
-        """The position at which the next push first drops every key's old occurrences."""
+        """The position at which the next push starts a new generation."""
 
     def push(self, key: str, index: int, span_id: str) -> list[tuple[int, str]]:
         """Add an occurrence and return every occurrence of ``key`` still in the window.
@@ -111,33 +118,28 @@ class CountingWindow:
         ``index`` is the call's position in the run: the window is the last ``size`` positions,
         so a call that takes part in no key needs no entry (positions stay aligned).
         """
-        if index >= self._expiry:
-            self._expire(index)
-        occurrences = self._members.get(key)
+        if index >= self._expiry:  # a new generation; the one before the previous has left
+            self._previous, self._members = self._members, {}
+            self._expiry = index + self._size
+        members = self._members
+        occurrences = members.get(key)
         if occurrences is None:
-            occurrences = self._members[key] = [(index, span_id)]
-            return occurrences
+            occurrences = self._previous.pop(key, None)
+            if occurrences is None:
+                occurrences = members[key] = [(index, span_id)]
+                return occurrences
+            members[key] = occurrences
         limit = index - self._size
         while occurrences and occurrences[0][0] <= limit:  # left the window
             del occurrences[0]
         occurrences.append((index, span_id))
         return occurrences
 
-    def _expire(self, index: int) -> None:
-        """Drop the occurrences that left the window before position ``index``, of every key."""
-        limit = index - self._size
-        kept = {}
-        for key, occurrences in self._members.items():
-            if occurrences[-1][0] > limit:
-                kept[key] = [item for item in occurrences if item[0] > limit] \
-                    if occurrences[0][0] <= limit else occurrences
-        self._members = kept
-        self._expiry = index + self._size
-
     def copy(self) -> CountingWindow:
         """Return an independent copy (``push`` on it leaves this window as it is)."""
         other = CountingWindow(self._size)
         other._members = {key: occ.copy() for key, occ in self._members.items()}
+        other._previous = {key: occ.copy() for key, occ in self._previous.items()}
         other._expiry = self._expiry
         return other
 
@@ -148,7 +150,7 @@ class CountingWindow:
         never change the occurrences of ``key`` (positions, not entries, bound the window).
         """
         other = CountingWindow(self._size)
-        occurrences = self._members.get(key)
+        occurrences = self._members.get(key) or self._previous.get(key)
         if occurrences:
             other._members = {key: occurrences.copy()}
         other._expiry = self._expiry

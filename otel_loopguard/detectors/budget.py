@@ -47,8 +47,8 @@ class _Limits:
 
 
 class _BudgetState:
-    __slots__ = ("calls", "calls_floor", "calls_warned", "limits", "per_tool", "seconds_warned",
-                 "started_ns", "steps_floor", "steps_warned")
+    __slots__ = ("calls", "calls_floor", "calls_warned", "limits", "per_tool", "quiet_below",
+                 "seconds_warned", "started_ns", "steps_floor", "steps_warned")
 
     def __init__(self, limits: _Limits) -> None:
         self.calls = 0
@@ -61,6 +61,10 @@ class _BudgetState:
         self.calls_floor = self.steps_floor = 0.0
         """The fewest tool calls, and steps, at which a counted budget can still fire: below
         both, ``observe`` looks at none (``refloor``)."""
+        self.quiet_below = 0.0
+        """The tool calls below which a call reaches no budget whatever the run's model turns
+        and times (no steps or time budget, none per tool): a caller may then only count the
+        call (``BuiltinDetectors``); 0 when every call needs a look (``refloor``)."""
         self.refloor()
 
     def refloor(self) -> None:
@@ -71,12 +75,14 @@ class _BudgetState:
         """
         limits = self.limits
         if limits.per_tool:
-            self.calls_floor = self.steps_floor = 0.0
+            self.calls_floor = self.steps_floor = self.quiet_below = 0.0
             return
         self.calls_floor = _lowest(limits.max_tool_calls_stop, limits.max_tool_calls_warn,
                                    self.calls_warned)
         self.steps_floor = _lowest(limits.max_steps_stop, limits.max_steps_warn,
                                    self.steps_warned)
+        self.quiet_below = self.calls_floor \
+            if self.steps_floor == math.inf and not limits.by_time else 0.0
 
 
 def _lowest(stop: int | None, warn: int | None, warned: float) -> float:

@@ -76,26 +76,27 @@ class PeriodMatcher:
             Whether ``key`` occurred among the kept steps: when not, no period and no block
             ends at it (``period`` gives (0, 0), ``block`` is ``(1, 0, 0)``).
         """
-        history, keys, counts = self._history, self._keys, self._counts
+        counts = self._counts
+        found = counts.get(key, 0)
+        if not found:
+            self.push_new(key, payload)
+            return False
+        history, keys = self._history, self._keys
         old = self._previous = self._match
         self._previous_block = self.block
         size = len(keys)
-        found = counts.get(key, 0)
         block = _NO_BLOCK
-        if found:
-            match: dict[int, int] = {}
-            start = 0
-            chains = self._chains if self.cycle_max is not None else None
-            for _ in range(found):
-                start = keys.index(key, start) + 1
-                period = size - start + 1
-                matched = match[period] = old.get(period, 0) + 1
-                if chains is not None and matched >= 2 and period >= 2 and \
-                        chains[start - 1] >= block[0]:
-                    block = (chains[start - 1] + 1, period, matched)
-            self._match = match
-        else:
-            self._match = _NO_MATCH
+        match: dict[int, int] = {}
+        start = 0
+        chains = self._chains if self.cycle_max is not None else None
+        for _ in range(found):
+            start = keys.index(key, start) + 1
+            period = size - start + 1
+            matched = match[period] = old.get(period, 0) + 1
+            if chains is not None and matched >= 2 and period >= 2 and \
+                    chains[start - 1] >= block[0]:
+                block = (chains[start - 1] + 1, period, matched)
+        self._match = match
         self.block = block
         oldest = keys[0] if size == self.max_period else None
         history.append(payload)  # the deques drop their oldest step when full
@@ -104,7 +105,28 @@ class PeriodMatcher:
         counts[key] = found + 1
         if oldest is not None:
             self._forget(oldest)
-        return found > 0
+        return True
+
+    def push_new(self, key: str, payload: Any = None) -> None:
+        """``push`` a step whose ``key`` is not among the kept steps.
+
+        Most steps of a run that does not loop: nothing is searched, no period and no block
+        ends at it.
+        """
+        self._previous, self._previous_block = self._match, self.block
+        self._match, self.block = _NO_MATCH, _NO_BLOCK
+        keys, counts = self._keys, self._counts
+        if len(keys) == self.max_period:  # the deques drop their oldest step
+            oldest = keys[0]
+            left = counts[oldest] - 1
+            if left:
+                counts[oldest] = left
+            else:
+                del counts[oldest]
+        self._history.append(payload)
+        keys.append(key)
+        self._chains.append(1)
+        counts[key] = 1
 
     def _forget(self, key: str) -> None:
         """Count one occurrence of ``key`` less among the kept steps (it leaves them)."""

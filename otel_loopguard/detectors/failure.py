@@ -132,6 +132,7 @@ class FailureDetector(DetectorBase):
     """
 
     name: ClassVar[str] = "failure"
+    quiet_until_failure: ClassVar[bool] = True
 
     def new_state(self) -> dict[str, _ToolFailures]:
         """Return the run's failures since each tool's last success."""
@@ -204,6 +205,7 @@ class MutatingFailureDetector(DetectorBase):
 
     name: ClassVar[str] = "mutating_failure"
     observed_kinds: ClassVar[frozenset[str] | None] = frozenset({"mutating"})
+    quiet_until_failure: ClassVar[bool] = True
 
     def new_state(self) -> dict[str, tuple[str, int, list[tuple[int, str]]]]:
         """Return, per target, its current streak of failures with one error."""
