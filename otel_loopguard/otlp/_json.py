@@ -545,6 +545,11 @@ class _Values:
                     if type(text) is str:
                         out[key] = text
                         continue
+                    if len(raw) == 1 and depth < MAX_VALUE_DEPTH:
+                        strings = _strings(raw.get("arrayValue"))
+                        if strings is not None:
+                            out[key] = strings
+                            continue
             try:
                 pair = _object(item, "")
                 key = _string(pair.get("key"), "key")
@@ -587,6 +592,27 @@ class _Values:
 
     def _bytes(self, raw: Any, depth: int) -> Any:
         return self._bytes_as(_bytes(raw))
+
+
+def _strings(array: Any) -> tuple[str, ...] | None:
+    """Return an ``ArrayValue`` of strings alone as ``_Values.value`` does, else None.
+
+    The usual array attribute (GenAI's ``gen_ai.response.finish_reasons`` on every model span)
+    read in one frame instead of a frame per level and per element; anything else (another
+    member, a value of another kind, an error to word) is left to ``_Values.value``.
+    """
+    if type(array) is not dict:
+        return None
+    values = array.get("values")
+    if type(values) is not list:
+        return None
+    out = []
+    for item in values:
+        text = item.get("stringValue") if type(item) is dict and len(item) == 1 else None
+        if type(text) is not str:
+            return None
+        out.append(text)
+    return tuple(out)
 
 
 def _nested(depth: int) -> int:
