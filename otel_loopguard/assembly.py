@@ -36,8 +36,8 @@ from otel_loopguard.adapters._turns import turn_of
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.types import Handoff, ModelTurn, SpanAdapter, SpanRecord, ToolCall
 
-__all__ = ["AssembledTrace", "SiblingAgents", "TraceEvent", "assemble_trace", "lone_tool_call",
-           "nearest_agent", "template_in"]
+__all__ = ["AssembledTrace", "SiblingAgents", "TraceEvent", "assemble_trace", "nearest_agent",
+           "template_in"]
 
 MAX_ANCESTRY: Final = 64
 """How far ``nearest_agent`` walks up (a cycle or a very deep tree stops there)."""
@@ -63,15 +63,6 @@ def _template_in(attributes: Mapping[str, Any], config: LoopGuardConfig,
 def _key_roots(keys: tuple[str, ...]) -> frozenset[str]:
     """``template_key_roots``, once per configuration's keys (it is asked for every span)."""
     return template_key_roots(keys)
-
-
-def lone_tool_call(event: object, parent_span_id: str | None) -> bool:
-    """Return True for a tool call whose span has no parent (and whose run has no conversation).
-
-    Such a call is a run of its own, keyed by its own trace, so no repetition can ever be seen:
-    the instrumentation needs a parent agent span or a conversation id.
-    """
-    return isinstance(event, ToolCall) and parent_span_id is None
 
 
 LONE_TOOL_CALL_HINT: Final = (
@@ -196,20 +187,11 @@ def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuard
     out.conversation = conversation
     out.service_name = _service_name(spans)
     by_id = dict(zip(map(_SPAN_ID, ordered), ordered, strict=True)) if pending else {}
-    events = out.events = _events(pending, by_id, agents, adapters,
-                                  tool_requests=tool_requests)
-    if (conversation is None or config.run_key != "conversation") and events:
-        out.unparented_tool_calls = sum(
-            lone_tool_call(item.event, _parent_of(item.event.span_id, by_id))
-            for item in events if isinstance(item.event, ToolCall))
+    out.events, lone = _events(pending, by_id, agents, adapters, tool_requests=tool_requests)
+    if conversation is None or config.run_key != "conversation":
+        out.unparented_tool_calls = lone
     _add_sibling_handoffs(out, agent_spans, agents)  # they count until the run reports its own
     return out
-
-
-def _parent_of(span_id: str, by_id: Mapping[str, SpanRecord]) -> str | None:
-    """Return the parent span id of ``span_id``; ``""`` when the trace has no such span."""
-    record = by_id.get(span_id)
-    return "" if record is None else record.parent_span_id
 
 
 def _service_name(spans: Sequence[SpanRecord]) -> str | None:
@@ -231,16 +213,20 @@ def _service_name(spans: Sequence[SpanRecord]) -> str | None:
 
 def _events(pending: Sequence[tuple[SpanRecord, int]], by_id: Mapping[str, SpanRecord],
             agents: dict[str, str], adapters: Sequence[SpanAdapter], *,
-            tool_requests: bool) -> list[TraceEvent]:
-    """Return the events of the candidate spans, each with its owning agent span.
+            tool_requests: bool) -> tuple[list[TraceEvent], int]:
+    """Return the events of the candidate spans (each with its owning agent span), and the lone.
 
+    The lone: how many of the events are tool calls whose span has no parent.
     ``pending`` holds each candidate with the model turns before it (-n: model turn n). A call
     before the trace's first model turn has no turn (its batch goes by time), as the live
     processor, which cannot see later spans, places it. The owner depends on the parent alone,
-    so it is looked up once per parent span.
+    so it is looked up once per parent span. A tool call with no parent span is a run of its
+    own unless its run is keyed by a conversation id: no repetition can be seen across such
+    calls (``AssembledTrace.unparented_tool_calls``).
     """
     owners: dict[str | None, tuple[str | None, str | None]] = {}
     events: list[TraceEvent] = []
+    lone = 0
     for span, turn in pending:
         parent = span.parent_span_id
         found = owners.get(parent)
@@ -249,18 +235,26 @@ def _events(pending: Sequence[tuple[SpanRecord, int]], by_id: Mapping[str, SpanR
         owner, owner_name = found
         event: ToolCall | Handoff | ModelTurn | None
         if turn < 0:
-            tokens_in, tokens_out, models = usage_of(span.attributes)
-            requested, inputs, output, from_user = turn_of(span.attributes) if tool_requests \
-                else _NO_CONTENT
-            event = ModelTurn(span.span_id, span.start_time_ns, span.end_time_ns, requested,
-                              owner, -turn, tokens_in, tokens_out, models, inputs, output,
-                              from_user)
+            attributes = span.attributes
+            if len(attributes) == 1:  # only the model marker: no usage, no content to read
+                event = ModelTurn(span.span_id, span.start_time_ns, span.end_time_ns, None,
+                                  owner, -turn)
+            else:
+                tokens_in, tokens_out, models = usage_of(attributes)
+                requested, inputs, output, from_user = turn_of(attributes) if tool_requests \
+                    else _NO_CONTENT
+                event = ModelTurn(span.span_id, span.start_time_ns, span.end_time_ns,
+                                  requested, owner, -turn, tokens_in, tokens_out, models,
+                                  inputs, output, from_user)
         else:
             event = placed_event(span, adapters, owner_name, turn or None)
             if event is None:
                 continue
+            if isinstance(event, ToolCall):
+                record = by_id.get(event.span_id)  # its own span, unless an adapter says other
+                lone += record is not None and record.parent_span_id is None
         events.append(TraceEvent(event, owner))
-    return events
+    return events, lone
 
 
 _NO_CONTENT: Final = (None, "", "", False)

@@ -16,7 +16,7 @@ from otel_loopguard.adapters import (
     template_label,
     to_event,
 )
-from otel_loopguard.adapters._build import tool_call_values
+from otel_loopguard.adapters._build import build_tool_call
 from otel_loopguard.adapters._unwrap import unwrap_arguments, unwrap_result
 from otel_loopguard.signature import tool_signature
 from otel_loopguard.types import Handoff, SpanRecord, ToolCall
@@ -92,8 +92,10 @@ class TestErrorRules:
         ids=["error.type", "strands-status"])
     def test_attributes_say_failed(self, attrs: dict[str, Any]) -> None:
         """``error.type`` or Strands' ``gen_ai.tool.status`` fail a span whose status is UNSET."""
-        values = tool_call_values({"a": "{}", **attrs}, "a", "r", False, lambda: "why")
-        assert values[3] is True and values[4] == "why"
+        span = _span({"a": "{}", **attrs})
+        span.status_message = "why"
+        call = build_tool_call(span, "t", "a", "r")
+        assert call.error is True and call.error_message == "why" and not call.has_result
 
     def test_adk_status_error_result(self) -> None:
         """ADK's ``{"status": "error", "error_message": ...}`` is a structured error result."""

@@ -205,6 +205,11 @@ class TestSpansFromJsonRequest:
             ({"bytesValue": "AQI="}, "0102"),
             ({"arrayValue": {"values": [{"intValue": "1"}, {"stringValue": "x"}]}}, (1, "x")),
             ({"arrayValue": {}}, ()),
+            ({"arrayValue": {"values": []}}, ()),
+            ({"arrayValue": {"values": [{"stringValue": "a"}, {"stringValue": "b"}]}}, ("a", "b")),
+            ({"arrayValue": {"values": [{"stringValue": "a"}, {"x": 1, "stringValue": "b"}]}},
+             ("a", "b")),
+            ({"arrayValue": {"values": [{"stringValue": "a"}, {}]}}, ("a", None)),
             ({"kvlistValue": {"values": [{"key": "a", "value": {"intValue": 1}}]}}, {"a": 1}),
             ({"string_value": "snake"}, "snake"),
             ({}, None),
@@ -233,12 +238,19 @@ class TestSpansFromJsonRequest:
                 "spans[0].attributes[0].value.intValue: expected an integer, got 'x'",
             ),
             (
+                one_span(attributes=[{"key": "k", "value": {"arrayValue": {"values": [
+                    {"stringValue": "a"}, {"stringValue": 2}]}}}]),
+                "spans[0].attributes[0].value.arrayValue.values[1].stringValue: expected a "
+                "string, got 2",
+            ),
+            (
                 one_span(events=[{"name": "e", "attributes": [{"key": 1}]}]),
                 "spans[0].events[0].attributes[0].key: expected a string, got 1",
             ),
             ([], "expected an object, got list"),
         ],
-        ids=["hex", "missing", "list", "object", "time", "huge", "status", "int", "event", "doc"],
+        ids=["hex", "missing", "list", "object", "time", "huge", "status", "int", "array", "event",
+             "doc"],
     )
     def test_malformed_raises_with_path(self, doc: Any, message: str) -> None:
         """A malformed field raises ValueError whose message names the field path."""

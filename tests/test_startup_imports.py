@@ -47,7 +47,7 @@ def test_check_imports_neither_the_sdk_nor_prometheus_nor_the_ci_formats(fmt: st
                          "otel_loopguard.receiver", "otel_loopguard.processor",
                          "otel_loopguard.cli._demo", "otel_loopguard.cli._serve",
                          "otel_loopguard.cli._junit", "otel_loopguard.cli._sarif",
-                         "tempfile")
+                         "tempfile", "tomllib")
 
 
 def test_check_imports_the_ci_format_it_writes() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
 from otel_loopguard.adapters import _keys as k
@@ -11,7 +11,7 @@ from otel_loopguard.adapters._unwrap import unwrap_arguments, unwrap_result
 from otel_loopguard.types import STATUS_ERROR, Handoff, SpanRecord, ToolCall
 
 __all__ = ["HANDOFF", "CallPlan", "PlannedAdapter", "build_handoff", "build_tool_call",
-           "error_message", "failed_by_attributes", "tool_call_values"]
+           "error_message"]
 
 _MISSING = object()
 
@@ -34,49 +34,32 @@ def error_message(span: SpanRecord) -> str:
     return str(etype) if etype and etype != "_OTHER" else ""
 
 
-def failed_by_attributes(attrs: Mapping[str, Any]) -> bool:
-    """Return True when the span's attributes say the tool failed, whatever its status.
-
-    ``error.type`` is set only on failure (OTel; ``tool_error`` in the MCP conventions), and
-    Strands writes ``gen_ai.tool.status = "error"``.
-    """
-    return k.ERROR_TYPE in attrs or attrs.get(k.GEN_AI_TOOL_STATUS) == "error"
-
-
-def tool_call_values(attrs: Mapping[str, Any], args_key: str, result_key: str,
-                     status_error: bool, message_of: Callable[[], str],
-                     ) -> tuple[Any, Any, bool, bool, str]:
-    """Return ``(arguments, result, has_result, error, error_message)`` of a tool span.
-
-    ``status_error`` tells whether the span's status is ERROR; ``message_of()`` is called only
-    when the span failed (status, ``failed_by_attributes``), for the description of the failure.
-    A failure the result envelope reports (``is_error``) is described by the result.
-    """
-    raw_args = attrs.get(args_key)
-    raw_result = attrs.get(result_key, _MISSING)
-    has_result = raw_result is not _MISSING
-    result, envelope_error = unwrap_result(raw_result) if has_result else (None, False)
-    span_error = status_error or failed_by_attributes(attrs)
-    failed = span_error or envelope_error
-    message = message_of() if span_error else ""
-    if envelope_error and not message:
-        message = str(result)[:500]
-    return unwrap_arguments(raw_args), result, has_result, failed, message
-
-
 def build_tool_call(span: SpanRecord, tool: Any, args_key: str, result_key: str,  # noqa: PLR0917
                     agent: Any = None, turn: int | None = None) -> ToolCall:
     """Return the tool call of ``span`` reading arguments and result from the given keys.
 
-    ``agent`` and ``turn`` place it in its run (``ToolCall.in_context``) when known.
+    ``agent`` and ``turn`` place it in its run (``ToolCall.in_context``) when known. The call
+    failed when the span's status is ERROR, when its attributes say so (``error.type`` is set
+    only on failure, in OTel and as ``tool_error`` in the MCP conventions; Strands writes
+    ``gen_ai.tool.status = "error"``) or when the result's envelope does (``is_error``); a
+    failure only the envelope reports is described by the result. One frame for what every
+    tool span needs: the assembly builds a call per tool span it reads.
     """
-    arguments, result, has_result, failed, message = tool_call_values(
-        span.attributes, args_key, result_key, span.status_code == STATUS_ERROR,
-        lambda: error_message(span))
+    attrs = span.attributes
+    raw_result = attrs.get(result_key, _MISSING)
+    has_result = raw_result is not _MISSING
+    result, envelope_error = unwrap_result(raw_result) if has_result else (None, False)
+    if span.status_code == STATUS_ERROR or k.ERROR_TYPE in attrs \
+            or attrs.get(k.GEN_AI_TOOL_STATUS) == "error":
+        failed, message = True, error_message(span)
+    else:
+        failed, message = envelope_error, ""
+    if envelope_error and not message:
+        message = str(result)[:500]
     # Positional, in field order: every tool span read builds one (``ToolCall.in_context``).
-    return ToolCall(str(tool), arguments, result, has_result, failed, message,
-                    str(agent) if agent else None, span.span_id, span.trace_id,
-                    span.start_time_ns, span.end_time_ns, turn)
+    return ToolCall(str(tool), unwrap_arguments(attrs.get(args_key)), result, has_result,
+                    failed, message, str(agent) if agent else None, span.span_id,
+                    span.trace_id, span.start_time_ns, span.end_time_ns, turn)
 
 
 def build_handoff(span: SpanRecord, tool: Any, args_key: str, agent: Any = None) -> Handoff:

@@ -38,7 +38,7 @@ from typing import Any, Final
 
 from otel_loopguard.adapters._unwrap import parse_maybe_json, unwrap_arguments
 
-__all__ = ["handoff_target", "is_handoff_tool", "is_non_call"]
+__all__ = ["handoff_target", "is_handoff_tool", "is_non_call", "is_plain_tool"]
 
 _MERGED: Final = "(merged tools)"
 _FINAL_ANSWER: Final = "final_answer"
@@ -47,9 +47,21 @@ _TARGET_ARGUMENT: Final = {"transfer_to_agent": "agent_name", "handoff": "to_age
 """Handoff tool → the argument naming the agent it hands to."""
 _TARGET_PREFIXES: Final = ("transfer_back_to_", "transfer_to_")
 """Handoff tools named after their target (longest prefix first)."""
+_NAMED: Final = frozenset({_MERGED, _FINAL_ANSWER, *_TARGET_ARGUMENT})
+"""Tool names that a table above names whole; the others are told by ``_TARGET_PREFIXES``."""
 _HUMAN: Final = "human"
 """A transfer to a human (customer service's ``transfer_to_human_agents``) is a tool call: no
 agent of the run takes over, and calling it again and again is the agent's own loop."""
+
+
+def is_plain_tool(tool: Any) -> bool:
+    """Return True when no table above can match a tool of this name, whatever its arguments.
+
+    One set test and one prefix test (every tool span asks): then neither ``is_non_call`` nor
+    ``is_handoff_tool`` need be asked, nor the arguments read.
+    """
+    return not isinstance(tool, str) or (
+        tool not in _NAMED and not tool.startswith(_TARGET_PREFIXES))
 
 
 def is_non_call(tool: Any, arguments: Any) -> bool:

@@ -7,7 +7,7 @@ from typing import Any
 
 from otel_loopguard.adapters import _keys as k
 from otel_loopguard.adapters._build import HANDOFF, CallPlan, PlannedAdapter, build_handoff
-from otel_loopguard.adapters._rules import is_handoff_tool, is_non_call
+from otel_loopguard.adapters._rules import is_handoff_tool, is_non_call, is_plain_tool
 from otel_loopguard.types import Handoff, SpanRecord
 
 __all__ = ["GenAIAdapter"]
@@ -47,6 +47,8 @@ class GenAIAdapter(PlannedAdapter):
         op = attrs.get(k.GEN_AI_OPERATION_NAME)
         if op == k.OP_EXECUTE_TOOL:
             plan = _call_plan(name, attrs)
+            if is_plain_tool(plan[0]):
+                return plan
             raw_args = attrs.get(plan[1])
             if is_non_call(plan[0], raw_args):
                 return None

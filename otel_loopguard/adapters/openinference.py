@@ -7,7 +7,7 @@ from typing import Any
 
 from otel_loopguard.adapters import _keys as k
 from otel_loopguard.adapters._build import HANDOFF, CallPlan, PlannedAdapter, build_handoff
-from otel_loopguard.adapters._rules import is_handoff_tool, is_non_call
+from otel_loopguard.adapters._rules import is_handoff_tool, is_non_call, is_plain_tool
 from otel_loopguard.types import Handoff, SpanRecord
 
 __all__ = ["OpenInferenceAdapter"]
@@ -36,12 +36,13 @@ class OpenInferenceAdapter(PlannedAdapter):
         if name.startswith(_HANDOFF_PREFIX):
             return HANDOFF if attrs.get(k.OI_INPUT_VALUE) else None
         tool = attrs.get(k.OI_TOOL_NAME) or name
+        plan = (tool, k.OI_INPUT_VALUE, k.OI_OUTPUT_VALUE, _agent(attrs))
+        if is_plain_tool(tool):
+            return plan
         raw_args = attrs.get(k.OI_INPUT_VALUE)
         if is_non_call(tool, raw_args):
             return None
-        if is_handoff_tool(tool, raw_args):
-            return HANDOFF
-        return (tool, k.OI_INPUT_VALUE, k.OI_OUTPUT_VALUE, _agent(attrs))
+        return HANDOFF if is_handoff_tool(tool, raw_args) else plan
 
     def handoff(self, span: SpanRecord) -> Handoff:
         """Return the handoff of a handoff tool's span or of a ``handoff to X`` span."""

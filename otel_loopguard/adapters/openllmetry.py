@@ -7,7 +7,7 @@ from typing import Any
 
 from otel_loopguard.adapters import _keys as k
 from otel_loopguard.adapters._build import HANDOFF, CallPlan, PlannedAdapter, build_handoff
-from otel_loopguard.adapters._rules import is_handoff_tool, is_non_call
+from otel_loopguard.adapters._rules import is_handoff_tool, is_non_call, is_plain_tool
 from otel_loopguard.types import Handoff, SpanRecord
 
 __all__ = ["OpenLLMetryAdapter"]
@@ -35,6 +35,8 @@ class OpenLLMetryAdapter(PlannedAdapter):
                     attrs.get(k.GEN_AI_AGENT_NAME))
         else:
             plan = (tool, k.TL_ENTITY_INPUT, k.TL_ENTITY_OUTPUT, attrs.get(k.GEN_AI_AGENT_NAME))
+        if is_plain_tool(tool):
+            return plan
         raw_args = attrs.get(plan[1])
         if is_non_call(tool, raw_args):
             return None

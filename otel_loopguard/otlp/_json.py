@@ -4,27 +4,30 @@ One pass over the document: a malformed span is left out and counted, the others
 (OTLP partial success); a broken structure (a list or an object where the other is expected)
 fails the whole request. Accepts lowerCamelCase and snake_case keys, hex or base64 ids, times
 as strings or integers, status codes and span kinds as integers or enum names, and the legacy
-``instrumentationLibrarySpans``.
+``instrumentationLibrarySpans``. The bytes are parsed by ``otlp._json_read``, attribute values
+decoded by ``otlp._json_values``.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
-import math
-import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-import orjson
-
+from otel_loopguard.otlp._json_read import loads_json
+from otel_loopguard.otlp._json_values import (
+    _MAX_DIGITS,
+    _b64decode,
+    _list,
+    _lookup,
+    _object,
+    _raw_attributes,
+    _string,
+    _type_name,
+    json_attributes,
+)
 from otel_loopguard.otlp._spans import (
     INT32_MAX,
     INT32_MIN,
-    INT64_MAX,
-    INT64_MIN,
-    MAX_VALUE_DEPTH,
     SPAN_ID_BYTES,
     TRACE_ID_BYTES,
     UINT32_MAX,
@@ -32,7 +35,6 @@ from otel_loopguard.otlp._spans import (
     ZERO_SPAN_ID,
     DecodedSpans,
     FieldError,
-    TooDeep,
     sdk_builders,
     short,
 )
@@ -48,125 +50,6 @@ _STATUS_NAMES: Final = {"STATUS_CODE_UNSET": STATUS_UNSET, "STATUS_CODE_OK": STA
                         "STATUS_CODE_ERROR": STATUS_ERROR}
 _KIND_NAMES: Final = {f"SPAN_KIND_{name}": number for number, name in enumerate(
     ("UNSPECIFIED", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER"))}
-_MAX_DIGITS: Final = 20
-"""Digits of the largest unsigned 64-bit integer; longer strings are refused before ``int()``."""
-
-
-# --- parsing -------------------------------------------------------------------------------
-_LONG_DIGITS: Final = 19
-_DIGIT_RUNS: Final = bytes(ord("0") if chr(c) in "0123456789" else ord('"') if chr(c) == '"'
-                           else ord(" ") for c in range(256))
-"""Maps digits to ``0``, a quote to itself, all else to a space (``bytes.translate``). A minus
-is not a digit: a negative number's digits follow it, and tool output is full of ``-----``
-rules, which must not send a document to the slower stdlib parser."""
-_LONG_RUN: Final = b"0" * _LONG_DIGITS
-_QUOTED_LONG_RUN: Final = b'"' + _LONG_RUN
-"""19 digits after a quote: the start of a string, such as OTLP/JSON's times, not a number."""
-_MAYBE_SURROGATE: Final = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]|\x00")
-"""A surrogate escape, a UTF-8-encoded surrogate, or a NUL (UTF-16/32 text)."""
-
-
-def loads_json(body: bytes, *, exact_numbers: bool = True) -> Any:
-    r"""Return ``json.loads(body)``, computed by orjson whenever the result is the same.
-
-    This is the one speed path of OTLP/JSON decoding: orjson parses export requests several
-    times faster than the stdlib (``benchmarks/profile_serve.py``, ``decode_json``). orjson is
-    strict RFC 8259 where the stdlib also takes NaN, Infinity, a BOM and UTF-16 (and words the
-    errors): on any orjson error the stdlib decides. orjson also turns integers outside
-    -2**63 .. 2**64-1 into floats where the stdlib keeps them exact, so a body that may hold a
-    number of 19 digits or more goes to the stdlib: one that holds a run of 19 digits not
-    right after a quote, or a run of 38 (rare: a quoted run that long takes the stdlib too). Two
-    counts tell this; each skips 20 bytes at a time over the text between digits, where a search
-    for a non-quote before 19 digits went byte by byte (73 MB of bench_check_parse's traces:
-    39 ms against 84 ms, a third of ``json.loads``'s time).
-
-    With ``exact_numbers=False`` that test is left out: an integer beyond 64 bits may come back
-    as a float, the one ``float(n)`` gives (orjson rounds it correctly, as
-    ``tests/test_otlp_fuzz.py`` checks; one beyond the double range it refuses). Every integer
-    field of OTLP refuses such a number either way, with another message, and a
-    ``doubleValue`` takes it as ``float(n)`` either way: decoding that finds nothing wrong gives
-    the records the exact parse gives. ``check``'s trace reader parses again when it does.
-
-    Lone UTF-16 surrogates (``"\\ud800"``), which the stdlib lets into strings and no protobuf
-    or UTF-8 encoder can write, become U+FFFD.
-
-    Raises:
-        ValueError: when the body is not JSON; RecursionError when it nests too deeply.
-    """
-    runs = body.translate(_DIGIT_RUNS) if exact_numbers else b""
-    if runs.count(_LONG_RUN) == runs.count(_QUOTED_LONG_RUN):
-        try:
-            return orjson.loads(body)
-        except orjson.JSONDecodeError:
-            pass
-    doc = json.loads(body)
-    return _replace_lone_surrogates(doc) if _MAYBE_SURROGATE.search(body) else doc
-
-
-def _replace_lone_surrogates(doc: Any) -> Any:
-    """Return ``doc`` with lone surrogates in its strings and keys replaced, in place."""
-    if type(doc) is str:
-        return _text(doc)
-    stack = [doc]
-    while stack:
-        node = stack.pop()
-        if type(node) is dict:
-            items = list(node.items())
-            node.clear()
-            for key, value in items:
-                if type(value) in (dict, list):
-                    stack.append(value)
-                node[_text(key)] = _text(value) if type(value) is str else value
-        elif type(node) is list:
-            for index, value in enumerate(node):
-                if type(value) is str:
-                    node[index] = _text(value)
-                elif type(value) in (dict, list):
-                    stack.append(value)
-    return doc
-
-
-def _text(text: str) -> str:
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return text
-
-
-# --- structure -----------------------------------------------------------------------------
-def _type_name(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
-
-
-def _object(value: Any, path: str) -> Mapping[str, Any]:
-    """Return ``value`` if it is a JSON object, else raise ``FieldError`` at ``path``."""
-    if type(value) is dict or isinstance(value, Mapping):
-        return value
-    raise FieldError(path, f"expected an object, got {_type_name(value)}")
-
-
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
-
-
-def _lookup(obj: Mapping[str, Any], names: tuple[str, ...]) -> tuple[str, Any]:
-    """Return ``(key, value)`` of the first of ``names`` present in ``obj`` (``names[0]``, None)."""
-    for name in names:
-        value = obj.get(name)
-        if value is not None:
-            return name, value
-    return names[0], None
-
-
-def _list(obj: Mapping[str, Any], names: tuple[str, ...], path: str) -> tuple[str, list[Any]]:
-    """Return ``(key, list)`` of the first of ``names`` present; an absent field is empty."""
-    key, value = _lookup(obj, names)
-    if value is None:
-        return key, []
-    if type(value) is not list:
-        raise FieldError(_join(path, key), f"expected a list, got {_type_name(value)}")
-    return key, value
 
 
 def decode_json_spans(doc: Any, *, payloads: bool = False) -> DecodedSpans:
@@ -386,23 +269,6 @@ def _parent_id(value: Any) -> str | None:
     return None if parent == ZERO_SPAN_ID else parent
 
 
-def _b64decode(text: str) -> bytes | None:
-    """Return the bytes of standard or URL-safe base64 ``text``, or None if it is not base64."""
-    try:
-        return base64.b64decode(text.replace("-", "+").replace("_", "/"), validate=True)
-    except (binascii.Error, ValueError):
-        return None
-
-
-def _string(value: Any, name: str) -> str:
-    """Return a string field (absent is ``""``)."""
-    if type(value) is str:
-        return value
-    if value is None:
-        return ""
-    raise FieldError(name, f"expected a string, got {short(value)}")
-
-
 def _time(value: Any, name: str) -> int:
     """Return a ``fixed64`` nanosecond timestamp given as a decimal string or a number."""
     if type(value) is str:
@@ -502,162 +368,3 @@ def _links(links: Any, attributes: Callable[..., dict[str, Any]] | None = None,
         except FieldError as exc:
             raise exc.under(f"links[{index}]") from None
     return out
-
-
-# --- values --------------------------------------------------------------------------------
-class _Values:
-    """The OTLP/JSON ``AnyValue`` decoder, and the ``KeyValue`` lists made of them.
-
-    Built twice: ``bytes_as`` makes bytesValue hex text in records (as the protobuf decoder
-    does), and keeps it bytes in the SDK spans ``serve`` forwards.
-    """
-
-    __slots__ = ("_bytes_as", "_members")
-
-    def __init__(self, bytes_as: Callable[[bytes], Any]) -> None:
-        self._bytes_as = bytes_as
-        self._members: dict[str, Callable[[Any, int], Any]] = {}
-        for names, decode in ((("stringValue", "string_value"), _string_value),
-                              (("boolValue", "bool_value"), _bool_value),
-                              (("intValue", "int_value"), _int_value),
-                              (("doubleValue", "double_value"), _double_value),
-                              (("bytesValue", "bytes_value"), self._bytes),
-                              (("arrayValue", "array_value"), self._array),
-                              (("kvlistValue", "kvlist_value"), self._kvlist)):
-            self._members.update(dict.fromkeys(names, decode))
-
-    def attributes(self, pairs: Any, depth: int = 0, name: str = "") -> dict[str, Any]:
-        """Return a ``KeyValue`` list as a dict (a repeated key keeps its first position).
-
-        A pair with an empty key is left out (OTLP requires a key; the SDK drops it too).
-        Errors name their path below ``name``.
-        """
-        out: dict[str, Any] = {}
-        if pairs is None:
-            return out
-        if type(pairs) is not list:
-            raise FieldError(name, f"expected a list, got {_type_name(pairs)}")
-        for index, item in enumerate(pairs):
-            if type(item) is dict:
-                key, raw = item.get("key"), item.get("value")
-                if type(key) is str and key and type(raw) is dict:
-                    text = raw.get("stringValue")
-                    if type(text) is str:
-                        out[key] = text
-                        continue
-            try:
-                pair = _object(item, "")
-                key = _string(pair.get("key"), "key")
-                try:
-                    decoded = self.value(pair.get("value"), depth)
-                except FieldError as exc:
-                    raise _inner(exc, depth) or exc.under("value") from None
-            except FieldError as exc:
-                raise _inner(exc, depth) or exc.under(f"{name}[{index}]") from None
-            if key:
-                out[key] = decoded
-        return out
-
-    def value(self, raw: Any, depth: int = 0) -> Any:
-        """Decode an ``AnyValue`` (absent or empty is None; the first known member wins)."""
-        if raw is None:
-            return None
-        for member, inner in _object(raw, "").items():
-            decode = self._members.get(member)
-            if decode is not None:
-                try:
-                    return decode(inner, depth)
-                except FieldError as exc:
-                    raise _inner(exc, depth) or exc.under(member) from None
-        return None
-
-    def _array(self, raw: Any, depth: int) -> tuple[Any, ...]:
-        inner = _nested(depth)
-        key, items = _list(_object(raw, ""), ("values",), "")
-        out = []
-        for index, item in enumerate(items):
-            try:
-                out.append(self.value(item, inner))
-            except FieldError as exc:
-                raise _inner(exc, inner) or exc.under(f"{key}[{index}]") from None
-        return tuple(out)
-
-    def _kvlist(self, raw: Any, depth: int) -> dict[str, Any]:
-        return self.attributes(_object(raw, "").get("values"), _nested(depth), "values")
-
-    def _bytes(self, raw: Any, depth: int) -> Any:
-        return self._bytes_as(_bytes(raw))
-
-
-def _nested(depth: int) -> int:
-    """Return the depth inside an array or map at ``depth``; refuse one level too deep."""
-    if depth >= MAX_VALUE_DEPTH:
-        raise TooDeep
-    return depth + 1
-
-
-def _inner(error: FieldError, depth: int) -> FieldError | None:
-    """Return ``error`` as it is when it is too deep and still inside a value, else None."""
-    return error if depth and isinstance(error, TooDeep) else None
-
-
-def _string_value(raw: Any, depth: int) -> str:
-    if type(raw) is not str:
-        raise FieldError("", f"expected a string, got {short(raw)}")
-    return raw
-
-
-def _bool_value(raw: Any, depth: int) -> bool:
-    if type(raw) is not bool:
-        raise FieldError("", f"expected true or false, got {short(raw)}")
-    return raw
-
-
-def _int_value(raw: Any, depth: int) -> int:
-    if type(raw) is int:
-        number = raw
-    elif type(raw) is str and 0 < len(raw) <= _MAX_DIGITS and raw.isascii() and (
-            raw.isdigit() or (raw[0] == "-" and raw[1:].isdigit())):
-        number = int(raw)
-    else:
-        raise FieldError("", f"expected an integer, got {short(raw)}")
-    if not INT64_MIN <= number <= INT64_MAX:
-        raise FieldError("", f"expected a signed 64-bit integer, got {short(raw)}")
-    return number
-
-
-def _double_value(raw: Any, depth: int) -> float:
-    if type(raw) is float:
-        if math.isfinite(raw):
-            return raw
-        # A JSON number the parser overflowed (1e999) or a bare NaN/Infinity token (not JSON):
-        # out of range, like an integer over int64; the strings "Infinity"/"NaN" are the way.
-        raise FieldError("", "expected a number in the double range (or the string "
-                         f"'Infinity', '-Infinity' or 'NaN'), got {short(raw)}")
-    if type(raw) is int:
-        try:
-            return float(raw)
-        except OverflowError:
-            raise FieldError("", f"expected a number in the double range, got {short(raw)}"
-                             ) from None
-    if raw in ("NaN", "Infinity", "-Infinity"):
-        return float(raw)
-    raise FieldError("", f"expected a number, got {short(raw)}")
-
-
-def _bytes(raw: Any) -> bytes:
-    if type(raw) is str:
-        decoded = _b64decode(raw)
-        if decoded is not None:
-            return decoded
-        if len(raw) % 2 == 0:
-            try:
-                return bytes.fromhex(raw)
-            except ValueError:
-                pass
-    raise FieldError("", f"expected base64 bytes, got {short(raw)}")
-
-
-json_attributes: Final = _Values(bytes.hex).attributes
-"""Decode an OTLP/JSON ``KeyValue`` list (bytes values as hex text), errors with their path."""
-_raw_attributes: Final = _Values(bytes).attributes

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from otel_loopguard.otlp._json import _b64decode, _list, _lookup, _object
-from otel_loopguard.otlp._json import _Values as _JsonValues
+from otel_loopguard.otlp._json_values import _b64decode, _list, _lookup, _object
+from otel_loopguard.otlp._json_values import _Values as _JsonValues
 from otel_loopguard.otlp._proto import _Values as _ProtoValues
 from otel_loopguard.otlp._proto import proto_attributes
 from otel_loopguard.otlp._spans import FieldError, short

@@ -27,6 +27,7 @@ from otel_loopguard.waste import RunWaste, Waste
 
 __all__ = ["Checker", "RunReport", "report_to_json"]
 
+_CONTINUE = Action.CONTINUE
 _DEFAULT_GRACE_SPANS = 10_000
 _MAX_FINDINGS = 1000
 
@@ -100,6 +101,7 @@ class Checker:
         self._touched: dict[str, int] = {}
         """Run id → when it was last fed (``clock`` time), for ``expire``."""
         self._dedupe = SpanDeduplicator()
+        self._is_new = self._dedupe.is_new
         self._last: tuple[str, _OpenTrace | None] = ("", None)
         """The trace of the span taken last (at the end of ``_traces``) and its id: a trace's
         spans mostly come together, and the next one needs no reordering."""
@@ -165,9 +167,9 @@ class Checker:
     def _take(self, span: SpanRecord) -> bool:
         """Buffer ``span`` in its trace; return False (and drop it) when it is a copy."""
         trace_id = span.trace_id
-        if not self._dedupe.is_new(trace_id, span.span_id):
+        if not self._is_new(trace_id, span.span_id):
             return False
-        self._seen += 1
+        seen = self._seen = self._seen + 1
         last_id, trace = self._last
         if trace_id != last_id or trace is None:
             trace = self._traces.get(trace_id)
@@ -178,9 +180,9 @@ class Checker:
             self._last = (trace_id, trace)
             self._due_at = 0  # a trace more, or another one last: maybe another one oldest
         trace.spans.append(span)
-        trace.touched_at = self._seen
+        trace.touched_at = seen
         if span.parent_span_id is None:
-            trace.root_seen_at = self._seen
+            trace.root_seen_at = seen
         return True
 
     def _due(self) -> bool:
@@ -259,25 +261,27 @@ class Checker:
         engine, on_event = self.engine, self.on_event
         if report.prompt_template:
             engine.set_template(state, report.prompt_template)
+        process, process_turn = engine.process, engine.process_model_turn
         for item in items:
             event = item.event
             turn = False
             if isinstance(event, ToolCall):
-                decision = engine.process(state, event)
+                decision = process(state, event)
                 report.tool_calls += 1
             elif isinstance(event, ModelTurn):
-                decision = engine.process_model_turn(state, event)
+                decision = process_turn(state, event)
                 turn = True
             elif event.explicit or engine.counts_inferred_handoff(state):
                 decision = engine.process_handoff(state, event)
             else:
                 continue
-            if decision.flagged:
+            if decision.action > _CONTINUE:  # ``Decision.flagged``, without its frame
                 self._record(report, decision)
             if on_event is not None:
                 on_event(report, decision, event)
-            if turn or state.waste.looping:  # read afresh: ``LoopEngine.reset`` replaces it
-                self._take_waste(report, state.waste)
+            waste = state.waste  # read afresh: ``LoopEngine.reset`` replaces it
+            if turn or waste.looping:
+                self._take_waste(report, waste)
 
     def _take_waste(self, report: RunReport, waste: RunWaste) -> None:
         """Put what the last event added to the run's ``waste`` into ``report`` and ``on_waste``."""
