@@ -35,18 +35,23 @@ on other spans (+2 %); the instructions a process executes do not. Two measureme
   (``--end-spans``). The toggle is a three-line C function built with ``cc`` from valgrind's
   ``callgrind.h``.
 
-What loopguard adds should not depend on the exporter, yet the first runs read 8.1k to 8.2k
-instructions per span with the null exporter (two shapes) and 5.0k to 6.6k with the OTLP one,
-whose 360k and more per span vary with the HTTP exchange: compare the ``added`` of both
-exporters before reading a small ratio.
+What loopguard adds does not depend on the exporter: the first runs read 8.1k to 9.5k
+instructions per span with the null exporter and 5.0k to 6.9k with the OTLP one because the
+cyclic garbage collector's full collections, which traverse every object start-up left (the
+loopguard configuration imports 10k more), fell among the extra blocks in some configurations
+and not in others (one is ~10M instructions, ~3k per span). Each child now collects and
+freezes the heap after its warm-up block (``_level_gc``), so both runs of a configuration, and
+every configuration, start their counted blocks from the same collector state.
 
-With ``--baseline DIR`` (another checkout) the same is counted for its code. Needs valgrind and
+With ``--baseline DIR`` (another checkout) the same is counted for its code (``batch``, which
+runs none of it, once). Needs valgrind and
 a C compiler; about 1 minute per count (two counts per configuration).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import glob
 import json
 import os
@@ -99,7 +104,7 @@ SHAPES: dict[str, tuple[tuple[str, dict[str, Any]], list[tuple[str, dict[str, An
 
 
 def _provider(tree: str, config: str, endpoint: str | None) -> Any:
-    """Return an SDK provider: ``batch`` (a BatchSpanProcessor) or ``loopguard`` before it."""
+    """Return an SDK provider: ``batch`` (a BatchSpanProcessor) or loopguard before it."""
     sys.path.insert(0, tree)
     from bench_processor import exporter_to
     from opentelemetry.sdk.trace import TracerProvider
@@ -117,17 +122,27 @@ def _provider(tree: str, config: str, endpoint: str | None) -> Any:
 
     from otel_loopguard import LoopGuardConfig, LoopGuardSpanProcessor
 
-    provider.add_span_processor(LoopGuardSpanProcessor(LoopGuardConfig(), downstream=batch,
+    # ``loopguard-noidle``: without the idle-turns detector (what a model turn costs without it)
+    config_ = LoopGuardConfig.create(idle_turns_warn=None) if config == "loopguard-noidle" \
+        else LoopGuardConfig()
+    provider.add_span_processor(LoopGuardSpanProcessor(config_, downstream=batch,
                                                        registry=CollectorRegistry()))
     return provider
 
 
 def other_child(tree: str, config: str, shape: str, blocks: int, endpoint: str | None) -> None:
-    """Make ``blocks`` blocks of ``shape`` (after a warm-up block), each flushed."""
+    """Make ``blocks`` blocks of ``shape`` (after a warm-up block), each flushed.
+
+    After the warm-up the heap is collected and frozen (``_level_gc``), so the cyclic
+    collector runs on the same schedule in every configuration and traverses only what the
+    blocks make.
+    """
     provider = _provider(tree, config, endpoint)
     tracer = provider.get_tracer("bench")
     (root, root_attrs), children, traces = SHAPES[shape]
-    for _ in range(1 + blocks):
+    for block in range(1 + blocks):
+        if block == 1:
+            _level_gc()
         for _ in range(traces):
             with tracer.start_as_current_span(root, attributes=root_attrs):
                 for name, attrs in children:
@@ -135,6 +150,20 @@ def other_child(tree: str, config: str, shape: str, blocks: int, endpoint: str |
                         pass
         provider.force_flush()
     provider.shutdown()
+
+
+def _level_gc() -> None:
+    """Collect everything, then freeze it: the counted blocks start from the same collector state.
+
+    Without it the difference of two runs counts whole collections of the heap that start-up
+    left: a full collection traverses every object imported (loopguard's modules add 10k
+    objects to the 19k of the SDK alone), and whether one falls among the extra blocks depends
+    on where the generation counters stood when they began, which differs by configuration and
+    exporter. One such collection, ~10M instructions, is ~3k per span over 3,000 spans: the
+    null exporter's runs read +8k to +9k where the OTLP ones read +5k to +7k.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def end_child(tree: str, config: str, spans: int, toggle_path: str) -> None:
@@ -242,6 +271,8 @@ def main() -> None:
     parser.add_argument("--end", action="store_true", help="also count span.end() of tool spans")
     parser.add_argument("--baseline", metavar="DIR", help="another checkout to count too")
     parser.add_argument("--json", metavar="PATH", help="also write the rows to this file")
+    parser.add_argument("--idle-off", action="store_true",
+                        help="loopguard without the idle-turns detector (idle_turns_warn unset)")
     parser.add_argument("--blocks", default=",".join(map(str, BLOCKS)),
                         help="the two run sizes of other spans, in blocks of about 500 spans")
     parser.add_argument("--end-spans", default=",".join(map(str, END_SPANS)),
@@ -264,14 +295,17 @@ def main() -> None:
         trees["before"] = os.path.abspath(args.baseline)
     shapes = [shape for shape in args.shapes.split(",") if shape]
     exporters = [exporter for exporter in args.exporter.split(",") if exporter]
+    ours = "loopguard-noidle" if args.idle_off else "loopguard"
     sink = _sink() if "otlp" in exporters and shapes else None
     rows: list[dict[str, Any]] = []
     try:
         with ThreadPoolExecutor(2) as pool, tempfile.TemporaryDirectory() as scratch:
+            # ``batch`` runs no loopguard code: counted once, in the first tree, for all
             other_jobs = [(tree, config, shape, exporter,
                            sink[1] if exporter == "otlp" and sink else None)
                           for exporter in exporters for shape in shapes
-                          for tree in trees.values() for config in ("batch", "loopguard")]
+                          for tree in trees.values() for config in ("batch", ours)
+                          if config == ours or tree == trees["after"]]
             toggle = _build_toggle(scratch) if args.end else ""
             end_jobs = [(tree, config, toggle) for tree in trees.values()
                         for config in ("empty", "batch", "loopguard")] if args.end else []
@@ -284,24 +318,25 @@ def main() -> None:
     for exporter in exporters:
         for shape in shapes:
             for name, tree in trees.items():
-                base = other[(tree, "batch", shape, exporter, sink[1] if exporter == "otlp"
-                              and sink else None)]
-                ours = other[(tree, "loopguard", shape, exporter, sink[1] if exporter == "otlp"
-                              and sink else None)]
+                base = other[(trees["after"], "batch", shape, exporter,
+                              sink[1] if exporter == "otlp" and sink else None)]
+                added = other[(tree, ours, shape, exporter, sink[1] if exporter == "otlp"
+                               and sink else None)]
                 rows.append({"measure": "other_spans", "tree": name, "shape": shape,
-                             "exporter": exporter, "batch_per_span": round(base),
-                             "loopguard_per_span": round(ours), "added": round(ours - base),
-                             "added_percent": round((ours / base - 1) * 100, 2)})
+                             "exporter": exporter, "idle_turns": not args.idle_off,
+                             "batch_per_span": round(base),
+                             "loopguard_per_span": round(added), "added": round(added - base),
+                             "added_percent": round((added / base - 1) * 100, 2)})
                 print(json.dumps(rows[-1]), flush=True)
     for name, tree in trees.items():
         if not args.end:
             break
         empty = ends[(tree, "empty", toggle)]
-        base, ours = (ends[(tree, config, toggle)] - empty for config in ("batch", "loopguard"))
+        base, watched = (ends[(tree, config, toggle)] - empty for config in ("batch", "loopguard"))
         rows.append({"measure": "span_end", "tree": name, "toggles": round(empty),
-                     "batch_per_end": round(base), "loopguard_per_end": round(ours),
-                     "added": round(ours - base),
-                     "added_percent": round((ours / base - 1) * 100, 2)})
+                     "batch_per_end": round(base), "loopguard_per_end": round(watched),
+                     "added": round(watched - base),
+                     "added_percent": round((watched / base - 1) * 100, 2)})
         print(json.dumps(rows[-1]), flush=True)
     if args.json:
         with open(args.json, "w") as out:
