@@ -3,7 +3,7 @@
 Run (from the repository root)::
 
     python benchmarks/bench_processor_instructions.py [--shapes flat,web,plain,agent,chat]
-        [--exporter null,otlp] [--end] [--baseline DIR]
+        [--exporter null,otlp] [--end] [--turn] [--idle-off] [--baseline DIR]
 
 CPU time on a shared 2-core machine moves by 20 % and more between runs, ten times the bound
 on other spans (+2 %); the instructions a process executes do not. Two measurements:
@@ -24,6 +24,11 @@ on other spans (+2 %); the instructions a process executes do not. Two measureme
   they count model turns). Exporters: ``null`` (does nothing; the harshest ratio) and ``otlp``
   (the OTLP/HTTP exporter, sending to bench_serve.py's sink on 127.0.0.1, which answers and
   discards: what an application's export thread does; the sink's work is not counted).
+
+* **the check of a model span** (``--turn``): the instructions of the processor's check of an
+  ended ``chat`` span (``_ended``, what the worker runs per span) in one thread, without the
+  SDK, the export or the worker: the ``chat`` shape's 20 spans of one open agent span handed
+  to it 2,000 times (after 2,000 uncounted), with and without the idle-turns detector.
 
 * **span.end() of a tool span** (``--end``): the instructions the agent's thread executes
   inside ``span.end()`` of an ``execute_tool`` span (arguments and a ~1 KB result), counted
@@ -68,6 +73,8 @@ BLOCKS = [8, 2]
 """The two run sizes (blocks of about 500 spans) counted for other spans."""
 END_SPANS = [300, 100]
 """The two run sizes (tool spans) counted for ``span.end()``."""
+TURN_CALLS = 2000
+"""The chat spans ``--turn`` hands to the processor's check (after as many uncounted)."""
 WAIT_SECONDS = 0.002
 """The I/O each tool of the ``--end`` run waits for before its span ends."""
 _TOGGLE_C = "#include <valgrind/callgrind.h>\nvoid toggle(void) { CALLGRIND_TOGGLE_COLLECT; }\n"
@@ -200,6 +207,47 @@ def end_child(tree: str, config: str, spans: int, toggle_path: str) -> None:
     provider.shutdown()
 
 
+def turn_child(tree: str, config: str, calls: int, toggle_path: str) -> None:
+    """Check ``calls`` ended ``chat`` spans of one open agent span, the toggle around them.
+
+    The processor's own work on a model turn, without threads, SDK or export: the spans are
+    made once (the ``chat`` shape's 20) and handed to the processor's check again and again,
+    as one run's turns (the run exists after the warm-up pass).
+    """
+    import ctypes
+
+    sys.path.insert(0, tree)
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+    from prometheus_client import CollectorRegistry
+
+    from otel_loopguard import LoopGuardConfig, LoopGuardSpanProcessor
+
+    toggle = ctypes.CDLL(toggle_path).toggle
+    settings = LoopGuardConfig.create(idle_turns_warn=None) if config == "loopguard-noidle" \
+        else LoopGuardConfig()
+    processor = LoopGuardSpanProcessor(settings, downstream=SpanProcessor(),
+                                       registry=CollectorRegistry(), background=False)
+    tracer = TracerProvider().get_tracer("bench")  # spans handed to the processor by hand
+    (root_name, root_attrs), children, _ = SHAPES["chat"]
+    root = tracer.start_span(root_name, attributes=root_attrs)
+    processor.on_start(root)
+    parent = trace.set_span_in_context(root)
+    spans = []
+    for name, attrs in children:
+        span = tracer.start_span(name, context=parent, attributes=attrs)
+        span.end()
+        spans.append(span)
+    check = processor._ended
+    for counted in (False, True):
+        if counted:
+            toggle()
+        for i in range(calls):
+            check(spans[i % len(spans)])
+        if counted:
+            toggle()
+
+
 def _valgrind(argv: list[str], *, threads: bool = False) -> int:
     """Return the instructions of ``python argv...`` under callgrind (hash seed 0).
 
@@ -245,6 +293,12 @@ def _per_span_end(job: tuple[str, str, str]) -> float:
     return (counts[0] - counts[1]) / (END_SPANS[0] - END_SPANS[1])
 
 
+def _per_turn(job: tuple[str, str, str]) -> float:
+    tree, config, toggle_path = job
+    return _valgrind(["--turn-child", tree, config, str(TURN_CALLS), toggle_path],
+                     threads=True) / TURN_CALLS
+
+
 def _build_toggle(directory: str) -> str:
     """Compile the callgrind toggle into ``directory``; return the library's path."""
     source, library = os.path.join(directory, "toggle.c"), os.path.join(directory, "toggle.so")
@@ -262,6 +316,22 @@ def _sink() -> tuple[subprocess.Popen[str], str]:
     return sink, f"http://127.0.0.1:{int(sink.stdout.readline().split()[0])}/v1/traces"
 
 
+def _child(args: argparse.Namespace) -> bool:
+    """Run the child process ``args`` asks for, if any; return whether it was one."""
+    if args.other:
+        tree, config, shape, blocks, endpoint = args.other
+        other_child(tree, config, shape, int(blocks), None if endpoint == "-" else endpoint)
+    elif args.turn_child:
+        tree, config, calls, toggle_path = args.turn_child
+        turn_child(tree, config, int(calls), toggle_path)
+    elif args.end_child:
+        tree, config, spans, toggle_path = args.end_child
+        end_child(tree, config, int(spans), toggle_path)
+    else:
+        return False
+    return True
+
+
 def main() -> None:
     """Count every configuration (two valgrind processes at a time); print a JSON line each."""
     parser = argparse.ArgumentParser()
@@ -277,16 +347,13 @@ def main() -> None:
                         help="the two run sizes of other spans, in blocks of about 500 spans")
     parser.add_argument("--end-spans", default=",".join(map(str, END_SPANS)),
                         help="the two run sizes of --end, in tool spans (multiples of 20)")
+    parser.add_argument("--turn", action="store_true",
+                        help="also count the processor's check of one chat span, one thread")
     parser.add_argument("--other", nargs=5, help=argparse.SUPPRESS)
+    parser.add_argument("--turn-child", nargs=4, help=argparse.SUPPRESS)
     parser.add_argument("--end-child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.other:
-        tree, config, shape, blocks, endpoint = args.other
-        other_child(tree, config, shape, int(blocks), None if endpoint == "-" else endpoint)
-        return
-    if args.end_child:
-        tree, config, spans, toggle_path = args.end_child
-        end_child(tree, config, int(spans), toggle_path)
+    if _child(args):
         return
     BLOCKS[:] = [int(n) for n in args.blocks.split(",")]
     END_SPANS[:] = [int(n) for n in args.end_spans.split(",")]
@@ -306,11 +373,14 @@ def main() -> None:
                           for exporter in exporters for shape in shapes
                           for tree in trees.values() for config in ("batch", ours)
                           if config == ours or tree == trees["after"]]
-            toggle = _build_toggle(scratch) if args.end else ""
+            toggle = _build_toggle(scratch) if args.end or args.turn else ""
+            turn_jobs = [(tree, config, toggle) for tree in trees.values()
+                         for config in ("loopguard", "loopguard-noidle")] if args.turn else []
             end_jobs = [(tree, config, toggle) for tree in trees.values()
                         for config in ("empty", "batch", "loopguard")] if args.end else []
             other = dict(zip(other_jobs, pool.map(_per_span_other, other_jobs), strict=True))
             ends = dict(zip(end_jobs, pool.map(_per_span_end, end_jobs), strict=True))
+            turns = dict(zip(turn_jobs, pool.map(_per_turn, turn_jobs), strict=True))
     finally:
         if sink is not None:
             sink[0].terminate()
@@ -337,6 +407,11 @@ def main() -> None:
                      "batch_per_end": round(base), "loopguard_per_end": round(watched),
                      "added": round(watched - base),
                      "added_percent": round((watched / base - 1) * 100, 2)})
+        print(json.dumps(rows[-1]), flush=True)
+    for (tree, config, _), per_turn in turns.items():
+        rows.append({"measure": "model_turn", "tree": next(n for n, t in trees.items()
+                                                           if t == tree),
+                     "idle_turns": config == "loopguard", "per_chat_span": round(per_turn)})
         print(json.dumps(rows[-1]), flush=True)
     if args.json:
         with open(args.json, "w") as out:
