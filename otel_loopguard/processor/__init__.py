@@ -25,6 +25,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from opentelemetry.trace import SpanContext
 from prometheus_client import REGISTRY
 
 from otel_loopguard.adapters import (
@@ -295,7 +296,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             if context is not None:  # tuple indexes: [0] trace_id, [1] span_id, [2] is_remote
                 self._open.pop(context[1], None)
                 if is_candidate(name, attrs):
-                    out = self._candidate(span, attrs, name) or span
+                    out = self._candidate(span, attrs, name, context, parent) or span
                 if self._ended_agents and context[1] in self._ended_agents:
                     out = _with_evidence(out, self._ended_agents.pop(context[1]))
                 if parent is None or parent[2]:
@@ -306,22 +307,26 @@ class LoopGuardSpanProcessor(SpanProcessor):
             self.downstream.on_end(out)
 
     # --- internals -------------------------------------------------------------------------
-    def _candidate(self, span: ReadableSpan, attrs: Mapping[str, Any], name: str) -> (
-            ReadableSpan | None):
-        """Handle a span that may be a tool call, model turn or handoff (``on_end``'s reads)."""
+    def _candidate(self, span: ReadableSpan, attrs: Mapping[str, Any], name: str,
+                   context: SpanContext, parent: SpanContext | None) -> ReadableSpan | None:
+        """Handle a span that may be a tool call, model turn or handoff (``on_end``'s reads).
+
+        ``context`` and ``parent``: the span's, as ``_ended`` read them (tuples: [0] trace_id,
+        [1] span_id, without their properties' calls).
+        """
         if is_model_turn(name, attrs):
-            return self._model_turn(span, attrs)
+            return self._model_turn(span, attrs, context, parent)
         if attrs.get("loopguard.blocked"):
             return None  # the guard blocked it: the tool never ran
         if self.adapters is _DEFAULT and not may_be_event(name, attrs):
             return None  # an agent, chain or other span: no record to build
         event = to_event(span_record_from_readable(span), self.adapters)
-        return None if event is None else self._event_span(span, attrs, event)
+        return None if event is None else self._event_span(span, attrs, event, context[0])
 
     def _event_span(self, span: ReadableSpan, attrs: Mapping[str, Any],
-                    event: ToolCall | Handoff) -> ReadableSpan | None:
+                    event: ToolCall | Handoff, trace_id: int) -> ReadableSpan | None:
         """Run a tool call or handoff from the configured adapters through the engine."""
-        run_id = self._run_id(span, attrs)
+        run_id = self._run_id(span, attrs, trace_id)
         entry, created = self.store.get_or_create(run_id)
         if created and self._multiprocess:
             self.metrics.set_open_runs(len(self.store))  # type: ignore[union-attr]  # checked
@@ -345,7 +350,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
             self._warned_unparented = True
             logger.warning("otel-loopguard: %s", LONE_TOOL_CALL_HINT)
 
-    def _model_turn(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> ReadableSpan | None:
+    def _model_turn(self, span: ReadableSpan, attrs: Mapping[str, Any], context: SpanContext,
+                    parent: SpanContext | None) -> ReadableSpan | None:
         """Count a model turn of the span's run (the turns make batches) and judge it.
 
         A model span often carries the prompt template (``gen_ai.prompt.name``, Langfuse's and
@@ -355,7 +361,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         (tokens, models) only once the run's waste counts (``_feed``), which in most runs never
         happens: until then the run keeps a reference to the latest turn's attributes.
         """
-        run_id = self._run_id(span, attrs)
+        run_id = self._run_id(span, attrs, context[0])
         entry, _ = self.store.get_or_create(run_id)
         state = entry.state
         if state.notifying and state.in_callback():
@@ -364,8 +370,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         agent_span = None
         requested, last_input, output, from_user = NO_TURN
         if idle is not None:  # idle_turns: the turn, with its agent invocation
-            parent = span.parent
-            agent_span = self.live.agent_span_id(parent.span_id if parent is not None else None)
+            agent_span = self.live.agent_span_id(parent[1] if parent is not None else None)
             requested, last_input, output, from_user = turn_of(attrs)
         with state.lock:
             index = entry.model_turns = entry.model_turns + 1
@@ -382,7 +387,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             else:
                 entry.unfed = None
                 usage, numbered = usage_of(attrs), index
-            turn = ModelTurn(format(span.context.span_id, "016x"), span.start_time or 0,
+            turn = ModelTurn(format(context[1], "016x"), span.start_time or 0,
                              span.end_time or 0, requested, agent_span, numbered, *usage,
                              last_input, output, from_user)
             decision = self.engine.process_model_turn(state, turn)
@@ -483,13 +488,12 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 break
         return template, agent
 
-    def _run_id(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> str:
+    def _run_id(self, span: ReadableSpan, attrs: Mapping[str, Any], trace_id: int) -> str:
         """Return the run of ``span`` by ``run_key``, noted as its trace's unless it spans traces.
 
         A conversation's run outlives its traces (TTL and LRU end it); any other run, the
         trace's own or an agent invocation's, ends with the trace's root span (``_release``).
         """
-        trace_id = span.context.trace_id if span.context else 0
         trace = self._trace(trace_id)
         key = self.config.run_key
         if key != "trace":
@@ -557,7 +561,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             run_id = self._trace(span.context.trace_id).note(
                 f"{span.context.trace_id:032x}/{span.parent.span_id:016x}")
         else:
-            run_id = self._run_id(span, attrs)
+            run_id = self._run_id(span, attrs, span.context.trace_id)
         entry, _ = self.store.get_or_create(run_id)
         if entry.state.notifying and entry.state.in_callback():
             return  # started inside this run's on_decision, which holds its lock
@@ -652,7 +656,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         if self._worker is not None:
             self._worker.flush(_SHUTDOWN_SECONDS)
         attrs = span.attributes or {}
-        run_id = self._run_id(span, attrs)
+        run_id = self._run_id(span, attrs, span.context.trace_id if span.context else 0)
         entry, _ = self.store.get_or_create(run_id)
         if entry.state.notifying and entry.state.in_callback():
             raise LoopGuardError(
