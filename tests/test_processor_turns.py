@@ -97,6 +97,19 @@ def test_wasted_tokens_are_those_of_the_turns_that_issued_the_wasted_calls(
         "loopguard_wasted_cost_total:USD": expected["cost"]["USD"]})
 
 
+def test_a_conversation_run_counts_the_same_waste() -> None:
+    """A conversation's run (which outlives its traces) reads every turn's usage at once."""
+    config = LoopGuardConfig.create(prices=PRICES, run_key="conversation")
+    harness, processor, registry = _live(config)
+    with harness.run(prompt="loop@v1", conversation="c-1") as agent:
+        _loop(agent, 6)
+    [entry] = processor.store._runs.values()
+    assert entry.unfed is None
+    expected = _engine_totals(config, 6)
+    assert _wasted(registry)["loopguard_wasted_tokens_total:input"] == \
+        expected["input_tokens"] > 0
+
+
 def test_a_reset_forgets_the_usage_of_the_turn_before_it() -> None:
     """``LoopEngine.reset`` starts a new waste: the turn given to the old one is not counted
     in the new one, as when the engine took its usage at the turn."""

@@ -132,6 +132,10 @@ class LoopGuardSpanProcessor(SpanProcessor):
         self.engine = engine or LoopEngine(self.config, on_decision=on_decision)
         self.metrics = metrics if metrics is not None else self._default_metrics(
             registry, meter_provider)
+        self._lazy_usage = self.config.run_key != "conversation"
+        """Keep a run's latest model turn's attributes for its usage (``_model_turn``): not for
+        a conversation's run, which outlives its traces (up to the run TTL) and would keep
+        them, prompts and all, that long."""
         self._template_roots = template_key_roots(self.config.prompt_name_keys)
         """Keys of which a span names a template only if it has one (``template_in``)."""
         self.adapters = tuple(adapters)
@@ -359,7 +363,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
         Only what the run needs is read: with the ``idle_turns`` detector on, the turn's agent
         invocation, tool request and content (one set test when it has none); its usage
         (tokens, models) only once the run's waste counts (``_feed``), which in most runs never
-        happens: until then the run keeps a reference to the latest turn's attributes.
+        happens: until then the run keeps a reference to the latest turn's attributes, which
+        its trace's end releases (a conversation's run, which outlives its traces, reads the
+        usage of every turn instead).
         """
         run_id = self._run_id(span, attrs, context[0])
         entry, _ = self.store.get_or_create(run_id)
@@ -378,7 +384,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             if entry.template is None and not self._template_roots.isdisjoint(attrs):
                 self._learn_template(entry, template_in(attrs, self.config))
             waste = state.waste
-            if not waste.found:  # the usage counts only after a loop finding: read it then
+            if self._lazy_usage and not waste.found:  # usage counts after a loop finding
                 entry.unfed = (waste, index, attrs)
                 if idle is None:
                     return None
