@@ -3,7 +3,7 @@
 Run (from the repository root)::
 
     python benchmarks/bench_processor_instructions.py [--shapes flat,web,plain,agent,chat]
-        [--exporter null,otlp] [--end] [--baseline DIR]
+        [--exporter null,otlp] [--end] [--turn] [--idle-off] [--baseline DIR]
 
 CPU time on a shared 2-core machine moves by 20 % and more between runs, ten times the bound
 on other spans (+2 %); the instructions a process executes do not. Two measurements:
@@ -25,6 +25,11 @@ on other spans (+2 %); the instructions a process executes do not. Two measureme
   (the OTLP/HTTP exporter, sending to bench_serve.py's sink on 127.0.0.1, which answers and
   discards: what an application's export thread does; the sink's work is not counted).
 
+* **the check of a model span** (``--turn``): the instructions of the processor's check of an
+  ended ``chat`` span (``_ended``, what the worker runs per span) in one thread, without the
+  SDK, the export or the worker: the ``chat`` shape's 20 spans of one open agent span handed
+  to it 2,000 times (after 2,000 uncounted), with and without the idle-turns detector.
+
 * **span.end() of a tool span** (``--end``): the instructions the agent's thread executes
   inside ``span.end()`` of an ``execute_tool`` span (arguments and a ~1 KB result), counted
   with ``--collect-atstart=no`` and a callgrind toggle just before and just after the call, in
@@ -35,18 +40,23 @@ on other spans (+2 %); the instructions a process executes do not. Two measureme
   (``--end-spans``). The toggle is a three-line C function built with ``cc`` from valgrind's
   ``callgrind.h``.
 
-What loopguard adds should not depend on the exporter, yet the first runs read 8.1k to 8.2k
-instructions per span with the null exporter (two shapes) and 5.0k to 6.6k with the OTLP one,
-whose 360k and more per span vary with the HTTP exchange: compare the ``added`` of both
-exporters before reading a small ratio.
+What loopguard adds does not depend on the exporter: the first runs read 8.1k to 9.5k
+instructions per span with the null exporter and 5.0k to 6.9k with the OTLP one because the
+cyclic garbage collector's full collections, which traverse every object start-up left (the
+loopguard configuration imports 10k more), fell among the extra blocks in some configurations
+and not in others (one is ~10M instructions, ~3k per span). Each child now collects and
+freezes the heap after its warm-up block (``_level_gc``), so both runs of a configuration, and
+every configuration, start their counted blocks from the same collector state.
 
-With ``--baseline DIR`` (another checkout) the same is counted for its code. Needs valgrind and
+With ``--baseline DIR`` (another checkout) the same is counted for its code (``batch``, which
+runs none of it, once). Needs valgrind and
 a C compiler; about 1 minute per count (two counts per configuration).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import glob
 import json
 import os
@@ -63,6 +73,8 @@ BLOCKS = [8, 2]
 """The two run sizes (blocks of about 500 spans) counted for other spans."""
 END_SPANS = [300, 100]
 """The two run sizes (tool spans) counted for ``span.end()``."""
+TURN_CALLS = 2000
+"""The chat spans ``--turn`` hands to the processor's check (after as many uncounted)."""
 WAIT_SECONDS = 0.002
 """The I/O each tool of the ``--end`` run waits for before its span ends."""
 _TOGGLE_C = "#include <valgrind/callgrind.h>\nvoid toggle(void) { CALLGRIND_TOGGLE_COLLECT; }\n"
@@ -99,7 +111,7 @@ SHAPES: dict[str, tuple[tuple[str, dict[str, Any]], list[tuple[str, dict[str, An
 
 
 def _provider(tree: str, config: str, endpoint: str | None) -> Any:
-    """Return an SDK provider: ``batch`` (a BatchSpanProcessor) or ``loopguard`` before it."""
+    """Return an SDK provider: ``batch`` (a BatchSpanProcessor) or loopguard before it."""
     sys.path.insert(0, tree)
     from bench_processor import exporter_to
     from opentelemetry.sdk.trace import TracerProvider
@@ -117,17 +129,27 @@ def _provider(tree: str, config: str, endpoint: str | None) -> Any:
 
     from otel_loopguard import LoopGuardConfig, LoopGuardSpanProcessor
 
-    provider.add_span_processor(LoopGuardSpanProcessor(LoopGuardConfig(), downstream=batch,
+    # ``loopguard-noidle``: without the idle-turns detector (what a model turn costs without it)
+    config_ = LoopGuardConfig.create(idle_turns_warn=None) if config == "loopguard-noidle" \
+        else LoopGuardConfig()
+    provider.add_span_processor(LoopGuardSpanProcessor(config_, downstream=batch,
                                                        registry=CollectorRegistry()))
     return provider
 
 
 def other_child(tree: str, config: str, shape: str, blocks: int, endpoint: str | None) -> None:
-    """Make ``blocks`` blocks of ``shape`` (after a warm-up block), each flushed."""
+    """Make ``blocks`` blocks of ``shape`` (after a warm-up block), each flushed.
+
+    After the warm-up the heap is collected and frozen (``_level_gc``), so the cyclic
+    collector runs on the same schedule in every configuration and traverses only what the
+    blocks make.
+    """
     provider = _provider(tree, config, endpoint)
     tracer = provider.get_tracer("bench")
     (root, root_attrs), children, traces = SHAPES[shape]
-    for _ in range(1 + blocks):
+    for block in range(1 + blocks):
+        if block == 1:
+            _level_gc()
         for _ in range(traces):
             with tracer.start_as_current_span(root, attributes=root_attrs):
                 for name, attrs in children:
@@ -135,6 +157,20 @@ def other_child(tree: str, config: str, shape: str, blocks: int, endpoint: str |
                         pass
         provider.force_flush()
     provider.shutdown()
+
+
+def _level_gc() -> None:
+    """Collect everything, then freeze it: the counted blocks start from the same collector state.
+
+    Without it the difference of two runs counts whole collections of the heap that start-up
+    left: a full collection traverses every object imported (loopguard's modules add 10k
+    objects to the 19k of the SDK alone), and whether one falls among the extra blocks depends
+    on where the generation counters stood when they began, which differs by configuration and
+    exporter. One such collection, ~10M instructions, is ~3k per span over 3,000 spans: the
+    null exporter's runs read +8k to +9k where the OTLP ones read +5k to +7k.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def end_child(tree: str, config: str, spans: int, toggle_path: str) -> None:
@@ -169,6 +205,47 @@ def end_child(tree: str, config: str, spans: int, toggle_path: str) -> None:
                         toggle()
         provider.force_flush()
     provider.shutdown()
+
+
+def turn_child(tree: str, config: str, calls: int, toggle_path: str) -> None:
+    """Check ``calls`` ended ``chat`` spans of one open agent span, the toggle around them.
+
+    The processor's own work on a model turn, without threads, SDK or export: the spans are
+    made once (the ``chat`` shape's 20) and handed to the processor's check again and again,
+    as one run's turns (the run exists after the warm-up pass).
+    """
+    import ctypes
+
+    sys.path.insert(0, tree)
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+    from prometheus_client import CollectorRegistry
+
+    from otel_loopguard import LoopGuardConfig, LoopGuardSpanProcessor
+
+    toggle = ctypes.CDLL(toggle_path).toggle
+    settings = LoopGuardConfig.create(idle_turns_warn=None) if config == "loopguard-noidle" \
+        else LoopGuardConfig()
+    processor = LoopGuardSpanProcessor(settings, downstream=SpanProcessor(),
+                                       registry=CollectorRegistry(), background=False)
+    tracer = TracerProvider().get_tracer("bench")  # spans handed to the processor by hand
+    (root_name, root_attrs), children, _ = SHAPES["chat"]
+    root = tracer.start_span(root_name, attributes=root_attrs)
+    processor.on_start(root)
+    parent = trace.set_span_in_context(root)
+    spans = []
+    for name, attrs in children:
+        span = tracer.start_span(name, context=parent, attributes=attrs)
+        span.end()
+        spans.append(span)
+    check = processor._ended
+    for counted in (False, True):
+        if counted:
+            toggle()
+        for i in range(calls):
+            check(spans[i % len(spans)])
+        if counted:
+            toggle()
 
 
 def _valgrind(argv: list[str], *, threads: bool = False) -> int:
@@ -216,6 +293,12 @@ def _per_span_end(job: tuple[str, str, str]) -> float:
     return (counts[0] - counts[1]) / (END_SPANS[0] - END_SPANS[1])
 
 
+def _per_turn(job: tuple[str, str, str]) -> float:
+    tree, config, toggle_path = job
+    return _valgrind(["--turn-child", tree, config, str(TURN_CALLS), toggle_path],
+                     threads=True) / TURN_CALLS
+
+
 def _build_toggle(directory: str) -> str:
     """Compile the callgrind toggle into ``directory``; return the library's path."""
     source, library = os.path.join(directory, "toggle.c"), os.path.join(directory, "toggle.so")
@@ -233,6 +316,22 @@ def _sink() -> tuple[subprocess.Popen[str], str]:
     return sink, f"http://127.0.0.1:{int(sink.stdout.readline().split()[0])}/v1/traces"
 
 
+def _child(args: argparse.Namespace) -> bool:
+    """Run the child process ``args`` asks for, if any; return whether it was one."""
+    if args.other:
+        tree, config, shape, blocks, endpoint = args.other
+        other_child(tree, config, shape, int(blocks), None if endpoint == "-" else endpoint)
+    elif args.turn_child:
+        tree, config, calls, toggle_path = args.turn_child
+        turn_child(tree, config, int(calls), toggle_path)
+    elif args.end_child:
+        tree, config, spans, toggle_path = args.end_child
+        end_child(tree, config, int(spans), toggle_path)
+    else:
+        return False
+    return True
+
+
 def main() -> None:
     """Count every configuration (two valgrind processes at a time); print a JSON line each."""
     parser = argparse.ArgumentParser()
@@ -242,20 +341,19 @@ def main() -> None:
     parser.add_argument("--end", action="store_true", help="also count span.end() of tool spans")
     parser.add_argument("--baseline", metavar="DIR", help="another checkout to count too")
     parser.add_argument("--json", metavar="PATH", help="also write the rows to this file")
+    parser.add_argument("--idle-off", action="store_true",
+                        help="loopguard without the idle-turns detector (idle_turns_warn unset)")
     parser.add_argument("--blocks", default=",".join(map(str, BLOCKS)),
                         help="the two run sizes of other spans, in blocks of about 500 spans")
     parser.add_argument("--end-spans", default=",".join(map(str, END_SPANS)),
                         help="the two run sizes of --end, in tool spans (multiples of 20)")
+    parser.add_argument("--turn", action="store_true",
+                        help="also count the processor's check of one chat span, one thread")
     parser.add_argument("--other", nargs=5, help=argparse.SUPPRESS)
+    parser.add_argument("--turn-child", nargs=4, help=argparse.SUPPRESS)
     parser.add_argument("--end-child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.other:
-        tree, config, shape, blocks, endpoint = args.other
-        other_child(tree, config, shape, int(blocks), None if endpoint == "-" else endpoint)
-        return
-    if args.end_child:
-        tree, config, spans, toggle_path = args.end_child
-        end_child(tree, config, int(spans), toggle_path)
+    if _child(args):
         return
     BLOCKS[:] = [int(n) for n in args.blocks.split(",")]
     END_SPANS[:] = [int(n) for n in args.end_spans.split(",")]
@@ -264,19 +362,25 @@ def main() -> None:
         trees["before"] = os.path.abspath(args.baseline)
     shapes = [shape for shape in args.shapes.split(",") if shape]
     exporters = [exporter for exporter in args.exporter.split(",") if exporter]
+    ours = "loopguard-noidle" if args.idle_off else "loopguard"
     sink = _sink() if "otlp" in exporters and shapes else None
     rows: list[dict[str, Any]] = []
     try:
         with ThreadPoolExecutor(2) as pool, tempfile.TemporaryDirectory() as scratch:
+            # ``batch`` runs no loopguard code: counted once, in the first tree, for all
             other_jobs = [(tree, config, shape, exporter,
                            sink[1] if exporter == "otlp" and sink else None)
                           for exporter in exporters for shape in shapes
-                          for tree in trees.values() for config in ("batch", "loopguard")]
-            toggle = _build_toggle(scratch) if args.end else ""
+                          for tree in trees.values() for config in ("batch", ours)
+                          if config == ours or tree == trees["after"]]
+            toggle = _build_toggle(scratch) if args.end or args.turn else ""
+            turn_jobs = [(tree, config, toggle) for tree in trees.values()
+                         for config in ("loopguard", "loopguard-noidle")] if args.turn else []
             end_jobs = [(tree, config, toggle) for tree in trees.values()
                         for config in ("empty", "batch", "loopguard")] if args.end else []
             other = dict(zip(other_jobs, pool.map(_per_span_other, other_jobs), strict=True))
             ends = dict(zip(end_jobs, pool.map(_per_span_end, end_jobs), strict=True))
+            turns = dict(zip(turn_jobs, pool.map(_per_turn, turn_jobs), strict=True))
     finally:
         if sink is not None:
             sink[0].terminate()
@@ -284,24 +388,30 @@ def main() -> None:
     for exporter in exporters:
         for shape in shapes:
             for name, tree in trees.items():
-                base = other[(tree, "batch", shape, exporter, sink[1] if exporter == "otlp"
-                              and sink else None)]
-                ours = other[(tree, "loopguard", shape, exporter, sink[1] if exporter == "otlp"
-                              and sink else None)]
+                base = other[(trees["after"], "batch", shape, exporter,
+                              sink[1] if exporter == "otlp" and sink else None)]
+                added = other[(tree, ours, shape, exporter, sink[1] if exporter == "otlp"
+                               and sink else None)]
                 rows.append({"measure": "other_spans", "tree": name, "shape": shape,
-                             "exporter": exporter, "batch_per_span": round(base),
-                             "loopguard_per_span": round(ours), "added": round(ours - base),
-                             "added_percent": round((ours / base - 1) * 100, 2)})
+                             "exporter": exporter, "idle_turns": not args.idle_off,
+                             "batch_per_span": round(base),
+                             "loopguard_per_span": round(added), "added": round(added - base),
+                             "added_percent": round((added / base - 1) * 100, 2)})
                 print(json.dumps(rows[-1]), flush=True)
     for name, tree in trees.items():
         if not args.end:
             break
         empty = ends[(tree, "empty", toggle)]
-        base, ours = (ends[(tree, config, toggle)] - empty for config in ("batch", "loopguard"))
+        base, watched = (ends[(tree, config, toggle)] - empty for config in ("batch", "loopguard"))
         rows.append({"measure": "span_end", "tree": name, "toggles": round(empty),
-                     "batch_per_end": round(base), "loopguard_per_end": round(ours),
-                     "added": round(ours - base),
-                     "added_percent": round((ours / base - 1) * 100, 2)})
+                     "batch_per_end": round(base), "loopguard_per_end": round(watched),
+                     "added": round(watched - base),
+                     "added_percent": round((watched / base - 1) * 100, 2)})
+        print(json.dumps(rows[-1]), flush=True)
+    for (tree, config, _), per_turn in turns.items():
+        rows.append({"measure": "model_turn", "tree": next(n for n, t in trees.items()
+                                                           if t == tree),
+                     "idle_turns": config == "loopguard", "per_chat_span": round(per_turn)})
         print(json.dumps(rows[-1]), flush=True)
     if args.json:
         with open(args.json, "w") as out:

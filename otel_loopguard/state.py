@@ -6,14 +6,15 @@ import os
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from otel_loopguard._findings import loop_action
 from otel_loopguard.assembly import SiblingAgents
 from otel_loopguard.engine import RunState
 from otel_loopguard.types import Action, Clock, Decision
+from otel_loopguard.waste import RunWaste
 
 __all__ = ["MAX_NS", "InMemoryRunStateStore", "RunEntry", "after_fork_in_child", "seconds_to_ns"]
 
@@ -64,6 +65,10 @@ class RunEntry:
     """The agent spans started so far, for sibling handoffs."""
     looped: Action = Action.CONTINUE
     """The highest action of the run's loop findings (budget findings left out)."""
+    unfed: tuple[RunWaste, int, Mapping[str, Any]] | None = None
+    """The latest model turn whose usage the run's waste has not been given: the waste it is
+    for, the turn's number and its span's attributes (the processor reads the usage once a
+    loop finding makes it count; see ``LoopGuardSpanProcessor._model_turn``)."""
 
     def note_loop(self, decision: Decision) -> Action:
         """Take ``decision`` into ``looped`` (hold the run's lock); return ``looped`` before."""

@@ -11,7 +11,7 @@ import orjson
 from otel_loopguard.adapters import _keys as k
 from otel_loopguard.signature import digest
 
-__all__ = ["tool_request_of", "turn_content_of", "turn_of"]
+__all__ = ["NO_TURN", "tool_request_of", "turn_content_of", "turn_of"]
 
 _TOOL_REASONS: Final = frozenset({"tool_calls", "tool_call", "tool_use", "function_call",
                                   "tool-calls", "tool-call", "function_calls"})
@@ -59,7 +59,9 @@ def turn_of(attributes: Mapping[str, Any]) -> tuple[bool | None, str, str, bool]
     one set test and the prompts' search.
     """
     if _TURN_KEYS.isdisjoint(attributes):  # then no tool request and no output is known
-        last, from_user = _last_input(attributes)
+        if not _has_prompts(attributes):  # and no content at all: most model spans
+            return NO_TURN
+        last, from_user = _last_prompt(attributes)
         return None, last, "", from_user
     messages = attributes.get(k.GEN_AI_OUTPUT_MESSAGES)
     parsed = _parse(messages) if isinstance(messages, str | bytes) else messages
@@ -153,6 +155,9 @@ _TURN_KEYS: Final = frozenset({k.GEN_AI_OUTPUT_MESSAGES, k.GEN_AI_RESPONSE_FINIS
                                *_OUTPUT_CONTENT})
 """Every key ``turn_of`` reads by name; without them only the flattened prompts can say
 anything (the tool request is unknown, the output empty)."""
+NO_TURN: Final[tuple[bool | None, str, str, bool]] = (None, "", "", False)
+"""``turn_of`` of a model span without any of its keys and without flattened prompts (most
+model spans: content is opt-in), and what a caller that does not read the turn uses."""
 
 
 def turn_content_of(attributes: Mapping[str, Any]) -> tuple[str, str, bool]:
@@ -179,9 +184,17 @@ def _last_input(attributes: Mapping[str, Any]) -> tuple[str, bool]:
         if isinstance(parsed, list) and parsed:
             message = parsed[-1]
             return _digest_of(message), _from_user(message)
+    return _last_prompt(attributes) if _has_prompts(attributes) else ("", False)
+
+
+def _has_prompts(attributes: Mapping[str, Any]) -> bool:
+    """Return whether any key is a flattened prompt's (OpenLLMetry's or OpenInference's)."""
     keys = "\n".join(attributes)  # one pass in C: most model spans have no flattened prompts
-    if _GENAI_PROMPTS not in keys and _OI_INPUTS not in keys:
-        return "", False
+    return _GENAI_PROMPTS in keys or _OI_INPUTS in keys
+
+
+def _last_prompt(attributes: Mapping[str, Any]) -> tuple[str, bool]:
+    """Return the digest of the last flattened prompt's content and whether it is the user's."""
     latest: list[tuple[int, Any]] = [(-1, None)] * len(_CONTENT_SUFFIXES)
     for key, value in attributes.items():  # one pass for both conventions
         if not key.startswith(_CONTENT_PREFIXES):

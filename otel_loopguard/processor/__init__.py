@@ -25,6 +25,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from opentelemetry.trace import SpanContext
 from prometheus_client import REGISTRY
 
 from otel_loopguard.adapters import (
@@ -34,11 +35,12 @@ from otel_loopguard.adapters import (
     is_model_turn,
     may_be_event,
     may_name_agent,
+    template_key_roots,
     to_event,
-    tool_request_of,
     usage_of,
 )
-from otel_loopguard.adapters._turns import turn_content_of
+from otel_loopguard.adapters._turns import NO_TURN, turn_of
+from otel_loopguard.adapters._usage import TokenUsage
 from otel_loopguard.assembly import LONE_TOOL_CALL_HINT, template_in
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.engine import LoopEngine
@@ -61,6 +63,7 @@ _DEFAULT: Final = DEFAULT_ADAPTERS
 _MAX_SPAN_NAMES: Final = 4096
 _MAX_ENDED_AGENTS: Final = 1024
 """Evidence kept for ended agent spans whose end the worker has still to hand on."""
+_NO_USAGE: Final[TokenUsage] = (0, 0, ())
 _DEFAULT_MAX_QUEUE_SIZE: Final = 16_384
 _SHUTDOWN_SECONDS: Final = 30.0
 _NO_OP_STARTS: Final = frozenset({SpanProcessor.on_start, BatchSpanProcessor.on_start,
@@ -129,6 +132,12 @@ class LoopGuardSpanProcessor(SpanProcessor):
         self.engine = engine or LoopEngine(self.config, on_decision=on_decision)
         self.metrics = metrics if metrics is not None else self._default_metrics(
             registry, meter_provider)
+        self._lazy_usage = self.config.run_key != "conversation"
+        """Keep a run's latest model turn's attributes for its usage (``_model_turn``): not for
+        a conversation's run, which outlives its traces (up to the run TTL) and would keep
+        them, prompts and all, that long."""
+        self._template_roots = template_key_roots(self.config.prompt_name_keys)
+        """Keys of which a span names a template only if it has one (``template_in``)."""
         self.adapters = tuple(adapters)
         if self.adapters == DEFAULT_ADAPTERS:
             self.adapters = _DEFAULT
@@ -291,7 +300,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             if context is not None:  # tuple indexes: [0] trace_id, [1] span_id, [2] is_remote
                 self._open.pop(context[1], None)
                 if is_candidate(name, attrs):
-                    out = self._candidate(span, attrs, name) or span
+                    out = self._candidate(span, attrs, name, context, parent) or span
                 if self._ended_agents and context[1] in self._ended_agents:
                     out = _with_evidence(out, self._ended_agents.pop(context[1]))
                 if parent is None or parent[2]:
@@ -302,22 +311,26 @@ class LoopGuardSpanProcessor(SpanProcessor):
             self.downstream.on_end(out)
 
     # --- internals -------------------------------------------------------------------------
-    def _candidate(self, span: ReadableSpan, attrs: Mapping[str, Any], name: str) -> (
-            ReadableSpan | None):
-        """Handle a span that may be a tool call, model turn or handoff (``on_end``'s reads)."""
+    def _candidate(self, span: ReadableSpan, attrs: Mapping[str, Any], name: str,
+                   context: SpanContext, parent: SpanContext | None) -> ReadableSpan | None:
+        """Handle a span that may be a tool call, model turn or handoff (``on_end``'s reads).
+
+        ``context`` and ``parent``: the span's, as ``_ended`` read them (tuples: [0] trace_id,
+        [1] span_id, without their properties' calls).
+        """
         if is_model_turn(name, attrs):
-            return self._model_turn(span, attrs)
+            return self._model_turn(span, attrs, context, parent)
         if attrs.get("loopguard.blocked"):
             return None  # the guard blocked it: the tool never ran
         if self.adapters is _DEFAULT and not may_be_event(name, attrs):
             return None  # an agent, chain or other span: no record to build
         event = to_event(span_record_from_readable(span), self.adapters)
-        return None if event is None else self._event_span(span, attrs, event)
+        return None if event is None else self._event_span(span, attrs, event, context[0])
 
     def _event_span(self, span: ReadableSpan, attrs: Mapping[str, Any],
-                    event: ToolCall | Handoff) -> ReadableSpan | None:
+                    event: ToolCall | Handoff, trace_id: int) -> ReadableSpan | None:
         """Run a tool call or handoff from the configured adapters through the engine."""
-        run_id = self._run_id(span, attrs)
+        run_id = self._run_id(span, attrs, trace_id)
         entry, created = self.store.get_or_create(run_id)
         if created and self._multiprocess:
             self.metrics.set_open_runs(len(self.store))  # type: ignore[union-attr]  # checked
@@ -341,37 +354,73 @@ class LoopGuardSpanProcessor(SpanProcessor):
             self._warned_unparented = True
             logger.warning("otel-loopguard: %s", LONE_TOOL_CALL_HINT)
 
-    def _model_turn(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> ReadableSpan | None:
+    def _model_turn(self, span: ReadableSpan, attrs: Mapping[str, Any], context: SpanContext,
+                    parent: SpanContext | None) -> ReadableSpan | None:
         """Count a model turn of the span's run (the turns make batches) and judge it.
 
         A model span often carries the prompt template (``gen_ai.prompt.name``, Langfuse's and
         Traceloop's keys) that the tool spans after it lack; it becomes the run's template.
+        Only what the run needs is read: with the ``idle_turns`` detector on, the turn's agent
+        invocation, tool request and content (one set test when it has none); its usage
+        (tokens, models) only once the run's waste counts (``_feed``), which in most runs never
+        happens: until then the run keeps a reference to the latest turn's attributes, which
+        its trace's end releases (a conversation's run, which outlives its traces, reads the
+        usage of every turn instead).
         """
-        run_id = self._run_id(span, attrs)
+        run_id = self._run_id(span, attrs, context[0])
         entry, _ = self.store.get_or_create(run_id)
-        if entry.state.notifying and entry.state.in_callback():
+        state = entry.state
+        if state.notifying and state.in_callback():
             return None  # ended inside this run's on_decision, which holds its lock
-        requested, agent_span, content = None, None, ("", "", False)
-        if self.engine.idle is not None:  # idle_turns: the turn, with its agent invocation
-            parent_id = span.parent.span_id if span.parent is not None else None
-            requested, agent_span = tool_request_of(attrs), self.live.agent_span_id(parent_id)
-            content = turn_content_of(attrs)
-        tokens_in, tokens_out, models = usage_of(attrs)
-        with entry.state.lock:
-            entry.model_turns += 1
+        idle = self.engine.idle
+        agent_span = None
+        requested, last_input, output, from_user = NO_TURN
+        if idle is not None:  # idle_turns: the turn, with its agent invocation
+            agent_span = self.live.agent_span_id(parent[1] if parent is not None else None)
+            requested, last_input, output, from_user = turn_of(attrs)
+        with state.lock:
+            index = entry.model_turns = entry.model_turns + 1
             entry.seen_model = True
-            if entry.template is None:
+            if entry.template is None and not self._template_roots.isdisjoint(attrs):
                 self._learn_template(entry, template_in(attrs, self.config))
-            turn = ModelTurn(format(span.context.span_id, "016x"), span.start_time or 0,
-                             span.end_time or 0, requested, agent_span, entry.model_turns,
-                             tokens_in, tokens_out, models, *content)
-            decision = self.engine.process_model_turn(entry.state, turn)
+            waste = state.waste
+            if self._lazy_usage and not waste.found:  # usage counts after a loop finding
+                entry.unfed = (waste, index, attrs)
+                if idle is None:
+                    return None
+                usage: TokenUsage = _NO_USAGE
+                numbered = None
+            else:
+                entry.unfed = None
+                usage, numbered = usage_of(attrs), index
+            turn = ModelTurn(format(context[1], "016x"), span.start_time or 0,
+                             span.end_time or 0, requested, agent_span, numbered, *usage,
+                             last_input, output, from_user)
+            decision = self.engine.process_model_turn(state, turn)
+            if not decision.flagged and numbered is None:
+                return None  # nothing to count: no finding, and the waste took no usage
             previous = entry.note_loop(decision)
             template = entry.template
-            wasted = entry.state.waste.take()
+            wasted = waste.take()
         if wasted is not None and self.metrics is not None:
             self.metrics.record_waste(template, wasted, _hex_trace(span))
         return self._finding(span, decision, previous, template, run_id)
+
+    def _feed(self, entry: RunEntry) -> None:
+        """Give the run's waste the usage of its latest model turn, once it counts (hold the lock).
+
+        After the run's first loop finding a wasted call adds the tokens of the turn that
+        issued it, the latest one: ``_model_turn`` left its attributes in ``entry.unfed``. The
+        same ``RunWaste.turn`` the engine calls for a numbered turn, later, with the same
+        figures: only for the waste it was left for (``LoopEngine.reset`` makes a new one).
+        """
+        waste, index, attrs = entry.unfed  # type: ignore[misc]  # the caller checked it
+        entry.unfed = None
+        if waste is entry.state.waste:
+            tokens_in, tokens_out, models = usage_of(attrs)
+            config = self.engine.config
+            waste.turn(index, tokens_in, tokens_out,
+                       config.price(models) if config.prices else None)
 
     def _learn_template(self, entry: RunEntry, template: str | None) -> None:
         """Make ``template`` the run's (hold its lock): labels, and the template's budgets."""
@@ -404,6 +453,8 @@ class LoopGuardSpanProcessor(SpanProcessor):
                                                  want_agent)
                 self._learn_template(entry, template)
             if isinstance(event, ToolCall):
+                if entry.unfed is not None and entry.state.waste.found:
+                    self._feed(entry)
                 if want_agent or entry.seen_model:
                     event = event.in_context(
                         event.agent or agent,
@@ -443,29 +494,27 @@ class LoopGuardSpanProcessor(SpanProcessor):
                 break
         return template, agent
 
-    def _run_id(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> str:
+    def _run_id(self, span: ReadableSpan, attrs: Mapping[str, Any], trace_id: int) -> str:
         """Return the run of ``span`` by ``run_key``, noted as its trace's unless it spans traces.
 
         A conversation's run outlives its traces (TTL and LRU end it); any other run, the
         trace's own or an agent invocation's, ends with the trace's root span (``_release``).
         """
-        trace_id = span.context.trace_id if span.context else 0
         trace = self._trace(trace_id)
         key = self.config.run_key
-        run_id = None
         if key != "trace":
             parent_id = span.parent.span_id if span.parent is not None else None
             if key == "conversation":
                 run_id = trace.conversation = trace.conversation or self._conversation(
                     attrs, parent_id)
-                if run_id:
-                    return run_id
             else:  # the agent invocation's run, named as ``check`` names it
                 agent = self.live.agent_span_id(parent_id)
-                run_id = f"{trace_id:032x}/{agent}" if agent else None
+                run_id = trace.note(f"{trace_id:032x}/{agent}") if agent else None
+            if run_id:
+                return run_id
         # the trace; or, while the run key is not known yet (a chat span before the tool spans
         # that carry it), this span alone: a later one may find it
-        return trace.note(run_id or format(trace_id, "032x"))
+        return trace.own or trace.own_run(trace_id)
 
     def _trace(self, trace_id: int) -> _TraceRuns:
         """Return the note of a trace with a run open, made if new (the oldest past max_runs go)."""
@@ -518,7 +567,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
             run_id = self._trace(span.context.trace_id).note(
                 f"{span.context.trace_id:032x}/{span.parent.span_id:016x}")
         else:
-            run_id = self._run_id(span, attrs)
+            run_id = self._run_id(span, attrs, span.context.trace_id)
         entry, _ = self.store.get_or_create(run_id)
         if entry.state.notifying and entry.state.in_callback():
             return  # started inside this run's on_decision, which holds its lock
@@ -613,7 +662,7 @@ class LoopGuardSpanProcessor(SpanProcessor):
         if self._worker is not None:
             self._worker.flush(_SHUTDOWN_SECONDS)
         attrs = span.attributes or {}
-        run_id = self._run_id(span, attrs)
+        run_id = self._run_id(span, attrs, span.context.trace_id if span.context else 0)
         entry, _ = self.store.get_or_create(run_id)
         if entry.state.notifying and entry.state.in_callback():
             raise LoopGuardError(
@@ -652,14 +701,21 @@ def _with_evidence(span: ReadableSpan, evidence: Mapping[str, Any]) -> ReadableS
 class _TraceRuns:
     """What the processor knows of a trace with a run open: its runs, its conversation."""
 
-    __slots__ = ("conversation", "runs")
+    __slots__ = ("conversation", "own", "runs")
 
     def __init__(self) -> None:
+        self.own: str | None = None
+        """The trace's own run id (32 hex digits), once ``own_run`` made it."""
         self.conversation: str | None = None
         """``run_key = "conversation"``: the trace's conversation id, once a span names it."""
         self.runs: list[str] = []
         """The runs its root's end drops: the trace's own, or its agent invocations' (a list:
         most traces have one, and a list of one is a third of a set's size)."""
+
+    def own_run(self, trace_id: int) -> str:
+        """Return the trace's own run id, noted as one of its runs (made once per trace)."""
+        self.own = self.note(format(trace_id, "032x"))
+        return self.own
 
     def note(self, run_id: str) -> str:
         """Note ``run_id`` as one of the runs the trace's root's end drops; return it."""

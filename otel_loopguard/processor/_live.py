@@ -108,7 +108,16 @@ class LiveSpans:
         return None if found is None else (spans[found[0]], found[1])
 
     def agent_span_id(self, parent_id: int | None) -> str | None:
-        """Return the hex id of the nearest open agent span, or None."""
+        """Return the hex id of the nearest open agent span, or None.
+
+        A model or tool span's parent is most often the agent span itself: that costs one
+        lookup and one ``agent_of``, without the walk's frames.
+        """
+        parent = self.spans.get(parent_id) if parent_id is not None else None
+        if parent is None:
+            return None
+        if agent_of(parent.name, raw_attributes(parent)) is not None:
+            return format(parent_id, "016x")
         span = self.agent_span(parent_id)
         return format(span.context.span_id, "016x") if span is not None else None
 
