@@ -81,16 +81,24 @@ _TEXTS = _COMMANDS | st.text(max_size=80)
 @settings(max_examples=600)
 @given(_TEXTS)
 def test_token_regex_matches_the_plain_alternation(text: str) -> None:
-    """The token loop over quoted parts finds the tokens the per-part alternation finds."""
-    assert _TOKEN.findall(text) == _plain_tokens(text)
+    """The token loop over quoted parts finds the tokens the per-part alternation finds.
+
+    A word without quotes or backslashes comes in its own group (it needs no unquoting).
+    """
+    tokens = _TOKEN.findall(text)
+    assert [(redir, op, plain or quoted) for redir, op, plain, quoted in tokens] == (
+        _plain_tokens(text))
+    for _, _, plain, quoted in tokens:
+        assert not (plain and quoted)
+        assert not quoted or any(c in quoted for c in "'\"\\")
 
 
 @settings(max_examples=600)
 @given(_TEXTS)
 def test_unquote_fast_path_matches_the_substitution(text: str) -> None:
     """Each word unquotes as the regex substitution of every quoted part does."""
-    for _, _, word in _TOKEN.findall(text):
-        if word:
+    for _, _, plain, quoted in _TOKEN.findall(text):
+        for word in (plain, quoted):
             assert unquote(word) == _UNQUOTE.sub(_unquote_part, word)
     assert unquote(text) == _UNQUOTE.sub(_unquote_part, text)
 
