@@ -1,10 +1,11 @@
 """The shell reader's fast paths give what the straightforward readings give.
 
 ``otel_loopguard.kinds._shell`` reads a command line with a few shortcuts: a token regex written
-as a loop over quoted parts only, ``str.replace`` for words quoted with one kind of quote, and
-heredoc bodies skipped with ``str.find`` over the whole text. Each is compared here with the
-plain reading it replaced (kept in this file as the oracle) on generated command lines made of
-shell specials, quotes, heredoc markers and real command words, so a future divergence fails.
+as a loop over quoted parts only, ``str.replace`` for words quoted with one kind of quote,
+heredoc bodies skipped with ``str.find`` over the whole text, and the version regex of command
+names (``python3.11``) tried only on names ending in a digit or a dot. Each is compared here with
+the plain reading it replaced (kept in this file as the oracle) on generated command lines made
+of shell specials, quotes, heredoc markers and real command words, so a future divergence fails.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from otel_loopguard.kinds._shell import (
     _HEREDOC,
     _TOKEN,
     _UNQUOTE,
+    _VERSIONED,
+    _name,
     _unquote_part,
     segments,
     strip_heredocs,
@@ -111,9 +114,21 @@ def test_heredoc_bodies_are_skipped_as_line_by_line(text: str) -> None:
     assert strip_heredocs(text) == _plain_strip_heredocs(text)
 
 
+@settings(max_examples=400)
+@given(st.lists(st.sampled_from(["p", "y", "python", "pip", "pypy", "3", "11", ".", "/", "x",
+                                 "-", "_"]), max_size=8).map("".join))
+def test_command_names_fold_versions_as_the_regex_does(word: str) -> None:
+    """Only a name ending in a digit or dot is matched against the version regex: same names."""
+    name = word.rsplit("/", 1)[-1]
+    versioned = _VERSIONED.fullmatch(name)
+    assert _name(word) == (versioned.group(1) if versioned else name)
+
+
 def test_oracles_see_what_they_check() -> None:
     """The generated pieces reach each path: a one-quote word, a heredoc body, a cased pattern."""
     assert unquote("'1,260p'") == "1,260p" and unquote('"a b"c') == "a bc"
+    assert (_name("/usr/bin/python3.11"), _name("pip3"), _name("python")) == (
+        "python", "pip", "python")
     assert _DQ_ESCAPE.sub(r"\1", '\\"') == '"'
     text = "cat <<'EOF' > a.py\nx = 1\n  EOF  \nls\ncat <<-X <<Y\n\tX\nbody\nY\npwd"
     assert strip_heredocs(text) == _plain_strip_heredocs(text) == (

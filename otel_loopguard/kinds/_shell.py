@@ -325,19 +325,40 @@ def _writes_file(redirect: str, word: str) -> bool:
 def _name(word: str) -> str:
     """Return the command name of ``word``: its basename, versions folded (python3.11 → python)."""
     name = word.rsplit("/", 1)[-1] if "/" in word else word
-    versioned = _VERSIONED.fullmatch(name) if name[:1] == "p" else None
+    if name[:1] != "p" or name[-1] not in "0123456789.":  # no version to fold
+        return name
+    versioned = _VERSIONED.fullmatch(name)
     return versioned.group(1) if versioned else name
 
 
 def _has_option(args: list[str], option: str) -> bool:
-    """Return True when ``option`` is among ``args`` (``-i`` also in ``-i.bak`` and ``-ni``)."""
+    """Return True when ``option`` is among ``args`` (``-i`` also in ``-i.bak`` and ``-ni``).
+
+    Loops rather than ``any()``: a generator per option checked costs more than the check (the
+    table's option rules, ``sed -i`` and ``sed --in-place``, are tried on every ``sed``).
+    """
     if option.startswith("--"):
-        return any(a == option or a.startswith(option + "=") for a in args)
+        with_value = option + "="
+        for arg in args:  # noqa: SIM110 - see the docstring
+            if arg == option or arg.startswith(with_value):
+                return True
+        return False
     if len(option) != 2:
         return option in args
     letter = option[1]
-    return any(a == option or (a.startswith(option) and not a.startswith("--"))
-               or (_SHORT_GROUP.fullmatch(a) is not None and letter in a) for a in args)
+    for arg in args:
+        if arg == option or (arg.startswith(option) and not arg.startswith("--")) or (
+                letter in arg and _SHORT_GROUP.fullmatch(arg) is not None):
+            return True
+    return False
+
+
+def _has_options(args: list[str], options: tuple[str, ...]) -> bool:
+    """Return True when every one of ``options`` is among ``args`` (a loop, as in _has_option)."""
+    for option in options:  # noqa: SIM110 - see the docstring
+        if not _has_option(args, option):
+            return False
+    return True
 
 
 def _path_like(word: str) -> bool:
@@ -418,7 +439,7 @@ class ShellReader:
         return self._simple(name, word, args, depth)
 
     def _simple(self, name: str, word: str, args: list[str], depth: int) -> Outcome:
-        if name in _SPECIAL_NAMES or len(args) == 1:
+        if name in _SPECIAL_NAMES or (len(args) == 1 and args[0] in _VERSION_WORDS):
             special = self._special(name, args, depth)
             if special is not None:
                 return special
@@ -480,7 +501,7 @@ class ShellReader:
             if options:
                 if options_given is None:
                     options_given = [a for a in args if a[:1] == "-"]
-                if not all(_has_option(options_given, o) for o in options):
+                if not _has_options(options_given, options):
                     continue
             elif specific_only and not subs:
                 continue
