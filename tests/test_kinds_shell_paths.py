@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 from otel_loopguard.kinds import CallKindClassifier
 from otel_loopguard.kinds._shell import (
     _DQ_ESCAPE,
-    _HEREDOC,
     _TOKEN,
     _UNQUOTE,
     _VERSIONED,
@@ -42,6 +41,11 @@ _PLAIN_TOKEN = re.compile(r"""
 """The token regex as an alternation of parts repeated per part: one group per token type."""
 
 
+_PLAIN_HEREDOC = re.compile(
+    r"""(?<!<)<<(?!<)(-?)[ \t]*(?:'([^'\n]*)'|"([^"\n]*)"|\\?([\w.-]+))""")
+"""A heredoc's start: ``<<`` not part of ``<<<``, an optional ``-``, the delimiter word."""
+
+
 def _plain_tokens(text: str) -> list[tuple[str, str, str]]:
     """Return the tokens of ``text`` by the plain regex, as (redirection, operator, word)."""
     return [(redir, op or nl, word) for nl, _, redir, op, word in _PLAIN_TOKEN.findall(text)]
@@ -59,7 +63,7 @@ def _plain_strip_heredocs(text: str) -> str:
                 del pending[0]
             continue
         kept.append(line)
-        for match in _HEREDOC.finditer(line):
+        for match in _PLAIN_HEREDOC.finditer(line):
             before = line[:match.start()]
             if before.count("'") % 2 or before.count('"') % 2:
                 continue

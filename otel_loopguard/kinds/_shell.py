@@ -55,7 +55,11 @@ cheaper (35.8k to 25.2k instructions on average, counted with callgrind).
 """
 _UNQUOTE: Final = re.compile(r"""'([^']*)'?|"([^"\\]*(?:\\.[^"\\]*)*)"?|\\(.?)""", re.DOTALL)
 _DQ_ESCAPE: Final = re.compile(r"""\\([$`"\\\n])""")
-_HEREDOC: Final = re.compile(r"""(?<!<)<<(?!<)(-?)[ \t]*(?:'([^'\n]*)'|"([^"\n]*)"|\\?([\w.-]+))""")
+_HEREDOC: Final = re.compile(
+    r"""<<(?<!<<<)(?!<)(-?)[ \t]*(?:'([^'\n]*)'|"([^"\n]*)"|\\?([\w.-]+))""")
+"""A heredoc's start: ``<<`` not part of ``<<<``, an optional ``-``, the delimiter word. Written
+to start with the literal ``<<`` (the ``<<<`` check after it), which ``re`` then searches for
+directly instead of trying the pattern at every position of a line."""
 _ASSIGNMENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^]]*\])?\+?=")
 _VERSIONED: Final = re.compile(r"(python|pip|pypy)[0-9.]*")
 _SHORT_GROUP: Final = re.compile(r"-[A-Za-z]+")
