@@ -88,6 +88,8 @@ def load(tree: str) -> Any:
     source = os.path.dirname(os.path.dirname(package.__file__ or ""))
     if os.path.realpath(source) != os.path.realpath(tree):
         raise SystemExit(f"imported otel_loopguard from {source}, not {tree}")
+    for name in ("LoopEngine", "ToolCall"):  # the package imports these on first use: now,
+        getattr(package, name)  # from this tree, not from whichever tree is loaded last
     return package
 
 

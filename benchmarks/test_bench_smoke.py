@@ -14,6 +14,7 @@ in ``bench_engine.py``. It asserts what the run must look like, never how fast i
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from typing import Any
 
@@ -177,3 +178,16 @@ def test_bench_check_floor_runs(tmp_path: Any, capsys: pytest.CaptureFixture[str
     counts = bench_check.generate(path, 0.05)
     assert bench_check_floor.main([path, "--rounds", "1"]) == 0
     assert f"{counts['tool_calls']:,} tool calls" in capsys.readouterr().out
+
+
+def test_bench_shell_reader_runs() -> None:
+    """bench_shell_reader.py reads the labelled commands with two trees (here the same one).
+
+    In a child process: it imports each tree's package afresh, which would replace the modules
+    this process's other tests use.
+    """
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = os.path.join(root, "benchmarks", "bench_shell_reader.py")
+    done = subprocess.run([sys.executable, script, "--before", root, "--rounds", "1"],
+                          capture_output=True, text=True, check=True, cwd=root)
+    assert "353 command lines, median" in done.stdout and "after/before" in done.stdout
