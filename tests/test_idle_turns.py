@@ -497,6 +497,29 @@ class TestLiveProcessor:
             "mode": "observe"}) == 1
         harness.shutdown()
 
+    def test_a_blank_chat_span_opens_the_streak_as_check_has_it(self) -> None:
+        """Live: a chat span without content, then three rejected ones: the warn lists the
+        blank span's id first, as check's finding does."""
+        harness = LoopGuardHarness()
+        decisions: list[Decision] = []
+        harness.provider.add_span_processor(LoopGuardSpanProcessor(
+            harness.config, downstream=SimpleSpanProcessor(InMemorySpanExporter()),
+            registry=CollectorRegistry(), clock=harness.clock, raise_internal_errors=True,
+            on_decision=decisions.append))
+        with harness.run() as agent:
+            agent.turn(finish_reasons=["tool_calls"])
+            agent.tool("read_file", {"path": "a.py"}, "print('a')")
+            agent.turn()  # blank: no content, no finish reasons
+            for _ in range(3):
+                agent.turn(finish_reasons=["stop"], attributes=REJECTED)
+        harness.provider.force_flush()
+        chats = [s.span_id for s in harness.spans() if s.name == "chat model"]
+        checked = harness.check()[0].findings
+        assert [d.code for d in decisions] == [d.code for d in checked] == ["IDLE_TURNS"]
+        assert decisions[0].evidence[0].details["turn_span_ids"] == \
+            checked[0].evidence[0].details["turn_span_ids"] == chats[1:5]
+        harness.shutdown()
+
     def test_tool_call_after_each_chat_span_keeps_it_quiet(self) -> None:
         """Live: chat, tool, chat, tool... then a final answer: no span is flagged."""
         harness = LoopGuardHarness()
