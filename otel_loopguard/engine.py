@@ -554,6 +554,26 @@ class LoopEngine:
             return Decision(_CONTINUE, "OK", (), "", run.calls, _MODEL, turn.span_id)
         return self._finish(run, [found], _MODEL, run.calls, turn.span_id)
 
+    def process_blank_turn(self, run: RunState, span_id: int, start_ns: int, end_ns: int,
+                           agent_span_id: str | None) -> None:
+        """``process_model_turn`` of a blank turn, without building the turn or its decision.
+
+        A blank turn has no content, no request for tools known and no usage to give (an
+        unnumbered turn): most model spans, since content is opt-in. It gives nothing to the
+        waste, the handoffs or the messages heard, and is never a finding; the ``idle_turns``
+        detector restarts its streak with it (``IdleTurnsDetector.observe_blank``). ``span_id``
+        is the span's id as a number (formatted only if a finding lists it); the rest as
+        ``ModelTurn`` has them.
+
+        Raises:
+            LoopGuardError: when called from ``on_decision`` for the same run.
+        """
+        if run.notifying:
+            _check_reentry(run)
+        if self.idle is not None:
+            self.idle.observe_blank(run.idle_state, span_id, start_ns, end_ns, agent_span_id,
+                                    acted=run.calls + run.handoffs)
+
     def set_template(self, run: RunState, template: str | None) -> None:
         """Record the prompt template of ``run`` (``name@version``, ``name`` or ``tpl-…``).
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Sequence
 from typing import Any
 
@@ -213,6 +214,72 @@ class TestIdleTurnsEngine:
         feed = Feed(mode="enforce", max_tool_calls_stop=1)
         assert feed.tool().action.label == "stop"
         assert feed.turn().action.label == "continue"
+
+
+def _blank_or_full(seed: int, *, blank_fast: bool, warn: int) -> list[Decision | None]:
+    """Replay one random run: blank, content and tool-requesting turns of two agent
+    invocations (or none), some overlapping, between tool calls and handoffs. Blank turns go
+    through ``process_blank_turn`` (``blank_fast``) or ``process_model_turn``; None for a turn
+    the fast path gave no decision."""
+    rng = random.Random(seed)
+    engine = LoopEngine(LoopGuardConfig.create(idle_turns_warn=warn))
+    run = engine.new_run()
+    decisions: list[Decision | None] = []
+    end = 0
+    for n in range(1, 40):
+        start = end - 2 if rng.random() < 0.1 else end + 10  # a model span around another
+        end = start + 5
+        agent = rng.choice((AGENT, "b" * 16, None))
+        kind = rng.random()
+        if kind < 0.45:  # a blank turn: no content, no request for tools known
+            requested = rng.choice((None, False))
+            if blank_fast:
+                engine.process_blank_turn(run, n, start, end, agent)
+                decisions.append(None)
+            else:
+                decisions.append(engine.process_model_turn(run, ModelTurn(
+                    format(n, "016x"), start, end, requested, agent)))
+        elif kind < 0.85:
+            decisions.append(engine.process_model_turn(run, ModelTurn(
+                format(n, "016x"), start, end, rng.choice((None, False, True)), agent,
+                input_sig=rng.choice(("fb", "fb", "other", "")),
+                output_sig=rng.choice(("", "", "out")))))
+        elif kind < 0.95:
+            decisions.append(engine.process(run, ToolCall(
+                "search", {"q": rng.randrange(3)}, "r", True, start_time_ns=start,
+                end_time_ns=end, span_id=format(n, "016x"))))
+        else:
+            decisions.append(engine.process_handoff(run, Handoff("a", "b", format(n, "016x"))))
+    return decisions
+
+
+class TestBlankTurns:
+    """``process_blank_turn``: a turn without content, as ``process_model_turn`` takes it."""
+
+    def test_the_same_decisions_as_full_turns(self) -> None:
+        """Random runs: every decision is the one the full turn gives, blank turns never
+        flag, and findings list blank turns' span ids (formatted only then)."""
+        findings = listing_blank = 0
+        for seed in range(300):
+            warn = 2 + seed % 3
+            full = _blank_or_full(seed, blank_fast=False, warn=warn)
+            fast = _blank_or_full(seed, blank_fast=True, warn=warn)
+            for slow, quick in zip(full, fast, strict=True):
+                if quick is None:
+                    assert slow is not None and not slow.flagged
+                    continue
+                assert slow is not None
+                assert (slow.action, slow.code, slow.call_index, slow.span_id,
+                        [e.details for e in slow.evidence]) == \
+                    (quick.action, quick.code, quick.call_index, quick.span_id,
+                     [e.details for e in quick.evidence])
+                if quick.code == "IDLE_TURNS":
+                    findings += 1
+                    ids = quick.evidence[0].details["turn_span_ids"]
+                    assert all(type(i) is str and len(i) == 16 for i in ids)
+                    blank = {d.span_id for d, q in zip(full, fast, strict=True) if q is None}
+                    listing_blank += bool(blank.intersection(ids))
+        assert findings > 200 and listing_blank > 100
 
 
 class TestToolRequestOf:
@@ -428,6 +495,29 @@ class TestLiveProcessor:
         assert registry.get_sample_value("loopguard_loop_detected_total", {
             "prompt_template": "unknown", "detector": "idle_turns", "action": "warn",
             "mode": "observe"}) == 1
+        harness.shutdown()
+
+    def test_a_blank_chat_span_opens_the_streak_as_check_has_it(self) -> None:
+        """Live: a chat span without content, then three rejected ones: the warn lists the
+        blank span's id first, as check's finding does."""
+        harness = LoopGuardHarness()
+        decisions: list[Decision] = []
+        harness.provider.add_span_processor(LoopGuardSpanProcessor(
+            harness.config, downstream=SimpleSpanProcessor(InMemorySpanExporter()),
+            registry=CollectorRegistry(), clock=harness.clock, raise_internal_errors=True,
+            on_decision=decisions.append))
+        with harness.run() as agent:
+            agent.turn(finish_reasons=["tool_calls"])
+            agent.tool("read_file", {"path": "a.py"}, "print('a')")
+            agent.turn()  # blank: no content, no finish reasons
+            for _ in range(3):
+                agent.turn(finish_reasons=["stop"], attributes=REJECTED)
+        harness.provider.force_flush()
+        chats = [s.span_id for s in harness.spans() if s.name == "chat model"]
+        checked = harness.check()[0].findings
+        assert [d.code for d in decisions] == [d.code for d in checked] == ["IDLE_TURNS"]
+        assert decisions[0].evidence[0].details["turn_span_ids"] == \
+            checked[0].evidence[0].details["turn_span_ids"] == chats[1:5]
         harness.shutdown()
 
     def test_tool_call_after_each_chat_span_keeps_it_quiet(self) -> None:

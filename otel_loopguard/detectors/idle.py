@@ -18,8 +18,9 @@ class _IdleState:
     def __init__(self) -> None:
         self.count = 0
         """Idle turns in a row, the pending one excluded."""
-        self.span_ids: list[str] = []
-        """Span ids of the latest idle turns of the streak (at most ``_MAX_LISTED``)."""
+        self.span_ids: list[str | int] = []
+        """Span ids of the latest idle turns of the streak (at most ``_MAX_LISTED``): hex, or
+        the number of a blank turn's (``observe_blank``), formatted only if a finding lists it."""
         self.pending: ModelTurn | None = None
         """The latest turn when it asked for tools and none has run yet."""
         self.feedback = ""
@@ -103,8 +104,33 @@ class IdleTurnsDetector(DetectorBase):
         if not state.armed or self.warn is None or state.count < self.warn:
             return None
         return self.evidence("IDLE_TURNS", Action.WARN, "", state.count, {
-            "idle_turns": state.count, "turn_span_ids": list(state.span_ids),
+            "idle_turns": state.count,
+            "turn_span_ids": [s if type(s) is str else format(s, "016x") for s in state.span_ids],
             "limit": self.warn})
+
+    @staticmethod
+    def observe_blank(state: _IdleState, span_id: int, start_ns: int, end_ns: int,
+                      agent_span_id: str | None, *, acted: int) -> None:
+        """``observe_turn`` of a blank turn: no content, and no request for tools known.
+
+        Most model spans (content is opt-in). A blank turn repeats nothing, so whatever came
+        before (a pending turn too), the streak restarts with it alone: one turn, below any
+        ``idle_turns_warn`` (at least 2), never a finding. Only what a later turn reads is
+        kept: its end, the run's actions, its agent invocation, and its span id, a number
+        formatted only if a finding lists it (``span_id``: the span's id, ``start_ns`` and
+        ``end_ns`` its times, as ``ModelTurn`` has them).
+        """
+        if acted == state.acted and 0 < start_ns < state.end_ns:  # the same call seen twice
+            state.end_ns = max(state.end_ns, end_ns)
+            return
+        state.end_ns, state.acted, state.pending = end_ns, acted, None
+        if agent_span_id is not None:
+            state.agent = agent_span_id
+        # armed as observe_turn arms it: a run's actions arm it when they change, so
+        # ``state.acted > 0`` already means armed
+        state.armed = state.armed or acted > 0 or agent_span_id is not None
+        state.count, state.span_ids = 1, [span_id]
+        state.output, state.same_output = "", False
 
     @staticmethod
     def _add(state: _IdleState, turn: ModelTurn) -> None:

@@ -361,7 +361,9 @@ class LoopGuardSpanProcessor(SpanProcessor):
         A model span often carries the prompt template (``gen_ai.prompt.name``, Langfuse's and
         Traceloop's keys) that the tool spans after it lack; it becomes the run's template.
         Only what the run needs is read: with the ``idle_turns`` detector on, the turn's agent
-        invocation, tool request and content (one set test when it has none); its usage
+        invocation, tool request and content (one set test when it has none; a blank turn,
+        without content or a request for tools, only restarts the idle streak: the engine's
+        ``process_blank_turn`` builds neither the turn nor a decision); its usage
         (tokens, models) only once the run's waste counts (``_feed``), which in most runs never
         happens: until then the run keeps a reference to the latest turn's attributes, which
         its trace's end releases (a conversation's run, which outlives its traces, reads the
@@ -387,6 +389,10 @@ class LoopGuardSpanProcessor(SpanProcessor):
             if self._lazy_usage and not waste.found:  # usage counts after a loop finding
                 entry.unfed = (waste, index, attrs)
                 if idle is None:
+                    return None
+                if requested is not True and not last_input and not output:
+                    self.engine.process_blank_turn(state, context[1], span.start_time or 0,
+                                                   span.end_time or 0, agent_span)
                     return None
                 usage: TokenUsage = _NO_USAGE
                 numbered = None
