@@ -261,6 +261,7 @@ class LoopEngine:
         self._in_callback = threading.local()
         self._near_duplicates = "near_duplicate" in self.config.detectors
         self._plain_policy = type(self.policy) is Policy
+        self._enforce = self.config.mode == "enforce"
         self._result_cache_size = max(2, min(_RESULT_CACHE_MAX, self.config.cycle_max_length))
         self._observers = tuple(detector.observe for detector in self.detectors)
         builtins = BuiltinDetectors(self.detectors)
@@ -357,8 +358,9 @@ class LoopEngine:
             self._builtins.observe(states, step, run.failed, evidence)
         if self._all_observing:
             self._observe_others(run, step, evidence)
-        if not evidence and run.stopped is None and self._plain_policy:
-            # the common case, as Policy.decide and _finish would conclude it
+        if not evidence and self._plain_policy and (run.stopped is None or not self._enforce):
+            # the common case, as Policy.decide and _finish would conclude it (a run's stop
+            # is repeated on its later calls in enforce mode only)
             if waste.looping:
                 waste.called(call, step.kind, False, repeat)
             return _NEW_DECISION(_CONTINUE, "OK", (), "", step.index, step.tool, step.span_id,
