@@ -11,8 +11,9 @@ process executes do not. Each configuration runs under ``valgrind --tool=callgri
 per call, start-up excluded.
 
 Two modes per workload: ``full``, the engine as it is, and ``detect``, the engine with
-``analyze_result`` and ``canonical_args`` (the result's and the arguments' signatures, the
-``otel_loopguard.signature`` package) answered from a table filled in the warm-up run: what
+``analyze_result`` and ``call_signature`` (``canonical_args`` in an engine that signs calls with
+it: the result's and the call's signatures, the ``otel_loopguard.signature`` package) answered
+from a table filled in the warm-up run: what
 is left is the engine's and the detectors' own work per call (plus a lookup in that table).
 With ``--baseline DIR`` (another checkout, ``git worktree add DIR <commit>``) the same is
 counted for its code, and the ratio printed. Needs valgrind; about a minute per configuration.
@@ -60,14 +61,18 @@ def child(tree: str, workload: str, calls: int, mode: str) -> None:
 
 def _answer_signatures_from_table(module: Any) -> None:
     """Replace the engine's signature functions by a lookup of what they gave for a value."""
-    for name in ("analyze_result", "canonical_args"):
-        compute, seen = getattr(module, name), {}
+    # (name, the position of the argument that tells a call's value: call_signature's tool is
+    # shared by many calls, its arguments are not)
+    for name, at in (("analyze_result", 0), ("canonical_args", 0), ("call_signature", 1)):
+        compute, seen = getattr(module, name, None), {}
+        if compute is None:  # the engine of another version signs with the others
+            continue
 
-        def lookup(value: Any, *args: Any, _compute: Any = compute, _seen: Any = seen,
+        def lookup(*args: Any, _compute: Any = compute, _seen: Any = seen, _at: int = at,
                    **kwargs: Any) -> Any:
-            found = _seen.get(id(value))
+            found = _seen.get(id(args[_at]))
             if found is None:
-                found = _seen[id(value)] = _compute(value, *args, **kwargs)
+                found = _seen[id(args[_at])] = _compute(*args, **kwargs)
             return found
 
         setattr(module, name, lookup)

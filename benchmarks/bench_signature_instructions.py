@@ -1,4 +1,4 @@
-"""Instructions per call of the signatures alone: ``analyze_result`` and ``canonical_args``.
+"""Instructions per call of the signatures alone: a result's, its arguments', the call's.
 
 Run (from the repository root)::
 
@@ -6,11 +6,12 @@ Run (from the repository root)::
 
 ``bench_engine_instructions.py`` counts the whole engine; this counts only what signing a call
 costs, on the same calls (bench_engine's runs of 100 calls, default volatile keys): the result's
-``analyze_result`` and the arguments' ``canonical_args`` (their JSON text, as the adapters hand
-it over), each in its own process under ``valgrind --tool=callgrind``, run over the 100 calls 22
-times and 2 times (after one warm-up pass); the difference divided by 2,000 is the cost per
-call, start-up excluded. With ``--baseline DIR`` (another checkout) the same is counted for its
-code and the ratio printed. Needs valgrind; a few seconds per count.
+``analyze_result``, the arguments' ``canonical_args`` (their JSON text, as the adapters hand
+it over) and the call's ``tool_signature`` (the digest of its tool and canonical arguments, as
+the engine signs a call), each in its own process under ``valgrind --tool=callgrind``, run
+over the 100 calls 22 times and 2 times (after one warm-up pass); the difference divided by
+2,000 is the cost per call, start-up excluded. With ``--baseline DIR`` (another checkout) the
+same is counted for its code and the ratio printed. Needs valgrind; a few seconds per count.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from bench_engine_instructions import callgrind_instructions, print_counts
 _HERE = os.path.dirname(os.path.abspath(__file__))
 PASSES = (22, 2)
 """The two numbers of passes over the 100 calls counted; their difference is 2,000 calls."""
-SIGNATURES = ("result", "args")
+SIGNATURES = ("result", "args", "call")
 
 
 def child(tree: str, workload: str, signature: str, passes: int) -> None:
@@ -34,18 +35,27 @@ def child(tree: str, workload: str, signature: str, passes: int) -> None:
     from _workload import to_tool_calls
     from bench_engine import make_calls
 
-    from otel_loopguard.signature import VolatileMatcher, analyze_result, canonical_args
+    from otel_loopguard.signature import (
+        VolatileMatcher,
+        analyze_result,
+        canonical_args,
+        tool_signature,
+    )
 
     calls = to_tool_calls(make_calls(workload, 100))
     matcher = VolatileMatcher()
     values = [call.result if signature == "result" else call.arguments for call in calls]
+    tools = [call.tool for call in calls]
     for _ in range(1 + passes):
         if signature == "result":
             for value in values:
                 analyze_result(value, matcher)
-        else:
+        elif signature == "args":
             for value in values:
                 canonical_args(value)
+        else:
+            for tool, value in zip(tools, values, strict=True):
+                tool_signature(tool, value)
 
 
 def per_call(job: tuple[str, ...]) -> float:

@@ -1,16 +1,19 @@
-"""What building a ``Step`` with keyword arguments would cost ``LoopEngine.make_step``.
+"""What building a ``Step`` costs ``LoopEngine.make_step``: by keyword, positionally, in C.
 
 Usage (from the repository root)::
 
     PYTHONPATH=. python benchmarks/bench_step.py [--rounds 15] [--json FILE]
 
 ``make_step`` builds its ``Step`` with positional arguments, the one place in the package that
-does (see the comment there). This measures why, per workload (``no_loop``: every call new;
-``cycle8``: a cycle of 8 calls), in one process, the three measures alternating round after
-round: ``make_step`` itself over one run of 100 calls (µs per call), and building the steps it
-made again, once with the 21 values as keyword arguments and once positionally. Reported:
-medians over the rounds, and what keywords would add, as a share of ``make_step``. CPU time
-(``process_time``); the steps built both ways are checked to be equal to ``make_step``'s.
+does (see the comment there), through ``_NEW_STEP``: the C accelerator's ``new_slotted`` where
+it is built, which sets the slots without running the dataclass's ``__init__``. This measures
+why, per workload (``no_loop``: every call new; ``cycle8``: a cycle of 8 calls), in one
+process, the measures alternating round after round: ``make_step`` itself over one run of 100
+calls (µs per call), and building the steps it made again, with the values as keyword
+arguments, positionally, and positionally through ``_NEW_STEP``. Reported: medians over the
+rounds, what keywords would add as a share of ``make_step``, and what ``_NEW_STEP`` saves
+against calling ``Step`` positionally, as a share of that call. CPU time (``process_time``);
+the steps built every way are checked to be equal to ``make_step``'s.
 """
 
 from __future__ import annotations
@@ -47,9 +50,9 @@ def _runs(engine: Any, calls: list[Any]) -> tuple[float, list[Any]]:
     return (time.process_time_ns() - start) / 1000 / (REPEAT * len(calls)), steps
 
 
-def _build(step_type: type, values: list[tuple[Any, ...]], keywords: bool) -> float:
+def _build(step_type: Any, names: list[str], values: list[tuple[Any, ...]],
+           keywords: bool) -> float:
     """Return CPU µs per step of building ``values`` again, by keyword or positionally."""
-    names = [field.name for field in dataclasses.fields(step_type)]
     if keywords:
         # one call site spelling every keyword, as make_step would
         source = "lambda v: S(" + ", ".join(f"{n}=v[{i}]" for i, n in enumerate(names)) + ")"
@@ -67,7 +70,7 @@ def measure(workload: str, rounds: int) -> dict[str, Any]:
     """Return the medians of the three measures for ``workload``."""
     from otel_loopguard.config import LoopGuardConfig
     from otel_loopguard.detectors._step import Step
-    from otel_loopguard.engine import LoopEngine
+    from otel_loopguard.engine import _NEW_STEP, LoopEngine
 
     calls = to_tool_calls(no_loop_run(CALLS) if workload == "no_loop" else cycle_run(CALLS, 8))
     engine = LoopEngine(LoopGuardConfig())
@@ -75,16 +78,21 @@ def measure(workload: str, rounds: int) -> dict[str, Any]:
     values = [dataclasses.astuple(step) for step in steps]
     names = [field.name for field in dataclasses.fields(Step)]
     for step, value in zip(steps, values, strict=True):  # both spellings build make_step's step
-        assert Step(**dict(zip(names, value, strict=True))) == step == Step(*value)
-    made, keyword, positional = [], [], []
+        assert Step(**dict(zip(names, value, strict=True))) == step == Step(*value) \
+            == _NEW_STEP(*value)
+    made, keyword, positional, native = [], [], [], []
     for _ in range(rounds):
         made.append(_runs(engine, calls)[0])
-        keyword.append(_build(Step, values, True))
-        positional.append(_build(Step, values, False))
-    make_us, kw_us, pos_us = (statistics.median(m) for m in (made, keyword, positional))
+        keyword.append(_build(Step, names, values, True))
+        positional.append(_build(Step, names, values, False))
+        native.append(_build(_NEW_STEP, names, values, False))
+    make_us, kw_us, pos_us, new_us = (statistics.median(m)
+                                      for m in (made, keyword, positional, native))
     return {"workload": workload, "make_step_us": round(make_us, 2),
             "keyword_build_us": round(kw_us, 2), "positional_build_us": round(pos_us, 2),
-            "keywords_add_share": round((kw_us - pos_us) / make_us, 3), "rounds": rounds}
+            "new_step_build_us": round(new_us, 2),
+            "keywords_add_share": round((kw_us - pos_us) / make_us, 3),
+            "new_step_saves_share": round((pos_us - new_us) / pos_us, 3), "rounds": rounds}
 
 
 def main() -> None:
@@ -97,8 +105,9 @@ def main() -> None:
     for f in figures:
         print(f"{f['workload']:8}  make_step {f['make_step_us']:6.2f} us/call;  Step built by "
               f"keyword {f['keyword_build_us']:5.2f} us, positionally "
-              f"{f['positional_build_us']:5.2f} us;  keywords would add "
-              f"{f['keywords_add_share']:.0%} to make_step")
+              f"{f['positional_build_us']:5.2f} us, by _NEW_STEP {f['new_step_build_us']:5.2f} "
+              f"us;  keywords would add {f['keywords_add_share']:.0%} to make_step, "
+              f"_NEW_STEP saves {f['new_step_saves_share']:.0%} of building it")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
             json.dump({"python": sys.version.split()[0], "figures": figures}, out, indent=2)

@@ -11,6 +11,7 @@ import fnmatch
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from typing import Any, Final, get_args
 
 from otel_loopguard.config import LoopGuardConfig, ToolKind
@@ -29,9 +30,10 @@ from otel_loopguard.signature import (
     ResultInfo,
     VolatileMatcher,
     analyze_result,
-    canonical_args,
+    call_signature,
     digest,
 )
+from otel_loopguard.signature._native import NATIVE
 from otel_loopguard.types import (
     Action,
     Decision,
@@ -206,6 +208,16 @@ run's template (which says what the run is, not what it has seen)."""
 _MODEL: Final = ""
 """The ``tool`` of a decision on a model turn (no tool call triggered it)."""
 _CONTINUE: Final = Action.CONTINUE
+_NEW_STEP: Final[Callable[..., Step]] = Step if NATIVE is None else \
+    partial(NATIVE.new_slotted, Step)
+"""``Step(*fields)``, every field given in order: made in C where the accelerator is built.
+
+A slotted dataclass's ``__init__`` is Python code that sets each field in turn: about 3,000
+instructions per call for a Step's 23, a twentieth of a healthy call (``new_slotted`` in
+``signature/_accel.c`` makes the same object with its slots set directly)."""
+_NEW_DECISION: Final[Callable[..., Decision]] = Decision if NATIVE is None else \
+    partial(NATIVE.new_slotted, Decision)
+"""``Decision(*fields)``, every field given in order, as ``_NEW_STEP`` makes a Step."""
 """The action of a healthy call, looked up once: ``Action.CONTINUE`` goes through the enum
 metaclass's ``__getattr__`` hook on every read (about 1,000 instructions, a sixtieth of a
 healthy call's own work)."""
@@ -249,6 +261,7 @@ class LoopEngine:
         self._in_callback = threading.local()
         self._near_duplicates = "near_duplicate" in self.config.detectors
         self._plain_policy = type(self.policy) is Policy
+        self._enforce = self.config.mode == "enforce"
         self._result_cache_size = max(2, min(_RESULT_CACHE_MAX, self.config.cycle_max_length))
         self._observers = tuple(detector.observe for detector in self.detectors)
         builtins = BuiltinDetectors(self.detectors)
@@ -330,8 +343,7 @@ class LoopEngine:
             _check_reentry(run)
         if run.in_flight.calls:
             run.in_flight.remove(call.span_id)
-        step = self.make_step(run, call)
-        repeat = self._remember_outcome(run, step)
+        step, repeat = self._step(run, call)
         waste = run.waste
         evidence: list[Evidence] = []
         if call.agent and call.agent != run.last_agent:
@@ -346,11 +358,13 @@ class LoopEngine:
             self._builtins.observe(states, step, run.failed, evidence)
         if self._all_observing:
             self._observe_others(run, step, evidence)
-        if not evidence and run.stopped is None and self._plain_policy:
-            # the common case, as Policy.decide and _finish would conclude it
+        if not evidence and self._plain_policy and (run.stopped is None or not self._enforce):
+            # the common case, as Policy.decide and _finish would conclude it (a run's stop
+            # is repeated on its later calls in enforce mode only)
             if waste.looping:
                 waste.called(call, step.kind, False, repeat)
-            return Decision(_CONTINUE, "OK", (), "", step.index, step.tool, step.span_id)
+            return _NEW_DECISION(_CONTINUE, "OK", (), "", step.index, step.tool, step.span_id,
+                                 False)  # escalated
         decision = self._finish(run, evidence, step.tool, step.index, step.span_id)
         if evidence or waste.looping:
             waste.called(call, step.kind, is_loop_finding(decision.action, evidence), repeat)
@@ -444,8 +458,7 @@ class LoopEngine:
         result, unless identical calls are running whose results are captured (or, for a call
         about to run, its own result will be): then it repeats the result they will get.
         """
-        args, canonical = self._canonical_args(arguments)
-        call_sig = digest(tool + "\x00" + canonical)
+        args, call_sig = call_signature(tool, arguments, self._max_chars)
         if self.signature is not None:
             call_sig = self._custom_call_sig(tool, arguments, call_sig)
         outcome = run.outcomes.get(call_sig)
@@ -477,30 +490,6 @@ class LoopEngine:
                     pair=in_world(key, version), outcome=key,
                     target=self._target(tool, kind, error, args, arguments),
                     unchanged=unchanged + (seen_in != version))
-
-    @staticmethod
-    def _remember_outcome(run: RunState, step: Step) -> bool:
-        """Record the step's outcome; return whether it repeats its call's previous outcome.
-
-        A repeat is the same outcome in the same world version (for the run's waste).
-        """
-        outcomes, version = run.outcomes, step.version
-        outcome = outcomes.pop(step.call_sig, None)
-        repeat = False
-        if outcome is not None and outcome[0] == step.result_sig and outcome[1] == step.error:
-            unchanged = outcome[4]
-            if outcome[5] != version:
-                unchanged += 1
-                outcome = (*outcome[:4], unchanged, version)
-            else:
-                repeat = True
-            step.unchanged = unchanged
-        else:
-            outcome = (step.result_sig, step.error, step.kind, step.empty, 1, version)
-        outcomes[step.call_sig] = outcome
-        if len(outcomes) > 1024:
-            del outcomes[next(iter(outcomes))]
-        return repeat
 
     @staticmethod
     def counts_inferred_handoff(run: RunState) -> bool:
@@ -596,16 +585,40 @@ class LoopEngine:
             budget.use_template(run.states[index], run.template)
 
     def make_step(self, run: RunState, call: ToolCall) -> Step:
-        """Return the normalised step of ``call`` and advance the run's counters.
+        """Return the normalised step of ``call``; advance the run's counters and outcomes."""
+        return self._step(run, call)[0]
 
-        One frame for what every call needs: besides the result's analysis, the helpers it
-        calls are those of a failure, a hook, a new tool or a new state change.
+    def _step(  # noqa: C901, PLR0912, PLR0915 - one frame for what every call needs
+            self, run: RunState, call: ToolCall) -> tuple[Step, bool]:
+        """Return the step of ``call`` and whether it repeats its call's previous outcome.
+
+        Advances the run's counters and records the call's outcome (``RunState.outcomes``; a
+        repeat is the same outcome in the same world version, for the run's waste). One frame
+        for what every call needs: besides the result's and the call's signatures, the helpers
+        it calls are those of a failure, a hook, a new tool or a new state change.
         """
         index = run.calls = run.calls + 1
-        has_result, tool, turn = call.has_result, call.tool, call.turn
-        info = self._result_info(run, call.result) if has_result else _NO_RESULT
+        has_result, tool, turn, result = call.has_result, call.tool, call.turn, call.result
+        if not has_result:
+            info = _NO_RESULT
+        elif isinstance(result, str):
+            # A loop returns the same text again and again (and a stuck poll the same state),
+            # so a hit on the run's recent texts skips parsing. Keys are the text's length and
+            # hash (no copy of the text is kept); the cache holds the results of the last
+            # ``cycle_max_length`` calls (2 to 16), so a cycle the cycle detector can see is
+            # analysed once per step.
+            key, cache = (len(result), hash(result)), run.results
+            cached = cache.get(key)
+            if cached is None:
+                cached = cache[key] = analyze_result(result, self._volatile_matcher,
+                                                     max_value_chars=self._max_chars)
+                if len(cache) > self._result_cache_size:
+                    del cache[next(iter(cache))]
+            info = cached
+        else:
+            info = analyze_result(result, self._volatile_matcher, max_value_chars=self._max_chars)
         if self.result_signature is not None and has_result:
-            info = self._custom_result_info(tool, call.result, info)
+            info = self._custom_result_info(tool, result, info)
         error, error_class, reason = self._failure(run, call, info) \
             if call.error or info.error is not None else _NO_FAILURE
         if turn is not None:  # a new model turn starts a new batch
@@ -614,8 +627,7 @@ class LoopEngine:
             new_batch = call.start_time_ns >= run.last_end_ns or call.start_time_ns == 0
         end = call.end_time_ns  # not max(): a builtin's call costs more than the comparison
         run.last_end_ns = end if end > run.last_end_ns else run.last_end_ns
-        args, canonical = self._canonical_args(call.arguments)
-        call_sig = digest(tool + "\x00" + canonical)
+        args, call_sig = call_signature(tool, call.arguments, self._max_chars)
         if self.signature is not None:
             call_sig = self._custom_call_sig(tool, call.arguments, call_sig)
         kind = self._kinds.get(tool)
@@ -623,11 +635,14 @@ class LoopEngine:
             kind = self.tool_kind(tool, info, call.arguments)
         # a call not captured whole equals no other; a failed one keeps its identity, since the
         # failure ladders (and precheck's prediction of them) key on the call and its target
-        known = error is not None or ((args is not None or has_result)
-                                      and arguments_known(kind, args))
+        # (most calls: a dict of arguments naming no query key, of a call that changes nothing)
+        known = error is not None or (
+            kind != "mutating" and type(args) is dict and _QUERY_KEYS.isdisjoint(args)) or (
+            (args is not None or has_result) and arguments_known(kind, args))
         if not known:
             call_sig = digest(call_sig + "\x00opaque:" + str(index))
-        outcome = call_sig + ":" + info.digest if has_result else call_sig
+        result_sig = info.digest
+        outcome = call_sig + ":" + result_sig if has_result else call_sig
         version = run.version
         if kind == "mutating":
             if error is not None:
@@ -643,16 +658,31 @@ class LoopEngine:
             pair, call_key = outcome + world, call_sig + world
         else:
             pair, call_key = outcome, call_sig
+        # the call's latest outcome (for precheck, NO_EFFECT and the run's waste)
+        outcomes, repeat, unchanged = run.outcomes, False, 1
+        latest = outcomes.pop(call_sig, None)
+        if latest is not None and latest[0] == result_sig and latest[1] == error:
+            unchanged = latest[4]
+            if latest[5] != version:
+                unchanged += 1
+                latest = (*latest[:4], unchanged, version)
+            else:
+                repeat = True
+        else:
+            latest = (result_sig, error, kind, info.empty, 1, version)
+        outcomes[call_sig] = latest
+        if len(outcomes) > 1024:
+            del outcomes[next(iter(outcomes))]
         # Positional, in Step's field order: with keyword arguments, building it costs about
         # 2 us more in CPython 3.11 (benchmarks/bench_step.py).
-        return Step(index, tool, kind, call_sig, has_result, info.digest,
+        return _NEW_STEP(index, tool, kind, call_sig, has_result, result_sig,
                     error, error_class, reason, info.empty, call.span_id, call.start_time_ns,
                     call.end_time_ns, new_batch, pair,
                     args if self._near_duplicates and known else None,  # arguments
-                    turn or 0, call_key, outcome, version, target, 1,  # ..., unchanged
+                    turn or 0, call_key, outcome, version, target, unchanged,
                     # sequence_key: unknown outcome, mutation in any version, else the pair
                     f"\x00absent:{index}" if not has_result and error is None
-                    else outcome if kind == "mutating" else pair)
+                    else outcome if kind == "mutating" else pair), repeat
 
     def _target(self, tool: str, kind: str, error: str | None, args: Any,
                 arguments: Any) -> str | None:
@@ -736,26 +766,6 @@ class LoopEngine:
         self.callback_errors += 1
         return None
 
-    def _result_info(self, run: RunState, result: Any) -> ResultInfo:
-        """Return the result's signature and facts, reusing the run's last few results.
-
-        A loop returns the same text again and again (and a stuck poll the same state), so a
-        hit on the run's recent texts skips parsing. Keys are the text's length and hash (no
-        copy of the text is kept); the cache holds the results of the last ``cycle_max_length``
-        calls (2 to 16), so a cycle the cycle detector can see is analysed once per step.
-        """
-        if not isinstance(result, str):
-            return analyze_result(result, self._volatile_matcher, max_value_chars=self._max_chars)
-        key = (len(result), hash(result))
-        cache = run.results
-        info = cache.get(key)
-        if info is None:
-            info = cache[key] = analyze_result(result, self._volatile_matcher,
-                                               max_value_chars=self._max_chars)
-            if len(cache) > self._result_cache_size:
-                del cache[next(iter(cache))]
-        return info
-
     def tool_kind(self, tool: str, info: ResultInfo = _NO_RESULT,
                   arguments: Any = _NO_ARGUMENTS) -> str:
         """Return the kind of a call: ``read``, ``mutating``, ``poll``, ``exempt`` or ``default``.
@@ -794,13 +804,6 @@ class LoopEngine:
         if any(fnmatch.fnmatchcase(lowered, p) for p in cfg.poll_tool_patterns):
             return "poll"
         return "default"
-
-    def _canonical_args(self, arguments: Any) -> tuple[Any, str]:
-        """``canonical_args`` that never raises: pathological values still sign."""
-        try:
-            return canonical_args(arguments, max_value_chars=self._max_chars)
-        except (ValueError, TypeError, RecursionError) as exc:  # pathological values still sign
-            return None, "\x00unsignable:" + type(exc).__name__
 
     @staticmethod
     def _failure(run: RunState, call: ToolCall, info: ResultInfo) -> tuple[str, str, str]:

@@ -11,6 +11,7 @@ import json
 import random
 import sys
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 
@@ -113,16 +114,26 @@ def test_findings_are_the_same_without_the_accelerator(
         accel: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
     from _golden_findings import GOLDEN, all_findings, dump
 
+    import otel_loopguard.engine as engine_module
+    from otel_loopguard.detectors._step import Step
+    from otel_loopguard.types import Decision
+
     monkeypatch.setattr(text_module, "_SCAN", None)
     monkeypatch.setattr(form_module, "_CANON", None)
     monkeypatch.setattr(form_module, "_ARGS", None)
+    monkeypatch.setattr(form_module, "_SIGN_CALL", None)
     monkeypatch.setattr(results_module, "_SIGN", None)
+    monkeypatch.setattr(engine_module, "_NEW_STEP", Step)
+    monkeypatch.setattr(engine_module, "_NEW_DECISION", Decision)
     stored = json.loads(GOLDEN.read_text())
     assert json.loads(dump(all_findings())) == stored
     monkeypatch.setattr(text_module, "_SCAN", accel.canonical_text)
     monkeypatch.setattr(form_module, "_CANON", accel.canonical_json)
     monkeypatch.setattr(form_module, "_ARGS", accel.canonical_args)
+    monkeypatch.setattr(form_module, "_SIGN_CALL", accel.sign_call)
     monkeypatch.setattr(results_module, "_SIGN", accel.sign_result)
+    monkeypatch.setattr(engine_module, "_NEW_STEP", partial(accel.new_slotted, Step))
+    monkeypatch.setattr(engine_module, "_NEW_DECISION", partial(accel.new_slotted, Decision))
     assert json.loads(dump(all_findings())) == stored
 
 

@@ -19,6 +19,7 @@ from otel_loopguard import (
     Policy,
     ToolCall,
 )
+from otel_loopguard.engine import RunState
 from otel_loopguard.policy import NO_PROGRESS_DETECTORS, PATTERN_DETECTORS, render_hint
 
 _CODES = {"stagnation": "STAGNANT_RESULT", "repeat": "REPEATED_CALL", "cycle": "CYCLE_DETECTED",
@@ -41,8 +42,9 @@ def _decide(policy: Policy, *evidence: Evidence) -> Decision:
     return policy.decide(evidence, tool="search", call_index=7, span_id="00000000000000aa")
 
 
-def _calls(engine: LoopEngine, calls: Sequence[dict[str, Any]]) -> list[Decision]:
-    run = engine.new_run()
+def _calls(engine: LoopEngine, calls: Sequence[dict[str, Any]],
+           run: RunState | None = None) -> list[Decision]:
+    run = engine.new_run() if run is None else run
     out = []
     for index, call in enumerate(calls):
         out.append(engine.process(run, ToolCall(**{
@@ -224,8 +226,12 @@ class TestStickyStop:
     def test_observe_mode_stop_is_not_sticky(self) -> None:
         """In observe mode a healthy call after a stop is judged on its own."""
         healthy = {"tool": "other", "arguments": {"n": 1}, "result": "fine", "has_result": True}
-        decisions = _calls(LoopEngine(), [_FAILING, _FAILING, healthy])
-        assert decisions[2].action is Action.CONTINUE
+        engine = LoopEngine()
+        run = engine.new_run()
+        decisions = _calls(engine, [_FAILING, _FAILING, healthy], run)
+        assert decisions[2] == Policy().decide((), tool="other", call_index=3,
+                                               span_id=decisions[2].span_id)
+        assert engine.summary(run)["action"] == "stop"  # the run's highest stays
 
     def test_stop_does_not_cross_runs(self) -> None:
         """A stop in one run leaves a fresh run clean, even in enforce mode."""

@@ -14,6 +14,7 @@ form of a plain-text result) and ``_native`` (the optional C accelerator of both
 from __future__ import annotations
 
 from otel_loopguard.signature._form import (
+    call_signature,
     canonical_args,
     digest,
     normalize_args,
@@ -30,6 +31,7 @@ __all__ = [
     "ResultInfo",
     "VolatileMatcher",
     "analyze_result",
+    "call_signature",
     "canonical_args",
     "digest",
     "normalize_args",

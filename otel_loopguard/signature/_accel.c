@@ -18,6 +18,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <float.h>
 #include <stdint.h>
 #if defined(__SSE2__) && defined(__GNUC__)
@@ -995,6 +996,14 @@ static int bound_of(PyObject *value, Py_ssize_t *out) {
     return 0;
 }
 
+/* The str of the text a walk wrote into b (wide: it may hold UTF-8 past ASCII). */
+static PyObject *buf_text(const buf_t *b, int wide) {
+    if (wide) return PyUnicode_DecodeUTF8(b->data, b->len, "strict");
+    PyObject *out = PyUnicode_New(b->len, 127); /* ASCII: copied, not decoded */
+    if (out != NULL) memcpy(PyUnicode_1BYTE_DATA(out), b->data, (size_t)b->len);
+    return out;
+}
+
 /* The canonical text of value as canonical_json gives it, or None: the walk of w. */
 static PyObject *walk_text(walk_t *w, PyObject *value) {
     char stack[BUF_STACK];
@@ -1005,11 +1014,8 @@ static PyObject *walk_text(walk_t *w, PyObject *value) {
     if (rc == 0 && w->bail) {
         out = Py_None;
         Py_INCREF(out);
-    } else if (rc == 0 && w->wide) {
-        out = PyUnicode_DecodeUTF8(b.data, b.len, "strict");
-    } else if (rc == 0) { /* ASCII: copied, not decoded */
-        out = PyUnicode_New(b.len, 127);
-        if (out != NULL) memcpy(PyUnicode_1BYTE_DATA(out), b.data, (size_t)b.len);
+    } else if (rc == 0) {
+        out = buf_text(&b, w->wide);
     }
     buf_free(&b);
     return out;
@@ -1032,9 +1038,48 @@ static PyObject *canonical_json(PyObject *module, PyObject *const *args, Py_ssiz
     return walk_text(&w, args[0]);
 }
 
+/* Parse text, a JSON object's text, with loads and append its canonical text to b: the parsed
+ * dict (a new reference); Py_None (a new reference) where the Python path must sign it (not an
+ * object's text, one loads rejects with a ValueError, or one the walk leaves to Python); NULL
+ * with an exception set on an error. */
+static PyObject *args_into(walk_t *w, buf_t *b, PyObject *text, PyObject *loads) {
+    if (!PyUnicode_CheckExact(text)) Py_RETURN_NONE;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    if (n == 0 || (n + 15) / 16 > w->max_chars || PyUnicode_READ_CHAR(text, 0) != '{')
+        Py_RETURN_NONE; /* as canonical_args: up to max_chars * 16, which may overflow */
+    PyObject *parsed = PyObject_CallOneArg(loads, text);
+    if (parsed == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_ValueError)) return NULL;
+        PyErr_Clear(); /* orjson.JSONDecodeError: the Python path reads it its way */
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t start = b->len;
+    int rc = PyDict_CheckExact(parsed) ? put_value(w, b, parsed, 0) : (w->bail = 1, 0);
+    if (rc == 0 && !w->bail && has_address(b->data + start, b->len - start))
+        w->bail = 1; /* see put_span */
+    if (rc < 0 || w->bail) {
+        Py_DECREF(parsed);
+        if (rc < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    return parsed;
+}
+
+/* (a, b) with the references to a and b stolen (both released when the tuple is not made). */
+static PyObject *pair_of(PyObject *a, PyObject *b) {
+    PyObject *pair = a == NULL || b == NULL ? NULL : PyTuple_New(2);
+    if (pair == NULL) {
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(pair, 0, a);
+    PyTuple_SET_ITEM(pair, 1, b);
+    return pair;
+}
+
 /* _form.canonical_args of a JSON object's text, in one call: (loads(text), its canonical text),
- * or None where the Python path must sign it (not an object's text, one loads rejects with a
- * ValueError, or one the walk leaves to Python). */
+ * or None where the Python path must sign it (see args_into). */
 static PyObject *canonical_args(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (nargs != 3) {
@@ -1042,33 +1087,62 @@ static PyObject *canonical_args(PyObject *module, PyObject *const *args, Py_ssiz
                                          "arguments");
         return NULL;
     }
-    PyObject *text = args[0];
     walk_t w = {NULL, NULL, 0, 0, 0, 0};
     if (bound_of(args[1], &w.max_chars) < 0) return NULL;
-    if (!PyUnicode_CheckExact(text)) Py_RETURN_NONE;
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
-    if (n == 0 || (n + 15) / 16 > w.max_chars || PyUnicode_READ_CHAR(text, 0) != '{')
-        Py_RETURN_NONE; /* as canonical_args: up to max_chars * 16, which may overflow */
-    PyObject *parsed = PyObject_CallOneArg(args[2], text);
-    if (parsed == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_ValueError)) return NULL;
-        PyErr_Clear(); /* orjson.JSONDecodeError: the Python path reads it its way */
-        Py_RETURN_NONE;
-    }
-    PyObject *out = PyDict_CheckExact(parsed) ? walk_text(&w, parsed) : (Py_INCREF(Py_None), Py_None);
-    if (out == NULL || out == Py_None) {
-        Py_DECREF(parsed);
-        return out;
-    }
-    PyObject *pair = PyTuple_New(2);
-    if (pair == NULL) {
-        Py_DECREF(parsed);
-        Py_DECREF(out);
+    char stack[BUF_STACK];
+    buf_t b = BUF_ON(stack);
+    PyObject *parsed = args_into(&w, &b, args[0], args[2]);
+    PyObject *out = parsed == NULL || parsed == Py_None ? parsed
+                    : pair_of(parsed, buf_text(&b, w.wide));
+    buf_free(&b);
+    return out;
+}
+
+/* _form.call_signature of a tool and a JSON object's text, in one call: (loads(text), the
+ * digest of the tool's name, a NUL and the text's canonical text), the same digest as hashing
+ * the UTF-8 of tool + "\0" + canonical_args(text)[1]; None where the Python path must sign it
+ * (a tool that is not a str, and what canonical_args leaves to it). */
+static PyObject *sign_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "sign_call(tool, text, max_chars, loads, hexdigest) "
+                                         "takes 5 arguments");
         return NULL;
     }
-    PyTuple_SET_ITEM(pair, 0, parsed);
-    PyTuple_SET_ITEM(pair, 1, out);
-    return pair;
+    PyObject *tool = args[0];
+    walk_t w = {NULL, NULL, 0, 0, 0, 0};
+    if (bound_of(args[2], &w.max_chars) < 0) return NULL;
+    if (!PyUnicode_CheckExact(tool)) Py_RETURN_NONE;
+    PyObject *encoded = NULL; /* a non-ASCII name's UTF-8, lone surrogates passed through */
+    const char *name = (const char *)PyUnicode_DATA(tool);
+    Py_ssize_t name_len = PyUnicode_GET_LENGTH(tool);
+    if (!PyUnicode_IS_ASCII(tool)) {
+        encoded = PyUnicode_AsEncodedString(tool, "utf-8", "surrogatepass");
+        if (encoded == NULL) return NULL;
+        name = PyBytes_AS_STRING(encoded);
+        name_len = PyBytes_GET_SIZE(encoded);
+    }
+    char stack[BUF_STACK];
+    buf_t b = BUF_ON(stack);
+    PyObject *parsed = NULL, *digest = NULL;
+    if (put(&b, name, name_len) == 0 && putc1(&b, '\0') == 0)
+        parsed = args_into(&w, &b, args[1], args[3]);
+    Py_XDECREF(encoded);
+    if (parsed == NULL || parsed == Py_None) {
+        buf_free(&b);
+        return parsed;
+    }
+    Py_ssize_t start = name_len + 1;
+    PyObject *check = w.wide ? PyUnicode_DecodeUTF8(b.data + start, b.len - start, "strict")
+                             : NULL; /* canonical_args's text: fails where it fails */
+    PyObject *raw = !w.wide || check != NULL ? PyBytes_FromStringAndSize(b.data, b.len) : NULL;
+    Py_XDECREF(check);
+    if (raw != NULL) {
+        digest = PyObject_CallOneArg(args[4], raw);
+        Py_DECREF(raw);
+    }
+    buf_free(&b);
+    return pair_of(parsed, digest);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -2008,6 +2082,84 @@ static PyObject *sign_result(PyObject *module, PyObject *const *args, Py_ssize_t
     return sign_text(text, max_chars, args[3], args[4]);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Objects of slotted dataclasses, built without their __init__.
+ *
+ * A dataclass(slots=True)'s __init__ is Python code that sets each field in turn: for the
+ * engine's Step (23 fields), built on every tool call, about 3,000 instructions, and 1,500 for
+ * a Decision. new_slotted(cls, *values) makes the object cls(*values) makes for a class whose
+ * __init__ only sets its __slots__ in order from every field's value (a slotted dataclass
+ * without __post_init__, its own __slots__ and __dataclass_fields__ in its __dict__):
+ * cls.__new__, and each slot set where its member descriptor would set it. A class of another
+ * shape, a call with another number of values, or a class past the few remembered, is
+ * called. */
+#define SLOTTED_TYPES 4
+#define SLOTTED_MAX 32
+
+static struct {
+    PyObject *type; /* a reference held for as long as the module lives */
+    Py_ssize_t n;   /* its slots; -1: the class is called */
+    Py_ssize_t offset[SLOTTED_MAX]; /* where each slot is in an object */
+} slotted[SLOTTED_TYPES];
+
+/* Fill entry e for type: where its slots are, in __slots__ order, or n = -1. Each must be a
+ * writable object member (a __slots__ entry's descriptor), so that a new object's slot is an
+ * empty pointer that new_slotted may set as the descriptor would. */
+static int learn_slotted(int e, PyObject *type) {
+    Py_INCREF(type);
+    slotted[e].type = type;
+    slotted[e].n = -1;
+    if (!PyType_Check(type) || PyObject_HasAttrString(type, "__post_init__")) return 0;
+    PyObject *own = ((PyTypeObject *)type)->tp_dict; /* a dataclass's own slots, not inherited */
+    PyObject *names = PyDict_GetItemString(own, "__dataclass_fields__") == NULL ? NULL
+                      : PyDict_GetItemString(own, "__slots__");
+    if (names == NULL) return 0;
+    Py_INCREF(names);
+    Py_ssize_t n = PyTuple_CheckExact(names) ? PyTuple_GET_SIZE(names) : SLOTTED_MAX + 1;
+    int fits = n <= SLOTTED_MAX;
+    for (Py_ssize_t k = 0; k < n && fits; k++) {
+        PyObject *name = PyTuple_GET_ITEM(names, k);
+        PyObject *slot = PyUnicode_Check(name) ? PyObject_GetAttr(type, name) : NULL;
+        if (slot == NULL && PyErr_Occurred()) {
+            Py_DECREF(names);
+            return -1;
+        }
+        PyMemberDef *member = slot != NULL && Py_IS_TYPE(slot, &PyMemberDescr_Type)
+                              ? ((PyMemberDescrObject *)slot)->d_member : NULL;
+        fits = member != NULL && member->type == T_OBJECT_EX && !(member->flags & READONLY);
+        if (fits) slotted[e].offset[k] = member->offset;
+        Py_XDECREF(slot); /* the class holds it */
+    }
+    Py_DECREF(names);
+    if (fits) slotted[e].n = n;
+    return 0;
+}
+
+static PyObject *new_slotted(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError, "new_slotted(cls, *values) takes a class");
+        return NULL;
+    }
+    PyObject *type = args[0];
+    int e = 0;
+    while (e < SLOTTED_TYPES && slotted[e].type != NULL && slotted[e].type != type) e++;
+    if (e < SLOTTED_TYPES && slotted[e].type == NULL && learn_slotted(e, type) < 0) return NULL;
+    if (e == SLOTTED_TYPES || slotted[e].n != nargs - 1)
+        return PyObject_Vectorcall(type, args + 1, (size_t)(nargs - 1), NULL);
+    PyTypeObject *cls = (PyTypeObject *)type;
+    PyObject *none = PyTuple_New(0);
+    if (none == NULL) return NULL;
+    PyObject *made = cls->tp_new(cls, none, NULL);
+    Py_DECREF(none);
+    if (made == NULL) return NULL;
+    for (Py_ssize_t k = 0; k < nargs - 1; k++) { /* as the member descriptor sets it */
+        PyObject **slot = (PyObject **)((char *)made + slotted[e].offset[k]);
+        Py_XSETREF(*slot, Py_NewRef(args[k + 1]));
+    }
+    return made;
+}
+
 static PyMethodDef methods[] = {
     {"canonical_text", canonical_text, METH_O,
      "canonical_text(text) -> str: the canonical form of a plain-text result."},
@@ -2018,6 +2170,13 @@ static PyMethodDef methods[] = {
     {"canonical_args", (PyCFunction)(void (*)(void))canonical_args, METH_FASTCALL,
      "canonical_args(text, max_chars, loads) -> (dict, str) | None: a JSON object's text "
      "parsed by loads, and its canonical text; None when the Python path must sign it."},
+    {"new_slotted", (PyCFunction)(void (*)(void))new_slotted, METH_FASTCALL,
+     "new_slotted(cls, *values) -> cls(*values) for a slotted dataclass without __post_init__, "
+     "given every field: its slots set without its __init__."},
+    {"sign_call", (PyCFunction)(void (*)(void))sign_call, METH_FASTCALL,
+     "sign_call(tool, text, max_chars, loads, hexdigest) -> (dict, str) | None: a JSON object's "
+     "text parsed by loads, and the digest of the tool's name, a NUL and its canonical text; "
+     "None when the Python path must sign it."},
     {"sign_result", (PyCFunction)(void (*)(void))sign_result, METH_FASTCALL,
      "sign_result(text, matcher, max_chars, info_type, hexdigest) -> ResultInfo | tuple | None: "
      "a str result's ResultInfo, or (digest, empty, ((key, start, end), ...)) when the facts "

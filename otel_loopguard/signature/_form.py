@@ -360,6 +360,11 @@ def canonical_args(arguments: Any, *, max_value_chars: int = _DEFAULT_MAX_VALUE_
         signed = _ARGS(arguments, max_value_chars, _LOADS)
         if signed is not None:
             return signed
+    return _args_in_python(arguments, max_value_chars)
+
+
+def _args_in_python(arguments: Any, max_value_chars: int) -> tuple[Any, str]:
+    """``canonical_args`` of arguments that its C reading (``_ARGS``) leaves to Python."""
     text = _json_text(arguments, max_value_chars)
     if text is None and type(arguments) is dict:
         text = _dict_json(arguments, max_value_chars)
@@ -414,8 +419,32 @@ def normalize_args(arguments: Any, *, max_value_chars: int = _DEFAULT_MAX_VALUE_
 def tool_signature(tool: str, arguments: Any, *,
                    max_value_chars: int = _DEFAULT_MAX_VALUE_CHARS) -> str:
     """Return the signature of a call: a digest of the tool name and canonical arguments."""
+    return call_signature(tool, arguments, max_value_chars)[1]
+
+
+def call_signature(tool: str, arguments: Any, max_value_chars: int) -> tuple[Any, str]:
+    r"""Return (canonical arguments, the call's signature); never raises for arguments.
+
+    The signature is the digest of the tool's name, a NUL and ``canonical_args``'s text
+    (``"\x00unsignable:<error>"`` for arguments it cannot sign); the canonical arguments are
+    None for those. The text of a JSON object is parsed, written and hashed in one C call when
+    the accelerator is built (``_SIGN_CALL``).
+    """
     try:
-        canonical = canonical_args(arguments, max_value_chars=max_value_chars)[1]
+        if _SIGN_CALL is not None and type(tool) is str:
+            signed = _SIGN_CALL(tool, arguments, max_value_chars, _LOADS, _xxh3_hex)
+            if signed is not None:
+                return signed
+            args, canonical = _args_in_python(arguments, max_value_chars)  # as _ARGS's None
+        else:
+            args, canonical = canonical_args(arguments, max_value_chars=max_value_chars)
     except (ValueError, TypeError, RecursionError) as exc:  # pathological values still sign
-        canonical = "\x00unsignable:" + type(exc).__name__
-    return digest(tool + "\x00" + canonical)
+        args, canonical = None, "\x00unsignable:" + type(exc).__name__
+    return args, digest(tool + "\x00" + canonical)
+
+
+_SIGN_CALL: Final[Callable[[str, Any, int, Callable[[str], Any], Callable[[bytes], str]],
+                           tuple[dict[str, Any], str] | None]
+                  | None] = NATIVE.sign_call if NATIVE is not None else None
+"""``call_signature`` of the text of a JSON object in C (``_accel.c``): ``_ARGS`` and the digest
+in one call; None where ``canonical_args`` must sign it."""
