@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import Any, Final, TypeVar
 
@@ -32,7 +32,7 @@ from otel_loopguard.adapters import (
     template_key_roots,
     usage_of,
 )
-from otel_loopguard.adapters._turns import turn_of
+from otel_loopguard.adapters._turns import asks_by_reason, turn_input_of, turn_of, turn_output_of
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.types import Handoff, ModelTurn, SpanAdapter, SpanRecord, ToolCall
 
@@ -223,9 +223,14 @@ def _events(pending: Sequence[tuple[SpanRecord, int]], by_id: Mapping[str, SpanR
     so it is looked up once per parent span. A tool call with no parent span is a run of its
     own unless its run is keyed by a conversation id: no repetition can be seen across such
     calls (``AssembledTrace.unparented_tool_calls``).
+
+    With ``tool_requests``, a turn's output is read only where the engine reads it
+    (``_Unread``): not for a turn that asked for tools and is followed by a tool call of its
+    agent before its agent's next turn, most turns of an agent at work.
     """
     owners: dict[str | None, tuple[str | None, str | None]] = {}
     events: list[TraceEvent] = []
+    unread = _Unread(events)
     lone = 0
     for span, turn in pending:
         parent = span.parent_span_id
@@ -236,16 +241,24 @@ def _events(pending: Sequence[tuple[SpanRecord, int]], by_id: Mapping[str, SpanR
         event: ToolCall | Handoff | ModelTurn | None
         if turn < 0:
             attributes = span.attributes
+            waits = False
             if len(attributes) == 1:  # only the model marker: no usage, no content to read
                 event = ModelTurn(span.span_id, span.start_time_ns, span.end_time_ns, None,
                                   owner, -turn)
             else:
                 tokens_in, tokens_out, models = usage_of(attributes)
-                requested, inputs, output, from_user = turn_of(attributes) if tool_requests \
-                    else _NO_CONTENT
+                if not tool_requests:
+                    requested, inputs, output, from_user = _NO_CONTENT
+                elif asks_by_reason(attributes):  # its output waits (``_Unread``)
+                    requested, output, waits = True, "", True
+                    inputs, from_user = turn_input_of(attributes)
+                else:
+                    requested, inputs, output, from_user = turn_of(attributes)
                 event = ModelTurn(span.span_id, span.start_time_ns, span.end_time_ns,
                                   requested, owner, -turn, tokens_in, tokens_out, models,
                                   inputs, output, from_user)
+            if tool_requests:
+                unread.turn(owner, event if waits else None, span)
         else:
             event = placed_event(span, adapters, owner_name, turn or None)
             if event is None:
@@ -253,8 +266,55 @@ def _events(pending: Sequence[tuple[SpanRecord, int]], by_id: Mapping[str, SpanR
             if isinstance(event, ToolCall):
                 record = by_id.get(event.span_id)  # its own span, unless an adapter says other
                 lone += record is not None and record.parent_span_id is None
+                unread.called(owner)
         events.append(TraceEvent(event, owner))
+    unread.read_all()
     return events, lone
+
+
+class _Unread:
+    """The model turns of a trace whose output digest is not read yet, one per agent at most.
+
+    The engine reads a turn's ``output_sig`` when the turn asked for no tool call (the
+    ``idle_turns`` detector counts it idle at once, a handoff loop hears it as work) or, for a
+    turn that asked for tools, when no tool call or handoff of its run follows it before the
+    run's next turn (the detector then counts it idle after all). A turn that asked for tools
+    (by its finish reasons) waits here; a tool call of its agent, which lands in the same run
+    after it whatever the run key, drops it unread; its agent's next turn, or the end of the
+    trace, reads it. Its input digest and whether the user sent it are read at once: a user's
+    words are heard even when a call follows.
+    """
+
+    __slots__ = ("events", "waiting")
+
+    def __init__(self, events: list[TraceEvent]) -> None:
+        self.events = events
+        self.waiting: dict[str | None, tuple[int, ModelTurn, SpanRecord]] = {}
+        """Agent span id → its waiting turn: its position in ``events``, itself, its span."""
+
+    def turn(self, owner: str | None, waiting: ModelTurn | None, span: SpanRecord) -> None:
+        """Take the next turn of ``owner``, about to be appended: ``waiting`` unless read whole."""
+        if self.waiting:
+            self._read(owner)
+        if waiting is not None:
+            self.waiting[owner] = (len(self.events), waiting, span)
+
+    def called(self, owner: str | None) -> None:
+        """Take a tool call of ``owner``: its waiting turn, if any, is never read."""
+        if self.waiting:
+            self.waiting.pop(owner, None)
+
+    def read_all(self) -> None:
+        """Read every turn still waiting (the trace ends)."""
+        for owner in list(self.waiting):
+            self._read(owner)
+
+    def _read(self, owner: str | None) -> None:
+        waiting = self.waiting.pop(owner, None)
+        if waiting is not None:
+            at, turn, span = waiting
+            self.events[at] = TraceEvent(replace(turn, output_sig=turn_output_of(span.attributes)),
+                                         owner)
 
 
 _NO_CONTENT: Final = (None, "", "", False)

@@ -391,6 +391,30 @@ class TestThroughSpans:
         assert [d.code for r in reports for d in r.findings] == ["IDLE_TURNS"]
         harness.shutdown()
 
+    def test_check_reads_the_output_of_turns_whose_tool_calls_never_ran(self) -> None:
+        """Turns that ask for tools (by finish reason) and get none, with the same output each
+        time and no input content: only their outputs repeat, and check warns on them; the
+        same turns each followed by its tool call are not idle."""
+        asked = {"gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [
+            {"type": "tool_call", "name": "bash", "arguments": {"command": "ls"}}]}])}
+
+        def findings(calls_run: bool) -> list[tuple[str, int]]:
+            harness = LoopGuardHarness()
+            with harness.run() as agent:
+                agent.turn(finish_reasons=["tool_calls"])
+                agent.tool("read_file", {"path": "a.py"}, "print('a')")
+                for n in range(6):
+                    agent.turn(finish_reasons=["tool_calls"], attributes=asked)
+                    if calls_run:
+                        agent.tool("bash", {"command": "ls"}, f"{n} files")
+            found = [(d.code, e.count) for d in harness.check()[0].findings
+                     for e in d.evidence if e.detector == "idle_turns"]
+            harness.shutdown()
+            return found
+
+        assert findings(calls_run=False) == [("IDLE_TURNS", 4), ("IDLE_TURNS", 5)]
+        assert findings(calls_run=True) == []
+
     def test_check_with_conversation_runs_is_quiet(self) -> None:
         """run_key = conversation: no idle_turns finding."""
         harness = LoopGuardHarness(LoopGuardConfig.create(run_key="conversation"))
