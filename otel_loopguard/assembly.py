@@ -32,7 +32,13 @@ from otel_loopguard.adapters import (
     template_key_roots,
     usage_of,
 )
-from otel_loopguard.adapters._turns import asks_by_reason, turn_input_of, turn_of, turn_output_of
+from otel_loopguard.adapters._turns import (
+    asks_by_reason,
+    not_from_user,
+    turn_input_of,
+    turn_of,
+    turn_output_of,
+)
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.types import Handoff, ModelTurn, SpanAdapter, SpanRecord, ToolCall
 
@@ -224,9 +230,10 @@ def _events(pending: Sequence[tuple[SpanRecord, int]], by_id: Mapping[str, SpanR
     own unless its run is keyed by a conversation id: no repetition can be seen across such
     calls (``AssembledTrace.unparented_tool_calls``).
 
-    With ``tool_requests``, a turn's output is read only where the engine reads it
+    With ``tool_requests``, a turn's content is read only where the engine reads it
     (``_Unread``): not for a turn that asked for tools and is followed by a tool call of its
-    agent before its agent's next turn, most turns of an agent at work.
+    agent before its agent's next turn (most turns of an agent at work), unless it is the
+    user's input.
     """
     owners: dict[str | None, tuple[str | None, str | None]] = {}
     events: list[TraceEvent] = []
@@ -241,7 +248,7 @@ def _events(pending: Sequence[tuple[SpanRecord, int]], by_id: Mapping[str, SpanR
         event: ToolCall | Handoff | ModelTurn | None
         if turn < 0:
             attributes = span.attributes
-            waits = False
+            waits = inputs_wait = False
             if len(attributes) == 1:  # only the model marker: no usage, no content to read
                 event = ModelTurn(span.span_id, span.start_time_ns, span.end_time_ns, None,
                                   owner, -turn)
@@ -249,16 +256,18 @@ def _events(pending: Sequence[tuple[SpanRecord, int]], by_id: Mapping[str, SpanR
                 tokens_in, tokens_out, models = usage_of(attributes)
                 if not tool_requests:
                     requested, inputs, output, from_user = _NO_CONTENT
-                elif asks_by_reason(attributes):  # its output waits (``_Unread``)
+                elif asks_by_reason(attributes):  # its content waits (``_Unread``)
                     requested, output, waits = True, "", True
-                    inputs, from_user = turn_input_of(attributes)
+                    inputs_wait = not_from_user(attributes)
+                    inputs, from_user = ("", False) if inputs_wait \
+                        else turn_input_of(attributes)
                 else:
                     requested, inputs, output, from_user = turn_of(attributes)
                 event = ModelTurn(span.span_id, span.start_time_ns, span.end_time_ns,
                                   requested, owner, -turn, tokens_in, tokens_out, models,
                                   inputs, output, from_user)
             if tool_requests:
-                unread.turn(owner, event if waits else None, span)
+                unread.turn(owner, event if waits else None, span, inputs_wait)
         else:
             event = placed_event(span, adapters, owner_name, turn or None)
             if event is None:
@@ -273,31 +282,34 @@ def _events(pending: Sequence[tuple[SpanRecord, int]], by_id: Mapping[str, SpanR
 
 
 class _Unread:
-    """The model turns of a trace whose output digest is not read yet, one per agent at most.
+    """The model turns of a trace whose content is not read yet, one per agent at most.
 
-    The engine reads a turn's ``output_sig`` when the turn asked for no tool call (the
-    ``idle_turns`` detector counts it idle at once, a handoff loop hears it as work) or, for a
-    turn that asked for tools, when no tool call or handoff of its run follows it before the
-    run's next turn (the detector then counts it idle after all). A turn that asked for tools
-    (by its finish reasons) waits here; a tool call of its agent, which lands in the same run
-    after it whatever the run key, drops it unread; its agent's next turn, or the end of the
-    trace, reads it. Its input digest and whether the user sent it are read at once: a user's
-    words are heard even when a call follows.
+    The engine reads a turn's ``output_sig`` and ``input_sig`` when the turn asked for no tool
+    call (the ``idle_turns`` detector counts it idle at once, a handoff loop hears its output as
+    work) or, for a turn that asked for tools, when no tool call or handoff of its run follows
+    it before the run's next turn (the detector then counts it idle after all); and the input
+    of a user's message always (``LoopEngine`` hears it even when a call follows). A turn that
+    asked for tools (by its finish reasons) waits here; a tool call of its agent, which lands
+    in the same run after it whatever the run key, drops it unread; its agent's next turn, or
+    the end of the trace, reads it. Its input is read at once unless it is surely not the
+    user's (``not_from_user``).
     """
 
     __slots__ = ("events", "waiting")
 
     def __init__(self, events: list[TraceEvent]) -> None:
         self.events = events
-        self.waiting: dict[str | None, tuple[int, ModelTurn, SpanRecord]] = {}
-        """Agent span id → its waiting turn: its position in ``events``, itself, its span."""
+        self.waiting: dict[str | None, tuple[int, ModelTurn, SpanRecord, bool]] = {}
+        """Agent span id → its waiting turn: its position in ``events``, itself, its span, and
+        whether its input waits too."""
 
-    def turn(self, owner: str | None, waiting: ModelTurn | None, span: SpanRecord) -> None:
+    def turn(self, owner: str | None, waiting: ModelTurn | None, span: SpanRecord,
+             inputs_wait: bool) -> None:
         """Take the next turn of ``owner``, about to be appended: ``waiting`` unless read whole."""
         if self.waiting:
             self._read(owner)
         if waiting is not None:
-            self.waiting[owner] = (len(self.events), waiting, span)
+            self.waiting[owner] = (len(self.events), waiting, span, inputs_wait)
 
     def called(self, owner: str | None) -> None:
         """Take a tool call of ``owner``: its waiting turn, if any, is never read."""
@@ -312,9 +324,12 @@ class _Unread:
     def _read(self, owner: str | None) -> None:
         waiting = self.waiting.pop(owner, None)
         if waiting is not None:
-            at, turn, span = waiting
-            self.events[at] = TraceEvent(replace(turn, output_sig=turn_output_of(span.attributes)),
-                                         owner)
+            at, turn, span, inputs_wait = waiting
+            attributes = span.attributes
+            turn = replace(turn, output_sig=turn_output_of(attributes))
+            if inputs_wait:  # not the user's: the flag stays False
+                turn = replace(turn, input_sig=turn_input_of(attributes)[0])
+            self.events[at] = TraceEvent(turn, owner)
 
 
 _NO_CONTENT: Final = (None, "", "", False)

@@ -11,8 +11,8 @@ import orjson
 from otel_loopguard.adapters import _keys as k
 from otel_loopguard.signature import digest
 
-__all__ = ["NO_TURN", "asks_by_reason", "tool_request_of", "turn_content_of", "turn_input_of",
-           "turn_of", "turn_output_of"]
+__all__ = ["NO_TURN", "asks_by_reason", "not_from_user", "tool_request_of", "turn_content_of",
+           "turn_input_of", "turn_of", "turn_output_of"]
 
 _TOOL_REASONS: Final = frozenset({"tool_calls", "tool_call", "tool_use", "function_call",
                                   "tool-calls", "tool-call", "function_calls"})
@@ -219,6 +219,18 @@ def turn_output_of(attributes: Mapping[str, Any]) -> str:
     messages = attributes.get(k.GEN_AI_OUTPUT_MESSAGES)
     return _output(attributes, messages,
                    _parse(messages) if isinstance(messages, str | bytes) else messages)
+
+
+def not_from_user(attributes: Mapping[str, Any]) -> bool:
+    r"""Return True when ``turn_input_of`` surely says the user did not send the last input.
+
+    Without parsing: the GenAI input messages are a text in which no JSON string can read
+    ``user`` (the word is not in it, and no ``\u`` escape could spell it), and no flattened
+    prompt can name a role instead. False says nothing: ask ``turn_input_of``.
+    """
+    messages = attributes.get(k.GEN_AI_INPUT_MESSAGES)
+    return type(messages) is str and "user" not in messages and "\\u" not in messages \
+        and not _has_prompts(attributes)
 
 
 def turn_input_of(attributes: Mapping[str, Any]) -> tuple[str, bool]:
