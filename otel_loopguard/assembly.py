@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Final, TypeVar
 
@@ -237,7 +237,7 @@ def _events(pending: Sequence[tuple[SpanRecord, int]], by_id: Mapping[str, SpanR
     """
     owners: dict[str | None, tuple[str | None, str | None]] = {}
     events: list[TraceEvent] = []
-    unread = _Unread(events)
+    unread = _Unread()
     lone = 0
     for span, turn in pending:
         parent = span.parent_span_id
@@ -295,21 +295,19 @@ class _Unread:
     user's (``not_from_user``).
     """
 
-    __slots__ = ("events", "waiting")
+    __slots__ = ("waiting",)
 
-    def __init__(self, events: list[TraceEvent]) -> None:
-        self.events = events
-        self.waiting: dict[str | None, tuple[int, ModelTurn, SpanRecord, bool]] = {}
-        """Agent span id → its waiting turn: its position in ``events``, itself, its span, and
-        whether its input waits too."""
+    def __init__(self) -> None:
+        self.waiting: dict[str | None, tuple[ModelTurn, SpanRecord, bool]] = {}
+        """Agent span id → its waiting turn, the turn's span, and whether its input waits too."""
 
     def turn(self, owner: str | None, waiting: ModelTurn | None, span: SpanRecord,
              inputs_wait: bool) -> None:
-        """Take the next turn of ``owner``, about to be appended: ``waiting`` unless read whole."""
+        """Take the next turn of ``owner``: ``waiting``, or None when it was read whole."""
         if self.waiting:
             self._read(owner)
         if waiting is not None:
-            self.waiting[owner] = (len(self.events), waiting, span, inputs_wait)
+            self.waiting[owner] = (waiting, span, inputs_wait)
 
     def called(self, owner: str | None) -> None:
         """Take a tool call of ``owner``: its waiting turn, if any, is never read."""
@@ -324,12 +322,11 @@ class _Unread:
     def _read(self, owner: str | None) -> None:
         waiting = self.waiting.pop(owner, None)
         if waiting is not None:
-            at, turn, span, inputs_wait = waiting
+            turn, span, inputs_wait = waiting
             attributes = span.attributes
-            turn = replace(turn, output_sig=turn_output_of(attributes))
+            turn.output_sig = turn_output_of(attributes)
             if inputs_wait:  # not the user's: the flag stays False
-                turn = replace(turn, input_sig=turn_input_of(attributes)[0])
-            self.events[at] = TraceEvent(turn, owner)
+                turn.input_sig = turn_input_of(attributes)[0]
 
 
 _NO_CONTENT: Final = (None, "", "", False)
