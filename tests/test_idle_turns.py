@@ -316,6 +316,7 @@ class TestTurnContent:
         [{"role": "user", "parts": [{"type": "text", "content": "go on"}]}],
         [{"role": "assistant", "parts": []}, {"role": "user", "parts": []}],
         [{"role": "tool", "parts": [{"type": "text", "content": "/home/user"}]}],
+        [{"role": "tool", "parts": [{"type": "text", "content": "é"}]}, {"role": "user"}],
     ])
     @pytest.mark.parametrize("escaped", [False, True])
     def test_not_from_user_is_never_wrong(self, messages: list[Any], escaped: bool) -> None:
@@ -332,7 +333,7 @@ class TestTurnContent:
             if not_from_user(attributes):
                 assert turn_input_of(attributes)[1] is False
         plain = {"gen_ai.input.messages": json.dumps(messages)}
-        assert not_from_user(plain) is ("user" not in json.dumps(messages))
+        assert not_from_user(plain) is ('"user"' not in json.dumps(messages))
 
     def test_without_content_both_are_empty(self) -> None:
         """A span without messages has empty digests."""

@@ -224,12 +224,13 @@ def turn_output_of(attributes: Mapping[str, Any]) -> str:
 def not_from_user(attributes: Mapping[str, Any]) -> bool:
     r"""Return True when ``turn_input_of`` surely says the user did not send the last input.
 
-    Without parsing: the GenAI input messages are a text in which no JSON string can read
-    ``user`` (the word is not in it, and no ``\u`` escape could spell it), and no flattened
-    prompt can name a role instead. False says nothing: ask ``turn_input_of``.
+    Without parsing: the GenAI input messages are a text in which no JSON string can be
+    ``user`` (a string is spelled as it reads but for escapes, and only a ``\u00`` escape
+    spells a letter: without one, ``"user"`` would be in the text), and no flattened prompt can
+    name a role instead. False says nothing: ask ``turn_input_of``.
     """
     messages = attributes.get(k.GEN_AI_INPUT_MESSAGES)
-    return type(messages) is str and "user" not in messages and "\\u" not in messages \
+    return type(messages) is str and '"user"' not in messages and "\\u00" not in messages \
         and not _has_prompts(attributes)
 
 
