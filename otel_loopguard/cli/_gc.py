@@ -24,11 +24,12 @@ def fewer_collections() -> Iterator[None]:
     --serve``), in ``check`` 6 to 10 % of its CPU on traces of real coding agents
     (``benchmarks/bench_check_parse.py``), for garbage that reference counting frees anyway.
     The objects already alive (modules; in ``serve`` gRPC and protobuf too) are frozen out of
-    the collections and the thresholds raised; cycles are still collected. Both are put back
+    the collections (without a collection first: ``check`` would pay a few milliseconds of its
+    start-up for it; ``serve`` collects before) and the thresholds raised; cycles are still
+    collected. Both are put back
     on the way out (the commands also run inside tests).
     """
     old = gc.get_threshold()
-    gc.collect()
     gc.freeze()
     gc.set_threshold(*_THRESHOLDS)
     try:
