@@ -1,4 +1,4 @@
-"""Instructions of ``check``'s intake per span, and as a multiple of ``json.loads``, by valgrind.
+"""Instructions of ``check`` and its intake per span, as multiples of ``json.loads``, by valgrind.
 
 Run (from the repository root)::
 
@@ -13,7 +13,9 @@ coding-agent corpus, written once and read by every tree. Phases, each run on th
 * ``parse``: ``json.loads`` of every line (the yardstick);
 * ``decode``: ``iter_spans`` (reading, parsing, span records);
 * ``intake``: ``Checker.run`` over ``iter_spans`` with an engine that detects nothing
-  (``profile_serve._NoEngine``): decoding, grouping, assembly, adapters.
+  (``profile_serve._NoEngine``): decoding, grouping, assembly, adapters;
+* ``check``: ``Checker.run`` over ``iter_spans`` with the real engine (``check`` without its
+  start-up and report).
 
 Each (tree, input, phase) runs under ``valgrind --tool=callgrind`` twice, doing the phase three
 times and once after a warm-up run (``PYTHONHASHSEED=0``); the difference over twice the spans
@@ -40,7 +42,7 @@ from bench_engine_instructions import callgrind_instructions  # noqa: E402
 
 REPEATS = (3, 1)
 """The two repeat counts of a phase; their difference is the cost of two passes."""
-PHASES = ("parse", "decode", "intake")
+PHASES = ("parse", "decode", "intake", "check")
 
 
 def child(tree: str, phase: str, path: str, repeats: int) -> None:
@@ -71,7 +73,8 @@ def _phase(phase: str, path: str) -> Callable[[], None]:
 
     def intake() -> None:
         checker = Checker()
-        checker.engine = _NoEngine(checker.config)
+        if phase == "intake":
+            checker.engine = _NoEngine(checker.config)
         for _ in checker.run(iter_spans(path)):
             pass
     return intake

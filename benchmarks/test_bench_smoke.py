@@ -142,6 +142,15 @@ def test_bench_check_instructions_phases_run(tmp_path: Any) -> None:
             bench_check_instructions.child(root, phase, path, 1)
 
 
+def test_bench_run_instructions_child_runs() -> None:
+    """What bench_run_instructions.py has callgrind count opens and resets runs."""
+    import bench_run_instructions
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for operation in bench_run_instructions.OPERATIONS:
+        bench_run_instructions.child(root, operation, 1)
+
+
 def test_bench_wire_instructions_child_runs(tmp_path: Any) -> None:
     """bench_wire_instructions.py's counted child decodes along both paths (valgrind aside)."""
     import pickle

@@ -32,7 +32,13 @@ from otel_loopguard.adapters import (
     template_key_roots,
     usage_of,
 )
-from otel_loopguard.adapters._turns import turn_of
+from otel_loopguard.adapters._turns import (
+    asks_by_reason,
+    not_from_user,
+    turn_input_of,
+    turn_of,
+    turn_output_of,
+)
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.types import Handoff, ModelTurn, SpanAdapter, SpanRecord, ToolCall
 
@@ -223,9 +229,15 @@ def _events(pending: Sequence[tuple[SpanRecord, int]], by_id: Mapping[str, SpanR
     so it is looked up once per parent span. A tool call with no parent span is a run of its
     own unless its run is keyed by a conversation id: no repetition can be seen across such
     calls (``AssembledTrace.unparented_tool_calls``).
+
+    With ``tool_requests``, a turn's content is read only where the engine reads it
+    (``_Unread``): not for a turn that asked for tools and is followed by a tool call of its
+    agent before its agent's next turn (most turns of an agent at work), unless it is the
+    user's input.
     """
     owners: dict[str | None, tuple[str | None, str | None]] = {}
     events: list[TraceEvent] = []
+    unread = _Unread()
     lone = 0
     for span, turn in pending:
         parent = span.parent_span_id
@@ -236,16 +248,26 @@ def _events(pending: Sequence[tuple[SpanRecord, int]], by_id: Mapping[str, SpanR
         event: ToolCall | Handoff | ModelTurn | None
         if turn < 0:
             attributes = span.attributes
+            waits = inputs_wait = False
             if len(attributes) == 1:  # only the model marker: no usage, no content to read
                 event = ModelTurn(span.span_id, span.start_time_ns, span.end_time_ns, None,
                                   owner, -turn)
             else:
                 tokens_in, tokens_out, models = usage_of(attributes)
-                requested, inputs, output, from_user = turn_of(attributes) if tool_requests \
-                    else _NO_CONTENT
+                if not tool_requests:
+                    requested, inputs, output, from_user = _NO_CONTENT
+                elif asks_by_reason(attributes):  # its content waits (``_Unread``)
+                    requested, output, waits = True, "", True
+                    inputs_wait = not_from_user(attributes)
+                    inputs, from_user = ("", False) if inputs_wait \
+                        else turn_input_of(attributes)
+                else:
+                    requested, inputs, output, from_user = turn_of(attributes)
                 event = ModelTurn(span.span_id, span.start_time_ns, span.end_time_ns,
                                   requested, owner, -turn, tokens_in, tokens_out, models,
                                   inputs, output, from_user)
+            if tool_requests:
+                unread.turn(owner, event if waits else None, span, inputs_wait)
         else:
             event = placed_event(span, adapters, owner_name, turn or None)
             if event is None:
@@ -253,8 +275,58 @@ def _events(pending: Sequence[tuple[SpanRecord, int]], by_id: Mapping[str, SpanR
             if isinstance(event, ToolCall):
                 record = by_id.get(event.span_id)  # its own span, unless an adapter says other
                 lone += record is not None and record.parent_span_id is None
+                unread.called(owner)
         events.append(TraceEvent(event, owner))
+    unread.read_all()
     return events, lone
+
+
+class _Unread:
+    """The model turns of a trace whose content is not read yet, one per agent at most.
+
+    The engine reads a turn's ``output_sig`` and ``input_sig`` when the turn asked for no tool
+    call (the ``idle_turns`` detector counts it idle at once, a handoff loop hears its output as
+    work) or, for a turn that asked for tools, when no tool call or handoff of its run follows
+    it before the run's next turn (the detector then counts it idle after all); and the input
+    of a user's message always (``LoopEngine`` hears it even when a call follows). A turn that
+    asked for tools (by its finish reasons) waits here; a tool call of its agent, which lands
+    in the same run after it whatever the run key, drops it unread; its agent's next turn, or
+    the end of the trace, reads it. Its input is read at once unless it is surely not the
+    user's (``not_from_user``).
+    """
+
+    __slots__ = ("waiting",)
+
+    def __init__(self) -> None:
+        self.waiting: dict[str | None, tuple[ModelTurn, SpanRecord, bool]] = {}
+        """Agent span id → its waiting turn, the turn's span, and whether its input waits too."""
+
+    def turn(self, owner: str | None, waiting: ModelTurn | None, span: SpanRecord,
+             inputs_wait: bool) -> None:
+        """Take the next turn of ``owner``: ``waiting``, or None when it was read whole."""
+        if self.waiting:
+            self._read(owner)
+        if waiting is not None:
+            self.waiting[owner] = (waiting, span, inputs_wait)
+
+    def called(self, owner: str | None) -> None:
+        """Take a tool call of ``owner``: its waiting turn, if any, is never read."""
+        if self.waiting:
+            self.waiting.pop(owner, None)
+
+    def read_all(self) -> None:
+        """Read every turn still waiting (the trace ends)."""
+        for owner in list(self.waiting):
+            self._read(owner)
+
+    def _read(self, owner: str | None) -> None:
+        waiting = self.waiting.pop(owner, None)
+        if waiting is not None:
+            turn, span, inputs_wait = waiting
+            attributes = span.attributes
+            turn.output_sig = turn_output_of(attributes)
+            if inputs_wait:  # not the user's: the flag stays False
+                turn.input_sig = turn_input_of(attributes)[0]
 
 
 _NO_CONTENT: Final = (None, "", "", False)

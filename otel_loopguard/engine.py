@@ -294,12 +294,14 @@ class LoopEngine:
         """The idle-turns detector, fed by ``process_model_turn`` (None when off)."""
         self._budget = next(((i, d) for i, d in enumerate(self.detectors)
                              if isinstance(d, BudgetDetector)), None)
+        self._new_states = tuple(detector.new_state for detector in self.detectors)
 
     def new_run(self) -> RunState:
         """Return the state of a new run."""
-        return RunState(tuple(d.new_state() for d in self.detectors),
-                        self.handoffs.new_state() if self.handoffs else None,
-                        self.idle.new_state() if self.idle else None)
+        handoffs, idle = self.handoffs, self.idle
+        return RunState(tuple([new_state() for new_state in self._new_states]),
+                        handoffs.new_state() if handoffs is not None else None,
+                        idle.new_state() if idle is not None else None)
 
     def reset(self, run: RunState) -> None:
         """Forget everything ``run`` has seen, in place (seed 004's ``reset()``); hold its lock.

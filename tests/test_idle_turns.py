@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 
 from otel_loopguard import LoopEngine, LoopGuardConfig, RunState, ToolCall
 from otel_loopguard.adapters import tool_request_of
-from otel_loopguard.adapters._turns import turn_content_of, turn_of
+from otel_loopguard.adapters._turns import not_from_user, turn_content_of, turn_input_of, turn_of
 from otel_loopguard.processor import LoopGuardSpanProcessor
 from otel_loopguard.receiver._stream import StreamingChecker
 from otel_loopguard.testing import AgentScript, LoopGuardHarness
@@ -378,6 +378,30 @@ class TestTurnContent:
         last, output, from_user = turn_content_of(attributes)
         assert turn_of(attributes) == (tool_request_of(attributes), last, output, from_user)
 
+    @pytest.mark.parametrize("messages", [
+        [{"role": "tool", "parts": [{"type": "tool_call_response", "response": "ok"}]}],
+        [{"role": "user", "parts": [{"type": "text", "content": "go on"}]}],
+        [{"role": "assistant", "parts": []}, {"role": "user", "parts": []}],
+        [{"role": "tool", "parts": [{"type": "text", "content": "/home/user"}]}],
+        [{"role": "tool", "parts": [{"type": "text", "content": "é"}]}, {"role": "user"}],
+    ])
+    @pytest.mark.parametrize("escaped", [False, True])
+    def test_not_from_user_is_never_wrong(self, messages: list[Any], escaped: bool) -> None:
+        """``not_from_user`` says True only where ``turn_input_of`` says it is not the user's,
+        however the text spells the role (escaped too) and with flattened prompts."""
+        text = json.dumps(messages, ensure_ascii=False)
+        if escaped:
+            text = text.replace("user", "\\u0075ser")  # "\u0075ser" reads "user"
+        for attributes in ({"gen_ai.input.messages": text},
+                           {"gen_ai.input.messages": "[]", "gen_ai.prompt.0.role": "user",
+                            "gen_ai.prompt.0.content": "hi"},
+                           {"gen_ai.input.messages": "not json", "gen_ai.prompt.0.role": "user",
+                            "gen_ai.prompt.0.content": "hi"}):
+            if not_from_user(attributes):
+                assert turn_input_of(attributes)[1] is False
+        plain = {"gen_ai.input.messages": json.dumps(messages)}
+        assert not_from_user(plain) is ('"user"' not in json.dumps(messages))
+
     def test_without_content_both_are_empty(self) -> None:
         """A span without messages has empty digests."""
         assert turn_content_of({"gen_ai.response.finish_reasons": ["stop"]}) == ("", "", False)
@@ -457,6 +481,35 @@ class TestThroughSpans:
         reports = streaming.flush()
         assert [d.code for r in reports for d in r.findings] == ["IDLE_TURNS"]
         harness.shutdown()
+
+    @pytest.mark.parametrize("asked", [
+        {"gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [
+            {"type": "tool_call", "name": "bash", "arguments": {"command": "ls"}}]}])},
+        {"gen_ai.input.messages": json.dumps([{"role": "tool", "parts": [
+            {"type": "tool_call_response", "response": "error: no such tool"}]}])},
+    ], ids=["same output", "same tool feedback"])
+    def test_check_reads_the_content_of_turns_whose_tool_calls_never_ran(
+            self, asked: dict[str, str]) -> None:
+        """Turns that ask for tools (by finish reason) and get none, with the same output, or
+        the same feedback that is not the user's, each time: check warns on them; the same
+        turns each followed by its tool call are not idle."""
+
+        def findings(calls_run: bool) -> list[tuple[str, int]]:
+            harness = LoopGuardHarness()
+            with harness.run() as agent:
+                agent.turn(finish_reasons=["tool_calls"])
+                agent.tool("read_file", {"path": "a.py"}, "print('a')")
+                for n in range(6):
+                    agent.turn(finish_reasons=["tool_calls"], attributes=asked)
+                    if calls_run:
+                        agent.tool("bash", {"command": "ls"}, f"{n} files")
+            found = [(d.code, e.count) for d in harness.check()[0].findings
+                     for e in d.evidence if e.detector == "idle_turns"]
+            harness.shutdown()
+            return found
+
+        assert findings(calls_run=False) == [("IDLE_TURNS", 4), ("IDLE_TURNS", 5)]
+        assert findings(calls_run=True) == []
 
     def test_check_with_conversation_runs_is_quiet(self) -> None:
         """run_key = conversation: no idle_turns finding."""

@@ -11,7 +11,8 @@ import orjson
 from otel_loopguard.adapters import _keys as k
 from otel_loopguard.signature import digest
 
-__all__ = ["NO_TURN", "tool_request_of", "turn_content_of", "turn_of"]
+__all__ = ["NO_TURN", "asks_by_reason", "not_from_user", "tool_request_of", "turn_content_of",
+           "turn_input_of", "turn_of", "turn_output_of"]
 
 _TOOL_REASONS: Final = frozenset({"tool_calls", "tool_call", "tool_use", "function_call",
                                   "tool-calls", "tool-call", "function_calls"})
@@ -68,7 +69,7 @@ def turn_of(attributes: Mapping[str, Any]) -> tuple[bool | None, str, str, bool]
     reasons = _reasons(attributes.get(k.GEN_AI_RESPONSE_FINISH_REASONS))
     requested = True if not reasons.isdisjoint(_TOOL_REASONS) \
         else _tool_request(attributes, reasons, messages, parsed)
-    last, from_user = _last_input(attributes)
+    last, from_user = turn_input_of(attributes)
     return requested, last, _output(attributes, messages, parsed), from_user
 
 
@@ -96,12 +97,48 @@ def _tool_request(attributes: Mapping[str, Any], reasons: frozenset[str], messag
     return None
 
 
+def asks_by_reason(attributes: Mapping[str, Any]) -> bool:
+    """Return True when a model span's finish reasons say it asked for tool calls.
+
+    ``tool_request_of`` is then True, and ``turn_of`` answers True with ``turn_input_of`` and
+    ``turn_output_of``: the output messages need be read only for the output's digest.
+    """
+    return not _reasons(attributes.get(k.GEN_AI_RESPONSE_FINISH_REASONS)).isdisjoint(
+        _TOOL_REASONS)
+
+
 def _reasons(value: Any) -> frozenset[str]:
+    """Return the lower-case finish reasons of the attribute ``value``.
+
+    One reason (a one-string array, the usual shape) or a short string is looked up in
+    ``_KNOWN_REASONS``: every model span carries one, and they take a handful of values.
+    """
+    if (type(value) is tuple and len(value) == 1 and type(value[0]) is str
+            and len(value[0]) <= _MAX_KNOWN_REASON) \
+            or (type(value) is str and len(value) <= _MAX_KNOWN_REASON):
+        found = _KNOWN_REASONS.get(value)
+        if found is None:
+            if len(_KNOWN_REASONS) >= _MAX_KNOWN_REASONS:
+                _KNOWN_REASONS.clear()
+            found = _KNOWN_REASONS[value] = _read_reasons(value)
+        return found
+    return _read_reasons(value)
+
+
+def _read_reasons(value: Any) -> frozenset[str]:
     if type(value) is tuple or type(value) is list:  # the usual shape: a string array
         return frozenset(str(v).strip().lower() for v in value)
     if isinstance(value, str):
         return frozenset(w.lower() for w in _WORD.findall(value))
     return frozenset()
+
+
+_KNOWN_REASONS: Final[dict[tuple[str] | str, frozenset[str]]] = {}
+"""Finish-reasons values read lately → ``_read_reasons`` of them (bounded: cleared when full; a
+memo of a pure function, so threads sharing it need no lock)."""
+_MAX_KNOWN_REASONS: Final = 256
+_MAX_KNOWN_REASON: Final = 64
+"""Longer values are read each time (a memo holds short ones only)."""
 
 
 def _messages_request_tools(messages: Any) -> bool | None:
@@ -173,11 +210,35 @@ def turn_content_of(attributes: Mapping[str, Any]) -> tuple[str, str, bool]:
     """
     messages = attributes.get(k.GEN_AI_OUTPUT_MESSAGES)
     parsed = _parse(messages) if isinstance(messages, str | bytes) else messages
-    last, from_user = _last_input(attributes)
+    last, from_user = turn_input_of(attributes)
     return last, _output(attributes, messages, parsed), from_user
 
 
-def _last_input(attributes: Mapping[str, Any]) -> tuple[str, bool]:
+def turn_output_of(attributes: Mapping[str, Any]) -> str:
+    """Return the digest of the output: what ``turn_content_of`` says of it, input unread."""
+    messages = attributes.get(k.GEN_AI_OUTPUT_MESSAGES)
+    return _output(attributes, messages,
+                   _parse(messages) if isinstance(messages, str | bytes) else messages)
+
+
+def not_from_user(attributes: Mapping[str, Any]) -> bool:
+    r"""Return True when ``turn_input_of`` surely says the user did not send the last input.
+
+    Without parsing: the GenAI input messages are a text in which no JSON string can be
+    ``user`` (a string is spelled as it reads but for escapes, and only a ``\u00`` escape
+    spells a letter: without one, ``"user"`` would be in the text), and no flattened prompt can
+    name a role instead. False says nothing: ask ``turn_input_of``.
+    """
+    messages = attributes.get(k.GEN_AI_INPUT_MESSAGES)
+    return type(messages) is str and '"user"' not in messages and "\\u00" not in messages \
+        and not _has_prompts(attributes)
+
+
+def turn_input_of(attributes: Mapping[str, Any]) -> tuple[str, bool]:
+    """Return the digest of the last input message and whether the user sent it.
+
+    What ``turn_content_of`` says of the input, without reading the output.
+    """
     messages = attributes.get(k.GEN_AI_INPUT_MESSAGES)
     if messages is not None:
         parsed = _parse(messages) if isinstance(messages, str | bytes) else messages

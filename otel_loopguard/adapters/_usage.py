@@ -33,15 +33,17 @@ def usage_of(attributes: Mapping[str, Any]) -> TokenUsage:
     not a non-negative integer (or a string of one) counts as 0. Models: ``gen_ai.response.model``,
     ``gen_ai.request.model``, ``llm.model_name``, in that order, each once.
     """
-    if _KEYS.isdisjoint(attributes):  # a span that records no usage: one set test
+    present = _KEYS.intersection(attributes)  # one pass in C: only these keys are read
+    if not present:  # a span that records no usage
         return _NONE
-    tokens_in = _count(attributes, _INPUT_KEYS)
-    tokens_out = _count(attributes, _OUTPUT_KEYS)
+    tokens_in = 0 if present.isdisjoint(_INPUT_KEYS) else _count(attributes, _INPUT_KEYS)
+    tokens_out = 0 if present.isdisjoint(_OUTPUT_KEYS) else _count(attributes, _OUTPUT_KEYS)
     models: tuple[str, ...] = ()
     for key in _MODEL_KEYS:
-        value = attributes.get(key)
-        if isinstance(value, str) and value and value not in models:
-            models += (value[:_MAX_MODEL_CHARS],)
+        if key in present:
+            value = attributes[key]
+            if isinstance(value, str) and value and value not in models:
+                models += (value[:_MAX_MODEL_CHARS],)
     if not (tokens_in or tokens_out or models):
         return _NONE
     return tokens_in, tokens_out, models

@@ -22,6 +22,7 @@ from typing import Any, Final
 
 from prometheus_client import GC_COLLECTOR, CollectorRegistry, PlatformCollector, ProcessCollector
 
+from otel_loopguard.cli._gc import fewer_collections
 from otel_loopguard.cli._logs import LEVELS, configure_logging
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.environment_variables import LOOPGUARD_SERVE_TOKEN
@@ -39,8 +40,6 @@ _STOP_POLL_S: Final = 0.5
 """How often ``serve``'s main thread wakes while it waits for SIGTERM or SIGINT. The kernel may
 hand the signal to another thread; Python runs the handler on the main thread only when that
 thread runs Python code again, which an untimed wait would not let it do."""
-_GC_THRESHOLDS: Final = (20_000, 20, 10)
-"""The collector's thresholds in ``serve`` (Python's default: 700, 10, 10); see ``_tune_gc``."""
 
 logger = logging.getLogger(__name__)
 
@@ -240,39 +239,20 @@ def _serve(config: LoopGuardConfig, options: ReceiverOptions, reports: str) -> i
     except OSError as exc:
         logger.error("otel-loopguard: %s", _bind_error(exc, options))
         return _EXIT_USAGE
-    thresholds = _tune_gc()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set())
-                for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        logger.info("%s", _banner(receiver))
-        while not stop.wait(_STOP_POLL_S):
-            pass  # woken on time: a SIGTERM caught on another thread reaches its handler here
-        logger.info("otel-loopguard serve: shutting down (finishing accepted spans)")
-    finally:
-        receiver.shutdown()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        gc.unfreeze()
-        gc.set_threshold(*thresholds)
+    gc.collect()  # start-up's garbage is not frozen with the rest
+    with fewer_collections():
+        previous = {sig: signal.signal(sig, lambda *_: stop.set())
+                    for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            logger.info("%s", _banner(receiver))
+            while not stop.wait(_STOP_POLL_S):
+                pass  # woken on time: a SIGTERM caught on another thread reaches its handler
+            logger.info("otel-loopguard serve: shutting down (finishing accepted spans)")
+        finally:
+            receiver.shutdown()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
     return 0
-
-
-def _tune_gc() -> tuple[int, int, int]:
-    """Let the cyclic garbage collector run less often in ``serve``; return the old thresholds.
-
-    Every span ``serve`` decodes is a few container objects that live for the reorder window,
-    so with Python's default thresholds a young collection runs every ~100 spans and a full
-    one, walking every buffered span, every few thousand: 3 to 5 us of CPU per tool span in
-    ``profile_serve --serve`` runs, for garbage that reference counting frees anyway. The
-    objects of start-up (modules, gRPC, protobuf) are frozen out of the collections and the
-    thresholds raised, so that collections run about 30 times less often; cycles are still
-    collected. ``_serve`` puts both back when it returns (it also runs inside tests).
-    """
-    old = gc.get_threshold()
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(*_GC_THRESHOLDS)
-    return old
 
 
 def _banner(receiver: LoopGuardReceiver) -> str:

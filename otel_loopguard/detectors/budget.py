@@ -50,7 +50,8 @@ class _BudgetState:
     __slots__ = ("calls", "calls_floor", "calls_warned", "limits", "per_tool", "quiet_below",
                  "seconds_warned", "started_ns", "steps_floor", "steps_warned")
 
-    def __init__(self, limits: _Limits) -> None:
+    def __init__(self, limits: _Limits, floors: tuple[float, float, float] | None = None) -> None:
+        """Count from zero under ``limits``; ``floors``: ``refloor``'s answer, when known."""
         self.calls = 0
         self.per_tool: dict[str, int] = {}
         self.started_ns = 0
@@ -65,7 +66,10 @@ class _BudgetState:
         """The tool calls below which a call reaches no budget whatever the run's model turns
         and times (no steps or time budget, none per tool): a caller may then only count the
         call (``BuiltinDetectors``); 0 when every call needs a look (``refloor``)."""
-        self.refloor()
+        if floors is None:
+            self.refloor()
+        else:
+            self.calls_floor, self.steps_floor, self.quiet_below = floors
 
     def refloor(self) -> None:
         """Recompute the floors from the limits and the warns already given.
@@ -117,10 +121,13 @@ class BudgetDetector(DetectorBase):
         self._per_tool = self._default.per_tool or any(
             limits.per_tool for limits in self._templates.values())
         """Some run may have a per-tool budget: calls are counted per tool (else never)."""
+        fresh = _BudgetState(self._default)
+        self._floors = (fresh.calls_floor, fresh.steps_floor, fresh.quiet_below)
+        """The floors of a new run's counters, worked out once (``_BudgetState.refloor``)."""
 
     def new_state(self) -> _BudgetState:
         """Return the run's counters."""
-        return _BudgetState(self._default)
+        return _BudgetState(self._default, self._floors)
 
     def use_template(self, state: _BudgetState, template: str | None) -> None:
         """Apply the budgets of prompt template ``template`` to the run (global if none)."""
