@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from typing import Any, Final, TextIO, cast
 
 from otel_loopguard.assembly import LONE_TOOL_CALL_HINT
-from otel_loopguard.cli._gc import fewer_collections
 from otel_loopguard.cli._inputs import Inputs, expand
 from otel_loopguard.cli._report import MAX_PROBLEMS_LISTED, Reporter, Summary, clean, plural
 from otel_loopguard.cli._text import JsonReporter, TextReporter, use_color
@@ -136,11 +135,10 @@ def run_check(args: argparse.Namespace) -> int:
         checker = Checker(config)
         lone = 0
         try:
-            with fewer_collections():
-                for report in checker.run(inputs.spans()):  # streamed: bounded by open runs
-                    summary.add(report)
-                    lone += report.unparented_tool_calls
-                    reporter.run(report, inputs.where(report))
+            for report in checker.run(inputs.spans()):  # streamed: memory bounded by open runs
+                summary.add(report)
+                lone += report.unparented_tool_calls
+                reporter.run(report, inputs.where(report))
             summary.spans = inputs.spans_read
             summary.duplicate_spans = checker.duplicate_spans
             summary.empty = summary.spans == 0 and not args.allow_empty

@@ -1,4 +1,4 @@
-"""Fewer cyclic garbage collections while ``check`` or ``serve`` streams spans through."""
+"""Fewer cyclic garbage collections while ``serve`` streams spans through."""
 
 from __future__ import annotations
 
@@ -17,17 +17,15 @@ _THRESHOLDS: Final = (20_000, 20, 10)
 def fewer_collections() -> Iterator[None]:
     """Let the cyclic garbage collector run about 30 times less often inside the block.
 
-    Every span the commands decode is a few container objects that live until its trace is
-    assembled (``check``) or its reorder window passes (``serve``), so with Python's default
-    thresholds a young collection runs every ~100 spans and a full one, walking every buffered
-    span, every few thousand: in ``serve`` 3 to 5 us of CPU per tool span (``profile_serve
-    --serve``), in ``check`` 6 to 10 % of its CPU on traces of real coding agents
-    (``benchmarks/bench_check_parse.py``), for garbage that reference counting frees anyway.
-    The objects already alive (modules; in ``serve`` gRPC and protobuf too) are frozen out of
-    the collections (without a collection first: ``check`` would pay a few milliseconds of its
-    start-up for it; ``serve`` collects before) and the thresholds raised; cycles are still
-    collected. Both are put back
-    on the way out (the commands also run inside tests).
+    Every span ``serve`` decodes is a few container objects that live until its reorder window
+    passes, so with Python's default thresholds a young collection runs every ~100 spans and a
+    full one, walking every buffered span, every few thousand: 3 to 5 us of CPU per tool span
+    (``profile_serve --serve``), for garbage that reference counting frees anyway. The objects
+    already alive (modules, gRPC, protobuf; the caller collects first) are frozen out of the
+    collections and the thresholds raised; cycles are still collected. Both are put back on
+    the way out (``serve`` also runs inside tests). ``check`` does not use it: there it saves
+    about 6 % of the CPU on traces of real coding agents and 3 % on framework traces
+    (``benchmarks/bench_check_parse.py``), too little for a setting that changes the process.
     """
     old = gc.get_threshold()
     gc.freeze()
