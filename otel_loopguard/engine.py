@@ -208,6 +208,9 @@ run's template (which says what the run is, not what it has seen)."""
 _MODEL: Final = ""
 """The ``tool`` of a decision on a model turn (no tool call triggered it)."""
 _CONTINUE: Final = Action.CONTINUE
+"""The action of a healthy call, looked up once: ``Action.CONTINUE`` goes through the enum
+metaclass's ``__getattr__`` hook on every read (about 1,000 instructions, a sixtieth of a
+healthy call's own work)."""
 _NEW_STEP: Final[Callable[..., Step]] = Step if NATIVE is None else \
     partial(NATIVE.new_slotted, Step)
 """``Step(*fields)``, every field given in order: made in C where the accelerator is built.
@@ -218,9 +221,6 @@ instructions per call for a Step's 23, a twentieth of a healthy call (``new_slot
 _NEW_DECISION: Final[Callable[..., Decision]] = Decision if NATIVE is None else \
     partial(NATIVE.new_slotted, Decision)
 """``Decision(*fields)``, every field given in order, as ``_NEW_STEP`` makes a Step."""
-"""The action of a healthy call, looked up once: ``Action.CONTINUE`` goes through the enum
-metaclass's ``__getattr__`` hook on every read (about 1,000 instructions, a sixtieth of a
-healthy call's own work)."""
 
 
 class LoopEngine:
