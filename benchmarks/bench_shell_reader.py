@@ -25,9 +25,7 @@ import argparse
 import importlib
 import json
 import os
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,6 +34,7 @@ from typing import Any
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _ROOT = os.path.dirname(_HERE)
 sys.path.insert(0, _HERE)
+from bench_engine_instructions import callgrind_instructions  # noqa: E402
 
 _CORPUS = os.path.join(_ROOT, "tests", "data", "shell_commands.jsonl")
 
@@ -105,14 +104,7 @@ def _child(tree: str, texts_path: str, passes: int) -> None:
 
 
 def _instructions(tree: str, texts_path: str, passes: int) -> int:
-    env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
-    done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-                           sys.executable, __file__, "--child", tree, texts_path, str(passes)],
-                          capture_output=True, text=True, env=env, check=True)
-    found = re.search(r"Collected : (\d+)", done.stderr)
-    if found is None:
-        raise SystemExit(f"no instruction count in valgrind's output: {done.stderr[-500:]}")
-    return int(found.group(1))
+    return callgrind_instructions([__file__, "--child", tree, texts_path, str(passes)])
 
 
 def instructions_per_text(tree: str, texts: list[str]) -> float:

@@ -223,6 +223,30 @@ _NEW_DECISION: Final[Callable[..., Decision]] = Decision if NATIVE is None else 
 """``Decision(*fields)``, every field given in order, as ``_NEW_STEP`` makes a Step."""
 
 
+def _record_outcome(run: RunState, call_sig: str, outcome: tuple[str, str | None, str, bool],
+                    version: int) -> tuple[int, bool]:
+    """Record a call's outcome (result, error, kind, empty) in the run's ``outcomes``.
+
+    Return the step's ``unchanged`` (the calls of the same outcome counted across world
+    versions) and whether it repeats the call's previous outcome in the same world version
+    (for the run's waste). The outcomes serve ``precheck``, ``NO_EFFECT`` and the waste.
+    """
+    outcomes, repeat, unchanged = run.outcomes, False, 1
+    latest = outcomes.pop(call_sig, None)
+    if latest is not None and latest[0] == outcome[0] and latest[1] == outcome[1]:
+        unchanged = latest[4]
+        if latest[5] != version:
+            unchanged += 1
+            latest = (*latest[:4], unchanged, version)
+        else:
+            repeat = True
+    else:
+        latest = (*outcome, 1, version)
+    outcomes[call_sig] = latest
+    if len(outcomes) > 1024:
+        del outcomes[next(iter(outcomes))]
+    return unchanged, repeat
+
 class LoopEngine:
     """Runs the detectors and the policy over the tool calls of runs.
 
@@ -590,35 +614,16 @@ class LoopEngine:
         """Return the normalised step of ``call``; advance the run's counters and outcomes."""
         return self._step(run, call)[0]
 
-    def _step(  # noqa: C901, PLR0912, PLR0915 - one frame for what every call needs
-            self, run: RunState, call: ToolCall) -> tuple[Step, bool]:
+    def _step(self, run: RunState, call: ToolCall) -> tuple[Step, bool]:
         """Return the step of ``call`` and whether it repeats its call's previous outcome.
 
-        Advances the run's counters and records the call's outcome (``RunState.outcomes``; a
-        repeat is the same outcome in the same world version, for the run's waste). One frame
-        for what every call needs: besides the result's and the call's signatures, the helpers
-        it calls are those of a failure, a hook, a new tool or a new state change.
+        Advances the run's counters and records the call's outcome (``_record_outcome``).
+        Besides the result's analysis, the call's signature and the outcome, the helpers it
+        calls are those of a failure, a hook, a new tool or a new state change.
         """
         index = run.calls = run.calls + 1
         has_result, tool, turn, result = call.has_result, call.tool, call.turn, call.result
-        if not has_result:
-            info = _NO_RESULT
-        elif isinstance(result, str):
-            # A loop returns the same text again and again (and a stuck poll the same state),
-            # so a hit on the run's recent texts skips parsing. Keys are the text's length and
-            # hash (no copy of the text is kept); the cache holds the results of the last
-            # ``cycle_max_length`` calls (2 to 16), so a cycle the cycle detector can see is
-            # analysed once per step.
-            key, cache = (len(result), hash(result)), run.results
-            cached = cache.get(key)
-            if cached is None:
-                cached = cache[key] = analyze_result(result, self._volatile_matcher,
-                                                     max_value_chars=self._max_chars)
-                if len(cache) > self._result_cache_size:
-                    del cache[next(iter(cache))]
-            info = cached
-        else:
-            info = analyze_result(result, self._volatile_matcher, max_value_chars=self._max_chars)
+        info = self._result_info(run, result) if has_result else _NO_RESULT
         if self.result_signature is not None and has_result:
             info = self._custom_result_info(tool, result, info)
         error, error_class, reason = self._failure(run, call, info) \
@@ -660,21 +665,8 @@ class LoopEngine:
             pair, call_key = outcome + world, call_sig + world
         else:
             pair, call_key = outcome, call_sig
-        # the call's latest outcome (for precheck, NO_EFFECT and the run's waste)
-        outcomes, repeat, unchanged = run.outcomes, False, 1
-        latest = outcomes.pop(call_sig, None)
-        if latest is not None and latest[0] == result_sig and latest[1] == error:
-            unchanged = latest[4]
-            if latest[5] != version:
-                unchanged += 1
-                latest = (*latest[:4], unchanged, version)
-            else:
-                repeat = True
-        else:
-            latest = (result_sig, error, kind, info.empty, 1, version)
-        outcomes[call_sig] = latest
-        if len(outcomes) > 1024:
-            del outcomes[next(iter(outcomes))]
+        unchanged, repeat = _record_outcome(run, call_sig, (result_sig, error, kind, info.empty),
+                                            version)
         # Positional, in Step's field order: with keyword arguments, building it costs about
         # 2 us more in CPython 3.11 (benchmarks/bench_step.py).
         return _NEW_STEP(index, tool, kind, call_sig, has_result, result_sig,
@@ -767,6 +759,25 @@ class LoopEngine:
             return text
         self.callback_errors += 1
         return None
+
+    def _result_info(self, run: RunState, result: Any) -> ResultInfo:
+        """Return the result's signature and facts, reusing the run's last few results.
+
+        A loop returns the same text again and again (and a stuck poll the same state), so a
+        hit on the run's recent texts skips parsing. Keys are the text's length and hash (no
+        copy of the text is kept); the cache holds the results of the last ``cycle_max_length``
+        calls (2 to 16), so a cycle the cycle detector can see is analysed once per step.
+        """
+        if not isinstance(result, str):
+            return analyze_result(result, self._volatile_matcher, max_value_chars=self._max_chars)
+        key, cache = (len(result), hash(result)), run.results
+        info = cache.get(key)
+        if info is None:
+            info = cache[key] = analyze_result(result, self._volatile_matcher,
+                                               max_value_chars=self._max_chars)
+            if len(cache) > self._result_cache_size:
+                del cache[next(iter(cache))]
+        return info
 
     def tool_kind(self, tool: str, info: ResultInfo = _NO_RESULT,
                   arguments: Any = _NO_ARGUMENTS) -> str:
