@@ -118,15 +118,8 @@ class LiveSpans:
         parent = self.spans.get(parent_id) if parent_id is not None else None
         if parent is None or parent_id is None:
             return None
-        try:  # the SDK span's own fields, as the processor's ``_ended`` reads them
-            name, attributes = parent._name, parent._attributes._dict
-        except AttributeError:
-            name, attributes = parent.name, None
-        if type(attributes) is not dict:
-            attributes = raw_attributes(parent)
-        if agent_of(name, attributes) is not None:
-            last = self._last_hex
-            return last[1] if last[0] == parent_id else self._hex(parent_id)
+        if agent_of(parent.name, raw_attributes(parent)) is not None:
+            return self._hex(parent_id)
         span = self.agent_span(parent_id)
         return self._hex(span.context.span_id) if span is not None else None
 
