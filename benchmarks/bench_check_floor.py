@@ -94,19 +94,33 @@ def contenders(lines: list[bytes]) -> dict[str, Callable[[], int]]:
     return {"json": parse_json, "orjson": parse_orjson, "extract": extract, "engine": engine}
 
 
+def interleaved(steps: dict[str, Callable[[], int]], rounds: int,
+                ) -> tuple[dict[str, list[float]], int]:
+    """Run each step once per round, in an order that reverses every round; return the CPU
+    seconds of each step's rounds and the largest count a step returned."""
+    cpu: dict[str, list[float]] = {name: [] for name in steps}
+    count = 0
+    for index in range(rounds):
+        for name in list(steps) if index % 2 == 0 else list(reversed(steps)):
+            start = time.process_time()
+            count = max(count, steps[name]())
+            cpu[name].append(time.process_time() - start)
+    return cpu, count
+
+
+def write_figures(path: str | None, rounds: int, inputs: dict[str, Any]) -> None:
+    """Write ``{"rounds", "inputs"}`` as JSON to ``path`` (nothing when it is None)."""
+    if path:
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump({"rounds": rounds, "inputs": inputs}, handle, indent=2)
+
+
 def measure(path: str, rounds: int) -> dict[str, Any]:
     """Return CPU medians (seconds) and multiples of ``json`` for one input."""
     with open(path, "rb") as handle:
         lines = [line for line in handle if line.strip()]
     loops = contenders(lines)
-    cpu: dict[str, list[float]] = {name: [] for name in loops}
-    calls = 0
-    for index in range(rounds):
-        order = list(loops) if index % 2 == 0 else list(reversed(loops))
-        for name in order:
-            start = time.process_time()
-            calls = max(calls, loops[name]())
-            cpu[name].append(time.process_time() - start)
+    cpu, calls = interleaved(loops, rounds)
     medians = {name: statistics.median(values) for name, values in cpu.items()}
     return {"bytes": sum(map(len, lines)), "lines": len(lines), "tool_calls": calls,
             "median_cpu_s": medians,
@@ -114,12 +128,17 @@ def measure(path: str, rounds: int) -> dict[str, Any]:
             "engine_us_per_call": (medians["engine"] - medians["extract"]) / max(calls, 1) * 1e6}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def files_arguments(doc: str, rounds: int, argv: list[str] | None) -> argparse.Namespace:
+    """Parse ``FILE [FILE ...] [--rounds N] [--json OUT]`` for a benchmark described by ``doc``."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n", maxsplit=1)[0])
     parser.add_argument("files", nargs="+", metavar="FILE")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=rounds)
     parser.add_argument("--json", metavar="OUT", help="also write the figures as JSON")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = files_arguments(__doc__, 5, argv)
     out = {}
     for path in args.files:
         figures = measure(path, args.rounds)
@@ -128,9 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{os.path.basename(path)}: {figures['bytes'] / 1e6:.1f} MB, "
               f"{figures['tool_calls']:,} tool calls: {ratios} "
               f"(engine {figures['engine_us_per_call']:.1f} µs per call)")
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump({"rounds": args.rounds, "inputs": out}, handle, indent=2)
+    write_figures(args.json, args.rounds, out)
     return 0
 
 

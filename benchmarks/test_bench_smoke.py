@@ -200,3 +200,17 @@ def test_bench_shell_reader_runs() -> None:
     done = subprocess.run([sys.executable, script, "--before", root, "--rounds", "1"],
                           capture_output=True, text=True, check=True, cwd=root)
     assert "353 command lines, median" in done.stdout and "after/before" in done.stdout
+
+
+def test_bench_json_decode_runs(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """bench_json_decode.py reads check's scripted input with the C decoder and without it, and
+    the C decoder reads every span of it."""
+    import bench_check
+    import bench_json_decode
+
+    if bench_json_decode.json_module._JSON_SPANS is None:
+        pytest.skip("the C decoder of OTLP/JSON spans is not built here")
+    path = str(tmp_path / "scripted.jsonl")
+    counts = bench_check.generate(path, 0.05)
+    assert bench_json_decode.main([path, "--rounds", "1"]) == 0
+    assert f"{counts['spans']:,} spans (0 left to Python)" in capsys.readouterr().out

@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
+import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -39,3 +41,18 @@ def compiled(source: str, tmp_path_factory: pytest.TempPathFactory) -> ModuleTyp
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def memory_grown(run: Callable[[], object], repeats: int = 5) -> int:
+    """Return how many bytes ``repeats`` more runs of ``run`` left allocated (tracemalloc),
+    after one run to warm caches up and one traced run as the baseline."""
+    run()
+    tracemalloc.start()
+    try:
+        run()
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(repeats):
+            run()
+        return tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()

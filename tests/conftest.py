@@ -1,14 +1,24 @@
-"""Shared fixtures: the real-Prometheus helper and pytest's pytester are loaded as plugins;
+"""Shared fixtures: the real-Prometheus helper and pytest's pytester are loaded as plugins, the
+compiled OTLP decoder is ``wire``;
 ``--heavy`` runs the load tests marked ``heavy`` (minutes each; their figures are in
 docs/deployment.md); ``--network`` the documentation examples marked ``network``."""
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
 import pytest
+from _compiled import compiled
 
 pytest_plugins = ["_prometheus", "pytester"]
+
+
+@pytest.fixture(scope="module", name="wire")
+def _wire(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
+    """The compiled OTLP decoder (``otlp/_wire.c``): the installed one, else one built from the
+    source now (the test skips only when this machine cannot compile it)."""
+    return compiled("otel_loopguard/otlp/_wire.c", tmp_path_factory)
 
 
 def pytest_addoption(parser: Any) -> None:

@@ -17,14 +17,13 @@ import os
 import random
 import subprocess
 import sys
-import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
-from _compiled import compiled
+from _compiled import memory_grown
 from _otlp_files import proto_message, scripted_spans
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
@@ -47,12 +46,6 @@ ROOT = Path(__file__).resolve().parent.parent
 RECORDED = ROOT / "tests" / "data" / "recorded"
 _SETTINGS = settings(max_examples=150, deadline=None,
                      suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-
-
-@pytest.fixture(scope="module", name="wire")
-def _wire(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
-    """The compiled decoder: the installed one, else one built from the source now."""
-    return compiled("otel_loopguard/otlp/_wire.c", tmp_path_factory)
 
 
 def _python(body: bytes) -> DecodedSpans | None:
@@ -507,17 +500,7 @@ class TestAnyBytes:
             for body in bodies + cut:
                 wire.decode_spans(body, SpanRecord)
 
-        run()
-        tracemalloc.start()
-        try:
-            run()
-            before = tracemalloc.get_traced_memory()[0]
-            for _ in range(5):
-                run()
-            grown = tracemalloc.get_traced_memory()[0] - before
-        finally:
-            tracemalloc.stop()
-        assert grown < 64 * 1024
+        assert memory_grown(run) < 64 * 1024
 
 
 # --- wiring ------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from otel_loopguard._native import load
 from otel_loopguard.otlp._json_read import loads_json
 from otel_loopguard.otlp._json_values import (
     _MAX_DIGITS,
@@ -50,6 +51,12 @@ _STATUS_NAMES: Final = {"STATUS_CODE_UNSET": STATUS_UNSET, "STATUS_CODE_OK": STA
                         "STATUS_CODE_ERROR": STATUS_ERROR}
 _KIND_NAMES: Final = {f"SPAN_KIND_{name}": number for number, name in enumerate(
     ("UNSPECIFIED", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER"))}
+_JSON_SPANS: Final[Callable[..., tuple[list[SpanRecord | None], int] | None] | None] = getattr(
+    load("otel_loopguard.otlp._wire"), "json_spans", None)
+"""The optional C decoder of a scope's spans (``_wire.c``): the records ``_span`` builds, None
+for each span it leaves to ``_span`` (anything but what exporters write, errors included).
+``_span`` stays the definition; ``tests/test_wire.py`` compares them. A fifth of ``check``'s
+CPU on framework traces was ``_span`` in Python."""
 
 
 def decode_json_spans(doc: Any, *, payloads: bool = False) -> DecodedSpans:
@@ -106,7 +113,15 @@ def _scope_spans(obj: Mapping[str, Any], path: str, resource: Any, resource_sdk:
     if error is not None:
         out.reject(len(spans), error)
         return
-    out.take(spans, path, _span, resource, name, _payload, (resource_sdk, scope_sdk))
+    done = None
+    if out.payloads is None and _JSON_SPANS is not None:  # the C decoder, where it is built
+        native = _JSON_SPANS(spans, resource, name, SpanRecord)
+        if native is not None:
+            done, holes = native
+            if not holes:
+                out.spans.extend(done)  # type: ignore[arg-type]  # no None: no holes
+                return
+    out.take(spans, path, _span, resource, name, _payload, (resource_sdk, scope_sdk), done)
 
 
 def _scope(obj: Mapping[str, Any], sdk: bool) -> tuple[str, Any]:

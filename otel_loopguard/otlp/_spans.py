@@ -9,7 +9,7 @@ forwards it.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Final
@@ -97,15 +97,19 @@ class DecodedSpans:
     def take(self, spans: Iterable[Any], path: str,  # noqa: PLR0917
              record: Callable[[Any, Any, str], SpanRecord], resource: Any, scope: str,
              payload: Callable[[Any, SpanRecord, Any, Any], Any], sdk: tuple[Any, Any],
-             ) -> None:
+             done: Sequence[SpanRecord | None] | None = None) -> None:
         """Decode the spans of one scope: keep the good ones, count and name the others.
 
         ``record(span, resource, scope)`` builds a record; with payloads,
         ``payload(span, record, *sdk)`` the SDK span. A ``FieldError`` from either rejects
-        that span alone.
+        that span alone. ``done``: records already built (no payloads), None for the spans
+        still to build.
         """
         records, payloads = self.spans, self.payloads
         for index, span in enumerate(spans):
+            if done is not None and (built := done[index]) is not None:
+                records.append(built)
+                continue
             try:
                 decoded = record(span, resource, scope)
                 if payloads is not None:

@@ -25,6 +25,7 @@
 #include <Python.h>
 #include <structmember.h>
 #include <stdint.h>
+#include <math.h>
 #include <string.h>
 
 #define MAX_VALUE_DEPTH 32   /* otel_loopguard.otlp._spans.MAX_VALUE_DEPTH */
@@ -743,6 +744,331 @@ static PyObject *span_sizes(PyObject *module, PyObject *records) {
     return out;
 }
 
+
+/* --- OTLP/JSON spans -------------------------------------------------------------------------
+ * json_spans(spans, resource, scope, SpanRecord) reads the spans of one scope of an OTLP/JSON
+ * request as orjson or json parsed them (a list of dicts) and returns (records, holes): the
+ * list of the record otlp._json._span builds for each span, with None where it leaves a span to
+ * that function (holes: how many), or None for the whole list when it is not a list. _span stays
+ * the definition (tests/test_wire.py compares them over every corpus): this handles what
+ * exporters write (lowerCamelCase keys, ids in hex, times as decimal strings, string, boolean,
+ * integer, double and string-array attribute values, events, no links) and answers None for a
+ * span with anything else, an error in it included, so that _span decides and words it. */
+static PyObject *k_trace_id, *k_span_id, *k_parent_span_id, *k_parent_span_id_snake, *k_name,
+    *k_start, *k_end, *k_attributes, *k_status, *k_code, *k_message, *k_events, *k_kind,
+    *k_trace_state, *k_trace_state_snake, *k_flags, *k_links, *k_key, *k_value, *k_string_value,
+    *k_bool_value, *k_int_value, *k_double_value, *k_array_value, *k_values, *k_status_names[3],
+    *k_kind_names, *k_time, *k_time_snake, *k_empty;
+
+static PyObject *last_trace_in, *last_trace_out; /* the latest trace id read, and its text */
+
+/* The field `key` of an exact dict (borrowed), or NULL when absent (no exception kept). */
+static PyObject *field(PyObject *obj, PyObject *key) {
+    PyObject *value = PyDict_GetItemWithError(obj, key);
+    if (value == NULL) PyErr_Clear();
+    return value;
+}
+
+static int is_hex(Py_UCS1 c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+/* An id of `size` bytes given as hex, in lower case (a new reference); NULL to leave it. */
+static PyObject *hex_id(PyObject *value, Py_ssize_t size) {
+    if (!PyUnicode_CheckExact(value) || !PyUnicode_IS_ASCII(value) ||
+        PyUnicode_GET_LENGTH(value) != 2 * size)
+        return NULL;
+    const Py_UCS1 *text = PyUnicode_1BYTE_DATA(value);
+    int lower = 1;
+    for (Py_ssize_t i = 0; i < 2 * size; i++) {
+        if (!is_hex(text[i])) return NULL;
+        if (text[i] >= 'A' && text[i] <= 'F') lower = 0;
+    }
+    if (lower) return Py_NewRef(value);
+    PyObject *out = PyUnicode_New(2 * size, 127);
+    if (out == NULL) return NULL;
+    Py_UCS1 *to = PyUnicode_1BYTE_DATA(out);
+    for (Py_ssize_t i = 0; i < 2 * size; i++)
+        to[i] = text[i] >= 'A' && text[i] <= 'F' ? (Py_UCS1)(text[i] + 32) : text[i];
+    return out;
+}
+
+/* The trace id: the spans of a request share theirs, each its own copy of the text. */
+static PyObject *trace_id(PyObject *value) {
+    if (last_trace_in != NULL && PyUnicode_CheckExact(value) &&
+        PyUnicode_GET_LENGTH(value) == 32 && PyUnicode_IS_ASCII(value) &&
+        memcmp(PyUnicode_1BYTE_DATA(value), PyUnicode_1BYTE_DATA(last_trace_in), 32) == 0)
+        return Py_NewRef(last_trace_out);
+    PyObject *out = hex_id(value, 16);
+    if (out != NULL) {
+        Py_INCREF(value);
+        Py_XSETREF(last_trace_in, value);
+        Py_INCREF(out);
+        Py_XSETREF(last_trace_out, out);
+    }
+    return out;
+}
+
+/* A time in nanoseconds written as 1 to 19 ASCII digits (a new reference); NULL to leave it. */
+static PyObject *decimal_time(PyObject *value) {
+    if (value == NULL || !PyUnicode_CheckExact(value) || !PyUnicode_IS_ASCII(value)) return NULL;
+    Py_ssize_t len = PyUnicode_GET_LENGTH(value);
+    if (len < 1 || len > 19) return NULL;
+    const Py_UCS1 *text = PyUnicode_1BYTE_DATA(value);
+    unsigned long long number = 0;
+    for (Py_ssize_t i = 0; i < len; i++) {
+        if (text[i] < '0' || text[i] > '9') return NULL;
+        number = number * 10 + (unsigned long long)(text[i] - '0');
+    }
+    return PyLong_FromUnsignedLongLong(number);
+}
+
+/* An int that fits in `lo`..`hi` (not a bool). */
+static int int_in(PyObject *value, long long lo, long long hi) {
+    if (!PyLong_CheckExact(value)) return 0;
+    int overflow;
+    long long number = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (number == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return !overflow && number >= lo && number <= hi;
+}
+
+/* intValue as _int_value reads it: an int64, or its decimal text. */
+static PyObject *int_value(PyObject *raw) {
+    if (PyLong_CheckExact(raw)) return int_in(raw, INT64_MIN, INT64_MAX) ? Py_NewRef(raw) : NULL;
+    if (!PyUnicode_CheckExact(raw) || !PyUnicode_IS_ASCII(raw)) return NULL;
+    Py_ssize_t len = PyUnicode_GET_LENGTH(raw);
+    const Py_UCS1 *text = PyUnicode_1BYTE_DATA(raw);
+    if (len < 1 || len > 20) return NULL;
+    for (Py_ssize_t i = text[0] == '-' ? 1 : 0; i < len; i++)
+        if (text[i] < '0' || text[i] > '9') return NULL;
+    if (len == 1 && text[0] == '-') return NULL;
+    PyObject *number = PyLong_FromString((const char *)text, NULL, 10);
+    if (number == NULL || !int_in(number, INT64_MIN, INT64_MAX)) {
+        PyErr_Clear();
+        Py_XDECREF(number);
+        return NULL;
+    }
+    return number;
+}
+
+/* An AnyValue with one member as _Values.value decodes it (string arrays as _strings);
+ * NULL to leave it. */
+static PyObject *one_value(PyObject *raw) {
+    Py_ssize_t pos = 0;
+    PyObject *member, *inner;
+    if (!PyDict_Next(raw, &pos, &member, &inner)) return NULL;
+    if (member == k_bool_value || PyUnicode_Compare(member, k_bool_value) == 0)
+        return PyBool_Check(inner) ? Py_NewRef(inner) : NULL;
+    if (member == k_int_value || PyUnicode_Compare(member, k_int_value) == 0)
+        return int_value(inner);
+    if (member == k_double_value || PyUnicode_Compare(member, k_double_value) == 0) {
+        if (PyFloat_CheckExact(inner))
+            return isfinite(PyFloat_AS_DOUBLE(inner)) ? Py_NewRef(inner) : NULL;
+        if (!PyLong_CheckExact(inner)) return NULL;
+        double number = PyLong_AsDouble(inner);
+        if (number == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return NULL;
+        }
+        return PyFloat_FromDouble(number);
+    }
+    if (member != k_array_value && PyUnicode_Compare(member, k_array_value) != 0) return NULL;
+    PyObject *values = PyDict_CheckExact(inner) ? field(inner, k_values) : NULL;
+    if (values == NULL || !PyList_CheckExact(values)) return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(values);
+    PyObject *out = PyTuple_New(count);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *item = PyList_GET_ITEM(values, i);
+        PyObject *text = PyDict_CheckExact(item) && PyDict_GET_SIZE(item) == 1
+                             ? field(item, k_string_value) : NULL;
+        if (text == NULL || !PyUnicode_CheckExact(text)) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(out, i, Py_NewRef(text));
+    }
+    return out;
+}
+
+/* A KeyValue list as json_attributes decodes it (a new dict); NULL to leave it. */
+static PyObject *attributes(PyObject *pairs) {
+    PyObject *out = PyDict_New();
+    if (out == NULL || pairs == NULL || pairs == Py_None) return out;
+    if (!PyList_CheckExact(pairs)) goto leave;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(pairs); i++) {
+        PyObject *item = PyList_GET_ITEM(pairs, i);
+        if (!PyDict_CheckExact(item)) goto leave;
+        PyObject *key = field(item, k_key), *raw = field(item, k_value), *value;
+        if (key == NULL || raw == NULL || !PyUnicode_CheckExact(key) ||
+            PyUnicode_GET_LENGTH(key) == 0 || !PyDict_CheckExact(raw))
+            goto leave;
+        PyObject *text = field(raw, k_string_value);
+        if (text != NULL && PyUnicode_CheckExact(text)) {
+            value = Py_NewRef(text);
+        } else if (PyDict_GET_SIZE(raw) == 1) {
+            if ((value = one_value(raw)) == NULL) goto leave;
+        } else {
+            goto leave;
+        }
+        int failed = PyDict_SetItem(out, key, value);
+        Py_DECREF(value);
+        if (failed) goto leave;
+    }
+    return out;
+leave:
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* The events as _span's _events reads them: a tuple of (name, attributes); NULL to leave
+ * them. Their times are only validated. */
+static PyObject *json_events(PyObject *events) {
+    if (events == NULL || events == Py_None) return PyTuple_New(0);
+    if (!PyList_CheckExact(events)) return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(events);
+    PyObject *out = PyTuple_New(count);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *event = PyList_GET_ITEM(events, i), *time, *name, *pair = NULL;
+        if (!PyDict_CheckExact(event)) goto leave;
+        time = field(event, k_time);
+        if (time == NULL || time == Py_None) {
+            if ((time = field(event, k_time_snake)) != NULL && time != Py_None) goto leave;
+        } else if (!int_in(time, 0, INT64_MAX)) {
+            PyObject *number = decimal_time(time);
+            if (number == NULL) goto leave;
+            Py_DECREF(number);
+        }
+        name = field(event, k_name);
+        if (name == Py_None) name = NULL;
+        if (name != NULL && !PyUnicode_CheckExact(name)) goto leave;
+        PyObject *attrs = attributes(field(event, k_attributes));
+        if (attrs == NULL) goto leave;
+        pair = PyTuple_Pack(2, name != NULL ? name : k_empty, attrs);
+        Py_DECREF(attrs);
+        if (pair == NULL) goto leave;
+        PyTuple_SET_ITEM(out, i, pair);
+    }
+    return out;
+leave:
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* One span's record (a new reference), or NULL to leave the span to _span. */
+static PyObject *json_span(PyObject *obj, PyObject *resource, PyObject *scope, PyObject *type) {
+    if (!PyDict_CheckExact(obj)) return NULL;
+    PyObject *v;
+    long code = 0;
+    PyObject *message = NULL;
+    /* what _span only validates: kind, traceState, flags, links, events (none) */
+    if ((v = field(obj, k_kind)) != NULL && v != Py_None &&
+        !int_in(v, INT32_MIN, INT32_MAX) &&
+        !(PyUnicode_CheckExact(v) && PyDict_Contains(k_kind_names, v) == 1))
+        return NULL;
+    if ((v = field(obj, k_trace_state)) != NULL && v != Py_None) {
+        if (!PyUnicode_CheckExact(v)) return NULL;
+    } else if (field(obj, k_trace_state_snake) != NULL) {
+        return NULL;
+    }
+    if ((v = field(obj, k_flags)) != NULL && v != Py_None && !int_in(v, 0, UINT32_MAX))
+        return NULL;
+    if ((v = field(obj, k_links)) != NULL && v != Py_None &&
+        !(PyList_CheckExact(v) && PyList_GET_SIZE(v) == 0))
+        return NULL;
+    PyObject *status = field(obj, k_status);
+    if (status != NULL && status != Py_None) {
+        if (!PyDict_CheckExact(status)) return NULL;
+        PyObject *c = field(status, k_code);
+        if (c != NULL && c != Py_None) {
+            if (int_in(c, INT32_MIN, INT32_MAX)) {
+                code = PyLong_AsLong(c);
+            } else {
+                int i = 0;
+                while (i < 3 && !(PyUnicode_CheckExact(c) &&
+                                  PyUnicode_Compare(c, k_status_names[i]) == 0))
+                    i++;
+                if (i == 3) return NULL;
+                code = i;
+            }
+        }
+        message = field(status, k_message);
+        if (message == Py_None) message = NULL;
+        if (message != NULL && !PyUnicode_CheckExact(message)) return NULL;
+    }
+    PyObject *name = field(obj, k_name);
+    if (name == NULL || !PyUnicode_CheckExact(name)) return NULL;
+    PyObject *parent = field(obj, k_parent_span_id);
+    if (parent == NULL || parent == Py_None) {
+        PyObject *snake = field(obj, k_parent_span_id_snake);
+        if (snake != NULL && snake != Py_None && PyObject_IsTrue(snake) != 0) return NULL;
+        parent = NULL;
+    } else if (!PyUnicode_CheckExact(parent)) {
+        return NULL;
+    } else if (PyUnicode_GET_LENGTH(parent) == 0) {
+        parent = NULL;
+    }
+    PyObject *args[FIELDS] = {NULL};
+    PyObject *t = field(obj, k_trace_id), *s = field(obj, k_span_id);
+    if (t == NULL || s == NULL || (args[0] = trace_id(t)) == NULL ||
+        (args[1] = hex_id(s, 8)) == NULL)
+        goto leave;
+    if (parent != NULL) {
+        if ((args[2] = hex_id(parent, 8)) == NULL) goto leave;
+        if (PyUnicode_CompareWithASCIIString(args[2], "0000000000000000") == 0)
+            Py_SETREF(args[2], Py_NewRef(Py_None));
+    } else {
+        args[2] = Py_NewRef(Py_None);
+    }
+    args[3] = Py_NewRef(name);
+    if ((args[4] = decimal_time(field(obj, k_start))) == NULL ||
+        (args[5] = decimal_time(field(obj, k_end))) == NULL ||
+        (args[6] = attributes(field(obj, k_attributes))) == NULL ||
+        (args[7] = PyLong_FromLong(code)) == NULL)
+        goto leave;
+    args[8] = message != NULL ? Py_NewRef(message) : PyUnicode_New(0, 0);
+    args[9] = Py_NewRef(scope);
+    args[10] = Py_NewRef(resource);
+    args[11] = json_events(field(obj, k_events));
+    if (args[8] == NULL || args[11] == NULL) goto leave;
+    return new_record(type, args);
+leave:
+    for (int i = 0; i < FIELDS; i++) Py_XDECREF(args[i]);
+    return NULL;
+}
+
+static PyObject *json_spans(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError,
+                        "json_spans(spans, resource, scope, record_type) takes 4 arguments");
+        return NULL;
+    }
+    PyObject *spans = args[0];
+    if (!PyList_CheckExact(spans)) Py_RETURN_NONE;
+    Py_ssize_t count = PyList_GET_SIZE(spans), holes = 0;
+    PyObject *out = PyList_New(count);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        /* the list cannot change meanwhile: only a record class with an __init__ of its own
+         * runs Python code, and the spans are read from it before that */
+        PyObject *record = i < PyList_GET_SIZE(spans)
+                               ? json_span(PyList_GET_ITEM(spans, i), args[1], args[2], args[3])
+                               : NULL;
+        if (record == NULL) {
+            PyErr_Clear();
+            record = Py_NewRef(Py_None);
+            holes++;
+        }
+        PyList_SET_ITEM(out, i, record);
+    }
+    return Py_BuildValue("(Nn)", out, holes);
+}
+
 static PyMethodDef methods[] = {
     {"decode_spans", (PyCFunction)(void (*)(void))decode_spans, METH_FASTCALL,
      "decode_spans(body, record_type) -> list | None: the records of a serialized OTLP "
@@ -750,6 +1076,10 @@ static PyMethodDef methods[] = {
     {"span_sizes", span_sizes, METH_O,
      "span_sizes(records) -> list | None: span_bytes of each record, or None to leave them "
      "to the Python function."},
+    {"json_spans", (PyCFunction)(void (*)(void))json_spans, METH_FASTCALL,
+     "json_spans(spans, resource, scope, record_type) -> (list, int) | None: the records of "
+     "one scope's OTLP/JSON spans, None for each span left to the Python path, and how many "
+     "were left."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {
@@ -762,6 +1092,32 @@ PyMODINIT_FUNC PyInit__wire(void) {
         (s_status_message = PyUnicode_InternFromString("status_message")) == NULL ||
         (s_events = PyUnicode_InternFromString("events")) == NULL)
         return NULL;
+    static const struct { PyObject **to; const char *text; } keys[] = {
+        {&k_trace_id, "traceId"}, {&k_span_id, "spanId"}, {&k_parent_span_id, "parentSpanId"},
+        {&k_parent_span_id_snake, "parent_span_id"}, {&k_name, "name"},
+        {&k_start, "startTimeUnixNano"}, {&k_end, "endTimeUnixNano"},
+        {&k_attributes, "attributes"}, {&k_status, "status"}, {&k_code, "code"},
+        {&k_message, "message"}, {&k_events, "events"}, {&k_kind, "kind"},
+        {&k_trace_state, "traceState"}, {&k_trace_state_snake, "trace_state"},
+        {&k_flags, "flags"}, {&k_links, "links"}, {&k_key, "key"}, {&k_value, "value"},
+        {&k_string_value, "stringValue"}, {&k_bool_value, "boolValue"},
+        {&k_int_value, "intValue"}, {&k_double_value, "doubleValue"},
+        {&k_array_value, "arrayValue"}, {&k_values, "values"},
+        {&k_status_names[0], "STATUS_CODE_UNSET"}, {&k_status_names[1], "STATUS_CODE_OK"},
+        {&k_status_names[2], "STATUS_CODE_ERROR"}, {&k_time, "timeUnixNano"},
+        {&k_time_snake, "time_unix_nano"}, {&k_empty, ""}};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if ((*keys[i].to = PyUnicode_InternFromString(keys[i].text)) == NULL) return NULL;
+    static const char *const kinds[] = {
+        "SPAN_KIND_UNSPECIFIED", "SPAN_KIND_INTERNAL", "SPAN_KIND_SERVER", "SPAN_KIND_CLIENT",
+        "SPAN_KIND_PRODUCER", "SPAN_KIND_CONSUMER"};
+    if ((k_kind_names = PyDict_New()) == NULL) return NULL;
+    for (int i = 0; i < 6; i++) {
+        PyObject *number = PyLong_FromLong(i);
+        if (number == NULL || PyDict_SetItemString(k_kind_names, kinds[i], number) < 0)
+            return NULL;
+        Py_DECREF(number);
+    }
     PyObject *m = PyModule_Create(&module);
     if (m != NULL && (PyModule_AddIntConstant(m, "MAX_VALUE_DEPTH", MAX_VALUE_DEPTH) < 0)) {
         Py_DECREF(m);
