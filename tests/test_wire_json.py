@@ -21,8 +21,10 @@ from typing import Any
 
 import pytest
 from _compiled import memory_grown
+from _otlp_files import json_line, scripted_spans
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_wire import _looping
 
 import otel_loopguard.otlp._json as json_module
 from otel_loopguard.otlp._json import decode_json_spans
@@ -91,6 +93,13 @@ class TestCorpora:
             assert _agree(wire, doc) == 0, run.get("id")
             spans += len(doc["resourceSpans"][0]["scopeSpans"][0]["spans"])
         assert spans > 10_000
+
+    def test_sdk_exports(self, wire: ModuleType) -> None:
+        """What the SDK's OTLP encoder writes as JSON: scripted loops, with and without a
+        template, and an error's exception event."""
+        doc = json.loads(json_line(scripted_spans(({}, _looping), ({"prompt": "t"}, _looping))))
+        assert _agree(wire, doc) == 0
+        assert len(_decoded(doc, wire.json_spans).spans) > 20
 
     def test_benchmark_traces(self, wire: ModuleType, tmp_path: Path) -> None:
         """bench_check's scripted framework traces, as check reads them: alike, no holes."""
