@@ -3,7 +3,7 @@
 Usage (from the repository root)::
 
     PYTHONPATH=. /work/venv/bin/python benchmarks/profile_serve.py [--runs 7] [--traces 200]
-        [--content full|names] [--profile decode|decode_py|intake|json] [--top 25]
+        [--content full|names] [--profile decode|decode_py|json|json_py|intake] [--top 25]
         [--serve http|grpc [--breakdown]]
 
 Builds the traces of ``bench_serve.py`` (a root ``invoke_agent`` span, 16 turns of one ``chat``
@@ -16,7 +16,8 @@ OTLP protobuf requests (and as OTLP/JSON), then times in this process, with CPU 
   built, else parse + ``SpanRecord`` s);
 * ``decode_protobuf_py``: the same with the C decoder turned off (protobuf's parse, then
   ``decode_proto_spans``), what ``decode_protobuf`` costs without it;
-* ``decode_json``: the same for OTLP/JSON bodies;
+* ``decode_json``: the same for OTLP/JSON bodies (the C decoder makes the span records);
+* ``decode_json_py``: the same with that C decoder turned off (``otlp._json._span`` per span);
 * ``intake``: ``StreamingChecker.add`` of every batch, then ``flush`` with the engine replaced by
   a no-op (``process`` returns a clean decision): trace buffering, assembly, the adapters,
   run bookkeeping and the metrics (a fresh Prometheus registry, as ``serve`` has);
@@ -55,6 +56,7 @@ sys.path[:0] = [_HERE, _ROOT]
 import bench_serve  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
 
+import otel_loopguard.otlp._json as json_module  # noqa: E402
 import otel_loopguard.otlp._proto as proto_module  # noqa: E402
 from otel_loopguard.config import LoopGuardConfig  # noqa: E402
 from otel_loopguard.engine import LoopEngine  # noqa: E402
@@ -208,8 +210,8 @@ def _profile(target: Callable[[], None], top: int) -> None:
 def _phases(traces: int) -> tuple[dict[str, Callable[[], None]], int, int, int]:
     """Return the timed phases over ``traces`` traces, and the span, tool-span, request counts.
 
-    The phases are parse, decode_protobuf, decode_protobuf_py, decode_json, intake (no-op
-    engine) and engine.
+    The phases are parse, decode_protobuf, decode_protobuf_py, decode_json, decode_json_py,
+    intake (no-op engine) and engine.
     """
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
         ExportTraceServiceRequest,
@@ -242,6 +244,13 @@ def _phases(traces: int) -> tuple[dict[str, Callable[[], None]], int, int, int]:
         for body in json_bodies:
             decode_json(body)
 
+    def json_python() -> None:
+        native, json_module._JSON_SPANS = json_module._JSON_SPANS, None
+        try:
+            as_json()
+        finally:
+            json_module._JSON_SPANS = native
+
     def intake(real_engine: bool) -> Callable[[], None]:
         def go() -> None:
             stream = _stream(real_engine)
@@ -253,7 +262,7 @@ def _phases(traces: int) -> tuple[dict[str, Callable[[], None]], int, int, int]:
 
     phases: dict[str, Callable[[], None]] = {
         "parse": parse, "decode_protobuf": protobuf, "decode_protobuf_py": protobuf_python,
-        "decode_json": as_json,
+        "decode_json": as_json, "decode_json_py": json_python,
         "intake": intake(False), "engine": intake(True)}
     return phases, n_spans, n_tools, len(bodies)
 
@@ -264,7 +273,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--traces", type=int, default=200)
     parser.add_argument("--content", choices=("full", "names"), default="full")
-    parser.add_argument("--profile", choices=("decode", "decode_py", "json", "intake", "engine"))
+    parser.add_argument("--profile", choices=("decode", "decode_py", "json", "json_py", "intake",
+                                              "engine"))
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--serve", choices=("http", "grpc"),
                         help="measure a whole serve process (no-op engine) instead")
@@ -281,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     phases, n_spans, n_tools, n_requests = _phases(args.traces)
     if args.profile:
         names = {"decode": "decode_protobuf", "decode_py": "decode_protobuf_py",
-                 "json": "decode_json", "intake": "intake",
+                 "json": "decode_json", "json_py": "decode_json_py", "intake": "intake",
                  "engine": "engine"}
         _profile(phases[names[args.profile]], args.top)
         return 0

@@ -95,8 +95,8 @@ def test_profile_serve_runs(capsys: pytest.CaptureFixture[str]) -> None:
 
     assert profile_serve.main(["--runs", "1", "--traces", "4"]) == 0
     phases = [line.split()[0] for line in capsys.readouterr().out.splitlines()[2:]]
-    assert phases == ["parse", "decode_protobuf", "decode_protobuf_py", "decode_json", "intake",
-                      "engine"]
+    assert phases == ["parse", "decode_protobuf", "decode_protobuf_py", "decode_json",
+                      "decode_json_py", "intake", "engine"]
 
 
 @pytest.mark.parametrize("path", ["serve", "check"])
