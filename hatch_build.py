@@ -2,7 +2,8 @@
 
 ``EXTENSIONS`` lists them: ``otel_loopguard/signature/_accel.c`` speeds up the signatures of
 results and arguments (see ``otel_loopguard/signature/_native.py``), ``otel_loopguard/otlp/_wire.c``
-decodes OTLP protobuf trace requests (see ``otel_loopguard/otlp/_proto.py``). The package is
+decodes OTLP protobuf trace requests (see ``otel_loopguard/otlp/_proto.py``) and makes the span
+records of OTLP/JSON ones (``otel_loopguard/otlp/_json.py``). The package is
 complete without them: each one that cannot be built (no C compiler, no Python headers, a compiler
 error) is left out with a one-line notice and its Python path is used; with none built, or with
 ``OTEL_LOOPGUARD_PURE_PYTHON=1`` set, or on Windows, the wheel is pure Python. Editable installs

@@ -2,8 +2,8 @@
 
 Each is an extension module next to the Python code it speeds up, which stays the definition:
 ``signature/_accel`` (result and argument signatures) and ``otlp/_wire`` (OTLP protobuf trace
-requests). A module that is not built is simply absent; ``OTEL_LOOPGUARD_PURE_PYTHON=1`` in the
-environment turns them all off.
+requests, and the span records of OTLP/JSON ones). A module that is not built is simply absent;
+``OTEL_LOOPGUARD_PURE_PYTHON=1`` in the environment turns them all off.
 """
 
 from __future__ import annotations

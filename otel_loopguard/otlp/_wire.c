@@ -1,4 +1,5 @@
-/* The optional C decoder of OTLP protobuf trace requests (otel_loopguard.otlp._proto).
+/* The optional C decoder of OTLP protobuf trace requests (otel_loopguard.otlp._proto), and of
+ * the span records of parsed OTLP/JSON requests (otel_loopguard.otlp._json; json_spans, below).
  *
  * decode_spans(body, SpanRecord) reads a serialized ExportTraceServiceRequest straight from its
  * bytes and returns the list of SpanRecord that decode_proto_spans gives for the parsed message
@@ -744,13 +745,12 @@ static PyObject *span_sizes(PyObject *module, PyObject *records) {
     return out;
 }
 
-
 /* --- OTLP/JSON spans -------------------------------------------------------------------------
  * json_spans(spans, resource, scope, SpanRecord) reads the spans of one scope of an OTLP/JSON
  * request as orjson or json parsed them (a list of dicts) and returns (records, holes): the
  * list of the record otlp._json._span builds for each span, with None where it leaves a span to
  * that function (holes: how many), or None for the whole list when it is not a list. _span stays
- * the definition (tests/test_wire.py compares them over every corpus): this handles what
+ * the definition (tests/test_wire_json.py compares them over every corpus): this handles what
  * exporters write (lowerCamelCase keys, ids in hex, times as decimal strings, string, boolean,
  * integer, double and string-array attribute values, events, no links) and answers None for a
  * span with anything else, an error in it included, so that _span decides and words it. */
@@ -965,7 +965,7 @@ static PyObject *json_span(PyObject *obj, PyObject *resource, PyObject *scope, P
     PyObject *v;
     long code = 0;
     PyObject *message = NULL;
-    /* what _span only validates: kind, traceState, flags, links, events (none) */
+    /* what _span only validates: kind, traceState, flags, links (none) */
     if ((v = field(obj, k_kind)) != NULL && v != Py_None &&
         !int_in(v, INT32_MIN, INT32_MAX) &&
         !(PyUnicode_CheckExact(v) && PyDict_Contains(k_kind_names, v) == 1))
@@ -1083,7 +1083,7 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_wire", "Optional decoder of OTLP protobuf trace requests.", -1,
+    PyModuleDef_HEAD_INIT, "_wire", "Optional decoder of OTLP protobuf trace requests and OTLP/JSON span records.", -1,
     methods};
 
 PyMODINIT_FUNC PyInit__wire(void) {
