@@ -111,10 +111,13 @@ def test_every_text_result_of_the_corpus_gets_the_python_form(accel: ModuleType)
 
 @pytest.mark.slow
 def test_findings_are_the_same_without_the_accelerator(
-        accel: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+        accel: ModuleType, wire: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stored findings on every corpus, with no C at all and with both modules (the
+    signatures' and the OTLP/JSON span records of ``check``'s reader)."""
     from _golden_findings import GOLDEN, all_findings, dump
 
     import otel_loopguard.engine as engine_module
+    import otel_loopguard.otlp._json as json_module
     from otel_loopguard.detectors._step import Step
     from otel_loopguard.types import Decision
 
@@ -125,6 +128,7 @@ def test_findings_are_the_same_without_the_accelerator(
     monkeypatch.setattr(results_module, "_SIGN", None)
     monkeypatch.setattr(engine_module, "_NEW_STEP", Step)
     monkeypatch.setattr(engine_module, "_NEW_DECISION", Decision)
+    monkeypatch.setattr(json_module, "_JSON_SPANS", None)
     stored = json.loads(GOLDEN.read_text())
     assert json.loads(dump(all_findings())) == stored
     monkeypatch.setattr(text_module, "_SCAN", accel.canonical_text)
@@ -134,6 +138,7 @@ def test_findings_are_the_same_without_the_accelerator(
     monkeypatch.setattr(results_module, "_SIGN", accel.sign_result)
     monkeypatch.setattr(engine_module, "_NEW_STEP", partial(accel.new_slotted, Step))
     monkeypatch.setattr(engine_module, "_NEW_DECISION", partial(accel.new_slotted, Decision))
+    monkeypatch.setattr(json_module, "_JSON_SPANS", wire.json_spans)
     assert json.loads(dump(all_findings())) == stored
 
 
