@@ -6,7 +6,7 @@ decodes OTLP protobuf trace requests (see ``otel_loopguard/otlp/_proto.py``) and
 records of OTLP/JSON ones (``otel_loopguard/otlp/_json.py``). The package is
 complete without them: each one that cannot be built (no C compiler, no Python headers, a compiler
 error) is left out with a one-line notice and its Python path is used; with none built, or with
-``OTEL_LOOPGUARD_PURE_PYTHON=1`` set, or on Windows, the wheel is pure Python. Editable installs
+``LOOPGUARD_PURE_PYTHON=1`` set, or on Windows, the wheel is pure Python. Editable installs
 import the sources and use the Python paths.
 """
 
@@ -69,8 +69,9 @@ class AcceleratorHook(BuildHookInterface):  # type: ignore[misc,valid-type]
         """Compile the accelerators for a standard wheel (not for sdists or editable installs)."""
         if self.target_name != "wheel" or version == "editable":
             return
-        if os.environ.get("OTEL_LOOPGUARD_PURE_PYTHON", "") not in ("", "0") or \
-                sys.platform == "win32":
+        if sys.platform == "win32" or any(  # otel_loopguard._native.PURE_PYTHON_VARIABLES
+                os.environ.get(name, "") not in ("", "0")
+                for name in ("LOOPGUARD_PURE_PYTHON", "OTEL_LOOPGUARD_PURE_PYTHON")):
             return
         out_dir = Path(tempfile.mkdtemp(prefix="otel-loopguard-build-"))
         for source in EXTENSIONS:

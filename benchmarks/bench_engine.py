@@ -25,7 +25,7 @@ for context), on the ``no_loop`` calls, on the same with plain-text results (``t
 ``cycle8``. The ratio is loopguard-runtime's median over otel-loopguard's median.
 
 Accelerator or not, ``--pure-python-baseline``: the same, with this checkout run with
-``OTEL_LOOPGUARD_PURE_PYTHON=1`` (the C accelerator of the signatures off) as the before.
+``LOOPGUARD_PURE_PYTHON=1`` (the C accelerator of the signatures off) as the before.
 
 Before and after, ``--baseline DIR``: part 2 only, for the code of this checkout and for the
 code in ``DIR`` (another checkout, ``git worktree add DIR <commit>``), each in its own process
@@ -288,7 +288,7 @@ def run_versions(baseline: str | None, repeat: int, lengths: tuple[int, ...],
                  rounds: int) -> dict[str, Any]:
     """Run part 2 for the code at ``baseline`` and this checkout's, alternating processes.
 
-    Without ``baseline``, "before" is this checkout in pure Python (``OTEL_LOOPGUARD_PURE_PYTHON``
+    Without ``baseline``, "before" is this checkout in pure Python (``LOOPGUARD_PURE_PYTHON``
     set: the C accelerator off), "after" this checkout as installed.
     """
     here = os.path.dirname(_HERE)
@@ -300,7 +300,7 @@ def run_versions(baseline: str | None, repeat: int, lengths: tuple[int, ...],
         for name, path in order if rnd % 2 == 0 else order[::-1]:
             cmd = [sys.executable, os.path.abspath(__file__), "--h2h-worker", "--repeat",
                    str(repeat), "--h2h-lengths", ",".join(map(str, lengths))]
-            env = {**os.environ, "PYTHONPATH": path, "OTEL_LOOPGUARD_PURE_PYTHON": "1"
+            env = {**os.environ, "PYTHONPATH": path, "LOOPGUARD_PURE_PYTHON": "1"
                    if pure[name] else ""}
             out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
             passes[name].append(json.loads(out.stdout.strip().splitlines()[-1]))

@@ -41,7 +41,7 @@ def holes_in(path: str) -> tuple[int, int]:
     """Return (spans, spans the C decoder leaves to Python) of the camelCase file ``path``."""
     native = json_module._JSON_SPANS
     if native is None:
-        raise SystemExit("the C decoder is not built (or OTEL_LOOPGUARD_PURE_PYTHON is set)")
+        raise SystemExit("the C decoder is not built (or LOOPGUARD_PURE_PYTHON is set)")
     spans = holes = 0
     with open(path, "rb") as handle:
         for line in handle:

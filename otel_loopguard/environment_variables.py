@@ -1,7 +1,9 @@
 """The ``LOOPGUARD_*`` environment variables, one ``Final`` constant each.
 
 Every setting of :class:`~otel_loopguard.LoopGuardConfig` (``NAME``) can be set with
-``LOOPGUARD_<NAME>``, plus ``LOOPGUARD_CONFIG_FILE`` and ``LOOPGUARD_TOOL_KINDS``. Variables are
+``LOOPGUARD_<NAME>``, plus ``LOOPGUARD_CONFIG_FILE`` and ``LOOPGUARD_TOOL_KINDS`` (and the
+process-wide switches ``LOOPGUARD_ENABLED``, ``LOOPGUARD_SERVE_TOKEN``,
+``LOOPGUARD_PURE_PYTHON``). Variables are
 read only when :meth:`LoopGuardConfig.from_env` or :meth:`LoopGuardConfig.load` is called, never
 at import. An environment variable wins over the TOML file and loses to an explicit argument.
 
@@ -75,6 +77,7 @@ __all__ = [
     "LOOPGUARD_POLL_WARN",
     "LOOPGUARD_PROMPT_NAME_KEYS",
     "LOOPGUARD_PROMPT_VERSION_KEYS",
+    "LOOPGUARD_PURE_PYTHON",
     "LOOPGUARD_READ_TOOLS",
     "LOOPGUARD_REPEAT_REPLAN",
     "LOOPGUARD_REPEAT_WARN",
@@ -105,6 +108,14 @@ LOOPGUARD_ENABLED: Final = "LOOPGUARD_ENABLED"
 ``opentelemetry_post_instrument`` entry point). Default: ``true``. Allowed: ``true``, ``1``,
 ``yes``, ``on``; ``false``, ``0``, ``no`` or ``off`` turn it off. Any other value is logged as an
 error and leaves loopguard out.
+"""
+
+LOOPGUARD_PURE_PYTHON: Final = "LOOPGUARD_PURE_PYTHON"
+"""Turn the optional C accelerators off: the signatures' module and the OTLP decoder (at
+import, and when ``pip install`` builds the package: a pure-Python wheel). Default: unset (the
+accelerators are used where they are built). Allowed: any value but ``0`` turns them off. The
+findings are the same either way. The older spelling ``OTEL_LOOPGUARD_PURE_PYTHON`` is read
+too.
 """
 
 LOOPGUARD_SERVE_TOKEN: Final = "LOOPGUARD_SERVE_TOKEN"

@@ -13,7 +13,7 @@ from otel_loopguard.config._fields import FIELDS, FieldRule, parse_env_value
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 NOT_SETTINGS = {"LOOPGUARD_CONFIG_FILE", "LOOPGUARD_TOOL_KINDS", "LOOPGUARD_ENABLED",
-                "LOOPGUARD_SERVE_TOKEN"}
+                "LOOPGUARD_SERVE_TOKEN", "LOOPGUARD_PURE_PYTHON"}
 _ROW = re.compile(r"^\|\s*`(LOOPGUARD_[A-Z0-9_]+)`\s*\|(.*)$")
 
 

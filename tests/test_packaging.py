@@ -223,7 +223,7 @@ def test_the_wheel_carries_the_accelerators_when_they_can_be_built(wheel: Path,
     assert "-py3-none-any" not in wheel.name
 
 
-@pytest.mark.parametrize("env", [{"OTEL_LOOPGUARD_PURE_PYTHON": "1"},
+@pytest.mark.parametrize("env", [{"LOOPGUARD_PURE_PYTHON": "1"},
                                  {"CC": "/nonexistent/cc"}], ids=["on-request", "no-compiler"])
 def test_a_pure_python_wheel_without_the_accelerator(tmp_path: Path, env: dict[str, str]) -> None:
     """Asked for, or without a compiler, the install still works: a pure-Python wheel."""

@@ -578,25 +578,30 @@ class TestWiring:
         decoded = decode_protobuf(_bench_bodies()[0], payloads=True)
         assert decoded.payloads is not None and len(decoded.payloads) == len(decoded.spans)
 
-    @pytest.mark.parametrize("value", ["1", ""])
-    def test_pure_python_switch(self, value: str) -> None:
-        """OTEL_LOOPGUARD_PURE_PYTHON=1 turns the decoder off, as it does the signatures'."""
+    @pytest.mark.parametrize(("name", "value"), [
+        ("LOOPGUARD_PURE_PYTHON", "1"), ("OTEL_LOOPGUARD_PURE_PYTHON", "1"),
+        ("LOOPGUARD_PURE_PYTHON", "0"), ("LOOPGUARD_PURE_PYTHON", "")])
+    def test_pure_python_switch(self, name: str, value: str) -> None:
+        """LOOPGUARD_PURE_PYTHON=1 (or its older spelling) turns the decoder off, its JSON span
+        records too, as it does the signatures'; 0 or empty leaves them on."""
         code = ("import importlib.util, otel_loopguard.otlp._proto as p, "
-                "otel_loopguard.signature._native as s;"
-                "print(p.WIRE is None, s.NATIVE is None, "
+                "otel_loopguard.otlp._json as j, otel_loopguard.signature._native as s;"
+                "print(p.WIRE is None, j._JSON_SPANS is None, s.NATIVE is None, "
                 "importlib.util.find_spec('otel_loopguard.otlp._wire') is not None)")
         import otel_loopguard
 
         # the package this process imports (the installed one in CI, the tree in development)
         home = Path(otel_loopguard.__file__).resolve().parent.parent
-        env = {**os.environ, "OTEL_LOOPGUARD_PURE_PYTHON": value,
-               "PYTHONPATH": os.pathsep.join([str(home), os.environ.get("PYTHONPATH", "")])}
+        env = {key: text for key, text in os.environ.items()
+               if key not in ("LOOPGUARD_PURE_PYTHON", "OTEL_LOOPGUARD_PURE_PYTHON")}
+        env.update({name: value, "PYTHONPATH": os.pathsep.join(
+            [str(home), os.environ.get("PYTHONPATH", "")])})
         done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                               text=True, timeout=60, check=True)
-        wire_off, signatures_off, built = done.stdout.split()
-        if value:
-            assert (wire_off, signatures_off) == ("True", "True")
+        wire_off, json_off, signatures_off, built = done.stdout.split()
+        if value not in ("", "0"):
+            assert (wire_off, json_off, signatures_off) == ("True", "True", "True")
         elif built == "False":
             pytest.skip("the decoder is not built in the package the child imports")
         else:
-            assert wire_off == "False"
+            assert (wire_off, json_off) == ("False", "False")

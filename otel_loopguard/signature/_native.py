@@ -4,7 +4,7 @@ It computes the canonical forms of ``_text`` (plain-text results) and ``_form`` 
 results and arguments) in one pass each, and gives the same findings as the Python definitions,
 which stay the reference (``tests/test_accel.py``). It is built when the package is installed with
 a C compiler and the Python headers at hand (``hatch_build.py``); without it, or with
-``OTEL_LOOPGUARD_PURE_PYTHON=1`` in the environment, the Python definitions run.
+``LOOPGUARD_PURE_PYTHON=1`` in the environment, the Python definitions run.
 """
 
 from __future__ import annotations
