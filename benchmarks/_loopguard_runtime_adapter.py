@@ -18,7 +18,7 @@ Two ways to drive it are offered:
   the lowest cost loopguard-runtime can be made to run at, for an honest lower bound.
 
 This module imports ``loopguard`` at import time: it is for ``benchmarks/bench_engine.py`` run
-from a venv where loopguard-runtime is installed (``/work/bench-venv``), never for the tests.
+from a venv where loopguard-runtime is installed, never for the tests.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Usage (from the repository root)::
 
-    PYTHONPATH=. /work/venv/bin/python benchmarks/bench_check.py [--size-mb 100] [--repeat 3]
+    python benchmarks/bench_check.py [--size-mb 100] [--repeat 3]
         [--python PYTHON] [--keep DIR] [--json FILE]
 
 The input is OTLP/JSON JSON Lines as the Collector's file exporter writes them, one

@@ -2,7 +2,7 @@
 
 Usage (from the repository root)::
 
-    PYTHONPATH=. /work/venv/bin/python benchmarks/bench_check_floor.py FILE [FILE ...]
+    python benchmarks/bench_check_floor.py FILE [FILE ...]
         [--rounds 5] [--json OUT]
 
 ``FILE`` is OTLP/JSON lines with OTel GenAI tool spans (``gen_ai.tool.name``,

@@ -2,7 +2,7 @@
 
 Usage (from the repository root)::
 
-    PYTHONPATH=. /work/venv/bin/python benchmarks/bench_check_parse.py [--rounds 5]
+    python benchmarks/bench_check_parse.py [--rounds 5]
         [--scripted-mb 73] [--baseline DIR] [--keep DIR] [--json FILE]
 
 Two inputs, OTLP/JSON lines (one ``ExportTraceServiceRequest`` per line):

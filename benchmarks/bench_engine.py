@@ -2,11 +2,11 @@
 
 Usage (from the repository root)::
 
-    PYTHONPATH=. /work/bench-venv/bin/python benchmarks/bench_engine.py [--repeat N] [--json FILE]
+    python benchmarks/bench_engine.py [--repeat N] [--json FILE]
 
-``/work/bench-venv`` is a venv with the project's dependencies and ``loopguard-runtime``
-(``pip install -e . loopguard-runtime``). Under a venv without loopguard-runtime the head-to-head
-part is skipped with a note; the scaling part still runs.
+in a venv with the project and ``loopguard-runtime`` (``pip install . --group bench``). Under a
+venv without loopguard-runtime the head-to-head part is skipped with a note; the scaling part
+still runs.
 
 Part 1, scaling: LoopEngine with every default detector (``LoopGuardConfig()``), over runs of
 100, 1,000 and 10,000 calls, for three workloads: ``no_loop`` (every call new), ``cycle8`` (8
@@ -241,7 +241,7 @@ def run_head_to_head(repeat: int, lengths: tuple[int, ...]) -> dict[str, Any]:
         import _loopguard_runtime_adapter as lgr
     except ImportError as exc:
         print(f"  head to head skipped: loopguard-runtime not importable ({exc}); run this "
-              "script with /work/bench-venv/bin/python", file=sys.stderr)
+              "script in a venv where loopguard-runtime is installed", file=sys.stderr)
         return {"skipped": str(exc)}
     out: dict[str, Any] = {"loopguard_runtime_version": lgr.version(), "results": [],
                            "source": imported_from()}

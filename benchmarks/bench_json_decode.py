@@ -2,7 +2,7 @@
 
 Usage (from the repository root)::
 
-    PYTHONPATH=. /work/venv/bin/python benchmarks/bench_json_decode.py FILE [FILE ...]
+    python benchmarks/bench_json_decode.py FILE [FILE ...]
         [--rounds 7] [--json OUT]
 
 ``FILE`` is OTLP/JSON lines (one ``ExportTraceServiceRequest`` per line), such as the two inputs

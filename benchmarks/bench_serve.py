@@ -2,7 +2,7 @@
 
 Usage (from the repository root)::
 
-    PYTHONPATH=. /work/venv/bin/python benchmarks/bench_serve.py [--repeat 3] [--tool-spans N]
+    python benchmarks/bench_serve.py [--repeat 3] [--tool-spans N]
         [--memory-runs 100000] [--agent-traces 1500] [--tree DIR] [--baseline DIR]
         [--json FILE]
 

@@ -3,7 +3,7 @@
 Usage (from the repository root, in a venv with mypy, setuptools and a C compiler)::
 
     python benchmarks/build_mypyc.py /tmp/compiled
-    PYTHONPATH=/tmp/compiled /work/bench-venv/bin/python benchmarks/bench_engine.py \\
+    PYTHONPATH=/tmp/compiled python benchmarks/bench_engine.py \\
         --repeat 5 --skip-scaling --h2h-lengths 100
 
 The package ships pure Python. This script answers one question for ``docs/performance.md``:

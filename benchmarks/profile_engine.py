@@ -2,7 +2,7 @@
 
 Usage (from the repository root)::
 
-    PYTHONPATH=. /work/venv/bin/python benchmarks/profile_engine.py [--workload no_loop]
+    python benchmarks/profile_engine.py [--workload no_loop]
         [--runs 100] [--top 15]
 
 Prints, for the otel_loopguard functions, the share of the engine's total time spent inside

@@ -2,7 +2,7 @@
 
 Usage (from the repository root)::
 
-    PYTHONPATH=. /work/venv/bin/python benchmarks/profile_serve.py [--runs 7] [--traces 200]
+    python benchmarks/profile_serve.py [--runs 7] [--traces 200]
         [--content full|names] [--profile decode|decode_py|json|json_py|intake] [--top 25]
         [--serve http|grpc [--breakdown]]
 
