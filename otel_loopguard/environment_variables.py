@@ -1,11 +1,12 @@
 """The ``LOOPGUARD_*`` environment variables, one ``Final`` constant each.
 
 Every setting of :class:`~otel_loopguard.LoopGuardConfig` (``NAME``) can be set with
-``LOOPGUARD_<NAME>``, plus ``LOOPGUARD_CONFIG_FILE`` and ``LOOPGUARD_TOOL_KINDS`` (and the
-process-wide switches ``LOOPGUARD_ENABLED``, ``LOOPGUARD_SERVE_TOKEN``,
-``LOOPGUARD_PURE_PYTHON``). Variables are
+``LOOPGUARD_<NAME>``, plus ``LOOPGUARD_CONFIG_FILE`` and ``LOOPGUARD_TOOL_KINDS``; these are
 read only when :meth:`LoopGuardConfig.from_env` or :meth:`LoopGuardConfig.load` is called, never
-at import. An environment variable wins over the TOML file and loses to an explicit argument.
+at import. Three more are process-wide switches: ``LOOPGUARD_ENABLED`` (read by the
+``opentelemetry-instrument`` entry point), ``LOOPGUARD_SERVE_TOKEN`` (by ``serve``) and
+``LOOPGUARD_PURE_PYTHON`` (at import, and when the package is built). An environment variable
+wins over the TOML file and loses to an explicit argument.
 
 Value formats: integers and floats as written (``3``, ``0.5``); ``off`` or ``none`` turns an
 optional limit off; booleans are ``true``/``false`` (also ``1``/``0``, ``yes``/``no``,

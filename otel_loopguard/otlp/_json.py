@@ -55,8 +55,8 @@ _JSON_SPANS: Final[Callable[..., tuple[list[SpanRecord | None], int] | None] | N
     load("otel_loopguard.otlp._wire"), "json_spans", None)
 """The optional C decoder of a scope's spans (``_wire.c``): the records ``_span`` builds, None
 for each span it leaves to ``_span`` (anything but what exporters write, errors included).
-``_span`` stays the definition; ``tests/test_wire.py`` compares them. A fifth of ``check``'s
-CPU on framework traces was ``_span`` in Python."""
+``_span`` stays the definition; ``tests/test_wire_json.py`` compares them. ``check``'s reader
+(parse and records) takes 0.60x to 0.65x of its CPU without it (``bench_json_decode.py``)."""
 
 
 def decode_json_spans(doc: Any, *, payloads: bool = False) -> DecodedSpans:
