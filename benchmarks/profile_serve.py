@@ -233,23 +233,20 @@ def _phases(traces: int) -> tuple[dict[str, Callable[[], None]], int, int, int]:
         for body in bodies:
             decode_protobuf(body)
 
-    def protobuf_python() -> None:
-        wire, proto_module.WIRE = proto_module.WIRE, None
-        try:
-            protobuf()
-        finally:
-            proto_module.WIRE = wire
-
     def as_json() -> None:
         for body in json_bodies:
             decode_json(body)
 
-    def json_python() -> None:
-        native, json_module._JSON_SPANS = json_module._JSON_SPANS, None
-        try:
-            as_json()
-        finally:
-            json_module._JSON_SPANS = native
+    def python_only(run: Callable[[], None], module: Any, name: str) -> Callable[[], None]:
+        """``run`` with the C decoder ``module.name`` turned off (None) meanwhile."""
+        def go() -> None:
+            native = getattr(module, name)
+            setattr(module, name, None)
+            try:
+                run()
+            finally:
+                setattr(module, name, native)
+        return go
 
     def intake(real_engine: bool) -> Callable[[], None]:
         def go() -> None:
@@ -261,8 +258,9 @@ def _phases(traces: int) -> tuple[dict[str, Callable[[], None]], int, int, int]:
         return go
 
     phases: dict[str, Callable[[], None]] = {
-        "parse": parse, "decode_protobuf": protobuf, "decode_protobuf_py": protobuf_python,
-        "decode_json": as_json, "decode_json_py": json_python,
+        "parse": parse, "decode_protobuf": protobuf,
+        "decode_protobuf_py": python_only(protobuf, proto_module, "WIRE"),
+        "decode_json": as_json, "decode_json_py": python_only(as_json, json_module, "_JSON_SPANS"),
         "intake": intake(False), "engine": intake(True)}
     return phases, n_spans, n_tools, len(bodies)
 
