@@ -27,6 +27,9 @@ import sys
 
 MODULES = (
     "otel_loopguard/engine.py",
+    "otel_loopguard/_precheck.py",
+    "otel_loopguard/_run_state.py",
+    "otel_loopguard/_turns.py",
     "otel_loopguard/signature/_bounds.py",
     "otel_loopguard/signature/_form.py",
     "otel_loopguard/signature/_volatile.py",

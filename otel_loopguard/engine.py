@@ -6,25 +6,36 @@ callers keep one :class:`RunState` per run and serialise calls on it (``RunState
 
 from __future__ import annotations
 
-import copy
-import fnmatch
-import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, Final, get_args
 
+from otel_loopguard._precheck import Prechecks
+from otel_loopguard._run_state import (
+    RESET_SLOTS,
+    InFlight,
+    RunState,
+    changed,
+    check_reentry,
+    record_failure,
+    record_outcome,
+)
+from otel_loopguard._turns import Turns
 from otel_loopguard.config import LoopGuardConfig, ToolKind
 from otel_loopguard.detectors import HandoffDetector, make_default_detectors
-from otel_loopguard.detectors._base import DetectorBase
+from otel_loopguard.detectors._base import DetectorBase, declared, deep_fork
 from otel_loopguard.detectors._fused import BuiltinDetectors
-from otel_loopguard.detectors._step import Step, in_world
+from otel_loopguard.detectors._step import Step
 from otel_loopguard.detectors.budget import BudgetDetector
-from otel_loopguard.detectors.failure import classify_error
 from otel_loopguard.detectors.idle import IdleTurnsDetector
-from otel_loopguard.exceptions import LoopGuardError
-from otel_loopguard.kinds import CallKindClassifier, tool_base_name
-from otel_loopguard.kinds._target import call_target
+from otel_loopguard.kinds._tools import (
+    NO_ARGUMENTS,
+    PER_CALL,
+    QUERY_KEYS,
+    ToolKinds,
+    arguments_known,
+)
 from otel_loopguard.policy import Policy
 from otel_loopguard.signature import (
     ResultInfo,
@@ -34,33 +45,11 @@ from otel_loopguard.signature import (
     digest,
 )
 from otel_loopguard.signature._native import NATIVE
-from otel_loopguard.types import (
-    Action,
-    Decision,
-    Detector,
-    Evidence,
-    Handoff,
-    ModelTurn,
-    ToolCall,
-)
-from otel_loopguard.waste import RunWaste, is_loop_finding
+from otel_loopguard.types import Action, Decision, Detector, Evidence, ToolCall
+from otel_loopguard.waste import is_loop_finding
 
 __all__ = ["InFlight", "LoopEngine", "RunState"]
 
-_MASK_RE: Final = re.compile(r"\b[0-9a-f]{12,}\b|\d{5,}|\d{4}-\d{2}-\d{2}[T ][\d:.]+\S*",
-                             re.IGNORECASE)
-_TARGET_KEYS: Final = frozenset({
-    "path", "file", "file_path", "filepath", "filename", "target_file", "target",
-    "target_directory", "directory", "dir", "uri", "url", "notebook_path",
-    "relative_workspace_path", "explanation", "description"})
-"""Argument keys that say where a change goes, or why, but not what it is."""
-_QUERY_KEYS: Final = frozenset({"query", "pattern", "glob", "glob_pattern", "q", "search",
-                                "regex"})
-"""Argument keys of what a search looks for: empty, the export dropped it."""
-_PLAN_TOOL_PATTERNS: Final = ("*todo*",)
-"""Planning tools (``TodoWrite``, ``todo_write``, ``update_todo_list``): an agent updates its
-to-do list again and again as it works, which is neither a loop nor a change of the world, so
-they are ``exempt`` unless configured otherwise."""
 _NO_RESULT: Final = ResultInfo(digest="")
 _CALL_KINDS: Final[frozenset[str]] = frozenset(get_args(ToolKind))
 """Every kind of call (``tool_kind``): what a detector observes unless it says otherwise."""
@@ -72,141 +61,6 @@ called from ``span.end()`` must not end the span's thread or skip the downstream
 (KeyboardInterrupt still goes through)."""
 _RESULT_CACHE_MAX: Final = 16
 """Most recent result texts per run whose analysis is reused (a loop repeats its results)."""
-_PER_CALL: Final = "\x00per-call"
-"""Cached kind of a tool whose every call is classified on its own (shell and editor tools)."""
-_NO_ARGUMENTS: Final[Any] = object()
-_MAX_MUTATIONS: Final = 1024
-"""Distinct successful mutations a run remembers to tell a new state change from a re-applied
-one (the oldest forgotten first)."""
-_NO_MUTATIONS: Final[frozenset[str]] = frozenset()
-_RUNNING_RESULT: Final = digest("\x00running")
-"""The result ``precheck`` assumes for a call still running when no identical call has ended:
-the same for every identical call, as a loop's repeated answers are."""
-
-
-_MAX_IN_FLIGHT: Final = 1024
-"""Guarded calls a run counts as running at once; past it the oldest is forgotten."""
-
-
-class InFlight:
-    """The guarded calls of one run that have started and not yet been processed.
-
-    Enforce mode lets a call run only after ``precheck``; while it runs it is not in the run's
-    detector states yet, so the guard registers it here (``LoopEngine.call_started``) and
-    ``precheck`` counts it: 32 parallel calls then meet the budgets and the repetition ladders
-    as 32 calls. Each call is kept as the step ``precheck`` predicted for it, under a key: the
-    span id of its tool span, or of the span the guard saw, which parallel calls may share;
-    ``process`` of a call with that span id, or ``LoopEngine.call_finished``, takes one call of
-    the key out. Guarded by the run's lock, like the rest of ``RunState``.
-    """
-
-    __slots__ = ("by_key", "calls")
-
-    def __init__(self) -> None:
-        """Start with no call running."""
-        self.calls = 0
-        """Calls running now."""
-        self.by_key: dict[str, list[Step]] = {}
-        """Key → the predicted step of each call running under it."""
-
-    def steps(self) -> Iterator[Step]:
-        """Yield the predicted step of every running call, the earliest key first."""
-        for steps in self.by_key.values():
-            yield from steps
-
-    def add(self, key: str, step: Step) -> None:
-        """Count one more call running under ``key`` (past the bound, the oldest is dropped)."""
-        if self.calls >= _MAX_IN_FLIGHT:
-            self.remove(next(iter(self.by_key)))
-        self.by_key.setdefault(key, []).append(step)
-        self.calls += 1
-
-    def remove(self, key: str) -> None:
-        """Stop counting one call running under ``key`` (nothing when there is none)."""
-        steps = self.by_key.get(key)
-        if not steps:
-            return
-        steps.pop()
-        if not steps:
-            del self.by_key[key]
-        self.calls -= 1
-
-
-_Outcome = tuple[str, str | None, str, bool, int, int]
-"""The streak of identical outcomes of one call signature (successes or failures), as a plain
-tuple (built in C: a class instance per new call cost about 3,700 instructions):
-``(result, error, kind, empty, unchanged, version)``. What ``precheck`` needs to repeat the
-outcome: its result and error, the call's kind, whether the result was empty; in how many world
-versions in a row the call got it (``Step.unchanged``), and the latest of them."""
-
-
-class RunState:
-    """Everything the engine remembers about one run. Bounded; guarded by ``lock``."""
-
-    __slots__ = ("calls", "explicit_handoffs", "failed", "handoff_state", "handoffs", "highest",
-                 "hinted", "idle_state", "in_flight", "last_agent", "last_end_ns", "last_turn",
-                 "lock", "mutation_failed", "mutations", "notifying", "outcomes", "results",
-                 "states", "stopped", "template", "version", "waste", "world")
-
-    def __init__(self, states: tuple[Any, ...], handoff_state: Any,
-                 idle_state: Any = None) -> None:
-        """Hold fresh detector states."""
-        self.lock = threading.Lock()
-        self.states = states
-        self.handoff_state = handoff_state
-        self.idle_state = idle_state
-        self.handoffs = 0
-        """Explicit handoffs observed (a handoff is an action: it ends a streak of idle turns)."""
-        self.template: str | None = None
-        """The run's prompt template, once a caller has told ``LoopEngine.set_template``."""
-        self.calls = 0
-        self.highest = Action.CONTINUE
-        self.stopped: Decision | None = None
-        self.last_end_ns = -1
-        self.last_turn: int | None = None
-        self.last_agent: str | None = None
-        self.explicit_handoffs = False
-        self.outcomes: dict[str, _Outcome] = {}
-        """Call signature → its latest outcome, for ``precheck`` and ``NO_EFFECT`` (bounded)."""
-        self.version = 0
-        """The world version: distinct successful state changes seen (see ``make_step``)."""
-        self.world = ""
-        """``in_world``'s suffix for ``version`` (``@3``; ``""`` for 0), made once per change."""
-        self.mutations: dict[str, None] | frozenset[str] = _NO_MUTATIONS
-        """The (call, result) keys of the successful mutations behind ``version`` (bounded;
-        a shared empty set until the first one)."""
-        self.results: dict[tuple[int, int], ResultInfo] = {}
-        """(length, hash) of the run's latest result texts → their analysis (bounded)."""
-        self.hinted = False
-        """Enforce mode, ``hint_then_abort``: a hint was already given in this run."""
-        self.notifying = 0
-        """The id of the thread running ``on_decision`` for this run (0: none)."""
-        self.in_flight = InFlight()
-        """Guarded calls that started and have not been processed yet (enforce mode)."""
-        self.waste = RunWaste()
-        """The tool calls the run wasted continuing its loops (``otel_loopguard.waste``)."""
-        self.mutation_failed = False
-        """A mutating call of the run has failed: its successes may end a failure streak, so
-        their targets are worth finding (``LoopEngine._target``)."""
-        self.failed = False
-        """A call of the run has failed: until then the detectors that are
-        ``quiet_until_failure`` are not called (``LoopEngine._unfailed``)."""
-
-    def in_callback(self) -> bool:
-        """Return True on the thread that is running ``on_decision`` for this run.
-
-        Whoever holds the run's ``lock`` to call the engine checks this first: the callback runs
-        under that lock, so taking it again on that thread would deadlock.
-        """
-        return self.notifying == threading.get_ident()
-
-
-_RESET_SLOTS: Final = tuple(n for n in RunState.__slots__
-                            if n not in ("lock", "notifying", "template"))
-"""What ``LoopEngine.reset`` replaces: everything but the lock, the callback marker and the
-run's template (which says what the run is, not what it has seen)."""
-_MODEL: Final = ""
-"""The ``tool`` of a decision on a model turn (no tool call triggered it)."""
 _CONTINUE: Final = Action.CONTINUE
 """The action of a healthy call, looked up once: ``Action.CONTINUE`` goes through the enum
 metaclass's ``__getattr__`` hook on every read (about 1,000 instructions, a sixtieth of a
@@ -223,31 +77,7 @@ _NEW_DECISION: Final[Callable[..., Decision]] = Decision if NATIVE is None else 
 """``Decision(*fields)``, every field given in order, as ``_NEW_STEP`` makes a Step."""
 
 
-def _record_outcome(run: RunState, call_sig: str, outcome: tuple[str, str | None, str, bool],
-                    version: int) -> tuple[int, bool]:
-    """Record a call's outcome (result, error, kind, empty) in the run's ``outcomes``.
-
-    Return the step's ``unchanged`` (the calls of the same outcome counted across world
-    versions) and whether it repeats the call's previous outcome in the same world version
-    (for the run's waste). The outcomes serve ``precheck``, ``NO_EFFECT`` and the waste.
-    """
-    outcomes, repeat, unchanged = run.outcomes, False, 1
-    latest = outcomes.pop(call_sig, None)
-    if latest is not None and latest[0] == outcome[0] and latest[1] == outcome[1]:
-        unchanged = latest[4]
-        if latest[5] != version:
-            unchanged += 1
-            latest = (*latest[:4], unchanged, version)
-        else:
-            repeat = True
-    else:
-        latest = (*outcome, 1, version)
-    outcomes[call_sig] = latest
-    if len(outcomes) > 1024:
-        del outcomes[next(iter(outcomes))]
-    return unchanged, repeat
-
-class LoopEngine:
+class LoopEngine(Prechecks, Turns):
     """Runs the detectors and the policy over the tool calls of runs.
 
     Thread-safe as long as each ``RunState`` is used by one thread at a time (hold its lock).
@@ -280,8 +110,8 @@ class LoopEngine:
         self.on_decision = on_decision
         self.callback_errors = 0
         self._volatile_matcher = VolatileMatcher(self.config.volatile_keys)
-        self._kinds: dict[str, str] = {}
-        self._call_kinds = CallKindClassifier(self.config)
+        self._tool_kinds = ToolKinds(self.config)
+        self._kinds = self._tool_kinds.cache
         self._in_callback = threading.local()
         self._near_duplicates = "near_duplicate" in self.config.detectors
         self._plain_policy = type(self.policy) is Policy
@@ -295,17 +125,17 @@ class LoopEngine:
         others = tuple(enumerate(self.detectors))[builtins.count:]
         self._all_observing = tuple((detector.observe, index) for index, detector in others)
         self._observing = {kind: tuple((detector.observe, index) for index, detector in others
-                                       if kind in _declared(detector, "observed_kinds",
+                                       if kind in declared(detector, "observed_kinds",
                                                             _CALL_KINDS))
                            for kind in _CALL_KINDS}
         """Call kind → the other detectors that look at a call of that kind, with their
         state's index: one that ignores the kind (``observed_kinds``) is not called for it."""
-        self._unfailed = {kind: tuple(entry for entry in observing if not _declared(
+        self._unfailed = {kind: tuple(entry for entry in observing if not declared(
                               self.detectors[entry[1]], "quiet_until_failure", False))
                           for kind, observing in self._observing.items()}
         """``_observing`` for a run none of whose calls has failed: without the detectors
         that say a success changes nothing for them until then (``quiet_until_failure``)."""
-        self._forks = tuple(getattr(detector, "fork", None) or _deep_fork
+        self._forks = tuple(getattr(detector, "fork", None) or deep_fork
                             for detector in self.detectors)
         self._whole_forks = tuple(
             getattr(type(detector), "fork", None) in (None, DetectorBase.fork)
@@ -334,9 +164,9 @@ class LoopEngine:
             LoopGuardError: when called from ``on_decision`` for the same run.
         """
         if run.notifying:
-            _check_reentry(run)
+            check_reentry(run)
         fresh = self.new_run()
-        for name in _RESET_SLOTS:
+        for name in RESET_SLOTS:
             setattr(run, name, getattr(fresh, name))
         if run.template is not None:
             self._use_template(run)
@@ -366,7 +196,7 @@ class LoopEngine:
             LoopGuardError: when called from ``on_decision`` for the same run.
         """
         if run.notifying:
-            _check_reentry(run)
+            check_reentry(run)
         if run.in_flight.calls:
             run.in_flight.remove(call.span_id)
         step, repeat = self._step(run, call)
@@ -405,190 +235,6 @@ class LoopEngine:
             if found is not None:
                 evidence.append(found)
 
-    def precheck(self, run: RunState, tool: str, arguments: Any) -> Decision:
-        """Return what running this call *again* would lead to, before it runs (enforce mode).
-
-        Assumes the call repeats its latest outcome in this run (the same result, or the same
-        error; a call not seen yet has an unknown, uncaptured result) and runs the detectors on
-        copies of their states with that hypothetical call, so the prediction is what detection
-        would decide: a call whose next identical outcome would reach a threshold gets that
-        action now, and a guard can block the call that would be one too many. Budgets count
-        this call. Does not change the run's state.
-
-        Calls still running (``call_started``) count as if they had ended first, as predicted:
-        identical ones as repeats of the same outcome (of a repeated result, when none is known
-        yet and their results are captured), in every detector; the others in the detectors
-        that copy their whole state (the budgets), since the narrower copies hold only what
-        this call's signature touches.
-
-        Raises:
-            LoopGuardError: when called from ``on_decision`` for the same run.
-        """
-        if run.notifying:
-            _check_reentry(run)
-        running = list(run.in_flight.steps()) if run.in_flight.calls else []
-        step = self._hypothetical(run, tool, arguments, running)
-        if step.kind == "exempt":
-            return self.policy.decide((), tool=tool, call_index=step.index, span_id="")
-        evidence: list[Evidence] = []
-        for observe, fork, whole, state in zip(self._observers, self._forks, self._whole_forks,
-                                               run.states, strict=True):
-            forked = fork(state, step)
-            for earlier in running:
-                if whole or earlier.call_sig == step.call_sig:
-                    observe(forked, earlier)
-            found = observe(forked, step)
-            if found is not None:
-                evidence.append(Evidence(found.detector, found.code, found.action, found.tool,
-                                         found.count, {**found.details, "predicted": True}))
-        decision = self.policy.decide(evidence, tool=tool, call_index=step.index, span_id="")
-        if self.config.mode == "enforce" and run.stopped is not None and \
-                decision.action < Action.STOP:
-            prior = run.stopped
-            decision = Decision(action=Action.STOP, code=prior.code, evidence=prior.evidence,
-                                hint=prior.hint, call_index=step.index, tool=tool)
-        return decision
-
-    def call_started(self, run: RunState, tool: str, arguments: Any, key: str, *,
-                     captured: bool = True) -> None:
-        """Count a guarded call that is about to run in ``run`` until it is processed.
-
-        ``precheck`` then counts it toward the run's budgets and repetition ladders; ``process``
-        of a call whose ``span_id`` is ``key``, or ``call_finished(run, key)``, stops counting
-        it (whichever comes first; call both when the key may not be the call's own span).
-        Hold the run's lock.
-
-        Args:
-            run: the run's state.
-            tool: the tool's name.
-            arguments: its arguments, as ``precheck`` got them.
-            key: the span id (16 hex digits) of the call's tool span, or of the span the guard
-                saw around it.
-            captured: whether the call's result will be recorded.
-        """
-        running = list(run.in_flight.steps()) if run.in_flight.calls else []
-        step = self._hypothetical(run, tool, arguments, running, captured=captured)
-        step.arguments = None  # kept for as long as the call runs: only its digests
-        run.in_flight.add(key, step)
-
-    @staticmethod
-    def call_finished(run: RunState, key: str) -> None:
-        """Stop counting a call running under ``key`` (nothing if ``process`` already did)."""
-        run.in_flight.remove(key)
-
-    def _hypothetical(self, run: RunState, tool: str, arguments: Any, running: list[Step], *,
-                      captured: bool = False) -> Step:
-        """Return the step of ``tool(arguments)`` repeating its latest outcome in ``run``.
-
-        Its position follows the ``running`` calls. A call with no outcome yet has an unknown
-        result, unless identical calls are running whose results are captured (or, for a call
-        about to run, its own result will be): then it repeats the result they will get.
-        """
-        args, call_sig = call_signature(tool, arguments, self._max_chars)
-        if self.signature is not None:
-            call_sig = self._custom_call_sig(tool, arguments, call_sig)
-        outcome = run.outcomes.get(call_sig)
-        version, end = run.version, max(run.last_end_ns, 0)
-        index = run.calls + len(running) + 1
-        common: dict[str, Any] = {"index": index, "tool": tool, "call_sig": call_sig, "span_id": "",
-                  "start_time_ns": end, "end_time_ns": end, "new_batch": True,
-                  "arguments": args if self._near_duplicates else None,
-                  "turns": run.last_turn or 0, "call_key": in_world(call_sig, version),
-                  "version": version}
-        if outcome is None:
-            kind = self.tool_kind(tool, arguments=arguments)
-            twin = next((s for s in running if s.call_sig == call_sig and s.has_result), None)
-            if twin is None and not captured:
-                return Step(**common, kind=kind, has_result=False, result_sig="", error=None,
-                            error_class=None, error_reason="", empty=False,
-                            pair=in_world(call_sig, version), outcome=call_sig)
-            result = twin.result_sig if twin is not None else _RUNNING_RESULT
-            key = call_sig + ":" + result
-            return Step(**common, kind=kind, has_result=True, result_sig=result, error=None,
-                        error_class=None, error_reason="", empty=False,
-                        pair=in_world(key, version), outcome=key)
-        # a repeat: the same outcome, and so no new state change
-        result, error, kind, empty, unchanged, seen_in = outcome
-        error_class, reason = classify_error(error) if error else (None, "")
-        key = call_sig + ":" + result if result else call_sig
-        return Step(**common, kind=kind, has_result=bool(result), result_sig=result, error=error,
-                    error_class=error_class, error_reason=reason, empty=empty,
-                    pair=in_world(key, version), outcome=key,
-                    target=self._target(tool, kind, error, args, arguments),
-                    unchanged=unchanged + (seen_in != version))
-
-    @staticmethod
-    def counts_inferred_handoff(run: RunState) -> bool:
-        """Return whether a handoff inferred from sibling agent spans still counts in ``run``.
-
-        Only until the run reports a handoff span of its own: from then on its spans say where
-        control goes. The live processor, ``check`` and ``serve`` all ask this.
-        """
-        return run.handoffs == 0
-
-    def process_handoff(self, run: RunState, handoff: Handoff) -> Decision:
-        """Observe one explicit handoff of ``run``.
-
-        Raises:
-            LoopGuardError: when called from ``on_decision`` for the same run.
-        """
-        if run.notifying:
-            _check_reentry(run)
-        run.explicit_handoffs = True
-        run.last_agent = handoff.to_agent
-        if handoff.explicit:
-            run.handoffs += 1
-        found = self.handoffs.observe(run.handoff_state, handoff) if self.handoffs else None
-        return self._finish(run, [found] if found else [], "handoff", run.calls, handoff.span_id)
-
-    def process_model_turn(self, run: RunState, turn: ModelTurn) -> Decision:
-        """Observe one model turn (a chat span) of ``run`` and return the decision on it.
-
-        Call it, in end-time order with the run's tool calls and handoffs, for every model
-        span of the run; the ``idle_turns`` detector judges the turns (its decisions have
-        ``tool`` ``""`` and the run's tool calls so far as ``call_index``). A numbered turn
-        (``ModelTurn.index``) also gives its tokens to the run's waste, for the wasted calls
-        it issued (``otel_loopguard.waste``). Cheap when that detector is off.
-
-        Raises:
-            LoopGuardError: when called from ``on_decision`` for the same run.
-        """
-        if run.notifying:
-            _check_reentry(run)
-        if turn.index is not None:
-            run.waste.turn(turn.index, turn.input_tokens, turn.output_tokens,
-                           self.config.price(turn.models) if self.config.prices else None)
-        if self.handoffs is not None and turn.output_sig and turn.requested_tools is False:
-            self.handoffs.said(run.handoff_state, turn.output_sig)  # a contribution in words
-        if turn.user_input and turn.input_sig:
-            self._heard(run, turn.input_sig)
-        idle = self.idle
-        found = idle.observe_turn(run.idle_state, turn, run.calls + run.handoffs) \
-            if idle is not None else None
-        if found is None:  # a model turn cannot be blocked: a stop is not repeated on it
-            return Decision(_CONTINUE, "OK", (), "", run.calls, _MODEL, turn.span_id)
-        return self._finish(run, [found], _MODEL, run.calls, turn.span_id)
-
-    def process_blank_turn(self, run: RunState, span_id: int, start_ns: int, end_ns: int,
-                           agent_span_id: str | None) -> None:
-        """``process_model_turn`` of a blank turn, without building the turn or its decision.
-
-        A blank turn has no content, no request for tools known and no usage to give (an
-        unnumbered turn): most model spans, since content is opt-in. It gives nothing to the
-        waste, the handoffs or the messages heard, and is never a finding; the ``idle_turns``
-        detector restarts its streak with it (``IdleTurnsDetector.observe_blank``). ``span_id``
-        is the span's id as a number (formatted only if a finding lists it); the rest as
-        ``ModelTurn`` has them.
-
-        Raises:
-            LoopGuardError: when called from ``on_decision`` for the same run.
-        """
-        if run.notifying:
-            _check_reentry(run)
-        if self.idle is not None:
-            self.idle.observe_blank(run.idle_state, span_id, start_ns, end_ns, agent_span_id,
-                                    acted=run.calls + run.handoffs)
-
     def set_template(self, run: RunState, template: str | None) -> None:
         """Record the prompt template of ``run`` (``name@version``, ``name`` or ``tpl-…``).
 
@@ -600,7 +246,7 @@ class LoopEngine:
             LoopGuardError: when called from ``on_decision`` for the same run.
         """
         if run.notifying:
-            _check_reentry(run)
+            check_reentry(run)
         if template != run.template:
             run.template = template
             self._use_template(run)
@@ -617,7 +263,7 @@ class LoopEngine:
     def _step(self, run: RunState, call: ToolCall) -> tuple[Step, bool]:
         """Return the step of ``call`` and whether it repeats its call's previous outcome.
 
-        Advances the run's counters and records the call's outcome (``_record_outcome``).
+        Advances the run's counters and records the call's outcome (``record_outcome``).
         Besides the result's analysis, the call's signature and the outcome, the helpers it
         calls are those of a failure, a hook, a new tool or a new state change.
         """
@@ -626,7 +272,7 @@ class LoopEngine:
         info = self._result_info(run, result) if has_result else _NO_RESULT
         if self.result_signature is not None and has_result:
             info = self._custom_result_info(tool, result, info)
-        error, error_class, reason = self._failure(run, call, info) \
+        error, error_class, reason = record_failure(run, call, info) \
             if call.error or info.error is not None else _NO_FAILURE
         if turn is not None:  # a new model turn starts a new batch
             new_batch, run.last_turn = turn != run.last_turn, turn
@@ -638,13 +284,13 @@ class LoopEngine:
         if self.signature is not None:
             call_sig = self._custom_call_sig(tool, call.arguments, call_sig)
         kind = self._kinds.get(tool)
-        if kind is None or kind is _PER_CALL or (info.in_progress and kind == "default"):
-            kind = self.tool_kind(tool, info, call.arguments)
+        if kind is None or kind is PER_CALL or (info.in_progress and kind == "default"):
+            kind = self._tool_kinds.kind(tool, info, call.arguments)
         # a call not captured whole equals no other; a failed one keeps its identity, since the
         # failure ladders (and precheck's prediction of them) key on the call and its target
         # (most calls: a dict of arguments naming no query key, of a call that changes nothing)
         known = error is not None or (
-            kind != "mutating" and type(args) is dict and _QUERY_KEYS.isdisjoint(args)) or (
+            kind != "mutating" and type(args) is dict and QUERY_KEYS.isdisjoint(args)) or (
             (args is not None or has_result) and arguments_known(kind, args))
         if not known:
             call_sig = digest(call_sig + "\x00opaque:" + str(index))
@@ -655,18 +301,18 @@ class LoopEngine:
             if error is not None:
                 run.mutation_failed = True
             elif outcome not in run.mutations:
-                version = self._changed(run, outcome)
+                version = changed(run, outcome)
         # a successful mutation's target only ends a failure streak on it: none is open in a
         # run before a mutating call failed, so until then it is not looked for (see Step.target)
-        target = self._target(tool, kind, error, args, call.arguments) \
+        target = self._tool_kinds.target(tool, kind, error, args, call.arguments) \
             if error is not None or run.mutation_failed else None
         world = run.world  # in_world, inline: two keys per call
         if world:
             pair, call_key = outcome + world, call_sig + world
         else:
             pair, call_key = outcome, call_sig
-        unchanged, repeat = _record_outcome(run, call_sig, (result_sig, error, kind, info.empty),
-                                            version)
+        unchanged, repeat = record_outcome(run, call_sig, (result_sig, error, kind, info.empty),
+                                           version)
         # Positional, in Step's field order: with keyword arguments, building it costs about
         # 2 us more in CPython 3.11 (benchmarks/bench_step.py).
         return _NEW_STEP(index, tool, kind, call_sig, has_result, result_sig,
@@ -677,59 +323,6 @@ class LoopEngine:
                     # sequence_key: unknown outcome, mutation in any version, else the pair
                     f"\x00absent:{index}" if not has_result and error is None
                     else outcome if kind == "mutating" else pair), repeat
-
-    def _target(self, tool: str, kind: str, error: str | None, args: Any,
-                arguments: Any) -> str | None:
-        """Return what a mutating or failed call acts on (None for other calls, or none named).
-
-        A mutating call's target is what it changes (``CallKindClassifier.target``: the file a
-        shell command writes, an editor's path), so ``mutating_failure`` can tell a success on
-        that target from one elsewhere; a failed call's is ``call_target`` of its arguments.
-        """
-        if kind == "mutating":
-            found = self._call_kinds.target(tool, arguments)
-            return None if found is None else tool + "\x00" + found
-        return None if error is None else call_target(tool, args)
-
-    @staticmethod
-    def _changed(run: RunState, mutation: str) -> int:
-        """Record a new successful state change and return the run's next world version.
-
-        A successful mutating call that differs from the run's earlier ones (other arguments,
-        or another result) changes the agent's world: the calls after it are new observations,
-        and every repetition detector counts their repeats within the new version (their keys
-        carry it, see ``in_world``). Re-applying a remembered mutation with the same result is
-        no change.
-        """
-        mutations = run.mutations
-        if not isinstance(mutations, dict):
-            mutations = run.mutations = {}
-        mutations[mutation] = None
-        if len(mutations) > _MAX_MUTATIONS:
-            del mutations[next(iter(mutations))]
-        run.version += 1
-        run.world = "@" + str(run.version)
-        return run.version
-
-    @classmethod
-    def _heard(cls, run: RunState, message: str) -> None:
-        """A new message from the user changes the agent's world, as a new change does.
-
-        An agent that looks something up again because its user asked again (``recheck it
-        now``) is answering its user, not stuck: the repetition detectors count the calls
-        after a new user message as new observations. The same message again changes nothing,
-        nor does the run's first (its task: an instrumentation may report it after the first
-        tool call, when the model span encloses the tools).
-        """
-        key = "\x00user:" + message
-        if not isinstance(run.mutations, dict):
-            run.mutations = {}
-        if key in run.mutations:
-            return
-        if "\x00user" not in run.mutations:  # the run's first message is its task: no change
-            run.mutations["\x00user"] = run.mutations[key] = None
-            return
-        cls._changed(run, key)
 
     def _custom_call_sig(self, tool: str, arguments: Any, builtin: str) -> str:
         """Return the call signature from the ``signature`` hook (``builtin`` if it fails)."""
@@ -780,7 +373,7 @@ class LoopEngine:
         return info
 
     def tool_kind(self, tool: str, info: ResultInfo = _NO_RESULT,
-                  arguments: Any = _NO_ARGUMENTS) -> str:
+                  arguments: Any = NO_ARGUMENTS) -> str:
         """Return the kind of a call: ``read``, ``mutating``, ``poll``, ``exempt`` or ``default``.
 
         The configured kind of the tool wins; a shell or editor tool's call gets the kind of
@@ -788,59 +381,7 @@ class LoopEngine:
         text in them, the kind its name gives); other tools get the kind their name gives,
         cached. A ``default`` call whose result is in progress counts as ``poll``.
         """
-        kind = self._kinds.get(tool)
-        if kind is None:
-            kind = _PER_CALL if self._call_kinds.mode(tool) else self._infer_kind(tool)
-            if len(self._kinds) < 4096:
-                self._kinds[tool] = kind
-        if kind is _PER_CALL:
-            per_call = None if arguments is _NO_ARGUMENTS else \
-                self._call_kinds.kind(tool, arguments)
-            kind = per_call or self._infer_kind(tool)
-        if kind == "default" and info.in_progress and self.config.tool_kind(tool) is None:
-            return "poll"
-        return kind
-
-    def _infer_kind(self, tool: str) -> str:
-        cfg = self.config
-        configured = cfg.tool_kind(tool)
-        if configured is not None:
-            return configured
-        names = {tool, tool.rsplit("__", 1)[-1], tool_base_name(tool)}
-        if not names.isdisjoint(cfg.mutating_tools):
-            return "mutating"
-        if not names.isdisjoint(cfg.read_tools):
-            return "read"
-        lowered = tool.lower()
-        if any(fnmatch.fnmatchcase(lowered, p) for p in _PLAN_TOOL_PATTERNS):
-            return "exempt"
-        if any(fnmatch.fnmatchcase(lowered, p) for p in cfg.poll_tool_patterns):
-            return "poll"
-        return "default"
-
-    @staticmethod
-    def _failure(run: RunState, call: ToolCall, info: ResultInfo) -> tuple[str, str, str]:
-        """Return a failed call's error text (numbers and dates masked), class and reason.
-
-        Marks ``run`` as having a failure (``RunState.failed``).
-        """
-        run.failed = True
-        if call.error:
-            text = call.error_message or (str(call.result)[:500] if call.has_result else "") or \
-                "error"
-        else:
-            text = info.error or ""
-        error = " ".join(_MASK_RE.sub("#", text[:500]).split())
-        return (error, *classify_error(error))
-
-    def _agent_change(self, run: RunState, call: ToolCall) -> Evidence | None:
-        previous, run.last_agent = run.last_agent, call.agent
-        if (previous is None or previous == call.agent or run.explicit_handoffs
-                or self.handoffs is None or call.agent is None):
-            return None
-        handoff = Handoff(from_agent=previous, to_agent=call.agent, span_id=call.span_id,
-                          end_time_ns=call.end_time_ns, explicit=False)
-        return self.handoffs.observe(run.handoff_state, handoff)
+        return self._tool_kinds.kind(tool, info, arguments)
 
     def _finish(self, run: RunState, evidence: list[Evidence], tool: str, index: int,
                 span_id: str) -> Decision:
@@ -877,61 +418,3 @@ class LoopEngine:
         finally:
             run.notifying = previous
             self._in_callback.active = False
-
-
-def arguments_known(kind: str, arguments: Any) -> bool:
-    """Whether a call's arguments were captured whole enough to compare it with another.
-
-    Absent is not the same, for arguments as for results. An IDE export or an instrumentation
-    without content capture keeps ``{"target_file": ...}`` or nothing of an edit, and an empty
-    ``query`` of a search whose pattern was dropped: two such calls may be different calls, so
-    they never count as the same one (no repeat of it, no stagnation on it), and each
-    successful change of that kind is a change of state. (A call with neither arguments nor a
-    result captured, as coding agents report tool calls by default, is not compared either:
-    the engine checks that beside this.)
-    """
-    if isinstance(arguments, dict):
-        # most calls name no query key: one set operation says so, and nothing is looked up
-        if not _QUERY_KEYS.isdisjoint(arguments) and "" in map(arguments.get, _QUERY_KEYS):
-            return False
-        return kind != "mutating" or _holds_content(arguments)
-    return kind != "mutating" or arguments not in (None, "", [], {})
-
-
-def _holds_content(arguments: dict[Any, Any]) -> bool:
-    """Whether a mutation's arguments say what it is: a value under a non-target key."""
-    for key, value in arguments.items():
-        if key not in _TARGET_KEYS and value not in (None, "", [], {}):
-            return True
-    return False
-
-
-def _declared(detector: Detector, name: str, default: Any) -> Any:
-    """Return what ``detector``'s class says of its ``observe`` in attribute ``name``.
-
-    ``observed_kinds`` (the call kinds whose steps it looks at) or ``quiet_until_failure``
-    (whether it can skip the calls before a run's first failure); ``default`` (every kind,
-    every call) for a detector that does not say, or that inherits the attribute from a class
-    whose ``observe`` it overrides (the new ``observe`` may look at more).
-    """
-    cls = type(detector)
-    value = getattr(cls, name, None)
-    if value is None:
-        return default
-    declared = next(k for k in cls.__mro__ if name in vars(k))
-    observing = next((k for k in cls.__mro__ if "observe" in vars(k)), declared)
-    return value if issubclass(declared, observing) else default
-
-
-def _deep_fork(state: Any, step: Step) -> Any:
-    """Return a deep copy of ``state``: the fork of a detector that has no ``fork`` method."""
-    return copy.deepcopy(state)
-
-
-def _check_reentry(run: RunState) -> None:
-    """Raise when this thread is inside ``on_decision`` for ``run`` (it holds the run's lock)."""
-    if run.in_callback():
-        raise LoopGuardError(
-            "on_decision must not feed the run it was called for (process, precheck, "
-            "process_handoff or a guarded tool call of that run inside the callback); do that "
-            "work after the callback returns")

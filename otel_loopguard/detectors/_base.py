@@ -9,9 +9,11 @@ from collections.abc import Iterable
 from typing import Any, ClassVar, Final
 
 from otel_loopguard.config import LoopGuardConfig
-from otel_loopguard.types import Action, Evidence
+from otel_loopguard.detectors._step import Step
+from otel_loopguard.types import Action, Detector, Evidence
 
-__all__ = ["DetectorBase", "copy_state", "ladder", "lowest", "occurrence_details"]
+__all__ = ["DetectorBase", "copy_state", "declared", "deep_fork", "ladder", "lowest",
+           "occurrence_details"]
 
 _MAX_LISTED = 10
 """Call indices and span ids listed in evidence (the most recent ones)."""
@@ -125,3 +127,25 @@ class DetectorBase:
             return None
         return Evidence(detector=self.name, code=code, action=action, tool=tool, count=count,
                         details=details)
+
+
+def declared(detector: Detector, name: str, default: Any) -> Any:
+    """Return what ``detector``'s class says of its ``observe`` in attribute ``name``.
+
+    ``observed_kinds`` (the call kinds whose steps it looks at) or ``quiet_until_failure``
+    (whether it can skip the calls before a run's first failure); ``default`` (every kind,
+    every call) for a detector that does not say, or that inherits the attribute from a class
+    whose ``observe`` it overrides (the new ``observe`` may look at more).
+    """
+    cls = type(detector)
+    value = getattr(cls, name, None)
+    if value is None:
+        return default
+    owner = next(k for k in cls.__mro__ if name in vars(k))
+    observing = next((k for k in cls.__mro__ if "observe" in vars(k)), owner)
+    return value if issubclass(owner, observing) else default
+
+
+def deep_fork(state: Any, step: Step) -> Any:
+    """Return a deep copy of ``state``: the fork of a detector that has no ``fork`` method."""
+    return copy.deepcopy(state)

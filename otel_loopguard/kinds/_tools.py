@@ -1,0 +1,129 @@
+"""The kind of each call the engine sees, what it acts on, and whether it was captured whole.
+
+:class:`ToolKinds` answers ``LoopEngine.tool_kind``: the configured kind of a tool wins; a
+shell or editor tool's call gets the kind of what it does (:class:`CallKindClassifier`); any
+other tool the kind its name gives, found once and cached. ``arguments_known`` tells a call
+whose arguments an export dropped, which equals no other call.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from typing import Any, Final
+
+from otel_loopguard.config import LoopGuardConfig
+from otel_loopguard.kinds import CallKindClassifier, tool_base_name
+from otel_loopguard.kinds._target import call_target
+from otel_loopguard.signature import ResultInfo
+
+__all__ = ["NO_ARGUMENTS", "PER_CALL", "QUERY_KEYS", "ToolKinds", "arguments_known"]
+
+_TARGET_KEYS: Final = frozenset({
+    "path", "file", "file_path", "filepath", "filename", "target_file", "target",
+    "target_directory", "directory", "dir", "uri", "url", "notebook_path",
+    "relative_workspace_path", "explanation", "description"})
+"""Argument keys that say where a change goes, or why, but not what it is."""
+QUERY_KEYS: Final = frozenset({"query", "pattern", "glob", "glob_pattern", "q", "search",
+                               "regex"})
+"""Argument keys of what a search looks for: empty, the export dropped it."""
+_PLAN_TOOL_PATTERNS: Final = ("*todo*",)
+"""Planning tools (``TodoWrite``, ``todo_write``, ``update_todo_list``): an agent updates its
+to-do list again and again as it works, which is neither a loop nor a change of the world, so
+they are ``exempt`` unless configured otherwise."""
+_NO_RESULT: Final = ResultInfo(digest="")
+PER_CALL: Final = "\x00per-call"
+"""Cached kind of a tool whose every call is classified on its own (shell and editor tools)."""
+NO_ARGUMENTS: Final[Any] = object()
+"""``arguments`` not given: the kind of the tool's calls in general (``kind``)."""
+_MAX_CACHED_TOOLS: Final = 4096
+"""Tools whose kind the cache keeps (later ones are inferred at each call)."""
+
+
+class ToolKinds:
+    """The kind and the target of each call, for one engine's configuration (thread-safe)."""
+
+    __slots__ = ("_classifier", "cache", "config")
+
+    def __init__(self, config: LoopGuardConfig) -> None:
+        """Start with no tool's kind known."""
+        self.config = config
+        self.cache: dict[str, str] = {}
+        """Tool → its kind, or ``PER_CALL`` for a tool whose every call is classified."""
+        self._classifier = CallKindClassifier(config)
+
+    def kind(self, tool: str, info: ResultInfo = _NO_RESULT,
+             arguments: Any = NO_ARGUMENTS) -> str:
+        """Return the kind of a call (``LoopEngine.tool_kind`` says how it is found).
+
+        ``arguments`` not given: the kind the tool's name gives, for a tool classified per call.
+        """
+        kind = self.cache.get(tool)
+        if kind is None:
+            kind = PER_CALL if self._classifier.mode(tool) else self._infer(tool)
+            if len(self.cache) < _MAX_CACHED_TOOLS:
+                self.cache[tool] = kind
+        if kind is PER_CALL:
+            per_call = None if arguments is NO_ARGUMENTS else \
+                self._classifier.kind(tool, arguments)
+            kind = per_call or self._infer(tool)
+        if kind == "default" and info.in_progress and self.config.tool_kind(tool) is None:
+            return "poll"
+        return kind
+
+    def _infer(self, tool: str) -> str:
+        """Return the kind the tool's name (or its configuration) gives, for every call."""
+        cfg = self.config
+        configured = cfg.tool_kind(tool)
+        if configured is not None:
+            return configured
+        names = {tool, tool.rsplit("__", 1)[-1], tool_base_name(tool)}
+        if not names.isdisjoint(cfg.mutating_tools):
+            return "mutating"
+        if not names.isdisjoint(cfg.read_tools):
+            return "read"
+        lowered = tool.lower()
+        if any(fnmatch.fnmatchcase(lowered, p) for p in _PLAN_TOOL_PATTERNS):
+            return "exempt"
+        if any(fnmatch.fnmatchcase(lowered, p) for p in cfg.poll_tool_patterns):
+            return "poll"
+        return "default"
+
+    def target(self, tool: str, kind: str, error: str | None, args: Any,
+               arguments: Any) -> str | None:
+        """Return what a mutating or failed call acts on (None for other calls, or none named).
+
+        A mutating call's target is what it changes (``CallKindClassifier.target``: the file a
+        shell command writes, an editor's path), so ``mutating_failure`` can tell a success on
+        that target from one elsewhere; a failed call's is ``call_target`` of its arguments.
+        """
+        if kind == "mutating":
+            found = self._classifier.target(tool, arguments)
+            return None if found is None else tool + "\x00" + found
+        return None if error is None else call_target(tool, args)
+
+
+def arguments_known(kind: str, arguments: Any) -> bool:
+    """Whether a call's arguments were captured whole enough to compare it with another.
+
+    Absent is not the same, for arguments as for results. An IDE export or an instrumentation
+    without content capture keeps ``{"target_file": ...}`` or nothing of an edit, and an empty
+    ``query`` of a search whose pattern was dropped: two such calls may be different calls, so
+    they never count as the same one (no repeat of it, no stagnation on it), and each
+    successful change of that kind is a change of state. (A call with neither arguments nor a
+    result captured, as coding agents report tool calls by default, is not compared either:
+    the engine checks that beside this.)
+    """
+    if isinstance(arguments, dict):
+        # most calls name no query key: one set operation says so, and nothing is looked up
+        if not QUERY_KEYS.isdisjoint(arguments) and "" in map(arguments.get, QUERY_KEYS):
+            return False
+        return kind != "mutating" or _holds_content(arguments)
+    return kind != "mutating" or arguments not in (None, "", [], {})
+
+
+def _holds_content(arguments: dict[Any, Any]) -> bool:
+    """Whether a mutation's arguments say what it is: a value under a non-target key."""
+    for key, value in arguments.items():
+        if key not in _TARGET_KEYS and value not in (None, "", [], {}):
+            return True
+    return False
