@@ -58,7 +58,8 @@ class _BudgetState:
         self.limits = limits
         # the warn limit each budget last warned at: a warn fires once, and once more only
         # when the run's prompt template raises that limit later in the run
-        self.calls_warned = self.steps_warned = self.seconds_warned = -1.0
+        self.calls_warned = self.steps_warned = -1
+        self.seconds_warned = -1.0
         self.calls_floor = self.steps_floor = 0.0
         """The fewest tool calls, and steps, at which a counted budget can still fire: below
         both, ``observe`` looks at none (``refloor``)."""
