@@ -22,29 +22,23 @@ Memory is bounded by ``max_line_bytes`` (64 MiB), the largest line, document or 
 a longer one is reported and skipped as it is read, never held whole. Runs of blank lines
 are skipped at C speed, so a file of them (gzip makes a gigabyte of newlines out of a
 megabyte) costs no more than reading it.
+
+The bytes are read by ``replay._source`` (a counted source, then lines or sized reads); each
+record is parsed and decoded by ``replay._decode``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import io
-import json
 import logging
 import os
-import sys
-import zlib
 from collections.abc import Callable, Iterator
 from itertools import chain
-from typing import IO, TYPE_CHECKING, Any, BinaryIO, NamedTuple, Protocol
+from typing import TYPE_CHECKING, BinaryIO, NamedTuple
 
 from otel_loopguard._safe_text import escape_unsafe
 from otel_loopguard.coding_agents import AgentRecords
 from otel_loopguard.exceptions import TraceFileError
-from otel_loopguard.otlp._json import decode_json_spans, loads_json
-from otel_loopguard.otlp._logs import decode_json_logs
-from otel_loopguard.otlp._proto import decode_proto_spans, decode_wire_spans
-from otel_loopguard.otlp._spans import DecodedSpans, FieldError
 from otel_loopguard.replay._compressed import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
     BadMessage,
@@ -53,6 +47,12 @@ from otel_loopguard.replay._compressed import (
     decompress_message,
     format_bytes,
     open_decompressed,
+)
+from otel_loopguard.replay._decode import (
+    _BadRecord,
+    _decode_json,
+    _decode_proto,
+    _opens_document,
 )
 from otel_loopguard.replay._sniff import (
     FRAME_HEADER,
@@ -65,6 +65,14 @@ from otel_loopguard.replay._sniff import (
     needs_wide_look,
     unrecognised,
 )
+from otel_loopguard.replay._source import (
+    _CHUNK_BYTES,
+    _LineReader,
+    _open_binary,
+    _read_up_to,
+    _ReadError,
+    _Source,
+)
 
 if TYPE_CHECKING:
     from otel_loopguard.types import SpanRecord
@@ -73,17 +81,8 @@ __all__ = ["DEFAULT_MAX_DECOMPRESSED_BYTES", "DEFAULT_MAX_LINE_BYTES", "iter_loc
            "iter_span_batches", "iter_spans"]
 
 _LOGGER = logging.getLogger(__name__)
-_CHUNK_BYTES = 1 << 20
-"""Read size, largest read of a protobuf frame, and progress-report granularity."""
 DEFAULT_MAX_LINE_BYTES = 64 << 20
 """The largest line, JSON document or protobuf message held (64 MiB)."""
-_UTF8_BOM = b"\xef\xbb\xbf"
-_READ_ERRORS = (OSError, EOFError, zlib.error)
-_SPANS_KEYS = ("resourceSpans", "resource_spans")
-_LOGS_KEYS = ("resourceLogs", "resource_logs")
-_OTHER_SIGNALS = {"resourceMetrics": "metrics",
-                  "resource_metrics": "metrics", "resourceProfiles": "profiles",
-                  "resource_profiles": "profiles"}
 _PROTO_MISSING = (
     "reading OTLP protobuf needs opentelemetry-proto, a dependency of otel-loopguard: "
     "pip install opentelemetry-proto"
@@ -176,19 +175,6 @@ def iter_span_batches(
     return reader.batches()
 
 
-class _ReadError(Exception):
-    """The underlying stream failed (I/O error, corrupt or truncated gzip)."""
-
-
-class _BadRecord(Exception):
-    """One line, document or message is bad; ``line_offset`` counts from its first line."""
-
-    def __init__(self, message: str, line_offset: int = 0) -> None:
-        super().__init__(message)
-        self.message = message
-        self.line_offset = line_offset
-
-
 class _Record(NamedTuple):
     line: int
     data: bytes
@@ -197,77 +183,6 @@ class _Record(NamedTuple):
     """True for a JSON line: its spans can be told by ``line``."""
     maybe_lines: bool = False
     """Protobuf that may be JSON Lines after a damaged line: read so if it does not parse."""
-
-
-class _ByteSource(Protocol):
-    """Anything with a binary ``read``: files, stdin, ``GzipFile``, ``BytesIO``."""
-
-    def read(self, size: int = -1, /) -> bytes | None: ...
-
-
-class _Source(io.RawIOBase):
-    """Raw stream over ``source`` that counts bytes read and can prefetch without consuming.
-
-    Read failures of any kind (I/O, gzip, zlib, zstd) surface as ``_ReadError``; reading more
-    than ``limit`` bytes raises ``TooLarge``.
-    """
-
-    def __init__(self, source: _ByteSource, limit: int | None = None) -> None:
-        super().__init__()
-        self._read_some: Callable[[int], bytes | None] = getattr(source, "read1", source.read)
-        self._pending = b""
-        self._limit = limit
-        self.count = 0
-        """Bytes read from ``source`` so far."""
-
-    def readable(self) -> bool:
-        """Return True: this stream is readable."""
-        return True
-
-    def prefetch(self, size: int) -> bytes:
-        """Return up to ``size`` first unread bytes (fewer only at end of input), keeping them."""
-        while len(self._pending) < size:
-            chunk = self._read(size - len(self._pending))
-            if not chunk:
-                break
-            self._pending += chunk
-        return self._pending
-
-    def readinto(self, buffer: Any) -> int:
-        """Fill ``buffer`` with prefetched bytes first, then with one read of the source."""
-        view = memoryview(buffer).cast("B")
-        if self._pending:
-            data, self._pending = self._pending[: len(view)], self._pending[len(view) :]
-        else:
-            data = self._read(len(view))
-        view[: len(data)] = data
-        return len(data)
-
-    def _read(self, size: int) -> bytes:
-        try:
-            data = self._read_some(size) or b""
-        except _READ_ERRORS as exc:
-            raise _ReadError(str(exc) or type(exc).__name__) from exc
-        self.count += len(data)
-        if self._limit is not None and self.count > self._limit:
-            raise TooLarge(self._limit)
-        return data
-
-
-@contextlib.contextmanager
-def _open_binary(path: str) -> Iterator[IO[bytes]]:
-    """Open ``path`` unbuffered for reading, or borrow binary stdin for ``"-"`` (never closed)."""
-    if path == "-":
-        yield sys.stdin.buffer
-        return
-    try:
-        file = open(path, "rb", buffering=0)  # noqa: SIM115 - closed by the with below
-    except FileNotFoundError:
-        raise TraceFileError(path, 0, "no such file") from None
-    except OSError as exc:
-        raise TraceFileError(path, 0, exc.strerror or str(exc)) from None
-    with file:
-        yield file
 
 
 class _TraceReader:
@@ -476,255 +391,3 @@ class _TraceReader:
         for line, message in deferred:
             self._fail(line, message)
         return spans
-
-
-class _LineReader:
-    """The non-blank lines of a binary stream, each at most ``max_line`` bytes, in chunks.
-
-    Blank runs are found with ``bytes.lstrip`` and newlines counted with ``bytes.count``, both
-    in C, so a gigabyte of newlines is skipped at memory speed; a line that grows past
-    ``max_line`` is dropped as it is read (reported once) and reading resumes after it.
-    """
-
-    def __init__(self, stream: BinaryIO, max_line: int) -> None:
-        self._stream = stream
-        self._read_some: Callable[[int], bytes] = getattr(stream, "read1", stream.read)
-        """One read of the source at most: a read error comes after the lines before it."""
-        self._max_line = max_line
-        self._chunk = b""
-        self._at = 0
-
-    def lines(self, reader: _TraceReader) -> Iterator[tuple[int, bytes]]:
-        """Yield ``(number, line)``; keep ``reader._line`` on the line being read."""
-        while self._next_start(reader):
-            number = reader._line
-            line = self._take_line()
-            reader._line += 1
-            if line is None:
-                reader.skipped_line(number)
-            elif not line.isspace():
-                yield number, line
-
-    def rest(self, size: int) -> bytes:
-        """Return up to ``size`` bytes after the last line returned (the rest of a document)."""
-        head = self._chunk[self._at:self._at + size]
-        self._at += len(head)
-        return head + self._stream.read(size - len(head)) if size > len(head) else head
-
-    def _next_start(self, reader: _TraceReader) -> bool:
-        """Skip blank bytes, counting their newlines; return False at the end of the input."""
-        while True:
-            end = _blank_end(self._chunk, self._at)
-            reader._line += self._chunk.count(b"\n", self._at, end)
-            self._at = end
-            if end < len(self._chunk):
-                return True
-            if not self._refill():
-                return False
-
-    def _refill(self) -> bool:
-        self._chunk, self._at = self._read_some(_CHUNK_BYTES), 0
-        return bool(self._chunk)
-
-    def _take_line(self) -> bytes | None:
-        """Return the line starting here (newline included), or None when it is too long."""
-        parts: list[bytes] = []
-        held = 0
-        while True:
-            newline = self._chunk.find(b"\n", self._at)
-            stop = len(self._chunk) if newline < 0 else newline + 1
-            held += stop - self._at
-            if held <= self._max_line:
-                parts.append(self._chunk[self._at:stop])
-            else:
-                parts.clear()  # too long: read on to its end, holding nothing
-            self._at = stop
-            if newline >= 0 or not self._refill():
-                return b"".join(parts) if held <= self._max_line else None
-
-
-def _blank_end(chunk: bytes, at: int) -> int:
-    """Return where the blank bytes (ASCII whitespace) starting at ``at`` end in ``chunk``.
-
-    ``lstrip`` of windows that double in size: a line start costs one small slice, a megabyte
-    of blank bytes a few C scans.
-    """
-    size = 64
-    while at < len(chunk):
-        window = chunk[at:at + size]
-        rest = window.lstrip()
-        if rest:
-            return at + len(window) - len(rest)
-        at += len(window)
-        size = min(2 * size, _CHUNK_BYTES)
-    return len(chunk)
-
-
-def _opens_document(line: bytes) -> bool:
-    """Return True when ``line`` is the start of a JSON document that continues on later lines."""
-    try:
-        text = line.removeprefix(_UTF8_BOM).decode()
-        json.loads(text)
-    except json.JSONDecodeError as exc:
-        return exc.pos >= len(text.rstrip())
-    except (ValueError, RecursionError):
-        return False
-    return False
-
-
-def _read_up_to(stream: BinaryIO, size: int) -> bytes:
-    """Return ``size`` bytes, or fewer at end of input, reading at most 1 MiB at a time."""
-    parts = []
-    while size > 0 and (chunk := stream.read(min(size, _CHUNK_BYTES))):
-        parts.append(chunk)
-        size -= len(chunk)
-    return b"".join(parts)
-
-
-def _parse_json(data: bytes) -> Any:
-    """Return the decoded JSON; on failure raise ``_BadRecord`` with the stdlib's message."""
-    with contextlib.suppress(ValueError, RecursionError):
-        return loads_json(data)  # orjson when it reads what json.loads would; the message below
-    try:
-        text = data.decode("utf-8")  # not json's own guess, which takes NUL bytes for UTF-16
-    except UnicodeDecodeError as exc:
-        raise _BadRecord(f"not JSON text: byte 0x{data[exc.start]:02x} at offset {exc.start} "
-                         "is not UTF-8 (binary data?)") from None
-    try:
-        return json.loads(text.removeprefix("\ufeff"))
-    except json.JSONDecodeError as exc:
-        message = f"invalid JSON: {exc.msg} at column {exc.colno}"
-        raise _BadRecord(message, exc.lineno - 1) from None
-    except RecursionError:
-        raise _BadRecord("invalid JSON: nested too deeply") from None
-    except ValueError as exc:
-        raise _BadRecord(f"invalid JSON: {exc}") from None
-
-
-def _decode_json(data: bytes, agents: AgentRecords) -> tuple[list[SpanRecord], str]:
-    """Return the good spans of one OTLP/JSON request (or JSON array of them).
-
-    A logs request gives the records of its coding-agent events (``coding_agents``); a trace
-    request its spans, plus a session record for each coding-agent tool span. Also returns the
-    problem with the others ("" when every span is good).
-    """
-    clean = _clean_trace_spans(data, agents)
-    if clean is not None:
-        return clean, ""
-    doc = _parse_json(data)
-    if not isinstance(doc, list):
-        return _spans_of_json_request(doc, agents)
-    spans, problems = [], []
-    for index, request in enumerate(doc):
-        try:
-            good, problem = _spans_of_json_request(request, agents)
-        except _BadRecord as exc:
-            raise _BadRecord(f"element {index}: {exc.message}") from None
-        spans.extend(good)
-        if problem:
-            problems.append(f"element {index}: {problem}")
-    return spans, "; ".join(problems)
-
-
-def _clean_trace_spans(data: bytes, agents: AgentRecords) -> list[SpanRecord] | None:
-    """Return the spans of trace requests in which nothing is wrong, or None.
-
-    The record is parsed without ``loads_json``'s test for integers beyond 64 bits (a tenth of
-    the cost of reading a span): decoding that finds nothing wrong gives the same records
-    either way (``loads_json``, ``exact_numbers``). None when anything is wrong or the record
-    holds a logs request: ``_decode_json`` then reads it as before, exactly, and words it.
-    The coding agents' records (which keep state) are taken only once all is known good.
-    """
-    decoded: list[list[SpanRecord]] = []
-    try:
-        doc = loads_json(data, exact_numbers=False)
-        for request in doc if isinstance(doc, list) else (doc,):
-            found = _trace_request(request)
-            if found is None or found.rejected:
-                return None
-            decoded.append(found.spans)
-    except Exception:  # whatever it is, the exact reading below decides and words it
-        return None
-    spans: list[SpanRecord] = []
-    for good in decoded:
-        spans += good
-        spans += agents.from_spans(good)
-    return spans
-
-
-def _trace_request(request: Any) -> DecodedSpans | None:
-    """Return the spans of a trace request, None for anything else (``{}`` holds none)."""
-    if isinstance(request, dict) and (any(k in request for k in _LOGS_KEYS) or (
-            request and not any(k in request for k in _SPANS_KEYS))):
-        return None
-    return decode_json_spans(request)
-
-
-def _spans_of_json_request(request: Any, agents: AgentRecords) -> tuple[list[SpanRecord], str]:
-    if isinstance(request, dict) and any(k in request for k in _LOGS_KEYS):
-        return _records_of_json_logs(request, agents)
-    if isinstance(request, dict) and request and not any(k in request for k in _SPANS_KEYS):
-        raise _BadRecord(_not_a_trace_request(request))
-    try:
-        decoded = decode_json_spans(request)
-    except FieldError as exc:
-        raise _BadRecord(str(exc)) from None
-    spans, problem = _partial(decoded)
-    return spans + agents.from_spans(spans), problem
-
-
-def _records_of_json_logs(request: dict[str, Any],
-                          agents: AgentRecords) -> tuple[list[SpanRecord], str]:
-    """Return the coding-agent records of an OTLP/JSON logs request (Collector file output)."""
-    try:
-        decoded = decode_json_logs(request)
-    except FieldError as exc:
-        raise _BadRecord(str(exc)) from None
-    if decoded.rejected and not decoded.events:
-        raise _BadRecord(f"all {decoded.rejected} log records rejected: {decoded.problem}")
-    problem = (f"rejected {decoded.rejected} malformed log record(s), kept "
-               f"{len(decoded.events)}; first: {decoded.problem}") if decoded.rejected else ""
-    return agents.from_events(decoded.events), problem
-
-
-def _not_a_trace_request(request: dict[str, Any]) -> str:
-    """Word why a JSON object without ``resourceSpans`` is reported (``{}`` is an empty request)."""
-    for key, signal in _OTHER_SIGNALS.items():
-        if key in request:
-            return f"an OTLP {signal} request, not traces ({key})"
-    keys = ", ".join(repr(k) for k in list(request)[:3]) + (", ..." if len(request) > 3 else "")
-    return f"not an OTLP trace request: no resourceSpans (keys: {keys})"
-
-
-def _partial(decoded: DecodedSpans) -> tuple[list[SpanRecord], str]:
-    """Keep the good spans of a partly malformed record (as serve's partial success does)."""
-    spans, rejected = decoded.spans, decoded.rejected
-    if not rejected:
-        return spans, ""
-    if not spans:
-        raise _BadRecord(f"all {rejected} spans rejected: {decoded.problem}")
-    return spans, (f"rejected {rejected} malformed span(s), kept {len(spans)}; first: "
-                   f"{decoded.problem}")
-
-
-def _decode_proto(data: bytes) -> tuple[list[SpanRecord], str]:
-    """Return the spans of one serialized ``ExportTraceServiceRequest``.
-
-    Raises:
-        ImportError: when opentelemetry-proto is not installed.
-        _BadRecord: when the message does not parse or holds malformed ids.
-    """
-    spans = decode_wire_spans(data)  # the C decoder, for a well-formed message
-    if spans is not None:
-        return spans, ""
-    # Lazy: JSON files never need protobuf, so reading them never pays for its import.
-    decode_error: type[Exception] = importlib.import_module("google.protobuf.message").DecodeError
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-        ExportTraceServiceRequest,
-    )
-
-    try:
-        request = ExportTraceServiceRequest.FromString(data)
-    except (decode_error, ValueError, RecursionError) as exc:
-        raise _BadRecord(f"invalid protobuf: {exc}") from None
-    return _partial(decode_proto_spans(request))
