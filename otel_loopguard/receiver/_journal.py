@@ -11,12 +11,18 @@ run may have lost (at most the spans settled in its last worker step are counted
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
 import threading
+from collections.abc import Callable
 from typing import Final
 
-__all__ = ["Journal"]
+from otel_loopguard.exceptions import ConfigError
+
+__all__ = ["Journal", "open_journal"]
+
+logger = logging.getLogger(__name__)
 
 _RECORD: Final = struct.Struct("<QQQ")
 _ACCEPTED, _SETTLED, _CLEAN = 0, 8, 16
@@ -63,3 +69,23 @@ class Journal:
 
 
 _ACCEPTED_FIELD: Final = struct.Struct("<Q")
+
+
+def open_journal(path: str, count_lost: Callable[[int], None]) -> Journal:
+    """Open the state file at ``path``; count (``count_lost``) and log what a killed run lost.
+
+    Raises:
+        ConfigError: when the file cannot be opened or created.
+    """
+    try:
+        journal = Journal(path)
+    except OSError as exc:
+        raise ConfigError(f"state_file: {exc.strerror or exc}: {path}") from None
+    lost = journal.lost_before
+    if lost:
+        count_lost(lost)
+        logger.warning("otel-loopguard serve: the previous run did not shut down (killed?) "
+                       "and lost up to %d acknowledged span(s) it had not checked or "
+                       "forwarded (counted in loopguard_receiver_spans_total"
+                       "{outcome=\"lost\"})", lost)
+    return journal
