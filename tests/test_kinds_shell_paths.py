@@ -1,9 +1,10 @@
 """The shell reader's fast paths give what the straightforward readings give.
 
-``otel_loopguard.kinds._shell`` reads a command line with a few shortcuts: a token regex written
-as a loop over quoted parts only, ``str.replace`` for words quoted with one kind of quote,
-heredoc bodies skipped with ``str.find`` over the whole text, and the version regex of command
-names (``python3.11``) tried only on names ending in a digit or a dot. Each is compared here with
+The shell reader (``otel_loopguard.kinds._lexer`` and ``_shell``) reads a command line with a
+few shortcuts: a token regex written as a loop over quoted parts only, ``str.replace`` for words
+quoted with one kind of quote, heredoc bodies skipped with ``str.find`` over the whole text, and
+the version regex of command names (``python3.11``) tried only on names ending in a digit or a
+dot. Each is compared here with
 the plain reading it replaced (kept in this file as the oracle) on generated command lines made
 of shell specials, quotes, heredoc markers and real command words, so a future divergence fails.
 """
@@ -16,17 +17,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from otel_loopguard.kinds import CallKindClassifier
-from otel_loopguard.kinds._shell import (
+from otel_loopguard.kinds._lexer import (
     _DQ_ESCAPE,
     _TOKEN,
     _UNQUOTE,
-    _VERSIONED,
-    _name,
     _unquote_part,
     segments,
     strip_heredocs,
     unquote,
 )
+from otel_loopguard.kinds._shell import _VERSIONED, _name
 
 _PLAIN_TOKEN = re.compile(r"""
     [ \t\r\f\v]*
