@@ -7,7 +7,9 @@ import io
 import json
 import os
 import re
+import stat
 import sys
+import threading
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -335,6 +337,36 @@ class TestOutputFile:
         assert code == 2
         assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl"]
         assert capsys.readouterr().err.startswith(f"otel-loopguard: {bad}:2: ")
+
+    @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+    def test_a_pipe_is_written_not_replaced(self, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+        """A FIFO (as ``/dev/null`` or ``/dev/stdout``, not a regular file) stays what it is:
+        the report goes through it, where replacing it would leave a regular file behind."""
+        pipe = tmp_path / "report.pipe"
+        os.mkfifo(pipe)
+        got: list[str] = []
+        reader = threading.Thread(target=lambda: got.append(pipe.read_text(encoding="utf-8")),
+                                  daemon=True)  # stuck on open() if the pipe was replaced
+        reader.start()
+        code = main(["check", "--format", "json", "-o", str(pipe), LOOPING])
+        reader.join(10)
+        assert code == 1
+        assert stat.S_ISFIFO(os.lstat(pipe).st_mode)
+        assert json.loads(got[0]) == json.loads(_output(capsys, "--format", "json", LOOPING)[1])
+
+    def test_a_symlink_keeps_naming_the_report(self, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+        """``-o link`` replaces the file the link names, and the link stays a link."""
+        (tmp_path / "reports").mkdir()
+        real = tmp_path / "reports" / "report.txt"
+        real.write_text("an older report\n", encoding="utf-8")
+        link = tmp_path / "latest.txt"
+        link.symlink_to(real)
+        assert main(["check", "-o", str(link), LOOPING]) == 1
+        assert link.is_symlink()
+        assert real.read_text(encoding="utf-8") == _output(capsys, LOOPING)[1]
+        assert sorted(p.name for p in real.parent.iterdir()) == ["report.txt"]
 
     def test_an_unwritable_place(self, tmp_path: Path,
                                  capsys: pytest.CaptureFixture[str]) -> None:

@@ -176,6 +176,23 @@ def _verdict(summary: Summary, paths: list[str]) -> int:
     return code
 
 
+@contextlib.contextmanager
+def _in_place(path: str) -> Iterator[TextIO]:
+    """Yield ``path`` opened for writing: a device, FIFO or socket (``/dev/null``, a pipe).
+
+    Such a file is written as it is: replacing it, as a regular file's report replaces it
+    once complete, would put a regular file where the device or the pipe was.
+    """
+    try:
+        with open(path, "w", encoding="utf-8", newline="\n") as stream:
+            yield stream
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError):
+            raise
+        raise LoopGuardError(f"{path}: cannot write the report: "
+                             f"{exc.strerror or exc}") from None
+
+
 def _say(message: str) -> None:
     print(f"otel-loopguard: {message}", file=sys.stderr)
 
@@ -191,13 +208,17 @@ def _output(path: str | None) -> Iterator[TextIO]:
         return
     if os.path.isdir(path):
         raise LoopGuardError(f"{path}: cannot write the report: is a directory")
+    if os.path.exists(path) and not os.path.isfile(path):
+        with _in_place(path) as stream:
+            yield stream
+        return
     import tempfile  # only here: with shutil and random, 2 ms of every check's start-up
 
-    directory = os.path.dirname(os.path.abspath(path))
+    target = os.path.realpath(path)  # through a symlink: the link keeps naming the report
     try:
         handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed below
-            "w", encoding="utf-8", newline="\n", dir=directory, delete=False,
-            prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+            "w", encoding="utf-8", newline="\n", dir=os.path.dirname(target), delete=False,
+            prefix=f".{os.path.basename(target)}.", suffix=".tmp")
     except OSError as exc:
         raise LoopGuardError(f"{path}: cannot write the report: "
                              f"{exc.strerror or exc}") from None
@@ -207,7 +228,7 @@ def _output(path: str | None) -> Iterator[TextIO]:
         mask = os.umask(0)
         os.umask(mask)
         os.chmod(handle.name, 0o666 & ~mask)  # as open() would have made it
-        os.replace(handle.name, path)
+        os.replace(handle.name, target)
     except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(handle.name)
