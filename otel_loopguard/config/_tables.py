@@ -1,0 +1,239 @@
+"""A config's tables and its sources, each validated.
+
+A tool's overrides, a model's prices, a template's budgets; the TOML file and the
+``LOOPGUARD_*`` variables they are read from.
+
+``LoopGuardConfig`` (the package) validates every value with these when it is made.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Final, Literal
+
+from otel_loopguard import environment_variables as _env
+from otel_loopguard.config._fields import (
+    BUDGET_LADDERS,
+    FIELDS,
+    TEMPLATE_THRESHOLDS,
+    TOOL_KINDS,
+    TOOL_THRESHOLDS,
+    parse_env_value,
+)
+from otel_loopguard.exceptions import ConfigError
+
+__all__ = ["ModelPrice", "ToolKind", "ToolOverride", "check_ladders", "env_tools",
+           "env_values", "read_toml", "validate", "validate_price", "validate_template",
+           "validate_tool"]
+
+ToolKind = Literal["read", "mutating", "poll", "exempt", "default"]
+_TOOL_KINDS: Final = TOOL_KINDS
+_TOOL_FLAGS: Final = ("shell", "editor")
+_ENV_PREFIX: Final = "LOOPGUARD_"
+_CURRENCY: Final = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,15}")
+"""A currency code (``USD``, ``EUR``, ``credits``): it becomes a metric label value."""
+_PRICE_KEYS: Final = ("input_per_million", "output_per_million", "currency")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolOverride:
+    """Per-tool settings: a kind, how its calls are read, and any threshold of the config."""
+
+    kind: ToolKind | None = None
+    """``read``, ``mutating``, ``poll``, ``exempt`` or ``default``; None keeps the inferred kind.
+
+    A kind set here wins over everything, including the per-call kinds of shell tools."""
+    thresholds: Mapping[str, Any] = field(default_factory=dict)
+    """Threshold name → value, e.g. ``{"stagnation_warn": 5}``."""
+    shell: bool | None = None
+    """True: calls are shell commands, classified per call; False: never (even when listed in
+    ``shell_tools`` or named like a command); None: as ``shell_tools`` says."""
+    editor: bool | None = None
+    """True: calls are editor calls, classified by their subcommand; False: never; None: as
+    ``editor_tools`` says."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelPrice:
+    """What a model's tokens cost: per million input and output tokens, in one currency."""
+
+    input_per_million: float = 0.0
+    """Price of one million input (prompt) tokens."""
+    output_per_million: float = 0.0
+    """Price of one million output (completion) tokens."""
+    currency: str = "USD"
+    """The currency (``USD``, ``EUR``...), the ``currency`` label of
+    ``loopguard_wasted_cost_total``."""
+
+    def cost(self, input_tokens: int, output_tokens: int) -> float:
+        """Return what ``input_tokens`` and ``output_tokens`` of this model cost."""
+        return (input_tokens * self.input_per_million
+                + output_tokens * self.output_per_million) / 1_000_000
+
+
+def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    # Imported here: ``check`` and ``serve`` without a config file never pay for the TOML
+    # parser's import (its regular expressions are ~3 % of ``check``'s start-up).
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+
+    try:
+        with open(path, "rb") as handle:
+            data: dict[str, Any] = tomllib.load(handle)
+            return data
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a config file") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the config file: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        byte = exc.object[exc.start]
+        raise ConfigError(f"{path}: invalid TOML: not UTF-8 text (byte 0x{byte:02x} at offset "
+                          f"{exc.start})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid TOML: nested too deeply") from None
+
+
+def validate(name: str, value: Any) -> Any:
+    rule = FIELDS.get(name)
+    if rule is None:
+        raise ConfigError(f"unknown setting {name!r}; known settings are listed in "
+                          "docs/configuration.md")
+    return rule.check(name, value)
+
+
+def check_ladders(values: dict[str, Any], prefix: str = "",
+                   own: set[str] | None = None) -> None:
+    """Reject a ladder whose higher step comes before its lower one.
+
+    ``prefix`` and ``own`` are for a tool's table: its name, and the settings it sets itself
+    (the others are the global values, which the message then says).
+    """
+    for low, high in (("stagnation_warn", "stagnation_replan"), ("stagnation_replan",
+                      "stagnation_stop"), ("repeat_warn", "repeat_replan"),
+                      ("cycle_warn", "cycle_stop"), ("poll_warn", "poll_stop"),
+                      ("failure_permanent_warn", "failure_permanent_stop"),
+                      ("failure_retryable_warn", "failure_retryable_stop"),
+                      ("mutating_failure_warn", "mutating_failure_stop")):
+        lo, hi = values[low], values[high]
+        if lo is not None and hi is not None and hi < lo:
+            inherited = own is not None and high not in own
+            raise ConfigError(f"{prefix}{high} must be >= {low} ({lo}), got {hi}"
+                              + (f" (the global {high}; set it for this tool too)"
+                                 if inherited else ""))
+
+
+def validate_tool(tool: str, value: Any) -> ToolOverride:
+    if isinstance(value, ToolOverride):
+        kind, thresholds = value.kind, dict(value.thresholds)
+        flags = {"shell": value.shell, "editor": value.editor}
+    elif isinstance(value, Mapping):
+        thresholds = dict(value)
+        kind = thresholds.pop("kind", None)
+        flags = {name: thresholds.pop(name, None) for name in _TOOL_FLAGS}
+    else:
+        raise ConfigError(f"tools.{tool} must be a table, got {type(value).__name__}")
+    if kind is not None and kind not in _TOOL_KINDS:
+        raise ConfigError(f"tools.{tool}.kind must be one of {_TOOL_KINDS}, got {kind!r}")
+    for name, flag in flags.items():
+        if flag is not None and not isinstance(flag, bool):
+            raise ConfigError(f"tools.{tool}.{name} must be true or false, got {flag!r}")
+    if flags["shell"] and flags["editor"]:
+        raise ConfigError(f"tools.{tool}: shell and editor cannot both be true")
+    checked = _checked(f"tools.{tool}", thresholds, TOOL_THRESHOLDS, "per-tool settings are "
+                       f"kind, shell, editor and {', '.join(sorted(TOOL_THRESHOLDS))}")
+    return ToolOverride(kind=kind, thresholds=checked, shell=flags["shell"],
+                        editor=flags["editor"])
+
+
+def _checked(where: str, values: Mapping[str, Any], allowed: frozenset[str],
+             known: str) -> dict[str, Any]:
+    """Return the values of table ``where`` validated; ``known`` says which names it takes."""
+    checked: dict[str, Any] = {}
+    for name, item in values.items():
+        if name not in allowed:
+            raise ConfigError(f"{where}: unknown setting {name!r}; {known}")
+        checked[name] = FIELDS[name].check(f"{where}.{name}", item)
+    return checked
+
+
+def validate_template(template: str, value: Any, merged: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Return a template's checked budgets; its ladders climb with the global values in place."""
+    where = f"templates.{template}"
+    if not template:
+        raise ConfigError("templates: a prompt template name must not be empty")
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where} must be a table of budgets, got {type(value).__name__}")
+    checked = _checked(where, value, TEMPLATE_THRESHOLDS, "per-template settings are "
+                       f"{', '.join(sorted(TEMPLATE_THRESHOLDS))}")
+    effective = {**merged, **checked}
+    for low, high in BUDGET_LADDERS:
+        lo, hi = effective[low], effective[high]
+        if (low in checked or high in checked) and lo is not None and hi is not None and hi < lo:
+            inherited = low if low not in checked else high if high not in checked else None
+            raise ConfigError(f"{where}.{high} must be >= {low} ({lo}), got {hi}"
+                              + (f" (the global {inherited}; set it for this template too)"
+                                 if inherited else ""))
+    return MappingProxyType(checked)
+
+
+def validate_price(model: str, value: Any) -> ModelPrice:
+    """Return a model's checked prices (``prices.<model>``: two numbers and a currency)."""
+    where = f"prices.{model}"
+    if not model:
+        raise ConfigError("prices: a model name must not be empty")
+    if isinstance(value, ModelPrice):
+        value = {"input_per_million": value.input_per_million,
+                 "output_per_million": value.output_per_million, "currency": value.currency}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where} must be a table of input_per_million, output_per_million "
+                          f"and currency, got {type(value).__name__}")
+    unknown = sorted(set(value) - set(_PRICE_KEYS))
+    if unknown:
+        raise ConfigError(f"{where}: unknown setting {unknown[0]!r}; a price table takes "
+                          f"{', '.join(_PRICE_KEYS)}")
+    amounts = {}
+    for name in _PRICE_KEYS[:2]:
+        amount = value.get(name, 0.0)
+        if isinstance(amount, bool) or not isinstance(amount, int | float) or \
+                not 0 <= amount < float("inf"):
+            raise ConfigError(f"{where}.{name} must be a number >= 0, got {amount!r}")
+        amounts[name] = float(amount)
+    currency = value.get("currency", "USD")
+    if not isinstance(currency, str) or _CURRENCY.fullmatch(currency) is None:
+        raise ConfigError(f"{where}.currency must be a currency code of letters, digits and _ "
+                          f"(e.g. USD), at most 16 characters, got {currency!r}")
+    return ModelPrice(currency=currency, **amounts)
+
+
+def env_values(environ: Mapping[str, str]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for name, rule in FIELDS.items():
+        raw = environ.get(_ENV_PREFIX + name.upper())
+        if raw is not None and raw.strip() != "":
+            var = _ENV_PREFIX + name.upper()
+            values[name] = rule.check(var, parse_env_value(var, rule, raw))
+    return values
+
+
+def env_tools(environ: Mapping[str, str]) -> dict[str, ToolOverride]:
+    """Parse ``LOOPGUARD_TOOL_KINDS="poll_job=poll,deploy=mutating"``."""
+    raw = environ.get(_env.LOOPGUARD_TOOL_KINDS, "").strip()
+    tools: dict[str, ToolOverride] = {}
+    for item in filter(None, (p.strip() for p in raw.split(","))):
+        tool, sep, kind = item.partition("=")
+        if not sep or kind.strip() not in _TOOL_KINDS:
+            raise ConfigError(f"LOOPGUARD_TOOL_KINDS entries must look like tool=kind with kind "
+                              f"one of {_TOOL_KINDS}, got {item!r}")
+        tools[tool.strip()] = ToolOverride(kind=kind.strip())  # type: ignore[arg-type]  # checked
+    return tools
