@@ -383,7 +383,8 @@ class TestMultiprocess:
 def test_label_values_from_spans_cannot_break_the_exposition() -> None:
     """A tool name with a lone surrogate, or a megabyte long, still renders: the surrogate is
     escaped and the value shortened to 128 characters with a hash of the whole."""
-    from otel_loopguard.metrics import MAX_LABEL_CHARS, LoopGuardMetrics, clean_label
+    from otel_loopguard.metrics import LoopGuardMetrics
+    from otel_loopguard.metrics._labels import MAX_LABEL_CHARS, clean_label
 
     registry = CollectorRegistry()
     metrics = LoopGuardMetrics(registry)

@@ -22,7 +22,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from otel_loopguard._findings import budget_part, loop_action, loop_detector
-from otel_loopguard._safe_text import escape_unsafe
+from otel_loopguard.metrics._labels import OTHER, LabelCap, uncapped_label
 from otel_loopguard.metrics._names import (
     BUDGET_EXCEEDED,
     BUDGETS,
@@ -44,15 +44,12 @@ from otel_loopguard.metrics._names import (
     WASTED_TOOL_CALLS,
     WASTED_TOOL_SECONDS,
 )
-from otel_loopguard.signature import digest
 from otel_loopguard.types import Action, Decision
 from otel_loopguard.waste import Waste
 
 __all__ = ["METRIC_NAMES", "LabelCap", "LoopGuardMetrics", "start_metrics_server",
            "uncapped_label"]
 
-UNKNOWN: Final = "unknown"
-OTHER: Final = "other"
 _ACTIONS: Final = (Action.WARN, Action.REPLAN, Action.STOP)
 _MAX_CACHED: Final = 4096
 """Labelled ``tool_calls`` children kept per (template, tool) value pair, at most."""
@@ -60,64 +57,6 @@ _MAX_CACHED: Final = 4096
 
 def _base(name: str) -> str:
     return name.removesuffix("_total")
-
-
-MAX_LABEL_CHARS: Final = 128
-"""Longest label value kept as it is; longer ones keep their start and a short hash."""
-
-
-def clean_label(value: str) -> str:
-    r"""Return ``value`` as a label value every exposition format can write, at most 128 chars.
-
-    Control and bidirectional characters, and lone surrogates, are escaped (``\x1b``,
-    ``\u202e``): a span must not put a terminal escape or a reversed string into a label.
-    """
-    value = escape_unsafe(value)
-    if len(value) > MAX_LABEL_CHARS:
-        value = value[:MAX_LABEL_CHARS - 9] + "~" + digest(value)[:8]
-    return value
-
-
-def uncapped_label(value: str | None) -> str:
-    """Return the label a value would have with no cap: cleaned, ``unknown`` when missing."""
-    return clean_label(value) if value else UNKNOWN
-
-
-class LabelCap:
-    """Keeps at most ``limit`` distinct values of one label; the rest become ``other``.
-
-    Thread-safe: the set only grows under a lock; lookups of known values take no lock.
-    """
-
-    def __init__(self, label: str, limit: int, on_overflow: Callable[[str], None]) -> None:
-        """Cap ``label`` at ``limit`` values, calling ``on_overflow(label)`` when folding."""
-        self.label, self.limit = label, limit
-        self._known: frozenset[str] = frozenset({UNKNOWN, OTHER})
-        self._lock = threading.Lock()
-        self._on_overflow = on_overflow
-
-    def __call__(self, value: str | None, *, uses: int = 1) -> str:
-        """Return ``value`` if it fits under the cap, ``other`` when it does not.
-
-        A value longer than ``MAX_LABEL_CHARS`` is shortened (its start and a short hash of
-        the whole), and one that UTF-8 cannot encode (lone surrogates) has those characters
-        replaced, so no span can make ``/metrics`` unrenderable or huge. ``uses``: how many
-        increments the label is asked for at once; a folded value reports each to
-        ``on_overflow``.
-        """
-        if not value:
-            return UNKNOWN
-        if value in self._known:
-            return value
-        value = clean_label(value)
-        with self._lock:
-            if value not in self._known and len(self._known) - 2 < self.limit:
-                self._known = self._known | {value}
-        if value in self._known:
-            return value
-        for _ in range(uses):
-            self._on_overflow(self.label)
-        return OTHER
 
 
 class _OpenRunsCollector(Collector):
