@@ -31,6 +31,7 @@ import sys
 MODULES = (
     "otel_loopguard/signature/_bounds.py",
     "otel_loopguard/signature/_form.py",
+    "otel_loopguard/signature/_args.py",
     "otel_loopguard/signature/_volatile.py",
     "otel_loopguard/signature/_results.py",
     "otel_loopguard/policy.py",

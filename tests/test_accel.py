@@ -21,6 +21,7 @@ from corpus import replay
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import otel_loopguard.signature._args as args_module
 import otel_loopguard.signature._form as form_module
 import otel_loopguard.signature._results as results_module
 import otel_loopguard.signature._text as text_module
@@ -123,8 +124,8 @@ def test_findings_are_the_same_without_the_accelerator(
 
     monkeypatch.setattr(text_module, "_SCAN", None)
     monkeypatch.setattr(form_module, "_CANON", None)
-    monkeypatch.setattr(form_module, "_ARGS", None)
-    monkeypatch.setattr(form_module, "_SIGN_CALL", None)
+    monkeypatch.setattr(args_module, "_ARGS", None)
+    monkeypatch.setattr(args_module, "_SIGN_CALL", None)
     monkeypatch.setattr(results_module, "_SIGN", None)
     monkeypatch.setattr(engine_module, "_NEW_STEP", Step)
     monkeypatch.setattr(engine_module, "_NEW_DECISION", Decision)
@@ -133,8 +134,8 @@ def test_findings_are_the_same_without_the_accelerator(
     assert json.loads(dump(all_findings())) == stored
     monkeypatch.setattr(text_module, "_SCAN", accel.canonical_text)
     monkeypatch.setattr(form_module, "_CANON", accel.canonical_json)
-    monkeypatch.setattr(form_module, "_ARGS", accel.canonical_args)
-    monkeypatch.setattr(form_module, "_SIGN_CALL", accel.sign_call)
+    monkeypatch.setattr(args_module, "_ARGS", accel.canonical_args)
+    monkeypatch.setattr(args_module, "_SIGN_CALL", accel.sign_call)
     monkeypatch.setattr(results_module, "_SIGN", accel.sign_result)
     monkeypatch.setattr(engine_module, "_NEW_STEP", partial(accel.new_slotted, Step))
     monkeypatch.setattr(engine_module, "_NEW_DECISION", partial(accel.new_slotted, Decision))

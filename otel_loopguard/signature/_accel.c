@@ -1078,7 +1078,7 @@ static PyObject *pair_of(PyObject *a, PyObject *b) {
     return pair;
 }
 
-/* _form.canonical_args of a JSON object's text, in one call: (loads(text), its canonical text),
+/* _args.canonical_args of a JSON object's text, in one call: (loads(text), its canonical text),
  * or None where the Python path must sign it (see args_into). */
 static PyObject *canonical_args(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
@@ -1098,7 +1098,7 @@ static PyObject *canonical_args(PyObject *module, PyObject *const *args, Py_ssiz
     return out;
 }
 
-/* _form.call_signature of a tool and a JSON object's text, in one call: (loads(text), the
+/* _args.call_signature of a tool and a JSON object's text, in one call: (loads(text), the
  * digest of the tool's name, a NUL and the text's canonical text), the same digest as hashing
  * the UTF-8 of tool + "\0" + canonical_args(text)[1]; None where the Python path must sign it
  * (a tool that is not a str, and what canonical_args leaves to it). */
