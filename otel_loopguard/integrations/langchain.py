@@ -26,11 +26,8 @@ run id in the agent state) or per message thread (``guard_tool`` and plain ``Too
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import inspect
 import random
-import sys
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
@@ -42,12 +39,11 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 
 from otel_loopguard.enforce import ToolCallScope, ToolGuard
-from otel_loopguard.enforce._verdict import GuardVerdict, annotate, check, warning
+from otel_loopguard.enforce._verdict import GuardVerdict, check, warning
 from otel_loopguard.integrations._common import (
     OWN_SCOPE,
     blocked_span,
     finished,
-    is_instrumentation_tool_span,
     observed,
     record_result,
     release_run,
@@ -55,61 +51,23 @@ from otel_loopguard.integrations._common import (
     synthetic_context,
     warn_once,
 )
+from otel_loopguard.integrations._langchain_common import (
+    _HAVE_LANGCHAIN,
+    _argument_forms,
+    _openinference_span,
+    _require_langchain,
+)
+from otel_loopguard.integrations._langchain_tool import guard_tool
 from otel_loopguard.processor import LoopGuardSpanProcessor
 from otel_loopguard.types import Action, Decision
 
-try:
-    from langchain_core.messages import ToolMessage  # type: ignore[import-not-found, unused-ignore]
-    from langchain_core.tools import (  # type: ignore[import-not-found, unused-ignore]
-        BaseTool,
-        StructuredTool,
-        Tool,
-    )
-except ImportError:  # the module stays importable; using it raises ImportError
-    _HAVE_LANGCHAIN = False
-else:
-    _HAVE_LANGCHAIN = True
+if _HAVE_LANGCHAIN:
+    from otel_loopguard.integrations._langchain_common import ToolMessage
 
 __all__ = ["GuardVerdict", "LoopGuardMiddleware", "LoopGuardToolCallWrapper", "guard_tool"]
 
 RUN_KEY: Final = "loopguard_run_id"
 """Agent-state key where ``LoopGuardMiddleware`` keeps the id of the current invocation."""
-_INJECTED: Final = frozenset({"config", "callbacks", "run_manager"})
-"""Parameters LangChain injects into a tool function: never part of the call's arguments."""
-
-
-def _require_langchain() -> None:
-    if not _HAVE_LANGCHAIN:
-        raise ImportError("otel_loopguard.integrations.langchain needs langchain-core: "
-                          "pip install langchain")
-
-
-def _argument_forms(arguments: Any) -> list[Any]:
-    """Return the argument forms to precheck: the call's own, and what instrumentations record.
-
-    OpenInference records a single-string-argument LangChain tool's input as the bare value.
-    """
-    forms = [arguments]
-    if isinstance(arguments, Mapping) and len(arguments) == 1:
-        (value,) = arguments.values()
-        if isinstance(value, str):
-            forms.append(value)
-    return forms
-
-
-def _openinference_span() -> Any:
-    """Return OpenInference's span of the current LangChain run, when it is instrumented.
-
-    OpenInference does not make its spans current; it offers this lookup instead.
-    """
-    module = sys.modules.get("openinference.instrumentation.langchain")
-    if module is None:
-        return None
-    try:
-        span = module.get_current_span()
-    except Exception:
-        return None
-    return span if span is not None and span.is_recording() else None
 
 
 def _is_langchain_instrumentation(span: Any) -> bool:
@@ -309,151 +267,6 @@ class LoopGuardToolCallWrapper:
         return _with_warning(message, self._scope_verdict(scope), self.config)
 
     def _scope_verdict(self, scope: ToolCallScope) -> GuardVerdict:
-        enforcement = "hint" if scope.blocked is not None else None
-        return GuardVerdict(scope.decision, self.config.mode, enforcement, "")
-
-
-# --- guard_tool ------------------------------------------------------------------------------
-def guard_tool(tool: BaseTool, processor: LoopGuardSpanProcessor, *,
-               tracer_provider: trace.TracerProvider | None = None,
-               capture_content: bool = True) -> BaseTool:
-    """Return a copy of ``tool`` whose calls are guarded (a ``StructuredTool`` or ``Tool``).
-
-    The copy keeps the tool's name, description, schema and settings; its function prechecks
-    each call. In enforce mode a blocked call raises ``ToolLoopError`` (abort) or returns the
-    ``[loop-detected]`` hint as its result (hint). Inside an instrumented LangChain the
-    instrumentation's tool span is used; otherwise the call runs in loopguard's own span, under
-    the span that is current: open one around each agent run, or every call is a run of its own
-    (and a warning is logged once).
-
-    Note: a ``ToolNode(handle_tool_errors=True)`` turns the abort's ``ToolLoopError`` into an
-    error message to the model; leave ``handle_tool_errors`` at its default (it re-raises other
-    exceptions) or use ``LoopGuardMiddleware`` / ``LoopGuardToolCallWrapper``.
-
-    Raises:
-        TypeError: for a tool that is neither a ``StructuredTool`` nor a ``Tool``.
-        ImportError: when langchain-core is not installed.
-    """
-    _require_langchain()
-    if not isinstance(tool, StructuredTool | Tool):
-        raise TypeError(f"guard_tool supports StructuredTool and Tool (what @tool makes), got "
-                        f"{type(tool).__name__}; use LoopGuardMiddleware or "
-                        "LoopGuardToolCallWrapper instead")
-    guard = _ToolFunctionGuard(processor, tool, tracer_provider, capture_content)
-    update: dict[str, Any] = {}
-    if tool.func is not None:
-        update["func"] = guard.wrap(tool.func)
-    if tool.coroutine is not None:
-        update["coroutine"] = guard.wrap_async(tool.coroutine)
-    return tool.model_copy(update=update)
-
-
-class _ToolFunctionGuard:
-    """The guard inside a tool's function (the tool's own span, if any, is current)."""
-
-    def __init__(self, processor: LoopGuardSpanProcessor, tool: BaseTool,
-                 tracer_provider: trace.TracerProvider | None, capture: bool) -> None:
-        self.processor = processor
-        self.config = processor.config
-        self.name = tool.name
-        self.artifact = getattr(tool, "response_format", "content") == "content_and_artifact"
-        self._guard = ToolGuard(processor, tracer_provider=tracer_provider,
-                                capture_content=capture)
-        self._warned: set[str] = set()
-
-    def arguments(self, func: Callable[..., Any], args: tuple[Any, ...],
-                  kwargs: dict[str, Any]) -> Any:
-        try:
-            bound = inspect.signature(func).bind_partial(*args, **kwargs).arguments
-        except (TypeError, ValueError):
-            bound = {"args": list(args), **kwargs}
-        return {k: v for k, v in bound.items() if k not in _INJECTED}
-
-    def precheck(self, arguments: Any) -> GuardVerdict | None:
-        """Return the verdict when an instrumentation's tool span is current, else None."""
-        current = trace.get_current_span()
-        span = current if is_instrumentation_tool_span(current) else _openinference_span()
-        if span is not None and not observed(self.processor, span):
-            span = None  # an instrumentation on another provider: record the call ourselves
-        if span is None:
-            if not current.get_span_context().is_valid:
-                warn_once(self._warned, "run", (
-                    "otel-loopguard: guard_tool found no span around the agent run, so its "
-                    "calls cannot be grouped into runs; open a span around the run, instrument "
-                    "LangChain, or use LoopGuardMiddleware"))
-            return None
-        try:
-            verdict = check(self.processor, span, self.name, _argument_forms(arguments))
-            annotate(span, verdict)
-        except Exception as exc:
-            self.processor.guard.handle("enforce", exc)
-            return None
-        return verdict
-
-    def blocked_result(self, verdict: GuardVerdict) -> Any:
-        if verdict.enforcement == "abort":
-            raise verdict.error()
-        hint = verdict.hint_result()
-        if self.artifact:
-            return hint, {"error": "loop-detected", "code": verdict.decision.code}
-        return hint
-
-    def finish(self, verdict: GuardVerdict, result: Any) -> Any:
-        suffix = warning(verdict, self.config)
-        if suffix is None:
-            return result
-        if isinstance(result, str):
-            return result + suffix
-        if self.artifact and isinstance(result, tuple) and len(result) == 2 and isinstance(
-                result[0], str):
-            return result[0] + suffix, result[1]
-        return result
-
-    def wrap(self, func: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(func)
-        def guarded(*args: Any, **kwargs: Any) -> Any:
-            arguments = self.arguments(func, args, kwargs)
-            verdict = self.precheck(arguments)
-            if verdict is not None:
-                if verdict.blocked:
-                    return self.blocked_result(verdict)
-                try:
-                    return self.finish(verdict, func(*args, **kwargs))
-                finally:
-                    finished(self.processor, verdict)
-            with self._guard.call(self.name, arguments) as scope:
-                if scope.blocked is not None:
-                    return self.blocked_result(self._verdict(scope))
-                result = func(*args, **kwargs)
-                scope.set_result(result[0] if self.artifact and isinstance(result, tuple)
-                                 else result)
-                return self.finish(self._verdict(scope), result)
-
-        return guarded
-
-    def wrap_async(self, func: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-        @functools.wraps(func)
-        async def guarded(*args: Any, **kwargs: Any) -> Any:
-            arguments = self.arguments(func, args, kwargs)
-            verdict = self.precheck(arguments)
-            if verdict is not None:
-                if verdict.blocked:
-                    return self.blocked_result(verdict)
-                try:
-                    return self.finish(verdict, await func(*args, **kwargs))
-                finally:
-                    finished(self.processor, verdict)
-            with self._guard.call(self.name, arguments) as scope:
-                if scope.blocked is not None:
-                    return self.blocked_result(self._verdict(scope))
-                result = await func(*args, **kwargs)
-                scope.set_result(result[0] if self.artifact and isinstance(result, tuple)
-                                 else result)
-                return self.finish(self._verdict(scope), result)
-
-        return guarded
-
-    def _verdict(self, scope: ToolCallScope) -> GuardVerdict:
         enforcement = "hint" if scope.blocked is not None else None
         return GuardVerdict(scope.decision, self.config.mode, enforcement, "")
 

@@ -1,0 +1,178 @@
+"""``guard_tool``: a copy of one LangChain tool whose function prechecks each call."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+from opentelemetry import trace
+
+from otel_loopguard.enforce import ToolCallScope, ToolGuard
+from otel_loopguard.enforce._verdict import GuardVerdict, annotate, check, warning
+from otel_loopguard.integrations._common import (
+    finished,
+    is_instrumentation_tool_span,
+    observed,
+    warn_once,
+)
+from otel_loopguard.integrations._langchain_common import (
+    _HAVE_LANGCHAIN,
+    _argument_forms,
+    _openinference_span,
+    _require_langchain,
+)
+from otel_loopguard.processor import LoopGuardSpanProcessor
+
+if _HAVE_LANGCHAIN:
+    from otel_loopguard.integrations._langchain_common import BaseTool, StructuredTool, Tool
+
+__all__ = ["guard_tool"]
+
+_INJECTED: Final = frozenset({"config", "callbacks", "run_manager"})
+"""Parameters LangChain injects into a tool function: never part of the call's arguments."""
+
+
+def guard_tool(tool: BaseTool, processor: LoopGuardSpanProcessor, *,
+               tracer_provider: trace.TracerProvider | None = None,
+               capture_content: bool = True) -> BaseTool:
+    """Return a copy of ``tool`` whose calls are guarded (a ``StructuredTool`` or ``Tool``).
+
+    The copy keeps the tool's name, description, schema and settings; its function prechecks
+    each call. In enforce mode a blocked call raises ``ToolLoopError`` (abort) or returns the
+    ``[loop-detected]`` hint as its result (hint). Inside an instrumented LangChain the
+    instrumentation's tool span is used; otherwise the call runs in loopguard's own span, under
+    the span that is current: open one around each agent run, or every call is a run of its own
+    (and a warning is logged once).
+
+    Note: a ``ToolNode(handle_tool_errors=True)`` turns the abort's ``ToolLoopError`` into an
+    error message to the model; leave ``handle_tool_errors`` at its default (it re-raises other
+    exceptions) or use ``LoopGuardMiddleware`` / ``LoopGuardToolCallWrapper``.
+
+    Raises:
+        TypeError: for a tool that is neither a ``StructuredTool`` nor a ``Tool``.
+        ImportError: when langchain-core is not installed.
+    """
+    _require_langchain()
+    if not isinstance(tool, StructuredTool | Tool):
+        raise TypeError(f"guard_tool supports StructuredTool and Tool (what @tool makes), got "
+                        f"{type(tool).__name__}; use LoopGuardMiddleware or "
+                        "LoopGuardToolCallWrapper instead")
+    guard = _ToolFunctionGuard(processor, tool, tracer_provider, capture_content)
+    update: dict[str, Any] = {}
+    if tool.func is not None:
+        update["func"] = guard.wrap(tool.func)
+    if tool.coroutine is not None:
+        update["coroutine"] = guard.wrap_async(tool.coroutine)
+    return tool.model_copy(update=update)
+
+
+class _ToolFunctionGuard:
+    """The guard inside a tool's function (the tool's own span, if any, is current)."""
+
+    def __init__(self, processor: LoopGuardSpanProcessor, tool: BaseTool,
+                 tracer_provider: trace.TracerProvider | None, capture: bool) -> None:
+        self.processor = processor
+        self.config = processor.config
+        self.name = tool.name
+        self.artifact = getattr(tool, "response_format", "content") == "content_and_artifact"
+        self._guard = ToolGuard(processor, tracer_provider=tracer_provider,
+                                capture_content=capture)
+        self._warned: set[str] = set()
+
+    def arguments(self, func: Callable[..., Any], args: tuple[Any, ...],
+                  kwargs: dict[str, Any]) -> Any:
+        try:
+            bound = inspect.signature(func).bind_partial(*args, **kwargs).arguments
+        except (TypeError, ValueError):
+            bound = {"args": list(args), **kwargs}
+        return {k: v for k, v in bound.items() if k not in _INJECTED}
+
+    def precheck(self, arguments: Any) -> GuardVerdict | None:
+        """Return the verdict when an instrumentation's tool span is current, else None."""
+        current = trace.get_current_span()
+        span = current if is_instrumentation_tool_span(current) else _openinference_span()
+        if span is not None and not observed(self.processor, span):
+            span = None  # an instrumentation on another provider: record the call ourselves
+        if span is None:
+            if not current.get_span_context().is_valid:
+                warn_once(self._warned, "run", (
+                    "otel-loopguard: guard_tool found no span around the agent run, so its "
+                    "calls cannot be grouped into runs; open a span around the run, instrument "
+                    "LangChain, or use LoopGuardMiddleware"))
+            return None
+        try:
+            verdict = check(self.processor, span, self.name, _argument_forms(arguments))
+            annotate(span, verdict)
+        except Exception as exc:
+            self.processor.guard.handle("enforce", exc)
+            return None
+        return verdict
+
+    def blocked_result(self, verdict: GuardVerdict) -> Any:
+        if verdict.enforcement == "abort":
+            raise verdict.error()
+        hint = verdict.hint_result()
+        if self.artifact:
+            return hint, {"error": "loop-detected", "code": verdict.decision.code}
+        return hint
+
+    def finish(self, verdict: GuardVerdict, result: Any) -> Any:
+        suffix = warning(verdict, self.config)
+        if suffix is None:
+            return result
+        if isinstance(result, str):
+            return result + suffix
+        if self.artifact and isinstance(result, tuple) and len(result) == 2 and isinstance(
+                result[0], str):
+            return result[0] + suffix, result[1]
+        return result
+
+    def wrap(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(func)
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            arguments = self.arguments(func, args, kwargs)
+            verdict = self.precheck(arguments)
+            if verdict is not None:
+                if verdict.blocked:
+                    return self.blocked_result(verdict)
+                try:
+                    return self.finish(verdict, func(*args, **kwargs))
+                finally:
+                    finished(self.processor, verdict)
+            with self._guard.call(self.name, arguments) as scope:
+                if scope.blocked is not None:
+                    return self.blocked_result(self._verdict(scope))
+                result = func(*args, **kwargs)
+                scope.set_result(result[0] if self.artifact and isinstance(result, tuple)
+                                 else result)
+                return self.finish(self._verdict(scope), result)
+
+        return guarded
+
+    def wrap_async(self, func: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        @functools.wraps(func)
+        async def guarded(*args: Any, **kwargs: Any) -> Any:
+            arguments = self.arguments(func, args, kwargs)
+            verdict = self.precheck(arguments)
+            if verdict is not None:
+                if verdict.blocked:
+                    return self.blocked_result(verdict)
+                try:
+                    return self.finish(verdict, await func(*args, **kwargs))
+                finally:
+                    finished(self.processor, verdict)
+            with self._guard.call(self.name, arguments) as scope:
+                if scope.blocked is not None:
+                    return self.blocked_result(self._verdict(scope))
+                result = await func(*args, **kwargs)
+                scope.set_result(result[0] if self.artifact and isinstance(result, tuple)
+                                 else result)
+                return self.finish(self._verdict(scope), result)
+
+        return guarded
+
+    def _verdict(self, scope: ToolCallScope) -> GuardVerdict:
+        enforcement = "hint" if scope.blocked is not None else None
+        return GuardVerdict(scope.decision, self.config.mode, enforcement, "")
