@@ -283,12 +283,12 @@ class TestRunStore:
             setup.tool("search", '{"q": 1}', "r")
         setup.processor.force_flush()  # the parent's worker has taken the call into its run
         read, write = os.pipe()
-        with setup.processor._trace_lock:  # as a worker in the middle of a release would
+        with setup.processor._runs.lock:  # as a worker in the middle of a release would
             pid = os.fork()
             if pid == 0:  # pragma: no cover - child
                 processor = setup.processor
                 os.write(write, f"{len(processor.store)} {len(processor._traces)} "
-                                f"{processor._trace_lock.locked()}".encode())
+                                f"{processor._runs.lock.locked()}".encode())
                 os._exit(0)
         os.waitpid(pid, 0)
         assert os.read(read, 32) == b"0 0 False"

@@ -1,0 +1,134 @@
+"""How the processor checks an ended span that may be a tool call or handoff."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import SpanContext
+
+from otel_loopguard.adapters import (
+    DEFAULT_ADAPTERS,
+    agent_of,
+    is_model_turn,
+    may_be_event,
+    to_event,
+)
+from otel_loopguard.assembly import LONE_TOOL_CALL_HINT, template_in
+from otel_loopguard.otlp._sdk import raw_attributes, span_record_from_readable
+from otel_loopguard.processor._report import hex_trace
+from otel_loopguard.processor._turns import ModelTurns
+from otel_loopguard.state import RunEntry
+from otel_loopguard.types import Action, Decision, Handoff, SpanAdapter, ToolCall
+from otel_loopguard.waste import Waste
+
+__all__ = ["ToolCallChecks"]
+
+logger = logging.getLogger(__name__)
+
+
+class ToolCallChecks(ModelTurns):
+    """``LoopGuardSpanProcessor``'s check of an ended span: a model turn, tool call or handoff.
+
+    A mixin: the attributes it declares are the processor's.
+    """
+
+    adapters: tuple[SpanAdapter, ...]
+    _multiprocess: bool
+    _warned_unparented: bool
+
+    def _candidate(self, span: ReadableSpan, attrs: Mapping[str, Any], name: str,
+                   context: SpanContext, parent: SpanContext | None) -> ReadableSpan | None:
+        """Handle a span that may be a tool call, model turn or handoff (``on_end``'s reads).
+
+        ``context`` and ``parent``: the span's, as ``_ended`` read them (tuples: [0] trace_id,
+        [1] span_id, without their properties' calls).
+        """
+        if is_model_turn(name, attrs):
+            return self._model_turn(span, attrs, context, parent)
+        if attrs.get("loopguard.blocked"):
+            return None  # the guard blocked it: the tool never ran
+        if self.adapters is DEFAULT_ADAPTERS and not may_be_event(name, attrs):
+            return None  # an agent, chain or other span: no record to build
+        event = to_event(span_record_from_readable(span), self.adapters)
+        return None if event is None else self._event_span(span, attrs, event, context[0])
+
+    def _event_span(self, span: ReadableSpan, attrs: Mapping[str, Any],
+                    event: ToolCall | Handoff, trace_id: int) -> ReadableSpan | None:
+        """Run a tool call or handoff from the configured adapters through the engine."""
+        run_id = self._runs.run_id(span, attrs, trace_id)
+        entry, created = self.store.get_or_create(run_id)
+        if created and self._multiprocess:
+            self.metrics.set_open_runs(len(self.store))  # type: ignore[union-attr]  # checked
+        if entry.state.notifying and entry.state.in_callback():
+            return None  # ended inside this run's on_decision, which holds its lock
+        decision, previous, template, first, wasted = self._decide(entry, event, attrs, span)
+        if isinstance(event, ToolCall):
+            if span.parent is None and run_id == event.trace_id:
+                self._unparented()
+            if self.metrics is not None:
+                self.metrics.record_call(template, event.tool, first=first)
+                if wasted is not None:
+                    self.metrics.record_waste(template, wasted, hex_trace(span))
+        return self._finding(span, decision, previous, template, run_id)
+
+    def _unparented(self) -> None:
+        """Report a tool span with no parent and no conversation id (logged once)."""
+        if self.metrics is not None:
+            self.metrics.record_unparented(self.config.run_key)
+        if not self._warned_unparented:
+            self._warned_unparented = True
+            logger.warning("otel-loopguard: %s", LONE_TOOL_CALL_HINT)
+
+    def _decide(self, entry: RunEntry, event: ToolCall | Handoff, attrs: Mapping[str, Any],
+                span: ReadableSpan) -> tuple[Decision, Action, str | None, bool, Waste | None]:
+        parent_id = span.parent.span_id if span.parent is not None else None
+        with entry.state.lock:
+            want_agent = isinstance(event, ToolCall) and event.agent is None
+            if entry.template is None or want_agent:
+                template, agent = self._ancestry(attrs, parent_id, entry.template is None,
+                                                 want_agent)
+                self._learn_template(entry, template)
+            if isinstance(event, ToolCall):
+                if entry.unfed is not None and entry.state.waste.found:
+                    self._feed(entry)
+                if want_agent or entry.seen_model:
+                    event = event.in_context(
+                        event.agent or agent,
+                        entry.model_turns if entry.seen_model else event.turn)
+                entry.tool_calls += 1
+                decision = self.engine.process(entry.state, event)
+            else:
+                decision = self.engine.process_handoff(entry.state, event)
+            previous = entry.note_loop(decision)
+            waste = entry.state.waste
+            wasted = waste.take() if waste.looping else None
+            return decision, previous, entry.template, entry.tool_calls == 1, wasted
+
+    def _ancestry(self, attrs: Mapping[str, Any], parent_id: int | None, want_template: bool,
+                  want_agent: bool) -> tuple[str | None, str | None]:
+        """Return the run's template and the call's agent, by the assembly's rules.
+
+        The template from the span itself or its nearest open ancestor naming one
+        (``template_in``); the agent from its nearest open agent ancestor (``nearest_agent``).
+        One walk up the open spans serves both.
+        """
+        cfg = self.config
+        template = template_in(attrs, cfg) if want_template else None
+        want_template = want_template and template is None
+        if not (want_template or want_agent):
+            return template, None
+        agent = None
+        for ancestor in self.live.ancestors(parent_id):
+            ancestor_attrs = raw_attributes(ancestor)
+            if want_template:
+                template = template_in(ancestor_attrs, cfg)
+                want_template = template is None
+            if want_agent:
+                agent = agent_of(ancestor.name, ancestor_attrs)
+                want_agent = agent is None
+            if not (want_template or want_agent):
+                break
+        return template, agent

@@ -1,0 +1,116 @@
+"""The run a span belongs to, by ``run_key``, and the runs each trace holds until its root ends."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+from otel_loopguard.config import LoopGuardConfig
+from otel_loopguard.processor._live import LiveSpans
+from otel_loopguard.state import after_fork_in_child
+
+__all__ = ["SpanRuns"]
+
+
+class SpanRuns:
+    """The run of each span, and the traces with a run open, so a root's end finds its runs.
+
+    Thread-safe: a trace's note is read without a lock and added or dropped under one short
+    lock. After ``os.fork`` the child forgets every trace (its run store starts empty) and gets
+    a new lock.
+
+    Args:
+        config: the processor's settings (``run_key``, ``conversation_keys``, ``max_runs``).
+        live: the processor's open spans (agent and conversation lookups).
+    """
+
+    def __init__(self, config: LoopGuardConfig, live: LiveSpans) -> None:
+        self.config = config
+        self.live = live
+        self.traces: OrderedDict[int, _TraceRuns] = OrderedDict()
+        """The traces with a run open, so a root's end finds its own runs (at most max_runs)."""
+        self.lock = threading.Lock()
+        after_fork_in_child(self.forget)
+
+    def run_id(self, span: ReadableSpan, attrs: Mapping[str, Any], trace_id: int) -> str:
+        """Return the run of ``span`` by ``run_key``, noted as its trace's unless it spans traces.
+
+        A conversation's run outlives its traces (TTL and LRU end it); any other run, the
+        trace's own or an agent invocation's, ends with the trace's root span (``pop``).
+        """
+        trace = self.trace(trace_id)
+        key = self.config.run_key
+        if key != "trace":
+            parent_id = span.parent.span_id if span.parent is not None else None
+            if key == "conversation":
+                run_id = trace.conversation = trace.conversation or self._conversation(
+                    attrs, parent_id)
+            else:  # the agent invocation's run, named as ``check`` names it
+                agent = self.live.agent_span_id(parent_id)
+                run_id = trace.note(f"{trace_id:032x}/{agent}") if agent else None
+            if run_id:
+                return run_id
+        # the trace; or, while the run key is not known yet (a chat span before the tool spans
+        # that carry it), this span alone: a later one may find it
+        return trace.own or trace.own_run(trace_id)
+
+    def trace(self, trace_id: int) -> _TraceRuns:
+        """Return the note of a trace with a run open, made if new (the oldest past max_runs go)."""
+        found = self.traces.get(trace_id)
+        if found is not None:
+            return found
+        with self.lock:
+            trace = self.traces.setdefault(trace_id, _TraceRuns())
+            while len(self.traces) > self.config.max_runs:
+                self.traces.popitem(last=False)
+        return trace
+
+    def _conversation(self, attrs: Mapping[str, Any], parent_id: int | None) -> str | None:
+        keys = self.config.conversation_keys
+        for source in (attrs, *(s.attributes or {} for s in self.live.ancestors(parent_id))):
+            for key in keys:
+                value = source.get(key)
+                if value:
+                    return str(value)
+        return None
+
+    def forget(self) -> None:
+        """In a forked child: no trace has a run (the store starts empty), a new lock."""
+        self.lock = threading.Lock()
+        self.traces.clear()
+
+    def pop(self, trace_id: int) -> list[str]:
+        """Forget a trace whose root span ended; return the runs its end drops."""
+        with self.lock:
+            trace = self.traces.pop(trace_id, None)
+        return trace.runs if trace is not None else []
+
+
+class _TraceRuns:
+    """What the processor knows of a trace with a run open: its runs, its conversation."""
+
+    __slots__ = ("conversation", "own", "runs")
+
+    def __init__(self) -> None:
+        self.own: str | None = None
+        """The trace's own run id (32 hex digits), once ``own_run`` made it."""
+        self.conversation: str | None = None
+        """``run_key = "conversation"``: the trace's conversation id, once a span names it."""
+        self.runs: list[str] = []
+        """The runs its root's end drops: the trace's own, or its agent invocations' (a list:
+        most traces have one, and a list of one is a third of a set's size)."""
+
+    def own_run(self, trace_id: int) -> str:
+        """Return the trace's own run id, noted as one of its runs (made once per trace)."""
+        self.own = self.note(format(trace_id, "032x"))
+        return self.own
+
+    def note(self, run_id: str) -> str:
+        """Note ``run_id`` as one of the runs the trace's root's end drops; return it."""
+        if run_id not in self.runs:
+            self.runs.append(run_id)
+        return run_id
