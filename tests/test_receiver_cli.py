@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from _signals import sigterm_when_handled
 
 from otel_loopguard.cli import main
 
@@ -60,12 +61,8 @@ def test_runs_until_sigterm(monkeypatch: pytest.MonkeyPatch,
                             capsys: pytest.CaptureFixture[str]) -> None:
     """``serve`` prints its addresses, then stops cleanly (exit 0) on SIGTERM."""
     monkeypatch.setenv("LOOPGUARD_SERVE_TOKEN", "t0ken")
-    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM))
-    timer.start()
-    try:
-        code = main(["serve", "--grpc-port", "0", "--http-port", "0", "--reorder-window", "0"])
-    finally:
-        timer.cancel()
+    threading.Thread(target=sigterm_when_handled, daemon=True).start()
+    code = main(["serve", "--grpc-port", "0", "--http-port", "0", "--reorder-window", "0"])
     err = capsys.readouterr().err
     assert code == 0
     assert "listening on OTLP/gRPC 127.0.0.1:" in err
@@ -80,16 +77,11 @@ def test_collects_garbage_less_often_while_serving() -> None:
     before = gc.get_threshold()
     seen: list[tuple[tuple[int, ...], int]] = []
 
-    def look_then_stop() -> None:
+    def look() -> None:
         seen.append((gc.get_threshold(), gc.get_freeze_count()))
-        os.kill(os.getpid(), signal.SIGTERM)
 
-    timer = threading.Timer(0.5, look_then_stop)
-    timer.start()
-    try:
-        code = main(["serve", "--grpc-port", "0", "--http-port", "0", "--reorder-window", "0"])
-    finally:
-        timer.cancel()
+    threading.Thread(target=sigterm_when_handled, args=(look,), daemon=True).start()
+    code = main(["serve", "--grpc-port", "0", "--http-port", "0", "--reorder-window", "0"])
     assert code == 0
     (threshold, frozen), = seen
     assert threshold[0] > before[0] and frozen > 1000

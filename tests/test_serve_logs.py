@@ -8,12 +8,12 @@ import os
 import signal
 import sys
 import threading
-import time
 import urllib.request
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from _signals import sigterm_when_handled
 
 from otel_loopguard.cli import main
 from otel_loopguard.cli._logs import JsonFormatter
@@ -38,16 +38,8 @@ def _serve(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], 
     def start_and_act(receiver: Any) -> None:
         start(receiver)
 
-        def act() -> None:
-            deadline = time.monotonic() + 20
-            while signal.getsignal(signal.SIGTERM) is original and time.monotonic() < deadline:
-                time.sleep(0.01)  # SIGTERM before serve's handler would end the test run
-            try:
-                during(receiver)
-            finally:
-                os.kill(os.getpid(), signal.SIGTERM)
-
-        threading.Thread(target=act, daemon=True).start()
+        threading.Thread(target=sigterm_when_handled, args=(lambda: during(receiver),),
+                         kwargs={"original": original}, daemon=True).start()
 
     monkeypatch.setattr(serve_module.LoopGuardReceiver, "start", start_and_act)
     code = main(["serve", "--no-grpc", "--http-port", "0", *flags])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import threading
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import pytest
 from _otlp_files import export_looping_run
 from _prometheus import free_port
+from _signals import sigterm_when_handled
 
 from otel_loopguard.cli import main
 from otel_loopguard.cli._serve import report_line
@@ -41,9 +41,9 @@ def test_flagged_run_line_carries_time_and_service_name(
         bound.clear()
 
         def agent(port: int = port) -> None:
-            if bound.wait(20):
-                export_looping_run(f"http://127.0.0.1:{port}", "checkout-agent")
-                os.kill(os.getpid(), signal.SIGTERM)  # shutdown checks accepted spans first
+            if bound.wait(20):  # shutdown checks accepted spans first
+                sigterm_when_handled(lambda: export_looping_run(f"http://127.0.0.1:{port}",
+                                                                "checkout-agent"))
 
         thread = threading.Thread(target=agent, daemon=True)
         thread.start()
