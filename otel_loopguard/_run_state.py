@@ -133,7 +133,7 @@ class RunState:
         """The tool calls the run wasted continuing its loops (``otel_loopguard.waste``)."""
         self.mutation_failed = False
         """A mutating call of the run has failed: its successes may end a failure streak, so
-        their targets are worth finding (``LoopEngine._target``)."""
+        their targets are worth finding (``ToolKinds.target``, ``kinds._tools``)."""
         self.failed = False
         """A call of the run has failed: until then the detectors that are
         ``quiet_until_failure`` are not called (``LoopEngine._unfailed``)."""
