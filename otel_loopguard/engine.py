@@ -111,7 +111,7 @@ class LoopEngine(Prechecks, Turns):
         self.callback_errors = 0
         self._volatile_matcher = VolatileMatcher(self.config.volatile_keys)
         self._tool_kinds = ToolKinds(self.config)
-        self._kinds = self._tool_kinds.cache
+        self._kinds = self._tool_kinds.cache  # _step looks a known tool up here, per call
         self._in_callback = threading.local()
         self._near_duplicates = "near_duplicate" in self.config.detectors
         self._plain_policy = type(self.policy) is Policy

@@ -186,11 +186,15 @@ def _in_place(path: str) -> Iterator[TextIO]:
     try:
         with open(path, "w", encoding="utf-8", newline="\n") as stream:
             yield stream
+    except BrokenPipeError:
+        raise
     except OSError as exc:
-        if isinstance(exc, BrokenPipeError):
-            raise
-        raise LoopGuardError(f"{path}: cannot write the report: "
-                             f"{exc.strerror or exc}") from None
+        raise _unwritable(path, exc) from None
+
+
+def _unwritable(path: str, exc: OSError) -> LoopGuardError:
+    """Return the one-line error of a report that cannot be written to ``path``."""
+    return LoopGuardError(f"{path}: cannot write the report: {exc.strerror or exc}")
 
 
 def _say(message: str) -> None:
@@ -220,8 +224,7 @@ def _output(path: str | None) -> Iterator[TextIO]:
             "w", encoding="utf-8", newline="\n", dir=os.path.dirname(target), delete=False,
             prefix=f".{os.path.basename(target)}.", suffix=".tmp")
     except OSError as exc:
-        raise LoopGuardError(f"{path}: cannot write the report: "
-                             f"{exc.strerror or exc}") from None
+        raise _unwritable(path, exc) from None
     try:
         with handle:
             yield cast(TextIO, handle)
@@ -233,6 +236,5 @@ def _output(path: str | None) -> Iterator[TextIO]:
         with contextlib.suppress(OSError):
             os.unlink(handle.name)
         if isinstance(exc, OSError) and not isinstance(exc, BrokenPipeError):
-            raise LoopGuardError(f"{path}: cannot write the report: "
-                                 f"{exc.strerror or exc}") from None
+            raise _unwritable(path, exc) from None
         raise
