@@ -25,7 +25,7 @@ import otel_loopguard.signature._args as args_module
 import otel_loopguard.signature._form as form_module
 import otel_loopguard.signature._results as results_module
 import otel_loopguard.signature._text as text_module
-from otel_loopguard.signature._text import canonical_text
+from otel_loopguard.signature._text import SCREEN_TEXT, canonical_text
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -81,6 +81,14 @@ def test_what_the_form_masks(accel: ModuleType) -> None:
         "  job:3f2a9c1b7d4e  ": "job:3f2a9c1b7d4e",  # one word: the answer, not noise
         "line 12:34 col 5": "line 12:34 col 5",
         "": "",
+        # a web agent's reading of its screenshot ends the form; the line before it stays
+        f"[Forums](https://a.org/) 21%\r\n  \n{SCREEN_TEXT}\n\nMenu 0x7f3a5c1d at 10:00:01":
+            f"[Forums](https://a.org/) 21% {SCREEN_TEXT}",
+        f"\n{SCREEN_TEXT}\nEspa\u00f1ol 12 ms": SCREEN_TEXT,
+        f"Espa\u00f1ol 12 ms\n{SCREEN_TEXT} x": f"Espa\u00f1ol # {SCREEN_TEXT}",
+        f"quoted: {SCREEN_TEXT} took 3 s": f"quoted: {SCREEN_TEXT} took #",
+        f"{SCREEN_TEXT} first, no line before it": f"{SCREEN_TEXT} first, no line before it",
+        f"cut\n{SCREEN_TEXT[:-1]}": f"cut {SCREEN_TEXT[:-1]}",
     }
     for text, form in cases.items():
         assert canonical_text(text) == form, text

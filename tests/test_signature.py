@@ -441,6 +441,92 @@ class TestVolatileText:
             body + " in 0.39s", volatile).digest
 
 
+_SURFER = ("I clicked '{target}'.\n\nHere is a screenshot of [{title}]"
+           "(https://forum.wordreference.com/). The viewport shows {shown}% of the webpage, and "
+           "is positioned at the top of the page.\n{mode}\n\n{text}")
+"""A result of AutoGen's multimodal web surfer (Magentic-One), as its source writes it."""
+_OCR = "Automatic OCR of the page screenshot has detected the following text:"
+_READINGS = ("WordReference Forums\n\nSpanish-English / Espa\u00f1ol-Ingl\u00e9s\nThreads: 801.5K",
+             "WordReference.com Language Forums\nForums Dictionary search: [Search box]\n"
+             "Rules/Help/FAQ Members Interface Language")
+"""Two transcriptions of one screenshot of the same page (from a Magentic-One run)."""
+
+
+def _surfer(text: str, *, target: str = "Spanish-English Vocabulary", shown: int = 21,
+            title: str = "WordReference Forums", mode: str = _OCR) -> str:
+    return _SURFER.format(target=target, title=title, shown=shown, mode=mode, text=text)
+
+
+@pytest.fixture(params=["accelerated", "pure-python"])
+def signing(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Sign results with the C accelerator (when built) and without it."""
+    if request.param == "pure-python":
+        from otel_loopguard.signature import _results, _text
+
+        monkeypatch.setattr(_text, "_SCAN", None)
+        monkeypatch.setattr(_results, "_SIGN", None)
+    return request.param
+
+
+class TestScreenshotTranscription:
+    """A web agent's transcription of its screenshot is volatile; the page it shows is not."""
+
+    @pytest.mark.parametrize("ascii_only", [True, False])
+    def test_two_readings_of_one_screen_are_the_same_result(self, signing: str,
+                                                            ascii_only: bool) -> None:
+        volatile = VolatileMatcher()
+        first, second = (_surfer(text) for text in _READINGS)
+        if ascii_only:  # the accelerator reads ASCII text itself
+            first, second = (text.encode("ascii", "ignore").decode() for text in (first, second))
+        assert first != second
+        assert _sig(first, volatile) == _sig(second, volatile)
+
+    @pytest.mark.parametrize("change", [{"title": "WordReference Forums | Log in"},
+                                        {"shown": 35}, {"target": "English Only"}],
+                             ids=["another-page", "another-view", "another-action"])
+    def test_the_page_and_the_action_stay(self, signing: str,
+                                          change: dict[str, Any]) -> None:
+        volatile = VolatileMatcher()
+        assert _sig(_surfer(_READINGS[0]), volatile) != _sig(
+            _surfer(_READINGS[0], **change), volatile)
+
+    def test_the_page_text_itself_stays(self, signing: str) -> None:
+        """The surfer's other mode gives the page's own text, not a reading of a picture."""
+        volatile = VolatileMatcher()
+        mode = "The first 50 lines of the page text is:"
+        assert _sig(_surfer(_READINGS[0], mode=mode), volatile) != _sig(
+            _surfer(_READINGS[1], mode=mode), volatile)
+
+    def test_a_result_with_a_reading_differs_from_one_without(self, signing: str) -> None:
+        volatile = VolatileMatcher()
+        assert _sig(_surfer(""), volatile) != _sig(
+            _surfer("", mode="The first 50 lines of the page text is:"), volatile)
+
+    def test_only_a_line_that_starts_with_it_ends_the_result(self, signing: str) -> None:
+        """A text that quotes the line inside another line is compared whole."""
+        volatile = VolatileMatcher()
+        first, second = (f"grep found: {_OCR} {text}" for text in _READINGS)
+        assert _sig(first, volatile) != _sig(second, volatile)
+
+    def test_json_keeps_a_reading_inside_its_strings(self, signing: str) -> None:
+        volatile = VolatileMatcher()
+        first, second = (json.dumps({"content": _surfer(text), "is_error": False})
+                         for text in _READINGS)
+        assert _sig(first, volatile) != _sig(second, volatile)
+
+    def test_the_same_click_on_the_same_screen_three_times_is_stagnation(self) -> None:
+        """Magentic-One clicking one link again and again, each screenshot read anew."""
+        engine = LoopEngine(LoopGuardConfig())
+        run = engine.new_run()
+        readings = (*_READINGS, _READINGS[0] + "\nLatest posts")
+        decisions = [engine.process(run, ToolCall(
+            tool="click", arguments={"target": "Spanish-English Vocabulary"},
+            result=_surfer(text), has_result=True, start_time_ns=10 * n + 1,
+            end_time_ns=10 * n + 2)) for n, text in enumerate(readings)]
+        assert [d.action.label for d in decisions] == ["continue", "continue", "warn"]
+        assert {e.detector for e in decisions[2].evidence} == {"stagnation"}
+
+
 class TestChangedResultIsNeverStagnation:
     @given(_distinct_results(), st.booleans())
     @settings(max_examples=60, deadline=None)

@@ -10,6 +10,8 @@
  * memory addresses, UUIDs, hex or decimal ids of 12+ characters; the pattern
  * _VOLATILE_ASCII_RE in _volatile.py) each become '#', unless the text is a single word; then
  * runs of whitespace become one space and the ends are trimmed, as " ".join(text.split()) does.
+ * A line that starts with _text.SCREEN_TEXT ends the form (a web agent's transcription of its
+ * screenshot follows it: volatile).
  *
  * Python's re engine pays about 30 ns per character to find where such a token may start; the
  * scan below pays a table lookup, which is what makes a 1 KB text cost a few microseconds
@@ -373,6 +375,24 @@ static int several_words(const text_t *t) {
     return run_of(t, i, C_SPACE) < t->n;
 }
 
+/* _text.SCREEN_TEXT: the line before a web agent's transcription of its screenshot. The
+ * canonical form of a text keeps what comes before it and the line itself, and stops there
+ * (_text.without_screen_text): where a whitespace run that ends with '\n' is followed by it. */
+static const char screen_text[] =
+    "Automatic OCR of the page screenshot has detected the following text:";
+#define SCREEN_TEXT_LEN ((Py_ssize_t)(sizeof screen_text - 1))
+
+/* Whether screen_text starts at t[i], in a text of any kind. Its canonical form is itself (one
+ * space between words, no token in it). */
+static int screen_text_at(const text_t *t, Py_ssize_t i) {
+    if (t->n - i < SCREEN_TEXT_LEN) return 0;
+    if (t->kind == PyUnicode_1BYTE_KIND)
+        return memcmp((const unsigned char *)t->data + i, screen_text, SCREEN_TEXT_LEN) == 0;
+    for (Py_ssize_t k = 0; k < SCREEN_TEXT_LEN; k++)
+        if (ch(t, i + k) != (Py_UCS4)(unsigned char)screen_text[k]) return 0;
+    return 1;
+}
+
 /* The canonical form of ASCII text t (see canonical_text) written to w, which has room for
  * t->n + 8 bytes; returns its length. One table lookup per character: runs of whitespace are
  * skipped whole, and the letters after a word character are found first and copied in one go
@@ -388,6 +408,10 @@ static Py_ssize_t ascii_form(const text_t *t, unsigned char *w) {
             do i++;
             while (i < n && (cls[s[i]] & C_SPACE));
             if (i < n && o > 0) w[o++] = ' '; /* between words only: the ends are trimmed */
+            if (s[i - 1] == '\n' && i < n && s[i] == 'A' && screen_text_at(t, i)) {
+                memcpy(w + o, screen_text, (size_t)SCREEN_TEXT_LEN); /* o + LEN <= n */
+                return o + SCREEN_TEXT_LEN;
+            }
             continue;
         }
         /* A token starts at a digit, or at a hex letter that starts a word and is followed
@@ -470,6 +494,11 @@ static PyObject *canonical_text(PyObject *module, PyObject *arg) {
             continue;
         }
         if (space && o > 0) PyUnicode_WRITE(kind, out, o++, ' ');
+        if (space && c == 'A' && ch(&t, i - 1) == '\n' && screen_text_at(&t, i)) {
+            for (Py_ssize_t k = 0; k < SCREEN_TEXT_LEN; k++)
+                PyUnicode_WRITE(kind, out, o++, (Py_UCS4)(unsigned char)screen_text[k]);
+            break;
+        }
         space = 0;
         Py_ssize_t e = (mask && char_is(c, C_HEX | C_DIGIT)) ? token_at(&t, i) : -1;
         if (e > i) {

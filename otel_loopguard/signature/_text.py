@@ -2,7 +2,9 @@
 
 A result that is text (a shell's output, a file read, a page) is compared as its canonical form:
 the tokens that change between identical runs masked (``mask_volatile_text``), then whitespace
-folded, as ``" ".join(text.split())`` does. :func:`canonical_text` is the definition, in Python.
+folded, as ``" ".join(text.split())`` does; a web agent's reading of its screenshot that ends the
+text is left out first (``without_screen_text``). :func:`canonical_text` is the definition, in
+Python.
 
 The optional C accelerator (``_native``) computes the same form in one pass over the
 characters: the pattern's alternatives start with a digit or a hex letter, and Python's ``re``
@@ -19,10 +21,31 @@ from typing import Final
 from otel_loopguard.signature._native import NATIVE
 from otel_loopguard.signature._volatile import mask_volatile_text
 
+SCREEN_TEXT: Final = "Automatic OCR of the page screenshot has detected the following text:"
+"""The line before a model's transcription of a screenshot: AutoGen's multimodal web surfer
+(Magentic-One) ends each action's result with it, after the page's title, address, viewport
+and metadata."""
+_SCREEN_LINE: Final = "\n" + SCREEN_TEXT
+
+
+def without_screen_text(text: str) -> str:
+    """Return ``text`` without the transcription of a screenshot that ends it, if any.
+
+    A model reads the screenshot each time: two views of the same screen come back transcribed
+    differently (lines joined or split, headings reworded, menus listed or not), so the
+    transcription is volatile text, as a duration is. What identifies the page stays: the
+    action, the title and address, how much of the page is in view and where, the metadata.
+    What follows the first line that starts with ``SCREEN_TEXT`` is dropped, the line itself
+    kept (a result with a transcription is not the same as one without); the surfer's other
+    mode, the first lines of the page's own text, is the page's content and stays.
+    """
+    at = text.find(_SCREEN_LINE)
+    return text if at < 0 else text[:at + len(_SCREEN_LINE)]
+
 
 def canonical_text(text: str) -> str:
-    """Return ``text`` with its volatile tokens masked and its whitespace folded."""
-    return " ".join(mask_volatile_text(text).split())
+    """Return ``text`` without its screen text, its volatile tokens masked, whitespace folded."""
+    return " ".join(mask_volatile_text(without_screen_text(text)).split())
 
 
 _SCAN: Callable[[str], str] | None = NATIVE.canonical_text if NATIVE is not None else None
