@@ -314,6 +314,28 @@ class TestLoadPrecedence:
         with pytest.raises(ConfigError, match="stagnation_replan must be >= stagnation_warn"):
             LoopGuardConfig.load(path, environ={"LOOPGUARD_STAGNATION_REPLAN": "3"})
 
+    def test_a_file_completed_by_the_environment_is_valid(self, tmp_path: Path) -> None:
+        """A file's ladder that only the merged values complete is not rejected on its own."""
+        path = _write(tmp_path, "[loopguard]\nstagnation_warn = 6\n")
+        env = {"LOOPGUARD_STAGNATION_REPLAN": "7", "LOOPGUARD_STAGNATION_STOP": "8"}
+        config = LoopGuardConfig.load(path, environ=env)
+        assert (config.stagnation_warn, config.stagnation_replan, config.stagnation_stop) == (
+            6, 7, 8)
+        config = LoopGuardConfig.load(path, environ={}, stagnation_replan=7, stagnation_stop=8)
+        assert config.stagnation_replan == 7
+        with pytest.raises(ConfigError, match="stagnation_replan must be >= stagnation_warn"):
+            LoopGuardConfig.load(path, environ={})  # the file alone still fails
+
+    def test_file_tables_are_checked_against_the_merged_values(self, tmp_path: Path) -> None:
+        """A file's tool and template tables meet the merged globals, not the file's own."""
+        path = _write(tmp_path, "[loopguard.tools.search]\nstagnation_warn = 6\n\n"
+                                "[loopguard.templates.triage]\nmax_tool_calls_stop = 30\n")
+        env = {"LOOPGUARD_STAGNATION_REPLAN": "7", "LOOPGUARD_STAGNATION_STOP": "8",
+               "LOOPGUARD_MAX_TOOL_CALLS_WARN": "20"}
+        config = LoopGuardConfig.load(path, environ=env)
+        assert config.threshold("search", "stagnation_warn") == 6
+        assert config.budget("triage", "max_tool_calls_stop") == 30
+
     def test_tool_kinds_from_env_merge_with_file_tools(self, config_file: Path) -> None:
         """``LOOPGUARD_TOOL_KINDS`` adds tools to those of the file."""
         config = LoopGuardConfig.load(config_file, environ={"LOOPGUARD_TOOL_KINDS": "x=read"})

@@ -178,28 +178,8 @@ class LoopGuardConfig:
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], *, source: str = "config") -> LoopGuardConfig:
         """Return a config from a mapping shaped like the TOML file."""
-        if "loopguard" in data:
-            extra = sorted(set(data) - {"loopguard"})
-            if extra:
-                raise ConfigError(f"{source}: unknown setting {extra[0]!r} outside the "
-                                  "[loopguard] table; put every setting inside it")
-        data = dict(data.get("loopguard", data))
-        raw_tools = data.pop("tools", {}) or {}
-        if not isinstance(raw_tools, Mapping):
-            raise ConfigError(f"{source}: tools must be a table of tool name -> settings")
-        raw_templates = data.pop("templates", {}) or {}
-        if not isinstance(raw_templates, Mapping):
-            raise ConfigError(f"{source}: templates must be a table of prompt template name "
-                              "-> budgets")
-        raw_prices = data.pop("prices", {}) or {}
-        if not isinstance(raw_prices, Mapping):
-            raise ConfigError(f"{source}: prices must be a table of model name -> prices")
-        unknown = sorted(set(data) - set(FIELDS))
-        if unknown:
-            raise ConfigError(f"{source}: unknown setting {unknown[0]!r}; known settings are "
-                              "listed in docs/configuration.md")
-        return cls(values=data, tools=dict(raw_tools), templates=dict(raw_templates),
-                   prices=dict(raw_prices))
+        values, tools, templates, prices = _file_parts(data, source)
+        return cls(values=values, tools=tools, templates=templates, prices=prices)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> LoopGuardConfig:
@@ -224,17 +204,50 @@ class LoopGuardConfig:
         """
         env = os.environ if environ is None else environ
         path = config_file or env.get(_env.LOOPGUARD_CONFIG_FILE) or None
-        base = cls.from_file(path) if path else cls()
-        values = {**base.values, **env_values(env), **overrides}
-        tools: dict[str, Any] = dict(base.tools)
+        # The file's parts are merged before they are validated together: its ladders and its
+        # tools' and templates' tables are checked against the merged values, not its own.
+        file_values, file_tools, file_templates, file_prices = (
+            _file_parts(read_toml(path), str(path)) if path else ({}, {}, {}, {}))
+        values = {**file_values, **env_values(env), **overrides}
+        kept_tools = {str(k): validate_tool(str(k), v) for k, v in file_tools.items()}
+        tools: dict[str, Any] = dict(kept_tools)
         for tool, override in env_tools(env).items():  # env sets the kind, keeps the rest
-            kept = base.tools.get(tool)
+            kept = kept_tools.get(tool)
             tools[tool] = replace(kept, kind=override.kind) if kept else override
         tools.update(overrides.pop("tools", {}))
         values.pop("tools", None)
-        templates = {**base.templates, **values.pop("templates", {})}
-        prices = {**base.prices, **values.pop("prices", {})}
+        templates = {**file_templates, **values.pop("templates", {})}
+        prices = {**file_prices, **values.pop("prices", {})}
         return cls(values=values, tools=tools, templates=templates, prices=prices)
+
+
+def _file_parts(data: Mapping[str, Any], source: str) -> tuple[
+        dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Return a TOML file's settings, tools, templates and prices, its shape checked.
+
+    Their values are validated by the ``LoopGuardConfig`` they go into.
+    """
+    if "loopguard" in data:
+        extra = sorted(set(data) - {"loopguard"})
+        if extra:
+            raise ConfigError(f"{source}: unknown setting {extra[0]!r} outside the "
+                              "[loopguard] table; put every setting inside it")
+    data = dict(data.get("loopguard", data))
+    raw_tools = data.pop("tools", {}) or {}
+    if not isinstance(raw_tools, Mapping):
+        raise ConfigError(f"{source}: tools must be a table of tool name -> settings")
+    raw_templates = data.pop("templates", {}) or {}
+    if not isinstance(raw_templates, Mapping):
+        raise ConfigError(f"{source}: templates must be a table of prompt template name "
+                          "-> budgets")
+    raw_prices = data.pop("prices", {}) or {}
+    if not isinstance(raw_prices, Mapping):
+        raise ConfigError(f"{source}: prices must be a table of model name -> prices")
+    unknown = sorted(set(data) - set(FIELDS))
+    if unknown:
+        raise ConfigError(f"{source}: unknown setting {unknown[0]!r}; known settings are "
+                          "listed in docs/configuration.md")
+    return data, dict(raw_tools), dict(raw_templates), dict(raw_prices)
 
 
 def field_rules() -> Mapping[str, FieldRule]:
