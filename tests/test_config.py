@@ -244,11 +244,22 @@ class TestFromEnv:
     @pytest.mark.parametrize(("env", "var"), [
         ({"LOOPGUARD_MODE": "enforced"}, "LOOPGUARD_MODE"),
         ({"LOOPGUARD_METRICS_PORT": "70000"}, "LOOPGUARD_METRICS_PORT"),
-    ], ids=["choice", "range"])
+        ({"LOOPGUARD_NEAR_DUPLICATE_EMBEDDER": "embed"}, "LOOPGUARD_NEAR_DUPLICATE_EMBEDDER"),
+        ({"LOOPGUARD_DETECTORS": "stagnation,loops"}, "LOOPGUARD_DETECTORS"),
+    ], ids=["choice", "range", "import-path", "detector-name"])
     def test_bad_values_name_the_variable(self, env: dict[str, str], var: str) -> None:
         """Every invalid variable value is reported under the variable's own name."""
-        with pytest.raises(ConfigError, match=f"^{var} must be"):
+        with pytest.raises(ConfigError, match=f"^{var}( must be|: unknown detector 'loops')"):
             LoopGuardConfig.from_env(env)
+        with pytest.raises(ConfigError, match=f"^{var}"):  # load() says the same
+            LoopGuardConfig.load(environ=env)
+
+    @pytest.mark.parametrize("raw", ["off", "none", "OFF"])
+    def test_embedder_off(self, raw: str) -> None:
+        """``LOOPGUARD_NEAR_DUPLICATE_EMBEDDER=off`` (or ``none``) turns the embedder off."""
+        env = {"LOOPGUARD_NEAR_DUPLICATE_EMBEDDER": raw}
+        assert LoopGuardConfig.from_env(env).near_duplicate_embedder is None
+        assert LoopGuardConfig.load(environ=env).near_duplicate_embedder is None
 
 
 class TestLoadPrecedence:

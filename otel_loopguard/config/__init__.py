@@ -7,7 +7,6 @@ TOML file (``LOOPGUARD_CONFIG_FILE`` or ``config_file=``), then the ``_DEFAULT_*
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -33,8 +32,6 @@ from otel_loopguard.exceptions import ConfigError
 __all__ = ["LoopGuardConfig", "ModelPrice", "ToolKind", "ToolOverride"]
 
 _NO_BUDGETS: Final[Mapping[str, Any]] = MappingProxyType({})
-_IMPORT_PATH: Final = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
-"""``module:function`` (dotted names on both sides), the form of ``near_duplicate_embedder``."""
 
 
 def _defaults() -> dict[str, Any]:
@@ -70,14 +67,6 @@ class LoopGuardConfig:
         for name, value in self.values.items():
             merged[name] = validate(name, value)
         check_ladders(merged)
-        embedder = merged["near_duplicate_embedder"]
-        if embedder and _IMPORT_PATH.fullmatch(embedder) is None:
-            raise ConfigError("near_duplicate_embedder must be an import path module:function "
-                              f"(e.g. mypackage.embeddings:embed), got {embedder!r}")
-        unknown = sorted(set(merged["detectors"]) - set(FIELDS["detectors"].default))
-        if unknown:
-            raise ConfigError(f"detectors: unknown detector {unknown[0]!r}; known detectors are "
-                              f"{', '.join(FIELDS['detectors'].default)}")
         tools = {str(k): validate_tool(str(k), v) for k, v in self.tools.items()}
         for tool, override in tools.items():  # a tool's ladders, with its overrides in place
             if override.thresholds:

@@ -126,16 +126,17 @@ def parse_env_value(var: str, rule: FieldRule, raw: str) -> Any:
         ConfigError: naming the variable and what it accepts.
     """
     text = raw.strip()
+    if rule.optional and rule.kind in ("int", "float", "str") and text.lower() in ("none",
+                                                                                   "off"):
+        return None  # an optional limit (or the embedder's import path): off
     try:
         if rule.kind == "bool":
             lowered = text.lower()
             if lowered not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
                 raise ValueError
             return lowered in ("true", "1", "yes", "on")
-        if rule.kind == "int":
-            return None if rule.optional and text.lower() in ("none", "off") else int(text)
-        if rule.kind == "float":
-            return None if rule.optional and text.lower() in ("none", "off") else float(text)
+        if rule.kind in ("int", "float"):
+            return int(text) if rule.kind == "int" else float(text)
         if rule.kind == "list":  # "" is the empty list; "a,b," is (a, b); "," names nothing
             items = tuple(p.strip() for p in text.split(",") if p.strip())
             if text and not items:

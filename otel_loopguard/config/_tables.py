@@ -38,6 +38,8 @@ _ENV_PREFIX: Final = "LOOPGUARD_"
 _CURRENCY: Final = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,15}")
 """A currency code (``USD``, ``EUR``, ``credits``): it becomes a metric label value."""
 _PRICE_KEYS: Final = ("input_per_million", "output_per_million", "currency")
+_IMPORT_PATH: Final = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+"""``module:function`` (dotted names on both sides), the form of ``near_duplicate_embedder``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -109,7 +111,24 @@ def validate(name: str, value: Any) -> Any:
     if rule is None:
         raise ConfigError(f"unknown setting {name!r}; known settings are listed in "
                           "docs/configuration.md")
-    return rule.check(name, value)
+    return check_form(name, rule.check(name, value), name)
+
+
+def check_form(name: str, value: Any, where: str) -> Any:
+    """Return ``value`` of setting ``name``, checked for what its type does not say.
+
+    The names in ``detectors``, the import path of ``near_duplicate_embedder``. ``where``
+    names the source in the message: the setting, or its environment variable.
+    """
+    if name == "detectors":
+        unknown = sorted(set(value) - set(FIELDS["detectors"].default))
+        if unknown:
+            raise ConfigError(f"{where}: unknown detector {unknown[0]!r}; known detectors are "
+                              f"{', '.join(FIELDS['detectors'].default)}")
+    elif name == "near_duplicate_embedder" and value and _IMPORT_PATH.fullmatch(value) is None:
+        raise ConfigError(f"{where} must be an import path module:function "
+                          f"(e.g. mypackage.embeddings:embed), got {value!r}")
+    return value
 
 
 def check_ladders(values: dict[str, Any], prefix: str = "",
@@ -222,7 +241,8 @@ def env_values(environ: Mapping[str, str]) -> dict[str, Any]:
         raw = environ.get(_ENV_PREFIX + name.upper())
         if raw is not None and raw.strip() != "":
             var = _ENV_PREFIX + name.upper()
-            values[name] = rule.check(var, parse_env_value(var, rule, raw))
+            values[name] = check_form(name, rule.check(var, parse_env_value(var, rule, raw)),
+                                      var)
     return values
 
 
