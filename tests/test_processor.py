@@ -455,6 +455,33 @@ def test_install_twice_keeps_one_processor(caplog: pytest.LogCaptureFixture) -> 
     provider.shutdown()
 
 
+def test_install_serves_the_registry_the_processor_counts_into() -> None:
+    """``install(registry=...)`` with a metrics port serves that registry on ``/metrics``,
+    not the global one the processor does not count into."""
+    import socket
+    import urllib.request
+
+    from otel_loopguard.processor import install
+
+    with socket.socket() as probe:  # a free port (metrics_port 0 would not say which)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    provider = TracerProvider()
+    registry = CollectorRegistry()
+    install(LoopGuardConfig.create(metrics_port=port), tracer_provider=provider,
+            registry=registry)
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("invoke_agent a", attributes={
+            "gen_ai.operation.name": "invoke_agent"}), tracer.start_as_current_span(
+            "execute_tool search", attributes={"gen_ai.operation.name": "execute_tool",
+                                               "gen_ai.tool.name": "search"}):
+        pass
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+        body = answer.read().decode()
+    assert 'loopguard_tool_calls_total{prompt_template="unknown",tool="search"} 1.0' in body
+    provider.shutdown()
+
+
 def test_processors_on_one_registry_share_its_metrics() -> None:
     """Two processors on one Prometheus registry count into the same series."""
     registry = CollectorRegistry()

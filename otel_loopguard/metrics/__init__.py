@@ -133,6 +133,8 @@ class LoopGuardMetrics:
                  max_services: int = 200) -> None:
         """Create and register every metric."""
         reg = registry
+        self.registry = registry
+        """The Prometheus registry the metrics are on (None: the metrics API only)."""
         self.multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
         self.service_label = service_label
         tpl = ["prompt_template", "service_name"] if service_label else ["prompt_template"]

@@ -360,7 +360,8 @@ def install(config: LoopGuardConfig | None = None, *,
 
     Starts the ``/metrics`` server when ``metrics_port`` is configured
     (``LOOPGUARD_METRICS_PORT``), bound to ``metrics_addr`` (127.0.0.1 by default), unless
-    ``metrics_exporter`` is ``otlp`` (no Prometheus metrics to serve).
+    ``metrics_exporter`` is ``otlp`` (no Prometheus metrics to serve). It serves the registry
+    the processor counts into (``registry=``; the global one by default).
 
     Raises:
         TypeError: when the global provider is not an SDK ``TracerProvider``.
@@ -380,7 +381,9 @@ def install(config: LoopGuardConfig | None = None, *,
     if cfg.metrics_port is not None and cfg.metrics_exporter != "otlp":
         from otel_loopguard.metrics import start_metrics_server
 
-        start_metrics_server(cfg.metrics_port, cfg.metrics_addr)
+        # the registry the processor counts into (registry= or metrics=), else the global one
+        registry = getattr(processor.metrics, "registry", None) or REGISTRY
+        start_metrics_server(cfg.metrics_port, cfg.metrics_addr, registry)
     return processor
 
 
