@@ -188,3 +188,21 @@ def test_logs_and_traces_files_are_checked_together(tmp_path: Path) -> None:
     path = _write(tmp_path, sessions()[:2])
     spans = list(iter_spans(str(path), strict=True))
     assert sum("execute_tool" in s.name for s in spans) == 6 + 8
+
+
+def test_a_session_spread_over_several_files_keeps_its_template(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The Collector's file exporter rotates its file: a session's model request can be in one
+    # file and its next tool calls in the next. The template (agent/model) must not depend on
+    # where the rotation fell: every file of a check shares the sessions' latest models.
+    runs = sessions()
+    lines = collector_lines(runs, per_line=1)
+    folder = tmp_path / "rotated"
+    folder.mkdir()
+    for at in range(0, len(lines), 7):
+        (folder / f"logs-{at:03d}.jsonl").write_text("\n".join(lines[at:at + 7]) + "\n")
+    code = main(["check", "--format", "json", str(folder)])
+    reports = {r["run_id"]: r for r in json.loads(capsys.readouterr().out)["runs"]}
+    assert code == 1
+    assert {f"{run.agent}:{run.session_id}": run.template for run in runs} == {
+        run_id: report["prompt_template"] for run_id, report in reports.items()}

@@ -14,6 +14,7 @@ from itertools import chain
 from typing import TYPE_CHECKING, Final, TextIO
 
 from otel_loopguard.cli._report import Where
+from otel_loopguard.coding_agents import AgentRecords
 from otel_loopguard.exceptions import TraceFileError
 from otel_loopguard.replay.tracefile import DEFAULT_MAX_LINE_BYTES, iter_span_batches
 
@@ -144,6 +145,8 @@ class Inputs:
         self.max_decompressed_bytes = max_decompressed_bytes
         self.max_line_bytes = max_line_bytes
         self.spans_read = 0
+        self._agents = AgentRecords()
+        """The coding agents' sessions, shared by every file (a session may span several)."""
         self._where: OrderedDict[str, Where] = OrderedDict()
         """Trace id -> where its first span was read (the most recent traces only)."""
 
@@ -164,7 +167,7 @@ class Inputs:
                     path, strict=self.strict, on_error=self.on_error,
                     progress=progress.file(index, path),
                     max_decompressed_bytes=self.max_decompressed_bytes,
-                    max_line_bytes=self.max_line_bytes):
+                    max_line_bytes=self.max_line_bytes, agents=self._agents):
                 self.spans_read += len(spans)
                 for trace_id in {span.trace_id: None for span in spans}:  # in order, once each
                     if trace_id not in where:

@@ -162,16 +162,21 @@ def iter_span_batches(
     progress: Callable[[int], None] | None = None,
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    agents: AgentRecords | None = None,
 ) -> Iterator[tuple[int, list[SpanRecord]]]:
     """Yield ``(line, spans)`` for each record of a trace file that holds good spans.
 
     The spans of :func:`iter_located_spans`, a record (a JSON line, a JSON document, a
     protobuf message) at a time: ``check`` hands them on without a generator step per span.
+    ``agents`` holds the coding agents' sessions (the latest model of each, for templates);
+    pass the same one for every file of a check, as ``serve`` keeps one for every request,
+    so a session whose events a rotation spread over several files keeps its template.
+    Default: one of this file's own.
     """
     if path != "-" and not os.path.exists(path):
         raise TraceFileError(path, 0, "no such file")
     reader = _TraceReader(path, strict=strict, on_error=on_error, progress=progress,
-                          limit=max_decompressed_bytes, max_line=max_line_bytes)
+                          limit=max_decompressed_bytes, max_line=max_line_bytes, agents=agents)
     return reader.batches()
 
 
@@ -197,6 +202,7 @@ class _TraceReader:
         progress: Callable[[int], None] | None,
         limit: int,
         max_line: int = DEFAULT_MAX_LINE_BYTES,
+        agents: AgentRecords | None = None,
     ) -> None:
         self._path = path
         self._max_line = max_line
@@ -211,8 +217,8 @@ class _TraceReader:
         """Errors held back while a guess is tried (see ``_json_lines_in``)."""
         self._line = 0
         """Line (or message) being read, for errors raised by the stream itself."""
-        self._agents = AgentRecords()
-        """The coding agents' sessions (log events and tool spans) of this file."""
+        self._agents = AgentRecords() if agents is None else agents
+        """The coding agents' sessions (log events and tool spans), of this file or the check."""
 
     def batches(self) -> Iterator[tuple[int, list[SpanRecord]]]:
         """Yield ``(line, spans)`` per record of the file, reporting bad records and errors."""
