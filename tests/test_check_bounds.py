@@ -4,6 +4,7 @@ in a directory named once and skipped. Real files, real FIFOs and sockets; no ti
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import os
@@ -172,6 +173,42 @@ class TestCaps:
         assert code == 2 and "framed.bin:1: message decompresses to more than the 4 MiB" in err
         assert peak < 4 * 4 * MIB
 
+
+    def test_a_framed_message_over_the_line_cap_is_skipped_unheld(
+            self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """The file exporter's ``format: proto`` framing, uncompressed: a 13 MiB message
+        between two good ones against a 1 MiB cap is named by its number and skipped as it
+        is read (never held), and the message after it is still read."""
+        from google.protobuf.json_format import ParseDict
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceRequest,
+        )
+
+        def message(line: bytes, padding: int = 0) -> bytes:
+            doc = json.loads(line)
+            for resource in doc["resourceSpans"]:
+                for scope in resource["scopeSpans"]:
+                    for span in scope["spans"]:
+                        for key in ("traceId", "spanId", "parentSpanId"):
+                            if span.get(key):
+                                span[key] = base64.b64encode(bytes.fromhex(span[key])).decode()
+                        span.setdefault("attributes", []).append(
+                            {"key": "padding", "value": {"stringValue": "x" * padding}})
+            data = ParseDict(doc, ExportTraceServiceRequest()).SerializeToString()
+            return struct.pack(">I", len(data)) + data
+
+        good = message(LOOPING.read_bytes())
+        big = message((ROOT / "examples" / "traces" / "healthy_agent.jsonl").read_bytes(),
+                      padding=MIB)  # 13 spans: 13 MiB
+        path = tmp_path / "framed.bin"
+        path.write_bytes(good + big + good)
+        code, peak = _traced_peak("--max-line-bytes", "1MiB", str(path))
+        err = capsys.readouterr().err
+        assert code == 2
+        assert "framed.bin:2: message larger than the 1 MiB limit (--max-line-bytes); " \
+               "skipped" in err
+        assert "1 bad input record skipped" in err
+        assert peak < 8 * MIB
 
 # --- 5. memory bounded by what is open ------------------------------------------------------------
 def _span(trace: int, span: int, *, root: bool) -> SpanRecord:

@@ -194,3 +194,11 @@ def _read_up_to(stream: BinaryIO, size: int) -> bytes:
         parts.append(chunk)
         size -= len(chunk)
     return b"".join(parts)
+
+
+def _skip_up_to(stream: BinaryIO, size: int) -> int:
+    """Read past ``size`` bytes, or fewer at end of input, 1 MiB at a time; return how many."""
+    skipped = 0
+    while skipped < size and (chunk := stream.read(min(size - skipped, _CHUNK_BYTES))):
+        skipped += len(chunk)
+    return skipped

@@ -71,6 +71,7 @@ from otel_loopguard.replay._source import (
     _open_binary,
     _read_up_to,
     _ReadError,
+    _skip_up_to,
     _Source,
 )
 
@@ -116,9 +117,9 @@ def iter_spans(
             1 MiB and once at the end, to drive a progress bar.
         max_decompressed_bytes: a compressed file (or message) that expands to more than this
             is reported as too large (line 0) and reading it stops there; default 1 GiB.
-        max_line_bytes: a longer line is reported and skipped (reading goes on with the next
-            line), a longer JSON document or protobuf message is reported and reading the file
-            stops; never held whole. Default 64 MiB.
+        max_line_bytes: a longer line or framed message is reported and skipped (reading goes
+            on with the next one), a longer JSON document or single protobuf message is
+            reported and reading the file stops; never held whole. Default 64 MiB.
 
     Returns:
         A lazy iterator of span records, in file order; an empty file yields nothing.
@@ -323,9 +324,20 @@ class _TraceReader:
             if size == 0 or size > MAX_FRAME_BYTES:  # zero bytes: a file preallocated, not written
                 self._fail(self._line, f"{unrecognised(header)} from here on")
                 return
-            data = _read_up_to(stream, size)
-            if len(data) < size:
-                self._fail(self._line, f"truncated message: expected {size} bytes, got {len(data)}")
+            if size > self._max_line:  # skipped as it is read, never held
+                got = _skip_up_to(stream, size)
+                if got == size:
+                    self._fail(self._line, f"message larger than the "
+                                           f"{format_bytes(self._max_line)} limit "
+                                           "(--max-line-bytes); skipped")
+                    self._line += 1
+                    continue
+                data = b""
+            else:
+                data = _read_up_to(stream, size)
+                got = len(data)
+            if got < size:
+                self._fail(self._line, f"truncated message: expected {size} bytes, got {got}")
                 return
             record = self._framed_record(data)
             if record is not None:
