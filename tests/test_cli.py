@@ -210,6 +210,25 @@ class TestInputErrors:
         assert len(captured.err.splitlines()) == 1
         assert captured.err.startswith(f"otel-loopguard: {one_bad_line}:2: invalid JSON")
 
+    @pytest.mark.parametrize("fmt", ["text", "json", "sarif", "github"])
+    def test_strict_leaves_nothing_on_stdout_after_runs_were_reported(
+            self, tmp_path: Path, fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
+        """A bad record after runs were closed and reported (10,000 spans past their root):
+        ``--strict`` still leaves stdout empty, not half a report (a JSON or SARIF document
+        cut in the middle)."""
+        roots = [{"traceId": f"{n:032x}", "spanId": f"{n:016x}", "name": "step",
+                  "startTimeUnixNano": "1", "endTimeUnixNano": "2"} for n in range(1, 10_050)]
+        path = tmp_path / "late_bad.jsonl"
+        with path.open("w", encoding="utf-8") as out:
+            out.write(Path(LOOPING).read_text(encoding="utf-8"))
+            out.write(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": roots}]}]}) + "\n")
+            out.write("not json\n")
+        assert main(["check", "--strict", "--format", fmt, str(path)]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert captured.err == f"otel-loopguard: {path}:3: invalid JSON: Expecting value at " \
+                               "column 1\n"
+
     def test_strict_on_clean_input(self) -> None:
         """``--strict`` changes nothing on clean input."""
         assert main(["check", "--strict", LOOPING]) == 1

@@ -115,9 +115,11 @@ def run_check(args: argparse.Namespace) -> int:
         for error in left_out:
             _say(clean(str(error)))
         return 2
-    with _output(args.output) as out:
+    to_stdout = args.output is None or args.output == "-"
+    with _output(args.output, hold=args.strict) as out:
+        color = use_color(args.color, sys.stdout if to_stdout else out)
         reporter = _reporter(args.format)(out, fail_on=fail_on, fail_on_budget=fail_on_budget,
-                                          quiet=args.quiet, color=use_color(args.color, out))
+                                          quiet=args.quiet, color=color)
 
         def on_error(error: TraceFileError) -> None:
             summary.problem(str(error))
@@ -202,13 +204,28 @@ def _say(message: str) -> None:
 
 
 @contextlib.contextmanager
-def _output(path: str | None) -> Iterator[TextIO]:
-    """Yield stdout, or a temporary file that replaces ``path`` once the report is complete."""
+def _output(path: str | None, *, hold: bool = False) -> Iterator[TextIO]:
+    """Yield stdout, or a temporary file that replaces ``path`` once the report is complete.
+
+    With ``hold`` (``--strict``), stdout gets the report only once it is complete: a check that
+    stops at a bad record leaves nothing there, not the runs reported before it (half a JSON
+    or SARIF document).
+    """
     if path is None or path == "-":
         reconfigure = getattr(sys.stdout, "reconfigure", None)
         if reconfigure is not None:  # a span's text must not fail on a narrow terminal encoding
             reconfigure(errors="backslashreplace")
-        yield sys.stdout
+        if not hold:
+            yield sys.stdout
+            return
+        import shutil
+        import tempfile
+
+        with tempfile.SpooledTemporaryFile(max_size=4 << 20, mode="w+", encoding="utf-8",
+                                           errors="backslashreplace", newline="\n") as held:
+            yield cast(TextIO, held)
+            held.seek(0)
+            shutil.copyfileobj(held, sys.stdout)
         return
     if os.path.isdir(path):
         raise LoopGuardError(f"{path}: cannot write the report: is a directory")
