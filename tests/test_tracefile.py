@@ -312,6 +312,25 @@ class TestBadInput:
         _, errors = read(write(b'[{"resourceSpans": []}, 5]\n'))
         assert [e.reason for e in errors] == ["element 1: expected an object, got int"]
 
+    def test_a_bad_element_of_an_array_loses_only_itself(self, write: Any,
+                                                         requests: list[Any]) -> None:
+        """A JSON array of requests with one element that is no trace request (a logs-less
+        ``{"foo": 1}``): the requests before and after it are read, the element reported."""
+        doc = [to_json(requests[0]), {"foo": 1}, to_json(requests[1])]
+        spans, errors = read(write(json.dumps(doc, indent=2).encode(), "traces.json"))
+        assert len(spans) == len(records(requests[:2]))
+        assert [e.reason for e in errors] == [
+            "element 1: not an OTLP trace request: no resourceSpans (keys: 'foo')"]
+
+    def test_an_array_of_no_requests_is_one_error_that_counts_the_rest(
+            self, write: Any) -> None:
+        """JSON that is not OTLP at all (an array of numbers) is one short error."""
+        spans, errors = read(write(json.dumps(list(range(1000))).encode() + b"\n"))
+        assert not spans
+        assert [e.reason for e in errors] == [
+            "element 0: expected an object, got int; element 1: expected an object, got int; "
+            "element 2: expected an object, got int; and 997 more bad elements"]
+
     def test_error_line_in_pretty_document(self, write: Any, requests: list[Any]) -> None:
         """An error inside a multi-line document names the line where it occurs."""
         text = json.dumps(to_json(requests[0]), indent=2).splitlines()

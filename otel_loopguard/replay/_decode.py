@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 _UTF8_BOM = b"\xef\xbb\xbf"
 _SPANS_KEYS = ("resourceSpans", "resource_spans")
 _LOGS_KEYS = ("resourceLogs", "resource_logs")
+_ELEMENTS_LISTED = 3
+"""Bad elements of a JSON array named in its one error; the others are counted."""
 _OTHER_SIGNALS = {"resourceMetrics": "metrics",
                   "resource_metrics": "metrics", "resourceProfiles": "profiles",
                   "resource_profiles": "profiles"}
@@ -85,15 +87,20 @@ def _decode_json(data: bytes, agents: AgentRecords) -> tuple[list[SpanRecord], s
     if not isinstance(doc, list):
         return _spans_of_json_request(doc, agents)
     spans, problems = [], []
-    for index, request in enumerate(doc):
+    for index, request in enumerate(doc):  # a bad element loses itself, not its neighbours
         try:
             good, problem = _spans_of_json_request(request, agents)
         except _BadRecord as exc:
-            raise _BadRecord(f"element {index}: {exc.message}") from None
+            good, problem = [], exc.message
         spans.extend(good)
         if problem:
             problems.append(f"element {index}: {problem}")
-    return spans, "; ".join(problems)
+    listed = "; ".join(problems[:_ELEMENTS_LISTED]) + (
+        f"; and {len(problems) - _ELEMENTS_LISTED} more bad elements"
+        if len(problems) > _ELEMENTS_LISTED else "")
+    if problems and not spans:
+        raise _BadRecord(listed)
+    return spans, listed
 
 
 def _clean_trace_spans(data: bytes, agents: AgentRecords) -> list[SpanRecord] | None:
