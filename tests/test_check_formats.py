@@ -8,6 +8,7 @@ import json
 import os
 import re
 import stat
+import subprocess
 import sys
 import threading
 import xml.etree.ElementTree as ET
@@ -302,6 +303,18 @@ class TestGithub:
             "STOP run c\\x1b]0;t\\x07\\x0aok [tpl-tmpl-2j-51bbe4c9]: 5 tool calls"
         assert "evil\\x1b[31m\\x0d\\x0aSTOP  run forged\\u202e%0A,x:y\\x00 - calls 1, 2, 3" \
             in message
+
+    def test_standard_input_has_no_file_to_annotate(self) -> None:
+        """Runs read from ``-`` are annotated without ``file=-`` (no such file in the
+        repository), as their bad records and SARIF locations already were."""
+        data = Path(LOOPING).read_bytes() + b"not json\n"
+        done = subprocess.run([sys.executable, "-m", "otel_loopguard", "check", "--format",
+                               "github", "-"], input=data, capture_output=True, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
+        assert done.returncode == 2
+        commands = _workflow_commands(done.stdout.decode())
+        assert [(name, "file" in props, "line" in props) for name, props, _ in commands] == [
+            ("error", False, False), ("error", False, False)]
 
     def test_escaping_rules(self) -> None:
         """The Actions toolkit's rules: ``%`` first, then CR and LF; ``:`` and ``,`` in

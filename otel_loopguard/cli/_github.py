@@ -62,8 +62,8 @@ class GithubReporter(Reporter):
 
     def bad_input(self, error: TraceFileError) -> None:
         """Write an error annotation on the bad record's file and line."""
-        where = Where(error.path, error.line) if error.path != "-" else None
-        self._command("error", where, "otel-loopguard: bad input record", clean(error.reason))
+        self._command("error", Where(error.path, error.line), "otel-loopguard: bad input record",
+                      clean(error.reason))
 
     def finish(self, summary: Summary) -> None:
         """Write the totals, as a plain log line."""
@@ -71,7 +71,7 @@ class GithubReporter(Reporter):
 
     def _command(self, level: str, where: Where | None, title: str, message: str) -> None:
         props = []
-        if where is not None:
+        if where is not None and where.path != "-":  # standard input: no file to annotate
             props.append(f"file={escape_property(clean(where.path))}")
             if where.line:
                 props.append(f"line={where.line}")
