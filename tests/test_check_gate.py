@@ -222,6 +222,23 @@ class TestPartlyBadInput:
         assert err.startswith(f"otel-loopguard: {path}:{line}: {reason}")
         assert "Traceback" not in err
 
+    @pytest.mark.parametrize("cut", [b",", b":", b"{", b"["])
+    def test_a_first_line_cut_where_a_value_goes_on(self, tmp_path: Path, cut: bytes,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+        """A JSON line cut short right after a comma, colon or opening bracket looks like the
+        start of a pretty-printed document; when the next line is a whole request, the file
+        is JSON Lines: the cut line is the one bad record and the lines after it are read
+        (the whole file was read as one document, every good line lost)."""
+        head = HEALTHY.read_bytes()
+        path = tmp_path / "cut.jsonl"
+        path.write_bytes(head[:head.index(cut, 100) + 1] + b"\n" + HEALTHY.read_bytes()
+                         + LOOPING.read_bytes())
+        code, doc, err = _check_json(capsys, str(path))
+        assert code == 2
+        assert [r["action"] for r in doc["runs"]] == ["continue", "stop"]
+        assert err.startswith(f"otel-loopguard: {path}:")
+        assert err.endswith("otel-loopguard: 1 bad input record skipped\n")
+
     def test_framed_protobuf_with_a_zero_filled_tail(self, tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
         """A proto file cut short by preallocated zero bytes keeps the messages before them."""

@@ -53,6 +53,22 @@ def _opens_document(line: bytes) -> bool:
     return False
 
 
+def _is_request_line(first: bytes, second: bytes) -> bool:
+    """Return True when ``second`` (after a first line left open) is a whole OTLP request.
+
+    The file is then JSON Lines whose first line was cut short, not a document: no line of
+    a pretty-printed object is a whole request. A line of an array may be one, so a first
+    line that opens an array stays a document.
+    """
+    if not first.removeprefix(_UTF8_BOM).lstrip().startswith(b"{"):
+        return False
+    try:
+        doc = loads_json(second)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(doc, dict) and any(key in doc for key in (*_SPANS_KEYS, *_LOGS_KEYS))
+
+
 def _parse_json(data: bytes) -> Any:
     """Return the decoded JSON; on failure raise ``_BadRecord`` with the stdlib's message."""
     with contextlib.suppress(ValueError, RecursionError):

@@ -7,7 +7,8 @@ The reader sniffs the content, not the file name:
 * text that starts with ``{`` or ``[`` is OTLP/JSON. It is read line by line as JSON Lines
   (the Collector ``file`` exporter format, one ``ExportTraceServiceRequest`` per line), unless
   the first line opens a document that does not end on it (pretty-printed JSON), in which case
-  the whole document is read at once. A JSON array of requests is accepted wherever a request is.
+  the whole document is read at once (unless the next line is a whole request: then the
+  first line is a JSON line cut short). A JSON array of requests is accepted wherever a request is.
   Text whose first line is damaged (binary bytes) but whose later lines are JSON is read as JSON
   Lines too, so that only the damaged lines are lost;
 * binary content that starts with the tag of ``resource_spans`` (``0x0a``) is one serialized
@@ -52,6 +53,7 @@ from otel_loopguard.replay._decode import (
     _BadRecord,
     _decode_json,
     _decode_proto,
+    _is_request_line,
     _opens_document,
 )
 from otel_loopguard.replay._sniff import (
@@ -291,11 +293,18 @@ class _TraceReader:
             return
         line_no, line = first
         if _opens_document(line):
-            document = self._whole(line + reader.rest(self._max_line + 1 - len(line)),
-                                   "JSON document")
-            if document is not None:
-                yield _Record(line_no, document, is_json=True)
-            return
+            second = next(lines, None)
+            if second is None or not _is_request_line(line, second[1]):
+                head = line if second is None else (
+                    line + b"\n" * (second[0] - line_no - 1) + second[1])  # errors' lines hold
+                document = self._whole(head + reader.rest(self._max_line + 1 - len(head)),
+                                       "JSON document")
+                if document is not None:
+                    yield _Record(line_no, document, is_json=True)
+                return
+            # JSON Lines whose first line was cut short (it ends where a value goes on)
+            yield _Record(line_no, line, is_json=True, located=True)
+            line_no, line = second
         yield _Record(line_no, line, is_json=True, located=True)
         for line_no, line in lines:
             yield _Record(line_no, line, is_json=True, located=True)
