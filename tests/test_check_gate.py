@@ -239,6 +239,22 @@ class TestPartlyBadInput:
         assert err.startswith(f"otel-loopguard: {path}:")
         assert err.endswith("otel-loopguard: 1 bad input record skipped\n")
 
+    @pytest.mark.parametrize("newline", [b"\n", b"\r\n"])
+    def test_a_line_cut_after_a_comma_is_named_by_its_own_line(
+            self, tmp_path: Path, newline: bytes, capsys: pytest.CaptureFixture[str]) -> None:
+        """JSON fails at the end of a line cut after a comma; the error names that line (it
+        named the next one, at column 1, taking the line's newline for a line of its own)."""
+        looping = LOOPING.read_bytes()
+        cut = looping[:looping.index(b",", 100) + 1]
+        path = tmp_path / "cut.jsonl"
+        path.write_bytes(HEALTHY.read_bytes() + cut + newline + looping)
+        code, doc, err = _check_json(capsys, str(path))
+        assert code == 2
+        assert [r["action"] for r in doc["runs"]] == ["continue", "stop"]
+        first = err.splitlines()[0]
+        assert first.startswith(f"otel-loopguard: {path}:2: invalid JSON: Expecting ")
+        assert first.endswith(f" at column {len(cut) + 1}")
+
     def test_framed_protobuf_with_a_zero_filled_tail(self, tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
         """A proto file cut short by preallocated zero bytes keeps the messages before them."""

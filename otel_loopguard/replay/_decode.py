@@ -78,8 +78,8 @@ def _parse_json(data: bytes) -> Any:
     except UnicodeDecodeError as exc:
         raise _BadRecord(f"not JSON text: byte 0x{data[exc.start]:02x} at offset {exc.start} "
                          "is not UTF-8 (binary data?)") from None
-    try:
-        return json.loads(text.removeprefix("\ufeff"))
+    try:  # without the line's newline: a line cut short fails at its end, not on the next line
+        return json.loads(text.removeprefix("\ufeff").rstrip(" \t\r\n"))
     except json.JSONDecodeError as exc:
         message = f"invalid JSON: {exc.msg} at column {exc.colno}"
         raise _BadRecord(message, exc.lineno - 1) from None
