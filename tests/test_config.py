@@ -166,6 +166,17 @@ class TestFromFile:
         with pytest.raises(ConfigError, match=r"nope\.toml: config file not found"):
             LoopGuardConfig.from_file(missing)
 
+    def test_a_file_too_large_for_a_config_is_not_read_whole(self, tmp_path: Path) -> None:
+        """A wrong path (a data file, a device that never ends) is one error, not read whole."""
+        path = _write(tmp_path, "# " + "x" * (1 << 20) + "\ncycle_stop = 4\n")
+        with pytest.raises(ConfigError, match=r": larger than 1 MiB, too large for a config file"):
+            LoopGuardConfig.from_file(path)
+
+    def test_a_config_just_under_the_bound_is_read(self, tmp_path: Path) -> None:
+        config = LoopGuardConfig.from_file(_write(
+            tmp_path, "# " + "x" * ((1 << 20) - 40) + "\ncycle_stop = 4\n"))
+        assert config.cycle_stop == 4
+
     def test_invalid_toml(self, tmp_path: Path) -> None:
         """Broken TOML raises ``ConfigError`` naming the file and the position."""
         with pytest.raises(ConfigError, match=r"c\.toml: invalid TOML: .*line 1"):

@@ -78,6 +78,10 @@ class ModelPrice:
                 + output_tokens * self.output_per_million) / 1_000_000
 
 
+MAX_CONFIG_BYTES: Final = 1 << 20
+"""The largest config file read (1 MiB): a config is a few KB, even with long price tables."""
+
+
 def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
     # Imported here: ``check`` and ``serve`` without a config file never pay for the TOML
     # parser's import (its regular expressions are ~3 % of ``check``'s start-up).
@@ -87,9 +91,13 @@ def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
         import tomli as tomllib
 
     try:
-        with open(path, "rb") as handle:
-            data: dict[str, Any] = tomllib.load(handle)
-            return data
+        with open(path, "rb") as handle:  # bounded: a wrong path (a device, a data file) too
+            raw = handle.read(MAX_CONFIG_BYTES + 1)
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES >> 20} MiB, too large for "
+                              "a config file (is it the right file?)")
+        data: dict[str, Any] = tomllib.loads(raw.decode("utf-8"))
+        return data
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found") from None
     except IsADirectoryError:
