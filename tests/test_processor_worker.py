@@ -72,6 +72,22 @@ def test_span_end_returns_before_detection_and_flush_hands_everything_on_in_orde
     provider.shutdown()
 
 
+def test_a_span_that_ends_after_shutdown_is_counted_apart_from_a_full_queue() -> None:
+    """A normal exit, with a span still open, does not look like a worker falling behind."""
+    gate = Gate()
+    gate.open.set()
+    provider, registry = _provider(gate)
+    tracer = provider.get_tracer("t")
+    late = tracer.start_span("execute_tool search", attributes={
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search"})
+    provider.shutdown()
+    late.end()
+    assert registry.get_sample_value("loopguard_skipped_spans_total",
+                                     {"reason": "shutdown"}) == 1
+    assert registry.get_sample_value("loopguard_skipped_spans_total",
+                                     {"reason": "queue_full"}) is None
+
+
 def test_a_full_queue_hands_spans_on_unchecked_and_counts_them() -> None:
     """Past max_queue_size the span goes to the downstream directly: nothing is lost."""
     gate = Gate()

@@ -346,7 +346,7 @@ class LoopGuardMetrics:
         self.evicted.labels(reason).inc(count)
 
     def record_skipped(self, reason: str) -> None:
-        """Count one span passed on unchecked for ``reason`` (``queue_full``)."""
+        """Count one span passed on unchecked for ``reason`` (``queue_full``, ``shutdown``)."""
         self.skipped.labels(reason).inc()
 
     def record_unparented(self, run_key: str, count: int = 1) -> None:

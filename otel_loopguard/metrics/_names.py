@@ -32,7 +32,8 @@ LABEL_OVERFLOW: Final = "loopguard_label_overflow_total"
 """Counter {label}: label values folded into ``other`` because the cap was reached."""
 
 SKIPPED_SPANS: Final = "loopguard_skipped_spans_total"
-"""Counter {reason}: ended spans passed on unchecked (``queue_full``: the worker's queue)."""
+"""Counter {reason}: ended spans passed on unchecked (``queue_full``: the worker's queue;
+``shutdown``: ended after the processor's shutdown)."""
 
 UNPARENTED_TOOL_CALLS: Final = "loopguard_unparented_tool_calls_total"
 """Counter {run_key}: tool calls with no parent span and no conversation id (each one a run of

@@ -87,7 +87,8 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, SpanProcessor):
             returns, which its users (tests reading an in-memory exporter) rely on.
         max_queue_size: ended spans waiting for the worker (16,384). When the queue is full a
             span goes to ``downstream`` unchecked, counted in
-            ``loopguard_skipped_spans_total{reason="queue_full"}``.
+            ``loopguard_skipped_spans_total{reason="queue_full"}`` (a span that ends after
+            ``shutdown``: ``reason="shutdown"``).
         meter_provider: the OpenTelemetry ``MeterProvider`` of the default metrics when
             ``metrics_exporter`` is ``otlp`` or ``both``; default the global one, else one
             built for OTLP export from the ``OTEL_EXPORTER_OTLP_*`` variables.
@@ -213,18 +214,20 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, SpanProcessor):
         if worker is None:
             self._ended(span)
         elif not worker.submit(span):
-            self._pass_on(span)
+            self._pass_on(span, "shutdown" if worker.stopped else "queue_full")
 
-    def _pass_on(self, span: ReadableSpan) -> None:
-        """Hand ``span`` on unchecked: the worker's queue is full (counted as skipped).
+    def _pass_on(self, span: ReadableSpan, reason: str) -> None:
+        """Hand ``span`` on unchecked, counted as skipped for ``reason``.
 
-        Checking it here instead would put detection back on the agent's thread when the worker
-        is already behind, and count its call before the calls still queued.
+        The worker's queue is full (``queue_full``), or the processor was shut down before the
+        span ended (``shutdown``). Checking it here instead would put detection back on the
+        agent's thread when the worker is already behind, and count its call before the calls
+        still queued.
         """
         try:
             self._open.pop(span.context.span_id, None)
             if self.metrics is not None:
-                self.metrics.record_skipped("queue_full")
+                self.metrics.record_skipped(reason)
         except Exception as exc:
             self.guard.handle("on_end", exc)
         if self._downstream_end is not None:

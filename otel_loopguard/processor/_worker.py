@@ -88,6 +88,11 @@ class SpanWorker:
         """Return how many items wait (the one being handled included)."""
         return len(self.queue)
 
+    @property
+    def stopped(self) -> bool:
+        """Whether ``shutdown`` was called: ``submit`` refuses every item from then on."""
+        return self._stopped
+
     def caught_up(self) -> bool:
         """Return True when nothing is queued and the worker is not handling an item."""
         return not self.queue
