@@ -262,6 +262,14 @@ class TestBadInput:
             f"{errors[0].path}:3: invalid JSON: Expecting value at column 20"
         ]
 
+    def test_a_string_left_open_is_said_once(self, write: Any, requests: list[Any]) -> None:
+        """The parser's "starting at" leads into the column, without a second "at"."""
+        lines = jsonl(requests).splitlines(keepends=True)
+        spans, errors = read(write(b"".join([lines[0], b'{"resourceSpans": "abc\n'])))
+        assert spans == records(requests[:1])
+        assert [str(e) for e in errors] == [
+            f"{errors[0].path}:2: invalid JSON: Unterminated string starting at column 19"]
+
     def test_bad_trace_id_names_the_field(self, write: Any, requests: list[Any]) -> None:
         """A malformed field is reported with the line number and the field path; the
         line's good spans are kept (as serve's partial success keeps them)."""

@@ -81,7 +81,8 @@ def _parse_json(data: bytes) -> Any:
     try:  # without the line's newline: a line cut short fails at its end, not on the next line
         return json.loads(text.removeprefix("\ufeff").rstrip(" \t\r\n"))
     except json.JSONDecodeError as exc:
-        message = f"invalid JSON: {exc.msg} at column {exc.colno}"
+        at = "" if exc.msg.endswith(" at") else " at"  # "Unterminated string starting at"
+        message = f"invalid JSON: {exc.msg}{at} column {exc.colno}"
         raise _BadRecord(message, exc.lineno - 1) from None
     except RecursionError:
         raise _BadRecord("invalid JSON: nested too deeply") from None
