@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import logging
 import subprocess
 import sys
 import threading
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -508,3 +510,24 @@ def test_tool_decorator_keeps_signatures_under_mypy(tmp_path: Path) -> None:
          str(tmp_path / "mypy-cache"), "tests/typing/api.py"],
         cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_a_guard_whose_spans_are_not_recorded_says_so_once(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Without an SDK provider nothing is recorded: the tool runs, a warning says why."""
+    processor = LoopGuardSpanProcessor(LoopGuardConfig.create(mode="enforce"),
+                                       registry=CollectorRegistry(), raise_internal_errors=True)
+    guard = ToolGuard(processor, tracer_provider=trace.NoOpTracerProvider())
+    ran: list[str] = []
+
+    @guard.tool
+    def search(query: str) -> str:
+        ran.append(query)
+        return "no results"
+
+    with caplog.at_level(logging.WARNING, logger="otel_loopguard.enforce"):
+        for _ in range(4):
+            assert search("refund policy") == "no results"
+    assert ran == ["refund policy"] * 4
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "is not recorded, so no call is guarded" in warnings[0]

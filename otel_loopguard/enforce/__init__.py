@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import logging
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar, cast, overload
@@ -34,6 +35,8 @@ __all__ = ["BLOCKED", "LoopDetectedResult", "ToolCallScope", "ToolGuard"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+logger = logging.getLogger(__name__)
 
 class ToolCallScope:
     """One guarded call: record its result (or error) on the span."""
@@ -86,6 +89,7 @@ class ToolGuard:
         self._tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer(
             "otel_loopguard.enforce")
         self._capture = capture_content
+        self._warned_unrecorded = False
 
     @contextmanager
     def call(self, tool: str, arguments: Any = None) -> Iterator[ToolCallScope]:
@@ -116,6 +120,9 @@ class ToolGuard:
                 verdict.finish(self.processor)  # processing the span's end may have done so
 
     def _check(self, span: Span, tool: str, arguments: Any) -> GuardVerdict | None:
+        if not span.is_recording():  # no SDK provider: nothing records, nothing is guarded
+            self._unrecorded(tool)
+            return None
         try:
             verdict = check(self.processor, span, tool, [arguments], captured=self._capture)
             annotate(span, verdict)
@@ -127,6 +134,15 @@ class ToolGuard:
         if verdict.enforcement == "abort":
             raise verdict.error()
         return verdict
+
+    def _unrecorded(self, tool: str) -> None:
+        """Say once that the guard's spans are not recorded, so its calls run unguarded."""
+        if not self._warned_unrecorded:
+            self._warned_unrecorded = True
+            logger.warning("otel-loopguard: ToolGuard's span for %r is not recorded, so no call "
+                           "is guarded: its tracer provider is not an SDK TracerProvider (pass "
+                           "tracer_provider=, the provider the processor is on, or set it "
+                           "globally first)", tool)
 
     @overload
     def tool(self, func: Callable[P, R], *, name: str | None = None) -> Callable[P, R]: ...
