@@ -96,6 +96,7 @@ class EvidenceLog:
                               "set evidence = spans")
 
         self._explicit = logger_provider is not None
+        self._provider = logger_provider
         self._logger = get_logger(LOGGER_NAME, otel_loopguard.__version__,
                                   logger_provider=logger_provider)
         self._warned = False
@@ -121,13 +122,28 @@ class EvidenceLog:
             body=f"loop detected by {decision.detector}: {decision.action.label}")
 
     def _warn_if_unconfigured(self) -> None:
-        """Say once when the events go nowhere because no LoggerProvider is configured."""
+        """Say once when the events go nowhere: no LoggerProvider, or one without processors."""
         self._warned = True
-        if not self._explicit and type(get_logger_provider()).__name__ == "ProxyLoggerProvider":
+        provider = self._provider if self._explicit else get_logger_provider()
+        if not self._explicit and type(provider).__name__ == "ProxyLoggerProvider":
             logger.warning("otel-loopguard: evidence goes to log events, but no OpenTelemetry "
                            "LoggerProvider is configured (set one with "
                            "opentelemetry._logs.set_logger_provider); findings are only "
                            "counted in the metrics")
+        elif _has_no_processor(provider):
+            logger.warning("otel-loopguard: evidence goes to log events, but the OpenTelemetry "
+                           "LoggerProvider has no log record processor, so they are not exported "
+                           "(OTEL_LOGS_EXPORTER=none?); findings are only counted in the metrics")
+
+
+def _has_no_processor(provider: Any) -> bool:
+    """Return True for an SDK ``LoggerProvider`` that has no log record processor.
+
+    Reads the SDK's private processor list defensively: False when it is not there.
+    """
+    multi = getattr(provider, "_multi_log_record_processor", None)
+    processors = getattr(multi, "_log_record_processors", None)
+    return isinstance(processors, tuple | list) and not processors
 
 
 def _emits_events() -> bool:

@@ -236,6 +236,32 @@ class TestLogEvents:
         assert len(said) == 1 and "only counted in the metrics" in said[0]
         provider.shutdown()
 
+    def test_a_logger_provider_without_processors_is_said_once(
+            self, caplog: pytest.LogCaptureFixture) -> None:
+        """An SDK LoggerProvider that exports nothing (OTEL_LOGS_EXPORTER=none under
+        opentelemetry-instrument) gets the same one line, not silence."""
+        from opentelemetry.sdk._logs import LoggerProvider
+
+        with caplog.at_level("WARNING", logger="otel_loopguard"):
+            provider = _five_calls(LoopGuardSpanProcessor(
+                LoopGuardConfig.create(evidence="logs"), registry=CollectorRegistry(),
+                downstream=SimpleSpanProcessor(InMemorySpanExporter()),
+                raise_internal_errors=True, logger_provider=LoggerProvider()))
+        said = [r.getMessage() for r in caplog.records if "LoggerProvider" in r.getMessage()]
+        assert len(said) == 1 and "has no log record processor" in said[0]
+        provider.shutdown()
+
+    def test_a_logger_provider_that_exports_is_not_warned_about(
+            self, rig: Rig, caplog: pytest.LogCaptureFixture) -> None:
+        from otel_loopguard.evidence import EvidenceLog
+        from otel_loopguard.types import Action, Decision
+
+        with caplog.at_level("WARNING", logger="otel_loopguard"):
+            EvidenceLog(rig.logger_provider).emit(Decision(Action.WARN, "STAGNANT_RESULT"),
+                                                  {"loopguard.action": "warn"}, None)
+        assert not [r for r in caplog.records if "LoggerProvider" in r.getMessage()]
+        assert len(rig.logs.get_finished_logs()) == 1
+
     def test_no_span_context_never_borrows_the_current_span(self, rig: Rig) -> None:
         """A finding without a span context is not correlated with whatever span is current."""
         from otel_loopguard.evidence import EvidenceLog
