@@ -238,6 +238,7 @@ class TestFromEnv:
         ({"LOOPGUARD_TOOL_KINDS": "poll_job:poll"},
          "LOOPGUARD_TOOL_KINDS entries must look like tool=kind"),
         ({"LOOPGUARD_TOOL_KINDS": "poll_job=polling"}, "got 'poll_job=polling'"),
+        ({"LOOPGUARD_TOOL_KINDS": "a=read, =poll"}, "got '=poll'"),
         ({"LOOPGUARD_STAGNATION_WARN": "1"},
          "LOOPGUARD_STAGNATION_WARN must be an integer >= 2, got 1"),
         ({"LOOPGUARD_MODE": "enforced"}, "one of ('observe', 'enforce'), got 'enforced'"),
@@ -245,6 +246,7 @@ class TestFromEnv:
         ({"LOOPGUARD_DETECTORS": " , "}, "LOOPGUARD_DETECTORS must be a list of strings"),
         ({"LOOPGUARD_DETECTORS": "cycle,cycle"}, "LOOPGUARD_DETECTORS: 'cycle' is listed twice"),
     ], ids=["int-text", "float-text", "bool-text", "tool-kinds-sep", "tool-kinds-kind",
+            "tool-kinds-no-tool",
             "int-range", "choice", "list-of-nothing", "list-of-blanks", "list-repeats"])
     def test_bad_values(self, env: dict[str, str], message: str) -> None:
         """A malformed variable raises ``ConfigError`` saying what is accepted."""

@@ -260,7 +260,7 @@ def env_tools(environ: Mapping[str, str]) -> dict[str, ToolOverride]:
     tools: dict[str, ToolOverride] = {}
     for item in filter(None, (p.strip() for p in raw.split(","))):
         tool, sep, kind = item.partition("=")
-        if not sep or kind.strip() not in _TOOL_KINDS:
+        if not sep or not tool.strip() or kind.strip() not in _TOOL_KINDS:
             raise ConfigError(f"LOOPGUARD_TOOL_KINDS entries must look like tool=kind with kind "
                               f"one of {_TOOL_KINDS}, got {item!r}")
         tools[tool.strip()] = ToolOverride(kind=kind.strip())  # type: ignore[arg-type]  # checked
