@@ -124,6 +124,8 @@ class TestRepeatDetector:
         assert _by(_run([_call("search")] * 3), "repeat") == {}
         assert _by(_run([_call("search", {"q": "x"})] * 3), "repeat") == {3: "warn"}
         assert _by(_run([_call("search", None, "none")] * 3), "stagnation") == {3: "warn"}
+        # an empty arguments object is captured: a call that takes none, the same each time
+        assert _by(_run([_call("search", {})] * 3), "repeat") == {3: "warn"}
 
     def test_restarts_after_a_mutating_call(self) -> None:
         """A mutating call (success assumed without a result) restarts the count; a failed
