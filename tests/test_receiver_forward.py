@@ -182,3 +182,37 @@ class TestForwarding:
             assert post(receiver.http_port, encode_spans(sent[:1]).SerializeToString(),
                         PROTOBUF)[0] == 200
         assert len(capture.spans()) == len(sent)
+
+
+def test_spans_given_up_at_shutdown_are_all_counted() -> None:
+    """A downstream that refuses every export: when the shutdown's deadline passes, every span
+    of the batch being exported counts as ``export_failed`` (before, the halves not yet tried
+    when the first lone span was given up vanished from both counters)."""
+    server = grpc.server(ThreadPoolExecutor(2))
+
+    def refuse(body: bytes, context: Any) -> bytes:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "refused")  # not retried by the SDK
+        return b""
+
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+        "opentelemetry.proto.collector.trace.v1.TraceService",
+        {"Export": grpc.unary_unary_rpc_method_handler(refuse)}),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    sent = looping_trace()
+    receiver, reports = forwarding(f"http://127.0.0.1:{port}", "grpc")
+    try:
+        receiver.start()
+        assert post(receiver.http_port, encode_spans(sent).SerializeToString(),
+                    PROTOBUF)[0] == 200
+        receiver.flush(0.5)  # the trace is checked; its spans cannot be exported
+        assert reports
+        receiver.shutdown(timeout=1)
+    finally:
+        server.stop(None)
+    registry = receiver.registry
+    assert registry is not None
+    failed = registry.get_sample_value("loopguard_receiver_forward_failures_total",
+                                       {"reason": "export_failed"})
+    forwarded = registry.get_sample_value("loopguard_receiver_forwarded_spans_total")
+    assert (forwarded, failed) == (0, len(sent))

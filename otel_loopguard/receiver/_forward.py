@@ -114,6 +114,8 @@ class Forwarder:
         """Held only to change the buffer and its counts; never while exporting."""
         self._closing = False
         self._deadline = float("inf")
+        self.given_up = 0
+        """Spans not forwarded because the shutdown's deadline passed (counted too)."""
         self._thread = threading.Thread(target=self._run, name="loopguard-serve-forward",
                                         daemon=True)
         self._thread.start()
@@ -173,6 +175,10 @@ class Forwarder:
         self._thread.join(timeout_seconds)
         self._exporter.shutdown()  # interrupts an export still retrying
         self._thread.join(timeout_seconds)
+        if self.given_up:  # /metrics is gone by now: the log is where this is seen
+            logger.warning("otel-loopguard: %d span(s) not forwarded: the downstream did not "
+                           "take them within the shutdown's %g s", self.given_up,
+                           timeout_seconds)
 
     # --- the export thread -------------------------------------------------------------------
     def _run(self) -> None:
@@ -210,6 +216,9 @@ class Forwarder:
         ``max_batch_bytes`` does not know; a lone span that fails is retried after a growing
         delay for as long as the downstream is away.
         """
+        if self._past_deadline():  # given up: every span of it is counted, none vanishes
+            self._give_up(len(batch))
+            return False
         delay = _FIRST_RETRY_SECONDS
         attempts = 0
         while batch:
@@ -218,18 +227,20 @@ class Forwarder:
             batch = [pair for pair in batch if id(pair[0]) in kept]
             if len(batch) > 1:
                 half = len(batch) // 2
-                return self._deliver(batch[:half]) and self._deliver(batch[half:])
+                first = self._deliver(batch[:half])  # never short-circuited: the second half
+                return self._deliver(batch[half:]) and first  # is delivered or counted too
             if not batch:
                 return True
             size = batch[0][1]
-            if (size > self.max_batch_bytes and attempts >= _OVERSIZE_ATTEMPTS) \
-                    or self._past_deadline():
+            if self._past_deadline():
+                self._give_up(1)
+                return False
+            if size > self.max_batch_bytes and attempts >= _OVERSIZE_ATTEMPTS:
                 self._on_outcome(EXPORT_FAILED, 1)
-                if not self._past_deadline():
-                    logger.warning("otel-loopguard: dropped a forwarded span of about %d bytes "
-                                   "that the downstream refused %d times (it is over "
-                                   "--forward-max-batch-bytes)", size, attempts)
-                return not self._past_deadline()
+                logger.warning("otel-loopguard: dropped a forwarded span of about %d bytes "
+                               "that the downstream refused %d times (it is over "
+                               "--forward-max-batch-bytes)", size, attempts)
+                return True
             with self._cond:
                 self._cond.wait_for(self._past_deadline, delay)
             delay = min(2 * delay, _MAX_RETRY_SECONDS)
@@ -246,7 +257,12 @@ class Forwarder:
             self.buffered_bytes = 0
             self._cond.notify_all()
         if left:
-            self._on_outcome(EXPORT_FAILED, left)
+            self._give_up(left)
+
+    def _give_up(self, spans: int) -> None:
+        """Count ``spans`` not forwarded because the shutdown's deadline passed."""
+        self.given_up += spans
+        self._on_outcome(EXPORT_FAILED, spans)
 
 
 class _SeparatingExporter:
