@@ -175,3 +175,35 @@ def test_log_records_the_downstream_refused_are_counted_by_reason() -> None:
     assert registry.get_sample_value(failures, {"reason": "export_failed"}) == 1
     assert registry.get_sample_value(failures, {"reason": "queue_full"}) == 0
     assert registry.get_sample_value("loopguard_receiver_forwarded_log_records_total") == 0
+
+
+def test_json_log_records_with_malformed_ids_are_rejected_not_forwarded(sink: _Sink) -> None:
+    """Forwarding on, an OTLP/JSON logs request with ids the decoder rejects (odd hex, the
+    wrong length) gets partial success, and only its well-formed records go downstream
+    (before, odd hex was a 500, and a 2-byte trace id was forwarded: a Collector refuses
+    the whole request for it)."""
+    import http.client
+    import json
+
+    good = "0102030405060708090a0b0c0d0e0f10"
+    records = [{"timeUnixNano": "5", "traceId": tid, "body": {"stringValue": tid}}
+               for tid in ("abc", "abcd", good, "")]
+    records.append({"timeUnixNano": "5", "spanId": "abcdef", "body": {"stringValue": "span"}})
+    body = json.dumps({"resourceLogs": [{"scopeLogs": [{"logRecords": records}]}]}).encode()
+    options = ReceiverOptions(http_port=0, grpc_port=None, forward_endpoint=sink.url,
+                              forward_protocol="http")
+    with LoopGuardReceiver(LoopGuardConfig(), options=options, registry=CollectorRegistry(),
+                           raise_internal_errors=True) as receiver:
+        conn = http.client.HTTPConnection("127.0.0.1", receiver.http_port, timeout=10)
+        try:
+            conn.request("POST", "/v1/logs", body=body,
+                         headers={"Content-Type": "application/json"})
+            response = conn.getresponse()
+            status, reply = response.status, response.read()
+        finally:
+            conn.close()
+        assert receiver.flush(30)
+    assert status == 200
+    assert json.loads(reply)["partialSuccess"]["rejectedLogRecords"] == "3"
+    assert sorted((r.body.string_value, r.trace_id.hex()) for _, r in sink.records) == \
+        [("", ""), (good, good)]

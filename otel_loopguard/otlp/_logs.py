@@ -20,7 +20,7 @@ from otel_loopguard.otlp._proto import _Values as _ProtoValues
 from otel_loopguard.otlp._proto import proto_attributes
 from otel_loopguard.otlp._spans import FieldError, short
 
-__all__ = ["DecodedLogs", "LogEvent", "decode_json_logs", "decode_proto_logs"]
+__all__ = ["DecodedLogs", "LogEvent", "decode_json_logs", "decode_proto_logs", "json_id"]
 
 _RESOURCE_LOGS: Final = ("resourceLogs", "resource_logs")
 _SCOPE_LOGS: Final = ("scopeLogs", "scope_logs")
@@ -123,8 +123,8 @@ def _json_record(record: Any, scope: str, resource: Mapping[str, Any]) -> LogEve
         body = _json_values.value(_lookup(obj, ("body",))[1])
     except FieldError as exc:
         raise exc.under("body") from None
-    ids = (_json_id(_lookup(obj, ("traceId", "trace_id"))[1], 16, "traceId"),
-           _json_id(_lookup(obj, ("spanId", "span_id"))[1], 8, "spanId"))
+    ids = (json_id(_lookup(obj, ("traceId", "trace_id"))[1], 16, "traceId"),
+           json_id(_lookup(obj, ("spanId", "span_id"))[1], 8, "spanId"))
     times = (_json_time(_lookup(obj, ("timeUnixNano", "time_unix_nano"))[1], "timeUnixNano"),
              _json_time(_lookup(obj, ("observedTimeUnixNano", "observed_time_unix_nano"))[1],
                         "observedTimeUnixNano"))
@@ -143,7 +143,7 @@ def _json_time(value: Any, name: str) -> int:
     raise FieldError(name, f"expected unsigned nanoseconds, got {short(value)}")
 
 
-def _json_id(value: Any, size: int, name: str) -> str:
+def json_id(value: Any, size: int, name: str) -> str:
     """Return an optional id as hex ("" when absent or all zeros); hex or base64 accepted."""
     if value in (None, ""):
         return ""

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from otel_loopguard.coding_agents import AgentRecords
 from otel_loopguard.otlp._json import decode_json_spans, loads_json
-from otel_loopguard.otlp._logs import DecodedLogs, decode_json_logs, decode_proto_logs
+from otel_loopguard.otlp._logs import DecodedLogs, decode_json_logs, decode_proto_logs, json_id
 from otel_loopguard.otlp._proto import decode_proto_spans, decode_wire_spans
 from otel_loopguard.otlp._spans import DecodedSpans, FieldError
 from otel_loopguard.types import SpanRecord
@@ -284,10 +284,10 @@ def decode_json_logs_request(body: bytes, agents: AgentRecords, *,
 def json_logs_as_protobuf(doc: dict[str, Any]) -> tuple[bytes, int]:
     """Return an OTLP/JSON logs request as serialized protobuf, and its count of log records.
 
-    Hex ids are made base64. A record protobuf cannot hold (a time that is not a number, which
-    the partial-success response already reports) is left out, with the rest of its request
-    forwarded, as a malformed span is; so is a resource or scope that protobuf cannot hold, with
-    its records.
+    Hex ids are made base64. A record protobuf cannot hold (a time that is not a number, or an
+    id that is not 16 or 8 bytes, which the partial-success response already reports) is left
+    out, with the rest of its request forwarded, as a malformed span is; so is a resource or
+    scope that protobuf cannot hold, with its records.
     """
     from google.protobuf import json_format
 
@@ -340,19 +340,31 @@ def _lookup(node: Any, keys: tuple[str, ...]) -> list[Any]:
     return [item for item in found if isinstance(item, dict)] if isinstance(found, list) else []
 
 
+_ID_BYTES: Final = {"traceId": 16, "trace_id": 16, "spanId": 8, "span_id": 8}
+_UNPARSEABLE: Final = object()
+"""Put for an id the decoder rejects: ``ParseDict`` refuses it, so its record is left out."""
+
+
 def _base64_ids(node: Any) -> Any:
     if isinstance(node, dict):
-        return {key: _b64(value) if key in ("traceId", "spanId", "trace_id", "span_id")
+        return {key: _b64(value, _ID_BYTES[key], key) if key in _ID_BYTES
                 else _base64_ids(value) for key, value in node.items()}
     if isinstance(node, list):
         return [_base64_ids(value) for value in node]
     return node
 
 
-def _b64(value: Any) -> Any:
-    if isinstance(value, str) and value and all(c in "0123456789abcdefABCDEF" for c in value):
-        return base64.b64encode(bytes.fromhex(value)).decode()
-    return value
+def _b64(value: Any, size: int, name: str) -> Any:
+    """Return an id (hex or base64) as protobuf's JSON wants it: base64 of ``size`` bytes.
+
+    An id the decoder rejects (odd hex, the wrong length) would not be base64 of ``size``
+    bytes; a downstream refuses the whole request for it, so its record is left out instead.
+    """
+    try:
+        hex_id = json_id(value, size, name)
+    except FieldError:
+        return _UNPARSEABLE
+    return base64.b64encode(bytes.fromhex(hex_id)).decode()
 
 
 def _checked_logs(decoded: DecodedLogs, agents: AgentRecords, forward_body: bytes | None,
