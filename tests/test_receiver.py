@@ -171,6 +171,19 @@ class TestExporters:
             "Content-Type"], {})
         assert served.results() == expected
 
+    def test_gzip_of_several_members(self, served: Served, fleet: tuple[ReadableSpan, ...],
+                                     expected: list[dict[str, Any]]) -> None:
+        """A gzip body of several members (RFC 1952; the Collector reads them all) is read
+        whole: before, the spans after the first member were dropped with a 200."""
+        half = len(fleet) // 2
+        body = b"".join(gzip.compress(encode_spans(part).SerializeToString())
+                        for part in (fleet[:half], fleet[half:]))
+        status, _, _ = post(served.receiver.http_port, body,
+                            {**PROTOBUF, "Content-Encoding": "gzip"})
+        assert status == 200
+        assert served.results() == expected
+        assert served.value("loopguard_receiver_spans_total", outcome="accepted") == len(fleet)
+
     def test_response_is_an_export_response(self, served: Served,
                                             fleet: tuple[ReadableSpan, ...]) -> None:
         """A protobuf request gets an empty ExportTraceServiceResponse back."""
@@ -195,6 +208,8 @@ MALFORMED = [
     ("gzip-bomb", None, {**PROTOBUF, "Content-Encoding": "gzip"}, 413, "decompressed body"),
     ("corrupt-gzip", b"\x1f\x8bnot gzip", {**PROTOBUF, "Content-Encoding": "gzip"}, 400,
      "not valid gzip"),
+    ("gzip-trailing-garbage", gzip.compress(b"") + b"garbage",
+     {**PROTOBUF, "Content-Encoding": "gzip"}, 400, "not valid gzip"),
     ("unknown-encoding", b"x", {**PROTOBUF, "Content-Encoding": "br"}, 415,
      "unsupported Content-Encoding"),
     ("bad-json", b"{nope", JSON, 400, "not valid JSON"),

@@ -32,6 +32,7 @@ GRPC_CODES: Final = {"INVALID_ARGUMENT": 3, "DEADLINE_EXCEEDED": 4, "NOT_FOUND":
 """The ``google.rpc.Code`` values used in error bodies and gRPC statuses."""
 _PROTO_MISSING: Final = ("receiving OTLP protobuf needs opentelemetry-proto, a dependency of "
                          "otel-loopguard: pip install opentelemetry-proto")
+_INFLATE_CHUNK: Final = 4096
 _WBITS: Final = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS,
                  "deflate": 32 + zlib.MAX_WBITS}
 
@@ -82,7 +83,8 @@ def decompress(body: bytes, encoding: str, limit: int) -> bytes:
 
     Raises:
         RequestError: 415 for an unknown encoding, 413 when the decompressed size would exceed
-            ``limit`` (a gzip bomb stops after ``limit`` bytes), 400 for corrupt data.
+            ``limit`` (a gzip bomb stops after ``limit`` bytes), 400 for corrupt data (bytes
+            after the last member that are not another member included).
     """
     name = encoding.strip().lower()
     if name in ("", "identity"):
@@ -91,17 +93,31 @@ def decompress(body: bytes, encoding: str, limit: int) -> bytes:
     if wbits is None:
         raise RequestError(415, "UNIMPLEMENTED", f"unsupported Content-Encoding {encoding!r}; "
                            "use gzip, deflate or identity")
+    parts: list[bytes] = []
+    size = 0
     inflater = zlib.decompressobj(wbits)
-    try:
-        out = inflater.decompress(body, limit + 1)
-    except zlib.error as exc:
-        raise invalid(f"body is not valid {name} data: {exc}") from None
-    if len(out) > limit or inflater.unconsumed_tail:
-        raise RequestError(413, "RESOURCE_EXHAUSTED",
-                           f"decompressed body exceeds the {limit}-byte limit")
+    view = memoryview(body)
+    # A gzip body may hold several members (RFC 1952): each is read, in order. The body goes
+    # in by chunks, so that what zlib copies after each member (``unused_data``) stays small
+    # however many members there are.
+    for start in range(0, len(body), _INFLATE_CHUNK):
+        data: bytes | memoryview = view[start:start + _INFLATE_CHUNK]
+        while data:
+            if inflater.eof:
+                inflater = zlib.decompressobj(wbits)  # the next member
+            try:
+                part = inflater.decompress(data, limit + 1 - size)
+            except zlib.error as exc:
+                raise invalid(f"body is not valid {name} data: {exc}") from None
+            parts.append(part)
+            size += len(part)
+            if size > limit or inflater.unconsumed_tail:
+                raise RequestError(413, "RESOURCE_EXHAUSTED",
+                                   f"decompressed body exceeds the {limit}-byte limit")
+            data = inflater.unused_data
     if not inflater.eof:
         raise invalid(f"{name} body is truncated")
-    return out
+    return b"".join(parts)
 
 
 def _proto_module() -> Any:
