@@ -44,6 +44,22 @@ class TestUsage:
         assert main(["serve", "--max-queue", "0"]) == 2
         assert "max_queue must be >= 1" in capsys.readouterr().err
 
+    @pytest.mark.parametrize(("args", "message"), [
+        (["--forward-protocol", "http", "--forward-endpoint", "collector:4318"],
+         "forward_endpoint must be an http:// or https:// URL for protocol http, got "
+         "'collector:4318'"),
+        (["--forward-endpoint", "http://[::1"], "forward_endpoint 'http://[::1': Invalid IPv6"),
+        (["--forward-endpoint", "ftp://collector"], "forward_endpoint must be host:port, or"),
+    ])
+    def test_bad_forward_endpoint(self, capsys: pytest.CaptureFixture[str], args: list[str],
+                                  message: str) -> None:
+        """An endpoint no export could reach is a one-line config error at start, not a
+        server whose every forwarded span fails, retried forever (and, for a bad IPv6 URL,
+        an 'unexpected error')."""
+        assert main(["serve", "--no-grpc", "--no-http", *args]) == 2  # checked before those
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"config error: {message}" in err
+
     def test_port_in_use(self, capsys: pytest.CaptureFixture[str]) -> None:
         """A port that cannot be bound gives exit 2 and names the busy address, HTTP or gRPC."""
         with socket.socket() as busy:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Final, Literal
+from urllib.parse import urlsplit
 
 __all__ = ["ReceiverOptions"]
 
@@ -91,3 +92,24 @@ class ReceiverOptions:
                              f"got {self.reorder_window_seconds}")
         if self.token is not None and not self.token:
             raise ValueError("token must not be empty")
+        if self.forward_endpoint is not None:
+            _check_endpoint(self.forward_endpoint, self.forward_protocol)
+
+
+def _check_endpoint(endpoint: str, protocol: str) -> None:
+    """Refuse an endpoint the exporter could never reach (every export would fail, forever).
+
+    HTTP needs an ``http://`` or ``https://`` URL; gRPC takes ``host:port`` too.
+    """
+    try:
+        parts = urlsplit(endpoint)
+    except ValueError as exc:
+        raise ValueError(f"forward_endpoint {endpoint!r}: {exc}") from None
+    if protocol == "http" or "://" in endpoint:
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            need = "an http:// or https:// URL" if protocol == "http" \
+                else "host:port, or an http:// or https:// URL"
+            raise ValueError(f"forward_endpoint must be {need} for protocol {protocol}, "
+                             f"got {endpoint!r}")
+    elif not endpoint.strip():
+        raise ValueError("forward_endpoint must not be empty")
