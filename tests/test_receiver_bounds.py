@@ -318,6 +318,7 @@ class TestMethods:
         ("OPTIONS", "/healthz", 204, "GET, HEAD, OPTIONS"),
         ("OPTIONS", "*", 204, "GET, HEAD, OPTIONS"),
         ("PUT", "/v1/traces", 405, "POST, OPTIONS"),
+        ("PUT", "/v1/logs", 405, "POST, OPTIONS"),
         ("DELETE", "/metrics", 405, "GET, HEAD, OPTIONS")])
     def test_answered_never_501(self, method: str, path: str, status: int,
                                 allow: str | None) -> None:

@@ -243,7 +243,7 @@ class _Handler(BaseHTTPRequestHandler):
         """Answer a method no path takes (405, never 501) and close the connection."""
         self.close_connection = True  # a body, if any, is left unread
         path = urlsplit(self.path).path
-        allow = "POST, OPTIONS" if path == TRACES_PATH else "GET, HEAD, OPTIONS"
+        allow = "POST, OPTIONS" if path in (TRACES_PATH, LOGS_PATH) else "GET, HEAD, OPTIONS"
         self._send(405, f"method {self.command} not allowed\n".encode(),
                    "text/plain; charset=utf-8", {"Allow": allow})
 
