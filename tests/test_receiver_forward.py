@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -184,14 +185,13 @@ class TestForwarding:
         assert len(capture.spans()) == len(sent)
 
 
-def test_spans_given_up_at_shutdown_are_all_counted() -> None:
-    """A downstream that refuses every export: when the shutdown's deadline passes, every span
-    of the batch being exported counts as ``export_failed`` (before, the halves not yet tried
-    when the first lone span was given up vanished from both counters)."""
+@pytest.fixture(name="refusing")
+def _refusing() -> Iterator[str]:
+    """A gRPC downstream that refuses every export (INVALID_ARGUMENT: the SDK does not retry)."""
     server = grpc.server(ThreadPoolExecutor(2))
 
     def refuse(body: bytes, context: Any) -> bytes:
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "refused")  # not retried by the SDK
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "refused")
         return b""
 
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
@@ -199,20 +199,56 @@ def test_spans_given_up_at_shutdown_are_all_counted() -> None:
         {"Export": grpc.unary_unary_rpc_method_handler(refuse)}),))
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
-    sent = looping_trace()
-    receiver, reports = forwarding(f"http://127.0.0.1:{port}", "grpc")
-    try:
-        receiver.start()
-        assert post(receiver.http_port, encode_spans(sent).SerializeToString(),
-                    PROTOBUF)[0] == 200
-        receiver.flush(0.5)  # the trace is checked; its spans cannot be exported
-        assert reports
-        receiver.shutdown(timeout=1)
-    finally:
-        server.stop(None)
+    yield f"http://127.0.0.1:{port}"
+    server.stop(None)
+
+
+def _counts(receiver: LoopGuardReceiver) -> tuple[float | None, float | None, float | None]:
     registry = receiver.registry
     assert registry is not None
-    failed = registry.get_sample_value("loopguard_receiver_forward_failures_total",
-                                       {"reason": "export_failed"})
-    forwarded = registry.get_sample_value("loopguard_receiver_forwarded_spans_total")
-    assert (forwarded, failed) == (0, len(sent))
+    return (registry.get_sample_value("loopguard_receiver_spans_total",
+                                      {"outcome": "accepted"}),
+            registry.get_sample_value("loopguard_receiver_forwarded_spans_total"),
+            registry.get_sample_value("loopguard_receiver_forward_failures_total",
+                                      {"reason": "export_failed"}))
+
+
+def test_spans_given_up_at_shutdown_are_all_counted(refusing: str) -> None:
+    """A downstream that refuses every export: when the shutdown's deadline passes, every span
+    of the batch being exported counts as ``export_failed`` (before, the halves not yet tried
+    when the first lone span was given up vanished from both counters)."""
+    sent = looping_trace()
+    receiver, reports = forwarding(refusing, "grpc")
+    receiver.start()
+    assert post(receiver.http_port, encode_spans(sent).SerializeToString(), PROTOBUF)[0] == 200
+    receiver.flush(0.5)  # the trace is checked; its spans cannot be exported
+    assert reports
+    receiver.shutdown(timeout=1)
+    assert _counts(receiver) == (len(sent), 0, len(sent))
+
+
+def test_a_worker_waiting_for_the_downstream_does_not_break_the_shutdown(
+        refusing: str) -> None:
+    """The downstream refuses everything, the forwarding buffer is full, the worker waits for
+    room and its queue is full: the shutdown still ends, and every accepted span is counted
+    (before, it raised queue.Full, since the worker was freed only after the STOP was put)."""
+    receiver = LoopGuardReceiver(
+        LoopGuardConfig(), registry=CollectorRegistry(), raise_internal_errors=True,
+        options=ReceiverOptions(http_port=0, grpc_port=None, reorder_window_seconds=0,
+                                max_queue=1, forward_buffer_bytes=1, forward_endpoint=refusing))
+    sent = looping_trace()
+    other = trace.SpanContext(0xF00D, 0xBEEF, is_remote=False)
+    second = ReadableSpan(name="root", context=other, parent=None,  # a trace of its own
+                          resource=sent[0].resource, start_time=1, end_time=2)
+    receiver.start()
+    try:
+        body = encode_spans((*sent, second)).SerializeToString()
+        assert post(receiver.http_port, body, PROTOBUF)[0] == 200
+        deadline = time.monotonic() + 10
+        while not receiver.forwarder.full and time.monotonic() < deadline:
+            time.sleep(0.01)  # the second trace waits for room the first one holds
+        assert not receiver.flush(0.2)  # its marker now fills the queue
+        assert receiver._queue.full()
+    finally:
+        receiver.shutdown(timeout=1)
+    assert _counts(receiver) == (len(sent) + 1, 0, len(sent) + 1)

@@ -228,6 +228,9 @@ class LoopGuardReceiver(IntakeWorker):
         if self._stopped:
             return
         self._stopped = self._draining = True
+        deadline = time.monotonic() + timeout
+        if self.forwarder is not None:  # a worker waiting for the downstream waits no longer
+            self.forwarder.give_up_at(deadline)
         with self._inflight_cond:
             self._inflight_cond.wait_for(lambda: self._inflight == 0, timeout)
         for server in reversed(self._servers):
@@ -235,8 +238,14 @@ class LoopGuardReceiver(IntakeWorker):
         self._servers.clear()
         worker = self._worker
         if worker is not None and worker.is_alive():
-            self._queue.put(STOP, timeout=timeout)
-            worker.join(timeout)
+            # Until the deadline the worker may wait for the downstream; then it has ``timeout``
+            # more to check what is queued and hand it over, before forwarding is shut down.
+            try:
+                self._queue.put(STOP, timeout=max(0.0, deadline - time.monotonic()) + timeout)
+            except queue.Full:
+                logger.error("otel-loopguard: the worker did not take its queue within %g s; "
+                             "stopping without it", timeout)
+            worker.join(max(0.0, deadline - time.monotonic()) + timeout)
         self._worker = None
         if self.forwarder is not None:
             self.forwarder.shutdown(timeout)

@@ -152,9 +152,10 @@ class Forwarder:
     def _put(self, span: ReadableSpan, size: int) -> None:
         with self._cond:
             while self.buffered_bytes and self.buffered_bytes + size > self.max_buffer_bytes \
-                    and not self._closing:
+                    and not self._closing and not self._past_deadline():
                 self._blocked = True
-                self._cond.wait()
+                self._cond.wait(None if self._deadline == float("inf")
+                                else max(0.0, self._deadline - time.monotonic()))
             self._blocked = False
             self._buffer.append((span, size))
             self.buffered_bytes += size
@@ -166,13 +167,27 @@ class Forwarder:
             return self._cond.wait_for(lambda: not self._buffer and not self._exporting,
                                        timeout_millis / 1000)
 
+    def give_up_at(self, deadline: float) -> None:
+        """Stop waiting for the downstream at ``deadline`` (``time.monotonic()``).
+
+        From then on ``forward`` no longer blocks, and what is not exported is counted as
+        ``export_failed``: a shutdown's whole time counts from its start, not from the moment
+        the receiver's worker has handed everything over.
+        """
+        with self._cond:
+            self._deadline = min(self._deadline, deadline)
+            self._cond.notify_all()
+
     def shutdown(self, timeout_seconds: float = 30.0) -> None:
-        """Export what is buffered within ``timeout_seconds``, count the rest, stop."""
+        """Export what is buffered within ``timeout_seconds``, count the rest, stop.
+
+        ``give_up_at`` may have set an earlier deadline.
+        """
         with self._cond:
             self._closing = True
-            self._deadline = time.monotonic() + timeout_seconds
+            self._deadline = min(self._deadline, time.monotonic() + timeout_seconds)
             self._cond.notify_all()
-        self._thread.join(timeout_seconds)
+        self._thread.join(max(0.0, self._deadline - time.monotonic()))
         self._exporter.shutdown()  # interrupts an export still retrying
         self._thread.join(timeout_seconds)
         if self.given_up:  # /metrics is gone by now: the log is where this is seen
@@ -242,12 +257,13 @@ class Forwarder:
                                "--forward-max-batch-bytes)", size, attempts)
                 return True
             with self._cond:
-                self._cond.wait_for(self._past_deadline, delay)
+                self._cond.wait_for(self._past_deadline,
+                                    min(delay, max(0.0, self._deadline - time.monotonic())))
             delay = min(2 * delay, _MAX_RETRY_SECONDS)
         return True
 
     def _past_deadline(self) -> bool:
-        return self._closing and time.monotonic() >= self._deadline
+        return time.monotonic() >= self._deadline
 
     def _abandon(self) -> None:
         """Count what is still buffered after the shutdown deadline as not forwarded."""
