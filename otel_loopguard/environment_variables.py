@@ -434,15 +434,17 @@ LOOPGUARD_MUTATING_TOOLS: Final = "LOOPGUARD_MUTATING_TOOLS"
 """Tools that change the world, whatever their arguments (MCP names ending in __<name> too).
 
 Setting ``mutating_tools``. Default: ``edit_file``, ``write_file``, ``delete_file``, ``patch``,
-``apply_patch``. Allowed: a comma-separated list. A tool listed here is ``mutating`` for every
-call, even a shell or editor tool.
+``apply_patch``, ``replace``, ``NotebookEdit``, ``KillShell``, ``save_memory``. Allowed: a
+comma-separated list. A tool listed here is ``mutating`` for every call, even a shell or editor
+tool.
 """
 
 LOOPGUARD_READ_TOOLS: Final = "LOOPGUARD_READ_TOOLS"
 """Tools whose re-reads the reread detector watches.
 
-Setting ``read_tools``. Default: ``read_file``, ``read_many_files``. Allowed: a comma-separated
-list.
+Setting ``read_tools``. Default: ``read_file``, ``read_many_files``, ``Glob``,
+``list_directory``, ``glob``, ``search_file_content``, ``list_dir``, ``grep_files``,
+``view_image``. Allowed: a comma-separated list.
 """
 
 LOOPGUARD_POLL_TOOL_PATTERNS: Final = "LOOPGUARD_POLL_TOOL_PATTERNS"
@@ -516,16 +518,20 @@ LOOPGUARD_PROMPT_NAME_KEYS: Final = "LOOPGUARD_PROMPT_NAME_KEYS"
 """Attributes that name the prompt template, in order.
 
 Setting ``prompt_name_keys``. Default: ``gen_ai.prompt.name``,
-``langfuse.observation.prompt.name``, ``traceloop.prompt.key``,
-``llm.prompt_template.template``. Allowed: a comma-separated list.
+``langfuse.observation.prompt.name``, ``traceloop.prompt.key``, ``metadata.prompt_name``,
+``llm.prompt_template.template``, ``metadata.prompt_template``, ``loopguard.template``. Allowed:
+a comma-separated list (an entry may be a path inside a JSON attribute: ``metadata.prompt_name``
+is the key ``prompt_name`` of the attribute ``metadata``).
 """
 
 LOOPGUARD_PROMPT_VERSION_KEYS: Final = "LOOPGUARD_PROMPT_VERSION_KEYS"
 """Attributes that carry its version, in order.
 
 Setting ``prompt_version_keys``. Default: ``gen_ai.prompt.version``,
-``langfuse.observation.prompt.version``, ``traceloop.prompt.version``,
-``llm.prompt_template.version``. Allowed: a comma-separated list.
+``langfuse.observation.prompt.version``, ``traceloop.prompt.version``, ``metadata.prompt_version``,
+``llm.prompt_template.version``, ``metadata.prompt_version``, ``loopguard.template_version``.
+Allowed: a comma-separated list (paired by position with ``prompt_name_keys`` when both lists are
+as long, so an entry may appear twice).
 """
 
 LOOPGUARD_CONVERSATION_KEYS: Final = "LOOPGUARD_CONVERSATION_KEYS"

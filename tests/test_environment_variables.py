@@ -88,6 +88,16 @@ class TestConstants:
         assert "Allowed" in block
 
 
+    @pytest.mark.parametrize("name", [n for n, r in FIELDS.items() if r.kind == "list"])
+    def test_docstring_lists_the_whole_default(self, name: str) -> None:
+        """A list setting's docstring names every entry of its default, in order."""
+        var = "LOOPGUARD_" + name.upper()
+        source = Path(environment_variables.__file__).read_text(encoding="utf-8")
+        block = source.split(f'{var}: Final = "{var}"\n"""', 1)[1].split('"""', 1)[0]
+        listed = block.split("Default:", 1)[1].split("Allowed", 1)[0]
+        assert tuple(re.findall(r"``([^`]+)``", listed)) == FIELDS[name].default
+
+
 class TestDocsTable:
     def test_rows_equal_constants(self) -> None:
         """The env-var table has one row per constant, no more, no less."""
