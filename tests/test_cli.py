@@ -443,3 +443,17 @@ def test_check_help_shows_the_effective_run_key(monkeypatch: pytest.MonkeyPatch,
     with pytest.raises(SystemExit):
         main(["check", "--help"])
     assert "default: trace, or run_key in --config" in " ".join(capsys.readouterr().out.split())
+
+
+def test_serve_help_shows_the_effective_run_key(monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """serve --help gives --run-key's default as check's does: serve reads run_key from
+    LOOPGUARD_RUN_KEY and --config too, so "default: trace" alone was wrong."""
+    monkeypatch.setenv("LOOPGUARD_RUN_KEY", "agent")
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    assert "default: agent, from LOOPGUARD_RUN_KEY" in " ".join(capsys.readouterr().out.split())
+    monkeypatch.delenv("LOOPGUARD_RUN_KEY")
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    assert "default: trace, or run_key in --config" in " ".join(capsys.readouterr().out.split())

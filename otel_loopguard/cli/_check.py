@@ -37,8 +37,8 @@ _SIZE_RE: Final = re.compile(r"\s*(\d+)\s*([kmg]i?b?|b)?\s*", re.IGNORECASE)
 _SHIFTS: Final = {"": 0, "b": 0, "k": 10, "m": 20, "g": 30}
 
 
-def _run_key() -> str:
-    """The effective default of ``--run-key``: ``LOOPGUARD_RUN_KEY`` when set, else trace."""
+def run_key_default() -> str:
+    """The effective default of ``--run-key`` (``check`` and ``serve``), for its help."""
     value = os.environ.get("LOOPGUARD_RUN_KEY", "").strip()
     if value in ("trace", "conversation", "agent"):
         return f"{value}, from LOOPGUARD_RUN_KEY"
@@ -71,7 +71,7 @@ def add_parser(commands: Any) -> None:
                              "never: runs over budget are reported but pass (default: as "
                              "--fail-on)")
     parser.add_argument("--run-key", choices=("trace", "conversation", "agent"),
-                        help=f"how tool calls are grouped into runs (default: {_run_key()})")
+                        help=f"how tool calls are grouped into runs (default: {run_key_default()})")
     parser.add_argument("--strict", action="store_true",
                         help="stop at the first bad record instead of skipping it")
     parser.add_argument("--allow-empty", action="store_true",

@@ -22,6 +22,7 @@ from typing import Any, Final
 
 from prometheus_client import GC_COLLECTOR, CollectorRegistry, PlatformCollector, ProcessCollector
 
+from otel_loopguard.cli._check import run_key_default
 from otel_loopguard.cli._gc import fewer_collections
 from otel_loopguard.cli._logs import LEVELS, configure_logging
 from otel_loopguard.config import LoopGuardConfig
@@ -86,7 +87,7 @@ def add_parser(commands: Any) -> None:
     runs = parser.add_argument_group("runs")
     runs.add_argument("--config", metavar="FILE", help="TOML config file")
     runs.add_argument("--run-key", choices=("trace", "conversation", "agent"),
-                      help="how tool calls are grouped into runs (default: trace)")
+                      help=f"how tool calls are grouped into runs (default: {run_key_default()})")
     runs.add_argument("--reorder-window", type=_seconds, default=5.0, metavar="SECONDS",
                       help="wait this long after a trace's root span for late spans (5)")
     runs.add_argument("--run-ttl", type=_seconds, metavar="SECONDS",
