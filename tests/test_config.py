@@ -177,6 +177,21 @@ class TestFromFile:
             tmp_path, "# " + "x" * ((1 << 20) - 40) + "\ncycle_stop = 4\n"))
         assert config.cycle_stop == 4
 
+    @pytest.mark.parametrize(("text", "message"), [
+        ("stagnation_warn = 1\n", "stagnation_warn must be an integer >= 2, got 1"),
+        ("[loopguard.tools.x]\nkind = 'weird'\n", "tools.x.kind must be one of"),
+        ("[loopguard.prices.m]\ninput_per_million = -1\n",
+         "prices.m.input_per_million must be a number >= 0"),
+    ], ids=["setting", "tool", "price"])
+    def test_a_bad_value_in_the_file_names_the_file(self, tmp_path: Path, text: str,
+                                                     message: str) -> None:
+        path = _write(tmp_path, text)
+        for read in (lambda: LoopGuardConfig.from_file(path),
+                     lambda: LoopGuardConfig.load(path, environ={})):
+            with pytest.raises(ConfigError) as info:
+                read()
+            assert str(info.value).startswith(f"{path}: {message}")
+
     def test_invalid_toml(self, tmp_path: Path) -> None:
         """Broken TOML raises ``ConfigError`` naming the file and the position."""
         with pytest.raises(ConfigError, match=r"c\.toml: invalid TOML: .*line 1"):

@@ -214,7 +214,10 @@ def _file_parts(data: Mapping[str, Any], source: str) -> tuple[
         dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
     """Return a TOML file's settings, tools, templates and prices, its shape checked.
 
-    Their values are validated by the ``LoopGuardConfig`` they go into.
+    Each setting, tool and price is checked on its own here, so that an error names the file
+    (``loopguard.toml: stagnation_warn must be ...``); how they fit together (ladders, the
+    templates' budgets) is checked by the ``LoopGuardConfig`` they go into, merged with the
+    environment and arguments.
     """
     if "loopguard" in data:
         extra = sorted(set(data) - {"loopguard"})
@@ -236,6 +239,15 @@ def _file_parts(data: Mapping[str, Any], source: str) -> tuple[
     if unknown:
         raise ConfigError(f"{source}: unknown setting {unknown[0]!r}; known settings are "
                           "listed in docs/configuration.md")
+    try:
+        for name, value in data.items():
+            validate(name, value)
+        for tool, settings in raw_tools.items():
+            validate_tool(str(tool), settings)
+        for model, price in raw_prices.items():
+            validate_price(str(model), price)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
     return data, dict(raw_tools), dict(raw_templates), dict(raw_prices)
 
 
