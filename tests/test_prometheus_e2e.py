@@ -9,7 +9,7 @@ exactly as shipped:
 
 * ``for: 5m`` -> ``for: 2s``, ``for: 10m`` -> ``for: 3s``, ``for: 15m`` -> ``for: 4s``
 * range ``[15m]`` -> ``[20s]``, ``[10m]`` -> ``[15s]``, ``[1h]`` -> ``[8s]``
-* ``offset 1h`` -> ``offset 8s``, ``offset 10m`` -> ``offset 15s``
+* ``offset 2h`` -> ``offset 16s``, ``offset 1h`` -> ``offset 8s``, ``offset 10m`` -> ``offset 15s``
 
 The runs floor needs no lowering: the demo's broken template gets about 20 runs per second, so
 even the first seconds of a 20 s window hold more than 20 runs. The queries wait until the spike
@@ -53,7 +53,7 @@ TEMPLATES = {"order_status@v1", "refund_flow@v2", "research@v1", "support_triage
 
 _FOR = {"5m": "2s", "10m": "3s", "15m": "4s"}
 _RANGES = {"15m": "20s", "10m": "15s", "1h": "8s"}
-_OFFSETS = {"1h": "8s", "10m": "15s"}
+_OFFSETS = {"2h": "16s", "1h": "8s", "10m": "15s"}
 
 EXPECTED_EMPTY_PANELS = {
     "panel-7-A": "enforcement: the demo runs in observe mode, so nothing is enforced",
@@ -97,7 +97,7 @@ def compress_durations(text: str) -> str:
 
     sub(r"for: (5m|10m|15m)\b", _FOR, "for: {}")
     sub(r"\[(15m|10m|1h)\]", _RANGES, "[{}]")
-    sub(r"offset (1h|10m)\b", _OFFSETS, "offset {}")
+    sub(r"offset (2h|1h|10m)\b", _OFFSETS, "offset {}")
     left = re.findall(r"\[\d+[mhd]\]|offset \d+[mhd]|for: \d+[mhd]", text)
     assert not left, f"durations left uncompressed: {left}"
     return text
