@@ -40,6 +40,9 @@ ALERTS = DASHBOARDS / "alerts.yaml"
 ALERTS_TEST = DASHBOARDS / "alerts_test.yaml"
 DATASOURCE_UID = "${datasource}"
 PROMPT_TEMPLATE_FILTER = 'prompt_template=~"$prompt_template"'
+AGENT_FILTER = 'prompt_template=~"($agent)(/.*)?"'
+"""The Coding agent variable, applied in the queries: Prompt template's All is `.*`, which Grafana
+sends as is, so the variable's own regex (which only narrows its drop-down) does not reach them."""
 SERVICE_FILTER = 'service_name=~"$service_name"'
 TARGET_FILTER = 'job=~"$job",instance=~"$instance"'
 RECEIVER_METRICS = RECEIVER_METRIC_NAMES
@@ -371,6 +374,32 @@ class TestDashboardStructure:
             for metric, labels in selector.findall(expr):
                 if metric in TEMPLATED_METRICS:
                     assert PROMPT_TEMPLATE_FILTER in labels, f"{name}: {metric}{labels}"
+                    assert AGENT_FILTER in labels, f"{name}: {metric}{labels}"
+
+    def test_coding_agent_narrows_every_templated_query(self, dashboard: dict[str, Any]) -> None:
+        """With Prompt template on All (`.*`, sent as is) and Coding agent on codex and gemini-cli,
+        every selector of a templated metric keeps the templates of those agents and no other;
+        with Coding agent on All (`.*`) it keeps every template."""
+        matcher = re.compile(r'prompt_template=~"((?:\\.|[^"\\])*)"')
+        selector = re.compile(r"(\w+)(\{[^{}]*\})")
+        checked = 0
+        for name, expr in dashboard_exprs(dashboard):
+            for metric, labels in selector.findall(expr):
+                if metric not in TEMPLATED_METRICS:
+                    continue
+                checked += 1
+                for agent, kept, dropped in (
+                    ("(codex|gemini-cli)", ["codex/gpt-5-codex", "gemini-cli"],
+                     ["claude-code/claude-sonnet-4-5", "support_triage@v3", "codex-like@v1"]),
+                    (".*", ["claude-code/claude-sonnet-4-5", "support_triage@v3", "unknown"], []),
+                ):
+                    patterns = [p.replace("$prompt_template", ".*").replace("$agent", agent)
+                                for p in matcher.findall(labels)]
+                    def keeps(value: str, patterns: list[str] = patterns) -> bool:
+                        return all(re.fullmatch(p, value) for p in patterns)
+                    assert all(keeps(value) for value in kept), (name, agent, kept)
+                    assert not any(keeps(value) for value in dropped), (name, agent, dropped)
+        assert checked >= 20
 
     def test_ranges_use_grafana_macros(self, dashboard: dict[str, Any]) -> None:
         """Every range selector uses `$__rate_interval` or `$__range`, never a hard-coded window."""

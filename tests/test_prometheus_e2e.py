@@ -210,6 +210,16 @@ class TestDashboardOnDemo:
         )
         assert set(values) == TEMPLATES
 
+    def test_coding_agent_filters_the_panels(self, warm_prom: PrometheusServer) -> None:
+        """Coding agent = codex with Prompt template = All (`.*`, which Grafana sends as is): the
+        demo has no codex template, so every panel on a templated metric is empty."""
+        templated = [(n, e) for n, e in dashboard_exprs(load_dashboard()) if "$agent" in e]
+        assert len(templated) >= 15
+        for name, expr in templated:
+            assert warm_prom.query(substitute_macros(expr)) or name in EXPECTED_EMPTY_PANELS, name
+            narrowed = substitute_macros(expr.replace("$agent", "(codex)"))
+            assert warm_prom.query(narrowed) == [], name
+
     def test_broken_template_has_loop_hints(self, warm_prom: PrometheusServer) -> None:
         """The hints-per-second panel shows the broken template looping, the healthy one not."""
         (expr,) = [e for n, e in dashboard_exprs(load_dashboard()) if n == "panel-2-A"]
