@@ -291,8 +291,9 @@ class TestDashboardStructure:
         assert checked >= 15
 
     def test_has_job_and_instance_variables(self, dashboard: dict[str, Any]) -> None:
-        """Multi-value `job` and `instance` variables (All is `.*`) pick the scrape targets; the
-        instances listed are those of the chosen jobs."""
+        """Multi-value `job` and `instance` variables pick the scrape targets; the instances
+        listed are those of the chosen jobs. Job's All is the jobs listed (those with loopguard
+        metrics), not `.*`, which would put every target of the Prometheus on the `up` panel."""
         variables = {v["name"]: v for v in dashboard["templating"]["list"]}
         assert [v["name"] for v in dashboard["templating"]["list"]] == [
             "datasource", "trace_datasource", "job", "instance", "service_name", "agent",
@@ -304,8 +305,9 @@ class TestDashboardStructure:
             variable = variables[name]
             assert variable["type"] == "query"
             assert variable["datasource"]["uid"] == DATASOURCE_UID
-            assert (variable["multi"], variable["includeAll"], variable["allValue"]) == (
-                True, True, ".*")
+            assert (variable["multi"], variable["includeAll"]) == (True, True)
+        assert "allValue" not in variables["job"]
+        assert variables["instance"]["allValue"] == ".*"
 
     def test_every_selector_filters_on_job_and_instance(self, dashboard: dict[str, Any]) -> None:
         """Every series selector of every panel is narrowed by the `$job` and `$instance`

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import prometheus_client
 import pytest
 import yaml
 from _prometheus import (
@@ -84,7 +85,9 @@ def _serve_prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus
     tmp = tmp_path_factory.mktemp("serve-e2e")
     rules = tmp / "alerts-fast.yaml"
     rules.write_text(compress_durations(ALERTS.read_text()))
-    # the dead target's port is held (bound, never listening) so no process can answer on it
+    # the dead target's port is held (bound, never listening) so no process can answer on it;
+    # `other` is an exporter that is not loopguard's, as a shared Prometheus scrapes many
+    other = prometheus_client.start_http_server(0, addr="127.0.0.1", registry=CollectorRegistry())
     with socket.socket() as dead, LoopGuardReceiver(
             options=ReceiverOptions(http_port=0, grpc_port=None),
             registry=CollectorRegistry()) as downstream:
@@ -100,7 +103,9 @@ def _serve_prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus
                      "static_configs": [{"targets": [f"127.0.0.1:{receiver.http_port}"]}]},
                     {"job_name": "loopguard-dead",
                      "static_configs": [{"targets": [
-                         f"127.0.0.1:{dead.getsockname()[1]}"]}]}]
+                         f"127.0.0.1:{dead.getsockname()[1]}"]}]},
+                    {"job_name": "node",
+                     "static_configs": [{"targets": [f"127.0.0.1:{other[0].server_port}"]}]}]
             try:
                 with running_prometheus([], [rules], tmp_path=tmp / "prom",
                                         scrape_configs=jobs) as prom:
@@ -109,6 +114,8 @@ def _serve_prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus
             finally:
                 stop.set()
                 sender.join(10)
+                other[0].shutdown()
+                other[0].server_close()
 
 
 def _serve_exprs() -> list[tuple[str, str]]:
@@ -142,6 +149,19 @@ class TestServeOnPrometheus:
         request_outcomes = {r["metric"]["outcome"]
                             for r in serve_prom.query(substitute_macros(requests))}
         assert {"ok", "partial"} <= request_outcomes
+
+    def test_targets_panel_shows_only_loopguard_jobs(self, serve_prom: PrometheusServer) -> None:
+        """Scrape targets up, with Job = All as Grafana sends it (the jobs the job variable lists,
+        its label_values query, joined), shows loopguard's targets, not the other exporters
+        the same Prometheus scrapes."""
+        variables = {v["name"]: v for v in load_dashboard()["templating"]["list"]}
+        assert "allValue" not in variables["job"]  # else Grafana would send its custom value
+        jobs = serve_prom.api("/api/v1/label/job/values", {"match[]": "loopguard_open_runs"})
+        assert jobs == ["loopguard"]
+        (expr,) = [e for n, e in dashboard_exprs(load_dashboard()) if n == "panel-22-A"]
+        up = serve_prom.query(substitute_macros(expr.replace("$job", f"({'|'.join(jobs)})")))
+        assert {r["metric"]["job"] for r in up} == {"loopguard"}
+        assert "node" in {r["metric"]["job"] for r in serve_prom.query(substitute_macros(expr))}
 
     def test_dead_target_fires_serve_down(self, serve_prom: PrometheusServer) -> None:
         """LoopGuardServeDown fires for the target where nothing listens, not for the live one."""
