@@ -19,7 +19,7 @@ from otel_loopguard.coding_agents._model import MISSING, AgentCall, AgentTurn
 from otel_loopguard.types import STATUS_ERROR, STATUS_UNSET, SpanRecord
 
 __all__ = ["AGENT_KEY", "CALL_ID_KEY", "SESSION_PARENT", "TEMPLATE_KEY", "call_record",
-           "run_id", "turn_record"]
+           "is_session_run", "run_id", "turn_record"]
 
 TEMPLATE_KEY: Final = "loopguard.template"
 """The run's prompt template: set by the team as a resource attribute
@@ -36,6 +36,15 @@ def run_id(agent: str, session: str, segment: int = 0) -> str:
     """Return the trace id of a session's run: ``claude-code:<session>`` (``#n`` after a pause)."""
     base = f"{agent}:{session or _NO_SESSION}"
     return f"{base}#{segment}" if segment else base
+
+
+def is_session_run(trace_id: str) -> bool:
+    """Return True for the trace id of a session's run (``run_id``), not a received trace's.
+
+    A received trace id is hex; a session's run has the agent's name, then ``:``. What is filed
+    under one is made by loopguard (records of a coding agent's events and spans), not received.
+    """
+    return ":" in trace_id
 
 
 def _common(agent: str, session: str) -> dict[str, Any]:

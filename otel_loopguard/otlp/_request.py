@@ -76,6 +76,8 @@ class Decoded:
     """A logs request as protobuf, for forwarding (when the receiver forwards)."""
     log_records: int = 0
     """The log records of a logs request, malformed ones included (all are forwarded)."""
+    made: int = 0
+    """How many of ``spans`` loopguard made (a coding agent's records), not received."""
 
 
 def decompress(body: bytes, encoding: str, limit: int) -> bytes:

@@ -306,7 +306,7 @@ class LoopGuardReceiver(IntakeWorker):
                 reservation.release()
                 raise
         self._counters.requests.labels(protocol, "partial" if decoded.rejected else "ok").inc()
-        self._counters.spans.labels("accepted").inc(len(decoded.spans))
+        self._counters.spans.labels("accepted").inc(len(decoded.spans) - decoded.made)
         if decoded.rejected:
             self._counters.spans.labels("rejected").inc(decoded.rejected)
         return decoded
@@ -384,9 +384,12 @@ class LoopGuardReceiver(IntakeWorker):
     def _enqueue(self, decoded: Decoded) -> None:
         if decoded.forward_body is not None and self.log_forwarder is not None:
             self.log_forwarder.send(decoded.forward_body, decoded.log_records)  # at once
-        elif not decoded.logs:
+        if decoded.logs:  # every span of it is a record of an event
+            decoded.made = len(decoded.spans)
+        else:
             copies = self.agents.from_spans(decoded.spans)  # coding agents' tool spans
             if copies:
+                decoded.made = len(copies)
                 decoded.spans += copies
                 if decoded.payloads is not None:
                     decoded.payloads += [None] * len(copies)

@@ -31,6 +31,7 @@ from typing import Any, Final
 from otel_loopguard._findings import loop_action
 from otel_loopguard.adapters import DEFAULT_ADAPTERS
 from otel_loopguard.assembly import LONE_TOOL_CALL_HINT
+from otel_loopguard.coding_agents._records import is_session_run
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.evidence import evidence_attributes
 from otel_loopguard.exceptions import InternalErrorGuard
@@ -284,7 +285,8 @@ class StreamingChecker:
             if span.span_id not in seen:
                 seen.add(span.span_id)
                 keep.append(index)
-        self.duplicate_spans += len(trace.spans) - len(keep)
+        if not is_session_run(trace.spans[0].trace_id):  # received spans only, as ``_late``
+            self.duplicate_spans += len(trace.spans) - len(keep)
         trace.spans = [trace.spans[i] for i in keep]
         if trace.payloads is not None:  # kept for ``on_trace``, with the sizes
             trace.sizes = [trace.sizes[i] for i in keep]
@@ -308,7 +310,8 @@ class StreamingChecker:
 
     def _late(self, spans: Sequence[SpanRecord], payloads: Sequence[Any] | None,
               indices: list[int], sizes: list[int]) -> None:
-        self.late_spans += len(indices)
+        # received spans only: a coding agent's records are loopguard's, not the sender's
+        self.late_spans += sum(not is_session_run(spans[i].trace_id) for i in indices)
         if self.on_trace is None:
             return
         picked = [spans[i] for i in indices]
