@@ -17,6 +17,7 @@ import logging
 import os
 import queue
 import threading
+import time
 import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Literal
@@ -57,6 +58,8 @@ class LogForwarder:
         self._send = _grpc_sender(endpoint) if protocol == "grpc" else _http_sender(endpoint)
         self._on_outcome = on_outcome or (lambda outcome, count: None)
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=max_queue)
+        self._stopping = False
+        """Set when a shutdown ran out of time: what is still queued is counted, not sent."""
         self._thread = threading.Thread(target=self._work, name="loopguard-forward-logs",
                                         daemon=True)
         self._thread.start()
@@ -78,18 +81,42 @@ class LogForwarder:
 
     def force_flush(self, timeout: float = 30.0) -> bool:
         """Wait until every queued request was sent (or failed); False on timeout."""
+        deadline = time.monotonic() + timeout
         done = threading.Event()
         try:
             self._queue.put(done, timeout=timeout)
         except queue.Full:
             return False
-        return done.wait(timeout)
+        return done.wait(max(0.0, deadline - time.monotonic()))
 
     def shutdown(self, timeout: float = 30.0) -> None:
-        """Send what is queued, then stop the thread."""
-        self.force_flush(timeout)
-        self._queue.put(_STOP)
-        self._thread.join(timeout)
+        """Send what is queued within ``timeout`` seconds, then stop the thread.
+
+        What is still queued then is counted as ``export_failed`` and not sent (a request
+        being sent finishes or fails on its own, within its 10 s timeout): a downstream that
+        does not answer cannot hold the shutdown past ``timeout``.
+        """
+        deadline = time.monotonic() + timeout
+        if not self.force_flush(timeout):
+            self._stopping = True
+            self._drop_queued()
+        try:
+            self._queue.put(_STOP, timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Full:  # the worker is stuck in a send: it is a daemon thread
+            self._drop_queued()
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+
+    def _drop_queued(self) -> None:
+        """Count every request still queued as not forwarded, and take it off the queue."""
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(item, threading.Event):
+                item.set()
+            elif item is not _STOP:
+                self._on_outcome("export_failed", item[1])
 
     def _work(self) -> None:
         while True:
@@ -100,6 +127,9 @@ class LogForwarder:
                 item.set()
                 continue
             body, records = item
+            if self._stopping:  # the shutdown gave up on the downstream
+                self._on_outcome("export_failed", records)
+                continue
             try:
                 self._send(body)
             except Exception as exc:  # the downstream's failure is counted, never raised
