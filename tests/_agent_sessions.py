@@ -18,7 +18,10 @@ Sources of each shape (also in ``/work/shared/facts/coding-agents-telemetry.md``
   (``codex.tool_result``: ``tool_name``, ``call_id``, ``arguments``, ``duration_ms``,
   ``success``, ``output``; ``codex.sse_event`` ``response.completed`` token counts; common
   fields ``conversation.id``, ``model``, ``app.version``...; every value a string through
-  ``%``) and ``docs/config.md`` ``[otel]``; ``time_unix_nano`` 0 as a public receiver notes.
+  ``%``) and ``docs/config.md`` ``[otel]``; ``time_unix_nano`` 0 as a public receiver notes;
+  the OTLP ``event_name`` field is the ``tracing`` callsite name
+  (``open-telemetry/opentelemetry-rust`` ``opentelemetry-appender-tracing/src/layer.rs``
+  ``set_event_name(metadata.name())``, exported by ``opentelemetry-proto``).
 * **Gemini CLI**: ``google-gemini/gemini-cli`` ``docs/cli/telemetry.md`` (Logs, "Tools":
   ``gemini_cli.tool_call`` with ``function_name``, ``function_args``, ``duration_ms``,
   ``success``, ``decision``, ``error``, ``error_type``, ``prompt_id``, ``tool_type``;
@@ -60,7 +63,7 @@ class Session:
     loops: bool
     template: str
     records: list[dict[str, Any]] = field(default_factory=list)
-    """Each: ``time`` (ns, 0 for none), ``body``, ``attributes``."""
+    """Each: ``time`` (ns, 0 for none), ``body``, ``attributes``, optionally ``event_name``."""
 
 
 def _iso(ns: int) -> str:
@@ -155,8 +158,12 @@ def codex(conversation_id: str, *, loops: bool, start: int = T0) -> Session:
                   "conversation.id": conversation_id, "app.version": "0.46.0",
                   "auth_mode": "ApiKey", "originator": "codex_exec", "terminal.type": "xterm",
                   "model": "gpt-5-codex", "slug": "gpt-5-codex"}
-        # time_unix_nano is 0 on Codex records: the time is in event.timestamp only
-        out.records.append({"time": 0, "body": None, "attributes": {**common, **attrs}})
+        # time_unix_nano is 0 on Codex records: the time is in event.timestamp only; the
+        # OTLP event_name field is the tracing callsite (opentelemetry-appender-tracing sets
+        # it to the event's metadata name), the agent's name is the event.name attribute
+        out.records.append({"time": 0, "body": None, "attributes": {**common, **attrs},
+                            "event_name": "event otel/src/events/session_telemetry.rs:"
+                                          f"{700 + len(out.records)}"})
 
     def turn(n: int) -> None:
         emit("codex.sse_event", {"event.kind": "response.completed", "duration_ms": "1500",
@@ -287,7 +294,7 @@ def emit(runs: Sequence[Session], exporter: LogRecordExporter) -> int:
         for record in run.records:
             logger.emit(timestamp=record["time"] or None, observed_timestamp=(
                 record["time"] or None), body=record["body"],
-                attributes=record["attributes"])
+                attributes=record["attributes"], event_name=record.get("event_name"))
             count += 1
         provider.force_flush()
     return count

@@ -72,7 +72,8 @@ def test_each_agents_events_become_calls_with_arguments_results_and_status() -> 
 
 def _events(run: Session) -> list[LogEvent]:
     return [LogEvent(r["time"] or iso_time_ns(r["attributes"]["event.timestamp"]),
-                     r["attributes"], r["body"], r["attributes"].get("event.name", ""),
+                     r["attributes"], r["body"],
+                     r.get("event_name") or r["attributes"].get("event.name", ""),
                      scope_name=run.scope, resource=run.resource) for r in run.records]
 
 
@@ -82,6 +83,9 @@ def _events(run: Session) -> list[LogEvent]:
     (LogEvent(1, {"event.name": "tool_result"}, None, "tool_result",
               scope_name="com.anthropic.claude_code.events"), "claude_code.tool_result"),
     (LogEvent(1, {}, None, "codex.tool_result"), "codex.tool_result"),
+    # Codex: the OTLP event_name field is the tracing callsite, the name is the attribute
+    (LogEvent(1, {"event.name": "codex.tool_result"}, None,
+              "event otel/src/events/session_telemetry.rs:812"), "codex.tool_result"),
     (LogEvent(1, {}, "Tool call: x.", "gemini_cli.tool_call"), "gemini_cli.tool_call"),
     (LogEvent(1, {}, "hello", "app.event"), ""),
 ])

@@ -56,11 +56,16 @@ def agent_event(event: LogEvent) -> str:
     """Return the full name of an agent event (``claude_code.tool_result``), or ``""``.
 
     Claude Code puts the full name in the body and the short one in ``event.name``; Codex and
-    Gemini CLI put the full one in ``event.name``.
+    Gemini CLI put the full one in ``event.name``. Codex's OTLP ``event_name`` field holds the
+    ``tracing`` callsite (``event otel/src/events/session_telemetry.rs:812``, set by
+    opentelemetry-appender-tracing), so the attribute is read when the field names no agent.
     """
     name = event.event_name
     if name.startswith(_PREFIXES):
         return name
+    attribute = event.attributes.get("event.name")
+    if isinstance(attribute, str) and attribute.startswith(_PREFIXES):
+        return attribute
     body = event.body
     if isinstance(body, str) and body.startswith(_claude_code.PREFIX) and " " not in body:
         return body

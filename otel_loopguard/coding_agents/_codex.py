@@ -1,8 +1,9 @@
 """Codex CLI: its ``codex.*`` log events (and the same facts as span events on its spans).
 
 Read from ``openai/codex`` ``codex-rs/otel/src/events/session_telemetry.rs`` and
-``shared/log.rs`` (stored commits 0136a731, 373d1a86): ``event.name`` is the full name
-(``codex.tool_result``), every value recorded through ``Display`` is a string
+``shared/log.rs`` (stored commits 0136a731, 373d1a86): the ``event.name`` attribute is the
+full name (``codex.tool_result``; the OTLP ``event_name`` field is the ``tracing`` callsite,
+``event otel/src/...rs:812``), every value recorded through ``Display`` is a string
 (``duration_ms``, ``success``), ``conversation.id`` and ``model`` are on every event, and
 ``time_unix_nano`` is 0 (the reader falls back to the observed time, then
 ``event.timestamp``). ``codex.tool_result`` carries the arguments and the output.
