@@ -26,7 +26,9 @@ Sources of each shape (also in ``/work/shared/facts/coding-agents-telemetry.md``
   ``gemini_cli.tool_call`` with ``function_name``, ``function_args``, ``duration_ms``,
   ``success``, ``decision``, ``error``, ``error_type``, ``prompt_id``, ``tool_type``;
   ``gemini_cli.api_response`` with ``model``, token counts) and
-  ``packages/core/src/telemetry/loggers.ts`` (body sentence, logger ``gemini-cli``).
+  ``packages/core/src/telemetry/loggers.ts`` (body sentence, logger ``gemini-cli``);
+  ``packages/core/src/telemetry/types.ts`` ``ToolCallEvent.toOpenTelemetryAttributes`` sets no
+  call id (only its ``tool_call`` spans carry one, ``gen_ai.tool.call_id``).
 """
 
 from __future__ import annotations
@@ -239,8 +241,7 @@ def gemini_cli(session_id: str, *, loops: bool, start: int = T0) -> Session:
                                                                                     indent=2),
                                  "duration_ms": 7, "success": ok, "decision": "auto_accept",
                                  "prompt_id": f"{session_id}########1", "tool_type": "native",
-                                 "call_id": f"{name}-{1760000000000 + n}-{n:04x}",
-                                 "content_length": 120}
+                                 "content_length": 120}  # no call id: Gemini CLI sends none
         if not ok:
             attrs.update({"error": error, "error.message": error,
                           "error_type": "edit_no_occurrence_found",

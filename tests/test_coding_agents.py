@@ -12,6 +12,12 @@ from pathlib import Path
 
 import pytest
 from _agent_sessions import T0, Session, collector_lines, sessions
+from _otlp_files import json_line
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Status, StatusCode
 
 from otel_loopguard.cli import main
 from otel_loopguard.coding_agents import AgentRecords, agent_event
@@ -49,7 +55,7 @@ def test_check_flags_each_loop_under_its_agent_and_leaves_healthy_sessions_quiet
         assert report["prompt_template"] == run.template
         assert (report["action"] != "continue") is run.loops, report
         if run.loops:
-            assert report["findings"][0]["span_id"].startswith(("toolu_", "call_", "replace-"))
+            assert report["findings"][0]["span_id"].startswith(("toolu_", "call_", "replace@"))
 
 
 def test_each_agents_events_become_calls_with_arguments_results_and_status() -> None:
@@ -158,6 +164,38 @@ def test_event_and_span_of_one_call_are_checked_once() -> None:
     assert both[0].tool_calls == events_only[0].tool_calls == 6
     spans_only = [r for r in Checker().run(spans + copies) if r.run_id.startswith("claude")]
     assert spans_only[0].tool_calls == 6 and spans_only[0].findings
+
+
+def test_gemini_cli_tool_spans_do_not_count_its_calls_twice(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Gemini CLI exports a ``tool_call`` span for every call along with its log events (one
+    # OTLP endpoint for both, packages/core/src/telemetry/sdk.ts); the span names the call by
+    # ``gen_ai.tool.call_id``, which the event lacks, and ends OK on a failed edit (the tool
+    # returns its error). Read as calls, the spans doubled the run and broke its failure streak.
+    run = sessions()[4]
+    logs = _write(tmp_path, [run])
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create(run.resource))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("gemini-cli", "v1")
+    calls = [r for r in run.records if r["attributes"]["event.name"] == "gemini_cli.tool_call"]
+    for n, record in enumerate(calls):
+        span = tracer.start_span("tool_call", start_time=record["time"] - 7_000_000, attributes={
+            "gen_ai.tool.name": record["attributes"]["function_name"],
+            "gen_ai.tool.call_id": f"replace-{1760000000000 + n}-{n:04x}",
+            "gen_ai.conversation.id": run.session_id})
+        span.set_attributes({"gen_ai.operation.name": "tool_call",
+                             "gen_ai.agent.name": "gemini-cli"})
+        span.set_status(Status(StatusCode.OK))
+        span.end(end_time=record["time"] - 1_000_000)
+    traces = tmp_path / "traces.jsonl"
+    traces.write_text(json_line(exporter.get_finished_spans()) + "\n")
+    assert main(["check", "--format", "json", str(logs), str(traces)]) == 1
+    reports = {r["run_id"]: r for r in json.loads(capsys.readouterr().out)["runs"]}
+    report = reports[f"gemini-cli:{run.session_id}"]
+    assert report["tool_calls"] == len(calls) == 6
+    first = report["findings"][0]
+    assert first["call_index"] == 3 and first["code"] == "REPEATED_FAILURE"
 
 
 def test_a_paused_session_continues_in_a_new_run_in_serve() -> None:

@@ -1,7 +1,8 @@
 """The coding agents people run every day, read from their own OpenTelemetry.
 
 Claude Code, Codex CLI and Gemini CLI report each tool call as a **log event** (and, with
-tracing on, as a span). :class:`AgentRecords` turns those events, and those agents' tool spans,
+tracing on, as a span). :class:`AgentRecords` turns those events, and Claude Code's and Codex's
+tool spans (Gemini CLI's carry a call id its events lack, so they are not read),
 into the span records every other path reads (an ``execute_tool`` record per call, a ``chat``
 record per model request, in GenAI shape), so ``check`` and ``serve`` group, assemble and detect
 them with the same rules as any framework's spans:
@@ -128,19 +129,19 @@ class AgentRecords:
     def from_spans(self, spans: Sequence[SpanRecord]) -> list[SpanRecord]:
         """Return a session record for each coding-agent tool span among ``spans``.
 
-        The records come in addition to the spans (which are forwarded as they came); a
-        Gemini CLI span marked ``execute_tool`` is left to this copy only (its ``gen_ai``
+        The records come in addition to the spans (which are forwarded as they came); an
+        agent's span marked ``execute_tool`` is left to this copy only (its ``gen_ai``
         operation is taken off the span's record, not off what is forwarded).
+
+        Gemini CLI's ``tool_call`` spans are not read: it exports them with every log event,
+        and its ``gemini_cli.tool_call`` events carry no call id to match the span's
+        ``gen_ai.tool.call_id``, so each call would be counted twice (the span's copy with
+        neither arguments nor the failure, which Gemini CLI returns rather than throws).
         """
         failed_children: set[str | None] | None = None
         out: list[SpanRecord] = []
-        resource: Mapping[str, Any] | None = None
-        gemini = False
         for index, span in enumerate(spans):
-            if span.resource is not resource:  # the spans of one resource share its mapping
-                resource = span.resource
-                gemini = str(resource.get("service.name", "")).startswith(_gemini_cli.AGENT)
-            if not (gemini or span.events or span.name.startswith(_claude_code.PREFIX)):
+            if not (span.events or span.name.startswith(_claude_code.PREFIX)):
                 continue  # what ``_span_call`` reads first: no agent's span, at little cost
             if failed_children is None:
                 failed_children = {s.parent_span_id for s in spans if s.name ==
@@ -162,9 +163,6 @@ class AgentRecords:
         failed = span.status_code == STATUS_ERROR or child_failed
         if span.name.startswith(_claude_code.PREFIX):
             return _claude_code.read_span(span.name, attrs, span.end_time_ns, duration, failed)
-        service = str(span.resource.get("service.name", ""))
-        if service.startswith(_gemini_cli.AGENT):
-            return _gemini_cli.read_span(attrs, span.end_time_ns, duration, failed)
         for name, event_attrs in span.events:
             if name == "codex.tool_result":
                 merged = {**attrs, **event_attrs}

@@ -1,10 +1,13 @@
-"""Gemini CLI: its ``gemini_cli.*`` log events and its tool spans.
+"""Gemini CLI: its ``gemini_cli.*`` log events.
 
 Read from ``google-gemini/gemini-cli`` ``docs/cli/telemetry.md`` (stored commit 04bcbc6b, the
 geminicli.com docs/cli/telemetry page) and ``packages/core/src/telemetry/types.ts``
 (``ToolCallEvent``): logger (scope) ``gemini-cli``, the ``event.name`` attribute
 ``gemini_cli.tool_call``, a sentence as body; ``function_args`` is JSON (gated by
-``logPrompts``, on by default), ``success`` a boolean, ``duration_ms`` a number; no output.
+``logPrompts``, on by default), ``success`` a boolean, ``duration_ms`` a number; no output
+and no call id (``ToolCallEvent.toOpenTelemetryAttributes`` sets none). Its ``tool_call``
+spans (``packages/core/src/scheduler/tool-executor.ts``) are not read: they name the call by
+a ``gen_ai.tool.call_id`` the events lack, so an event and its span could not be matched.
 """
 
 from __future__ import annotations
@@ -14,12 +17,11 @@ from typing import Any, Final
 
 from otel_loopguard.coding_agents._model import AgentCall, AgentTurn, flag, number, text
 
-__all__ = ["AGENT", "PREFIX", "read_event", "read_span"]
+__all__ = ["AGENT", "PREFIX", "read_event"]
 
 AGENT: Final = "gemini-cli"
 PREFIX: Final = "gemini_cli."
 _MS: Final = 1_000_000
-_TOOL_OPERATIONS: Final = frozenset({"tool_call", "execute_tool"})
 
 
 def read_event(name: str, attrs: Mapping[str, Any], end_ns: int) -> AgentCall | AgentTurn | None:
@@ -41,17 +43,3 @@ def read_event(name: str, attrs: Mapping[str, Any], end_ns: int) -> AgentCall | 
                          int(number(attrs.get("thoughts_token_count"))))
     return None
 
-
-def read_span(attrs: Mapping[str, Any], end_ns: int, duration_ns: int,
-              failed: bool) -> AgentCall | None:
-    """Return the tool call of a Gemini CLI tool span (``gen_ai.operation.name`` a tool call)."""
-    if attrs.get("gen_ai.operation.name") not in _TOOL_OPERATIONS:
-        return None
-    tool = text(attrs, "gen_ai.tool.name", "function_name")
-    if not tool:
-        return None
-    return AgentCall(AGENT, text(attrs, "gen_ai.conversation.id", "session.id"), tool,
-                     text(attrs, "gen_ai.tool.call_id", "gen_ai.tool.call.id", "call_id"),
-                     end_ns, duration_ns,
-                     arguments=attrs.get("gen_ai.tool.call.arguments")
-                     or attrs.get("function_args"), failed=failed)
