@@ -198,6 +198,23 @@ def test_gemini_cli_tool_spans_do_not_count_its_calls_twice(
     assert first["call_index"] == 3 and first["code"] == "REPEATED_FAILURE"
 
 
+def test_gemini_cli_calls_ending_in_the_same_millisecond_are_not_taken_for_copies() -> None:
+    # Gemini CLI sends no call id and runs read-only tools in parallel (Promise.all); its
+    # events are stamped to the millisecond, so a batch's calls often end in the same one.
+    def read(path: str, time_ns: int = T0) -> LogEvent:
+        attrs = {"session.id": "s1", "event.name": "gemini_cli.tool_call",
+                 "function_name": "read_file", "duration_ms": 1, "success": True,
+                 "function_args": json.dumps({"file_path": path}, indent=2)}
+        return LogEvent(time_ns, attrs, "Tool call: read_file.", "gemini_cli.tool_call")
+
+    events = [read("/repo/a.py"), read("/repo/b.py"), read("/repo/c.py"),
+              read("/repo/a.py", T0 + 10**9)]
+    records = AgentRecords().from_events(events + events[:1])  # and an exporter's retry
+    checker = Checker()
+    [report] = checker.run(records)
+    assert report.tool_calls == 4 and checker.duplicate_spans == 1
+
+
 def test_a_paused_session_continues_in_a_new_run_in_serve() -> None:
     now = [0]
     agents = AgentRecords(clock=lambda: now[0], pause_seconds=10)

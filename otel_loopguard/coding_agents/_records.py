@@ -9,6 +9,7 @@ checked once (the checker drops the copy), whichever arrives first.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -59,11 +60,12 @@ def call_record(call: AgentCall, trace_id: str, template: str, scope: str,
                 resource: Mapping[str, Any]) -> SpanRecord:
     """Return the ``execute_tool`` record of one tool call."""
     attrs = _common(call.agent, call.session)
-    call_id = call.call_id or f"{call.tool}@{call.end_time_ns}"
+    arguments = None if call.arguments is None else _text(call.arguments)
+    call_id = call.call_id or _fallback_id(call.tool, call.end_time_ns, arguments)
     attrs.update({k.GEN_AI_OPERATION_NAME: k.OP_EXECUTE_TOOL, k.GEN_AI_TOOL_NAME: call.tool,
                   k.GEN_AI_TOOL_CALL_ID: call_id, CALL_ID_KEY: call_id, TEMPLATE_KEY: template})
-    if call.arguments is not None:
-        attrs[k.GEN_AI_TOOL_CALL_ARGUMENTS] = _text(call.arguments)
+    if arguments is not None:
+        attrs[k.GEN_AI_TOOL_CALL_ARGUMENTS] = arguments
     if call.result is not MISSING:
         attrs[k.GEN_AI_TOOL_CALL_RESULT] = call.result
     end = call.end_time_ns
@@ -88,6 +90,20 @@ def turn_record(turn: AgentTurn, trace_id: str, scope: str,
     return SpanRecord(trace_id, f"turn@{end}", SESSION_PARENT, f"chat {turn.model}".strip(),
                       max(0, end - turn.duration_ns), end, attrs, STATUS_UNSET, "", scope,
                       resource)
+
+
+def _fallback_id(tool: str, end_ns: int, arguments: Any) -> str:
+    """Return the id of a call the agent sent none for: ``<tool>@<time>#<arguments' CRC>``.
+
+    Gemini CLI sends no call id and stamps its events to the millisecond: the calls of one
+    parallel batch (three ``read_file``) often end in the same one, and without the arguments
+    they would share an id and be checked as copies of one call. A copy of the same event (an
+    exporter's retry) still gets the same id.
+    """
+    base = f"{tool}@{end_ns}"
+    if arguments is None:
+        return base
+    return f"{base}#{zlib.crc32(str(arguments).encode(errors='replace')):08x}"
 
 
 def _text(arguments: Any) -> Any:
