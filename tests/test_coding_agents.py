@@ -21,6 +21,8 @@ from opentelemetry.trace import Status, StatusCode
 
 from otel_loopguard.cli import main
 from otel_loopguard.coding_agents import AgentRecords, agent_event
+from otel_loopguard.config import LoopGuardConfig
+from otel_loopguard.kinds._tools import ToolKinds
 from otel_loopguard.otlp._logs import LogEvent, decode_json_logs, iso_time_ns
 from otel_loopguard.replay.checker import Checker
 from otel_loopguard.replay.tracefile import iter_spans
@@ -213,6 +215,16 @@ def test_gemini_cli_calls_ending_in_the_same_millisecond_are_not_taken_for_copie
     checker = Checker()
     [report] = checker.run(records)
     assert report.tool_calls == 4 and checker.duplicate_spans == 1
+
+
+@pytest.mark.parametrize(("command", "kind"), [
+    ("sed -i 's/a/b/' src/dates.py", "mutating"), ("cat src/dates.py", "read")])
+def test_codex_shell_command_calls_are_classified_by_their_command(command: str,
+                                                                   kind: str) -> None:
+    # Codex's shell tool for most models is shell_command, a command line (ShellCommand in
+    # codex-rs model info), beside the older shell (an argv list)
+    kinds = ToolKinds(LoopGuardConfig())
+    assert kinds.kind("shell_command", arguments={"command": command, "workdir": "/repo"}) == kind
 
 
 def test_a_paused_session_continues_in_a_new_run_in_serve() -> None:

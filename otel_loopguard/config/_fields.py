@@ -15,7 +15,7 @@ TOOL_KINDS: Final = ("read", "mutating", "poll", "exempt", "default")
 _SHELL_TOOLS: Final = ("bash", "sh", "zsh", "shell", "terminal", "cmd", "exec", "exec_command",
                        "execute_bash", "execute_command", "local_shell", "run_bash",
                        "run_command", "run_in_terminal", "run_shell_command", "run_terminal_cmd",
-                       "run_terminal_command",
+                       "run_terminal_command", "shell_command",
                        "container.exec")
 _EDITOR_TOOLS: Final = ("str_replace_editor", "str_replace_based_edit_tool", "text_editor",
                         "edit", "multiedit", "write", "read", "view", "view_file", "edit_file",
