@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
+from otel_loopguard.detectors.failure import UNCLASSIFIED
 from otel_loopguard.types import Action, Decision, Evidence
 
 __all__ = ["NO_PROGRESS_DETECTORS", "PATTERN_DETECTORS", "Policy", "render_hint"]
@@ -78,6 +79,10 @@ _TEMPLATES: Final[dict[str, Callable[[Evidence], str]]] = {
         f'({e.details.get("error_reason")}); retrying will fail again. Fix the arguments or '
         "permissions, or use another tool."),
     "REPEATED_FAILURE": lambda e: (
+        f'"{e.tool}" keeps failing with the same error, {e.count} times now; called the same '
+        "way it will fail the same way. Read the error and change the arguments or the "
+        "approach; if it persists, report the blocker."
+        if e.details.get("error_reason") == UNCLASSIFIED else
         f'"{e.tool}" keeps failing with the same error ({e.details.get("error_reason")}), '
         f"{e.count} times now. Wait before retrying or use another source; if it persists, "
         "report that the service is unavailable."),

@@ -177,6 +177,23 @@ class TestHints:
                                cycle_tools=["a", "b"]), Action.WARN)
         assert f"{count}th" not in hint
 
+    def test_an_unclassified_error_is_not_called_a_service_outage(self) -> None:
+        """An error no code or phrase classifies (an edit whose text is not found) is retried
+        by the lenient ladder, but its hint does not tell the model to wait for a service."""
+        engine = LoopEngine()
+        hints = {}
+        for tool, message in (("lookup", "Failed to edit, could not find the string to "
+                                          "replace."), ("fetch", "HTTP 429 Too Many Requests")):
+            run = engine.new_run()
+            for i in range(3):
+                decision = engine.process(run, ToolCall(
+                    tool=tool, arguments={"q": "same"}, error=True, error_message=message,
+                    start_time_ns=10 * i + 1, end_time_ns=10 * i + 2))
+            hints[tool] = decision.hint
+        assert "service" not in hints["lookup"] and "(error)" not in hints["lookup"]
+        assert "change the arguments or the approach" in hints["lookup"]
+        assert "(429)" in hints["fetch"] and "Wait before retrying" in hints["fetch"]
+
     def test_cycle_hint_without_results(self) -> None:
         """Without captured results the cycle hint does not claim the results were the same."""
         hint = render_hint(_ev("cycle", Action.WARN, count=3, cycle_length=2,

@@ -71,6 +71,10 @@ _PERMANENT_PHRASES: Final = _Phrases(_PERMANENT)
 _RETRYABLE_PHRASES: Final = _Phrases(_RETRYABLE)
 
 
+UNCLASSIFIED: Final = "error"
+"""The reason of an error no code or phrase classifies: retryable by the ladder, not by cause."""
+
+
 def classify_error(text: str) -> tuple[str, str]:
     """Return (``permanent`` | ``retryable``, reason) for an error message.
 
@@ -90,7 +94,7 @@ def classify_error(text: str) -> tuple[str, str]:
     phrase = _RETRYABLE_PHRASES.search(text, lowered)
     if phrase is not None:
         return "retryable", phrase
-    return "retryable", "error"
+    return "retryable", UNCLASSIFIED
 
 
 class _ToolFailures:
