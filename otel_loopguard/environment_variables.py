@@ -443,8 +443,8 @@ LOOPGUARD_READ_TOOLS: Final = "LOOPGUARD_READ_TOOLS"
 """Tools whose re-reads the reread detector watches.
 
 Setting ``read_tools``. Default: ``read_file``, ``read_many_files``, ``Glob``,
-``list_directory``, ``glob``, ``search_file_content``, ``list_dir``, ``grep_files``,
-``view_image``. Allowed: a comma-separated list.
+``list_directory``, ``glob``, ``search_file_content``, ``grep_search``, ``list_dir``,
+``grep_files``, ``view_image``. Allowed: a comma-separated list.
 """
 
 LOOPGUARD_POLL_TOOL_PATTERNS: Final = "LOOPGUARD_POLL_TOOL_PATTERNS"

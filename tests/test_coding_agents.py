@@ -227,6 +227,13 @@ def test_codex_shell_command_calls_are_classified_by_their_command(command: str,
     assert kinds.kind("shell_command", arguments={"command": command, "workdir": "/repo"}) == kind
 
 
+@pytest.mark.parametrize("tool", ["search_file_content", "grep_search"])
+def test_gemini_cli_searches_are_reads_under_either_name(tool: str) -> None:
+    # Gemini CLI 0.28 renamed its search tool from search_file_content to grep_search (Cursor's
+    # search tool has that name too): a search read again is left to reread, as a read
+    assert ToolKinds(LoopGuardConfig()).kind(tool, arguments={"pattern": "parse_date"}) == "read"
+
+
 def test_a_paused_session_continues_in_a_new_run_in_serve() -> None:
     now = [0]
     agents = AgentRecords(clock=lambda: now[0], pause_seconds=10)

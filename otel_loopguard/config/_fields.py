@@ -240,7 +240,7 @@ FIELDS: Final[dict[str, FieldRule]] = {
                                 "names ending in __<name> too)"),
     "read_tools": FieldRule("list", ("read_file", "read_many_files", "Glob",
                                      "list_directory", "glob", "search_file_content",
-                                     "list_dir", "grep_files", "view_image"),
+                                     "grep_search", "list_dir", "grep_files", "view_image"),
                             "Tools whose re-reads the reread detector watches"),
     "poll_tool_patterns": FieldRule("list", ("*status*", "poll*", "wait*", "*progress*",
                                              "check_job*", "get_job*"),
