@@ -3,7 +3,8 @@
 The rules, shared by the live processor (spans as they start and end), ``check`` and ``serve``
 (whole traces, ``assemble_trace``):
 
-* **tool calls and handoffs** come from the span adapters (``adapters.to_event``);
+* **tool calls and handoffs** come from the span adapters (``adapters.to_event``); a span an
+  enforce-mode guard stopped (``loopguard.blocked``) is none: its tool never ran;
 * **agent**: the tool span's own agent, else its nearest agent ancestor (``nearest_agent``);
 * **model turn**: the model (chat) spans of the run that ended before the tool span; the
   parallel calls of one turn form a batch;
@@ -48,6 +49,8 @@ __all__ = ["AssembledTrace", "SiblingAgents", "TraceEvent", "assemble_trace", "n
 MAX_ANCESTRY: Final = 64
 """How far ``nearest_agent`` walks up (a cycle or a very deep tree stops there)."""
 _MAX_PARENTS: Final = 4096
+_BLOCKED: Final = "loopguard.blocked"
+"""Set by the enforce-mode guards on the span of a call they stopped (the tool never ran)."""
 _K = TypeVar("_K")
 
 
@@ -180,8 +183,8 @@ def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuard
             turns += 1
             if model_turns:
                 pending.append((s, -turns))  # negative: the span is model turn number -n
-        elif maybe_event or every:
-            pending.append((s, turns))
+        elif (maybe_event or every) and not attributes.get(_BLOCKED):
+            pending.append((s, turns))  # a blocked call never ran: the live processor skips it
         # Only spans holding one of the keys can name a template or a conversation.
         if template is None and not template_roots.isdisjoint(attributes):
             template = _template_in(attributes, config, template_roots)

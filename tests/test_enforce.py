@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import logging
 import subprocess
 import sys
@@ -353,6 +354,31 @@ def test_the_blocked_span_records_that_it_was_blocked_and_why(make: Any) -> None
     assert span.attributes["loopguard.blocked"] is True
     assert span.attributes["loopguard.enforcement"] == "hint"
     assert span.status.status_code is not StatusCode.ERROR
+
+
+def test_check_reads_a_blocked_call_as_the_live_processor_does(make: Any,
+                                                               tmp_path: Path) -> None:
+    """A stopped call never ran: ``check`` replaying the exported spans must not count it.
+
+    It did: the three blocked spans were three more calls of the run (6 in all) and a
+    ``REPEATED_CALL`` warning on calls that never ran.
+    """
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    hint = make(mode="enforce", enforcement="hint", stagnation_stop=4)
+    with hint.run():
+        _calls(hint, 6)
+    assert hint.executions == 3
+    spans = hint.tool_spans()
+    assert sum(bool(s.attributes.get("loopguard.blocked")) for s in spans) == 3
+    path = tmp_path / "enforced.pb"
+    path.write_bytes(encode_spans(spans).SerializeToString())
+    done = subprocess.run([sys.executable, "-m", "otel_loopguard", "check", "--format", "json",
+                           str(path)], capture_output=True, text=True, check=False, cwd=ROOT)
+    report = json.loads(done.stdout)
+    (run,) = report["runs"]
+    assert run["tool_calls"] == 3
+    assert [(f["action"], f["code"]) for f in run["findings"]] == [("warn", "STAGNANT_RESULT")]
 
 
 def test_call_context_manager(make: Any) -> None:
