@@ -39,6 +39,7 @@ from otel_loopguard.adapters._turns import (
     turn_input_of,
     turn_of,
     turn_output_of,
+    user_input_of,
 )
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.types import Handoff, ModelTurn, SpanAdapter, SpanRecord, ToolCall
@@ -257,8 +258,10 @@ def _events(pending: Sequence[tuple[SpanRecord, int]], by_id: Mapping[str, SpanR
                                   owner, -turn)
             else:
                 tokens_in, tokens_out, models = usage_of(attributes)
-                if not tool_requests:
+                if not tool_requests:  # only a user's new message (it changes the world)
                     requested, inputs, output, from_user = _NO_CONTENT
+                    inputs = user_input_of(attributes)
+                    from_user = bool(inputs)
                 elif asks_by_reason(attributes):  # its content waits (``_Unread``)
                     requested, output, waits = True, "", True
                     inputs_wait = not_from_user(attributes)

@@ -586,3 +586,61 @@ class TestLiveProcessor:
         assert not any("loopguard.code" in (s.attributes or {})
                        for s in exporter.get_finished_spans())
         harness.shutdown()
+
+
+def _user(text: str) -> dict[str, str]:
+    """A chat span's content whose last input message is the user's ``text``."""
+    return {"gen_ai.input.messages": json.dumps(
+        [{"role": "user", "parts": [{"type": "text", "content": text}]}])}
+
+
+@pytest.mark.parametrize("config", [
+    {"run_key": "conversation"},            # idle_turns is off for conversations
+    {"idle_turns_warn": None},              # the advice for a whole chat kept in one trace
+    {"detectors": ["stagnation", "repeat"]},
+])
+def test_a_new_user_message_counts_whatever_detectors_are_on(config: dict[str, Any]) -> None:
+    """A conversation whose user asks again gets the same lookup again: not a loop, live and
+    in check, whether or not the idle_turns detector runs (the run_key of a conversation
+    turns it off). It was read only by that detector: without it, the 3rd lookup warned.
+
+    A conversation's run: one trace per user message; otherwise the whole chat in one trace.
+    """
+    harness = LoopGuardHarness(LoopGuardConfig.create(**config))
+    exporter = InMemorySpanExporter()
+    harness.provider.add_span_processor(LoopGuardSpanProcessor(
+        harness.config, downstream=SimpleSpanProcessor(exporter), registry=CollectorRegistry(),
+        clock=harness.clock, raise_internal_errors=True))
+
+    def answer(agent: AgentScript, question: str) -> None:
+        agent.turn(finish_reasons=["tool_calls"], attributes=_user(question))
+        agent.tool("get_product_details", {"id": 7}, "in stock")
+        agent.turn(finish_reasons=["stop"])
+
+    questions = ("is it in stock?", "recheck it now", "and now?", "once more, please")
+    if "run_key" in config:
+        for question in questions:
+            with harness.run(conversation="conv-1") as agent:
+                answer(agent, question)
+    else:
+        with harness.run() as agent:
+            for question in questions:
+                answer(agent, question)
+    harness.provider.force_flush()
+    assert not any("loopguard.code" in (s.attributes or {})
+                   for s in exporter.get_finished_spans())
+    assert [r.findings for r in harness.check()] == [[]]
+    harness.shutdown()
+
+
+def test_the_same_user_message_again_is_no_change_without_idle_turns() -> None:
+    """The same message again changes nothing: the 3rd identical lookup still warns."""
+    harness = LoopGuardHarness(LoopGuardConfig.create(run_key="conversation"))
+    for _ in range(3):
+        with harness.run(conversation="conv-1") as agent:
+            agent.turn(finish_reasons=["tool_calls"], attributes=_user("is it in stock?"))
+            agent.tool("get_product_details", {"id": 7}, "in stock")
+            agent.turn(finish_reasons=["stop"])
+    (report,) = harness.check()
+    assert [(d.code, d.action.label) for d in report.findings] == [("STAGNANT_RESULT", "warn")]
+    harness.shutdown()

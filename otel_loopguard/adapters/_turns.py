@@ -12,7 +12,7 @@ from otel_loopguard.adapters import _keys as k
 from otel_loopguard.signature import digest
 
 __all__ = ["NO_TURN", "asks_by_reason", "not_from_user", "tool_request_of", "turn_content_of",
-           "turn_input_of", "turn_of", "turn_output_of"]
+           "turn_input_of", "turn_of", "turn_output_of", "user_input_of"]
 
 _TOOL_REASONS: Final = frozenset({"tool_calls", "tool_call", "tool_use", "function_call",
                                   "tool-calls", "tool-call", "function_calls"})
@@ -246,6 +246,20 @@ def turn_input_of(attributes: Mapping[str, Any]) -> tuple[str, bool]:
             message = parsed[-1]
             return _digest_of(message), _from_user(message)
     return _last_prompt(attributes) if _has_prompts(attributes) else ("", False)
+
+
+def user_input_of(attributes: Mapping[str, Any]) -> str:
+    """Return the digest of the last input message when the user sent it, else ``""``.
+
+    All a run needs of a model turn when the ``idle_turns`` detector is off: a new message
+    from the user changes the agent's world (``heard``) whatever detectors are on.
+    """
+    if k.GEN_AI_INPUT_MESSAGES not in attributes and not _has_prompts(attributes):
+        return ""  # no content: most model spans
+    if not_from_user(attributes):
+        return ""
+    last, from_user = turn_input_of(attributes)
+    return last if from_user else ""
 
 
 def _has_prompts(attributes: Mapping[str, Any]) -> bool:

@@ -9,7 +9,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext
 
 from otel_loopguard.adapters import usage_of
-from otel_loopguard.adapters._turns import NO_TURN, turn_of
+from otel_loopguard.adapters._turns import NO_TURN, turn_of, user_input_of
 from otel_loopguard.adapters._usage import TokenUsage
 from otel_loopguard.assembly import template_in
 from otel_loopguard.config import LoopGuardConfig
@@ -67,6 +67,9 @@ class ModelTurns(FindingReports):
         if idle is not None:  # idle_turns: the turn, with its agent invocation
             agent_span = self.live.agent_span_id(parent[1] if parent is not None else None)
             requested, last_input, output, from_user = turn_of(attrs)
+        else:  # a user's new message changes the run's world (``heard``) all the same
+            last_input = user_input_of(attrs)
+            from_user = bool(last_input)
         with state.lock:
             index = entry.model_turns = entry.model_turns + 1
             entry.seen_model = True
@@ -75,7 +78,7 @@ class ModelTurns(FindingReports):
             waste = state.waste
             if self._lazy_usage and not waste.found:  # usage counts after a loop finding
                 entry.unfed = (waste, index, attrs)
-                if idle is None:
+                if idle is None and not from_user:
                     return None
                 if requested is not True and not last_input and not output:
                     self.engine.process_blank_turn(state, context[1], span.start_time or 0,
