@@ -21,10 +21,13 @@ import asyncio
 import importlib
 import json
 import os
+import re
 import sys
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -34,10 +37,15 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
+from otel_loopguard.assembly import assemble_trace
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.processor import EVENT_NAME, LoopGuardSpanProcessor
+from otel_loopguard.replay.tracefile import iter_spans
+from otel_loopguard.types import ToolCall
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent.parent / "recordings"))
+from record import to_otlp_json_lines
 from scripted_agents import FAMILIES as AGENT_FAMILIES
 
 LOOP_QUERY = {"query": "refund policy"}
@@ -258,8 +266,9 @@ def _search_result(query: str) -> str:
     return json.dumps(HEALTHY_RESULTS[query]) if query in HEALTHY_RESULTS else LOOP_RESULT
 
 
-def _run_agents(calls: Sequence[dict[str, Any]]) -> None:
-    from agents import Agent, RunConfig, Runner, function_tool
+def _agents_agent(calls: Sequence[dict[str, Any]]) -> Any:
+    """The scripted ``triage`` agent of the Agents SDK, making ``calls`` then answering."""
+    from agents import Agent, function_tool
     from agents.testing import ScriptedModel, assistant_message, function_call
 
     @function_tool
@@ -270,15 +279,22 @@ def _run_agents(calls: Sequence[dict[str, Any]]) -> None:
     steps = [[function_call("search", args, call_id=f"call_{i}")]
              for i, args in enumerate(calls, 1)]
     steps.append([assistant_message("Done.")])
-    agent = Agent(name="triage", instructions="You are support triage.", tools=[search],
-                  model=ScriptedModel(steps, emit_traces=True))
+    return Agent(name="triage", instructions="You are support triage.", tools=[search],
+                 model=ScriptedModel(steps, emit_traces=True))
+
+
+def _run_agents(calls: Sequence[dict[str, Any]]) -> None:
+    from agents import RunConfig, Runner
+
+    agent = _agents_agent(calls)
     result = asyncio.run(Runner.run(agent, "I want a refund", max_turns=20,
                                     run_config=RunConfig(workflow_name="support",
                                                          group_id="conv-live")))
     assert result.final_output == "Done."
 
 
-def _run_langchain(calls: Sequence[dict[str, Any]]) -> None:
+def _langchain_agent(calls: Sequence[dict[str, Any]]) -> Any:
+    """The scripted ``triage`` agent of LangChain (``create_agent``), making ``calls``."""
     from langchain.agents import create_agent
     from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
     from langchain_core.messages import AIMessage
@@ -300,8 +316,12 @@ def _run_langchain(calls: Sequence[dict[str, Any]]) -> None:
                                            "type": "tool_call"}])
         for i, args in enumerate(calls, 1)]
     responses.append(AIMessage("Done."))
-    agent = create_agent(ScriptedChat(responses=responses), tools=[search],
-                         system_prompt="You are support triage.", name="triage")
+    return create_agent(ScriptedChat(responses=responses), tools=[search],
+                        system_prompt="You are support triage.", name="triage")
+
+
+def _run_langchain(calls: Sequence[dict[str, Any]]) -> None:
+    agent = _langchain_agent(calls)
     out = agent.invoke({"messages": [("user", "I want a refund")]},
                        config={"recursion_limit": 30, "metadata": {"session_id": "conv-live"}})
     assert out["messages"][-1].content == "Done."
@@ -393,6 +413,65 @@ def test_without_downstream_the_agent_span_gets_the_event(live_events: Live) -> 
     assert all((e.attributes or {}).get("loopguard.code") == "STAGNANT_RESULT" for e in events)
     assert live_events.internal_errors() == 0
     assert live_events.processor.guard.errors == 0
+
+
+def _doc_example(framework: str) -> tuple[str, str]:
+    """Return docs/frameworks.md's ``loopguard_naming.py`` block and its example for
+    ``framework`` (the block marked ``<!-- example: requires=agents -->`` or ``langchain``)."""
+    page = (Path(__file__).parents[2] / "docs" / "frameworks.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"(?:<!-- example: requires=([\w.,]+) -->\n)?```python\n(.*?)```",
+                        page, re.DOTALL)
+    helper = next(code for _, code in blocks if code.startswith("# loopguard_naming.py"))
+    return helper, next(code for requires, code in blocks if requires.split(",")[0] == framework)
+
+
+def _counted(registry: CollectorRegistry) -> Counter[tuple[str, str]]:
+    """``(sample name, prompt_template)`` -> the sum of its ``_total`` samples."""
+    counted: Counter[tuple[str, str]] = Counter()
+    for family in registry.collect():
+        for sample in family.samples:
+            if "prompt_template" in sample.labels and sample.name.endswith("_total"):
+                counted[(sample.name, sample.labels["prompt_template"])] += int(sample.value)
+    return counted
+
+
+@pytest.mark.parametrize("live", ALL, indirect=True)
+def test_documented_run_gives_one_label_and_the_conversation(
+        live: Live, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/frameworks.md's example for the framework, run 20 times on looping agents: every
+    tool call, run and finding is counted under its one label, and check reads the same label
+    and each run's conversation from the exported spans."""
+    helper, example = _doc_example(live.family.framework)
+    (tmp_path / "loopguard_naming.py").write_text(helper)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "loopguard_naming", raising=False)
+    import loopguard_naming
+
+    # the helper takes the global provider; here the family's, which feeds this test's processor
+    monkeypatch.setattr(loopguard_naming, "trace",
+                        SimpleNamespace(get_tracer=live.provider.get_tracer))
+    namespace: dict[str, Any] = {}
+    exec(compile(example, "docs/frameworks.md", "exec"), namespace)
+    make = _agents_agent if live.family.framework == "agents" else _langchain_agent
+    for n in range(20):
+        namespace["run_triage"](make(LOOPING), "I want a refund", f"conv-{n}")
+    live.provider.force_flush()
+    label = "support_triage@v3"
+    counted = _counted(live.registry)
+    assert {template for _, template in counted} == {label}
+    assert counted[("loopguard_runs_total", label)] == 20
+    assert counted[("loopguard_tool_calls_total", label)] == 20 * 4
+    assert counted[("loopguard_loop_detected_total", label)] == 20 * 2  # warn, replan
+    path = tmp_path / "spans.jsonl"
+    path.write_text("".join(line + "\n" for line in
+                            to_otlp_json_lines(list(live.exporter.get_finished_spans()))))
+    records = list(iter_spans(str(path), strict=True))
+    runs = [assemble_trace(t, [r for r in records if r.trace_id == t], LoopGuardConfig())
+            for t in dict.fromkeys(r.trace_id for r in records)]
+    runs = [run for run in runs if any(isinstance(e.event, ToolCall) for e in run.events)]
+    assert [(run.prompt_template, run.conversation) for run in runs] == [
+        (label, f"conv-{n}") for n in range(20)]
+    assert live.internal_errors() == 0
 
 
 def test_every_family_has_a_requirements_file() -> None:
