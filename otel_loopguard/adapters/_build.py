@@ -10,8 +10,8 @@ from otel_loopguard.adapters._rules import handoff_target
 from otel_loopguard.adapters._unwrap import unwrap_arguments, unwrap_result
 from otel_loopguard.types import STATUS_ERROR, Handoff, SpanRecord, ToolCall
 
-__all__ = ["HANDOFF", "CallPlan", "PlannedAdapter", "build_handoff", "build_tool_call",
-           "error_message"]
+__all__ = ["HANDOFF", "REDACTED", "CallPlan", "PlannedAdapter", "build_handoff",
+           "build_tool_call", "error_message"]
 
 _MISSING = object()
 
@@ -20,6 +20,11 @@ CallPlan = tuple[Any, str, str, Any]
 
 HANDOFF: Final[CallPlan] = ("", "", "", None)
 """The plan (compared by identity) of a span the adapter turns into a ``Handoff``."""
+
+REDACTED: Final = "__REDACTED__"
+"""What OpenInference writes in place of a value it hides (``OPENINFERENCE_HIDE_INPUTS``,
+``OPENINFERENCE_HIDE_OUTPUTS``...): a value not captured, never the call's arguments or result
+(every call's would be the same text)."""
 
 
 def error_message(span: SpanRecord) -> str:
@@ -47,6 +52,8 @@ def build_tool_call(span: SpanRecord, tool: Any, args_key: str, result_key: str,
     """
     attrs = span.attributes
     raw_result = attrs.get(result_key, _MISSING)
+    if raw_result == REDACTED:  # hidden: as if not captured
+        raw_result = _MISSING
     has_result = raw_result is not _MISSING
     result, envelope_error = unwrap_result(raw_result) if has_result else (None, False)
     if span.status_code == STATUS_ERROR or k.ERROR_TYPE in attrs \
@@ -57,7 +64,9 @@ def build_tool_call(span: SpanRecord, tool: Any, args_key: str, result_key: str,
     if envelope_error and not message:
         message = str(result)[:500]
     # Positional, in field order: every tool span read builds one (``ToolCall.in_context``).
-    return ToolCall(str(tool), unwrap_arguments(attrs.get(args_key)), result, has_result,
+    raw_args = attrs.get(args_key)
+    return ToolCall(str(tool), unwrap_arguments(None if raw_args == REDACTED else raw_args),
+                    result, has_result,
                     failed, message, str(agent) if agent else None, span.span_id,
                     span.trace_id, span.start_time_ns, span.end_time_ns, turn)
 

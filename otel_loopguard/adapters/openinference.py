@@ -6,7 +6,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from otel_loopguard.adapters import _keys as k
-from otel_loopguard.adapters._build import HANDOFF, CallPlan, PlannedAdapter, build_handoff
+from otel_loopguard.adapters._build import (
+    HANDOFF,
+    REDACTED,
+    CallPlan,
+    PlannedAdapter,
+    build_handoff,
+)
 from otel_loopguard.adapters._rules import is_handoff_tool, is_non_call, is_plain_tool
 from otel_loopguard.types import Handoff, SpanRecord
 
@@ -50,6 +56,9 @@ class OpenInferenceAdapter(PlannedAdapter):
         if not span.name.startswith(_HANDOFF_PREFIX):
             tool = attrs.get(k.OI_TOOL_NAME) or span.name
             return build_handoff(span, tool, k.OI_INPUT_VALUE, _agent(attrs))
-        target = attrs.get(k.OI_OUTPUT_VALUE) or span.name.removeprefix(_HANDOFF_PREFIX)
-        return Handoff(from_agent=str(attrs.get(k.OI_INPUT_VALUE)), to_agent=str(target),
+        target = attrs.get(k.OI_OUTPUT_VALUE)
+        if not target or target == REDACTED:
+            target = span.name.removeprefix(_HANDOFF_PREFIX)
+        source = attrs.get(k.OI_INPUT_VALUE)
+        return Handoff(from_agent="" if source == REDACTED else str(source), to_agent=str(target),
                        span_id=span.span_id, end_time_ns=span.end_time_ns)
