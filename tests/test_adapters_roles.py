@@ -26,6 +26,9 @@ SPANS: list[tuple[str, dict[str, Any]]] = [
     ("Agent run: 'triage'", {}),
     ("Function: search", {}),
     ("Handoff: a -> b", {}),
+    # Logfire 5 names by template; the values are attributes
+    ("Agent run: {name!r}", {"name": "triage", "logfire.msg": "Agent run: 'triage'"}),
+    ("Handoff: {from_agent} → {to_agent}", {"from_agent": "a", "to_agent": "b"}),
     ("GET /health", {"http.method": "GET"}),
     # Mixed conventions: an agent span that is also a model call, a tool span named like an
     # agent run, a model span with a Logfire function name.

@@ -19,7 +19,7 @@ from otel_loopguard.adapters._turns import tool_request_of
 from otel_loopguard.adapters._unwrap import parse_maybe_json
 from otel_loopguard.adapters._usage import TokenUsage, usage_of
 from otel_loopguard.adapters.genai import GenAIAdapter
-from otel_loopguard.adapters.logfire import LogfireAdapter
+from otel_loopguard.adapters.logfire import LogfireAdapter, agent_run_name
 from otel_loopguard.adapters.openinference import OpenInferenceAdapter
 from otel_loopguard.adapters.openllmetry import OpenLLMetryAdapter
 from otel_loopguard.signature import digest
@@ -147,7 +147,7 @@ def agent_of(name: str, attributes: Mapping[str, Any]) -> str | None:
         found = attributes.get(k.GEN_AI_AGENT_NAME) or attributes.get(k.TL_ENTITY_NAME)
         return str(found) if found else name.removesuffix(".agent")
     if name.startswith(k.LOGFIRE_AGENT_PREFIX):
-        return name.removeprefix(k.LOGFIRE_AGENT_PREFIX).strip("'\" ")
+        return agent_run_name(name, attributes)
     return None
 
 
