@@ -77,7 +77,9 @@ def _handoff_agents(name: str, attrs: Mapping[str, Any]) -> tuple[str, str] | No
         return None
     message = attrs.get(k.LOGFIRE_MSG)
     if isinstance(message, str) and message.startswith(k.LOGFIRE_HANDOFF_PREFIX):
-        return _split(message.removeprefix(k.LOGFIRE_HANDOFF_PREFIX))
+        found = _split(message.removeprefix(k.LOGFIRE_HANDOFF_PREFIX))
+        if found is not None and found[0] not in _NULL and found[1] not in _NULL:
+            return found  # not "triage → None": the handoff is not made yet
     return None
 
 
