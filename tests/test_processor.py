@@ -61,6 +61,16 @@ def _setup() -> Iterator[Setup]:
     s.provider.shutdown()
 
 
+def _one_search(provider: TracerProvider) -> None:
+    """End one ``search`` tool span (no arguments or result) under an agent span."""
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("invoke_agent a", attributes={
+            "gen_ai.operation.name": "invoke_agent"}), tracer.start_as_current_span(
+            "execute_tool search", attributes={"gen_ai.operation.name": "execute_tool",
+                                               "gen_ai.tool.name": "search"}):
+        pass
+
+
 def _loop(setup: Setup, n: int = 5, attrs: dict[str, Any] | None = None) -> None:
     with setup.tracer.start_as_current_span("invoke_agent triage", attributes=attrs or AGENT):
         for _ in range(n):
@@ -470,12 +480,7 @@ def test_install_serves_the_registry_the_processor_counts_into() -> None:
     registry = CollectorRegistry()
     install(LoopGuardConfig.create(metrics_port=port), tracer_provider=provider,
             registry=registry)
-    tracer = provider.get_tracer("t")
-    with tracer.start_as_current_span("invoke_agent a", attributes={
-            "gen_ai.operation.name": "invoke_agent"}), tracer.start_as_current_span(
-            "execute_tool search", attributes={"gen_ai.operation.name": "execute_tool",
-                                               "gen_ai.tool.name": "search"}):
-        pass
+    _one_search(provider)
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
         body = answer.read().decode()
     assert 'loopguard_tool_calls_total{prompt_template="unknown",tool="search"} 1.0' in body
@@ -490,12 +495,7 @@ def test_processors_on_one_registry_share_its_metrics() -> None:
         provider = TracerProvider()
         provider.add_span_processor(LoopGuardSpanProcessor(
             LoopGuardConfig.create(), registry=registry, raise_internal_errors=True))
-        tracer = provider.get_tracer("t")
-        with tracer.start_as_current_span("invoke_agent a", attributes={
-                "gen_ai.operation.name": "invoke_agent"}), tracer.start_as_current_span(
-                "execute_tool search", attributes={"gen_ai.operation.name": "execute_tool",
-                                                   "gen_ai.tool.name": "search"}):
-            pass
+        _one_search(provider)
         tracer_calls.append(registry.get_sample_value(
             "loopguard_tool_calls_total", {"prompt_template": "unknown", "tool": "search"}))
         provider.shutdown()
