@@ -382,8 +382,12 @@ class LoopGuardReceiver(IntakeWorker):
                             retry_after_seconds=self.options.retry_after_seconds)
 
     def _enqueue(self, decoded: Decoded) -> None:
-        if decoded.forward_body is not None and self.log_forwarder is not None:
-            self.log_forwarder.send(decoded.forward_body, decoded.log_records)  # at once
+        """Queue a decoded request for the worker; forward a logs request once it is accepted.
+
+        A logs request is forwarded as it came (at once, not after its check), but only once
+        nothing can refuse it any more: forwarded and then answered 429, it would reach the
+        downstream twice when the sender retries.
+        """
         if decoded.logs:  # every span of it is a record of an event
             decoded.made = len(decoded.spans)
         else:
@@ -395,6 +399,7 @@ class LoopGuardReceiver(IntakeWorker):
                     decoded.payloads += [None] * len(copies)
         if not decoded.spans:
             self._take_bytes(-decoded.held_bytes)
+            self._forward_logs(decoded)
             return
         decoded.received_ns = self._clock()
         if self._journal is not None:
@@ -406,6 +411,12 @@ class LoopGuardReceiver(IntakeWorker):
             if self._journal is not None:
                 self._journal.accept(-len(decoded.spans))
             raise self.busy(f"intake queue full ({self.options.max_queue} batches)") from None
+        self._forward_logs(decoded)
+
+    def _forward_logs(self, decoded: Decoded) -> None:
+        """Hand an accepted logs request to the log forwarder, if it forwards one."""
+        if decoded.forward_body is not None and self.log_forwarder is not None:
+            self.log_forwarder.send(decoded.forward_body, decoded.log_records)
 
     @contextlib.contextmanager
     def _tracked(self) -> Iterator[None]:
