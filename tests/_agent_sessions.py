@@ -168,7 +168,10 @@ def codex(conversation_id: str, *, loops: bool, start: int = T0) -> Session:
                                           f"{700 + len(out.records)}"})
 
     def turn(n: int) -> None:
-        emit("codex.sse_event", {"event.kind": "response.completed", "duration_ms": "1500",
+        # each response twice, as Codex logs it: the stream's note of the server-sent event
+        # (its duration), then the client's record of the response (its token counts)
+        emit("codex.sse_event", {"event.kind": "response.completed", "duration_ms": "1500"})
+        emit("codex.sse_event", {"event.kind": "response.completed",
                                  "input_token_count": str(3000 + n), "output_token_count": "220",
                                  "cached_token_count": "2000", "reasoning_token_count": "64",
                                  "tool_token_count": "0"})

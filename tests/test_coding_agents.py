@@ -234,6 +234,26 @@ def test_gemini_cli_searches_are_reads_under_either_name(tool: str) -> None:
     assert ToolKinds(LoopGuardConfig()).kind(tool, arguments={"pattern": "parse_date"}) == "read"
 
 
+def test_a_codex_model_response_is_one_step_though_logged_twice() -> None:
+    """Codex logs a completed response twice (the stream's note with its duration, the
+    client's record with its tokens): both counted made a ``max_steps`` budget fire at half
+    its steps. The healthy session: 6 responses and 6 tool calls, 12 steps."""
+    run = sessions()[3]
+    records = AgentRecords().from_events(_events(run))
+    turns = [r for r in records if r.name.startswith("chat")]
+    assert len(turns) == 6
+    assert all(t.attributes.get("gen_ai.usage.input_tokens") for t in turns)
+
+    def budget(steps: int) -> list[str]:
+        config = LoopGuardConfig.create(max_steps_warn=steps)
+        reports = list(Checker(config).run(iter(AgentRecords().from_events(_events(run)))))
+        return [e.code for r in reports for d in r.findings for e in d.evidence
+                if e.detector == "budget"]
+
+    assert budget(13) == []
+    assert budget(12) != []
+
+
 def test_a_paused_session_continues_in_a_new_run_in_serve() -> None:
     now = [0]
     agents = AgentRecords(clock=lambda: now[0], pause_seconds=10)

@@ -6,7 +6,8 @@ full name (``codex.tool_result``; the OTLP ``event_name`` field is the ``tracing
 ``event otel/src/...rs:812``), every value recorded through ``Display`` is a string
 (``duration_ms``, ``success``), ``conversation.id`` and ``model`` are on every event, and
 ``time_unix_nano`` is 0 (the reader falls back to the observed time, then
-``event.timestamp``). ``codex.tool_result`` carries the arguments and the output.
+``event.timestamp``). ``codex.tool_result`` carries the arguments and the output; a model
+response is the ``codex.sse_event`` ``response.completed`` that carries its token counts.
 """
 
 from __future__ import annotations
@@ -24,6 +25,18 @@ _MS: Final = 1_000_000
 _COMPLETED: Final = "response.completed"
 
 
+def _transport_copy(attrs: Mapping[str, Any]) -> bool:
+    """Whether a ``response.completed`` event is the stream's note of it, not the model turn.
+
+    Codex logs each completed response twice: the HTTP stream logs every server-sent event
+    with its ``duration_ms`` (``log_sse_event``), and the client logs the response's token
+    counts (``sse_event_completed``; ``see_event_completed_failed`` when it could not read
+    them: an ``error.message`` and no duration). The turn is the second; counting both made
+    every model request two turns (a ``max_steps_*`` budget reached at half its steps).
+    """
+    return "duration_ms" in attrs and "input_token_count" not in attrs
+
+
 def read_event(name: str, attrs: Mapping[str, Any], end_ns: int) -> AgentCall | AgentTurn | None:
     """Return the tool call (``tool_result``) or model response (``sse_event`` completed)."""
     session = text(attrs, "conversation.id", "thread.id")
@@ -39,7 +52,8 @@ def read_event(name: str, attrs: Mapping[str, Any], end_ns: int) -> AgentCall | 
         if output is not None:
             call.result = output
         return call
-    if name == "codex.sse_event" and text(attrs, "event.kind") == _COMPLETED:
+    if name == "codex.sse_event" and text(attrs, "event.kind") == _COMPLETED \
+            and not _transport_copy(attrs):
         tokens_in = int(number(attrs.get("input_token_count")))
         tokens_out = int(number(attrs.get("output_token_count"))) + \
             int(number(attrs.get("reasoning_token_count")))

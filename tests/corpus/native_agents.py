@@ -443,9 +443,12 @@ class _Session:
             self.emit("claude_code.api_request", {"event.name": "api_request", "model": model,
                                                   "duration_ms": 1000,
                                                   "query_source": "repl_main_thread"})
-        elif agent == "codex":
+        elif agent == "codex":  # twice, as Codex logs it: the stream's note, then the tokens
             self.emit(None, {"event.name": "codex.sse_event", "event.kind": "response.completed",
                              "duration_ms": "1000"})
+            self.emit(None, {"event.name": "codex.sse_event", "event.kind": "response.completed",
+                             "input_token_count": "0", "output_token_count": "0",
+                             "tool_token_count": "0"})
         else:
             self.emit(f"API response from {model}.", {
                 "event.name": "gemini_cli.api_response", "model": model, "status_code": 200,
