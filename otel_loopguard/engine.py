@@ -322,7 +322,8 @@ class LoopEngine(Prechecks, Turns):
                     turn or 0, call_key, outcome, version, target, unchanged,
                     # sequence_key: unknown outcome, mutation in any version, else the pair
                     f"\x00absent:{index}" if not has_result and error is None
-                    else outcome if kind == "mutating" else pair), repeat
+                    else outcome if kind == "mutating" else pair,
+                    call.arguments is not None), repeat
 
     def _custom_call_sig(self, tool: str, arguments: Any, builtin: str) -> str:
         """Return the call signature from the ``signature`` hook (``builtin`` if it fails)."""

@@ -25,7 +25,7 @@ BOUNDS: dict[str, tuple[int, int, int]] = {
     "claude-code | telemetry on (default)": (2, 0, 0),
     "claude-code | OTEL_LOG_TOOL_DETAILS=1": (8, 1, 1),
     "codex | [otel] exporter (default)": (5, 1, 1),
-    "gemini-cli | logPrompts: false": (3, 1, 0),
+    "gemini-cli | logPrompts: false": (2, 0, 0),
     "gemini-cli | logPrompts: true (default)": (8, 1, 1),
 }
 

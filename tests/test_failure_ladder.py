@@ -38,6 +38,22 @@ class TestLadders:
     def test_ladder(self, calls: list[dict[str, Any]], expected: dict[int, str]) -> None:
         assert by(run(calls), "failure") == expected
 
+    def test_without_captured_arguments_no_stop_at_the_second_failure(self) -> None:
+        """Arguments not captured (Claude Code's and Gemini CLI's default telemetry, an
+        instrumentation without content capture): two reads of missing files may be two files.
+        Before, "identical arguments" was taken for granted and the second stopped the run."""
+        missing = _fail("read_file", None, "ENOENT: no such file or directory")
+        assert by(run([missing] * 2), "failure") == {}
+        assert by(run([missing] * 5), "failure") == {3: "warn", 4: "stop", 5: "stop"}
+        decisions = run([missing] * 3)
+        assert decisions[2].evidence[0].details["ladder"] == "same_target"
+        # captured and identical, the second still stops
+        same = _fail("read_file", {"path": "a.py"}, "ENOENT: no such file or directory")
+        assert by(run([same] * 2), "failure") == {2: "stop"}
+        # retryable errors keep their ladder: the third warns, the fifth stops
+        busy = _fail("fetch", None, "HTTP 429 Too Many Requests")
+        assert by(run([busy] * 5), "failure") == {3: "warn", 4: "warn", 5: "stop"}
+
     def test_other_targets_never_stop(self) -> None:
         """Thirty users not found, one after the other, warn and never stop."""
         calls = [_fail("get_user", {"email": f"u{i}@example.com"}, "user not found")

@@ -84,6 +84,9 @@ class Step:
     sequence: str = ""
     """``sequence_key`` of this step as ``make_step`` gives it, so the detectors that compare
     sequences (cycle, batch) do not derive it each; ``""`` in a step built otherwise."""
+    arguments_captured: bool = True
+    """False when the span carried no arguments at all: then no two calls are known to be
+    identical (the failure ladder's stop at the second identical call does not apply)."""
 
 
 class CountingWindow:

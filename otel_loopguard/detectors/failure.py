@@ -169,6 +169,10 @@ class FailureDetector(DetectorBase):
         same_call = _bump(failures.by_call, step.call_key + "\x00" + key)
         same_target = 0 if step.target is None else _bump(failures.by_target,
                                                            step.target + "\x00" + key)
+        if not step.arguments_captured and step.error_class == "permanent":
+            # identical arguments cannot be known: the stop at the second resubmission needs
+            # them; the tool's same error counts as on one target (warn at 3, stop at 4)
+            same_call, same_target = 0, same_call
         details = occurrence_details(occ, error_class=step.error_class,
                                      error_reason=step.error_reason, same_arguments=same_call,
                                      same_target=same_target)
