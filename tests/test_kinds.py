@@ -216,6 +216,10 @@ class TestArguments:
         (["rm", "-f", "x"], "mutating"),
         ('["bash", "-c", "cat x"]', "read"),
         ({"action": {"type": "exec", "command": ["rm", "x"]}}, "mutating"),
+        ({"command": ["apply_patch", "*** Begin Patch\n*** Update File: a.py\n@@\n-x\n+y\n"
+                                     "*** End Patch\n"]}, "mutating"),  # Codex CLI's edit
+        ({"command": ["bash", "-lc", "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: b.py\n"
+                                     "+x = 1\n*** End Patch\nEOF"]}, "mutating"),
         ("{not json} > out.txt", "mutating"),
     ], ids=lambda v: str(v)[:40])
     def test_command_text(self, classifier: CallKindClassifier, arguments: Any,

@@ -150,6 +150,24 @@ def _h18(agent: AgentScript) -> None:
 
 
 
+def _h18_through(shell: str, edits: list[tuple[str, Any, Any]]) -> Callable[[AgentScript], None]:
+    """H18 as a coding agent runs it: its shell tool reruns the tests, its edit tool edits."""
+    def body(agent: AgentScript) -> None:
+        tests = (shell, {"command": "python -m pytest -q tests/test_total.py"},
+                 "F\nFAILED tests/test_total.py::test_total - assert 3 == 4\n1 failed in 0.21s")
+        _each([tests, *[c for edit in edits for c in (edit, tests)]])(agent)
+
+    return body
+
+
+def _codex_patch(n: int) -> str:
+    return (f"*** Begin Patch\n*** Update File: src/total.py\n@@\n-    return v{n}\n"
+            f"+    return v{n + 1}\n*** End Patch\n")
+
+
+_CODEX_DONE = "Success. Updated the following files:\nM src/total.py\n"
+
+
 def _run_script(tool: str, command: str) -> tuple[str, dict[str, str]]:
     """Return (tool, arguments) of running ``command`` through a shell or a dedicated tool."""
     return (tool, {"command": command}) if tool == "bash" else (tool, {"target": command})
@@ -310,6 +328,12 @@ HEALTHY.update({
     "H18-same-failure-after-different-edits": Scenario(_one_run(_h18)),
     "H18-repro-after-four-fixes": Scenario(_one_run(_h18_repro("run_script"))),
     "H18-repro-after-four-fixes-bash": Scenario(_one_run(_h18_repro("bash"))),
+    "H18-codex-apply-patch-argv": Scenario(_one_run(_h18_through("shell", [
+        ("shell", {"command": ["apply_patch", _codex_patch(n)]}, _CODEX_DONE)
+        for n in range(3)]))),
+    "H18-codex-apply-patch-heredoc": Scenario(_one_run(_h18_through("shell", [
+        ("shell", {"command": ["bash", "-lc", f"apply_patch <<'EOF'\n{_codex_patch(n)}EOF"]},
+         _CODEX_DONE) for n in range(3)]))),
     "H19-heredoc-writes": Scenario(_one_run(_h19)),
     "H20-sed-edits": Scenario(_one_run(_h20)),
     "H21-view-after-edits": Scenario(_one_run(_h21)),

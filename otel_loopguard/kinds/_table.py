@@ -46,9 +46,10 @@ _WRITES: Final = _each("mutating", """
     create, edit, insert, append, systemctl, service, crontab, useradd, userdel, usermod, chpasswd,
     black, isort, autopep8 -i, autopep8 --in-place, ruff format,
     ruff check --fix, ruff --fix, prettier --write, eslint --fix, gofmt -w, clang-format -i,
-    cargo fmt, go fmt, venv, virtualenv
+    cargo fmt, go fmt, venv, virtualenv, apply_patch, applypatch
 """)
-"""Commands that change files, packages, processes or services."""
+"""Commands that change files, packages, processes or services (``apply_patch``: Codex CLI's
+edits, run through its shell tool as ``["apply_patch", PATCH]`` or ``apply_patch <<'EOF'``)."""
 
 _PACKAGES: Final = {
     **_each("mutating", """
