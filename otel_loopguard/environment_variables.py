@@ -470,7 +470,11 @@ LOOPGUARD_EDITOR_TOOLS: Final = "LOOPGUARD_EDITOR_TOOLS"
 Setting ``editor_tools``. Default: ``str_replace_editor``, ``str_replace_based_edit_tool``,
 ``text_editor``, ``edit``, ``multiedit``, ``write``, ``read``, ``view``, ``view_file``,
 ``edit_file``, ``write_file``, ``write_to_file``, ``create_file``, ``replace_in_file``,
-``search_replace``, ``apply_patch``. Allowed: a comma-separated list (compared in lower case).
+``search_replace``, ``apply_patch``, ``file_editor``, ``replace_string_in_file``,
+``multi_replace_string_in_file``, ``insert_edit_into_file``, ``edit_notebook_file``,
+``edit_notebook``, ``apply_diff``, ``insert_content``, ``search_and_replace``,
+``replace_file_content``, ``multi_replace_file_content``. Allowed: a comma-separated list
+(compared in lower case).
 """
 
 LOOPGUARD_COMMAND_KINDS: Final = "LOOPGUARD_COMMAND_KINDS"

@@ -319,6 +319,11 @@ class TestEditor:
         ("Read", {"file_path": "a.py"}, "read"),
         ("view_file", {"path": "a.py"}, "read"),
         ("create_file", {"path": "a.py"}, "mutating"),
+        ("file_editor", {"command": "view", "path": "/a.py"}, "read"),  # OpenHands SDK
+        ("file_editor", {"command": "str_replace", "path": "/a.py"}, "mutating"),
+        ("replace_string_in_file", {"filePath": "a.py", "oldString": "x"}, "mutating"),
+        ("apply_diff", {"path": "a.py", "diff": "x"}, "mutating"),
+        ("replace_file_content", {"TargetFile": "a.py"}, "mutating"),
         ("str_replace_editor", {"command": "frobnicate"}, "mutating"),
         ("str_replace_editor", None, "mutating"),
     ])

@@ -334,6 +334,22 @@ HEALTHY.update({
     "H18-codex-apply-patch-heredoc": Scenario(_one_run(_h18_through("shell", [
         ("shell", {"command": ["bash", "-lc", f"apply_patch <<'EOF'\n{_codex_patch(n)}EOF"]},
          _CODEX_DONE) for n in range(3)]))),
+    "H18-openhands-sdk-file-editor": Scenario(_one_run(_h18_through("terminal", [
+        ("file_editor", {"command": "str_replace", "path": "/workspace/src/total.py",
+                         "old_str": f"return v{n}", "new_str": f"return v{n + 1}"},
+         "The file /workspace/src/total.py has been edited.") for n in range(3)]))),
+    "H18-copilot-replace-string-in-file": Scenario(_one_run(_h18_through("run_in_terminal", [
+        ("replace_string_in_file", {"filePath": "src/total.py", "oldString": f"return v{n}",
+                                    "newString": f"return v{n + 1}"},
+         "The following files were successfully edited:\nsrc/total.py") for n in range(3)]))),
+    "H18-roo-code-apply-diff": Scenario(_one_run(_h18_through("execute_command", [
+        ("apply_diff", {"path": "src/total.py", "diff": f"<<<<<<< SEARCH\nreturn v{n}\n=======\n"
+                                                         f"return v{n + 1}\n>>>>>>> REPLACE"},
+         "Changes successfully applied to src/total.py") for n in range(3)]))),
+    "H18-windsurf-replace-file-content": Scenario(_one_run(_h18_through("run_command", [
+        ("replace_file_content", {"TargetFile": "src/total.py", "ReplacementChunks": [
+            {"TargetContent": f"return v{n}", "ReplacementContent": f"return v{n + 1}"}]},
+         "Edited src/total.py") for n in range(3)]))),
     "H19-heredoc-writes": Scenario(_one_run(_h19)),
     "H20-sed-edits": Scenario(_one_run(_h20)),
     "H21-view-after-edits": Scenario(_one_run(_h21)),
