@@ -62,6 +62,14 @@ class ToolLoopError(LoopGuardError):
         self.repeats = decision.evidence[0].count if decision.evidence else 0
         super().__init__(message or _message(decision, self.tool_name, self.repeats))
 
+    def __reduce__(self) -> tuple[type[ToolLoopError], tuple[Decision, str], dict[str, object]]:
+        """Pickle (and copy) with the decision: ``args`` holds only the message.
+
+        A ``ToolLoopError`` raised in a process pool's worker reaches the caller whole, instead
+        of failing to unpickle there (which breaks the pool).
+        """
+        return type(self), (self.decision, str(self)), self.__dict__
+
 
 def _message(decision: Decision, tool: str, repeats: int) -> str:
     code = decision.code

@@ -7,15 +7,18 @@ replan at the 4th); the 5th would reach ``stagnation_stop = 5`` and is the one t
 from __future__ import annotations
 
 import asyncio
+import copy
 import importlib.util
 import json
 import logging
+import multiprocessing
 import subprocess
 import sys
 import threading
 import time
 import typing
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -123,6 +126,37 @@ def test_abort_raises_tool_loop_error_before_the_body_runs(make: Any) -> None:
     assert error.decision.code == "STAGNANT_RESULT"
     assert error.decision.tool == "search"
     assert error.decision.hint in setup.tool_spans()[4].attributes["loopguard.hint"]
+
+
+def _abort_in_this_process() -> None:
+    """A looping run that ends with ``ToolLoopError``, in a process pool's worker."""
+    setup = Setup(mode="enforce", enforcement="abort")
+    try:
+        with setup.run():
+            for _ in range(5):
+                setup.search("refund policy")
+    finally:
+        setup.close()
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(),
+                    reason="needs the fork start method")
+def test_tool_loop_error_raised_in_a_process_pool_reaches_the_caller() -> None:
+    # The pool pickles the worker's exception: ToolLoopError(decision) used to unpickle as
+    # ToolLoopError(message) and fail, which broke the pool (BrokenProcessPool).
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(1, mp_context=context) as pool:
+        with pytest.raises(ToolLoopError) as info:
+            pool.submit(_abort_in_this_process).result(timeout=60)
+        assert pool.submit(int, "7").result(timeout=60) == 7  # the pool still works
+    error = info.value
+    assert str(error) == ABORT_MESSAGE
+    assert (error.tool_name, error.repeats) == ("search", 5)
+    assert error.decision.code == "STAGNANT_RESULT"
+    assert error.decision.action is Action.STOP
+    assert error.decision.evidence[0].details["predicted"] is True
+    copied = copy.copy(error)
+    assert (str(copied), copied.decision) == (ABORT_MESSAGE, error.decision)
 
 
 def test_positional_and_keyword_arguments_are_the_same_call(make: Any) -> None:
