@@ -12,6 +12,7 @@ import importlib.util
 import json
 import logging
 import multiprocessing
+import pickle
 import subprocess
 import sys
 import threading
@@ -195,6 +196,22 @@ def test_hint_returns_loop_detected_result_instead_of_running(make: Any) -> None
         assert blocked == f"[loop-detected] {blocked.decision.hint}"
         assert "search" in blocked and "3 times" not in blocked  # counted: 5 identical calls
     assert not isinstance(out[0], LoopDetectedResult)
+
+
+def test_a_hint_result_can_be_copied_and_pickled(make: Any) -> None:
+    # An agent loop keeps tool results in its history, which gets deep-copied (copy.deepcopy,
+    # dataclasses.asdict) or pickled (a process pool, a queue): str's own way of copying a str
+    # subclass passed the hint's text to LoopDetectedResult(decision) and failed.
+    setup = make(mode="enforce", enforcement="hint")
+    with setup.run():
+        blocked = _calls(setup, 5)[4]
+    assert isinstance(blocked, LoopDetectedResult)
+    for copied in (copy.copy(blocked), copy.deepcopy([blocked])[0],
+                   pickle.loads(pickle.dumps(blocked))):
+        assert type(copied) is LoopDetectedResult
+        assert copied == blocked
+        assert copied.error == "loop-detected"
+        assert copied.decision == blocked.decision
 
 
 def test_hint_then_abort_hints_once_then_aborts(make: Any) -> None:

@@ -46,6 +46,10 @@ class LoopDetectedResult(str):
         obj.decision = decision
         return obj
 
+    def __reduce__(self) -> tuple[type[LoopDetectedResult], tuple[Decision]]:
+        """Copy and pickle from the decision (``str``'s way would pass the text as one)."""
+        return type(self), (self.decision,)
+
 
 @dataclass(frozen=True, slots=True)
 class GuardVerdict:
