@@ -147,14 +147,16 @@ class LoopGuardToolGuardrails:
 
         The input guardrail goes last among the tool's input guardrails (it opens the call's
         span, so it should only run once the others have allowed the call); the output
-        guardrail goes first (it records the tool's own result).
+        guardrail goes first (it records the tool's own result). Loopguard guardrails already
+        on the tool (from an earlier ``guard_tools``, say for each new agent) are replaced:
+        stacked, each would check and record every call again.
         """
-        inputs = list(tool.tool_input_guardrails or [])
-        if self.input not in inputs:
-            tool.tool_input_guardrails = [*inputs, self.input]
-        outputs = list(tool.tool_output_guardrails or [])
-        if self.output not in outputs:
-            tool.tool_output_guardrails = [self.output, *outputs]
+        inputs = [g for g in tool.tool_input_guardrails or []
+                  if not _is_loopguard(g, LoopGuardToolGuardrails._on_input)]
+        tool.tool_input_guardrails = [*inputs, self.input]
+        outputs = [g for g in tool.tool_output_guardrails or []
+                   if not _is_loopguard(g, LoopGuardToolGuardrails._on_output)]
+        tool.tool_output_guardrails = [self.output, *outputs]
         return tool
 
     # --- the guardrails ---------------------------------------------------------------------
@@ -249,9 +251,7 @@ class LoopGuardToolGuardrails:
         name = data.context.tool_name
         for tool in getattr(data.agent, "tools", None) or ():
             if isinstance(tool, FunctionTool) and tool.name == name:
-                return any(getattr(g, "guardrail_function", None) is not None
-                           and getattr(g.guardrail_function, "__func__", None)
-                           is LoopGuardToolGuardrails._on_output
+                return any(_is_loopguard(g, LoopGuardToolGuardrails._on_output)
                            for g in tool.tool_output_guardrails or ())
         return True  # not found (e.g. MCP): assume attached rather than lose the result
 
@@ -261,6 +261,12 @@ class LoopGuardToolGuardrails:
         except (AttributeError, TypeError):
             if pending.span is not None:
                 pending.span.end()
+
+
+def _is_loopguard(guardrail: Any, method: Any) -> bool:
+    """Return True when ``guardrail`` runs ``method`` of a ``LoopGuardToolGuardrails``."""
+    function = getattr(guardrail, "guardrail_function", None)
+    return getattr(function, "__func__", None) is method
 
 
 def _take(ctx: Any) -> _Pending | None:

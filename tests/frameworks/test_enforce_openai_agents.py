@@ -40,6 +40,8 @@ from agents import (  # noqa: E402
     FunctionTool,
     RunConfig,
     Runner,
+    ToolGuardrailFunctionOutput,
+    ToolInputGuardrail,
     ToolInputGuardrailTripwireTriggered,
     function_tool,
 )
@@ -392,6 +394,28 @@ def test_guardrails_attach_once_and_keep_the_tools_own(make: Any) -> None:
     assert guardrails.attach(guardrails.attach(search)) is search
     assert search.tool_input_guardrails == [guardrails.input]
     assert search.tool_output_guardrails == [guardrails.output]
+
+
+def test_guarding_a_tool_again_replaces_its_loopguard_guardrails(make: Any) -> None:
+    # An agent built per request guards the module's tools again each time: the guardrails
+    # used to stack, so each call was checked and recorded once per guard_tools (duplicate
+    # spans and counts) and the loop was stopped ever earlier (after 1 call by the 3rd agent).
+    h = make(mode="enforce", enforcement="hint")
+    search = h.search_tool()
+    own = ToolInputGuardrail(guardrail_function=lambda data: ToolGuardrailFunctionOutput.allow(),
+                             name="own")
+    search.tool_input_guardrails = [own]
+    for _ in range(3):
+        h.executions.clear()
+        agent = h.agent([LOOP_QUERY] * 7, tools=[search])
+        asyncio.run(Runner.run(agent, "I want a refund", max_turns=30))
+        assert len(h.executions) == 4
+        assert search.tool_input_guardrails[0] is own
+        assert len(search.tool_input_guardrails) == 2
+        assert len(search.tool_output_guardrails) == 1
+    assert h.sample("loopguard_tool_calls_total", prompt_template="unknown", tool="search") == 12
+    assert h.enforced("hint") == 9
+    assert len(h.tool_spans()) == 21
 
 
 # ----------------------------------------------------------------------------- instrumented
