@@ -376,6 +376,29 @@ def test_enforcement_actions_are_counted(make: Any) -> None:
                         enforcement="abort") == 2
 
 
+def test_a_stopped_call_counts_as_a_finding_of_its_detector_or_budget(make: Any) -> None:
+    """A stopped call never runs, so the processor never counts it: before, an enforced stop
+    was only in ``loopguard_enforced_total``, never a ``stop`` in the loop and budget series
+    the dashboard and alerts read (``LoopGuardBudgetExhausted`` could not fire)."""
+    loop = make(mode="enforce", enforcement="hint")
+    with loop.run():
+        _calls(loop, 7)  # 4 run (warn at 3, replan at 4), 3 stopped
+    labels = {"prompt_template": "unknown", "detector": "stagnation", "mode": "enforce"}
+    assert loop.sample("loopguard_loop_detected_total", action="stop", **labels) == 3
+    assert loop.sample("loopguard_loop_detected_total", action="replan", **labels) == 1
+    assert loop.sample("loopguard_runs_flagged_total", prompt_template="unknown",
+                       action="stop") == 1
+
+    budget = make(mode="enforce", enforcement="hint", max_tool_calls_stop=3)
+    with budget.run():
+        for topic in ("refunds", "shipping", "returns", "warranty", "billing"):
+            budget.search(topic)
+    assert budget.sample("loopguard_budget_exceeded_total", prompt_template="unknown",
+                         budget="run", action="stop", mode="enforce") == 3
+    assert budget.sample("loopguard_runs_flagged_total", prompt_template="unknown",
+                         action="stop") == 0  # budgets are not loops
+
+
 def test_the_blocked_span_records_that_it_was_blocked_and_why(make: Any) -> None:
     abort = make(mode="enforce", enforcement="abort")
     with abort.run():

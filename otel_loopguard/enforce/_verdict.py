@@ -116,6 +116,7 @@ def check(processor: LoopGuardSpanProcessor, run_span: Any, tool: str,
     config = processor.config
     run_id, entry = processor.run_for_span(run_span)
     key = format(run_span.get_span_context().span_id, "016x")
+    previous = Action.CONTINUE
     with entry.state.lock:
         decisions = [processor.engine.precheck(entry.state, tool, args) for args in arguments]
         decision = max(decisions, key=lambda d: d.action)  # the first of the strongest
@@ -131,10 +132,28 @@ def check(processor: LoopGuardSpanProcessor, run_span: Any, tool: str,
                                           captured=captured)
         else:  # the call never runs, so process never sees it
             processor.engine.notify(entry.state, decision)
+            previous = entry.note_loop(decision)
     if enforcement is not None:
         processor.record_enforcement(entry, enforcement)
+        _count_stop(processor, entry.template, decision, previous, run_span)
         return GuardVerdict(decision, config.mode, enforcement, run_id)
     return GuardVerdict(decision, config.mode, enforcement, run_id, key, entry)
+
+
+def _count_stop(processor: LoopGuardSpanProcessor, template: str | None, decision: Decision,
+                previous: Action, run_span: Any) -> None:
+    """Count the finding of a stopped call, as detection counts any finding.
+
+    The call never runs, so the processor never counts it; without this, an enforced stop
+    showed only in ``loopguard_enforced_total``: never ``action="stop"`` in
+    ``loopguard_loop_detected_total`` or ``runs_flagged``, and a stop budget never in
+    ``loopguard_budget_exceeded_total`` (so ``LoopGuardBudgetExhausted`` could not fire in
+    enforce mode). ``previous``: the run's highest loop action before it.
+    """
+    metrics = processor.metrics
+    if metrics is not None:
+        metrics.record_decision(template, decision, processor.config.mode, previous,
+                                trace_id=format(run_span.get_span_context().trace_id, "032x"))
 
 
 def annotate(span: Any, verdict: GuardVerdict) -> None:
