@@ -45,6 +45,10 @@ class TraceFileError(LoopGuardError):
         self.reason = message
         super().__init__(f"{path}:{line}: {message}" if line else f"{path}: {message}")
 
+    def __reduce__(self) -> tuple[type[TraceFileError], tuple[str, int, str]]:
+        """Pickle (and copy) from its parts: ``args`` holds only the whole message."""
+        return type(self), (self.path, self.line, self.reason)
+
 
 class ToolLoopError(LoopGuardError):
     """Raised by enforce mode to abort a tool call that would continue a loop.

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import base64
+import copy
 import gzip
 import io
 import json
 import logging
+import pickle
 import struct
 import sys
 from pathlib import Path
@@ -429,3 +431,12 @@ class TestReadableSpans:
         sdk_spans = exporter.get_finished_spans()
         spans, _ = read(write(jsonl([encode_spans(sdk_spans)])))
         assert spans == [span_record_from_readable(s) for s in sdk_spans]
+
+
+def test_a_trace_file_error_survives_pickling_and_copying() -> None:
+    """Raised in a worker process (a pool checking files in parallel), it reaches the caller
+    whole: ``args`` holds only the message, which it used to be rebuilt from (a TypeError)."""
+    error = TraceFileError("traces.jsonl", 12, "line 12 is not JSON")
+    for copied in (pickle.loads(pickle.dumps(error)), copy.copy(error)):
+        assert (copied.path, copied.line, copied.reason, str(copied)) == (
+            "traces.jsonl", 12, "line 12 is not JSON", str(error))
