@@ -380,6 +380,52 @@ class TestMultiprocess:
         assert len(list(tmp_path.glob("counter_*.db"))) == 3  # one file per worker process
 
 
+_LATE_VARIABLE_SCRIPT = textwrap.dedent(
+    """
+    import json, os, sys
+    import prometheus_client  # imported first: it chooses its mode now, without the variable
+    from prometheus_client import REGISTRY
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = sys.argv[1]
+    from opentelemetry.sdk.trace import TracerProvider
+    from otel_loopguard import LoopGuardSpanProcessor
+
+    provider = TracerProvider()
+    processor = LoopGuardSpanProcessor()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("agent")
+    root = tracer.start_span("invoke_agent triage")
+    for _ in range(2):
+        with tracer.start_as_current_span(
+                "execute_tool search", context=__import__("opentelemetry").trace
+                .set_span_in_context(root)) as span:
+            span.set_attribute("gen_ai.operation.name", "execute_tool")
+            span.set_attribute("gen_ai.tool.name", "search")
+    print(json.dumps({
+        "multiprocess": processor.metrics.multiprocess,
+        "files": sorted(os.listdir(sys.argv[1])),
+        "tool_calls": REGISTRY.get_sample_value(
+            "loopguard_tool_calls_total", {"prompt_template": "unknown", "tool": "search"}),
+        "open_runs": REGISTRY.get_sample_value("loopguard_open_runs"),
+    }))
+    """
+)
+
+
+def test_multiproc_variable_set_after_prometheus_client_was_imported(tmp_path: Path) -> None:
+    """prometheus-client chooses its mode at import: a PROMETHEUS_MULTIPROC_DIR set later writes
+    no files, so loopguard stays in single-process mode (open runs counted at scrape time) and
+    says why a multiprocess /metrics would not show this process's values."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    proc = subprocess.run([sys.executable, "-c", _LATE_VARIABLE_SCRIPT, str(tmp_path)], env=env,
+                          capture_output=True, text=True, check=False, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"multiprocess": False, "files": [], "tool_calls": 2.0,
+                                       "open_runs": 1.0}
+    assert "PROMETHEUS_MULTIPROC_DIR is set, but prometheus_client was imported before it" \
+        in proc.stderr
+
+
 def test_label_values_from_spans_cannot_break_the_exposition() -> None:
     """A tool name with a lone surrogate, or a megabyte long, still renders: the surrogate is
     escaped and the value shortened to 128 characters with a hash of the whole."""

@@ -10,6 +10,7 @@ ids, trace ids, arguments and results never become labels.
 
 from __future__ import annotations
 
+import logging
 import os
 import platform
 import threading
@@ -50,6 +51,8 @@ from otel_loopguard.waste import Waste
 __all__ = ["METRIC_NAMES", "LabelCap", "LoopGuardMetrics", "start_metrics_server",
            "uncapped_label"]
 
+logger = logging.getLogger(__name__)
+
 _ACTIONS: Final = (Action.WARN, Action.REPLAN, Action.STOP)
 _MAX_CACHED: Final = 4096
 """Labelled ``tool_calls`` children kept per (template, tool) value pair, at most."""
@@ -68,6 +71,24 @@ class _OpenRunsCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         yield GaugeMetricFamily(OPEN_RUNS, "Runs currently held in memory.",
                                 value=_total(self._sizes))
+
+
+def _multiprocess_mode() -> bool:
+    """Return True when prometheus-client keeps this process's values in multiprocess files.
+
+    prometheus-client chooses when it is first imported, from ``PROMETHEUS_MULTIPROC_DIR`` then:
+    a variable set later changes nothing, and the values stay in memory, where a
+    ``MultiProcessCollector`` never sees them. That is logged, once per metrics.
+    """
+    from prometheus_client import values
+
+    in_files = values.ValueClass is not values.MutexValue
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR") and not in_files:
+        logger.warning("otel-loopguard: PROMETHEUS_MULTIPROC_DIR is set, but prometheus_client "
+                       "was imported before it was, so this process's metrics stay in memory "
+                       "and a multiprocess /metrics does not show them; set the variable "
+                       "before the process starts")
+    return in_files
 
 
 def _total(sizes: list[Callable[[], int]]) -> int:
@@ -135,7 +156,7 @@ class LoopGuardMetrics:
         reg = registry
         self.registry = registry
         """The Prometheus registry the metrics are on (None: the metrics API only)."""
-        self.multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+        self.multiprocess = _multiprocess_mode()
         self.service_label = service_label
         tpl = ["prompt_template", "service_name"] if service_label else ["prompt_template"]
         self.tool_calls = Counter(_base(TOOL_CALLS), "Tool calls seen.",
