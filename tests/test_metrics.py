@@ -263,6 +263,45 @@ class TestOpenRuns:
             provider.shutdown()
 
 
+    def test_shut_down_processor_stops_counting(self, registry: CollectorRegistry) -> None:
+        """Runs still open when their processor's provider shut down are no longer open runs,
+        and the shared metrics no longer hold that processor (nor its runs) in memory."""
+        import gc
+        import weakref
+
+        from opentelemetry import trace
+
+        def open_run(provider: TracerProvider) -> None:
+            tracer = provider.get_tracer("test")
+            root = tracer.start_span("invoke_agent a")  # never ends: the run stays open
+            tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search_kb"}
+            with tracer.start_as_current_span("execute_tool search_kb", attributes=tool,
+                                              context=trace.set_span_in_context(root)):
+                pass
+
+        def processor_on(provider: TracerProvider) -> LoopGuardSpanProcessor:
+            processor = LoopGuardSpanProcessor(LoopGuardConfig(), registry=registry,
+                                               raise_internal_errors=True)
+            provider.add_span_processor(processor)
+            return processor
+
+        old, kept = TracerProvider(), TracerProvider()
+        gone = weakref.ref(processor_on(old))
+        processor_on(kept)
+        try:
+            open_run(old)
+            open_run(kept)
+            assert _value(registry, OPEN_RUNS) == 2
+            old.shutdown()
+            assert _value(registry, OPEN_RUNS) == 1
+            del old
+            gc.collect()
+            assert gone() is None
+        finally:
+            kept.shutdown()
+        assert _value(registry, OPEN_RUNS) == 0
+
+
 class TestExposition:
     """The text exposition of a registry."""
 

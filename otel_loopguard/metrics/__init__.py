@@ -246,6 +246,12 @@ class LoopGuardMetrics:
         """Report ``size()`` as (part of) ``loopguard_open_runs`` at scrape time."""
         self._sizes.append(size)
 
+    def untrack_open_runs(self, size: Callable[[], int]) -> None:
+        """Stop reporting ``size()`` (a processor shut down: its runs are no longer open)."""
+        if size in self._sizes:
+            self._sizes.remove(size)
+        self.set_open_runs(_total(self._sizes))
+
     def set_open_runs(self, value: int) -> None:
         """Set the open-runs gauge directly (multiprocess mode only; no-op otherwise)."""
         if self._open_gauge is not None:

@@ -238,6 +238,8 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, SpanProcessor):
         if self._worker is not None and not self._worker.shutdown(_SHUTDOWN_SECONDS):
             logger.warning("otel-loopguard: %d spans were still queued at shutdown",
                            len(self._worker))
+        if self.metrics is not None:  # its runs no longer count as open
+            self.metrics.untrack_open_runs(self.store.__len__)
         if self.downstream is not None:
             self.downstream.shutdown()
 
