@@ -13,10 +13,13 @@ from typing import Any
 
 import pytest
 from _prometheus import free_port
+from opentelemetry import metrics as metrics_api
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from prometheus_client.parser import text_string_to_metric_families
 
 from otel_loopguard.cli import main
-from otel_loopguard.metrics._names import LOOP_DETECTED, RUNS, RUNS_FLAGGED
+from otel_loopguard.metrics._names import LOOP_DETECTED, RUNS, RUNS_FLAGGED, TOOL_CALLS
 
 BROKEN = "support_triage@v3"
 HEALTHY = "order_status@v1"
@@ -68,6 +71,28 @@ class TestDemoCommand:
         assert rows[BROKEN]["replan_hints"] > 0
         assert rows[HEALTHY]["runs"] > 0
         assert rows[HEALTHY]["flagged"] == 0.0
+
+    def test_metrics_exporter_otlp_still_fills_the_table(
+            self, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+        """LOOPGUARD_METRICS_EXPORTER=otlp (set for an application) does not leave the demo's
+        table and /metrics empty: the demo counts in Prometheus and over OTLP both."""
+        reader = InMemoryMetricReader()
+        provider = MeterProvider(metric_readers=[reader], shutdown_on_exit=False)
+        monkeypatch.setattr(metrics_api, "get_meter_provider", lambda: provider)
+        monkeypatch.setenv("LOOPGUARD_METRICS_EXPORTER", "otlp")
+        try:
+            assert main(["demo", "--duration", "1", "--metrics-port", "0", "--quiet",
+                         "--agents", "2", "--seed", "7"]) == 0
+            rows = _final_rows(capsys.readouterr().out)
+            assert sorted(rows) == list(TEMPLATES)
+            assert sum(row["tool_calls"] for row in rows.values()) > 0
+            data = reader.get_metrics_data()
+            assert data is not None
+            names = {m.name for rm in data.resource_metrics for sm in rm.scope_metrics
+                     for m in sm.metrics}
+            assert TOOL_CALLS in names
+        finally:
+            provider.shutdown()
 
     def test_live_table_redrawn_every_second_on_a_terminal(
             self, monkeypatch: pytest.MonkeyPatch) -> None:

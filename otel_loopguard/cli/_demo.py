@@ -350,6 +350,8 @@ def run_demo(args: argparse.Namespace) -> int:
     config = LoopGuardConfig.load()
     if not config.prices:  # so that the dashboard's cost panel has something to show
         config = config.replace(prices={_MODEL: _DEMO_PRICE})
+    if config.metrics_exporter == "otlp":  # the table and /metrics read the Prometheus counters
+        config = config.replace(metrics_exporter="both")
     registry = CollectorRegistry()
     out = sys.stdout
     with ExitStack() as stack:
