@@ -482,3 +482,53 @@ def test_label_values_from_spans_cannot_break_the_exposition() -> None:
     assert clean_label(huge_a) != clean_label(huge_b)
     assert len(clean_label(huge_a)) == MAX_LABEL_CHARS
     assert clean_label("search_kb") == "search_kb"
+
+
+_SERVE_MULTIPROC_SCRIPT = textwrap.dedent(
+    """
+    import sys, time, urllib.request
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.parser import text_string_to_metric_families
+    from otel_loopguard.receiver import LoopGuardReceiver, ReceiverOptions
+
+    def open_runs(url):
+        with urllib.request.urlopen(url + "/metrics", timeout=5) as response:
+            text = response.read().decode()
+        return next(s.value for f in text_string_to_metric_families(text) for s in f.samples
+                    if s.name == "loopguard_open_runs")
+
+    def wait_for(url, value):
+        deadline = time.monotonic() + 5
+        while open_runs(url) != value and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return open_runs(url)
+
+    options = ReceiverOptions(http_port=0, grpc_port=None, reorder_window_seconds=60)
+    with LoopGuardReceiver(options=options, registry=CollectorRegistry()) as receiver:
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(
+            OTLPSpanExporter(endpoint=receiver.http_url + "/v1/traces")))
+        tracer = provider.get_tracer("agent")
+        with tracer.start_as_current_span("invoke_agent triage"):
+            with tracer.start_as_current_span("execute_tool search") as span:
+                span.set_attribute("gen_ai.operation.name", "execute_tool")
+                span.set_attribute("gen_ai.tool.name", "search")
+        provider.shutdown()
+        held = wait_for(receiver.http_url, 1.0)  # buffered for the 60 s reorder window
+        receiver.flush(10)
+        print(held, wait_for(receiver.http_url, 0.0))
+    """
+)
+
+
+def test_serve_open_runs_under_multiproc_variable(tmp_path: Path) -> None:
+    """serve started with PROMETHEUS_MULTIPROC_DIR set (an image made for a gunicorn app) still
+    reports the runs it holds: the file-backed gauge is kept up to date, not left at 0."""
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-c", _SERVE_MULTIPROC_SCRIPT], env=env,
+                          capture_output=True, text=True, check=False, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["1.0", "0.0"]

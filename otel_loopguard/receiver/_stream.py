@@ -339,6 +339,9 @@ class StreamingChecker:
                     record(template, tool, count, runs=runs, service=service)
                 except Exception as exc:
                     self.guard.handle("serve", exc)
+        metrics = self.metrics
+        if metrics is not None and metrics.multiprocess:  # a gauge set here, not read at scrape
+            metrics.set_open_runs(self.open_runs)
         return reports
 
     def _on_waste(self, report: RunReport, waste: Waste) -> None:
