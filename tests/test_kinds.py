@@ -197,6 +197,108 @@ class TestTrickyCommands:
         assert classifier.kind("bash", "-i s/a/b/ f") == "default"
 
 
+RUNNERS = [
+    # the runners of the brief: the wrapped command decides
+    ("npx prettier --write src", "mutating"),
+    ("pnpm exec eslint --fix .", "mutating"),
+    ("bunx prettier --write .", "mutating"),
+    ("uvx ruff format", "mutating"),
+    ("uv run ruff format .", "mutating"),
+    ("uv run black .", "mutating"),
+    ("poetry run black .", "mutating"),
+    ("pipx run black .", "mutating"),
+    ("python -m black .", "mutating"),
+    ("python3 -m isort .", "mutating"),
+    ("yarn prettier --write .", "mutating"),
+    ("npm exec -- prettier --write .", "mutating"),
+    ("npx jest", "default"),
+    ("uv run pytest", "default"),
+    ("python -m pytest", "default"),
+    ("python -m pip install x", "mutating"),
+    ("npx tsc --noEmit", "default"),
+    ("uv run python script.py", "default"),
+    ("npx prettier --check .", "default"),
+    ("pipx run black --check .", "read"),
+    ("uvx ruff check .", "default"),
+    ("uv run ruff check --fix .", "mutating"),
+    # the runners' own options, versions and aliases
+    ("npx -y prettier --write .", "mutating"),
+    ("npx --yes -- prettier --write .", "mutating"),
+    ("npx -p prettier prettier --write .", "mutating"),
+    ("npx prettier@3.3.3 --write src/a.ts", "mutating"),
+    ("npm exec --package=x -- prettier --write .", "mutating"),
+    ("npm x prettier --write .", "mutating"),
+    ("pnpm --filter web exec eslint --fix .", "mutating"),
+    ("pnpm dlx prettier --write .", "mutating"),
+    ("pnpx prettier --write .", "mutating"),
+    ("bun x prettier --write .", "mutating"),
+    ("yarn dlx prettier --write .", "mutating"),
+    ("yarn run prettier --write .", "mutating"),
+    ("uv run --with dep ruff format .", "mutating"),
+    ("uv run -m black .", "mutating"),
+    ("uv run -m pytest -x", "default"),
+    ("uv run python -m black .", "mutating"),
+    ("uv tool run --from ruff ruff check --fix .", "mutating"),
+    ("uvx ruff@0.6.0 format src/a.py", "mutating"),
+    ("uvx --from 'ruff==0.6' ruff format .", "mutating"),
+    ("poetry run -C dir black .", "mutating"),
+    ("poetry -C dir run black .", "mutating"),
+    ("pipx run --spec black==24 black .", "mutating"),
+    ("python -u -m black .", "mutating"),
+    ("python -X dev -m black .", "mutating"),
+    ("python -Werror -B -m pip install x", "mutating"),
+    ("python -OO -m pytest", "default"),
+    ("python -mpip install x", "mutating"),
+    ("sudo npx prettier --write .", "mutating"),
+    ("cd web && npx prettier --write src", "mutating"),
+    ("bash -lc 'uv run ruff format .'", "mutating"),
+    # the runner's own subcommands after its global options
+    ("pnpm --filter web install", "mutating"),
+    ("npm -w pkg install", "mutating"),
+    ("yarn --cwd web add x", "mutating"),
+    # not clear: left as before (running a program)
+    ("npx -c 'prettier --write .'", "default"),
+    ("pnpm exec -c 'eslint --fix .'", "default"),
+    ("uv run --unknown-option x ruff format .", "default"),
+    ("python -c 'import sys' -m black", "default"),
+    ("python script.py -m black", "default"),
+    ("npx", "default"),
+    ("uv run", "default"),
+    ("npm run format", "default"),
+    ("yarn test", "default"),
+    ("yarn run test", "default"),
+    ("pnpm test", "default"),
+    ("yarn watch", "default"),
+    ("yarn install", "mutating"),
+]
+
+
+class TestPackageRunners:
+    @pytest.mark.parametrize(("command", "kind"), RUNNERS, ids=[c[:40] for c, _ in RUNNERS])
+    def test_kind(self, classifier: CallKindClassifier, command: str, kind: str) -> None:
+        """A package runner (npx, uv run, poetry run, python -m...) gets the kind of what it
+        runs; with an option whose meaning is unknown it stays a program run."""
+        assert classifier.command_kind(command) == kind
+
+    @pytest.mark.parametrize(("command", "target"), [
+        ("npx prettier --write src/a.ts", "src/a.ts"),
+        ("uv run ruff format src/b.py", "src/b.py"),
+        ("uv run pytest tests/test_a.py -q", "tests/test_a.py"),
+        ("npx eslint --fix src/a.ts src/b.ts", "src/b.ts"),
+    ])
+    def test_target(self, classifier: CallKindClassifier, command: str, target: str) -> None:
+        """The target is that of the wrapped command: the file it changes or runs."""
+        assert classifier.target("bash", {"command": command}) == target
+
+    def test_script_runner_reads_only_specific_rules(self) -> None:
+        """``yarn X`` runs a package script X when there is one: only a table key with a
+        subcommand or an option (``prettier --write``) makes X the command, also a user's."""
+        classifier = CallKindClassifier(LoopGuardConfig.create(
+            command_kinds={"biome format --write": "mutating", "lint": "read"}))
+        assert classifier.command_kind("yarn biome format --write .") == "mutating"
+        assert classifier.command_kind("yarn lint") == "default"
+
+
 class TestArguments:
     @pytest.mark.parametrize(("arguments", "kind"), [
         ({"command": "cat a.py"}, "read"),

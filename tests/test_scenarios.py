@@ -150,10 +150,12 @@ def _h18(agent: AgentScript) -> None:
 
 
 
-def _h18_through(shell: str, edits: list[tuple[str, Any, Any]]) -> Callable[[AgentScript], None]:
+def _h18_through(shell: str, edits: list[tuple[str, Any, Any]],
+                 rerun: str = "python -m pytest -q tests/test_total.py",
+                 ) -> Callable[[AgentScript], None]:
     """H18 as a coding agent runs it: its shell tool reruns the tests, its edit tool edits."""
     def body(agent: AgentScript) -> None:
-        tests = (shell, {"command": "python -m pytest -q tests/test_total.py"},
+        tests = (shell, {"command": rerun},
                  "F\nFAILED tests/test_total.py::test_total - assert 3 == 4\n1 failed in 0.21s")
         _each([tests, *[c for edit in edits for c in (edit, tests)]])(agent)
 
@@ -350,6 +352,12 @@ HEALTHY.update({
         ("replace_file_content", {"TargetFile": "src/total.py", "ReplacementChunks": [
             {"TargetContent": f"return v{n}", "ReplacementContent": f"return v{n + 1}"}]},
          "Edited src/total.py") for n in range(3)]))),
+    "H18-formatter-through-npx": Scenario(_one_run(_h18_through("bash", [
+        ("bash", {"command": f"npx prettier --write src/{name}.ts"}, f"src/{name}.ts 41ms")
+        for name in ("total", "cart", "index")], rerun="npx jest tests/total.test.ts"))),
+    "H18-formatter-through-uv-run": Scenario(_one_run(_h18_through("bash", [
+        ("bash", {"command": f"uv run ruff format src/{name}.py"}, "1 file reformatted")
+        for name in ("total", "cart", "app")], rerun="uv run pytest -q tests/test_total.py"))),
     "H19-heredoc-writes": Scenario(_one_run(_h19)),
     "H20-sed-edits": Scenario(_one_run(_h20)),
     "H21-view-after-edits": Scenario(_one_run(_h21)),

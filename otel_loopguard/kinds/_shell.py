@@ -4,8 +4,8 @@ It is not a shell parser. Its lexer (``kinds._lexer``) splits a command line int
 commands (at ``;``, ``&&``, ``||``, ``|``, ``&``, parentheses and newlines, outside quotes),
 drops heredoc bodies and comments, and notes output redirections into files; the reader here
 looks each command up in the command table, unwraps wrappers (``sudo``, ``env``, ``timeout``)
-and reads the scripts of ``bash -c``. The caller bounds the text it passes
-(``kinds.MAX_COMMAND_CHARS``).
+and package runners (``npx``, ``uv run``, ``python -m``), and reads the scripts of ``bash -c``.
+The caller bounds the text it passes (``kinds.MAX_COMMAND_CHARS``).
 """
 
 from __future__ import annotations
@@ -21,9 +21,15 @@ from otel_loopguard.kinds._table import (
     IGNORED_WORDS,
     KEYWORDS,
     MODULE_RUNNERS,
+    PACKAGE_RUNNERS,
+    PYTHON_FLAGS,
+    PYTHON_VALUE_OPTIONS,
+    RUNNER_GLOBAL_OPTIONS,
+    SCRIPT_RUNNERS,
     SHELLS,
     WRAPPER_VALUE_OPTIONS,
     WRAPPERS,
+    RunnerOptions,
 )
 
 __all__ = ["RANK", "Index", "Rule", "ShellReader", "all_rules", "compile_rules", "default_rules"]
@@ -58,6 +64,15 @@ _WAITS: Final = frozenset({"sleep", "wait"})
 """Commands that only let time pass: their (empty) output never reports a state."""
 _WAIT: Final = "wait"
 """The outcome of a wait command inside :meth:`ShellReader.analyze` (never returned)."""
+_RUNNERS: Final[Mapping[str, tuple[tuple[tuple[str, ...], RunnerOptions | None], ...]]] = {
+    word: tuple(sorted(((tuple(key.split()[1:]), options)
+                        for key, options in [*PACKAGE_RUNNERS.items(),
+                                             *((key, None) for key in SCRIPT_RUNNERS)]
+                        if key.split()[0] == word), key=lambda rule: -len(rule[0])))
+    for word in {key.split()[0] for key in [*PACKAGE_RUNNERS, *SCRIPT_RUNNERS]}}
+"""Runner word → (subcommand words, options; None for a script runner), the longest first."""
+_RUN_WORDS: Final = MODULE_RUNNERS | _RUNNERS.keys()
+"""Commands that may run another one named after their options (``python -m``, ``npx``)."""
 _MAX_DEPTH: Final = 2
 """``bash -c '…'`` inside ``bash -c '…'`` is read; deeper scripts count as running a program."""
 
@@ -238,12 +253,56 @@ class ShellReader:
                     return (self._match(name, []) or ("default", 0))[0], None
                 word, args = rest[0], rest[1:]
                 name = _name(word)
-            elif name in MODULE_RUNNERS and len(args) > 1 and args[0] == "-m":
-                word, args = args[1], args[2:]
-                name = word
+            elif name in _RUN_WORDS:
+                inner, args = self._runs(name, args)
+                if inner is None:
+                    break
+                word = inner
+                name = _name(word)
             else:
                 break
         return self._simple(name, word, args, depth)
+
+    def _runs(self, name: str, args: list[str]) -> tuple[str | None, list[str]]:
+        """Return (the command a module or package runner runs, its arguments).
+
+        (None, the runner's arguments) when ``name`` runs no other command: not a runner, a
+        runner's own subcommand (``pnpm -F web install``: global options dropped), or unclear.
+        """
+        if name in MODULE_RUNNERS:
+            module = _module(args)
+            return (module[0], module[1:]) if module else (None, args)
+        start = _skip_options(args, 0, RUNNER_GLOBAL_OPTIONS.get(name))
+        if start is None:
+            return None, args
+        if self._match(name, args[start:], specific_only=True) is not None:
+            return None, args[start:]
+        run = self._run_by(name, args, start)
+        return (run[0], run[1:]) if run else (None, args)
+
+    def _run_by(self, runner: str, args: list[str], start: int) -> list[str] | None:
+        """Return the command a package runner runs from ``args[start:]``, or None.
+
+        None when it is not clear: an option of the runner not in its table, nothing after the
+        options, or a script runner's word without a specific rule (``yarn test``).
+        """
+        for subs, options in _RUNNERS[runner]:
+            end = start + len(subs)
+            if tuple(args[start:end]) != subs:
+                continue
+            if options is not None:
+                found = _skip_options(args, end, options)
+                if found is None:
+                    return None
+                end = found + 1 if found < len(args) and args[found] == "--" else found
+            if end >= len(args) or args[end][:1] == "-":
+                return None
+            command = [_package_command(args[end]), *args[end + 1:]]
+            if options is None and self._match(_name(command[0]), command[1:],
+                                               specific_only=True) is None:
+                return None
+            return command
+        return None
 
     def _simple(self, name: str, word: str, args: list[str], depth: int) -> Outcome:
         if name in _SPECIAL_NAMES or (len(args) == 1 and args[0] in _VERSION_WORDS):
@@ -357,6 +416,63 @@ def _unwrap(wrapper: str, args: list[str]) -> list[str]:
         else:
             break
     return args[index:]
+
+
+def _module(args: list[str]) -> list[str] | None:
+    """Return the module and its arguments of ``python [options] -m module …``, or None.
+
+    The interpreter's own options may come first (``-u``, ``-B``, ``-X dev``, ``-W error``);
+    any other word before ``-m`` (``-c``, a script) runs no module.
+    """
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg == "-m":
+            return args[index + 1:] if index + 1 < len(args) else None
+        if arg[:2] == "-m":
+            return [arg[2:], *args[index + 1:]]  # python -mpytest
+        if arg in PYTHON_VALUE_OPTIONS:
+            index += 2
+        elif arg[:2] in PYTHON_VALUE_OPTIONS or (
+                len(arg) > 1 and arg[0] == "-" and all(c in PYTHON_FLAGS for c in arg[1:])):
+            index += 1  # -Xdev, -Werror, -u, -OO, -Bu
+        else:
+            return None
+    return None
+
+
+def _skip_options(args: list[str], index: int, options: RunnerOptions | None) -> int | None:
+    """Return the index of the first word at or after ``index`` that is not an option.
+
+    ``options`` are (options without a value, options with one); an option not among them gives
+    None. ``--`` ends the options (its index is returned).
+    """
+    if options is None:
+        return index
+    flags, values = options
+    while index < len(args):
+        arg = args[index]
+        if arg[:1] != "-" or arg in ("-", "--"):
+            return index
+        if arg in flags:
+            index += 1
+        elif arg in values:
+            index += 2
+        elif arg.partition("=")[0] in values and "=" in arg:
+            index += 1
+        else:
+            return None
+    return index
+
+
+def _package_command(word: str) -> str:
+    """Return a runner's command word without its version (``prettier@3``, ``ruff==0.6``)."""
+    for index, char in enumerate(word):
+        if char in "=<>!~" and index:
+            word = word[:index]
+            break
+    at = word.rfind("@")
+    return word[:at] if at > 0 and "/" not in word[at:] else word
 
 
 def _shell_script(args: list[str]) -> str | None:

@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
 
-__all__ = ["DEFAULT_COMMAND_KINDS", "IGNORED_WORDS", "KEYWORDS", "MODULE_RUNNERS", "SHELLS",
-           "WRAPPERS", "WRAPPER_VALUE_OPTIONS"]
+__all__ = ["DEFAULT_COMMAND_KINDS", "IGNORED_WORDS", "KEYWORDS", "MODULE_RUNNERS",
+           "PACKAGE_RUNNERS", "PYTHON_FLAGS", "PYTHON_VALUE_OPTIONS", "RUNNER_GLOBAL_OPTIONS",
+           "SCRIPT_RUNNERS", "SHELLS", "WRAPPERS", "WRAPPER_VALUE_OPTIONS", "RunnerOptions"]
 
 
 def _each(kind: str, keys: str) -> dict[str, str]:
@@ -156,3 +157,77 @@ SHELLS: Final = frozenset({"bash", "sh", "zsh", "dash", "ksh"})
 
 MODULE_RUNNERS: Final = frozenset({"python", "pypy"})
 """Interpreters whose ``-m module`` runs the module as a command (``python -m pip install``)."""
+
+PYTHON_FLAGS: Final = frozenset("bBdEiIOPqRsSuv")
+"""Letters of the interpreter's own options that take no value (``python -u -m pytest``)."""
+
+PYTHON_VALUE_OPTIONS: Final = frozenset({"-X", "-W"})
+"""The interpreter's options before ``-m`` that take a value (``python -X dev -m pytest``)."""
+
+RunnerOptions = tuple[frozenset[str], frozenset[str]]
+"""(options without a value, options that take the next word or ``=value``) of a runner."""
+
+
+def _options(flags: str, values: str = "") -> RunnerOptions:
+    return frozenset(flags.split()), frozenset(values.split())
+
+
+_NPM_EXEC: Final = _options("-y --yes --no -q --quiet --no-install --ignore-existing --offline "
+                            "--prefer-offline --prefer-online --workspaces --ws "
+                            "--include-workspace-root",
+                            "-p --package -w --workspace")
+_PNPM_EXEC: Final = _options("-r --recursive --parallel --no-bail -s --silent --bail",
+                             "--package --resume-from --report-summary")
+_UV_RUN: Final = _options(
+    "--frozen --locked --no-sync --isolated --no-project --all-extras --no-dev --dev --active "
+    "--no-active --exact --all-packages --no-env-file --offline --no-cache --refresh -q --quiet "
+    "-v --verbose -n --no-config --script --gui-script --no-editable",
+    "--with --with-requirements --with-editable --python -p --package --extra --group "
+    "--only-group --no-group --directory --project --env-file --index --index-url "
+    "--extra-index-url --default-index --from --cache-dir")
+_POETRY: Final = _options("-q --quiet -v -vv -vvv --verbose -n --no-interaction --ansi "
+                          "--no-ansi --no-plugins --no-cache",
+                          "-C --directory -P --project")
+_PIPX_RUN: Final = _options("--no-cache --pypi --path -q --quiet -v --verbose "
+                            "--system-site-packages",
+                            "--spec --python --pip-args -i --index-url --backend")
+
+PACKAGE_RUNNERS: Final[Mapping[str, RunnerOptions]] = MappingProxyType({
+    "npx": _NPM_EXEC, "npm exec": _NPM_EXEC, "npm x": _NPM_EXEC,
+    "pnpm exec": _PNPM_EXEC, "pnpm dlx": _PNPM_EXEC, "pnpx": _PNPM_EXEC,
+    "bunx": _options("--bun --silent --verbose --no-install", "-p --package"),
+    "bun x": _options("--bun --silent --verbose --no-install", "-p --package"),
+    "yarn exec": _options(""), "yarn dlx": _options("-q --quiet", "-p --package"),
+    "uvx": _UV_RUN, "uv tool run": _UV_RUN,
+    "uv run": (_UV_RUN[0] | {"-m", "--module"}, _UV_RUN[1]),  # uv run -m pytest: pytest
+    "poetry run": _POETRY,
+    "pipx run": _PIPX_RUN,
+})
+"""Package runners (command word and subcommands) → their options; what follows is the command.
+
+``npx prettier --write .`` runs ``prettier --write .``, ``uv run -m pytest`` runs ``pytest``.
+After the options, ``--`` may come before the command (``npm exec -- prettier``); the command's
+version is dropped (``npx prettier@3``, ``uvx ruff@0.6``). An option not listed here (whose value
+is unknown: ``npx -c 'cmd'``) leaves the line the runner's own, as before.
+"""
+
+SCRIPT_RUNNERS: Final = frozenset({"yarn", "yarn run", "pnpm"})
+"""Runners of a package script or a program of the same name (``yarn prettier --write .``).
+
+The word after them is read as a command only where the table has a rule for it with a
+subcommand or an option (``prettier --write``, ``eslint --fix``): ``yarn test`` runs the
+package's ``test`` script, not the ``test`` builtin.
+"""
+
+RUNNER_GLOBAL_OPTIONS: Final[Mapping[str, RunnerOptions]] = MappingProxyType({
+    "pnpm": _options("-r --recursive -w --workspace-root -s --silent --parallel --stream "
+                     "--aggregate-output --if-present --no-bail",
+                     "-F --filter -C --dir --workspace-concurrency --reporter --loglevel"),
+    "npm": _options("-q --quiet -s --silent --workspaces --ws --include-workspace-root",
+                    "-w --workspace --prefix --loglevel"),
+    "yarn": _options("-s --silent", "--cwd"),
+    "poetry": _POETRY,
+    "uv": _options("-q --quiet -v --verbose --offline --no-cache --no-config -n",
+                   "--directory --project --cache-dir --config-file"),
+})
+"""Options of a runner's program before its subcommand (``pnpm --filter web exec``)."""
