@@ -26,7 +26,8 @@ from otel_loopguard.kinds._lexer import (
     strip_heredocs,
     unquote,
 )
-from otel_loopguard.kinds._shell import _VERSIONED, _name
+from otel_loopguard.kinds._runners import _VERSIONED
+from otel_loopguard.kinds._runners import command_name as _name
 
 _PLAIN_TOKEN = re.compile(r"""
     [ \t\r\f\v]*

@@ -16,20 +16,15 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Final
 
 from otel_loopguard.kinds._lexer import segments, strip_heredocs
+from otel_loopguard.kinds._runners import RUN_WORDS, PackageRunners
+from otel_loopguard.kinds._runners import command_name as _name
 from otel_loopguard.kinds._table import (
     DEFAULT_COMMAND_KINDS,
     IGNORED_WORDS,
     KEYWORDS,
-    MODULE_RUNNERS,
-    PACKAGE_RUNNERS,
-    PYTHON_FLAGS,
-    PYTHON_VALUE_OPTIONS,
-    RUNNER_GLOBAL_OPTIONS,
-    SCRIPT_RUNNERS,
     SHELLS,
     WRAPPER_VALUE_OPTIONS,
     WRAPPERS,
-    RunnerOptions,
 )
 
 __all__ = ["RANK", "Index", "Rule", "ShellReader", "all_rules", "compile_rules", "default_rules"]
@@ -41,7 +36,6 @@ Rule = tuple[tuple[str, ...], tuple[str, ...], str]
 """(subcommand words, options that must be present, kind) of one table key."""
 
 _ASSIGNMENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^]]*\])?\+?=")
-_VERSIONED: Final = re.compile(r"(python|pip|pypy)[0-9.]*")
 _SHORT_GROUP: Final = re.compile(r"-[A-Za-z]+")
 _PATH_LIKE: Final = re.compile(r"[^\s-]\S{0,1023}")
 _HEADERS: Final = frozenset({"for", "select", "case", "function", "coproc"})
@@ -64,15 +58,6 @@ _WAITS: Final = frozenset({"sleep", "wait"})
 """Commands that only let time pass: their (empty) output never reports a state."""
 _WAIT: Final = "wait"
 """The outcome of a wait command inside :meth:`ShellReader.analyze` (never returned)."""
-_RUNNERS: Final[Mapping[str, tuple[tuple[tuple[str, ...], RunnerOptions | None], ...]]] = {
-    word: tuple(sorted(((tuple(key.split()[1:]), options)
-                        for key, options in [*PACKAGE_RUNNERS.items(),
-                                             *((key, None) for key in SCRIPT_RUNNERS)]
-                        if key.split()[0] == word), key=lambda rule: -len(rule[0])))
-    for word in {key.split()[0] for key in [*PACKAGE_RUNNERS, *SCRIPT_RUNNERS]}}
-"""Runner word → (subcommand words, options; None for a script runner), the longest first."""
-_RUN_WORDS: Final = MODULE_RUNNERS | _RUNNERS.keys()
-"""Commands that may run another one named after their options (``python -m``, ``npx``)."""
 _MAX_DEPTH: Final = 2
 """``bash -c '…'`` inside ``bash -c '…'`` is read; deeper scripts count as running a program."""
 
@@ -144,15 +129,6 @@ def default_rules() -> Mapping[str, Index]:
     return compile_rules(DEFAULT_COMMAND_KINDS)
 
 
-def _name(word: str) -> str:
-    """Return the command name of ``word``: its basename, versions folded (python3.11 → python)."""
-    name = word.rsplit("/", 1)[-1] if "/" in word else word
-    if name[:1] != "p" or name[-1] not in "0123456789.":  # no version to fold
-        return name
-    versioned = _VERSIONED.fullmatch(name)
-    return versioned.group(1) if versioned else name
-
-
 def _has_option(args: list[str], option: str) -> bool:
     """Return True when ``option`` is among ``args`` (``-i`` also in ``-i.bak`` and ``-ni``).
 
@@ -188,7 +164,7 @@ def _path_like(word: str) -> bool:
     return _PATH_LIKE.fullmatch(word) is not None and not word.isdigit()
 
 
-class ShellReader:
+class ShellReader(PackageRunners):
     """Classifies command lines with a compiled command table. Thread-safe (no mutable state)."""
 
     def __init__(self, rules: Mapping[str, Index]) -> None:
@@ -253,7 +229,7 @@ class ShellReader:
                     return (self._match(name, []) or ("default", 0))[0], None
                 word, args = rest[0], rest[1:]
                 name = _name(word)
-            elif name in _RUN_WORDS:
+            elif name in RUN_WORDS:
                 inner, args = self._runs(name, args)
                 if inner is None:
                     break
@@ -262,47 +238,6 @@ class ShellReader:
             else:
                 break
         return self._simple(name, word, args, depth)
-
-    def _runs(self, name: str, args: list[str]) -> tuple[str | None, list[str]]:
-        """Return (the command a module or package runner runs, its arguments).
-
-        (None, the runner's arguments) when ``name`` runs no other command: not a runner, a
-        runner's own subcommand (``pnpm -F web install``: global options dropped), or unclear.
-        """
-        if name in MODULE_RUNNERS:
-            module = _module(args)
-            return (module[0], module[1:]) if module else (None, args)
-        start = _skip_options(args, 0, RUNNER_GLOBAL_OPTIONS.get(name))
-        if start is None:
-            return None, args
-        if self._match(name, args[start:], specific_only=True) is not None:
-            return None, args[start:]
-        run = self._run_by(name, args, start)
-        return (run[0], run[1:]) if run else (None, args)
-
-    def _run_by(self, runner: str, args: list[str], start: int) -> list[str] | None:
-        """Return the command a package runner runs from ``args[start:]``, or None.
-
-        None when it is not clear: an option of the runner not in its table, nothing after the
-        options, or a script runner's word without a specific rule (``yarn test``).
-        """
-        for subs, options in _RUNNERS[runner]:
-            end = start + len(subs)
-            if tuple(args[start:end]) != subs:
-                continue
-            if options is not None:
-                found = _skip_options(args, end, options)
-                if found is None:
-                    return None
-                end = found + 1 if found < len(args) and args[found] == "--" else found
-            if end >= len(args) or args[end][:1] == "-":
-                return None
-            command = [_package_command(args[end]), *args[end + 1:]]
-            if options is None and self._match(_name(command[0]), command[1:],
-                                               specific_only=True) is None:
-                return None
-            return command
-        return None
 
     def _simple(self, name: str, word: str, args: list[str], depth: int) -> Outcome:
         if name in _SPECIAL_NAMES or (len(args) == 1 and args[0] in _VERSION_WORDS):
@@ -416,63 +351,6 @@ def _unwrap(wrapper: str, args: list[str]) -> list[str]:
         else:
             break
     return args[index:]
-
-
-def _module(args: list[str]) -> list[str] | None:
-    """Return the module and its arguments of ``python [options] -m module …``, or None.
-
-    The interpreter's own options may come first (``-u``, ``-B``, ``-X dev``, ``-W error``);
-    any other word before ``-m`` (``-c``, a script) runs no module.
-    """
-    index = 0
-    while index < len(args):
-        arg = args[index]
-        if arg == "-m":
-            return args[index + 1:] if index + 1 < len(args) else None
-        if arg[:2] == "-m":
-            return [arg[2:], *args[index + 1:]]  # python -mpytest
-        if arg in PYTHON_VALUE_OPTIONS:
-            index += 2
-        elif arg[:2] in PYTHON_VALUE_OPTIONS or (
-                len(arg) > 1 and arg[0] == "-" and all(c in PYTHON_FLAGS for c in arg[1:])):
-            index += 1  # -Xdev, -Werror, -u, -OO, -Bu
-        else:
-            return None
-    return None
-
-
-def _skip_options(args: list[str], index: int, options: RunnerOptions | None) -> int | None:
-    """Return the index of the first word at or after ``index`` that is not an option.
-
-    ``options`` are (options without a value, options with one); an option not among them gives
-    None. ``--`` ends the options (its index is returned).
-    """
-    if options is None:
-        return index
-    flags, values = options
-    while index < len(args):
-        arg = args[index]
-        if arg[:1] != "-" or arg in ("-", "--"):
-            return index
-        if arg in flags:
-            index += 1
-        elif arg in values:
-            index += 2
-        elif arg.partition("=")[0] in values and "=" in arg:
-            index += 1
-        else:
-            return None
-    return index
-
-
-def _package_command(word: str) -> str:
-    """Return a runner's command word without its version (``prettier@3``, ``ruff==0.6``)."""
-    for index, char in enumerate(word):
-        if char in "=<>!~" and index:
-            word = word[:index]
-            break
-    at = word.rfind("@")
-    return word[:at] if at > 0 and "/" not in word[at:] else word
 
 
 def _shell_script(args: list[str]) -> str | None:
