@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, Final, get_args
 
+from otel_loopguard._callbacks import Callbacks
 from otel_loopguard._precheck import Prechecks
 from otel_loopguard._run_state import (
     RESET_SLOTS,
@@ -55,10 +56,6 @@ _CALL_KINDS: Final[frozenset[str]] = frozenset(get_args(ToolKind))
 """Every kind of call (``tool_kind``): what a detector observes unless it says otherwise."""
 _NO_FAILURE: Final[tuple[None, None, str]] = (None, None, "")
 """The error, error class and reason of a call that did not fail."""
-_CONTAINED: Final = (Exception, SystemExit)
-"""What a user callback may raise without it reaching the app: a ``sys.exit()`` in a callback
-called from ``span.end()`` must not end the span's thread or skip the downstream processor
-(KeyboardInterrupt still goes through)."""
 _RESULT_CACHE_MAX: Final = 16
 """Most recent result texts per run whose analysis is reused (a loop repeats its results)."""
 _CONTINUE: Final = Action.CONTINUE
@@ -77,7 +74,7 @@ _NEW_DECISION: Final[Callable[..., Decision]] = Decision if NATIVE is None else 
 """``Decision(*fields)``, every field given in order, as ``_NEW_STEP`` makes a Step."""
 
 
-class LoopEngine(Prechecks, Turns):
+class LoopEngine(Prechecks, Turns, Callbacks):
     """Runs the detectors and the policy over the tool calls of runs.
 
     Thread-safe as long as each ``RunState`` is used by one thread at a time (hold its lock).
@@ -325,35 +322,6 @@ class LoopEngine(Prechecks, Turns):
                     else outcome if kind == "mutating" else pair,
                     call.arguments is not None), repeat
 
-    def _custom_call_sig(self, tool: str, arguments: Any, builtin: str) -> str:
-        """Return the call signature from the ``signature`` hook (``builtin`` if it fails)."""
-        text = self._hook_text(self.signature, tool, arguments)
-        return builtin if text is None else digest(tool + "\x00custom\x00" + text)
-
-    def _custom_result_info(self, tool: str, result: Any, info: ResultInfo) -> ResultInfo:
-        """Return ``info`` with the digest of the ``result_signature`` hook's text."""
-        text = self._hook_text(self.result_signature, tool, result)
-        if text is None:
-            return info
-        return ResultInfo(digest=digest("\x00custom\x00" + text), error=info.error,
-                          in_progress=info.in_progress, empty=info.empty)
-
-    def _hook_text(self, hook: Callable[[str, Any], str] | None, tool: str,
-                   value: Any) -> str | None:
-        """Return what a signature hook gives for ``value``.
-
-        None, counted in ``callback_errors``, when it raises or gives something else than a
-        string.
-        """
-        try:
-            text = hook(tool, value)  # type: ignore[misc]  # set when this is called
-        except _CONTAINED:
-            text = None
-        if isinstance(text, str):
-            return text
-        self.callback_errors += 1
-        return None
-
     def _result_info(self, run: RunState, result: Any) -> ResultInfo:
         """Return the result's signature and facts, reusing the run's last few results.
 
@@ -398,24 +366,3 @@ class LoopEngine(Prechecks, Turns):
         if decision.action > Action.CONTINUE and self.on_decision is not None:
             self.notify(run, decision)
         return decision
-
-    def notify(self, run: RunState, decision: Decision) -> None:
-        """Hand ``decision`` of ``run`` to ``on_decision``, containing what it raises.
-
-        The engine calls it for every decision above continue; an enforce-mode guard calls it
-        for a call it blocks before the call runs (that call never reaches ``process``). While
-        the callback runs, the run cannot be fed again from that thread (``LoopGuardError``,
-        counted with the callback's errors when it escapes the callback), and a callback that
-        feeds another run is not called back for that nested decision.
-        """
-        if self.on_decision is None or getattr(self._in_callback, "active", False):
-            return
-        self._in_callback.active = True
-        previous, run.notifying = run.notifying, threading.get_ident()
-        try:
-            self.on_decision(decision)
-        except _CONTAINED:
-            self.callback_errors += 1
-        finally:
-            run.notifying = previous
-            self._in_callback.active = False
