@@ -30,17 +30,18 @@ from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.engine import LoopEngine
 from otel_loopguard.evidence import EVENT_NAME as EVENT_NAME  # importers of this module use it
 from otel_loopguard.evidence import EvidenceLog, evidence_attributes
-from otel_loopguard.exceptions import InternalErrorGuard, LoopGuardError
+from otel_loopguard.exceptions import InternalErrorGuard
 from otel_loopguard.metrics import LoopGuardMetrics
 from otel_loopguard.metrics._otel import backends
 from otel_loopguard.otlp._sdk import raw_attributes
 from otel_loopguard.processor._agents import AgentStarts
 from otel_loopguard.processor._calls import ToolCallChecks
+from otel_loopguard.processor._guard_runs import GuardRuns, _Release
 from otel_loopguard.processor._live import LiveSpans
 from otel_loopguard.processor._report import with_evidence
 from otel_loopguard.processor._runs import SpanRuns
-from otel_loopguard.processor._worker import SpanWorker
-from otel_loopguard.state import InMemoryRunStateStore, RunEntry
+from otel_loopguard.processor._worker import _SHUTDOWN_SECONDS, SpanWorker
+from otel_loopguard.state import InMemoryRunStateStore
 from otel_loopguard.types import Decision, SpanAdapter
 
 __all__ = ["LoopGuardSpanProcessor", "evidence_attributes", "install"]
@@ -48,13 +49,12 @@ __all__ = ["LoopGuardSpanProcessor", "evidence_attributes", "install"]
 logger = logging.getLogger(__name__)
 
 _DEFAULT_MAX_QUEUE_SIZE: Final = 16_384
-_SHUTDOWN_SECONDS: Final = 30.0
 _NO_OP_STARTS: Final = frozenset({SpanProcessor.on_start, BatchSpanProcessor.on_start,
                                   SimpleSpanProcessor.on_start})
 """``on_start`` methods that do nothing: the processor does not call them on every span."""
 
 
-class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, SpanProcessor):
+class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, GuardRuns, SpanProcessor):
     """Runs the loop detectors on tool-call spans as they end, inside the agent's process.
 
     Thread-safe: hooks run concurrently on the application's threads; per-run state is guarded
@@ -252,16 +252,6 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, SpanProcessor):
         left = max(0, int((deadline - time.monotonic()) * 1000))
         return self.downstream.force_flush(left) and flushed
 
-    def release_run(self, run_id: str) -> None:
-        """Drop the state of a finished run that has no root span (whose end would drop it).
-
-        In the background mode after the spans queued before this call are checked, so a
-        run's last call, still queued, does not start the run anew.
-        """
-        worker = self._worker
-        if worker is None or worker.caught_up() or not worker.submit(_Release(run_id)):
-            self.store.release(run_id)
-
     def _handle(self, item: Any) -> None:
         """Handle one queued item on the worker thread: a span, an agent start, a release."""
         if type(item) is tuple:
@@ -315,47 +305,9 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, SpanProcessor):
         except Exception as exc:
             self.guard.handle("on_end", exc)
 
-    def run_for_span(self, span: Any) -> tuple[str, RunEntry]:
-        """Return the run id and entry of a live span (used by the enforce-mode guard).
-
-        In the background mode, the spans queued before are checked first, so the guard
-        decides on every call that has ended.
-
-        Raises:
-            LoopGuardError: on the thread running ``on_decision`` for that run.
-        """
-        if self._worker is not None:
-            self._worker.flush(_SHUTDOWN_SECONDS)
-        attrs = span.attributes or {}
-        run_id = self._runs.run_id(span, attrs, span.context.trace_id if span.context else 0)
-        entry, _ = self.store.get_or_create(run_id)
-        if entry.state.notifying and entry.state.in_callback():
-            raise LoopGuardError(
-                f"on_decision must not make a guarded tool call in the run it was called for "
-                f"(run {run_id}); do that work after the callback returns")
-        with entry.state.lock:
-            if entry.template is None:
-                parent = span.parent.span_id if span.parent is not None else None
-                self._learn_template(entry, self._ancestry(attrs, parent, True, False)[0])
-        return run_id, entry
-
-    def record_enforcement(self, entry: RunEntry, enforcement: str) -> None:
-        """Count an enforcement action (``abort`` or ``hint``) for the run's template."""
-        if self.metrics is not None:
-            self.metrics.record_enforcement(entry.template, enforcement)
-
     def _evicted(self, reason: str, count: int) -> None:
         if self.metrics is not None:
             self.metrics.record_eviction(reason, count)
-
-
-class _Release:
-    """A queued request to drop a run's state, in order with the spans queued before it."""
-
-    __slots__ = ("run_id",)
-
-    def __init__(self, run_id: str) -> None:
-        self.run_id = run_id
 
 
 def install(config: LoopGuardConfig | None = None, *,

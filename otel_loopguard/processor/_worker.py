@@ -34,6 +34,8 @@ _LONGEST_WAIT_SECONDS: Final = 1.0
 """The wait between two looks at an empty queue once the process is quiet (doubling up to it)."""
 _ROUND_SPANS: Final = 64
 """Spans waiting that start a round at once (``submit`` wakes the worker)."""
+_SHUTDOWN_SECONDS: Final = 30.0
+"""How long the processor waits for the worker at ``shutdown`` and before a guard's decision."""
 
 
 class _Marker:

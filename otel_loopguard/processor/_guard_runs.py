@@ -1,0 +1,82 @@
+"""What the enforce-mode guard and the framework integrations ask of the processor by hand."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from otel_loopguard.exceptions import LoopGuardError
+from otel_loopguard.metrics import LoopGuardMetrics
+from otel_loopguard.processor._runs import SpanRuns
+from otel_loopguard.processor._worker import _SHUTDOWN_SECONDS, SpanWorker
+from otel_loopguard.state import InMemoryRunStateStore, RunEntry
+
+__all__ = ["GuardRuns"]
+
+
+class GuardRuns:
+    """``LoopGuardSpanProcessor``'s runs asked for outside the span hooks.
+
+    The enforce-mode guard asks for the run of a live span and counts what it enforced; the
+    integrations release a run that has no root span. A mixin: the attributes it declares are
+    the processor's.
+    """
+
+    metrics: LoopGuardMetrics | None
+    store: InMemoryRunStateStore
+    _runs: SpanRuns
+    _worker: SpanWorker | None
+
+    if TYPE_CHECKING:  # the processor's (ModelTurns, ToolCallChecks)
+        def _learn_template(self, entry: RunEntry, template: str | None) -> None: ...
+
+        def _ancestry(self, attrs: Mapping[str, Any], parent_id: int | None,
+                      want_template: bool, want_agent: bool) -> tuple[str | None, str | None]: ...
+
+    def release_run(self, run_id: str) -> None:
+        """Drop the state of a finished run that has no root span (whose end would drop it).
+
+        In the background mode after the spans queued before this call are checked, so a
+        run's last call, still queued, does not start the run anew.
+        """
+        worker = self._worker
+        if worker is None or worker.caught_up() or not worker.submit(_Release(run_id)):
+            self.store.release(run_id)
+
+    def run_for_span(self, span: Any) -> tuple[str, RunEntry]:
+        """Return the run id and entry of a live span (used by the enforce-mode guard).
+
+        In the background mode, the spans queued before are checked first, so the guard
+        decides on every call that has ended.
+
+        Raises:
+            LoopGuardError: on the thread running ``on_decision`` for that run.
+        """
+        if self._worker is not None:
+            self._worker.flush(_SHUTDOWN_SECONDS)
+        attrs = span.attributes or {}
+        run_id = self._runs.run_id(span, attrs, span.context.trace_id if span.context else 0)
+        entry, _ = self.store.get_or_create(run_id)
+        if entry.state.notifying and entry.state.in_callback():
+            raise LoopGuardError(
+                f"on_decision must not make a guarded tool call in the run it was called for "
+                f"(run {run_id}); do that work after the callback returns")
+        with entry.state.lock:
+            if entry.template is None:
+                parent = span.parent.span_id if span.parent is not None else None
+                self._learn_template(entry, self._ancestry(attrs, parent, True, False)[0])
+        return run_id, entry
+
+    def record_enforcement(self, entry: RunEntry, enforcement: str) -> None:
+        """Count an enforcement action (``abort`` or ``hint``) for the run's template."""
+        if self.metrics is not None:
+            self.metrics.record_enforcement(entry.template, enforcement)
+
+
+class _Release:
+    """A queued request to drop a run's state, in order with the spans queued before it."""
+
+    __slots__ = ("run_id",)
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
