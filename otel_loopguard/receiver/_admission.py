@@ -7,7 +7,7 @@ import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from otel_loopguard.receiver import LoopGuardReceiver
+    from otel_loopguard.receiver._requests import RequestIntake
 
 __all__ = ["Reservation", "bearer_matches"]
 
@@ -33,7 +33,7 @@ class Reservation:
 
     __slots__ = ("_lock", "_receiver", "held")
 
-    def __init__(self, receiver: LoopGuardReceiver) -> None:
+    def __init__(self, receiver: RequestIntake) -> None:
         self._receiver = receiver
         self._lock = threading.Lock()
         self.held = 0

@@ -11,11 +11,9 @@ import functools
 import queue
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
-from otel_loopguard.exceptions import InternalErrorGuard
-from otel_loopguard.receiver._counters import ReceiverCounters
-from otel_loopguard.receiver._options import ReceiverOptions
+from otel_loopguard.receiver._state import ReceiverState
 from otel_loopguard.receiver._stream import StreamingChecker
 from otel_loopguard.replay.checker import RunReport
 
@@ -35,18 +33,11 @@ STOP: Final = object()
 """The marker that ends the worker."""
 
 
-class IntakeWorker:
+class IntakeWorker(ReceiverState):
     """``LoopGuardReceiver``'s worker loop (a base class: it shares the receiver's state)."""
 
-    options: ReceiverOptions
     stream: StreamingChecker
-    guard: InternalErrorGuard
-    forwarder: Any
     on_report: Callable[[RunReport], object] | None
-    _queue: queue.Queue[Any]
-    _counters: ReceiverCounters
-    _clock: Callable[[], int]
-    _journal: Any
     _last_received_ns: int
     _taken_spans: int
     _late_seen: int
