@@ -1,7 +1,8 @@
 """Decoding of OTLP export requests for ``serve``: size caps, decompression, partial success.
 
 Shared by the HTTP and gRPC front ends. Every failure is a :class:`RequestError` carrying the
-HTTP status and gRPC code the OTLP specification asks for, and a message naming the problem.
+HTTP status and gRPC code the OTLP specification asks for, and a message naming the problem
+(``otlp._request_error``, which also words the error body).
 A request whose spans are partly malformed is accepted with the good spans and reports the
 others as rejected (OTLP partial success); one whose spans are all malformed is rejected.
 """
@@ -18,6 +19,7 @@ from otel_loopguard.coding_agents import AgentRecords
 from otel_loopguard.otlp._json import decode_json_spans, loads_json
 from otel_loopguard.otlp._logs import DecodedLogs, decode_json_logs, decode_proto_logs, json_id
 from otel_loopguard.otlp._proto import decode_proto_spans, decode_wire_spans
+from otel_loopguard.otlp._request_error import RequestError, error_body, invalid
 from otel_loopguard.otlp._spans import DecodedSpans, FieldError
 from otel_loopguard.types import SpanRecord
 
@@ -25,34 +27,11 @@ __all__ = ["Decoded", "RequestError", "decode_json", "decode_json_logs_request",
            "decode_protobuf", "decode_protobuf_logs", "decompress", "error_body",
            "success_body"]
 
-GRPC_CODES: Final = {"INVALID_ARGUMENT": 3, "DEADLINE_EXCEEDED": 4, "NOT_FOUND": 5,
-                     "RESOURCE_EXHAUSTED": 8,
-                     "UNIMPLEMENTED": 12, "INTERNAL": 13, "UNAVAILABLE": 14,
-                     "UNAUTHENTICATED": 16}
-"""The ``google.rpc.Code`` values used in error bodies and gRPC statuses."""
 _PROTO_MISSING: Final = ("receiving OTLP protobuf needs opentelemetry-proto, a dependency of "
                          "otel-loopguard: pip install opentelemetry-proto")
 _INFLATE_CHUNK: Final = 4096
 _WBITS: Final = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS,
                  "deflate": 32 + zlib.MAX_WBITS}
-
-
-class RequestError(Exception):
-    """A request the receiver refuses, with its HTTP status, gRPC code and message."""
-
-    def __init__(self, http_status: int, grpc_code: str, message: str, *,
-                 retry_after_seconds: float | None = None) -> None:
-        super().__init__(message)
-        self.http_status = http_status
-        self.grpc_code = grpc_code
-        """Name of a ``grpc.StatusCode`` (a key of ``GRPC_CODES``)."""
-        self.message = message
-        self.retry_after_seconds = retry_after_seconds
-
-
-def invalid(message: str) -> RequestError:
-    """Return the error for a request that can never be accepted (HTTP 400, INVALID_ARGUMENT)."""
-    return RequestError(400, "INVALID_ARGUMENT", message)
 
 
 @dataclass(slots=True)
@@ -224,19 +203,6 @@ def success_body(decoded: Decoded | None, *, as_json: bool, logs: bool = False) 
     data: bytes = response.SerializeToString()
     return data
 
-
-def error_body(error: RequestError, *, as_json: bool) -> bytes:
-    """Return a ``google.rpc.Status`` body describing ``error`` (OTLP/HTTP 4xx and 5xx)."""
-    code = GRPC_CODES.get(error.grpc_code, 2)
-    if as_json:
-        return json.dumps({"code": code, "message": error.message}).encode()
-    try:
-        # googleapis-common-protos comes with the OTLP exporters; it ships no type hints.
-        from google.rpc import status_pb2  # type: ignore[import-untyped]
-    except ImportError:  # pragma: no cover - googleapis-common-protos comes with the exporters
-        return error.message.encode()
-    data: bytes = status_pb2.Status(code=code, message=error.message).SerializeToString()
-    return data
 
 
 # --- logs ----------------------------------------------------------------------------------

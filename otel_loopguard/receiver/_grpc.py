@@ -34,14 +34,13 @@ from google.rpc import (  # type: ignore[import-untyped]  # googleapis-common-pr
 )
 
 from otel_loopguard.otlp._request import (
-    GRPC_CODES,
     Decoded,
     RequestError,
     decode_protobuf,
     decode_protobuf_logs,
-    invalid,
     success_body,
 )
+from otel_loopguard.otlp._request_error import GRPC_CODES, invalid
 
 if TYPE_CHECKING:
     from otel_loopguard.receiver import LoopGuardReceiver, Reservation

@@ -38,9 +38,9 @@ from otel_loopguard.otlp._request import (
     decode_protobuf_logs,
     decompress,
     error_body,
-    invalid,
     success_body,
 )
+from otel_loopguard.otlp._request_error import invalid
 
 if TYPE_CHECKING:
     from otel_loopguard.receiver import LoopGuardReceiver
