@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import hmac
 import threading
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from otel_loopguard.receiver._requests import RequestIntake
+from typing import Protocol
 
 __all__ = ["Reservation", "bearer_matches"]
 
@@ -24,6 +21,12 @@ def bearer_matches(token: str, authorization: str | bytes | None) -> bool:
     return hmac.compare_digest(given, token.encode())
 
 
+class _BytesInFlight(Protocol):
+    """The receiver's count of the bytes in flight, which a reservation takes from."""
+
+    def _take_bytes(self, size: int) -> None: ...
+
+
 class Reservation:
     """One request's share of ``max_bytes_in_flight``; taken on any thread, given back once.
 
@@ -33,7 +36,7 @@ class Reservation:
 
     __slots__ = ("_lock", "_receiver", "held")
 
-    def __init__(self, receiver: RequestIntake) -> None:
+    def __init__(self, receiver: _BytesInFlight) -> None:
         self._receiver = receiver
         self._lock = threading.Lock()
         self.held = 0
