@@ -10,17 +10,14 @@ ids, trace ids, arguments and results never become labels.
 
 from __future__ import annotations
 
-import logging
 import os
 import platform
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Final
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
 
 from otel_loopguard._findings import budget_part, loop_action, loop_detector
 from otel_loopguard.metrics._labels import OTHER, LabelCap, uncapped_label
@@ -45,13 +42,12 @@ from otel_loopguard.metrics._names import (
     WASTED_TOOL_CALLS,
     WASTED_TOOL_SECONDS,
 )
+from otel_loopguard.metrics._open_runs import OpenRunsCollector, multiprocess_mode, total_of
 from otel_loopguard.types import Action, Decision
 from otel_loopguard.waste import Waste
 
 __all__ = ["METRIC_NAMES", "LabelCap", "LoopGuardMetrics", "start_metrics_server",
            "uncapped_label"]
-
-logger = logging.getLogger(__name__)
 
 _ACTIONS: Final = (Action.WARN, Action.REPLAN, Action.STOP)
 _MAX_CACHED: Final = 4096
@@ -60,46 +56,6 @@ _MAX_CACHED: Final = 4096
 
 def _base(name: str) -> str:
     return name.removesuffix("_total")
-
-
-class _OpenRunsCollector(Collector):
-    """Reports ``loopguard_open_runs`` at scrape time from a size callback."""
-
-    def __init__(self, sizes: list[Callable[[], int]]) -> None:
-        self._sizes = sizes
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        yield GaugeMetricFamily(OPEN_RUNS, "Runs currently held in memory.",
-                                value=_total(self._sizes))
-
-
-def _multiprocess_mode() -> bool:
-    """Return True when prometheus-client keeps this process's values in multiprocess files.
-
-    prometheus-client chooses when it is first imported, from ``PROMETHEUS_MULTIPROC_DIR`` then:
-    a variable set later changes nothing, and the values stay in memory, where a
-    ``MultiProcessCollector`` never sees them. That is logged, once per metrics.
-    """
-    from prometheus_client import values
-
-    in_files = values.ValueClass is not values.MutexValue
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR") and not in_files:
-        logger.warning("otel-loopguard: PROMETHEUS_MULTIPROC_DIR is set, but prometheus_client "
-                       "was imported before it was, so this process's metrics stay in memory "
-                       "and a multiprocess /metrics does not show them; set the variable "
-                       "before the process starts")
-    return in_files
-
-
-def _total(sizes: list[Callable[[], int]]) -> int:
-    """Return the sum of the size callbacks that answer (one that raises counts as nothing)."""
-    total = 0
-    for size in list(sizes):
-        try:
-            total += size()
-        except Exception:
-            continue
-    return total
 
 
 class LoopGuardMetrics:
@@ -156,7 +112,7 @@ class LoopGuardMetrics:
         reg = registry
         self.registry = registry
         """The Prometheus registry the metrics are on (None: the metrics API only)."""
-        self.multiprocess = _multiprocess_mode()
+        self.multiprocess = multiprocess_mode()
         self.service_label = service_label
         tpl = ["prompt_template", "service_name"] if service_label else ["prompt_template"]
         self.tool_calls = Counter(_base(TOOL_CALLS), "Tool calls seen.",
@@ -206,7 +162,7 @@ class LoopGuardMetrics:
             self._open_gauge = Gauge(OPEN_RUNS, "Runs currently held in memory.",
                                      registry=reg, multiprocess_mode="livesum")
         elif reg is not None:
-            reg.register(_OpenRunsCollector(self._sizes))
+            reg.register(OpenRunsCollector(self._sizes))
         self.template = LabelCap("prompt_template", max_prompt_templates, self._overflow)
         self.tool = LabelCap("tool", max_tools, self._overflow)
         self.service = LabelCap("service_name", max_services, self._overflow)
@@ -236,7 +192,7 @@ class LoopGuardMetrics:
         """
         from otel_loopguard.metrics._otel import observe_metrics
 
-        observe_metrics(self, meter_provider, lambda: _total(self._sizes))
+        observe_metrics(self, meter_provider, lambda: total_of(self._sizes))
         self.meter_provider = meter_provider
 
     def _overflow(self, label: str) -> None:
@@ -250,7 +206,7 @@ class LoopGuardMetrics:
         """Stop reporting ``size()`` (a processor shut down: its runs are no longer open)."""
         if size in self._sizes:
             self._sizes.remove(size)
-        self.set_open_runs(_total(self._sizes))
+        self.set_open_runs(total_of(self._sizes))
 
     def set_open_runs(self, value: int) -> None:
         """Set the open-runs gauge directly (multiprocess mode only; no-op otherwise)."""
