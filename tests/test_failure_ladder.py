@@ -54,6 +54,24 @@ class TestLadders:
         busy = _fail("fetch", None, "HTTP 429 Too Many Requests")
         assert by(run([busy] * 5), "failure") == {3: "warn", 4: "warn", 5: "stop"}
 
+    def test_an_unclassified_error_is_told_apart_by_its_output(self) -> None:
+        """"exit code 1" says nothing: a script fixed for its indentation that then misses its
+        data file fails another way (Who&When's captain-088, healthy). Before, three failures
+        of what normalises to one call warned; the same output three times still does."""
+        code = {"code": "import pandas as pd\ndf = pd.read_csv('prices.csv')"}
+
+        def run_code(output: str) -> dict[str, Any]:
+            return call("execute_code", code, output, error="exitcode: 1 (execution failed)")
+
+        indentation = run_code("IndentationError: unexpected indent")
+        missing = run_code("FileNotFoundError: [Errno 2] No such file: 'prices.csv'")
+        assert by(run([indentation, missing, missing]), "failure") == {}
+        assert by(run([missing] * 3), "failure") == {3: "warn"}
+        # a classified error is its class: a 429 whose body differs each time still counts
+        busy = [call("fetch", {"id": 1}, f"rate limited, {n} requests in window",
+                      error="HTTP 429 Too Many Requests") for n in (97, 98, 99)]
+        assert by(run(busy), "failure") == {3: "warn"}
+
     def test_other_targets_never_stop(self) -> None:
         """Thirty users not found, one after the other, warn and never stop."""
         calls = [_fail("get_user", {"email": f"u{i}@example.com"}, "user not found")

@@ -35,7 +35,7 @@ BOUNDS: dict[str, tuple[int, int, int]] = {
     "function": (1, 1, 11),
     "ide": (7, 0, 1),
     "conversation": (0, 0, 0),
-    "multi_agent": (2, 0, 12),
+    "multi_agent": (1, 0, 12),
     "browsing": (1, 1, 10),
 }
 

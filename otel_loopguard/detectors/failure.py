@@ -161,6 +161,8 @@ class FailureDetector(DetectorBase):
                 del state[next(iter(state))]
             failures = state[step.tool] = _ToolFailures()
         key = (step.error_class or "") + ":" + step.error
+        if step.error_reason == UNCLASSIFIED:  # "exit code 1": the output tells failures apart
+            key += ":" + step.result_sig
         count, occ = failures.by_error.get(key) or (0, [])
         occ = [*occ[-9:], (step.index, step.span_id)]  # a new list: forks share the old one
         failures.by_error[key] = (count + 1, occ)
