@@ -36,7 +36,7 @@ BOUNDS: dict[str, tuple[int, int, int]] = {
     "ide": (7, 0, 1),
     "conversation": (0, 0, 0),
     "multi_agent": (1, 0, 12),
-    "browsing": (1, 1, 10),
+    "browsing": (0, 0, 10),
 }
 
 

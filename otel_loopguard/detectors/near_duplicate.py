@@ -29,6 +29,13 @@ _CODE_RE: Final = re.compile(r"[\n(){};=<>|$`\\]|(?:^|\s)--?[a-zA-Z]")
 _OPERAND_RE: Final = re.compile(r"\d|\w[/.]\w|^-|^/")
 """A token that is an operand (a number, an id, a path, a flag), not a free-text word."""
 _MIN_PARAPHRASE_WORDS: Final = 3
+_FILLER: Final = frozenset({
+    "a", "an", "the", "of", "in", "on", "at", "to", "for", "from", "by", "with", "about", "into",
+    "near", "under", "over", "via", "per", "as", "and", "or", "but", "is", "are", "was", "were",
+    "be", "it", "its", "this", "that", "these", "those", "i", "me", "my", "we", "our", "you",
+    "your", "what", "which", "who", "how", "when", "where", "why", "do", "does", "did", "can",
+    "could", "should", "would", "will", "please"})
+"""Words that carry no operand: adding, dropping or swapping one is a rewording."""
 _MAX_TOKENS: Final = 64
 _MAX_KEYS: Final = 16
 _MAX_EMBEDDINGS: Final = 1024
@@ -95,6 +102,27 @@ def _exact(value: Any) -> str:
     return digest(text[:4096])
 
 
+def _replaced(ours: frozenset[str], theirs: frozenset[str], only_ours: frozenset[str],
+              only_theirs: frozenset[str]) -> bool:
+    """Return whether each text has a content word the other lacks: an operand was replaced.
+
+    ``only_ours`` and ``only_theirs`` are the words of one text the other lacks. Filler words
+    do not count, nor a plural ``-s`` (``hotels`` is ``hotel``). ``best pizza in brooklyn``
+    and ``best pizza in queens`` are two searches; a word added or dropped (``paris weather
+    today`` after ``weather in Paris``) is a refinement of one.
+    """
+    mine, yours = only_ours - _FILLER, only_theirs - _FILLER
+    return bool(mine and yours and _new_words(mine, theirs) and _new_words(yours, ours))
+
+
+def _new_words(words: frozenset[str], other: frozenset[str]) -> bool:
+    """Return whether a word of ``words`` is not in ``other``, even as its singular or plural."""
+    for word in words:  # a loop: cheaper than any() over a generator
+        if word + "s" not in other and (word[-1] != "s" or word[:-1] not in other):
+            return True
+    return False
+
+
 def _features(entry: list[Any]) -> dict[str, Feature]:
     """Return an entry's features, computing them from its kept arguments on first use."""
     if entry[1] is None:
@@ -129,14 +157,17 @@ class NearDuplicateDetector(DetectorBase):
     Text arguments are compared up to case, punctuation, whitespace and word order. Free text
     of 3 or more words (a natural-language query) may also be a paraphrase, by token overlap
     (Jaccard >= ``near_duplicate_jaccard``) or an optional embedder, when its operands
-    (numbers, ids, paths, flags) are the same. Single-word values (ids, paths, numbers, a
-    search term) must match up to case and punctuation, and code or patches (text with
-    brackets, operators or newlines) up to whitespace: an operand that changes makes a
-    different call. Fires (replan) when at least ``near_duplicate_min`` such calls sit within the
-    last ``near_duplicate_window`` calls and each result after the group's first is empty or one
-    an earlier call of the group already returned. A call whose result was not captured is
-    never part of a group: an absent result is no evidence of no progress; nor is a call whose
-    arguments were not captured whole (an empty search pattern an export dropped).
+    (numbers, ids, paths, flags) are the same and no content word was replaced: when each text
+    has a content word (not a filler like ``in``, ``the``, ``of``) the other lacks, the search
+    changed (``best pizza in brooklyn``, ``best pizza in queens``); a word added or dropped is
+    a refinement (``paris weather today`` after ``weather in Paris``). Single-word values (ids,
+    paths, numbers, a search term) must match up to case and punctuation, and code or patches
+    (text with brackets, operators or newlines) up to whitespace: an operand that changes
+    makes a different call. Fires (replan) when at least ``near_duplicate_min`` such calls sit
+    within the last ``near_duplicate_window`` calls and each result after the group's first is
+    empty or one an earlier call of the group already returned. A call whose result was not
+    captured is never part of a group: an absent result is no evidence of no progress; nor is a
+    call whose arguments were not captured whole (an empty search pattern an export dropped).
     """
 
     name: ClassVar[str] = "near_duplicate"
@@ -251,7 +282,8 @@ class NearDuplicateDetector(DetectorBase):
         """Return whether two values are near-identical.
 
         Equal up to case, punctuation and word order; or, for free text of 3+ words, a
-        paraphrase with the same operands (numbers, ids, paths, flags).
+        paraphrase with the same operands (numbers, ids, paths, flags) and no content word
+        replaced by another.
         """
         if left[0] != right[0]:
             return False
@@ -259,15 +291,19 @@ class NearDuplicateDetector(DetectorBase):
             return bool(left[1] == right[1])
         if left[1] == right[1]:
             return True
-        if left[3] != right[3] or max(left[4], right[4]) < _MIN_PARAPHRASE_WORDS:
+        ours, theirs = left[1], right[1]
+        only_ours, only_theirs = ours - theirs, theirs - ours
+        if (left[3] != right[3] or max(left[4], right[4]) < _MIN_PARAPHRASE_WORDS
+                or _replaced(ours, theirs, only_ours, only_theirs)):
             return False
         if self.embedder is not None:
             try:
                 return self._cosine(left[2], right[2]) >= self.embedding_threshold
             except Exception:  # a failing embedder (network, model) falls back to overlap
                 self.embedder_errors += 1
-        union = len(left[1] | right[1])
-        return union > 0 and len(left[1] & right[1]) / union >= self.config.near_duplicate_jaccard
+        union = len(ours) + len(only_theirs)
+        shared = len(ours) - len(only_ours)
+        return union > 0 and shared / union >= self.config.near_duplicate_jaccard
 
     def _embed(self, text: str) -> Sequence[float]:
         vector = self._embeddings.get(text)
