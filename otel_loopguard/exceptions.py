@@ -80,7 +80,9 @@ def _message(decision: Decision, tool: str, repeats: int) -> str:
     if code in ("STAGNANT_RESULT", "POLL_STAGNANT", "REPEATED_CALL"):
         what = f"was called {repeats} times with identical arguments"
     elif code in ("PERMANENT_FAILURE", "REPEATED_FAILURE", "MUTATING_FAILURE"):
-        what = f"failed {repeats - 1} times with the same error and would be retried again"
+        failed = repeats - 1
+        what = (f"failed {failed} {'time' if failed == 1 else 'times'} with the same error "
+                "and would be retried again")
     elif code == "BUDGET_EXHAUSTED":
         what = f"would exceed the run's tool-call budget ({repeats} calls)"
     else:

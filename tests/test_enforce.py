@@ -318,6 +318,8 @@ def test_permanent_failure_is_blocked_at_the_second_identical_call(make: Any) ->
     assert attempts == [42]
     assert info.value.decision.code == "PERMANENT_FAILURE"
     assert info.value.repeats == 2
+    assert str(info.value) == ('Tool "fetch_account" failed 1 time with the same error and '
+                               'would be retried again - aborting to prevent a loop')
     failed, blocked = setup.tool_spans()
     assert failed.status.status_code is StatusCode.ERROR
     assert "401" in (failed.status.description or "")
