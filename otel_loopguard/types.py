@@ -84,6 +84,12 @@ class SpanRecord:
     resource: Mapping[str, Any] = field(default_factory=dict)
     events: tuple[tuple[str, Mapping[str, Any]], ...] = ()
     """(name, attributes) of each span event, e.g. ``exception``."""
+    parent_is_remote: bool = False
+    """True when the parent span belongs to another process (a propagated context): this span
+    is then the local root of its service's part of the trace. From OTLP ``Span.flags`` (both
+    ``SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK`` and ``SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK`` set) or
+    the SDK parent's ``is_remote``; False when unknown (exporters older than mid-2024 leave the
+    bits unset)."""
 
 
 @dataclass(slots=True)

@@ -160,6 +160,7 @@ class TestCorpora:
             scope_name: Any
             resource: Any
             events: Any
+            parent_is_remote: Any
 
         assert [record.name for record in wire.decode_spans(body, Shouting)] == [
             record.name.upper() for record in records]
@@ -236,7 +237,7 @@ def _span(draw: st.DrawFn, spans: Any) -> None:
         span.parent_span_id = b"\x01\x02"
     span.name = draw(_TEXT)
     span.kind = draw(st.integers(0, 5))
-    span.flags = draw(st.sampled_from([0, 0x100, 0x301]))
+    span.flags = draw(st.sampled_from([0, 0x100, 0x200, 0x300, 0x301]))
     span.trace_state = draw(st.sampled_from(["", "a=b", "é=ü"]))
     span.start_time_unix_nano = draw(st.integers(0, 2**64 - 1))
     span.end_time_unix_nano = draw(st.integers(0, 2**64 - 1))

@@ -29,6 +29,7 @@ from otel_loopguard.otlp._json_values import (
 from otel_loopguard.otlp._spans import (
     INT32_MAX,
     INT32_MIN,
+    REMOTE_PARENT,
     SPAN_ID_BYTES,
     TRACE_ID_BYTES,
     UINT32_MAX,
@@ -181,6 +182,7 @@ def _span(obj: Any, resource: Mapping[str, Any], scope: str) -> SpanRecord:
         trace, parent = get("traceId"), get("parentSpanId")
         start, end = get("startTimeUnixNano"), get("endTimeUnixNano")
         events = get("events")
+        flags = get("flags")  # validated below, with what only forwarding reads
         record = SpanRecord(
             _TRACE_IDS.get(trace) or _known_trace_id(trace) if type(trace) is str
             else _id(trace or _get(obj, "traceId"), TRACE_ID_BYTES, "traceId"),
@@ -195,7 +197,8 @@ def _span(obj: Any, resource: Mapping[str, Any], scope: str) -> SpanRecord:
             and len(end) < _MAX_DIGITS
             else _time(end or _get(obj, "endTimeUnixNano"), "endTimeUnixNano"),
             json_attributes(get("attributes"), name="attributes"),
-            code, message, scope, resource, () if events is None else _events(events))
+            code, message, scope, resource, () if events is None else _events(events),
+            type(flags) is int and flags & REMOTE_PARENT == REMOTE_PARENT)
         kind = get("kind")
         if not ((type(kind) is int and INT32_MIN <= kind <= INT32_MAX)
                 or (type(kind) is str and kind in _KIND_NAMES)):
@@ -203,7 +206,6 @@ def _span(obj: Any, resource: Mapping[str, Any], scope: str) -> SpanRecord:
         trace_state = get("traceState")
         if type(trace_state) is not str and (trace_state is not None or _SNAKE_STATE in obj):
             _string(trace_state or _get(obj, "traceState"), "traceState")
-        flags = get("flags")
         if type(flags) is not int or not 0 <= flags <= UINT32_MAX:
             _uint32(flags, "flags")
         links = get("links")

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 from otel_loopguard._native import load
 from otel_loopguard.otlp._spans import (
     MAX_VALUE_DEPTH,
+    REMOTE_PARENT,
     SPAN_ID_BYTES,
     TRACE_ID_BYTES,
     DecodedSpans,
@@ -136,7 +137,8 @@ def _span(span: Any, resource: Mapping[str, Any], scope: str) -> SpanRecord:
     record = SpanRecord(
         trace_id.hex(), span_id.hex(), parent.hex() if parent and parent != _ZERO_SPAN_ID
         else None, span.name, span.start_time_unix_nano, span.end_time_unix_nano, attributes,
-        status.code, status.message, scope, resource, _events(events) if events else ())
+        status.code, status.message, scope, resource, _events(events) if events else (),
+        span.flags & REMOTE_PARENT == REMOTE_PARENT)
     if span.links:
         _links(span.links, proto_attributes)
     return record

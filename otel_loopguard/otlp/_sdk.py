@@ -80,6 +80,7 @@ def span_record_from_readable(span: ReadableSpan) -> SpanRecord:
         scope_name=scope.name if scope else "",
         resource=span.resource.attributes,
         events=tuple((e.name, e.attributes or {}) for e in span.events),
+        parent_is_remote=parent.is_remote if parent else False,
     )
 
 

@@ -16,7 +16,8 @@ from typing import Any, Final
 
 from otel_loopguard.types import SpanRecord
 
-__all__ = ["MAX_VALUE_DEPTH", "DecodedSpans", "FieldError", "TooDeep", "sdk_builders", "short"]
+__all__ = ["MAX_VALUE_DEPTH", "REMOTE_PARENT", "DecodedSpans", "FieldError", "TooDeep",
+           "sdk_builders", "short"]
 
 TRACE_ID_BYTES: Final = 16
 SPAN_ID_BYTES: Final = 8
@@ -31,6 +32,10 @@ MAX_VALUE_DEPTH: Final = 32
 """Arrays and maps nested in one attribute value. A protobuf parser refuses messages nested
 more than 100 deep, which an attribute value of 47 levels reaches; 32 keeps every accepted span
 readable downstream."""
+REMOTE_PARENT: Final = 0x300
+"""``Span.flags`` bits ``SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK`` (0x100) and
+``SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK`` (0x200): both set, the parent is known to be remote
+(``SpanRecord.parent_is_remote``). ``_wire.c`` reads the same two bits."""
 _MAX_REPR: Final = 40
 
 

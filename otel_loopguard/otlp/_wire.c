@@ -31,6 +31,7 @@
 
 #define MAX_VALUE_DEPTH 32   /* otel_loopguard.otlp._spans.MAX_VALUE_DEPTH */
 #define MAX_MESSAGE_DEPTH 64 /* well below protobuf's recursion limit of 100 */
+#define REMOTE_PARENT 0x300  /* otel_loopguard.otlp._spans.REMOTE_PARENT: both bits set */
 
 enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
 
@@ -52,10 +53,11 @@ typedef struct {
 } ctx_t;
 
 /* --- records ------------------------------------------------------------------------------ */
-#define FIELDS 12
+#define FIELDS 13
 static const char *const field_names[FIELDS] = {
     "trace_id", "span_id", "parent_span_id", "name", "start_time_ns", "end_time_ns",
-    "attributes", "status_code", "status_message", "scope_name", "resource", "events"};
+    "attributes", "status_code", "status_message", "scope_name", "resource", "events",
+    "parent_is_remote"};
 
 /* Where a plain slotted dataclass with SpanRecord's fields keeps each one, to fill a new
  * instance directly: its generated __init__ only assigns them, and calling it is a quarter of
@@ -93,7 +95,7 @@ done:
     return plain;
 }
 
-/* A new record of the 12 values in args (references stolen, even on failure). */
+/* A new record of the 13 values in args (references stolen, even on failure). */
 static PyObject *new_record(PyObject *type, PyObject **args) {
     PyObject *record = NULL;
     Py_ssize_t found[FIELDS];
@@ -437,7 +439,7 @@ static int span(ctx_t *ctx, const uint8_t *data, Py_ssize_t len, PyObject *resou
     static const uint8_t zero_id[8] = {0};
     reader_t r = {data, data + len};
     field_t f, trace_id = {0}, span_id = {0}, parent = {0}, name = {0}, message = {0};
-    uint64_t start = 0, end = 0;
+    uint64_t start = 0, end = 0, flags = 0;
     long code = 0;
     unsigned seen = 0;
     int got;
@@ -469,6 +471,7 @@ static int span(ctx_t *ctx, const uint8_t *data, Py_ssize_t len, PyObject *resou
         case 16:
             if (f.type != WT_I32) goto fail;
             SEEN(f.number);
+            flags = f.num;
             break;
         case 9:
             if (f.type != WT_LEN || put_pair(attributes, f.data, f.len, 0, level + 1) < 0)
@@ -517,6 +520,7 @@ static int span(ctx_t *ctx, const uint8_t *data, Py_ssize_t len, PyObject *resou
     Py_INCREF(resource);
     args[11] = events != NULL ? PyList_AsTuple(events) : PyTuple_New(0); /* () is shared */
     Py_CLEAR(events);
+    args[12] = Py_NewRef((flags & REMOTE_PARENT) == REMOTE_PARENT ? Py_True : Py_False);
     for (int i = 0; i < FIELDS; i++)
         if (args[i] == NULL) goto fail;
     record = new_record(ctx->record, args); /* takes the values */
@@ -975,8 +979,11 @@ static PyObject *json_span(PyObject *obj, PyObject *resource, PyObject *scope, P
     } else if (field(obj, k_trace_state_snake) != NULL) {
         return NULL;
     }
-    if ((v = field(obj, k_flags)) != NULL && v != Py_None && !int_in(v, 0, UINT32_MAX))
-        return NULL;
+    int remote = 0; /* as _span reads it: an int with both bits set (an absent flags is 0) */
+    if ((v = field(obj, k_flags)) != NULL && v != Py_None) {
+        if (!int_in(v, 0, UINT32_MAX)) return NULL;
+        remote = (PyLong_AsUnsignedLong(v) & REMOTE_PARENT) == REMOTE_PARENT;
+    }
     if ((v = field(obj, k_links)) != NULL && v != Py_None &&
         !(PyList_CheckExact(v) && PyList_GET_SIZE(v) == 0))
         return NULL;
@@ -1034,6 +1041,7 @@ static PyObject *json_span(PyObject *obj, PyObject *resource, PyObject *scope, P
     args[9] = Py_NewRef(scope);
     args[10] = Py_NewRef(resource);
     args[11] = json_events(field(obj, k_events));
+    args[12] = Py_NewRef(remote ? Py_True : Py_False);
     if (args[8] == NULL || args[11] == NULL) goto leave;
     return new_record(type, args);
 leave:
