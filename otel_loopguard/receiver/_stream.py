@@ -5,13 +5,18 @@ Spans are buffered per trace. A trace is assembled and run through the engine wh
 * its root span has arrived and ``reorder_window_seconds`` of wall-clock time have passed since
   (time of arrival, not span times: spans reach a receiver only after they end, in export
   batches, in any order), or
+* a span whose parent is remote (``SpanRecord.parent_is_remote``: a service running under a
+  propagated context sends no root) arrived as long ago and no span of the trace still waits
+  for a local parent (else it waits for more spans, its root, or the idle TTL), or
 * it has been idle (no new span) for ``idle_ttl_seconds``, or
 * the buffer is full (``max_traces`` traces, ``max_spans`` spans or ``max_bytes`` bytes, as
   ``span_bytes`` counts them): the trace touched least recently is checked and handed on
   early, never dropped, and counted as a ``capacity`` eviction.
 
 Spans repeated within a trace (an exporter retrying a request that did get through) are checked
-once. Spans of a trace that has closed are late: counted and forwarded, never checked.
+once. Spans of a trace that has closed are late: counted and forwarded, never checked; after a
+close on a remote-parented span, only those of the segments checked (``_traces``): the
+others open a new segment of the trace, as a second call of the service would.
 
 Assembly, run grouping and the engine are those of ``check`` (a :class:`Checker` underneath), so
 the reports are the same as ``check``'s whenever each trace is complete when it closes.
@@ -37,6 +42,7 @@ from otel_loopguard.evidence import evidence_attributes
 from otel_loopguard.exceptions import InternalErrorGuard
 from otel_loopguard.metrics import LoopGuardMetrics, uncapped_label
 from otel_loopguard.receiver._size import spans_bytes
+from otel_loopguard.receiver._traces import ClosedTraces, OpenTrace, segment_complete
 from otel_loopguard.replay.checker import Checker, RunReport
 from otel_loopguard.state import seconds_to_ns
 from otel_loopguard.types import Action, Decision, SpanAdapter, SpanRecord, ToolCall
@@ -67,16 +73,6 @@ class ClosedTrace:
     """True for spans that arrived after their trace had closed (not checked)."""
     sizes: list[int] = field(default_factory=list)
     """What each span holds in bytes (``span_bytes``), as counted while it was buffered."""
-
-
-@dataclass(slots=True)
-class _Trace:
-    spans: list[SpanRecord]
-    payloads: list[Any] | None
-    touched_ns: int
-    root_seen_ns: int | None = None
-    sizes: list[int] = field(default_factory=list)
-    bytes: int = 0
 
 
 class StreamingChecker:
@@ -136,11 +132,10 @@ class StreamingChecker:
                                 clock=clock, on_waste=self._on_waste if metrics else None)
         self.guard = InternalErrorGuard(metrics.record_internal_error if metrics else None,
                                         raise_errors=raise_internal_errors)
-        # Traces in least-recently-touched order; traces whose root arrived, in arrival order.
-        self._traces: OrderedDict[str, _Trace] = OrderedDict()
+        # Traces in least-recently-touched order; traces whose window started, in that order.
+        self._traces: OrderedDict[str, OpenTrace] = OrderedDict()
         self._rooted: OrderedDict[str, int] = OrderedDict()
-        self._closed: OrderedDict[str, None] = OrderedDict()
-        self._closed_cap = max(self.max_traces, _MIN_CLOSED_MEMORY)
+        self._closed = ClosedTraces(max(self.max_traces, _MIN_CLOSED_MEMORY))
         self._highest: dict[str, Action] = {}
         """Open run → the highest action of its loop findings (budgets left out)."""
         self._evidence: dict[str, dict[str, Any]] = {}
@@ -168,7 +163,8 @@ class StreamingChecker:
         """Buffer a batch of spans; return the reports of runs closed early to stay in bounds.
 
         Spans of a trace that already closed are late: they are counted in ``late_spans``,
-        handed to ``on_trace`` (flagged ``late``) and otherwise ignored.
+        handed to ``on_trace`` (flagged ``late``) and otherwise ignored; in a trace closed on a
+        remote-parented span, only the copies and children of spans already checked are.
 
         Args:
             spans: the batch, in any order.
@@ -183,21 +179,22 @@ class StreamingChecker:
         traces, rooted, closed = self._traces, self._rooted, self._closed
         added = 0
         current: str | None = None
-        trace: _Trace | None = None
+        trace: OpenTrace | None = None
+        known: set[str] | None = None  # the span ids of its segments checked, if it has any
         for index, span in enumerate(spans):
             trace_id = span.trace_id
             if trace_id != current:  # a request holds each trace's spans together, mostly
                 current = trace_id
-                trace = traces.get(trace_id)
-                if trace is None:
-                    if trace_id not in closed:  # else late: None
-                        trace = traces[trace_id] = _Trace([], [] if keep else None, now)
-                else:
-                    traces.move_to_end(trace_id)
-                    trace.touched_ns = now
-            if trace is None:
+                trace, known = self._touch(trace_id, now)
+            if known is not None and (span.span_id in known or span.parent_span_id in known):
+                closed.remember(known, span.span_id)
                 late.append(index)
                 continue
+            if trace is None:
+                if known is None and trace_id in closed:
+                    late.append(index)
+                    continue
+                trace = traces[trace_id] = OpenTrace([], [] if keep else None, now)
             trace.spans.append(span)
             size = sizes[index]
             trace.bytes += size
@@ -206,7 +203,10 @@ class StreamingChecker:
             if kept is not None:  # each span's payload and size, for ``on_trace``
                 kept.append(payloads[index] if payloads is not None else None)
                 trace.sizes.append(size)
-            if span.parent_span_id is None and trace.root_seen_ns is None:
+            if span.parent_span_id is None:
+                if not trace.has_root:
+                    self._root_arrived(trace_id, trace, now)
+            elif span.parent_is_remote and trace.root_seen_ns is None:
                 trace.root_seen_ns = now
                 rooted[trace_id] = now
         self.buffered_bytes += added
@@ -229,7 +229,12 @@ class StreamingChecker:
             trace_id, seen = next(iter(self._rooted.items()))
             if now - seen < self._window_ns:
                 break
-            self._close(trace_id, out)
+            trace = self._traces[trace_id]
+            if trace.has_root or segment_complete(trace.spans):
+                self._close(trace_id, out)
+            else:  # a downstream service's span, its caller's still to come: wait for them
+                del self._rooted[trace_id]
+                trace.waiting = True
         while self._traces:
             trace_id, trace = next(iter(self._traces.items()))
             if now - trace.touched_ns < self._idle_ns:
@@ -248,6 +253,23 @@ class StreamingChecker:
         return self._counted(out + self._collect(self._checker.flush()))
 
     # --- internals ---------------------------------------------------------------------------
+    def _touch(self, trace_id: str, now: int) -> tuple[OpenTrace | None, set[str] | None]:
+        """Return the open trace (None if not open) and its checked segments' span ids."""
+        trace = self._traces.get(trace_id)
+        if trace is not None:
+            self._traces.move_to_end(trace_id)
+            trace.touched_ns = now
+            if trace.waiting:  # a new span: it may be the parent that was missing
+                trace.waiting = False
+                self._rooted[trace_id] = now
+        return trace, self._closed.segments(trace_id)
+
+    def _root_arrived(self, trace_id: str, trace: OpenTrace, now: int) -> None:
+        """Start the trace's window at its own root (again after a remote-parented span's)."""
+        trace.has_root, trace.waiting, trace.root_seen_ns = True, False, now
+        self._rooted.pop(trace_id, None)
+        self._rooted[trace_id] = now
+
     def _shrink(self) -> list[RunReport]:
         out: list[RunReport] = []
         while self._traces and (len(self._traces) > self.max_traces
@@ -261,9 +283,8 @@ class StreamingChecker:
         self._rooted.pop(trace_id, None)
         self.buffered_spans -= len(trace.spans)
         self.buffered_bytes -= trace.bytes
-        self._closed[trace_id] = None
-        if len(self._closed) > self._closed_cap:
-            self._closed.popitem(last=False)
+        self._closed.close(trace_id, trace.spans,
+                           segmented=not trace.has_root and trace.root_seen_ns is not None)
         if evicted is not None and self.metrics is not None:
             self.metrics.record_eviction(evicted)
         self._evidence = {}
@@ -277,7 +298,7 @@ class StreamingChecker:
             self._hand_over(ClosedTrace(trace_id, trace.spans, trace.payloads, self._evidence,
                                         sizes=trace.sizes))
 
-    def _dedupe(self, trace: _Trace) -> None:
+    def _dedupe(self, trace: OpenTrace) -> None:
         """Drop repeated span ids (exporters retry, so delivery is at least once)."""
         seen: set[str] = set()
         keep: list[int] = []
