@@ -29,7 +29,6 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Final
 
@@ -42,7 +41,12 @@ from otel_loopguard.evidence import evidence_attributes
 from otel_loopguard.exceptions import InternalErrorGuard
 from otel_loopguard.metrics import LoopGuardMetrics, uncapped_label
 from otel_loopguard.receiver._size import spans_bytes
-from otel_loopguard.receiver._traces import ClosedTraces, OpenTrace, segment_complete
+from otel_loopguard.receiver._traces import (
+    ClosedTrace,
+    ClosedTraces,
+    OpenTrace,
+    segment_complete,
+)
 from otel_loopguard.replay.checker import Checker, RunReport
 from otel_loopguard.state import seconds_to_ns
 from otel_loopguard.types import Action, Decision, SpanAdapter, SpanRecord, ToolCall
@@ -56,23 +60,6 @@ _DEFAULT_MAX_BYTES: Final = 128 << 20
 _MIN_CLOSED_MEMORY: Final = 10_000
 _SPAN_ID: Final = attrgetter("span_id")
 _LOG: Final = logging.getLogger("otel_loopguard")
-
-
-@dataclass(slots=True)
-class ClosedTrace:
-    """The spans of a trace that has been checked, with the evidence for its flagged spans."""
-
-    trace_id: str
-    """The trace id; empty for late spans, which may belong to several traces."""
-    spans: list[SpanRecord]
-    payloads: list[Any] | None
-    """Whatever was passed along with each span to ``add`` (the forwarder's source spans)."""
-    evidence: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """``loopguard.*`` attributes by span id, for the spans with a flagged decision."""
-    late: bool = False
-    """True for spans that arrived after their trace had closed (not checked)."""
-    sizes: list[int] = field(default_factory=list)
-    """What each span holds in bytes (``span_bytes``), as counted while it was buffered."""
 
 
 class StreamingChecker:

@@ -18,10 +18,27 @@ from typing import Any, Final
 
 from otel_loopguard.types import SpanRecord
 
-__all__ = ["ClosedTraces", "OpenTrace", "segment_complete"]
+__all__ = ["ClosedTrace", "ClosedTraces", "OpenTrace", "segment_complete"]
 
 _DEFAULT_MAX_SPAN_IDS: Final = 100_000
 _SPAN_ID: Final = attrgetter("span_id")
+
+
+@dataclass(slots=True)
+class ClosedTrace:
+    """The spans of a trace that has been checked, with the evidence for its flagged spans."""
+
+    trace_id: str
+    """The trace id; empty for late spans, which may belong to several traces."""
+    spans: list[SpanRecord]
+    payloads: list[Any] | None
+    """Whatever was passed along with each span to ``add`` (the forwarder's source spans)."""
+    evidence: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """``loopguard.*`` attributes by span id, for the spans with a flagged decision."""
+    late: bool = False
+    """True for spans that arrived after their trace had closed (not checked)."""
+    sizes: list[int] = field(default_factory=list)
+    """What each span holds in bytes (``span_bytes``), as counted while it was buffered."""
 
 
 @dataclass(slots=True)
