@@ -198,7 +198,9 @@ def _span(obj: Any, resource: Mapping[str, Any], scope: str) -> SpanRecord:
             else _time(end or _get(obj, "endTimeUnixNano"), "endTimeUnixNano"),
             json_attributes(get("attributes"), name="attributes"),
             code, message, scope, resource, () if events is None else _events(events),
-            type(flags) is int and flags & REMOTE_PARENT == REMOTE_PARENT)
+            False)
+        if type(flags) is int and flags & REMOTE_PARENT == REMOTE_PARENT:  # a root has none
+            record.parent_is_remote = record.parent_span_id is not None
         kind = get("kind")
         if not ((type(kind) is int and INT32_MIN <= kind <= INT32_MAX)
                 or (type(kind) is str and kind in _KIND_NAMES)):

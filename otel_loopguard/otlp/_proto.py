@@ -134,11 +134,12 @@ def _span(span: Any, resource: Mapping[str, Any], scope: str) -> SpanRecord:
         raise exc.under("attributes") from None
     status = span.status
     events = span.events
+    has_parent = bool(parent) and parent != _ZERO_SPAN_ID
     record = SpanRecord(
-        trace_id.hex(), span_id.hex(), parent.hex() if parent and parent != _ZERO_SPAN_ID
-        else None, span.name, span.start_time_unix_nano, span.end_time_unix_nano, attributes,
-        status.code, status.message, scope, resource, _events(events) if events else (),
-        span.flags & REMOTE_PARENT == REMOTE_PARENT)
+        trace_id.hex(), span_id.hex(), parent.hex() if has_parent else None, span.name,
+        span.start_time_unix_nano, span.end_time_unix_nano, attributes, status.code,
+        status.message, scope, resource, _events(events) if events else (),
+        has_parent and span.flags & REMOTE_PARENT == REMOTE_PARENT)  # a root has no parent
     if span.links:
         _links(span.links, proto_attributes)
     return record

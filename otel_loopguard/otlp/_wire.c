@@ -520,7 +520,9 @@ static int span(ctx_t *ctx, const uint8_t *data, Py_ssize_t len, PyObject *resou
     Py_INCREF(resource);
     args[11] = events != NULL ? PyList_AsTuple(events) : PyTuple_New(0); /* () is shared */
     Py_CLEAR(events);
-    args[12] = Py_NewRef((flags & REMOTE_PARENT) == REMOTE_PARENT ? Py_True : Py_False);
+    /* a root has no parent to be remote, whatever its flags say (as the SDK span it becomes) */
+    args[12] = Py_NewRef(args[2] != Py_None && (flags & REMOTE_PARENT) == REMOTE_PARENT
+                         ? Py_True : Py_False);
     for (int i = 0; i < FIELDS; i++)
         if (args[i] == NULL) goto fail;
     record = new_record(ctx->record, args); /* takes the values */
@@ -1041,7 +1043,7 @@ static PyObject *json_span(PyObject *obj, PyObject *resource, PyObject *scope, P
     args[9] = Py_NewRef(scope);
     args[10] = Py_NewRef(resource);
     args[11] = json_events(field(obj, k_events));
-    args[12] = Py_NewRef(remote ? Py_True : Py_False);
+    args[12] = Py_NewRef(remote && args[2] != Py_None ? Py_True : Py_False);
     if (args[8] == NULL || args[11] == NULL) goto leave;
     return new_record(type, args);
 leave:
