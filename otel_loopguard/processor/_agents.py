@@ -18,6 +18,8 @@ from otel_loopguard.state import InMemoryRunStateStore
 
 __all__ = ["AgentStarts"]
 
+_INVOKE_AGENT: Final = "invoke_agent "
+"""GenAI agent span name prefix: ``invoke_agent <agent>``."""
 _MAX_SPAN_NAMES: Final = 4096
 _MAX_ENDED_AGENTS: Final = 1024
 """Evidence kept for ended agent spans whose end the worker has still to hand on."""
@@ -65,6 +67,10 @@ class AgentStarts(FindingReports):
         """
         attrs = raw_attributes(span)
         name = agent_of(span.name, attrs)
+        if name is None and span.name.startswith(_INVOKE_AGENT):
+            # Google ADK sets the attributes (operation, agent name) after starting the span:
+            # its name names the agent, as gen_ai.agent.name will when check reads it.
+            name = span.name.removeprefix(_INVOKE_AGENT).strip() or None
         if name is None or span.parent is None:
             return
         if self.config.run_key == "agent":
