@@ -21,9 +21,11 @@ def _call_plan(name: str, attrs: Mapping[str, Any]) -> CallPlan:
     tool = attrs.get(k.GEN_AI_TOOL_NAME) or attrs.get(k.TL_ENTITY_NAME) or \
         name.removeprefix("execute_tool").strip() or "unknown"
     args_key, result_key = k.GEN_AI_TOOL_CALL_ARGUMENTS, k.GEN_AI_TOOL_CALL_RESULT
-    if args_key not in attrs and attrs.get(k.ADK_TOOL_RESPONSE, _ADK_PLACEHOLDER) != \
-            _ADK_PLACEHOLDER:
-        args_key, result_key = k.ADK_TOOL_CALL_ARGS, k.ADK_TOOL_RESPONSE
+    if args_key not in attrs:
+        if attrs.get(k.ADK_TOOL_RESPONSE, _ADK_PLACEHOLDER) != _ADK_PLACEHOLDER:
+            args_key, result_key = k.ADK_TOOL_CALL_ARGS, k.ADK_TOOL_RESPONSE
+        elif k.PAI_TOOL_ARGUMENTS in attrs or k.PAI_TOOL_RESPONSE in attrs:
+            args_key, result_key = k.PAI_TOOL_ARGUMENTS, k.PAI_TOOL_RESPONSE
     return tool, args_key, result_key, attrs.get(k.GEN_AI_AGENT_NAME)
 
 
