@@ -419,6 +419,44 @@ class TestMultiprocess:
         assert len(list(tmp_path.glob("counter_*.db"))) == 3  # one file per worker process
 
 
+    def test_a_removed_directory_cannot_lose_the_spans_at_shutdown(self, tmp_path: Path) -> None:
+        """A forked worker whose multiprocess directory was removed (cleared at a deploy while it
+        ran) cannot write a metric: shutdown still shuts the exporting processor down, so the
+        spans it holds are exported, and nothing is raised at exit."""
+        metrics_dir, out = tmp_path / "multiproc", tmp_path / "spans.txt"
+        metrics_dir.mkdir()
+        env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir), "PYTHONPATH": str(REPO)}
+        proc = subprocess.run([sys.executable, "-c", _REMOVED_DIR_SCRIPT, str(out)], env=env,
+                              capture_output=True, text=True, check=False, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert out.read_text().split() == ["execute_tool", "invoke_agent"]
+        assert "Exception ignored in atexit" not in proc.stderr, proc.stderr
+
+
+_REMOVED_DIR_SCRIPT = textwrap.dedent(
+    """
+    import os, shutil, sys
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+    from otel_loopguard import LoopGuardSpanProcessor
+
+    out = open(sys.argv[1], "w")
+    provider = TracerProvider()  # shut down at exit (atexit)
+    provider.add_span_processor(LoopGuardSpanProcessor(downstream=BatchSpanProcessor(
+        ConsoleSpanExporter(out=out, formatter=lambda span: span.name.split()[0] + "\\n"))))
+    pid = os.fork()  # a pre-fork worker: it writes metrics to files of its own pid
+    if pid:
+        sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+    shutil.rmtree(os.environ["PROMETHEUS_MULTIPROC_DIR"])
+    tracer = provider.get_tracer("agent")
+    with tracer.start_as_current_span("invoke_agent triage"):
+        with tracer.start_as_current_span("execute_tool search") as span:
+            span.set_attribute("gen_ai.operation.name", "execute_tool")
+            span.set_attribute("gen_ai.tool.name", "search")
+    """
+)
+
+
 _LATE_VARIABLE_SCRIPT = textwrap.dedent(
     """
     import json, os, sys

@@ -234,12 +234,19 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, GuardRuns, SpanProcess
             self._downstream_end(span)
 
     def shutdown(self) -> None:
-        """Check what is queued, then shut the downstream processor down."""
+        """Check what is queued, then shut the downstream processor down.
+
+        A metrics error (a multiprocess directory removed under a running worker) is contained:
+        the downstream processor is shut down, and exports its queued spans, whatever happens.
+        """
         if self._worker is not None and not self._worker.shutdown(_SHUTDOWN_SECONDS):
             logger.warning("otel-loopguard: %d spans were still queued at shutdown",
                            len(self._worker))
         if self.metrics is not None:  # its runs no longer count as open
-            self.metrics.untrack_open_runs(self.store.__len__)
+            try:
+                self.metrics.untrack_open_runs(self.store.__len__)
+            except Exception as exc:
+                self.guard.handle("shutdown", exc)
         if self.downstream is not None:
             self.downstream.shutdown()
 
