@@ -465,6 +465,33 @@ def test_install_twice_keeps_one_processor(caplog: pytest.LogCaptureFixture) -> 
     provider.shutdown()
 
 
+def test_install_twice_still_exports_through_the_second_downstream() -> None:
+    """Under ``opentelemetry-instrument`` loopguard is already installed when the application
+    calls ``install(downstream=...)``: the processor there is returned, and the downstream
+    processor is added to the provider by itself instead of being dropped with its spans."""
+    from otel_loopguard.processor import install
+
+    provider = TracerProvider()
+    registry = CollectorRegistry()
+    first = install(tracer_provider=provider, registry=registry)  # as post_instrument does
+    exporter = InMemorySpanExporter()
+    assert install(tracer_provider=provider, registry=registry,
+                   downstream=SimpleSpanProcessor(exporter)) is first
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search",
+            "gen_ai.tool.call.arguments": '{"q": 1}', "gen_ai.tool.call.result": "none"}
+    tracer = provider.get_tracer("agent")
+    with tracer.start_as_current_span("invoke_agent triage", attributes=AGENT):
+        for _ in range(3):
+            with tracer.start_as_current_span("execute_tool search", attributes=tool):
+                pass
+    spans = exporter.get_finished_spans()
+    assert [s.name for s in spans] == ["execute_tool search"] * 3 + ["invoke_agent triage"]
+    assert [e.name for e in spans[-1].events] == [EVENT_NAME]  # the first one's evidence
+    processors = provider._active_span_processor._span_processors
+    assert sum(isinstance(p, LoopGuardSpanProcessor) for p in processors) == 1
+    provider.shutdown()
+
+
 def test_install_serves_the_registry_the_processor_counts_into() -> None:
     """``install(registry=...)`` with a metrics port serves that registry on ``/metrics``,
     not the global one the processor does not count into."""

@@ -325,7 +325,10 @@ def install(config: LoopGuardConfig | None = None, *,
     Starts the ``/metrics`` server when ``metrics_port`` is configured
     (``LOOPGUARD_METRICS_PORT``), bound to ``metrics_addr`` (127.0.0.1 by default), unless
     ``metrics_exporter`` is ``otlp`` (no Prometheus metrics to serve). It serves the registry
-    the processor counts into (``registry=``; the global one by default).
+    the processor counts into (``registry=``; the global one by default). When a
+    ``LoopGuardSpanProcessor`` is already on the provider (``opentelemetry-instrument``
+    installed one), that one is returned and ``downstream`` is added to the provider by itself,
+    so its spans are still exported.
 
     Raises:
         TypeError: when the global provider is not an SDK ``TracerProvider``.
@@ -337,7 +340,11 @@ def install(config: LoopGuardConfig | None = None, *,
     existing = _installed(provider)
     if existing is not None:  # a second install would watch (and count) every span twice
         logger.warning("otel-loopguard: a LoopGuardSpanProcessor is already on this tracer "
-                       "provider; install() returns it instead of adding another")
+                       "provider; install() returns it instead of adding another%s",
+                       "" if downstream is None else " (downstream= is added to the provider "
+                       "by itself: its spans are exported, the evidence is the first one's)")
+        if downstream is not None:  # dropping it would lose every span it was to export
+            provider.add_span_processor(downstream)
         return existing
     processor = LoopGuardSpanProcessor(config, downstream=downstream, **kwargs)
     provider.add_span_processor(processor)
