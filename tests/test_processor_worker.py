@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
@@ -86,6 +87,40 @@ def test_a_span_that_ends_after_shutdown_is_counted_apart_from_a_full_queue() ->
                                      {"reason": "shutdown"}) == 1
     assert registry.get_sample_value("loopguard_skipped_spans_total",
                                      {"reason": "queue_full"}) is None
+
+
+def test_a_span_that_ends_while_shutdown_drains_the_queue_is_still_exported() -> None:
+    """Shutdown drains the queue before it shuts the downstream down, which can take long: a
+    span ending meanwhile (another thread of the application) goes to the downstream processor
+    unchecked, counted under reason="shutdown", instead of queueing behind the worker's last
+    item, never handed on."""
+    exporter = InMemorySpanExporter()
+    entered, release = threading.Event(), threading.Event()
+
+    def busy(_: Any) -> None:  # holds the worker on the first finding
+        entered.set()
+        release.wait(10)
+
+    provider = TracerProvider()
+    registry = CollectorRegistry()
+    processor = LoopGuardSpanProcessor(LoopGuardConfig(), downstream=BatchSpanProcessor(
+        exporter), registry=registry, on_decision=busy)
+    provider.add_span_processor(processor)
+    _loop(provider, 3)
+    assert entered.wait(10)
+    shutdown = threading.Thread(target=provider.shutdown)
+    shutdown.start()
+    worker = processor._worker
+    assert worker is not None
+    while not any(getattr(item, "stop", False) for item in list(worker.queue)):
+        time.sleep(0.001)  # the shutdown is draining the queue
+    provider.get_tracer("t").start_span("execute_tool late", attributes={
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "late"}).end()
+    release.set()
+    shutdown.join(10)
+    assert "execute_tool late" in [s.name for s in exporter.get_finished_spans()]
+    assert registry.get_sample_value("loopguard_skipped_spans_total",
+                                     {"reason": "shutdown"}) == 1
 
 
 def test_a_full_queue_hands_spans_on_unchecked_and_counts_them() -> None:

@@ -87,8 +87,8 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, GuardRuns, SpanProcess
             returns, which its users (tests reading an in-memory exporter) rely on.
         max_queue_size: ended spans waiting for the worker (16,384). When the queue is full a
             span goes to ``downstream`` unchecked, counted in
-            ``loopguard_skipped_spans_total{reason="queue_full"}`` (a span that ends after
-            ``shutdown``: ``reason="shutdown"``).
+            ``loopguard_skipped_spans_total{reason="queue_full"}`` (a span that ends once
+            ``shutdown`` has begun: ``reason="shutdown"``).
         meter_provider: the OpenTelemetry ``MeterProvider`` of the default metrics when
             ``metrics_exporter`` is ``otlp`` or ``both``; default the global one, else one
             built for OTLP export from the ``OTEL_EXPORTER_OTLP_*`` variables.

@@ -83,6 +83,8 @@ class SpanWorker:
         self._wake = threading.Event()
         """Set to start a round at once: by ``flush``, ``shutdown`` and a full round."""
         self._stopped = False
+        self._stopping = _Marker(stop=True)
+        """The last item the worker handles, queued by ``shutdown``."""
         self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
         self._thread.start()
 
@@ -120,19 +122,23 @@ class SpanWorker:
         return self._wait_for(_Marker(), timeout_seconds)
 
     def shutdown(self, timeout_seconds: float) -> bool:
-        """Handle what is queued, then stop the thread; False when it did not finish in time."""
+        """Handle what is queued, then stop the thread; False when it did not finish in time.
+
+        ``submit`` refuses items from the start: an item offered while the queue drains would
+        land behind the worker's last one and never be handled; refused, its caller hands it on.
+        """
         if self._stopped:
-            return True
-        marker = _Marker(stop=True)
-        done = self._wait_for(marker, timeout_seconds)
+            return self._stopping.done.wait(timeout_seconds) or not self._thread.is_alive()
         self._stopped = True
-        return done
+        return self._wait_for(self._stopping, timeout_seconds)
 
     def _wait_for(self, marker: _Marker, timeout_seconds: float) -> bool:
         if threading.current_thread() is self._thread:  # a handler flushing: already in order
             return True
-        if self._stopped or not self._thread.is_alive():
+        if not self._thread.is_alive():
             return True
+        if self._stopped and marker is not self._stopping:  # nothing can queue behind it
+            return self._stopping.done.wait(timeout_seconds)
         self.queue.append(marker)  # markers are never refused: they hold nothing
         self._wake.set()
         return marker.done.wait(timeout_seconds)
