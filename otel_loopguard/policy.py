@@ -53,6 +53,10 @@ _TEMPLATES: Final[dict[str, Callable[[Evidence], str]]] = {
         f'"{e.tool}" has returned the identical result after each of your last '
         f'{e.details.get("state_changes")} changes; they have not changed its outcome. Re-read '
         "the output before the next change."),
+    "STALLED_RESULT": lambda e: (
+        f"Your last {e.count} tool calls, with different arguments, all returned the identical "
+        "result; changing the query this way learns nothing new. Use what you already have, "
+        "or report what is blocking you."),
     "POLL_STAGNANT": lambda e: (
         f'"{e.tool}" has reported the same state {e.count} times in a row; the job may be stuck. '
         "Wait longer between checks or report that it is not progressing."),
@@ -134,7 +138,8 @@ class Policy:
     """Combines evidence into a decision for one call.
 
     The strongest action wins, escalated one level when a repeating pattern and no progress are
-    seen on the same call.
+    seen on the same call (a ``STALLED_RESULT`` of ``stagnation`` never escalates: it is a warn
+    only, and its different calls are themselves the pattern).
 
     Thread-safe: stateless.
     """
@@ -148,7 +153,7 @@ class Policy:
                             span_id=span_id)
         ranked = tuple(sorted(evidence, key=_rank))
         action = ranked[0].action
-        detectors = {e.detector for e in ranked}
+        detectors = {e.detector for e in ranked if e.code != "STALLED_RESULT"}
         escalated = bool(detectors & PATTERN_DETECTORS and detectors & NO_PROGRESS_DETECTORS
                          and action < Action.STOP)
         if escalated:

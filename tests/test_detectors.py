@@ -96,6 +96,71 @@ class TestStagnationDetector:
         assert _by(decisions, "stagnation") == {9: "warn"}
 
 
+    @staticmethod
+    def _greps(count: int,
+               output: Any = "12:    ordered = sorted(items)\n") -> list[dict[str, Any]]:
+        """``count`` greps that only widen the context window, the same output each time."""
+        return [_call("bash", {"command": f'grep -n -C{i} "sorted" t.py'}, output)
+                for i in range(count)]
+
+    def test_stalled_result_warns_at_the_fourth_different_call(self) -> None:
+        """Different reads in a row with one identical non-empty result: STALLED_RESULT warn at
+        the 4th and on, never more (and never escalated by another detector)."""
+        decisions = _run(self._greps(6))
+        assert _by(decisions, "stagnation") == {4: "warn", 5: "warn", 6: "warn"}
+        assert {d.code for d in decisions if d.action > Action.CONTINUE} == {"STALLED_RESULT"}
+        assert decisions[3].evidence[0].details["call_indices"] == [1, 2, 3, 4]
+        assert max(d.action for d in decisions) is Action.WARN
+
+    def test_stalled_result_three_in_a_row_stay_quiet(self) -> None:
+        """The third time, not the second: and three different calls are not yet a stall."""
+        assert _by(_run(self._greps(3)), "stagnation") == {}
+
+    def test_stalled_result_needs_calls_in_a_row(self) -> None:
+        """Another call between them (or a failed, uncaptured or mutating one) ends the run."""
+        greps = self._greps(4)
+        others: list[dict[str, Any]] = [
+            *_filler(1), _call("bash", {"command": "ls"}, error="boom"),
+            _call("bash", {"command": "ls"}),
+            _call("bash", {"command": "sed -i 's/a/b/' t.py"}, "")]
+        for other in others:
+            assert _by(_run([*greps[:2], other, *greps[2:]]), "stagnation") == {}
+
+    @pytest.mark.parametrize("output", ["", "no results", "[]"])
+    def test_stalled_result_ignores_empty_results(self, output: str) -> None:
+        """Different greps all empty (H29) are healthy, however many."""
+        assert _by(_run(self._greps(8, output)), "stagnation") == {}
+
+    def test_stalled_result_ignores_writes_with_a_constant_result(self) -> None:
+        """A constant success result of a write is its success (H19, H20)."""
+        writes = [_call("write_file", {"path": f"f{i}.py", "content": str(i)}, "ok")
+                  for i in range(8)]
+        edits = [_call("bash", {"command": f"sed -i 's/x{i}/y/' a.py"}, "done") for i in range(8)]
+        assert _by(_run(writes), "stagnation") == {}
+        assert _by(_run(edits), "stagnation") == {}
+
+    def test_stalled_result_counts_reads_only(self) -> None:
+        """Plain calls with one constant answer (clicks landing on the same page) never count."""
+        clicks = [_call("click", {"target": f"link {i}"}, "the same page") for i in range(8)]
+        assert _by(_run(clicks), "stagnation") == {}
+
+    def test_stalled_result_of_one_call_is_ordinary_stagnation(self) -> None:
+        """The same call each time is STAGNANT_RESULT's, never STALLED_RESULT."""
+        assert "STALLED_RESULT" not in _codes(_run([self._greps(1)[0]] * 6))
+
+    def test_stalled_result_predicted_by_precheck(self) -> None:
+        """Enforce mode's look-ahead predicts the warn the 4th call would get."""
+        engine = LoopEngine()
+        state = engine.new_run()
+        greps = self._greps(4)
+        for i, fields in enumerate(greps[:3]):
+            engine.process(state, tool_call(i, fields))
+        predicted = engine.precheck(state, "bash", greps[0]["arguments"])
+        assert predicted.action is Action.WARN and predicted.code == "STALLED_RESULT"
+        assert engine.precheck(state, "bash", {"command": "grep -n new t.py"}).action \
+            is Action.CONTINUE
+
+
 class TestRepeatDetector:
     def test_never_stops_by_itself(self) -> None:
         """Twenty identical calls without results reach replan and no further."""

@@ -32,6 +32,7 @@ __all__ = ["SarifReporter"]
 _SCHEMA: Final = "https://json.schemastore.org/sarif-2.1.0.json"
 _RULES: Final = {
     "STAGNANT_RESULT": "The same call keeps returning the same result",
+    "STALLED_RESULT": "Different calls in a row keep returning the same result",
     "POLL_STAGNANT": "A polling tool keeps returning the same result",
     "REPEATED_CALL": "The same call is repeated",
     "CYCLE_DETECTED": "A sequence of tool calls repeats back to back",

@@ -52,7 +52,7 @@ class BuiltinDetectors:
 
     __slots__ = ("batch", "budget", "budget_inline", "count", "cycle", "detectors", "failure",
                  "mutating_failure", "near_duplicate", "repeat", "reread", "reread_inline",
-                 "shell_tools", "stagnation", "stagnation_unchanged")
+                 "shell_tools", "stagnation", "stagnation_stall", "stagnation_unchanged")
 
     def __init__(self, detectors: Sequence[Detector]) -> None:
         """Take the detectors that ``prefix_length(detectors)`` counts at the list's head."""
@@ -74,6 +74,8 @@ class BuiltinDetectors:
             else stagnation._no_effect_floor
         """A first (call, result) in the window finds nothing when its ``unchanged`` is below
         this (0: never inline, a first occurrence may reach a threshold of 1)."""
+        self.stagnation_stall: Any = None if stagnation is None else stagnation.stall
+        """The stagnation detector's ``stall``: a read that returns the previous read's result."""
         reread = by_class.get(RereadDetector)
         self.reread_inline = reread is not None and reread._floor > 1
         """A first (read, content) finds nothing (a threshold of 1 may fire on it)."""
@@ -98,11 +100,19 @@ class BuiltinDetectors:
         if self.stagnation is not None and has_result and step.error is None \
                 and kind != "exempt":  # a (call, result) new to the window, no NO_EFFECT
             position = self.stagnation
-            window = states[position].window
+            state = states[position]
+            window = state.window
             if (kind != "poll" and index < window._expiry and pair not in window._members
                     and pair not in window._previous
                     and step.unchanged < self.stagnation_unchanged):
                 window._members[pair] = [(index, step.span_id)]
+                if kind == "read" and not step.empty:  # a result unlike the previous one
+                    if result != state.stall[0]:
+                        state.stall = (result, step.call_sig, False, 1, ((index, step.span_id),))
+                    else:
+                        found = self.stagnation_stall(state, step)
+                        if found is not None:
+                            evidence.append(found)
             else:
                 found = self.detectors[position].observe(states[position], step)
                 if found is not None:

@@ -15,14 +15,26 @@ _MAX_BATCH = 64
 """Parallel calls of one turn the batch detector compares; larger turns are skipped."""
 _MAX_TRACKED = 1024
 """Distinct keys a run-wide counter keeps (oldest dropped first)."""
+STALL_WARN = 4
+"""Reads in a row, at least two of them different, with one identical non-empty result: warn
+(``STALLED_RESULT``)."""
+_STALL_LISTED = 10
+"""Occurrences of a stalled result the state keeps (what ``occurrence_details`` lists)."""
+
+Stall = tuple[str, str, bool, int, tuple[tuple[int, str], ...]]
+"""The latest run of identical results: (result, first call, other calls among them, count,
+the latest occurrences (index, span id), oldest first). Never changed in place: replaced."""
+_NO_STALL: Stall = ("", "", False, 0, ((-2, ""),))
 
 
 class _PollState:
-    __slots__ = ("last", "window")
+    __slots__ = ("last", "stall", "window")
 
     def __init__(self, size: int) -> None:
         self.window = CountingWindow(size)
         self.last: dict[str, tuple[str, list[tuple[int, str]]]] = {}
+        self.stall: Stall = _NO_STALL
+        """The run of calls in a row that returned the same non-empty result (see Stall)."""
 
 
 class StagnationDetector(DetectorBase):
@@ -35,6 +47,14 @@ class StagnationDetector(DetectorBase):
     changes (the 6th identical result, each after another change). Poll tools count unchanged
     results in a row instead: warn at 5, stop at 10. Failed calls are left to the failure
     detectors; calls without a captured result to ``repeat``.
+
+    Different reads that keep returning the identical result (a grep whose context window or
+    alternation order changes, the same output each time) learn nothing either: at the 4th read
+    in a row (``STALL_WARN``; no other call between, the parallel calls of a batch in order)
+    with the same non-empty, successful result, at least two of them different calls, a
+    ``STALLED_RESULT`` warn, never more by itself. Only ``read`` calls count: mutating calls (a
+    constant result is their success), plain calls (a click or a script's constant answer),
+    empty results, polls, failures and uncaptured results never do, and end the run.
     """
 
     name: ClassVar[str] = "stagnation"
@@ -55,6 +75,7 @@ class StagnationDetector(DetectorBase):
         """Return a copy for one hypothetical step: its pair's window, its poll streak."""
         other = _PollState(1)
         other.window = state.window.only(step.pair)
+        other.stall = state.stall  # replaced, never changed in place: shared safely
         last = state.last.get(step.call_key)
         if last is not None:
             other.last[step.call_key] = last
@@ -66,6 +87,7 @@ class StagnationDetector(DetectorBase):
             return None
         if step.kind == "poll":
             return self._poll(state, step)
+        stalled = self.stall(state, step) if step.kind == "read" and not step.empty else None
         occ = state.window.push(step.pair, step.index, step.span_id)
         if len(occ) >= self._floor:
             cfg, tool = self.config, step.tool
@@ -78,8 +100,26 @@ class StagnationDetector(DetectorBase):
                                                         result=step.result_sig[:8],
                                                         window=cfg.window_size))
         if step.unchanged >= self._no_effect_floor and step.kind == "default":
-            return self._no_effect(step)
-        return None
+            return self._no_effect(step) or stalled
+        return stalled
+
+    def stall(self, state: _PollState, step: Step) -> Evidence | None:
+        """Count a non-empty result of a successful read (``STALLED_RESULT``).
+
+        One comparison with the previous such call's result on a call that returns another.
+        """
+        stall = state.stall
+        if step.result_sig != stall[0] or step.index != stall[4][-1][0] + 1:
+            state.stall = (step.result_sig, step.call_sig, False, 1,
+                           ((step.index, step.span_id),))
+            return None
+        count, mixed = stall[3] + 1, stall[2] or step.call_sig != stall[1]
+        occ = (*stall[4][1 - _STALL_LISTED:], (step.index, step.span_id))
+        state.stall = (stall[0], stall[1], mixed, count, occ)
+        if not mixed or count < STALL_WARN:
+            return None
+        return self.evidence("STALLED_RESULT", Action.WARN, step.tool, count,
+                             occurrence_details(occ, result=step.result_sig[:8]))
 
     def _no_effect(self, step: Step) -> Evidence | None:
         """A rerun whose identical result survived state changes: warn, never more."""
