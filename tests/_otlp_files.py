@@ -4,16 +4,39 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from google.protobuf.json_format import MessageToDict
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Tracer
+from prometheus_client import CollectorRegistry
 
+from otel_loopguard import LoopGuardConfig, LoopGuardSpanProcessor
 from otel_loopguard.testing import AgentScript, LoopGuardHarness
 
 Script = tuple[dict[str, Any], Callable[[AgentScript], None]]
+
+
+@contextmanager
+def live_run(scope: str, version: str) -> Iterator[tuple[Tracer, list[ReadableSpan]]]:
+    """A tracer of ``scope`` under the live processor (default settings); on exit, the spans.
+
+    The list it yields is filled with every exported span once the provider has shut down.
+    """
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(LoopGuardSpanProcessor(
+        LoopGuardConfig(), downstream=SimpleSpanProcessor(exporter),
+        registry=CollectorRegistry(), raise_internal_errors=True))
+    spans: list[ReadableSpan] = []
+    yield provider.get_tracer(scope, version), spans
+    provider.shutdown()
+    spans.extend(exporter.get_finished_spans())
 
 
 def hex_ids(node: Any) -> Any:

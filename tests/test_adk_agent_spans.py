@@ -13,13 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from _otlp_files import json_line
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from prometheus_client import CollectorRegistry
+from _otlp_files import json_line, live_run
+from opentelemetry.sdk.trace import ReadableSpan
 
-from otel_loopguard import LoopGuardConfig, LoopGuardSpanProcessor
+from otel_loopguard import LoopGuardConfig
 from otel_loopguard.cli import main
 from otel_loopguard.otlp._sdk import span_record_from_readable
 from otel_loopguard.replay import Checker
@@ -29,35 +26,29 @@ PING_PONG = ["triage", "billing", "triage", "billing", "triage", "billing"]
 
 def _adk_run(agents: Sequence[str]) -> list[ReadableSpan]:
     """One ADK run transferring along ``agents``, content capture off, live processor on."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(LoopGuardSpanProcessor(
-        LoopGuardConfig(), downstream=SimpleSpanProcessor(exporter),
-        registry=CollectorRegistry(), raise_internal_errors=True))
-    tracer = provider.get_tracer("gcp.vertex.agent", "2.13.0")
-    with tracer.start_as_current_span("invoke_workflow triage", attributes={
-            "gen_ai.operation.name": "invoke_workflow", "gen_ai.workflow.name": "triage",
-            "gen_ai.conversation.id": "conv-1"}):
-        for turn, agent in enumerate(agents):
-            with tracer.start_as_current_span(f"invoke_agent {agent}") as span:
-                span.set_attributes({"gen_ai.operation.name": "invoke_agent",
-                                     "gen_ai.agent.description": f"The {agent} agent.",
-                                     "gen_ai.agent.name": agent,
-                                     "gen_ai.conversation.id": "conv-1"})
-                with tracer.start_as_current_span("generate_content scripted", attributes={
-                        "gen_ai.operation.name": "generate_content", "gen_ai.agent.name": agent,
-                        "gen_ai.request.model": "scripted"}):
-                    if turn < len(agents) - 1:
-                        with tracer.start_as_current_span(
-                                "execute_tool transfer_to_agent", attributes={
-                                    "gen_ai.operation.name": "execute_tool",
-                                    "gen_ai.tool.name": "transfer_to_agent",
-                                    "gen_ai.tool.type": "TransferToAgentTool",
-                                    "gen_ai.agent.name": agent,
-                                    "gen_ai.tool.call.id": f"call_{turn}"}):
-                            pass
-    provider.shutdown()
-    return list(exporter.get_finished_spans())
+    with live_run("gcp.vertex.agent", "2.13.0") as (tracer, spans):  # noqa: SIM117 (tracer)
+        with tracer.start_as_current_span("invoke_workflow triage", attributes={
+                "gen_ai.operation.name": "invoke_workflow", "gen_ai.workflow.name": "triage",
+                "gen_ai.conversation.id": "conv-1"}):
+            for turn, agent in enumerate(agents):
+                with tracer.start_as_current_span(f"invoke_agent {agent}") as span:
+                    span.set_attributes({"gen_ai.operation.name": "invoke_agent",
+                                         "gen_ai.agent.description": f"The {agent} agent.",
+                                         "gen_ai.agent.name": agent,
+                                         "gen_ai.conversation.id": "conv-1"})
+                    with tracer.start_as_current_span("generate_content scripted", attributes={
+                            "gen_ai.operation.name": "generate_content", "gen_ai.agent.name": agent,
+                            "gen_ai.request.model": "scripted"}):
+                        if turn < len(agents) - 1:
+                            with tracer.start_as_current_span(
+                                    "execute_tool transfer_to_agent", attributes={
+                                        "gen_ai.operation.name": "execute_tool",
+                                        "gen_ai.tool.name": "transfer_to_agent",
+                                        "gen_ai.tool.type": "TransferToAgentTool",
+                                        "gen_ai.agent.name": agent,
+                                        "gen_ai.tool.call.id": f"call_{turn}"}):
+                                pass
+    return spans
 
 
 def test_sibling_adk_agents_stop_live_where_check_stops(tmp_path: Path) -> None:

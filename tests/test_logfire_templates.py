@@ -17,13 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _otlp_files import json_line
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from prometheus_client import CollectorRegistry
+from _otlp_files import json_line, live_run
+from opentelemetry.sdk.trace import ReadableSpan
 
-from otel_loopguard import LoopGuardConfig, LoopGuardSpanProcessor
+from otel_loopguard import LoopGuardConfig
 from otel_loopguard.adapters import agent_of, roles_of, to_event
 from otel_loopguard.assembly import assemble_trace
 from otel_loopguard.cli import main
@@ -49,43 +46,37 @@ def _run(agents: Sequence[str], *, handoff_spans: bool, calls: bool) -> list[Rea
     Each agent's turn has a model span and either a handoff span to the next agent or (with
     ``calls``) a ``search`` call of its own; the agent runs are siblings under the task span.
     """
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(LoopGuardSpanProcessor(
-        LoopGuardConfig(), downstream=SimpleSpanProcessor(exporter),
-        registry=CollectorRegistry(), raise_internal_errors=True))
-    tracer = provider.get_tracer("logfire.openai_agents", "5.4.0")
-    with tracer.start_as_current_span("OpenAI Agents trace: {name}", attributes=_logfire(
-            "OpenAI Agents trace: {name}", "OpenAI Agents trace: support", name="support",
-            group_id="conv-42")), \
-            tracer.start_as_current_span("Task: support", attributes=_logfire(
-                "Task: support", "Task: support", type="custom", name="support")):
-        for turn, agent in enumerate(agents, 1):
-            with tracer.start_as_current_span(AGENT_TEMPLATE, attributes=_logfire(
-                    AGENT_TEMPLATE, f"Agent run: {agent!r}", name=agent, output_type="str")), \
-                    tracer.start_as_current_span(f"Turn {{turn}} for agent {agent}",
-                                                 attributes=_logfire(
-                        f"Turn {{turn}} for agent {agent}", f"Turn {turn} for agent {agent}",
-                        name="turn", turn=turn, agent_name=agent)):
-                with tracer.start_as_current_span(
-                        "Chat completion with {gen_ai.request.model!r}", attributes=_logfire(
-                            "Chat completion with {gen_ai.request.model!r}",
-                            "Chat completion with {gen_ai.request.model!r}", model="null")):
-                    pass
-                if calls:
-                    with tracer.start_as_current_span(FUNCTION_TEMPLATE, attributes=_logfire(
-                            FUNCTION_TEMPLATE, "Function: search", name="search",
-                            input=f'{{"query":"{agent} {turn}"}}', output=f"found {turn}")):
+    with live_run("logfire.openai_agents", "5.4.0") as (tracer, spans):  # noqa: SIM117 (tracer)
+        with tracer.start_as_current_span("OpenAI Agents trace: {name}", attributes=_logfire(
+                "OpenAI Agents trace: {name}", "OpenAI Agents trace: support", name="support",
+                group_id="conv-42")), \
+                tracer.start_as_current_span("Task: support", attributes=_logfire(
+                    "Task: support", "Task: support", type="custom", name="support")):
+            for turn, agent in enumerate(agents, 1):
+                with tracer.start_as_current_span(AGENT_TEMPLATE, attributes=_logfire(
+                        AGENT_TEMPLATE, f"Agent run: {agent!r}", name=agent, output_type="str")), \
+                        tracer.start_as_current_span(f"Turn {{turn}} for agent {agent}",
+                                                     attributes=_logfire(
+                            f"Turn {{turn}} for agent {agent}", f"Turn {turn} for agent {agent}",
+                            name="turn", turn=turn, agent_name=agent)):
+                    with tracer.start_as_current_span(
+                            "Chat completion with {gen_ai.request.model!r}", attributes=_logfire(
+                                "Chat completion with {gen_ai.request.model!r}",
+                                "Chat completion with {gen_ai.request.model!r}", model="null")):
                         pass
-                if handoff_spans and turn < len(agents):
-                    target = agents[turn]
-                    with tracer.start_as_current_span(HANDOFF_TEMPLATE, attributes=_logfire(
-                            HANDOFF_TEMPLATE, f"Handoff: {agent} → None", from_agent=agent,
-                            to_agent="null")) as span:
-                        span.set_attributes({"to_agent": target,
-                                             "logfire.msg": f"Handoff: {agent} → {target}"})
-    provider.shutdown()
-    return list(exporter.get_finished_spans())
+                    if calls:
+                        with tracer.start_as_current_span(FUNCTION_TEMPLATE, attributes=_logfire(
+                                FUNCTION_TEMPLATE, "Function: search", name="search",
+                                input=f'{{"query":"{agent} {turn}"}}', output=f"found {turn}")):
+                            pass
+                    if handoff_spans and turn < len(agents):
+                        target = agents[turn]
+                        with tracer.start_as_current_span(HANDOFF_TEMPLATE, attributes=_logfire(
+                                HANDOFF_TEMPLATE, f"Handoff: {agent} → None", from_agent=agent,
+                                to_agent="null")) as span:
+                            span.set_attributes({"to_agent": target,
+                                                 "logfire.msg": f"Handoff: {agent} → {target}"})
+    return spans
 
 
 def _live(spans: Sequence[ReadableSpan]) -> list[tuple[str, str]]:
