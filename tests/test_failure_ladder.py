@@ -72,6 +72,28 @@ class TestLadders:
                       error="HTTP 429 Too Many Requests") for n in (97, 98, 99)]
         assert by(run(busy), "failure") == {3: "warn"}
 
+    def test_an_unclassified_error_word_for_word_on_one_target_warns_at_the_third(self) -> None:
+        """tau2's register_order: the same order placed three times, its date written two ways,
+        each failing with the same TypeError (a loop by the labelling rubric: the agent is not
+        getting past the error). Before, only the two identical calls counted, and nothing was
+        flagged. Warn only: an unclassified error may still be transient."""
+        def order(when: str, message: str = "'<' not supported between 'str' and 'datetime'"
+                  ) -> dict[str, Any]:
+            return _fail("register_order", {"customer_id": "c9001", "item_id": "item_0088",
+                                            "scheduled": when}, message)
+
+        looping = [order("2024-07-27 08:00"), order("2024-07-27T08:00:00"),
+                   order("2024-07-27T08:00:00"), order("2024-07-27T08:00")]
+        assert by(run(looping), "failure") == {3: "warn", 4: "warn"}
+        assert run(looping)[2].evidence[0].details["ladder"] == "same_target"
+        # another message each time: the agent is getting somewhere
+        changing = [order(f"2024-07-2{n}", f"date 2024-07-2{n} is fully booked") for n in range(4)]
+        assert by(run(changing), "failure") == {}
+        # other targets (each customer in turn) keep the lenient ladder
+        others = [_fail("register_order", {"customer_id": f"c{n}", "item_id": "item_0088"},
+                        "'<' not supported between 'str' and 'datetime'") for n in range(4)]
+        assert by(run(others), "failure") == {}
+
     def test_other_targets_never_stop(self) -> None:
         """Thirty users not found, one after the other, warn and never stop."""
         calls = [_fail("get_user", {"email": f"u{i}@example.com"}, "user not found")

@@ -34,7 +34,7 @@ BOUNDS: dict[str, tuple[int, int, int]] = {
     "shell": (0, 0, 30),
     "function": (1, 1, 11),
     "ide": (7, 0, 1),
-    "conversation": (0, 0, 0),
+    "conversation": (0, 0, 1),
     "multi_agent": (1, 0, 12),
     "browsing": (0, 0, 10),
 }

@@ -183,6 +183,11 @@ class FailureDetector(DetectorBase):
         cfg, tool = self.config, step.tool
         action = ladder(same_call, cfg.threshold(tool, "failure_retryable_warn"), None,
                         cfg.threshold(tool, "failure_retryable_stop"))
+        if step.error_reason == UNCLASSIFIED and same_target > same_call:
+            by_target = ladder(same_target, cfg.threshold(tool, "failure_retryable_warn"))
+            if by_target > action:
+                details["ladder"] = "same_target"
+                return self.evidence("REPEATED_FAILURE", by_target, tool, same_target, details)
         return self.evidence("REPEATED_FAILURE", action, tool, same_call, details)
 
     def _permanent(self, step: Step, count: int, same_call: int,
