@@ -15,6 +15,7 @@ from otel_loopguard.adapters import (
     template_key_roots,
     template_label,
     to_event,
+    version_label,
 )
 from otel_loopguard.adapters._build import build_tool_call
 from otel_loopguard.adapters._unwrap import unwrap_arguments, unwrap_result
@@ -195,6 +196,22 @@ class TestTemplates:
         assert template_label(text) != template_label(text + " Be brief.")
         assert len(template_label("x" * 10_000)) <= 37
         assert template_label("!!!").startswith("tpl-") and len(template_label("!!!")) == 12
+
+    def test_a_long_version_keeps_two_templates_apart(self) -> None:
+        """A version is cut to no fixed length: two long versions sharing their first 40
+        characters used to give one label, merging two templates' series."""
+        base = "2026-05-01-rollout-of-the-new-refund-policy-"
+        first, second = (prompt_template_of({"gen_ai.prompt.name": "support_triage",
+                                             "gen_ai.prompt.version": base + tail},
+                                            self.KEYS, self.VERSIONS) for tail in ("a", "b"))
+        assert first != second
+        assert first is not None and first.startswith("support_triage@2026-05-01-rollout-of-")
+        assert len(first) <= len("support_triage@") + 33
+        # text in a version never reaches a label; a short name stays as it is
+        text = prompt_template_of({"gen_ai.prompt.name": "t", "gen_ai.prompt.version":
+                                   "v2 (changed the tone)\nsecret"}, self.KEYS, self.VERSIONS)
+        assert text is not None and " " not in text and "secret" not in text
+        assert version_label("v3") == "v3" and version_label("1a2b3c4d5e") == "1a2b3c4d5e"
 
     def test_a_name_with_spaces_is_text(self) -> None:
         """A name key whose value is no name (spaces) is labelled like text."""

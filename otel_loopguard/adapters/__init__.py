@@ -47,6 +47,7 @@ __all__ = [
     "to_event",
     "tool_request_of",
     "usage_of",
+    "version_label",
 ]
 
 _PLANNERS: Final = (GenAIAdapter(), OpenInferenceAdapter(), OpenLLMetryAdapter(),
@@ -210,6 +211,23 @@ def template_label(text: str) -> str:
     return f"tpl-{slug}-{digest(text)[:8]}" if slug else f"tpl-{digest(text)[:8]}"
 
 
+_VERSION_RE: Final = re.compile(r"[\w.:/+-]{1,40}")
+"""What a template version looks like as it is: a short name (``v3``, ``2026-05-01``, a hash)."""
+
+
+def version_label(version: str) -> str:
+    """Return a template version as it goes into a label: as it is when short and name-like.
+
+    Any other value (over 40 characters, spaces, newlines, an ``@``) keeps its first 24 name
+    characters and gets a short hash, so two long versions that share a beginning stay two
+    labels and text never becomes one: ``2026-05-01-rollout-of-the~1a2b3c4d``.
+    """
+    if _VERSION_RE.fullmatch(version) is not None:
+        return version
+    head = re.sub(r"[^\w.:/+-]+", "-", version[:200]).strip("-")[:24].rstrip("-")
+    return f"{head}~{digest(version)[:8]}" if head else digest(version)[:8]
+
+
 @functools.lru_cache(maxsize=256)
 def _key_path(key: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """Return ``(attribute, path inside its JSON)`` candidates for ``key``, whole key first.
@@ -274,7 +292,7 @@ def prompt_template_of(attributes: Mapping[str, Any], name_keys: Sequence[str],
         for vkey in paired:
             version = attribute_value(attributes, vkey)
             if version not in (None, ""):
-                return f"{label}@{str(version)[:40]}"
+                return f"{label}@{version_label(str(version))}"
         return label
     return None
 
