@@ -12,6 +12,8 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from otel_loopguard._fork import after_fork_in_child
+
 if TYPE_CHECKING:
     from otel_loopguard.types import Decision
 
@@ -108,7 +110,16 @@ class InternalErrorGuard:
         self.raise_errors = raise_errors
         self._logged: set[str] = set()
         self._lock = threading.Lock()
+        after_fork_in_child(self._new_lock)
         self.errors = 0
+
+    def _new_lock(self) -> None:
+        """Give a forked child an unheld lock.
+
+        One held by another thread at the fork stays held there for ever, and the child's
+        first contained error would hang it.
+        """
+        self._lock = threading.Lock()
 
     def handle(self, where: str, exc: BaseException) -> None:
         """Record ``exc`` raised in ``where``; re-raise it when ``raise_errors`` is set."""

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import threading
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from otel_loopguard._findings import loop_action
+from otel_loopguard._fork import after_fork_in_child
 from otel_loopguard.assembly import SiblingAgents
 from otel_loopguard.engine import RunState
 from otel_loopguard.types import Action, Clock, Decision
@@ -30,24 +29,6 @@ def seconds_to_ns(seconds: float) -> int:
     """
     ns = seconds * 1e9
     return int(ns) if ns < MAX_NS else MAX_NS
-
-
-def after_fork_in_child(method: Callable[[], object]) -> None:
-    """Call the bound ``method`` in a child after ``os.fork``, while its object still lives.
-
-    For state a forked child must not inherit: a lock another thread held at the fork, a
-    thread that does not exist there. The hook holds the object by a weak reference only.
-    """
-    if not hasattr(os, "register_at_fork"):
-        return
-    ref = weakref.WeakMethod(method)
-
-    def call() -> None:
-        bound = ref()
-        if bound is not None:
-            bound()
-
-    os.register_at_fork(after_in_child=call)
 
 
 @dataclass(slots=True)

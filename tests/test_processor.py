@@ -308,6 +308,37 @@ class TestRunStore:
         assert len(setup.processor.store) == 0
 
 
+    @pytest.mark.skipif(sys.platform == "win32", reason="fork")
+    def test_locks_held_at_a_fork_are_free_in_the_child(self, setup: Setup) -> None:
+        """The error guard's and the label caps' locks, and the shared metrics' one, held by
+        another thread at the fork (a contained error, a new tool label), were copied held:
+        the child's first contained error or new label hung it."""
+        from otel_loopguard import metrics as metrics_module
+        from otel_loopguard.metrics import _otel
+
+        processor = setup.processor
+        caps = [cap for cap in vars(processor.metrics).values() if hasattr(cap, "limit")]
+        held = [processor.guard._lock, _otel._BUILT_LOCK, metrics_module._SHARED_LOCK,
+                *(cap._lock for cap in caps)]
+        assert len(held) >= 4
+        read, write = os.pipe()
+        for lock in held:
+            lock.acquire()
+        try:
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - child
+                states = [processor.guard._lock.locked(), _otel._BUILT_LOCK.locked(),
+                          metrics_module._SHARED_LOCK.locked(),
+                          *(cap._lock.locked() for cap in caps)]
+                os.write(write, str(sum(states)).encode())
+                os._exit(0)
+        finally:
+            for lock in held:
+                lock.release()
+        os.waitpid(pid, 0)
+        assert os.read(read, 32) == b"0"
+
+
 class TestNeverBreaksTheAgent:
     @pytest.mark.parametrize("value", [
         b"\xff\xfe", 12345, 3.5, True, ["a", "b"], "{not json", "x" * 5_000_000, "", "[" * 5000,

@@ -351,6 +351,16 @@ _SHARED: weakref.WeakKeyDictionary[Any, LoopGuardMetrics] = weakref.WeakKeyDicti
 _SHARED_LOCK = threading.Lock()
 
 
+def _new_shared_lock() -> None:
+    """Give a forked child an unheld ``_SHARED_LOCK`` (one held at the fork stays held)."""
+    global _SHARED_LOCK  # noqa: PLW0603  # the module's one lock, replaced in a child only
+    _SHARED_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_shared_lock)
+
+
 def start_metrics_server(port: int = 9464, addr: str = "127.0.0.1",
                          registry: CollectorRegistry = REGISTRY) -> Any:
     """Serve ``/metrics`` on ``addr:port`` (127.0.0.1 by default, unlike prometheus-client).

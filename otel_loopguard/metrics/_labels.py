@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable
 from typing import Final
 
+from otel_loopguard._fork import after_fork_in_child
 from otel_loopguard._safe_text import escape_unsafe
 from otel_loopguard.signature import digest
 
@@ -50,7 +51,12 @@ class LabelCap:
         self.label, self.limit = label, limit
         self._known: frozenset[str] = frozenset({UNKNOWN, OTHER})
         self._lock = threading.Lock()
+        after_fork_in_child(self._new_lock)
         self._on_overflow = on_overflow
+
+    def _new_lock(self) -> None:
+        """Give a forked child an unheld lock (see ``InternalErrorGuard._new_lock``)."""
+        self._lock = threading.Lock()
 
     def __call__(self, value: str | None, *, uses: int = 1) -> str:
         """Return ``value`` if it fits under the cap, ``other`` when it does not.

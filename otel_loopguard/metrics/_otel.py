@@ -36,6 +36,16 @@ _BUILT: list[Any] = []
 _BUILT_LOCK = threading.Lock()
 
 
+def _new_built_lock() -> None:
+    """Give a forked child an unheld ``_BUILT_LOCK`` (one held at the fork stays held)."""
+    global _BUILT_LOCK  # noqa: PLW0603  # the module's one lock, replaced in a child only
+    _BUILT_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_built_lock)
+
+
 def observe_metrics(metrics: Any, meter_provider: Any, open_runs: Callable[[], int]) -> None:
     """Give every Prometheus counter of ``metrics`` an observable OTel twin on the provider.
 
