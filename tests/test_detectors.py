@@ -221,6 +221,17 @@ class TestRepeatDetector:
         assert _by(_run([_call("glob_file_search", {"query": "*.py"}, "a.py")] * 4),
                    "stagnation") == {3: "warn", 4: "replan"}
 
+    def test_a_one_line_diff_is_no_edit_content(self) -> None:
+        """Cursor's export, having lost an edit, puts a status or an error line where its diff
+        was (``Status: **loading**``, "The string to replace was not found in the file"), the
+        same for every lost edit: four of them back to back were a repeated change (two
+        healthy IDE sessions warned). A diff spans lines; one that does is still compared."""
+        for line in ("Status: **loading**", "The string to replace was not found in the file"):
+            lost = _call("edit_file_v2", {"diff": line})
+            assert _by(_run([lost] * 4), "repeat") == {}, line
+        real = _call("edit_file_v2", {"diff": "-x = 1\n+x = 2"})
+        assert _by(_run([real] * 4), "repeat") == {3: "warn", 4: "warn"}
+
     def test_tool_names_with_a_version_suffix_keep_their_kind(self) -> None:
         """``edit_file_v2`` is an edit: a read after it is a new observation; a to-do list
         tool is exempt (updating the plan again and again is not a loop)."""

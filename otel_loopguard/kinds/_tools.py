@@ -121,9 +121,19 @@ def arguments_known(kind: str, arguments: Any) -> bool:
     return kind != "mutating" or arguments not in (None, "", [], {})
 
 
+_DIFF_KEYS: Final = frozenset({"diff", "patch"})
+
+
 def _holds_content(arguments: dict[Any, Any]) -> bool:
-    """Whether a mutation's arguments say what it is: a value under a non-target key."""
+    """Whether a mutation's arguments say what it is: a value under a non-target key.
+
+    A diff or patch of one line is none: a diff spans lines, and an IDE export that lost the
+    edit puts a status or its error there instead (``Status: **loading**``, "The string to
+    replace was not found in the file"), the same for every lost edit.
+    """
     for key, value in arguments.items():
+        if key in _DIFF_KEYS and type(value) is str and "\n" not in value:
+            continue
         if key not in _TARGET_KEYS and value not in (None, "", [], {}):
             return True
     return False
