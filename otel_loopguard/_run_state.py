@@ -89,7 +89,7 @@ versions in a row the call got it (``Step.unchanged``), and the latest of them."
 class RunState:
     """Everything the engine remembers about one run. Bounded; guarded by ``lock``."""
 
-    __slots__ = ("calls", "explicit_handoffs", "failed", "handoff_state", "handoffs", "highest",
+    __slots__ = ("argued", "calls", "explicit_handoffs", "failed", "handoff_state", "handoffs", "highest",
                  "hinted", "idle_state", "in_flight", "last_agent", "last_end_ns", "last_turn",
                  "lock", "mutation_failed", "mutations", "notifying", "outcomes", "results",
                  "states", "stopped", "template", "version", "waste", "world")
@@ -134,6 +134,9 @@ class RunState:
         self.mutation_failed = False
         """A mutating call of the run has failed: its successes may end a failure streak, so
         their targets are worth finding (``ToolKinds.target``, ``kinds._tools``)."""
+        self.argued: set[str] = set()
+        """Tools the run called with arguments: an empty arguments object of one of them,
+        with no result, lost what it had (``LoopEngine._step``). At most 256."""
         self.failed = False
         """A call of the run has failed: until then the detectors that are
         ``quiet_until_failure`` are not called (``LoopEngine._unfailed``)."""

@@ -57,6 +57,8 @@ _CALL_KINDS: Final[frozenset[str]] = frozenset(get_args(ToolKind))
 _NO_FAILURE: Final[tuple[None, None, str]] = (None, None, "")
 """The error, error class and reason of a call that did not fail."""
 _RESULT_CACHE_MAX: Final = 16
+_MAX_ARGUED: Final = 256
+"""Tools per run remembered as called with arguments (``RunState.argued``)."""
 """Most recent result texts per run whose analysis is reused (a loop repeats its results)."""
 _CONTINUE: Final = Action.CONTINUE
 """The action of a healthy call, looked up once: ``Action.CONTINUE`` goes through the enum
@@ -286,9 +288,21 @@ class LoopEngine(Prechecks, Turns, Callbacks):
         # a call not captured whole equals no other; a failed one keeps its identity, since the
         # failure ladders (and precheck's prediction of them) key on the call and its target
         # (most calls: a dict of arguments naming no query key, of a call that changes nothing)
-        known = error is not None or (
-            kind != "mutating" and type(args) is dict and QUERY_KEYS.isdisjoint(args)) or (
-            (args is not None or has_result) and arguments_known(kind, args))
+        if type(args) is dict:
+            if args:
+                argued = run.argued
+                if tool not in argued and len(argued) < _MAX_ARGUED:
+                    argued.add(tool)
+                known = error is not None or (
+                    kind != "mutating" and QUERY_KEYS.isdisjoint(args)) or arguments_known(
+                    kind, args)
+            else:  # no arguments: a tool that takes none, unless it took some earlier in the
+                # run, and an export or instrumentation lost them (and, with no result, all)
+                known = error is not None or (
+                    has_result or tool not in run.argued) and arguments_known(kind, args)
+        else:
+            known = error is not None or (
+                (args is not None or has_result) and arguments_known(kind, args))
         if not known:
             call_sig = digest(call_sig + "\x00opaque:" + str(index))
         result_sig = info.digest

@@ -191,6 +191,14 @@ class TestRepeatDetector:
         assert _by(_run([_call("search", None, "none")] * 3), "stagnation") == {3: "warn"}
         # an empty arguments object is captured: a call that takes none, the same each time
         assert _by(_run([_call("search", {})] * 3), "repeat") == {3: "warn"}
+        # unless the tool took arguments earlier in the run: then an export (or an
+        # instrumentation) lost them, and with no result the calls tell nothing (three
+        # `web_fetch {}` of an IDE export warned in a healthy session)
+        fetched = _call("web_fetch", {"url": "https://docs.example.com/auth"}, "Auth docs")
+        lost = _call("web_fetch", {})
+        assert _by(_run([fetched, lost, lost, lost]), "repeat") == {}
+        assert _by(_run([fetched, *[_call("web_fetch", {}, "same")] * 3]), "stagnation") == \
+            {4: "warn"}
 
     def test_restarts_after_a_mutating_call(self) -> None:
         """A mutating call (success assumed without a result) restarts the count; a failed
