@@ -89,10 +89,10 @@ versions in a row the call got it (``Step.unchanged``), and the latest of them."
 class RunState:
     """Everything the engine remembers about one run. Bounded; guarded by ``lock``."""
 
-    __slots__ = ("argued", "calls", "explicit_handoffs", "failed", "handoff_state", "handoffs", "highest",
-                 "hinted", "idle_state", "in_flight", "last_agent", "last_end_ns", "last_turn",
-                 "lock", "mutation_failed", "mutations", "notifying", "outcomes", "results",
-                 "states", "stopped", "template", "version", "waste", "world")
+    __slots__ = ("argued", "calls", "explicit_handoffs", "failed", "handoff_state", "handoffs",
+                 "highest", "hinted", "idle_state", "in_flight", "last_agent", "last_end_ns",
+                 "last_turn", "lock", "mutation_failed", "mutations", "notifying", "outcomes",
+                 "results", "states", "stopped", "template", "version", "waste", "world")
 
     def __init__(self, states: tuple[Any, ...], handoff_state: Any,
                  idle_state: Any = None) -> None:

@@ -76,6 +76,30 @@ _NEW_DECISION: Final[Callable[..., Decision]] = Decision if NATIVE is None else 
 """``Decision(*fields)``, every field given in order, as ``_NEW_STEP`` makes a Step."""
 
 
+def _argued(run: RunState, tool: str) -> bool:
+    """Note that ``run`` called ``tool`` with arguments (at most 256 tools); return True."""
+    argued = run.argued
+    if len(argued) < _MAX_ARGUED:
+        argued.add(tool)
+    return True
+
+
+def _known(run: RunState, tool: str, kind: str, args: Any, has_result: bool) -> bool:
+    """Whether a call that is not the common case was captured whole enough to compare.
+
+    ``_step``'s common case (a dict of arguments, naming no query key, of a call that changes
+    nothing) is known without a call. An empty arguments object is a tool that takes none,
+    unless the run called that tool with arguments before: then an export or instrumentation
+    lost them, and with no result either the call equals no other (absent is not the same).
+    """
+    if type(args) is dict:
+        if args:
+            _argued(run, tool)
+        elif not has_result and tool in run.argued:
+            return False
+    return (args is not None or has_result) and arguments_known(kind, args)
+
+
 class LoopEngine(Prechecks, Turns, Callbacks):
     """Runs the detectors and the policy over the tool calls of runs.
 
@@ -288,21 +312,9 @@ class LoopEngine(Prechecks, Turns, Callbacks):
         # a call not captured whole equals no other; a failed one keeps its identity, since the
         # failure ladders (and precheck's prediction of them) key on the call and its target
         # (most calls: a dict of arguments naming no query key, of a call that changes nothing)
-        if type(args) is dict:
-            if args:
-                argued = run.argued
-                if tool not in argued and len(argued) < _MAX_ARGUED:
-                    argued.add(tool)
-                known = error is not None or (
-                    kind != "mutating" and QUERY_KEYS.isdisjoint(args)) or arguments_known(
-                    kind, args)
-            else:  # no arguments: a tool that takes none, unless it took some earlier in the
-                # run, and an export or instrumentation lost them (and, with no result, all)
-                known = error is not None or (
-                    has_result or tool not in run.argued) and arguments_known(kind, args)
-        else:
-            known = error is not None or (
-                (args is not None or has_result) and arguments_known(kind, args))
+        known = (kind != "mutating" and type(args) is dict and QUERY_KEYS.isdisjoint(args)
+                 and args and (tool in run.argued or _argued(run, tool))) or _known(
+            run, tool, kind, args, has_result) or error is not None
         if not known:
             call_sig = digest(call_sig + "\x00opaque:" + str(index))
         result_sig = info.digest
