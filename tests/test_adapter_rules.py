@@ -8,9 +8,11 @@ from typing import Any
 import pytest
 
 from otel_loopguard.adapters import (
+    DEFAULT_ADAPTERS,
     attribute_value,
     conversation_of,
     is_candidate,
+    placed_event,
     prompt_template_of,
     template_key_roots,
     template_label,
@@ -23,6 +25,15 @@ from otel_loopguard.signature import tool_signature
 from otel_loopguard.types import Handoff, SpanRecord, ToolCall
 
 INNER = json.dumps({"results": [], "request_id": "r-1"})
+STRANDS_HANDOFF = {
+    "gen_ai.operation.name": "execute_tool", "gen_ai.provider.name": "strands-agents",
+    "gen_ai.tool.name": "handoff_to_agent", "gen_ai.tool.call.id": "tooluse_1",
+    "gen_ai.tool.call.arguments": json.dumps({"agent_name": "reviewer",
+                                              "message": "Please review.", "context": {}}),
+    "gen_ai.tool.status": "success",
+    "gen_ai.tool.call.result": '[{"text": "Handing off to reviewer: Please review."}]'}
+"""Strands 1.62's span of a ``Swarm`` handoff (``OTEL_SEMCONV_STABILITY_OPT_IN`` set): no
+agent attribute; the agent is the enclosing ``invoke_agent`` span's."""
 
 
 def _span(attrs: dict[str, Any], name: str = "tool", status: int = 0) -> SpanRecord:
@@ -133,12 +144,32 @@ class TestNonCallsAndHandoffTools:
           "agent.name": "triage", "input.value": "{}"}, "triage", "billing"),
         ({"traceloop.span.kind": "tool", "traceloop.entity.name": "transfer_back_to_supervisor",
           "traceloop.entity.input": "{}"}, "", "supervisor"),
-    ], ids=["adk", "llama-index", "langgraph", "langgraph-supervisor"])
+        (STRANDS_HANDOFF, "", "reviewer"),
+    ], ids=["adk", "llama-index", "langgraph", "langgraph-supervisor", "strands"])
     def test_handoff_tools(self, attrs: dict[str, Any], source: str, target: str) -> None:
         """A handoff tool's span is a handoff to its target, from the span's agent if named."""
         event = to_event(_span(attrs))
         assert isinstance(event, Handoff)
         assert (event.from_agent, event.to_agent) == (source, target)
+
+    def test_handoff_tool_hands_off_from_its_agent_span(self) -> None:
+        """Placed in its run, a handoff tool whose span names no agent (Strands') hands off
+        from the enclosing agent span's agent; a span naming one, or a handoff span, keeps
+        its own source."""
+        strands = placed_event(_span(STRANDS_HANDOFF, "execute_tool handoff_to_agent"),
+                               DEFAULT_ADAPTERS, "researcher", None)
+        assert isinstance(strands, Handoff)
+        assert (strands.from_agent, strands.to_agent) == ("researcher", "reviewer")
+        adk = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "transfer_to_agent",
+               "gen_ai.agent.name": "triage", "gen_ai.tool.call.arguments": '{"agent_name": "b"}'}
+        event = placed_event(_span(adk), DEFAULT_ADAPTERS, "outer", None)
+        assert isinstance(event, Handoff) and event.from_agent == "triage"
+        hidden = {"openinference.span.kind": "TOOL", "input.value": "__REDACTED__",
+                  "output.value": "billing"}
+        event = placed_event(_span(hidden, "handoff to billing"), DEFAULT_ADAPTERS, "outer",
+                             None)
+        assert isinstance(event, Handoff) and (event.from_agent, event.to_agent) == (
+            "", "billing")
 
     def test_handoff_tool_without_target_is_a_call(self) -> None:
         """A ``handoff`` tool without ``to_agent`` is an ordinary call."""

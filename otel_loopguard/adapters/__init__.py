@@ -114,9 +114,10 @@ def placed_event(span: SpanRecord, adapters: Sequence[SpanAdapter], agent: str |
     """Return ``to_event(span, adapters)``, a tool call placed in its run.
 
     The call gets ``agent`` when its span names none, and the model ``turn``, as
-    ``ToolCall.in_context`` gives them. With the default adapters the call is built once, from
-    the adapter's plan, instead of built and then copied: building a frozen ``ToolCall`` is
-    about a third of the cost of reading a tool span, and the assembly places every call.
+    ``ToolCall.in_context`` gives them; a handoff tool's handoff gets ``agent`` as its source
+    likewise. With the default adapters the call is built once, from the adapter's plan,
+    instead of built and then copied: building a frozen ``ToolCall`` is about a third of the
+    cost of reading a tool span, and the assembly places every call.
     """
     if adapters is not DEFAULT_ADAPTERS:
         event = to_event(span, adapters)
@@ -129,7 +130,7 @@ def placed_event(span: SpanRecord, adapters: Sequence[SpanAdapter], agent: str |
         if plan is None:
             continue
         if plan is HANDOFF:
-            return adapter.handoff(span)
+            return adapter.handoff(span, agent)
         tool, args_key, result_key, own_agent = plan
         return build_tool_call(span, tool, args_key, result_key, own_agent or agent, turn)
     return None

@@ -98,8 +98,12 @@ class PlannedAdapter:
         """
         raise NotImplementedError
 
-    def handoff(self, span: SpanRecord) -> Handoff | None:
-        """Return the handoff of a span that ``plan`` calls one."""
+    def handoff(self, span: SpanRecord, agent: str | None = None) -> Handoff | None:
+        """Return the handoff of a span that ``plan`` calls one.
+
+        ``agent``: the enclosing agent span's, the source of a handoff tool whose span names
+        none (Strands' ``handoff_to_agent``); a handoff span says its own source.
+        """
         raise NotImplementedError
 
     def to_event(self, span: SpanRecord) -> ToolCall | Handoff | None:

@@ -22,13 +22,16 @@ tool name                target                                seen from
 =======================  ====================================  ==============================
 ``transfer_to_agent``    argument ``agent_name``               Google ADK
 ``handoff``              argument ``to_agent``                 LlamaIndex ``AgentWorkflow``
+``handoff_to_agent``     argument ``agent_name``               Strands ``Swarm``
 ``transfer_to_<agent>``  the name's suffix                     LangGraph handoff tools
 ``transfer_back_to_<a>`` the name's suffix                     LangGraph supervisor
 =======================  ====================================  ==============================
 
 ``transfer_to_human...`` (a customer-service agent handing its user to people) stays a tool call.
 
-The agent handing off is the span's agent attribute when it has one, else unknown (``""``).
+The agent handing off is the span's agent attribute when it has one, else the agent of the
+enclosing agent span (Strands writes none on its tool spans), else unknown (``""``): the
+adapters read the first, ``placed_event`` and the live processor give the second.
 """
 
 from __future__ import annotations
@@ -43,7 +46,8 @@ __all__ = ["handoff_target", "is_handoff_tool", "is_non_call", "is_plain_tool"]
 _MERGED: Final = "(merged tools)"
 _FINAL_ANSWER: Final = "final_answer"
 _SMOLAGENTS_MARKER: Final = '"sanitize_inputs_outputs"'
-_TARGET_ARGUMENT: Final = {"transfer_to_agent": "agent_name", "handoff": "to_agent"}
+_TARGET_ARGUMENT: Final = {"transfer_to_agent": "agent_name", "handoff": "to_agent",
+                            "handoff_to_agent": "agent_name"}
 """Handoff tool → the argument naming the agent it hands to."""
 _TARGET_PREFIXES: Final = ("transfer_back_to_", "transfer_to_")
 """Handoff tools named after their target (longest prefix first)."""

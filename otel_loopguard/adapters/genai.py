@@ -32,8 +32,9 @@ def _call_plan(name: str, attrs: Mapping[str, Any]) -> CallPlan:
 class GenAIAdapter(PlannedAdapter):
     """Reads ``gen_ai.operation.name = execute_tool`` spans and Traceloop ``handoff`` spans.
 
-    Handoff tools (ADK's ``transfer_to_agent``...) become handoffs and summary spans (ADK's
-    ``(merged tools)``) nothing, by the tables of ``otel_loopguard.adapters._rules``.
+    Handoff tools (ADK's ``transfer_to_agent``, Strands' ``handoff_to_agent``...) become
+    handoffs and summary spans (ADK's ``(merged tools)``) nothing, by the tables of
+    ``otel_loopguard.adapters._rules``.
     Thread-safe: stateless.
     """
 
@@ -62,12 +63,12 @@ class GenAIAdapter(PlannedAdapter):
                 return HANDOFF
         return None
 
-    def handoff(self, span: SpanRecord) -> Handoff:
+    def handoff(self, span: SpanRecord, agent: str | None = None) -> Handoff:
         """Return the handoff of a handoff tool's span or of a Traceloop ``handoff`` span."""
         attrs = span.attributes
         if attrs.get(k.GEN_AI_OPERATION_NAME) == k.OP_EXECUTE_TOOL:
-            tool, args_key, _, agent = _call_plan(span.name, attrs)
-            return build_handoff(span, tool, args_key, agent)
+            tool, args_key, _, own_agent = _call_plan(span.name, attrs)
+            return build_handoff(span, tool, args_key, own_agent or agent)
         return Handoff(from_agent=str(attrs.get(k.GEN_AI_HANDOFF_FROM)),
                        to_agent=str(attrs.get(k.GEN_AI_HANDOFF_TO)),
                        span_id=span.span_id, end_time_ns=span.end_time_ns)

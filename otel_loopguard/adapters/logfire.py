@@ -40,8 +40,8 @@ class LogfireAdapter(PlannedAdapter):
             return HANDOFF
         return None
 
-    def handoff(self, span: SpanRecord) -> Handoff:
-        """Return the handoff of a ``Handoff: a -> b`` span."""
+    def handoff(self, span: SpanRecord, agent: str | None = None) -> Handoff:
+        """Return the handoff of a ``Handoff: a -> b`` span (it names its source)."""
         source, target = _handoff_agents(span.name, span.attributes) or ("", "")
         return Handoff(from_agent=source, to_agent=target, span_id=span.span_id,
                        end_time_ns=span.end_time_ns)

@@ -50,12 +50,12 @@ class OpenInferenceAdapter(PlannedAdapter):
             return None
         return HANDOFF if is_handoff_tool(tool, raw_args) else plan
 
-    def handoff(self, span: SpanRecord) -> Handoff:
+    def handoff(self, span: SpanRecord, agent: str | None = None) -> Handoff:
         """Return the handoff of a handoff tool's span or of a ``handoff to X`` span."""
         attrs = span.attributes
         if not span.name.startswith(_HANDOFF_PREFIX):
             tool = attrs.get(k.OI_TOOL_NAME) or span.name
-            return build_handoff(span, tool, k.OI_INPUT_VALUE, _agent(attrs))
+            return build_handoff(span, tool, k.OI_INPUT_VALUE, _agent(attrs) or agent)
         target = attrs.get(k.OI_OUTPUT_VALUE)
         if not target or target == REDACTED:
             target = span.name.removeprefix(_HANDOFF_PREFIX)

@@ -42,11 +42,11 @@ class OpenLLMetryAdapter(PlannedAdapter):
             return None
         return HANDOFF if is_handoff_tool(tool, raw_args) else plan
 
-    def handoff(self, span: SpanRecord) -> Handoff:
+    def handoff(self, span: SpanRecord, agent: str | None = None) -> Handoff:
         """Return the handoff of a handoff tool's span."""
         attrs = span.attributes
         tool = attrs.get(k.GEN_AI_TOOL_NAME) or attrs.get(k.TL_ENTITY_NAME) or \
             span.name.removesuffix(".tool")
         key = k.GEN_AI_TOOL_CALL_ARGUMENTS if k.GEN_AI_TOOL_CALL_ARGUMENTS in attrs \
             else k.TL_ENTITY_INPUT
-        return build_handoff(span, tool, key, attrs.get(k.GEN_AI_AGENT_NAME))
+        return build_handoff(span, tool, key, attrs.get(k.GEN_AI_AGENT_NAME) or agent)

@@ -1,8 +1,8 @@
 """Detector of agent handoff ping-pong: the same directed cycle of agents closing twice.
 
 Every convention feeds it the same way: explicit handoff spans, handoff tools (ADK's
-``transfer_to_agent``, LlamaIndex's ``handoff``) and, when a run has neither, changes of the
-agent that invokes tools. The rule:
+``transfer_to_agent``, LlamaIndex's ``handoff``, Strands' ``handoff_to_agent``) and, when a
+run has neither, changes of the agent that invokes tools. The rule:
 
 - keep the sequence of agents control passed through (a handoff's source starts it; each
   handoff appends its target);

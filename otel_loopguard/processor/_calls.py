@@ -14,6 +14,7 @@ from otel_loopguard.adapters import (
     agent_of,
     is_model_turn,
     may_be_event,
+    placed_event,
     to_event,
 )
 from otel_loopguard.assembly import LONE_TOOL_CALL_HINT, template_in
@@ -86,7 +87,8 @@ class ToolCallChecks(ModelTurns):
                 span: ReadableSpan) -> tuple[Decision, Action, str | None, bool, Waste | None]:
         parent_id = span.parent.span_id if span.parent is not None else None
         with entry.state.lock:
-            want_agent = isinstance(event, ToolCall) and event.agent is None
+            want_agent = event.agent is None if isinstance(event, ToolCall) \
+                else not event.from_agent
             if entry.template is None or want_agent:
                 template, agent = self._ancestry(attrs, parent_id, entry.template is None,
                                                  want_agent)
@@ -101,11 +103,22 @@ class ToolCallChecks(ModelTurns):
                 entry.tool_calls += 1
                 decision = self.engine.process(entry.state, event)
             else:
+                if want_agent and agent:
+                    event = self._placed_handoff(span, event, agent)
                 decision = self.engine.process_handoff(entry.state, event)
             previous = entry.note_loop(decision)
             waste = entry.state.waste
             wasted = waste.take() if waste.looping else None
             return decision, previous, entry.template, entry.tool_calls == 1, wasted
+
+    def _placed_handoff(self, span: ReadableSpan, handoff: Handoff, agent: str) -> Handoff:
+        """Return ``handoff`` placed as the assembly places it (``placed_event``).
+
+        A handoff tool whose span names no agent hands off from ``agent``, its nearest open
+        agent ancestor's; a handoff span keeps the source it names.
+        """
+        placed = placed_event(span_record_from_readable(span), self.adapters, agent, None)
+        return placed if isinstance(placed, Handoff) else handoff
 
     def _ancestry(self, attrs: Mapping[str, Any], parent_id: int | None, want_template: bool,
                   want_agent: bool) -> tuple[str | None, str | None]:

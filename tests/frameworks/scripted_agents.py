@@ -23,6 +23,9 @@ Scenarios (one trace each):
 - ``parallel`` (ADK): two searches in one model turn, twice, different arguments.
 - ``cached`` (CrewAI): ``looping`` with CrewAI's tool cache on (the default).
 
+Strands ``Swarm`` runs (``run_strands_swarm``, not recorded): agents handing the task on with
+``handoff_to_agent``, back and forth (``ping_pong``) or one way (``chain``, ``fan_out``).
+
 CrewAI answers a call identical to the one just before it itself, without running the tool or
 recording a span, so its ``looping`` alternates ``search("refund policy")`` and
 ``search("refunds")`` (three times each, the same empty answers): a cycle.
@@ -31,6 +34,7 @@ recording a span, so its ``looping`` alternates ``search("refund policy")`` and
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import sys
@@ -247,11 +251,11 @@ def _run_adk(scenario: str) -> None:
 # ----------------------------------------------------------------------------- Strands
 
 
-def _run_strands(scenario: str) -> None:
-    from strands import Agent, tool
+def _strands_model(steps: list[Step]) -> Any:
+    """Return a Strands ``Model`` streaming each scripted turn as Bedrock-style events."""
     from strands.models import Model
 
-    steps = list(PLANS[scenario])
+    steps = list(steps)
 
     class ScriptedModel(Model):
         """Streams each scripted turn as Bedrock-style events."""
@@ -282,6 +286,12 @@ def _run_strands(scenario: str) -> None:
                 yield {"contentBlockStop": {}}
             yield {"messageStop": {"stopReason": "tool_use"}}
 
+    return ScriptedModel()
+
+
+def _run_strands(scenario: str) -> None:
+    from strands import Agent, tool
+
     @tool
     def search(query: str) -> str:
         """Search the knowledge base.
@@ -300,11 +310,42 @@ def _run_strands(scenario: str) -> None:
         """
         raise PermissionError("401 unauthorized")
 
-    agent = Agent(model=ScriptedModel(), name="triage", tools=[search, fetch_account],
+    agent = Agent(model=_strands_model(PLANS[scenario]), name="triage",
+                  tools=[search, fetch_account],
                   system_prompt="You are support triage.", callback_handler=None,
                   trace_attributes={"session.id": f"conv-{scenario}"})
     result = agent("I want a refund")
     assert str(result).strip() == ANSWER, str(result)
+
+
+SWARM_ROUTES: dict[str, list[list[str]]] = {
+    "ping_pong": [["researcher", "reviewer"] * 3 + ["researcher"]],
+    "chain": [["researcher", "reviewer", "writer"]],
+    "fan_out": [["supervisor", "researcher"], ["supervisor", "writer"]] * 3,
+}
+"""Strands ``Swarm`` scenarios: the agents control passes through in each ``Swarm`` run (one
+run each, in one trace), each move a ``handoff_to_agent`` call. ``fan_out`` hands the task out
+one way six times, from the same supervisor (the spec's one-way handoffs)."""
+
+
+def run_strands_swarm(scenario: str) -> None:
+    """Run the ``Swarm`` runs of ``SWARM_ROUTES[scenario]`` under one span (one trace)."""
+    from opentelemetry import trace
+    from strands import Agent
+    from strands.multiagent import Swarm
+
+    with trace.get_tracer("loopguard.scripted.swarm").start_as_current_span(f"swarm-{scenario}"):
+        for route in SWARM_ROUTES[scenario]:
+            plans: dict[str, list[Step]] = {name: [] for name in route}
+            for source, target in itertools.pairwise(route):
+                plans[source] += [[("handoff_to_agent", {
+                    "agent_name": target, "message": f"{target}, please take over.",
+                    "context": {"draft": "v1"}})], "Handed off."]
+            plans[route[-1]].append(ANSWER)
+            agents = [Agent(model=_strands_model(steps), name=name, callback_handler=None,
+                            system_prompt=f"You are the {name}.") for name, steps in plans.items()]
+            result = Swarm(agents, max_handoffs=50, max_iterations=50)("Write the report")
+            assert [node.node_id for node in result.node_history] == route, result
 
 
 # ----------------------------------------------------------------------------- Agent Framework

@@ -38,7 +38,14 @@ from otel_loopguard.types import SpanRecord, ToolCall
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent.parent / "recordings"))
 from record import to_otlp_json_lines
-from scripted_agents import ANSWER, FAMILIES, FRAMEWORKS, Framework, make_pydantic_ai_agent
+from scripted_agents import (
+    ANSWER,
+    FAMILIES,
+    FRAMEWORKS,
+    Framework,
+    make_pydantic_ai_agent,
+    run_strands_swarm,
+)
 
 HERE = Path(__file__).parent
 
@@ -206,6 +213,59 @@ def test_live_spans_have_the_recorded_shape(name: str, scenario: str, tmp_path: 
     assert live["spans"] == recorded["spans"], (
         f"only live: {sorted(live['spans'] - recorded['spans'])}; "
         f"only recorded: {sorted(recorded['spans'] - live['spans'])}")
+
+
+def _swarm(scenario: str, tmp_path: Path) -> tuple[list[ReadableSpan], CollectorRegistry, Path]:
+    """Run a Strands ``Swarm`` scenario live; return its spans, registry and trace file."""
+    _framework("strands")
+    exporter, registry = InMemorySpanExporter(), CollectorRegistry()
+    processor = LoopGuardSpanProcessor(LoopGuardConfig(), downstream=SimpleSpanProcessor(exporter),
+                                       registry=registry, raise_internal_errors=True)
+    _FORWARD.targets = (processor,)
+    try:
+        run_strands_swarm(scenario)
+    finally:
+        _FORWARD.targets = ()
+    processor.force_flush()
+    assert processor.guard.errors == 0
+    spans = list(exporter.get_finished_spans())
+    path = tmp_path / "swarm.jsonl"
+    path.write_text("".join(line + "\n" for line in to_otlp_json_lines(spans)), encoding="utf-8")
+    return spans, registry, path
+
+
+def test_strands_swarm_ping_pong_is_a_handoff_loop(tmp_path: Path) -> None:
+    """researcher → reviewer → researcher → reviewer → researcher through ``handoff_to_agent``
+    are handoffs, no tool calls: HANDOFF_LOOP stops the 4th, live and in ``check``."""
+    from otel_loopguard.cli import main
+    from otel_loopguard.replay import Checker
+
+    spans, registry, path = _swarm("ping_pong", tmp_path)
+    handoffs = [s for s in spans if s.name == "execute_tool handoff_to_agent"]
+    marks = [(s.attributes.get("loopguard.action"), s.attributes.get("loopguard.code"))
+             for s in handoffs]
+    assert marks == [(None, None)] * 3 + [("stop", "HANDOFF_LOOP")] * 3
+    assert registry.get_sample_value("loopguard_tool_calls_total", {
+        "prompt_template": "unknown", "tool": "handoff_to_agent"}) is None
+    assert registry.get_sample_value("loopguard_loop_detected_total", {
+        "prompt_template": "unknown", "detector": "handoff", "action": "stop",
+        "mode": "observe"}) == 3
+    (report,) = Checker(LoopGuardConfig()).run(iter_spans(str(path), strict=True))
+    first = report.findings[0]
+    assert (report.tool_calls, first.code, first.evidence[0].details["cycle"]) == (
+        0, "HANDOFF_LOOP", ["researcher", "reviewer", "researcher"])
+    assert first.span_id == format(handoffs[3].context.span_id, "016x")
+    assert main(["check", str(path)]) == 1
+
+
+@pytest.mark.parametrize("scenario", ["chain", "fan_out"])
+def test_strands_swarm_one_way_handoffs_are_quiet(scenario: str, tmp_path: Path) -> None:
+    """A → B → C once, and a supervisor handing the task out six times, are no loop."""
+    from otel_loopguard.cli import main
+
+    spans, _, path = _swarm(scenario, tmp_path)
+    assert not any(k.startswith("loopguard.") for s in spans for k in (s.attributes or {}))
+    assert main(["check", str(path)]) == 0
 
 
 def test_every_family_has_a_requirements_file() -> None:
