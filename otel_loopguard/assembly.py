@@ -6,8 +6,10 @@ The rules, shared by the live processor (spans as they start and end), ``check``
 * **tool calls and handoffs** come from the span adapters (``adapters.to_event``); a span an
   enforce-mode guard stopped (``loopguard.blocked``) is none: its tool never ran;
 * **agent**: the tool span's own agent, else its nearest agent ancestor (``nearest_agent``);
-* **model turn**: the model (chat) spans of the run that ended before the tool span; the
-  parallel calls of one turn form a batch;
+* **model turn**: the model (chat) spans of the run that ended before the tool span, plus one
+  when a sibling model span named as one (``may_name_model``) started before it and ends after
+  it (Google ADK's ``generate_content`` stays open over the calls it requested): the call is
+  that span's; the parallel calls of one turn form a batch;
 * **prompt template**: the first span of the run that names one (``template_in``): the tool
   span, its ancestors or a model span;
 * **sibling handoffs**: consecutive sibling agent spans with different agents (spans named as
@@ -27,6 +29,7 @@ from otel_loopguard.adapters import (
     DEFAULT_ADAPTERS,
     conversation_of,
     may_name_agent,
+    may_name_model,
     placed_event,
     prompt_template_of,
     roles_of,
@@ -136,6 +139,8 @@ class TraceEvent:
 
     event: ToolCall | Handoff | ModelTurn
     agent_span_id: str | None
+    turn_open: bool = False
+    """A tool call whose model span was still open when it ended: its turn is that span's."""
 
 
 @dataclass(slots=True)
@@ -169,6 +174,7 @@ def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuard
     # without asking each adapter in turn.
     every = adapters is not DEFAULT_ADAPTERS
     pending: list[tuple[SpanRecord, int]] = []  # maybe events, with the model turns before them
+    open_models: dict[str | None, list[SpanRecord]] = {}  # parent → its model-named model spans
     turns = 0
     template_roots = _key_roots(tuple(config.prompt_name_keys))
     conversation_keys = frozenset(config.conversation_keys)
@@ -182,6 +188,8 @@ def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuard
             agent_spans.append(s)
         if model_turn:
             turns += 1
+            if s.parent_span_id is not None and may_name_model(s.name):
+                open_models.setdefault(s.parent_span_id, []).append(s)
             if model_turns:
                 pending.append((s, -turns))  # negative: the span is model turn number -n
         elif (maybe_event or every) and not attributes.get(_BLOCKED):
@@ -197,7 +205,9 @@ def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuard
     out.conversation = conversation
     out.service_name = _service_name(spans)
     by_id = dict(zip(map(_SPAN_ID, ordered), ordered, strict=True)) if pending else {}
-    out.events, lone = _events(pending, by_id, agents, adapters, tool_requests=tool_requests)
+    opened = _in_open_models(pending, open_models) if open_models else frozenset()
+    out.events, lone = _events(pending, by_id, agents, adapters, opened,
+                               tool_requests=tool_requests)
     if conversation is None or config.run_key != "conversation":
         out.unparented_tool_calls = lone
     _add_sibling_handoffs(out, agent_spans, agents)  # they count until the run reports its own
@@ -221,15 +231,32 @@ def _service_name(spans: Sequence[SpanRecord]) -> str | None:
     return None
 
 
+def _in_open_models(pending: Sequence[tuple[SpanRecord, int]],
+                    open_models: Mapping[str | None, Sequence[SpanRecord]]) -> frozenset[int]:
+    """Return the indexes in ``pending`` of the calls whose sibling model span was still open.
+
+    Open: started by the call's start, and after the call in end order (``_END_START``), as the
+    live processor finds it (``LiveSpans.in_open_model``).
+    """
+    found = set()
+    for index, (span, turn) in enumerate(pending):
+        siblings = open_models.get(span.parent_span_id) if turn >= 0 else None
+        if siblings and any(m.start_time_ns <= span.start_time_ns
+                            and _END_START(m) > _END_START(span) for m in siblings):
+            found.add(index)
+    return frozenset(found)
+
+
 def _events(pending: Sequence[tuple[SpanRecord, int]], by_id: Mapping[str, SpanRecord],
-            agents: dict[str, str], adapters: Sequence[SpanAdapter], *,
+            agents: dict[str, str], adapters: Sequence[SpanAdapter], opened: frozenset[int], *,
             tool_requests: bool) -> tuple[list[TraceEvent], int]:
     """Return the events of the candidate spans (each with its owning agent span), and the lone.
 
     The lone: how many of the events are tool calls whose span has no parent.
     ``pending`` holds each candidate with the model turns before it (-n: model turn n). A call
     before the trace's first model turn has no turn (its batch goes by time), as the live
-    processor, which cannot see later spans, places it. The owner depends on the parent alone,
+    processor, which cannot see later spans, places it; one of ``opened`` is in the turn its
+    open model span ends (one more). The owner depends on the parent alone,
     so it is looked up once per parent span. A tool call with no parent span is a run of its
     own unless its run is keyed by a conversation id: no repetition can be seen across such
     calls (``AssembledTrace.unparented_tool_calls``).
@@ -243,7 +270,8 @@ def _events(pending: Sequence[tuple[SpanRecord, int]], by_id: Mapping[str, SpanR
     events: list[TraceEvent] = []
     unread = _Unread()
     lone = 0
-    for span, turn in pending:
+    for index, (span, turn) in enumerate(pending):
+        is_open = index in opened
         parent = span.parent_span_id
         found = owners.get(parent)
         if found is None:
@@ -275,14 +303,14 @@ def _events(pending: Sequence[tuple[SpanRecord, int]], by_id: Mapping[str, SpanR
             if tool_requests:
                 unread.turn(owner, event if waits else None, span, inputs_wait)
         else:
-            event = placed_event(span, adapters, owner_name, turn or None)
+            event = placed_event(span, adapters, owner_name, turn + is_open or None)
             if event is None:
                 continue
             if isinstance(event, ToolCall):
                 record = by_id.get(event.span_id)  # its own span, unless an adapter says other
                 lone += record is not None and record.parent_span_id is None
                 unread.called(owner)
-        events.append(TraceEvent(event, owner))
+        events.append(TraceEvent(event, owner, is_open))
     unread.read_all()
     return events, lone
 

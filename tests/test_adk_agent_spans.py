@@ -13,13 +13,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
 from _otlp_files import json_line, live_run
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from prometheus_client import CollectorRegistry
 
-from otel_loopguard import LoopGuardConfig
+from otel_loopguard import LoopGuardConfig, LoopGuardSpanProcessor
 from otel_loopguard.cli import main
 from otel_loopguard.otlp._sdk import span_record_from_readable
 from otel_loopguard.replay import Checker
+from otel_loopguard.types import Decision
 
 PING_PONG = ["triage", "billing", "triage", "billing", "triage", "billing"]
 
@@ -75,3 +80,45 @@ def test_there_and_back_stays_quiet_live() -> None:
     """A single triage → billing → triage is no loop."""
     spans = _adk_run(["triage", "billing", "triage"])
     assert not any(k.startswith("loopguard.") for s in spans for k in (s.attributes or {}))
+
+
+def _adk_parallel_run(turns: int, *, background: bool) -> tuple[list[int], list[ReadableSpan]]:
+    """ADK's model turns: ``generate_content`` (attributes set after its start) stays open over
+    the two searches it requested, its siblings; return the calls with batch evidence, live."""
+    decisions: list[Decision] = []
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(LoopGuardSpanProcessor(
+        LoopGuardConfig(), downstream=SimpleSpanProcessor(exporter), background=background,
+        registry=CollectorRegistry(), raise_internal_errors=True,
+        on_decision=decisions.append))
+    tracer = provider.get_tracer("gcp.vertex.agent", "2.13.0")
+    with tracer.start_as_current_span("invoke_agent triage", attributes={
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "triage"}):
+        for _ in range(turns):
+            model = tracer.start_span("generate_content scripted")
+            model.set_attributes({"gen_ai.operation.name": "generate_content",
+                                  "gen_ai.agent.name": "triage"})
+            for query in ("refund policy", "refunds"):
+                with tracer.start_as_current_span("execute_tool search", attributes={
+                        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search",
+                        "gen_ai.agent.name": "triage",
+                        "gen_ai.tool.call.arguments": f'{{"query": "{query}"}}',
+                        "gen_ai.tool.call.result": '{"results": []}'}):
+                    pass
+            model.end()
+    provider.shutdown()
+    batch = [d.call_index for d in decisions if any(e.detector == "batch" for e in d.evidence)]
+    return batch, list(exporter.get_finished_spans())
+
+
+@pytest.mark.parametrize("background", [False, True], ids=["inline", "worker"])
+def test_parallel_calls_are_in_the_turn_of_their_open_model_span(background: bool) -> None:
+    """The same pair of parallel searches from three consecutive ADK turns is a repeated batch
+    at call 6, live and in ``check`` (at call 8 when each call counted in the previous turn)."""
+    live, spans = _adk_parallel_run(5, background=background)
+    records = [span_record_from_readable(span) for span in spans]
+    checked = [d.call_index for report in Checker(LoopGuardConfig()).run(iter(records))
+               for d in report.findings if any(e.detector == "batch" for e in d.evidence)]
+    assert live[0] == 6
+    assert live == checked

@@ -39,6 +39,7 @@ __all__ = [
     "is_model_turn",
     "may_be_event",
     "may_name_agent",
+    "may_name_model",
     "placed_event",
     "prompt_template_of",
     "roles_of",
@@ -181,6 +182,16 @@ def may_name_agent(name: str) -> bool:
     alone; that convention reports its handoffs as spans.
     """
     return name.startswith(_AGENT_NAME_PREFIXES) or name.endswith(".agent")
+
+
+def may_name_model(name: str) -> bool:
+    """Return True when a span's name may mark a GenAI model span (``generate_content x``).
+
+    ``{gen_ai.operation.name} {model}``, for a model operation: a name the live processor can
+    test as a span starts, before its attributes are set (Google ADK sets them after). Such a
+    span may stay open over the tool calls it requested (``assembly``'s model turn rule).
+    """
+    return name.partition(" ")[0] in k.MODEL_OPERATIONS
 
 
 def is_model_turn(name: str, attributes: Mapping[str, Any]) -> bool:

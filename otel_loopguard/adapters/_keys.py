@@ -84,7 +84,8 @@ OP_EXECUTE_TOOL: Final = "execute_tool"
 OP_INVOKE_AGENT: Final = "invoke_agent"
 OP_HANDOFF: Final = "handoff"
 MODEL_OPERATIONS: Final = frozenset({"chat", "generate_content", "text_completion", "responses"})
-"""GenAI operations that are a model turn (they end before the tools they request start)."""
+"""GenAI operations that are a model turn (most end before the tools they request start; Google
+ADK's ``generate_content`` span stays open over them)."""
 
 # --- OpenInference ------------------------------------------------------------------------
 OI_SPAN_KIND: Final = "openinference.span.kind"

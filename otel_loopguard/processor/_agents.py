@@ -6,7 +6,7 @@ from typing import Any, Final
 
 from opentelemetry.sdk.trace import Span
 
-from otel_loopguard.adapters import agent_of, may_name_agent
+from otel_loopguard.adapters import agent_of, may_name_agent, may_name_model
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.engine import LoopEngine
 from otel_loopguard.evidence import evidence_attributes
@@ -46,10 +46,13 @@ class AgentStarts(FindingReports):
         """Infer handoffs from an agent span's start; remember names of other spans.
 
         Agent spans by name alone (``may_name_agent``) are the only ones whose siblings imply
-        handoffs, here and in ``check``.
+        handoffs, here and in ``check``. A span named as a model span is noted at every start
+        (``LiveSpans.model_started``): its tool calls may end before it.
         """
         if not may_name_agent(name):
-            if len(self._other_names) < _MAX_SPAN_NAMES:
+            if may_name_model(name):
+                self.live.model_started(span)
+            elif len(self._other_names) < _MAX_SPAN_NAMES:
                 self._other_names.add(name)
             return
         if span.parent is not None:

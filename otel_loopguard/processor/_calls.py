@@ -96,10 +96,11 @@ class ToolCallChecks(ModelTurns):
             if isinstance(event, ToolCall):
                 if entry.unfed is not None and entry.state.waste.found:
                     self._feed(entry)
-                if want_agent or entry.seen_model:
-                    event = event.in_context(
-                        event.agent or agent,
-                        entry.model_turns if entry.seen_model else event.turn)
+                turn = entry.model_turns if entry.seen_model else event.turn
+                if self.live.models and self.live.in_open_model(parent_id, span.start_time or 0):
+                    turn = entry.model_turns + 1  # the turn its open model span will end
+                if want_agent or turn != event.turn:
+                    event = event.in_context(event.agent or agent, turn)
                 entry.tool_calls += 1
                 decision = self.engine.process(entry.state, event)
             else:

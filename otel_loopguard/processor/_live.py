@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterator
 from typing import Any, Final
 
-from otel_loopguard.adapters import agent_of
+from otel_loopguard.adapters import agent_of, is_model_turn
 from otel_loopguard.assembly import MAX_ANCESTRY, nearest_agent
 from otel_loopguard.otlp._sdk import raw_attributes
 from otel_loopguard.state import seconds_to_ns
@@ -20,6 +20,12 @@ _FIRST_LOOK: Final = 1024
 """A table this small is never looked at: a leak of 1,024 spans is a few megabytes."""
 MAX_DEPTH: Final = MAX_ANCESTRY
 """How far ``ancestors`` walks up (a cycle or a very deep tree stops there)."""
+_MAX_MODEL_PARENTS: Final = 1024
+"""Parents whose model spans ``models`` keeps (the oldest go first)."""
+_MAX_MODELS: Final = 16
+"""Model spans ``models`` keeps per parent, newest: a start costs at most this many lookups,
+however many model spans one parent holds open (a real agent holds one; the worker would have
+to lag 16 model turns of one agent for a call's open model span to be dropped)."""
 
 
 class LiveSpans:
@@ -47,6 +53,9 @@ class LiveSpans:
         """The size past which the next start calls ``bound``."""
         self._last_hex: tuple[int, str] = (-1, "")
         """The latest span id ``_hex`` formatted, and its text."""
+        self.models: dict[int, tuple[Any, ...]] = {}
+        """Parent span id → its child spans named as model spans (``may_name_model``) that are
+        still in ``spans``, oldest first: written as they start, pruned at the next one."""
 
     def __len__(self) -> int:
         """Return how many spans are open."""
@@ -71,6 +80,39 @@ class LiveSpans:
             for span_id in stale:
                 spans.pop(span_id, None)
         self.limit = min(self.max_open, max(_FIRST_LOOK, 2 * len(spans)))
+
+    def model_started(self, span: Any) -> None:
+        """Note a span named as a model span (on the thread that starts it).
+
+        The earlier ones its parent keeps that have left ``spans`` go (a tool span that ends
+        later ended after them), and past ``_MAX_MODELS`` the oldest. Two model spans started
+        at once under one parent, on two threads, may lose one (the rule then falls back to
+        the ended turns).
+        """
+        parent = span.parent
+        if parent is None:
+            return
+        spans, models = self.spans, self.models
+        kept = [m for m in models.get(parent.span_id, ()) if m.context.span_id in spans]
+        models[parent.span_id] = (*kept[1 - _MAX_MODELS:], span)
+        if len(models) > _MAX_MODEL_PARENTS:
+            with contextlib.suppress(RuntimeError, KeyError, StopIteration):
+                del models[next(iter(models))]
+
+    def in_open_model(self, parent_id: int | None, start_ns: int) -> bool:
+        """Return whether a model span, a sibling started by ``start_ns``, is still open.
+
+        The assembly's rule for a tool span ending now (``start_ns``: its start, ``parent_id``:
+        its parent): its model turn is that span's. "Open": not yet handled (``spans``), so
+        the answer follows end order, not how far behind the worker is. One lookup, a miss
+        for frameworks without such spans (or whose model span ended before its tools).
+        """
+        spans = self.spans
+        for model in self.models.get(parent_id, ()) if parent_id is not None else ():
+            if model.start_time <= start_ns and model.context.span_id in spans \
+                    and is_model_turn(model.name, raw_attributes(model)):
+                return True
+        return False
 
     def ancestors(self, parent_id: int | None) -> Iterator[Any]:
         """Yield the open ancestors, nearest first, starting at ``parent_id``."""

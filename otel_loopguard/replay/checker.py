@@ -306,7 +306,8 @@ class Checker:
 def _turns_of_run(items: list[TraceEvent]) -> list[TraceEvent]:
     """Number one agent invocation's model turns from 1, as the live processor counts a run's.
 
-    Each call gets the run's latest turn (none before its first). The assembly numbers a trace's
+    Each call gets the run's latest turn (none before its first), or the next one when its model
+    span was still open (``TraceEvent.turn_open``). The assembly numbers a trace's
     turns; with ``run_key = "agent"`` a trace holds several runs, and a call's turn is its own
     agent's latest model call, not another agent's.
     """
@@ -318,8 +319,8 @@ def _turns_of_run(items: list[TraceEvent]) -> list[TraceEvent]:
             turns += 1
             event = replace(event, index=turns)
         elif isinstance(event, ToolCall):
-            event = event.in_context(event.agent, turns or None)
-        out.append(TraceEvent(event, item.agent_span_id))
+            event = event.in_context(event.agent, turns + item.turn_open or None)
+        out.append(TraceEvent(event, item.agent_span_id, item.turn_open))
     return out
 
 

@@ -21,6 +21,8 @@ Scenarios (one trace each):
 - ``handoff`` (ADK, LlamaIndex): triage → billing → triage → billing → triage → billing.
 - ``there_and_back`` (ADK, LlamaIndex): triage → billing → triage, then an answer.
 - ``parallel`` (ADK): two searches in one model turn, twice, different arguments.
+- ``parallel_loop`` (ADK, live only: no fixture): the same two searches in one model turn,
+  five turns running.
 - ``cached`` (CrewAI): ``looping`` with CrewAI's tool cache on (the default).
 
 Strands ``Swarm`` runs (``run_strands_swarm``, not recorded): agents handing the task on with
@@ -83,6 +85,7 @@ PLANS: dict[str, list[Step]] = {
     "failing": _calls("fetch_account", [{"account_id": 42}] * 2),
     "parallel": [[("search", {"query": "paris"}), ("search", {"query": "london"})],
                  [("search", {"query": "tokyo"}), ("search", {"query": "rome"})], ANSWER],
+    "parallel_loop": [[("search", LOOP_QUERY), ("search", {"query": "refunds"})]] * 5 + [ANSWER],
 }
 CREWAI_PLANS: dict[str, list[Step]] = {
     name: _calls("search", [LOOP_QUERY, {"query": "refunds"}] * 3) for name in ("looping", "cached")

@@ -31,6 +31,7 @@ from prometheus_client import CollectorRegistry
 from otel_loopguard.assembly import assemble_trace
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.processor import LoopGuardSpanProcessor
+from otel_loopguard.replay import Checker
 from otel_loopguard.replay.tracefile import iter_spans
 from otel_loopguard.signature import VolatileMatcher, analyze_result, canonical_args
 from otel_loopguard.types import SpanRecord, ToolCall
@@ -366,3 +367,22 @@ def test_documented_template_naming_gives_one_label(name: str, naming: Any,
     assert len(traces) == 20  # one trace per run
     assert {assemble_trace(t, [r for r in records if r.trace_id == t],
                            LoopGuardConfig()).prompt_template for t in traces} == {label}
+
+
+def test_adk_parallel_calls_are_in_the_turn_of_their_open_model_span(tmp_path: Path) -> None:
+    """Google ADK ends its ``generate_content`` span after the tools it requested: the same two
+    parallel searches from consecutive turns are a repeated batch at call 6 (the third turn),
+    live and in ``check``, as they are for frameworks whose model span ends first."""
+    decisions: list[Any] = []
+    exporter = InMemorySpanExporter()
+    processor = LoopGuardSpanProcessor(LoopGuardConfig(), downstream=SimpleSpanProcessor(exporter),
+                                       registry=CollectorRegistry(), raise_internal_errors=True,
+                                       on_decision=decisions.append)
+    _run("google-adk", "parallel_loop", processor)
+    assert processor.guard.errors == 0
+    live = [d.call_index for d in decisions if any(e.detector == "batch" for e in d.evidence)]
+    records = _records(list(exporter.get_finished_spans()), tmp_path)
+    checked = [d.call_index for report in Checker(LoopGuardConfig()).run(iter(records))
+               for d in report.findings if any(e.detector == "batch" for e in d.evidence)]
+    assert live[0] == 6
+    assert live == checked
