@@ -7,9 +7,9 @@ The rules, shared by the live processor (spans as they start and end), ``check``
   enforce-mode guard stopped (``loopguard.blocked``) is none: its tool never ran;
 * **agent**: the tool span's own agent, else its nearest agent ancestor (``nearest_agent``);
 * **model turn**: the model (chat) spans of the run that ended before the tool span, plus one
-  when a sibling model span named as one (``may_name_model``) started before it and ends after
-  it (Google ADK's ``generate_content`` stays open over the calls it requested): the call is
-  that span's; the parallel calls of one turn form a batch;
+  when a sibling ``generate_content`` model span (``may_name_model``) started before it and
+  ends after it (Google ADK's stays open over the calls it requested): the call is that
+  span's; the parallel calls of one turn form a batch;
 * **prompt template**: the first span of the run that names one (``template_in``): the tool
   span, its ancestors or a model span;
 * **sibling handoffs**: consecutive sibling agent spans with different agents (spans named as

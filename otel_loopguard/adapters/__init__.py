@@ -173,6 +173,9 @@ def roles_of(name: str, attributes: Mapping[str, Any]) -> tuple[str | None, bool
                           or tl_kind == "tool" or name.startswith(_LOGFIRE_PREFIXES))
 
 
+_OPEN_MODEL_PREFIX: Final = k.OP_GENERATE_CONTENT + " "
+
+
 def may_name_agent(name: str) -> bool:
     """Return True when a span's name may mark an agent span whose siblings imply handoffs.
 
@@ -185,13 +188,15 @@ def may_name_agent(name: str) -> bool:
 
 
 def may_name_model(name: str) -> bool:
-    """Return True when a span's name may mark a GenAI model span (``generate_content x``).
+    """Return True when a span's name marks a model span that may outlast its tool calls.
 
-    ``{gen_ai.operation.name} {model}``, for a model operation: a name the live processor can
-    test as a span starts, before its attributes are set (Google ADK sets them after). Such a
-    span may stay open over the tool calls it requested (``assembly``'s model turn rule).
+    Google ADK's ``generate_content <model>``: a name the live processor can test as a span
+    starts, before its attributes are set (ADK sets them after), and which stays open over the
+    tool calls it requested (``assembly``'s model turn rule). Other frameworks' model spans
+    (``chat <model>``...) end before their tools start: they are not noted, so their starts
+    cost what they did.
     """
-    return name.partition(" ")[0] in k.MODEL_OPERATIONS
+    return name.startswith(_OPEN_MODEL_PREFIX)
 
 
 def is_model_turn(name: str, attributes: Mapping[str, Any]) -> bool:

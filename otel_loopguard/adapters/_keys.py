@@ -83,6 +83,7 @@ ERROR_TYPE: Final = "error.type"
 OP_EXECUTE_TOOL: Final = "execute_tool"
 OP_INVOKE_AGENT: Final = "invoke_agent"
 OP_HANDOFF: Final = "handoff"
+OP_GENERATE_CONTENT: Final = "generate_content"
 MODEL_OPERATIONS: Final = frozenset({"chat", "generate_content", "text_completion", "responses"})
 """GenAI operations that are a model turn (most end before the tools they request start; Google
 ADK's ``generate_content`` span stays open over them)."""

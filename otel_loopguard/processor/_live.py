@@ -53,9 +53,10 @@ class LiveSpans:
         """The size past which the next start calls ``bound``."""
         self._last_hex: tuple[int, str] = (-1, "")
         """The latest span id ``_hex`` formatted, and its text."""
-        self.models: dict[int, tuple[Any, ...]] = {}
-        """Parent span id → its child spans named as model spans (``may_name_model``) that are
-        still in ``spans``, oldest first: written as they start, pruned at the next one."""
+        self.models: dict[int, tuple[tuple[int, int], ...]] = {}
+        """Parent span id → (span id, start) of its child spans named as model spans that may
+        stay open (``may_name_model``), oldest first: written as they start, pruned at the
+        next one."""
 
     def __len__(self) -> int:
         """Return how many spans are open."""
@@ -82,19 +83,21 @@ class LiveSpans:
         self.limit = min(self.max_open, max(_FIRST_LOOK, 2 * len(spans)))
 
     def model_started(self, span: Any) -> None:
-        """Note a span named as a model span (on the thread that starts it).
+        """Note a span named as a model span that may stay open (on the thread that starts it).
 
-        The earlier ones its parent keeps that have left ``spans`` go (a tool span that ends
-        later ended after them), and past ``_MAX_MODELS`` the oldest. Two model spans started
-        at once under one parent, on two threads, may lose one (the rule then falls back to
-        the ended turns).
+        Only its id and start are kept, not the span (a model span with content holds the
+        prompts). The earlier ones its parent keeps that have left ``spans`` go (a tool span
+        that ends later ended after them), and past ``_MAX_MODELS`` the oldest. Two model spans
+        started at once under one parent, on two threads, may lose one (the rule then falls
+        back to the ended turns).
         """
         parent = span.parent
         if parent is None:
             return
         spans, models = self.spans, self.models
-        kept = [m for m in models.get(parent.span_id, ()) if m.context.span_id in spans]
-        models[parent.span_id] = (*kept[1 - _MAX_MODELS:], span)
+        kept = [m for m in models.get(parent.span_id, ()) if m[0] in spans]
+        models[parent.span_id] = (*kept[1 - _MAX_MODELS:],
+                                  (span.context.span_id, span.start_time or 0))
         if len(models) > _MAX_MODEL_PARENTS:
             with contextlib.suppress(RuntimeError, KeyError, StopIteration):
                 del models[next(iter(models))]
@@ -105,12 +108,12 @@ class LiveSpans:
         The assembly's rule for a tool span ending now (``start_ns``: its start, ``parent_id``:
         its parent): its model turn is that span's. "Open": not yet handled (``spans``), so
         the answer follows end order, not how far behind the worker is. One lookup, a miss
-        for frameworks without such spans (or whose model span ended before its tools).
+        for frameworks without such spans.
         """
         spans = self.spans
-        for model in self.models.get(parent_id, ()) if parent_id is not None else ():
-            if model.start_time <= start_ns and model.context.span_id in spans \
-                    and is_model_turn(model.name, raw_attributes(model)):
+        for span_id, started in self.models.get(parent_id, ()) if parent_id is not None else ():
+            model = spans.get(span_id) if started <= start_ns else None
+            if model is not None and is_model_turn(model.name, raw_attributes(model)):
                 return True
         return False
 
