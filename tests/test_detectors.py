@@ -647,6 +647,23 @@ class TestMutatingFailureDetector:
                  for i, e in enumerate(["SyntaxError", "SyntaxError", "IndentationError"])]
         assert _by(_run(calls), "mutating_failure") == {}
 
+    def test_interface_edits_of_one_place_add_up(self) -> None:
+        """SWE-agent's interface edits name no file (the open one): ``edit 897:902`` with its
+        text, rewritten each time and refused each time by the lint check with one error
+        (CodeR's sympy-12481, a loop). Their place is their first line; before, each new text
+        was its own target and nothing was flagged."""
+        def edit(lines: str, text: str, error: str) -> dict[str, Any]:
+            return _call("edit", {"command": f"edit {lines}\n{text}\nend_of_edit"},
+                         error=f"edit rejected: {error}")
+
+        indent = "E999 IndentationError: unexpected indent"
+        calls = [edit("897:902", f"        temp = flatten(args){' ' * i}", indent)
+                 for i in range(3)] + [edit("897:903", "        temp = args", indent)]
+        assert _by(_run(calls), "mutating_failure") == {3: "warn", 4: "stop"}
+        # other places (the agent working down the file) are other targets
+        elsewhere = [edit(f"{line}:{line + 2}", "x = (", indent) for line in (10, 40, 90, 120)]
+        assert _by(_run(elsewhere), "mutating_failure") == {}
+
     def test_non_mutating_tools_are_ignored(self) -> None:
         """A tool that is not mutating never gets this evidence."""
         calls = [_call("search", {"q": "x"}, error="conflict")] * 3

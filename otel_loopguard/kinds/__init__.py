@@ -96,6 +96,7 @@ _NOT_COMMAND_TOOLS: Final = frozenset({
 _PATCH_FILE: Final = re.compile(
     r"^(?:\*\*\* (?:Update|Add|Delete) File: |\+\+\+ (?:b/)?)(\S+)", re.MULTILINE)
 _MAX_TARGET_CHARS: Final = 512
+_LINE_EDIT: Final = re.compile(r"edit\s+(\d+)\s*:\s*\d+\s*\n")
 
 
 class CallKindClassifier:
@@ -184,7 +185,7 @@ class CallKindClassifier:
             parsed = _parsed(arguments)
             found = call_target(tool, parsed)
             found = found.split("\x00", 1)[1].replace("\x00", ", ") if found \
-                else _patch_target(parsed)
+                else _patch_target(parsed) or _line_edit_target(parsed)
         return found[:_MAX_TARGET_CHARS] if found else None
 
     def command_kind(self, command: str) -> str | None:
@@ -307,6 +308,21 @@ def _editor_kind(tool: str, arguments: Any) -> str:
                 break
     name = tool.rsplit("__", 1)[-1].lower()
     return "read" if name.startswith(_READ_NAME_PREFIXES) else "mutating"
+
+
+def _line_edit_target(arguments: Any) -> str | None:
+    """Return where an interface edit starts: SWE-agent's ``edit 12:15``, text, ``end_of_edit``.
+
+    ``line 12``: the file is the one open, which the call does not name, and an agent that
+    keeps failing at one place often moves the end of the range, not its start.
+    """
+    values = arguments.values() if isinstance(arguments, Mapping) else (arguments,)
+    for value in values:
+        if isinstance(value, str) and value.startswith("edit "):
+            match = _LINE_EDIT.match(value)
+            if match:
+                return "line " + match.group(1)
+    return None
 
 
 def _patch_target(arguments: Any) -> str | None:
