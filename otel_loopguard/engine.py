@@ -85,18 +85,14 @@ def _argued(run: RunState, tool: str) -> bool:
 
 
 def _known(run: RunState, tool: str, kind: str, args: Any, has_result: bool) -> bool:
-    """Whether a call that is not the common case was captured whole enough to compare.
+    """Whether a call without a dict of arguments was captured whole enough to compare.
 
-    ``_step``'s common case (a dict of arguments, naming no query key, of a call that changes
-    nothing) is known without a call. An empty arguments object is a tool that takes none,
-    unless the run called that tool with arguments before: then an export or instrumentation
-    lost them, and with no result either the call equals no other (absent is not the same).
+    An empty arguments object is a tool that takes none, unless the run called that tool with
+    arguments before: then an export or instrumentation lost them, and with no result either the
+    call equals no other (absent is not the same).
     """
-    if type(args) is dict:
-        if args:
-            _argued(run, tool)
-        elif not has_result and tool in run.argued:
-            return False
+    if args == {} and not has_result and tool in run.argued:
+        return False
     return (args is not None or has_result) and arguments_known(kind, args)
 
 
@@ -311,10 +307,12 @@ class LoopEngine(Prechecks, Turns, Callbacks):
             kind = self._tool_kinds.kind(tool, info, call.arguments)
         # a call not captured whole equals no other; a failed one keeps its identity, since the
         # failure ladders (and precheck's prediction of them) key on the call and its target
-        # (most calls: a dict of arguments naming no query key, of a call that changes nothing)
-        known = (kind != "mutating" and type(args) is dict and QUERY_KEYS.isdisjoint(args)
-                 and args and (tool in run.argued or _argued(run, tool))) or _known(
-            run, tool, kind, args, has_result) or error is not None
+        # (most calls: a dict of arguments naming no query key, of a call that changes nothing,
+        # of a tool the run already noted as called with arguments: one set test)
+        known = ((tool in run.argued or _argued(run, tool)) and (
+            (kind != "mutating" and QUERY_KEYS.isdisjoint(args)) or arguments_known(kind, args))
+            if type(args) is dict and args else _known(run, tool, kind, args, has_result)
+        ) or error is not None
         if not known:
             call_sig = digest(call_sig + "\x00opaque:" + str(index))
         result_sig = info.digest

@@ -8,6 +8,7 @@ once per parent span, which must not change the events.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -25,11 +26,20 @@ def _spans(path: Path) -> list[SpanRecord]:
     return list(iter_spans(str(path)))
 
 
+_TOOL_SPAN_KINDS = {("gen_ai.operation.name", "execute_tool"), ("openinference.span.kind", "TOOL"),
+                    ("traceloop.span.kind", "tool")}
+
+
 def _built_then_placed(span: SpanRecord, agent: str | None,
                        turn: int | None) -> ToolCall | Handoff | None:
     event = to_event(span)
     if isinstance(event, ToolCall):
         return event.in_context(event.agent or agent, turn)
+    if isinstance(event, Handoff) and not event.from_agent and agent and any(
+            span.attributes.get(key) == value for key, value in _TOOL_SPAN_KINDS):
+        # a handoff tool (LlamaIndex's handoff) whose span names no source hands off from the
+        # agent it is placed under; a handoff span keeps the source it names
+        return dataclasses.replace(event, from_agent=agent)
     return event
 
 
