@@ -137,6 +137,10 @@ class Handoff:
     end_time_ns: int = 0
     explicit: bool = True
     """False when inferred from a change of the agent invoking tools."""
+    note: str = ""
+    """A digest of what a handoff tool's call carries besides its target (Strands'
+    ``message`` and ``context``), ``""`` when nothing: a new one is work done, as a model
+    output the run has not said before is."""
 
 
 @dataclass(slots=True)

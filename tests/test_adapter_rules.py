@@ -260,3 +260,20 @@ class TestTemplates:
         """Conversation keys may be paths too."""
         attrs = {"metadata": '{"session_id": "s-1"}'}
         assert conversation_of(attrs, ["session.id", "metadata.session_id"]) == "s-1"
+
+
+def test_a_handoff_tools_note_is_what_it_hands_over_besides_its_target() -> None:
+    """Strands' handoff_to_agent carries a message and a context: a new one is work done (the
+    handoff detector's progress); ADK's transfer_to_agent carries only its target."""
+    from otel_loopguard.adapters._rules import handoff_note
+
+    def strands(message: str, draft: str) -> str:
+        return handoff_note("handoff_to_agent", json.dumps(
+            {"agent_name": "reviewer", "message": message, "context": {"draft": draft}}))
+
+    assert strands("please review", "v1") == strands("please review", "v1") != ""
+    assert strands("please review", "v2") != strands("please review", "v1")
+    assert handoff_note("transfer_to_agent", '{"agent_name": "billing"}') == ""
+    assert handoff_note("transfer_to_billing", "{}") == ""
+    assert handoff_note("handoff_to_agent", "not json") == ""
+

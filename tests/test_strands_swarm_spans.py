@@ -28,9 +28,9 @@ PING_PONG = [["researcher", "reviewer"] * 3 + ["researcher"]]
 FAN_OUT = [["supervisor", "researcher"], ["supervisor", "writer"]] * 3
 
 
-def _swarm_runs(routes: Sequence[Sequence[str]]) -> list[ReadableSpan]:
+def _swarm_runs(routes: Sequence[Sequence[str]], *, drafts: bool = False) -> list[ReadableSpan]:
     """One trace of ``Swarm`` runs, each passing control along its route, under the live
-    processor."""
+    processor; with ``drafts``, each handoff hands over a new draft."""
     with live_run("strands.telemetry.tracer", "") as (tracer, spans):  # noqa: SIM117 (tracer)
         with tracer.start_as_current_span("session"):
             for route in routes:
@@ -38,12 +38,14 @@ def _swarm_runs(routes: Sequence[Sequence[str]]) -> list[ReadableSpan]:
                         "gen_ai.operation.name": "invoke_swarm",
                         "gen_ai.provider.name": "strands-agents"}):
                     for turn, agent in enumerate(route):
-                        _agent(tracer, agent, route[turn + 1] if turn + 1 < len(route) else None)
+                        _agent(tracer, agent, route[turn + 1] if turn + 1 < len(route) else None,
+                               f"draft v{turn}" if drafts else "")
     return spans
 
 
-def _agent(tracer: Tracer, agent: str, target: str | None) -> None:
-    """One agent's turn: a model call, then a handoff to ``target`` unless it is None."""
+def _agent(tracer: Tracer, agent: str, target: str | None, draft: str) -> None:
+    """One agent's turn: a model call, then a handoff to ``target`` (handing over ``draft``)
+    unless it is None."""
     start = tracer.start_as_current_span
     with start(f"invoke_agent {agent}", attributes={
             "gen_ai.operation.name": "invoke_agent", "gen_ai.provider.name": "strands-agents",
@@ -59,7 +61,7 @@ def _agent(tracer: Tracer, agent: str, target: str | None) -> None:
                 "gen_ai.provider.name": "strands-agents",
                 "gen_ai.tool.name": "handoff_to_agent", "gen_ai.tool.call.id": f"to-{target}",
                 "gen_ai.tool.call.arguments": json.dumps(
-                    {"agent_name": target, "message": message, "context": {}}),
+                    {"agent_name": target, "message": message, "context": {"draft": draft}}),
                 "gen_ai.tool.status": "success",
                 "gen_ai.tool.call.result": json.dumps(
                     [{"text": f"Handing off to {target}: {message}"}])}):
@@ -81,19 +83,20 @@ def _findings(spans: list[ReadableSpan]) -> tuple[list[tuple[str, str, int]], ..
 
 
 def test_ping_pong_stops_at_the_second_closed_cycle_everywhere(tmp_path: Path) -> None:
-    """researcher → reviewer → researcher → reviewer → researcher: HANDOFF_LOOP stops the 4th
-    handoff and each one after, live, in ``serve`` and in ``check``; no tool call is counted."""
+    """researcher → reviewer → … handing over the same message each way: HANDOFF_LOOP stops
+    the 5th handoff and each one after, live, in ``serve`` and in ``check`` (the first two
+    messages are new: work handed over), and no tool call is counted."""
     spans = _swarm_runs(PING_PONG)
     live, checked, served = _findings(spans)
     handoffs = [format(s.context.span_id, "016x") for s in spans
                 if s.name == "execute_tool handoff_to_agent"]
     assert live == checked == served == [(span_id, "HANDOFF_LOOP", 0)
-                                         for span_id in handoffs[3:]]
+                                         for span_id in handoffs[4:]]
     records = [span_record_from_readable(span) for span in spans]
     (report,) = Checker(LoopGuardConfig()).run(iter(records))
     assert report.tool_calls == 0
-    assert report.findings[0].evidence[0].details["cycle"] == ["researcher", "reviewer",
-                                                               "researcher"]
+    assert report.findings[0].evidence[0].details["cycle"] == ["reviewer", "researcher",
+                                                               "reviewer"]
     trace_file = tmp_path / "swarm.jsonl"
     trace_file.write_text(json_line(spans) + "\n", encoding="utf-8")
     assert main(["check", str(trace_file)]) == 1
@@ -105,3 +108,11 @@ def test_one_way_handoffs_stay_quiet(routes: list[list[str]]) -> None:
     """A → B → C once, and a supervisor handing the task out six times (to researcher, then
     writer, in turn), are no loop anywhere."""
     assert _findings(_swarm_runs(routes)) == ([], [], [])
+
+
+def test_a_review_loop_handing_over_new_drafts_stays_quiet() -> None:
+    """The same ping-pong, each handoff handing over a new draft (Strands' ``context``): the
+    agents are revising, not handing the task back and forth. Before, it was stopped at the
+    4th handoff, since Strands keeps the agents' messages in span events loopguard does not
+    read."""
+    assert _findings(_swarm_runs(PING_PONG, drafts=True)) == ([], [], [])

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from otel_loopguard.adapters import _keys as k
-from otel_loopguard.adapters._rules import handoff_target
+from otel_loopguard.adapters._rules import handoff_note, handoff_target
 from otel_loopguard.adapters._unwrap import unwrap_arguments, unwrap_result
 from otel_loopguard.types import STATUS_ERROR, Handoff, SpanRecord, ToolCall
 
@@ -73,9 +73,11 @@ def build_tool_call(span: SpanRecord, tool: Any, args_key: str, result_key: str,
 
 def build_handoff(span: SpanRecord, tool: Any, args_key: str, agent: Any = None) -> Handoff:
     """Return the handoff of a handoff tool's span (see ``_rules``): to its target agent."""
+    arguments = span.attributes.get(args_key)
     return Handoff(from_agent=str(agent) if agent else "",
-                   to_agent=handoff_target(str(tool), span.attributes.get(args_key)),
-                   span_id=span.span_id, end_time_ns=span.end_time_ns)
+                   to_agent=handoff_target(str(tool), arguments),
+                   span_id=span.span_id, end_time_ns=span.end_time_ns,
+                   note=handoff_note(str(tool), arguments))
 
 
 class PlannedAdapter:

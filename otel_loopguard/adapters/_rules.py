@@ -36,12 +36,14 @@ adapters read the first, ``placed_event`` and the live processor give the second
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any, Final
 
 from otel_loopguard.adapters._unwrap import parse_maybe_json, unwrap_arguments
+from otel_loopguard.signature import digest
 
-__all__ = ["handoff_target", "is_handoff_tool", "is_non_call", "is_plain_tool"]
+__all__ = ["handoff_note", "handoff_target", "is_handoff_tool", "is_non_call", "is_plain_tool"]
 
 _MERGED: Final = "(merged tools)"
 _FINAL_ANSWER: Final = "final_answer"
@@ -96,6 +98,24 @@ def handoff_target(tool: str, arguments: Any) -> str:
         if tool.startswith(prefix):
             return tool.removeprefix(prefix)
     return ""
+
+
+def handoff_note(tool: str, arguments: Any) -> str:
+    """Return a digest of what a handoff tool's call carries besides its target, or ``""``.
+
+    Strands' ``handoff_to_agent(agent_name, message, context)``: the message and context
+    handed over. ADK's ``transfer_to_agent(agent_name)`` carries nothing else.
+    """
+    value = unwrap_arguments(arguments)
+    if isinstance(value, str):
+        value = parse_maybe_json(value)
+    if not isinstance(value, Mapping):
+        return ""
+    key = _TARGET_ARGUMENT.get(tool)
+    rest = {str(k): v for k, v in value.items() if k != key and v not in (None, "", {}, [])}
+    if not rest:
+        return ""
+    return digest(json.dumps(rest, sort_keys=True, default=str))
 
 
 def _argument(arguments: Any, key: str) -> str:

@@ -14,9 +14,11 @@ run has neither, changes of the agent that invokes tools. The rule:
   (triage → billing → triage → billing → triage): a single handoff and a single there-and-back
   stay quiet;
 - forget the sequence (keeping the agent in control) when a tool call brings something new (a
-  result its call had not returned before, or a successful change) or a model turn says
-  something the run has not said before (content captured): agents that do new work between
-  handoffs are delegating or discussing, not handing the task back and forth.
+  result its call had not returned before, or a successful change), a model turn says
+  something the run has not said before (content captured), or a handoff tool hands over a
+  message the run has not handed over before (Strands' ``message`` and ``context``): agents
+  that do new work between handoffs are delegating or discussing, not handing the task back
+  and forth.
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ class HandoffDetector(DetectorBase):
         agents, source, target = state.agents, step.from_agent, step.to_agent
         if not target or (agents and target == agents[-1]):
             return None  # an agent following itself
+        if step.note:  # what it hands over: new, it is work done (a draft, new feedback)
+            self.said(state, step.note)
         if source and agents and source != agents[-1]:
             agents.clear()  # control came back to the source by a path we did not see
             state.span_ids.clear()

@@ -323,12 +323,15 @@ def _run_strands(scenario: str) -> None:
 
 SWARM_ROUTES: dict[str, list[list[str]]] = {
     "ping_pong": [["researcher", "reviewer"] * 3 + ["researcher"]],
+    "review": [["researcher", "reviewer"] * 3 + ["researcher"]],
     "chain": [["researcher", "reviewer", "writer"]],
     "fan_out": [["supervisor", "researcher"], ["supervisor", "writer"]] * 3,
 }
 """Strands ``Swarm`` scenarios: the agents control passes through in each ``Swarm`` run (one
 run each, in one trace), each move a ``handoff_to_agent`` call. ``fan_out`` hands the task out
-one way six times, from the same supervisor (the spec's one-way handoffs)."""
+one way six times, from the same supervisor (the spec's one-way handoffs). ``review`` is
+``ping_pong`` handing over a new draft each time (``context``), where the others hand over
+the same one."""
 
 
 def run_strands_swarm(scenario: str) -> None:
@@ -340,10 +343,11 @@ def run_strands_swarm(scenario: str) -> None:
     with trace.get_tracer("loopguard.scripted.swarm").start_as_current_span(f"swarm-{scenario}"):
         for route in SWARM_ROUTES[scenario]:
             plans: dict[str, list[Step]] = {name: [] for name in route}
-            for source, target in itertools.pairwise(route):
+            for number, (source, target) in enumerate(itertools.pairwise(route)):
+                draft = f"v{number + 1}" if scenario == "review" else "v1"
                 plans[source] += [[("handoff_to_agent", {
                     "agent_name": target, "message": f"{target}, please take over.",
-                    "context": {"draft": "v1"}})], "Handed off."]
+                    "context": {"draft": draft}})], "Handed off."]
             plans[route[-1]].append(ANSWER)
             agents = [Agent(model=_strands_model(steps), name=name, callback_handler=None,
                             system_prompt=f"You are the {name}.") for name, steps in plans.items()]

@@ -236,8 +236,9 @@ def _swarm(scenario: str, tmp_path: Path) -> tuple[list[ReadableSpan], Collector
 
 
 def test_strands_swarm_ping_pong_is_a_handoff_loop(tmp_path: Path) -> None:
-    """researcher → reviewer → researcher → reviewer → researcher through ``handoff_to_agent``
-    are handoffs, no tool calls: HANDOFF_LOOP stops the 4th, live and in ``check``."""
+    """researcher → reviewer → researcher → … through ``handoff_to_agent``, the same message
+    each way, are handoffs, no tool calls: HANDOFF_LOOP stops the 5th (the first message each
+    way is new: work handed over), live and in ``check``."""
     from otel_loopguard.cli import main
     from otel_loopguard.replay import Checker
 
@@ -245,23 +246,24 @@ def test_strands_swarm_ping_pong_is_a_handoff_loop(tmp_path: Path) -> None:
     handoffs = [s for s in spans if s.name == "execute_tool handoff_to_agent"]
     marks = [(s.attributes.get("loopguard.action"), s.attributes.get("loopguard.code"))
              for s in handoffs]
-    assert marks == [(None, None)] * 3 + [("stop", "HANDOFF_LOOP")] * 3
+    assert marks == [(None, None)] * 4 + [("stop", "HANDOFF_LOOP")] * 2
     assert registry.get_sample_value("loopguard_tool_calls_total", {
         "prompt_template": "unknown", "tool": "handoff_to_agent"}) is None
     assert registry.get_sample_value("loopguard_loop_detected_total", {
         "prompt_template": "unknown", "detector": "handoff", "action": "stop",
-        "mode": "observe"}) == 3
+        "mode": "observe"}) == 2
     (report,) = Checker(LoopGuardConfig()).run(iter_spans(str(path), strict=True))
     first = report.findings[0]
     assert (report.tool_calls, first.code, first.evidence[0].details["cycle"]) == (
-        0, "HANDOFF_LOOP", ["researcher", "reviewer", "researcher"])
-    assert first.span_id == format(handoffs[3].context.span_id, "016x")
+        0, "HANDOFF_LOOP", ["reviewer", "researcher", "reviewer"])
+    assert first.span_id == format(handoffs[4].context.span_id, "016x")
     assert main(["check", str(path)]) == 1
 
 
-@pytest.mark.parametrize("scenario", ["chain", "fan_out"])
+@pytest.mark.parametrize("scenario", ["chain", "fan_out", "review"])
 def test_strands_swarm_one_way_handoffs_are_quiet(scenario: str, tmp_path: Path) -> None:
-    """A → B → C once, and a supervisor handing the task out six times, are no loop."""
+    """A → B → C once, a supervisor handing the task out six times, and two agents handing a
+    new draft back and forth (revising, not ping-pong) are no loop."""
     from otel_loopguard.cli import main
 
     spans, _, path = _swarm(scenario, tmp_path)
