@@ -79,6 +79,24 @@ class TestIdleTurnsEngine:
         labels = [feed.turn(feedback=f"user {i}", output="same").action.label for i in range(4)]
         assert labels == ["continue"] * 3 + ["warn"]
 
+    def test_the_same_answer_without_its_input_captured_is_unknown(self) -> None:
+        """The same text answer nine times with no input captured (an IDE export that dropped
+        the tool calls between one repeated sign-off): what reached the model is unknown, so
+        it is no repetition (two healthy IDE sessions warned). The same request for a tool
+        that never ran repeats whatever its input; and with its input, the answer does."""
+        feed = Feed()
+        feed.tool()
+        assert [feed.turn(feedback="", output="Done.").action.label for _ in range(9)] == \
+            ["continue"] * 9
+        feed = Feed()
+        feed.tool()
+        assert [feed.turn(True, feedback="", output="call ls").action.label
+                for _ in range(5)][-1] == "warn"
+        feed = Feed()
+        feed.tool()
+        assert [feed.turn(feedback="same", output="Done.").action.label
+                for _ in range(4)] == ["continue"] * 3 + ["warn"]
+
     def test_a_turn_that_breaks_the_repetition_starts_a_new_streak(self) -> None:
         """A different feedback in the middle restarts the count: the warn comes 4 repeating
         turns after it."""

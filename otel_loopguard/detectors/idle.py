@@ -140,8 +140,11 @@ class IdleTurnsDetector(DetectorBase):
             state.same_feedback = bool(turn.input_sig)
         elif state.count:
             state.same_feedback = state.same_feedback and turn.input_sig == state.feedback
-        if state.count:
-            state.same_output = state.same_output and turn.output_sig == state.output
+        if state.count:  # an answer in words repeats only when what reached the model is
+            # known: without its input, a user's new message may have come (absent is not the
+            # same); a request for tools that never ran repeats whatever came
+            state.same_output = state.same_output and turn.output_sig == state.output and (
+                bool(turn.input_sig) or turn.requested_tools is True)
         if not state.count or not (state.same_feedback or state.same_output):
             state.count, state.span_ids = 0, []
             state.output, state.same_output = turn.output_sig, bool(turn.output_sig)
