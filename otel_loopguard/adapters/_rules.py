@@ -36,12 +36,11 @@ adapters read the first, ``placed_event`` and the live processor give the second
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any, Final
 
 from otel_loopguard.adapters._unwrap import parse_maybe_json, unwrap_arguments
-from otel_loopguard.signature import digest
+from otel_loopguard.signature import canonical_args, digest
 
 __all__ = ["handoff_note", "handoff_target", "is_handoff_tool", "is_non_call", "is_plain_tool"]
 
@@ -115,7 +114,8 @@ def handoff_note(tool: str, arguments: Any) -> str:
     rest = {str(k): v for k, v in value.items() if k != key and v not in (None, "", {}, [])}
     if not rest:
         return ""
-    return digest(json.dumps(rest, sort_keys=True, default=str))
+    # its canonical form: volatile text masked (LlamaIndex's ``ctx`` holds a fresh address)
+    return digest(canonical_args(rest)[1])
 
 
 def _argument(arguments: Any, key: str) -> str:
