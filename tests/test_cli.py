@@ -250,6 +250,20 @@ class TestInputErrors:
         assert "stagnation_warn must be an integer >= 2, got 1" in capsys.readouterr().err
 
 
+    @pytest.mark.parametrize(("text", "kind"), [("loopguard = 3\n", "int"),
+                                                ('loopguard = "observe"\n', "str"),
+                                                ('[[loopguard]]\nmode = "enforce"\n', "list")])
+    def test_loopguard_key_that_is_not_a_table(self, tmp_path: Path, text: str, kind: str,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+        """``loopguard`` that is not the ``[loopguard]`` table is a config error naming the file,
+        not an unexpected ``TypeError``/``ValueError``."""
+        config = tmp_path / "c.toml"
+        config.write_text(text, encoding="utf-8")
+        assert main(["check", "--config", str(config), HEALTHY]) == 2
+        assert capsys.readouterr().err == (
+            f"otel-loopguard: config error: {config}: loopguard must be the [loopguard] table "
+            f"of settings, got {kind}\n")
+
     def test_embedder_that_does_not_import(self, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
         """An embedder path that does not import is a one-line config error naming it."""

@@ -224,6 +224,9 @@ def _file_parts(data: Mapping[str, Any], source: str) -> tuple[
         if extra:
             raise ConfigError(f"{source}: unknown setting {extra[0]!r} outside the "
                               "[loopguard] table; put every setting inside it")
+        if not isinstance(data["loopguard"], Mapping):  # `loopguard = 3`, `[[loopguard]]`
+            raise ConfigError(f"{source}: loopguard must be the [loopguard] table of settings, "
+                              f"got {type(data['loopguard']).__name__}")
     data = dict(data.get("loopguard", data))
     raw_tools = data.pop("tools", {}) or {}
     if not isinstance(raw_tools, Mapping):
