@@ -264,6 +264,18 @@ class TestInputErrors:
             f"otel-loopguard: config error: {config}: loopguard must be the [loopguard] table "
             f"of settings, got {kind}\n")
 
+    @pytest.mark.parametrize("text", ["tools = 0", "tools = []", "tools = false",
+                                      "templates = []", "prices = 0"])
+    def test_a_table_that_is_falsy_is_still_not_a_table(
+            self, tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]) -> None:
+        """``tools = 0`` is rejected like ``tools = 3``, not read as no tools at all."""
+        config = tmp_path / "c.toml"
+        config.write_text(text + "\n", encoding="utf-8")
+        assert main(["check", "--config", str(config), HEALTHY]) == 2
+        name = text.split(maxsplit=1)[0]
+        assert capsys.readouterr().err.startswith(
+            f"otel-loopguard: config error: {config}: {name} must be a table of ")
+
     def test_embedder_that_does_not_import(self, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
         """An embedder path that does not import is a one-line config error naming it."""

@@ -228,14 +228,14 @@ def _file_parts(data: Mapping[str, Any], source: str) -> tuple[
             raise ConfigError(f"{source}: loopguard must be the [loopguard] table of settings, "
                               f"got {type(data['loopguard']).__name__}")
     data = dict(data.get("loopguard", data))
-    raw_tools = data.pop("tools", {}) or {}
+    raw_tools = data.pop("tools", {})  # 0, [] or false is no table either
     if not isinstance(raw_tools, Mapping):
         raise ConfigError(f"{source}: tools must be a table of tool name -> settings")
-    raw_templates = data.pop("templates", {}) or {}
+    raw_templates = data.pop("templates", {})
     if not isinstance(raw_templates, Mapping):
         raise ConfigError(f"{source}: templates must be a table of prompt template name "
                           "-> budgets")
-    raw_prices = data.pop("prices", {}) or {}
+    raw_prices = data.pop("prices", {})
     if not isinstance(raw_prices, Mapping):
         raise ConfigError(f"{source}: prices must be a table of model name -> prices")
     unknown = sorted(set(data) - set(FIELDS))
