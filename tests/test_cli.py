@@ -276,6 +276,22 @@ class TestInputErrors:
         assert capsys.readouterr().err.startswith(
             f"otel-loopguard: config error: {config}: {name} must be a table of ")
 
+    @pytest.mark.parametrize(("text", "message"), [
+        ('[loopguard.templates."coding-agent"]\nstagnation_warn = 4\n',
+         "templates.coding-agent: unknown setting 'stagnation_warn'; per-template settings are "),
+        ("[loopguard.templates]\ncoding-agent = 3\n",
+         "templates.coding-agent must be a table of budgets, got int"),
+        ('[loopguard.templates."coding-agent"]\nmax_steps_warn = 0\n',
+         "templates.coding-agent.max_steps_warn must be an integer >= 1")])
+    def test_a_bad_template_table_names_the_file(self, tmp_path: Path, text: str, message: str,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+        """A template's bad table in the file names the file, as a tool's bad table does."""
+        config = tmp_path / "c.toml"
+        config.write_text(text, encoding="utf-8")
+        assert main(["check", "--config", str(config), HEALTHY]) == 2
+        assert capsys.readouterr().err.startswith(
+            f"otel-loopguard: config error: {config}: {message}")
+
     def test_embedder_that_does_not_import(self, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
         """An embedder path that does not import is a one-line config error naming it."""

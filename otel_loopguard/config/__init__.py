@@ -19,6 +19,7 @@ from otel_loopguard.config._tables import (
     ToolKind,
     ToolOverride,
     check_ladders,
+    check_template_table,
     env_tools,
     env_values,
     read_toml,
@@ -214,10 +215,10 @@ def _file_parts(data: Mapping[str, Any], source: str) -> tuple[
         dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
     """Return a TOML file's settings, tools, templates and prices, its shape checked.
 
-    Each setting, tool and price is checked on its own here, so that an error names the file
-    (``loopguard.toml: stagnation_warn must be ...``); how they fit together (ladders, the
-    templates' budgets) is checked by the ``LoopGuardConfig`` they go into, merged with the
-    environment and arguments.
+    Each setting, tool, template and price is checked on its own here, so that an error names
+    the file (``loopguard.toml: stagnation_warn must be ...``); how they fit together (ladders,
+    the templates' budgets against the global ones) is checked by the ``LoopGuardConfig`` they
+    go into, merged with the environment and arguments.
     """
     if "loopguard" in data:
         extra = sorted(set(data) - {"loopguard"})
@@ -243,15 +244,23 @@ def _file_parts(data: Mapping[str, Any], source: str) -> tuple[
         raise ConfigError(f"{source}: unknown setting {unknown[0]!r}; known settings are "
                           "listed in docs/configuration.md")
     try:
-        for name, value in data.items():
-            validate(name, value)
-        for tool, settings in raw_tools.items():
-            validate_tool(str(tool), settings)
-        for model, price in raw_prices.items():
-            validate_price(str(model), price)
+        _check_each(data, raw_tools, raw_templates, raw_prices)
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None
     return data, dict(raw_tools), dict(raw_templates), dict(raw_prices)
+
+
+def _check_each(values: Mapping[str, Any], tools: Mapping[str, Any],
+                templates: Mapping[str, Any], prices: Mapping[str, Any]) -> None:
+    """Check each setting, tool, template and price of a file on its own (not the ladders)."""
+    for name, value in values.items():
+        validate(name, value)
+    for tool, settings in tools.items():
+        validate_tool(str(tool), settings)
+    for template, budgets in templates.items():
+        check_template_table(str(template), budgets)
+    for model, price in prices.items():
+        validate_price(str(model), price)
 
 
 def field_rules() -> Mapping[str, FieldRule]:

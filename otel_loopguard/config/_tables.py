@@ -27,9 +27,9 @@ from otel_loopguard.config._fields import (
 )
 from otel_loopguard.exceptions import ConfigError
 
-__all__ = ["ModelPrice", "ToolKind", "ToolOverride", "check_ladders", "env_tools",
-           "env_values", "read_toml", "validate", "validate_price", "validate_template",
-           "validate_tool"]
+__all__ = ["ModelPrice", "ToolKind", "ToolOverride", "check_ladders", "check_template_table",
+           "env_tools", "env_values", "read_toml", "validate", "validate_price",
+           "validate_template", "validate_tool"]
 
 ToolKind = Literal["read", "mutating", "poll", "exempt", "default"]
 _TOOL_KINDS: Final = TOOL_KINDS
@@ -194,15 +194,21 @@ def _checked(where: str, values: Mapping[str, Any], allowed: frozenset[str],
     return checked
 
 
-def validate_template(template: str, value: Any, merged: Mapping[str, Any]) -> Mapping[str, Any]:
-    """Return a template's checked budgets; its ladders climb with the global values in place."""
+def check_template_table(template: str, value: Any) -> dict[str, Any]:
+    """Return a template's budgets, each checked on its own (its ladders are not checked)."""
     where = f"templates.{template}"
     if not template:
         raise ConfigError("templates: a prompt template name must not be empty")
     if not isinstance(value, Mapping):
         raise ConfigError(f"{where} must be a table of budgets, got {type(value).__name__}")
-    checked = _checked(where, value, TEMPLATE_THRESHOLDS, "per-template settings are "
-                       f"{', '.join(sorted(TEMPLATE_THRESHOLDS))}")
+    return _checked(where, value, TEMPLATE_THRESHOLDS, "per-template settings are "
+                    f"{', '.join(sorted(TEMPLATE_THRESHOLDS))}")
+
+
+def validate_template(template: str, value: Any, merged: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Return a template's checked budgets; its ladders climb with the global values in place."""
+    where = f"templates.{template}"
+    checked = check_template_table(template, value)
     effective = {**merged, **checked}
     for low, high in BUDGET_LADDERS:
         lo, hi = effective[low], effective[high]
