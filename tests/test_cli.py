@@ -422,6 +422,23 @@ class TestInputs:
         monkeypatch.setenv("LOOPGUARD_CONFIG_FILE", str(config))
         assert main(["check", LOOPING]) == 0
 
+    def test_a_logs_file_beside_traces_is_read_not_a_bad_record(
+            self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """A logs request is not a bad record (docs/cli.md): log records that are no coding
+        agent's events are read and ignored; a metrics request is a bad record."""
+        logs = tmp_path / "logs.jsonl"
+        logs.write_text(json.dumps({"resourceLogs": [{"scopeLogs": [{"logRecords": [
+            {"timeUnixNano": "1", "body": {"stringValue": "hello"}}]}]}]}) + "\n",
+            encoding="utf-8")
+        assert main(["check", "-q", str(logs), LOOPING]) == 1
+        assert capsys.readouterr().err == ""
+        assert main(["check", "-q", str(logs)]) == 2
+        assert "nothing to check: no spans in" in capsys.readouterr().err
+        metrics = tmp_path / "metrics.jsonl"
+        metrics.write_text('{"resourceMetrics": []}\n', encoding="utf-8")
+        assert main(["check", "-q", str(metrics), LOOPING]) == 2
+        assert f"{metrics}:1: an OTLP metrics request, not traces" in capsys.readouterr().err
+
     def test_quiet_lists_flagged_runs_only(self, capsys: pytest.CaptureFixture[str]) -> None:
         """``--quiet`` drops the ``ok`` lines but keeps the flagged runs and the summary."""
         main(["check", "-q", HEALTHY, LOOPING])
