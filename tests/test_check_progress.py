@@ -15,6 +15,7 @@ from otel_loopguard.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOPING = ROOT / "examples" / "traces" / "looping_agent.jsonl"
+HEALTHY = ROOT / "examples" / "traces" / "healthy_agent.jsonl"
 
 
 class _Terminal(io.StringIO):
@@ -78,3 +79,60 @@ class TestProgress:
         monkeypatch.setattr(sys, "stderr", terminal)
         main(["check", str(LOOPING)])
         assert terminal.getvalue() == ""
+
+
+def _filler_lines(spans: int, per_line: int = 1000) -> str:
+    """Lines of one other trace's small spans: after 10,000 of them a finished trace is released
+    and reported while the input is still being read."""
+    lines = []
+    for start in range(0, spans, per_line):
+        batch = [{"traceId": "ab" * 16, "spanId": f"{index + 1:016x}", "name": "step",
+                  "startTimeUnixNano": "1", "endTimeUnixNano": "2"}
+                 for index in range(start, min(start + per_line, spans))]
+        lines.append(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": batch}]}]}))
+    return "\n".join(lines) + "\n"
+
+
+def _shown(folder: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Check ``folder`` with stdout and stderr on one terminal; return the lines it shows (the
+    text after each line's last "erase the line")."""
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    monkeypatch.setattr(sys, "stderr", terminal)
+    main(["check", "-q", "--color", "never", str(folder)])
+    return [line.rsplit("\r\x1b[K", 1)[-1] for line in terminal.getvalue().split("\n")]
+
+
+def test_a_run_reported_while_the_progress_shows_starts_a_clean_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run released while its file's progress line shows is not glued to that line."""
+    (tmp_path / "a.jsonl").write_text(LOOPING.read_text(encoding="utf-8")
+                                      + _filler_lines(10_500), encoding="utf-8")
+    shutil.copy(HEALTHY, tmp_path / "b.jsonl")
+    flagged = [line for line in _shown(tmp_path, monkeypatch) if "6143f831f09ff9b0" in line]
+    assert flagged == ["STOP  run 6143f831f09ff9b0e86f1d11d41297b6 [support_triage@v3]: "
+                       "7 tool calls"]
+
+
+def test_a_bad_record_named_while_the_progress_shows_starts_a_clean_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bad record's message on stderr is not glued to the progress line either."""
+    first = tmp_path / "a.jsonl"
+    first.write_text("{bad\n" + LOOPING.read_text(encoding="utf-8"), encoding="utf-8")
+    shutil.copy(HEALTHY, tmp_path / "b.jsonl")
+    assert f"otel-loopguard: {first}:1: invalid JSON: Expecting property name enclosed in " \
+           "double quotes at column 2" in _shown(tmp_path, monkeypatch)
+
+
+def test_strict_stop_message_starts_a_clean_line(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--strict``'s one line for the bad record that stops it is not glued to the progress."""
+    first = tmp_path / "a.jsonl"
+    first.write_text("{bad\n", encoding="utf-8")
+    shutil.copy(HEALTHY, tmp_path / "b.jsonl")
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert main(["check", "--strict", str(tmp_path)]) == 2
+    assert terminal.getvalue().endswith(
+        f"\r\x1b[Kotel-loopguard: {first}:1: invalid JSON: Expecting property name enclosed "
+        "in double quotes at column 2\n")

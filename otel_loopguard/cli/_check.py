@@ -122,6 +122,7 @@ def run_check(args: argparse.Namespace) -> int:
                                           quiet=args.quiet, color=color)
 
         def on_error(error: TraceFileError) -> None:
+            inputs.clear_progress()  # on a terminal, the message must not extend its line
             summary.problem(str(error))
             if summary.bad_records <= MAX_PROBLEMS_LISTED:
                 _say(clean(str(error)))
@@ -129,28 +130,40 @@ def run_check(args: argparse.Namespace) -> int:
                 _say(f"more bad records not shown (the first {MAX_PROBLEMS_LISTED} are)")
             reporter.bad_input(error)
 
-        for error in left_out:
-            on_error(error)
         inputs = Inputs(files, strict=args.strict, on_error=on_error,
                         max_decompressed_bytes=args.max_decompressed,
                         max_line_bytes=args.max_line_bytes)
+        for error in left_out:
+            on_error(error)
+        # A report written to the terminal that shows the progress starts on a clean line.
+        shared = to_stdout and not args.strict and _isatty(sys.stdout)
         checker = Checker(config)
         lone = 0
         try:
             for report in checker.run(inputs.spans()):  # streamed: memory bounded by open runs
                 summary.add(report)
                 lone += report.unparented_tool_calls
+                if shared:
+                    inputs.clear_progress()
                 reporter.run(report, inputs.where(report))
             summary.spans = inputs.spans_read
             summary.duplicate_spans = checker.duplicate_spans
             summary.empty = summary.spans == 0 and not args.allow_empty
             reporter.finish(summary)
+        except BaseException:  # its one line on stderr (--strict's bad record) starts clean
+            inputs.clear_progress()
+            raise
         finally:
             reporter.close()
     if lone:
         _say(f"note: {plural(lone, 'tool call')} with no parent span and no conversation id: "
              f"{LONE_TOOL_CALL_HINT}")
     return _verdict(summary, args.paths)
+
+
+def _isatty(stream: TextIO) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
 
 
 def _reporter(name: str) -> type[Reporter]:

@@ -149,6 +149,11 @@ class Inputs:
         """The coding agents' sessions, shared by every file (a session may span several)."""
         self._where: OrderedDict[str, Where] = OrderedDict()
         """Trace id -> where its first span was read (the most recent traces only)."""
+        self._progress = _Progress(files, sys.stderr)
+
+    def clear_progress(self) -> None:
+        """Erase the progress line before a line of the report or of stderr is written there."""
+        self._progress.clear()
 
     def spans(self) -> Iterator[SpanRecord]:
         """Yield the spans of every file, in order.
@@ -160,7 +165,7 @@ class Inputs:
 
     def _batches(self) -> Iterator[list[SpanRecord]]:
         """Yield the spans of every file a record at a time, noting where each trace began."""
-        progress = _Progress(self.files, sys.stderr)
+        progress = self._progress
         where = self._where
         for index, path in enumerate(self.files):
             for line, spans in iter_span_batches(
@@ -198,6 +203,8 @@ class _Progress:
         self.on = bool(isatty and isatty()) and any(f != "-" for f in files)
         self.stream, self.total, self.shown = stream, len(files), False
         self._prefix, self._last = "", 0.0
+        self._drawn = False
+        """True while the line holds progress, which a line written after it would extend."""
 
     def file(self, index: int, path: str) -> Callable[[int], None] | None:
         """Show that file ``index`` begins; return its bar's callback when it is big."""
@@ -220,8 +227,15 @@ class _Progress:
     def _write(self, text: str, *, force: bool = False) -> None:
         now = time.monotonic()
         if force or now - self._last >= _PROGRESS_SECONDS:
-            self._last, self.shown = now, True
+            self._last, self.shown, self._drawn = now, True, True
             self.stream.write(f"\r\x1b[K{text}")
+            self.stream.flush()
+
+    def clear(self) -> None:
+        """Erase the line drawn, if any: what is written next starts on a clean line."""
+        if self._drawn:
+            self._drawn = False
+            self.stream.write("\r\x1b[K")
             self.stream.flush()
 
     def done(self, spans: int) -> None:
