@@ -292,6 +292,26 @@ class TestInputErrors:
         assert capsys.readouterr().err.startswith(
             f"otel-loopguard: config error: {config}: {message}")
 
+    def test_a_limit_on_by_default_is_turned_off_in_the_file(
+            self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """TOML has no null: "off" turns off a limit that is on by default, in the file's
+        settings, a template's table or a tool's, as ``off`` does in a variable."""
+        config = tmp_path / "c.toml"
+        config.write_text('[loopguard]\nmax_tool_calls_warn = 3\nidle_turns_warn = "off"\n'
+                          '[loopguard.tools.search_kb]\nstagnation_no_effect_warn = "off"\n',
+                          encoding="utf-8")
+        assert main(["check", "--config", str(config), HEALTHY]) == 0
+        assert "over budget" in capsys.readouterr().out
+        with config.open("a", encoding="utf-8") as out:
+            out.write('[loopguard.templates.order_status]\nmax_tool_calls_warn = "off"\n')
+        assert main(["check", "--config", str(config), HEALTHY]) == 0
+        assert "over budget" not in capsys.readouterr().out
+        config.write_text('max_tool_calls_warn = "of"\n', encoding="utf-8")
+        assert main(["check", "--config", str(config), HEALTHY]) == 2
+        assert capsys.readouterr().err == (
+            f"otel-loopguard: config error: {config}: max_tool_calls_warn must be an integer "
+            """>= 1 (or "off"), got 'of'\n""")
+
     def test_embedder_that_does_not_import(self, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
         """An embedder path that does not import is a one-line config error naming it."""

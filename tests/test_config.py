@@ -405,7 +405,7 @@ class TestValidation:
         ({"read_tools": ["a", " "]}, "read_tools: an empty name in ['a', ' ']"),
         ({"detectors": ["cycle", "repeat", "cycle"]}, "detectors: 'cycle' is listed twice"),
         ({"metrics_port": 70000}, "metrics_port must be an integer >= 0 and <= 65535 "
-                                  "(or unset to turn it off), got 70000"),
+                                  "(or \"off\"), got 70000"),
         ({"stagnaton_warn": 3}, "unknown setting 'stagnaton_warn'; known settings are listed "
                                 "in docs/configuration.md"),
     ], ids=["choice", "below-min", "above-max", "float-above-max", "float-below-min",

@@ -52,7 +52,7 @@ class FieldRule:
             return f"one of {self.choices}"
         if self.kind in ("int", "float"):
             top = "" if self.maximum is None else f" and <= {self.maximum:g}"
-            off = " (or unset to turn it off)" if self.optional else ""
+            off = ' (or "off")' if self.optional else ""
             return f"a number >= {self.minimum:g}{top}{off}" if self.kind == "float" else (
                 f"an integer >= {self.minimum:g}{top}{off}")
         if self.kind == "list":
@@ -68,8 +68,8 @@ class FieldRule:
         Raises:
             ConfigError: naming ``name`` and the allowed range.
         """
-        if value is None and self.optional:
-            return None
+        if self.optional and (value is None or _is_off(self.kind, value)):
+            return None  # TOML has no null: "off" turns off a limit that is on by default
         bad = ConfigError(f"{name} must be {self.allowed()}, got {value!r}")
         if (self.kind == "bool" and not isinstance(value, bool)) or (
                 self.kind == "choice" and value not in self.choices):
@@ -122,6 +122,12 @@ class FieldRule:
         if self.maximum is not None and value > self.maximum:
             raise bad
         return int(value) if self.kind == "int" else float(value)
+
+
+def _is_off(kind: str, value: Any) -> bool:
+    """Return True for ``"off"`` or ``"none"`` given to an optional number (or import path)."""
+    return kind in ("int", "float", "str") and isinstance(value, str) and \
+        value.strip().lower() in ("off", "none")
 
 
 def parse_env_value(var: str, rule: FieldRule, raw: str) -> Any:
