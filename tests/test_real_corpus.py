@@ -32,7 +32,7 @@ MIN_SECOND_READER_SHARE = 0.2
 BOUNDS: dict[str, tuple[int, int, int]] = {
     # family: (most healthy runs flagged, most healthy runs at replan or stop, fewest caught)
     "shell": (1, 0, 36),
-    "function": (1, 1, 11),
+    "function": (1, 1, 12),
     "ide": (2, 0, 1),
     "conversation": (0, 0, 1),
     "multi_agent": (1, 0, 12),
