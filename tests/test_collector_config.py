@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import yaml
+from _agent_sessions import collector_lines, sessions
 from _prometheus import PROMETHEUS_AVAILABLE, SKIP_REASON, running_prometheus
 from prometheus_client import CollectorRegistry
 from test_receiver import to_json_doc
@@ -143,6 +144,35 @@ class TestCollectorConfigs:
         exporters = config["service"]["pipelines"]["traces"]["exporters"]
         assert "otlp/loopguard" in exporters and "otlp/tempo" in exporters
         assert "authorization" in config["exporters"]["otlp/loopguard"]["headers"]
+
+    @pytest.mark.parametrize(("name", "exporter"),
+                             [("otelcol-to-loopguard.yaml", "otlp/loopguard"),
+                              ("otelcol-to-file.yaml", "file/loopguard-logs")])
+    def test_coding_agents_logs_reach_loopguard(self, name: str, exporter: str) -> None:
+        """The coding agents report tool calls as log events: a Collector refuses a signal no
+        pipeline takes (404 on /v1/logs, gRPC UNIMPLEMENTED), so a logs pipeline carries them
+        from the OTLP receiver to loopguard (or to a file of their own for ``check``)."""
+        config = load(CONFIG_DIR / name)
+        logs = config["service"]["pipelines"]["logs"]
+        assert logs["receivers"] == ["otlp"] and logs["exporters"] == [exporter]
+        if exporter.startswith("file/"):
+            files = {n: s["path"] for n, s in config["exporters"].items() if n.startswith("file/")}
+            assert len(set(files.values())) == len(files)  # traces and logs in files apart
+            assert config["exporters"][exporter]["format"] == "json"  # check reads no proto logs
+
+    def test_file_exporter_logs_are_what_check_reads(self, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+        """(c): a logs file as the logs pipeline writes it makes ``check`` flag the looping
+        coding-agent sessions, read from the folder the config's comment names."""
+        exporter = load(CONFIG_DIR / "otelcol-to-file.yaml")["exporters"]["file/loopguard-logs"]
+        folder = tmp_path / Path(exporter["path"]).parent.name
+        folder.mkdir()
+        (folder / Path(exporter["path"]).name).write_text("\n".join(collector_lines(
+            sessions())) + "\n")
+        assert main(["check", str(folder), "--format", "json"]) == 1
+        flagged = {r["run_id"].split(":")[0] for r in json.loads(capsys.readouterr().out)["runs"]
+                   if r["action"] != "continue"}
+        assert flagged == {"claude-code", "codex", "gemini-cli"}
 
     @pytest.mark.parametrize("resolver", ["static", "dns", "k8s"])
     def test_load_balancing(self, resolver: str) -> None:
