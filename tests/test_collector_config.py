@@ -212,6 +212,26 @@ class TestCollectorConfigs:
         report = json.loads(capsys.readouterr().out)
         assert report["runs"][0]["action"] == "stop"
 
+    def test_file_exporter_zstd_is_read_as_the_comment_says(
+            self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """With ``compression: zstd`` the file exporter writes each JSON message zstd-compressed
+        in 4-byte length-prefixed frames; ``check`` reads that (the zstd extra), and the config's
+        comment says so instead of telling users it does not."""
+        zstandard = pytest.importorskip("zstandard")
+        text = (CONFIG_DIR / "otelcol-to-file.yaml").read_text(encoding="utf-8")
+        assert "compression: zstd` (the file" in text and "not zstd" not in text
+        harness = LoopGuardHarness()
+        with harness.run("a") as agent:
+            for _ in range(5):
+                agent.tool("search", {"q": "x"}, {"hits": []})
+        spans = harness.exporter.get_finished_spans()
+        frames = [zstandard.ZstdCompressor().compress(json.dumps(to_json_doc(part)).encode())
+                  for part in (spans[:3], spans[3:])]
+        path = tmp_path / "traces.jsonl"
+        path.write_bytes(b"".join(len(f).to_bytes(4, "big") + f for f in frames))
+        assert main(["check", str(path), "--format", "json"]) == 1
+        assert json.loads(capsys.readouterr().out)["runs"][0]["action"] == "stop"
+
 
 class TestPrometheusAndKubernetes:
     def test_scrape_targets_use_the_metrics_port(self) -> None:
