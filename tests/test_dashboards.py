@@ -497,6 +497,18 @@ class TestMetricContract:
             assert rule["annotations"]["runbook_url"] == page + name.lower(), name
             assert name.lower() in headings, name
 
+    def test_runbook_names_every_internal_error_kind(self) -> None:
+        """LoopGuardInternalErrors' runbook entry names every place whose contained errors count
+        in loopguard_internal_errors_total (the ``where`` of ``guard.handle(where, exc)``), and
+        the label's ``<where>:<exception type>`` shape that the alert shows."""
+        source = Path(__file__).resolve().parent.parent / "otel_loopguard"
+        kinds = {m for f in source.rglob("*.py")
+                 for m in re.findall(r'guard\.handle\("([a-z_]+)"', f.read_text("utf-8"))}
+        assert {"on_end", "intake", "serve"} <= kinds
+        entry = RUNBOOK.read_text("utf-8").split("## LoopGuardInternalErrors")[1].split("\n## ")[0]
+        assert "`<where>:<exception type>`" in entry
+        assert {k for k in kinds if f"`{k}`" not in entry} == set()
+
     def test_alerts_have_severity_and_annotations(self) -> None:
         """Every alert carries a severity label and a summary and description annotation."""
         for name, rule in alert_rules().items():
