@@ -57,9 +57,9 @@ _CALL_KINDS: Final[frozenset[str]] = frozenset(get_args(ToolKind))
 _NO_FAILURE: Final[tuple[None, None, str]] = (None, None, "")
 """The error, error class and reason of a call that did not fail."""
 _RESULT_CACHE_MAX: Final = 16
+"""Most recent result texts per run whose analysis is reused (a loop repeats its results)."""
 _MAX_ARGUED: Final = 256
 """Tools per run remembered as called with arguments (``RunState.argued``)."""
-"""Most recent result texts per run whose analysis is reused (a loop repeats its results)."""
 _CONTINUE: Final = Action.CONTINUE
 """The action of a healthy call, looked up once: ``Action.CONTINUE`` goes through the enum
 metaclass's ``__getattr__`` hook on every read (about 1,000 instructions, a sixtieth of a
@@ -85,11 +85,12 @@ def _argued(run: RunState, tool: str) -> bool:
 
 
 def _known(run: RunState, tool: str, kind: str, args: Any, has_result: bool) -> bool:
-    """Whether a call without a dict of arguments was captured whole enough to compare.
+    """Whether a call without a non-empty dict of arguments was captured whole enough to compare.
 
-    An empty arguments object is a tool that takes none, unless the run called that tool with
-    arguments before: then an export or instrumentation lost them, and with no result either the
-    call equals no other (absent is not the same).
+    ``_step`` judges a non-empty dict itself. An empty arguments object is a tool that takes
+    none, unless the run called that tool with arguments before: then an export or
+    instrumentation lost them, and with no result either the call equals no other (absent is
+    not the same).
     """
     if args == {} and not has_result and tool in run.argued:
         return False
