@@ -24,9 +24,9 @@ from otel_loopguard.coding_agents import AgentRecords, agent_event
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.kinds._tools import ToolKinds
 from otel_loopguard.otlp._logs import LogEvent, decode_json_logs, iso_time_ns
-from otel_loopguard.replay.checker import Checker
+from otel_loopguard.replay.checker import Checker, RunReport
 from otel_loopguard.replay.tracefile import iter_spans
-from otel_loopguard.types import STATUS_ERROR, SpanRecord
+from otel_loopguard.types import STATUS_ERROR, ModelTurn, SpanRecord
 
 
 def _write(tmp_path: Path, runs: list[Session], name: str = "logs.jsonl") -> Path:
@@ -304,3 +304,28 @@ def test_a_session_spread_over_several_files_keeps_its_template(
     assert code == 1
     assert {f"{run.agent}:{run.session_id}": run.template for run in runs} == {
         run_id: report["prompt_template"] for run_id, report in reports.items()}
+
+
+def test_a_session_checked_in_pieces_numbers_its_turns_on_in_one_run() -> None:
+    """``serve`` checks a session piece by piece (each reorder window's events): the pieces
+    continue one run, and their model turns are numbered on, as in one piece (numbered from 1
+    in each piece, the calls of one turn a piece looked like one parallel batch)."""
+    run = sessions()[3]  # Codex, healthy: a model response before each call
+
+    def events_seen(pieces: int) -> tuple[list[RunReport], list[tuple[str, int | None]]]:
+        seen: list[tuple[str, int | None]] = []
+        checker = Checker(on_event=lambda _r, _d, e: seen.append(
+            (type(e).__name__, e.index if isinstance(e, ModelTurn) else e.turn)))
+        records = AgentRecords().from_events(_events(run))
+        size = -(-len(records) // pieces)
+        reports = [report for at in range(0, len(records), size)
+                   for report in checker.feed_trace(records[0].trace_id,
+                                                    records[at:at + size])]
+        return reports + list(checker.flush()), seen
+
+    [whole], in_one = events_seen(1)
+    [pieced], in_six = events_seen(6)
+    assert in_six == in_one
+    assert [e for e in in_one if e[0] == "ModelTurn"] == [("ModelTurn", n) for n in range(1, 7)]
+    assert (pieced.run_id, pieced.tool_calls) == (whole.run_id, whole.tool_calls) == (
+        f"codex:{run.session_id}", 6)

@@ -207,3 +207,46 @@ def test_json_log_records_with_malformed_ids_are_rejected_not_forwarded(sink: _S
     assert json.loads(reply)["partialSuccess"]["rejectedLogRecords"] == "3"
     assert sorted((r.body.string_value, r.trace_id.hex()) for _, r in sink.records) == \
         [("", ""), (good, good)]
+
+
+def test_a_looping_session_is_flagged_while_it_runs_not_once_it_has_idled(sink: _Sink) -> None:
+    """A session's records are checked as they come, window by window, in one run kept open:
+    the loop is counted and its finding forwarded while the session still runs (before, the
+    session was checked only once silent for ``run_ttl_seconds``, an hour by default), and the
+    run reported once it closes is the same as when the session comes in one request."""
+    import time
+
+    run = sessions()[0]  # Claude Code, ``npm test`` failing six times
+    records = run.records
+    reports: list[RunReport] = []
+    registry = CollectorRegistry()
+    options = ReceiverOptions(http_port=0, grpc_port=None, forward_endpoint=sink.url,
+                              forward_protocol="http", reorder_window_seconds=0.1)
+    with LoopGuardReceiver(LoopGuardConfig(), options=options, registry=registry,
+                           on_report=reports.append, raise_internal_errors=True) as receiver:
+        exporter = HttpLogs(endpoint=f"{receiver.http_url}/v1/logs")
+        try:
+            third = 1 + 3 * 3  # the prompt, then three turns: the third failure warns
+            for part in (records[:third], records[third:]):
+                before = len(_findings(sink))
+                run.records = part
+                emit([run], exporter)
+                deadline = time.monotonic() + 20
+                while len(_findings(sink)) == before and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                assert len(_findings(sink)) > before, "no finding while the session runs"
+        finally:
+            exporter.shutdown()
+        assert _total(registry, "loopguard_loop_detected_total", {}) == 4
+        assert not reports  # the run is still open
+        assert receiver.flush(30)
+    [report] = reports
+    assert report.run_id == f"claude-code:{run.session_id}" and report.tool_calls == 6
+    assert [(d.detector, d.action.label) for d in report.findings] == [
+        ("failure", "warn"), ("failure", "warn"), ("failure", "stop"), ("failure", "stop")]
+    assert len(_findings(sink)) == len(report.findings)
+
+
+def _findings(sink: _Sink) -> list[Any]:
+    """The ``loopguard.loop_detected`` events the downstream has received."""
+    return [r for _, r in list(sink.records) if r.event_name == "loopguard.loop_detected"]

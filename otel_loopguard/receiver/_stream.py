@@ -8,6 +8,8 @@ Spans are buffered per trace. A trace is assembled and run through the engine wh
 * a span whose parent is remote (``SpanRecord.parent_is_remote``: a service running under a
   propagated context sends no root) arrived as long ago and no span of the trace still waits
   for a local parent (else it waits for more spans, its root, or the idle TTL), or
+* it is a coding agent's session (``coding_agents``), which has no root: what arrived of it
+  ``reorder_window_seconds`` ago, each such segment continuing the session's run, or
 * it has been idle (no new span) for ``idle_ttl_seconds``, or
 * the buffer is full (``max_traces`` traces, ``max_spans`` spans or ``max_bytes`` bytes, as
   ``span_bytes`` counts them): the trace touched least recently is checked and handed on
@@ -182,6 +184,9 @@ class StreamingChecker:
                     late.append(index)
                     continue
                 trace = traces[trace_id] = OpenTrace([], [] if keep else None, now)
+                if is_session_run(trace_id):  # no root ever comes: checked window by window
+                    trace.root_seen_ns = now
+                    rooted[trace_id] = now
             trace.spans.append(span)
             size = sizes[index]
             trace.bytes += size
@@ -217,7 +222,7 @@ class StreamingChecker:
             if now - seen < self._window_ns:
                 break
             trace = self._traces[trace_id]
-            if trace.has_root or segment_complete(trace.spans):
+            if trace.has_root or is_session_run(trace_id) or segment_complete(trace.spans):
                 self._close(trace_id, out)
             else:  # a downstream service's span, its caller's still to come: wait for them
                 del self._rooted[trace_id]

@@ -19,6 +19,7 @@ from typing import Any
 from otel_loopguard._findings import budget_part, loop_action
 from otel_loopguard.adapters import DEFAULT_ADAPTERS
 from otel_loopguard.assembly import AssembledTrace, TraceEvent, assemble_trace
+from otel_loopguard.coding_agents._records import is_session_run
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.engine import LoopEngine, RunState
 from otel_loopguard.replay._dedupe import SpanDeduplicator
@@ -100,6 +101,9 @@ class Checker:
         self._clock = clock
         self._touched: dict[str, int] = {}
         """Run id → when it was last fed (``clock`` time), for ``expire``."""
+        self._session_turns: dict[str, int] = {}
+        """Run id → the model turns of a coding agent's session checked so far: the turns of
+        its next piece are numbered on from there, as in one piece."""
         self._dedupe = SpanDeduplicator()
         self._is_new = self._dedupe.is_new
         self._last: tuple[str, _OpenTrace | None] = ("", None)
@@ -133,6 +137,7 @@ class Checker:
     def _close_run(self, run_id: str) -> RunReport:
         _, report = self._runs.pop(run_id)
         self._touched.pop(run_id, None)
+        self._session_turns.pop(run_id, None)
         return report
 
     @property
@@ -218,14 +223,23 @@ class Checker:
                                    model_turns=True,
                                    tool_requests=self.engine.idle is not None)
         key = self.config.run_key
-        if key == "agent":
+        # A coding agent's session comes in pieces (serve checks what arrived in each reorder
+        # window): its run stays open across them, as a conversation's does across traces.
+        session = is_session_run(trace_id)
+        if key == "agent" and not session:
             yield from self._per_agent(assembled)
             return
         run_id = assembled.conversation if key == "conversation" and assembled.conversation \
             else trace_id
         state, report = self._run(run_id)
-        self._feed(state, report, assembled, assembled.events)
-        if key != "conversation" or not assembled.conversation:
+        items = assembled.events
+        if session:
+            before = self._session_turns.get(run_id, 0)
+            items = _turns_of_run(items, before)
+            self._session_turns[run_id] = before + sum(
+                isinstance(item.event, ModelTurn) for item in items)
+        self._feed(state, report, assembled, items)
+        if (key != "conversation" or not assembled.conversation) and not session:
             yield self._close_run(run_id)
             return
         while len(self._runs) > self.config.max_runs:
@@ -303,15 +317,15 @@ class Checker:
             report.findings_dropped += 1
 
 
-def _turns_of_run(items: list[TraceEvent]) -> list[TraceEvent]:
-    """Number one agent invocation's model turns from 1, as the live processor counts a run's.
+def _turns_of_run(items: list[TraceEvent], start: int = 0) -> list[TraceEvent]:
+    """Number one agent invocation's model turns from ``start + 1``, as the processor does.
 
     Each call gets the run's latest turn (none before its first), or the next one when its model
     span was still open (``TraceEvent.turn_open``). The assembly numbers a trace's
     turns; with ``run_key = "agent"`` a trace holds several runs, and a call's turn is its own
     agent's latest model call, not another agent's.
     """
-    turns = 0
+    turns = start
     out: list[TraceEvent] = []
     for item in items:
         event = item.event
