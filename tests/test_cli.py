@@ -182,6 +182,19 @@ class TestInputErrors:
         assert captured.err == f"otel-loopguard: {missing}: no such file\n"
         assert "Traceback" not in captured.err
 
+    def test_a_missing_input_still_writes_the_report_file(
+            self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """A CI gate whose exporter never created its folder: with ``--output FILE`` the JUnit
+        report is written with the missing input as an error, so the step that collects it
+        shows the failure. Before, no file was written and the report step found nothing."""
+        import xml.etree.ElementTree as ET
+
+        missing, report = tmp_path / "traces", tmp_path / "loopguard.xml"
+        assert main(["check", "--format", "junit", "--output", str(report), str(missing)]) == 2
+        errors = ET.parse(report).getroot().iter("error")
+        assert [e.text for e in errors] == [f"{missing}: no such file"]
+        assert f"otel-loopguard: {missing}: no such file" in capsys.readouterr().err
+
     @pytest.fixture(name="one_bad_line")
     def _one_bad_line(self, tmp_path: Path) -> str:
         lines = [Path(HEALTHY).read_text().strip(), '{"resourceSpans": [ bad',

@@ -111,11 +111,13 @@ def run_check(args: argparse.Namespace) -> int:
     summary = Summary(fail_on=fail_on, fail_on_budget=fail_on_budget)
     left_out: list[TraceFileError] = []
     files = expand(args.paths, None if args.strict else left_out.append)
-    if not files and left_out:  # nothing to read: name each path, no report
+    to_stdout = args.output is None or args.output == "-"
+    if not files and left_out and to_stdout:  # nothing to read: name each path, no report
         for error in left_out:
             _say(clean(str(error)))
         return 2
-    to_stdout = args.output is None or args.output == "-"
+    # with --output FILE the report is written all the same: a CI step that collects it (a
+    # JUnit test report) finds the missing input there as an error, not a missing file
     with _output(args.output, hold=args.strict) as out:
         color = use_color(args.color, sys.stdout if to_stdout else out)
         reporter = _reporter(args.format)(out, fail_on=fail_on, fail_on_budget=fail_on_budget,
