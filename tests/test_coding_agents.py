@@ -168,6 +168,35 @@ def test_event_and_span_of_one_call_are_checked_once() -> None:
     assert spans_only[0].tool_calls == 6 and spans_only[0].findings
 
 
+def test_a_call_sent_both_ways_is_read_whole_whichever_copy_comes_first() -> None:
+    """Claude Code's beta span of a call carries no tool_input: when it arrived before the
+    event, the poorer copy was kept and the event's dropped, so the same session gave other
+    findings (a replan read as a warn) by arrival order. The copy kept is now completed from
+    the other: the same findings and template either way, as from the events alone."""
+    run = sessions()[0]
+
+    def findings(order: str) -> tuple[str | None, list[tuple[str, int]]]:
+        agents = AgentRecords()
+        from_events = agents.from_events(_events(run))
+        spans = [SpanRecord(f"{index:032x}", f"{index + 1:016x}", f"{99:016x}",
+                            "claude_code.tool", record["time"] - 812_000_000, record["time"],
+                            {"tool_name": record["attributes"]["tool_name"],
+                             "tool_use_id": record["attributes"]["tool_use_id"],
+                             "session.id": record["attributes"]["session.id"]},
+                            resource=run.resource)
+                 for index, record in enumerate(r for r in run.records
+                                                if r["attributes"]["event.name"] == "tool_result")]
+        copies = agents.from_spans(spans)
+        records = {"events": from_events, "events first": from_events + copies,
+                   "spans first": copies + from_events}[order]
+        [report] = [r for r in Checker().run(records) if r.run_id.startswith("claude-code:")]
+        return report.prompt_template, [(d.code, d.call_index) for d in report.findings]
+
+    alone = findings("events")
+    assert alone[1]  # the session loops
+    assert findings("spans first") == findings("events first") == alone
+
+
 def test_gemini_cli_tool_spans_do_not_count_its_calls_twice(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # Gemini CLI exports a ``tool_call`` span for every call along with its log events (one

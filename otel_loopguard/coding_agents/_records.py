@@ -19,7 +19,7 @@ from otel_loopguard.adapters import _keys as k
 from otel_loopguard.coding_agents._model import MISSING, AgentCall, AgentTurn
 from otel_loopguard.types import STATUS_ERROR, STATUS_UNSET, SpanRecord
 
-__all__ = ["AGENT_KEY", "CALL_ID_KEY", "SESSION_PARENT", "TEMPLATE_KEY", "call_record",
+__all__ = ["AGENT_KEY", "CALL_ID_KEY", "SESSION_PARENT", "TEMPLATE_KEY", "call_record", "fill_copy",
            "is_session_run", "run_id", "turn_record"]
 
 TEMPLATE_KEY: Final = "loopguard.template"
@@ -73,6 +73,32 @@ def call_record(call: AgentCall, trace_id: str, template: str, scope: str,
                       max(0, end - call.duration_ns), end, attrs,
                       STATUS_ERROR if call.failed else STATUS_UNSET,
                       (call.error or "failed") if call.failed else "", scope, resource)
+
+
+def fill_copy(kept: SpanRecord, copy: SpanRecord) -> None:
+    """Complete a session's call record with what another copy of the same call carries.
+
+    Claude Code reports a call as a ``tool_result`` event (its arguments) and, with its beta
+    traces on, as a ``claude_code.tool`` span (a command or a file path at most; the output with
+    ``OTEL_LOG_TOOL_CONTENT``). The copy that arrives first is kept, and completed here from
+    the other while it waits to be checked: the longer arguments, a result it lacks, a failure,
+    the template with the model.
+    """
+    attrs, other = kept.attributes, copy.attributes
+    added: dict[str, Any] = {}
+    arguments = other.get(k.GEN_AI_TOOL_CALL_ARGUMENTS)
+    if arguments is not None and len(arguments) > len(
+            attrs.get(k.GEN_AI_TOOL_CALL_ARGUMENTS) or ""):
+        added[k.GEN_AI_TOOL_CALL_ARGUMENTS] = arguments
+    if k.GEN_AI_TOOL_CALL_RESULT in other and k.GEN_AI_TOOL_CALL_RESULT not in attrs:
+        added[k.GEN_AI_TOOL_CALL_RESULT] = other[k.GEN_AI_TOOL_CALL_RESULT]
+    template = other.get(TEMPLATE_KEY)  # ``claude-code/<model>`` once the model is known
+    if template and len(template) > len(attrs.get(TEMPLATE_KEY) or ""):
+        added[TEMPLATE_KEY] = template
+    if added:
+        kept.attributes = {**attrs, **added}
+    if copy.status_code == STATUS_ERROR and kept.status_code != STATUS_ERROR:
+        kept.status_code, kept.status_message = copy.status_code, copy.status_message
 
 
 def turn_record(turn: AgentTurn, trace_id: str, scope: str,

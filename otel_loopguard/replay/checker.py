@@ -19,7 +19,7 @@ from typing import Any
 from otel_loopguard._findings import budget_part, loop_action
 from otel_loopguard.adapters import DEFAULT_ADAPTERS
 from otel_loopguard.assembly import AssembledTrace, TraceEvent, assemble_trace
-from otel_loopguard.coding_agents._records import is_session_run
+from otel_loopguard.coding_agents._records import fill_copy, is_session_run
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.engine import LoopEngine, RunState
 from otel_loopguard.replay._dedupe import SpanDeduplicator
@@ -173,6 +173,8 @@ class Checker:
         """Buffer ``span`` in its trace; return False (and drop it) when it is a copy."""
         trace_id = span.trace_id
         if not self._is_new(trace_id, span.span_id):
+            if is_session_run(trace_id):  # a coding agent's call sent both ways: complete it
+                self._fill_copy(trace_id, span)
             return False
         seen = self._seen = self._seen + 1
         last_id, trace = self._last
@@ -189,6 +191,14 @@ class Checker:
         if span.parent_span_id is None:
             trace.root_seen_at = seen
         return True
+
+    def _fill_copy(self, trace_id: str, copy: SpanRecord) -> None:
+        """Complete the buffered record of ``copy``'s call with what ``copy`` carries."""
+        trace = self._traces.get(trace_id)
+        for kept in reversed(trace.spans) if trace is not None else ():
+            if kept.span_id == copy.span_id:
+                fill_copy(kept, copy)
+                return
 
     def _due(self) -> bool:
         """Return whether the least recently touched trace is to close now.
