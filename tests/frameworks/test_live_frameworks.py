@@ -487,3 +487,57 @@ def test_the_family_named_by_the_ci_script_exists() -> None:
     known = set(BY_NAME) | set(AGENT_FAMILIES)  # test_live_agent_frameworks
     if family is not None:
         assert family in known, f"unknown family {family!r}; known: {sorted(known)}"
+
+
+
+AGENTS = [f.name for f in FAMILIES if f.framework == "agents"]
+
+
+@pytest.mark.parametrize("family", AGENTS)
+@pytest.mark.parametrize("named", [False, True], ids=["group_id", "span_around_the_run"])
+def test_agents_conversation_is_seen_live_only_on_a_span_around_the_run(
+        family: str, named: bool, _instrumented: _Session, tmp_path: Path) -> None:
+    """``run_key = "conversation"``: three runs of one conversation, two identical searches
+    each. Named on a span opened around each run, the conversation is one run live: its 3rd
+    call is the stagnation warning. ``RunConfig(group_id=...)`` alone is not seen live under any
+    of the three instrumentations: OpenInference and OpenLLMetry do not record it, and the
+    official one writes ``gen_ai.conversation.id`` when the agent span ends, after the tool
+    calls were decided, so each run stays one of its own; ``check`` merges them
+    (docs/frameworks.md)."""
+    instrumented = _instrument(_instrumented, BY_NAME[family])  # skips when not installed
+    from agents import RunConfig, Runner
+
+    from otel_loopguard.replay.checker import Checker
+
+    config = LoopGuardConfig.create(run_key="conversation")
+    exporter = InMemorySpanExporter()
+    processor = LoopGuardSpanProcessor(config, downstream=SimpleSpanProcessor(exporter),
+                                       registry=CollectorRegistry(), raise_internal_errors=True)
+    instrumented.slot.targets = (processor,)
+    tracer = instrumented.provider.get_tracer("test")
+    try:
+        for _ in range(3):
+            agent = _agents_agent([LOOP_QUERY] * 2)
+            run_config = RunConfig(workflow_name="support", group_id="conv-7")
+            if named:
+                with tracer.start_as_current_span(
+                        "conversation", attributes={"gen_ai.conversation.id": "conv-7"}):
+                    asyncio.run(Runner.run(agent, "I want a refund", run_config=run_config))
+            else:
+                asyncio.run(Runner.run(agent, "I want a refund", run_config=run_config))
+        instrumented.provider.force_flush()
+    finally:
+        instrumented.slot.targets = ()
+        processor.shutdown()
+    spans = sorted(exporter.get_finished_spans(), key=lambda s: s.start_time or 0)
+    live = [_loopguard_attrs(s).get("loopguard.action") for s in _tool_spans(spans)]
+    assert live == ([None, None, "warn", "replan", "stop", "stop"] if named else [None] * 6)
+    path = tmp_path / "spans.jsonl"
+    path.write_text("".join(line + "\n" for line in to_otlp_json_lines(list(spans))))
+    reports = [r for r in Checker(config).run(iter_spans(str(path), strict=True))
+               if r.tool_calls]
+    if named or family == "agents-otel-genai":  # check reads the official group_id too
+        assert [(r.run_id, r.tool_calls, r.action.name) for r in reports] == [
+            ("conv-7", 6, "STOP")]
+    else:
+        assert [r.action.name for r in reports] == ["CONTINUE"] * 3
