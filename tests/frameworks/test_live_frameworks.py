@@ -293,8 +293,10 @@ def _run_agents(calls: Sequence[dict[str, Any]]) -> None:
     assert result.final_output == "Done."
 
 
-def _langchain_agent(calls: Sequence[dict[str, Any]]) -> Any:
-    """The scripted ``triage`` agent of LangChain (``create_agent``), making ``calls``."""
+def _langchain_agent(calls: Sequence[dict[str, Any]], *, tools: list[Any] | None = None,
+                     tool_name: str = "search") -> Any:
+    """The scripted ``triage`` agent of LangChain (``create_agent``), making ``calls`` (to
+    ``search``, or to ``tool_name`` among ``tools``)."""
     from langchain.agents import create_agent
     from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
     from langchain_core.messages import AIMessage
@@ -312,11 +314,11 @@ def _langchain_agent(calls: Sequence[dict[str, Any]]) -> Any:
         return _search_result(query)
 
     responses: list[Any] = [
-        AIMessage(content="", tool_calls=[{"name": "search", "args": args, "id": f"call_{i}",
+        AIMessage(content="", tool_calls=[{"name": tool_name, "args": args, "id": f"call_{i}",
                                            "type": "tool_call"}])
         for i, args in enumerate(calls, 1)]
     responses.append(AIMessage("Done."))
-    return create_agent(ScriptedChat(responses=responses), tools=[search],
+    return create_agent(ScriptedChat(responses=responses), tools=tools or [search],
                         system_prompt="You are support triage.", name="triage")
 
 
@@ -541,3 +543,39 @@ def test_agents_conversation_is_seen_live_only_on_a_span_around_the_run(
             ("conv-7", 6, "STOP")]
     else:
         assert [r.action.name for r in reports] == ["CONTINUE"] * 3
+
+
+LANGCHAIN = [f.name for f in FAMILIES if f.framework == "langchain"]
+
+
+@pytest.mark.parametrize("live", LANGCHAIN, indirect=True)
+def test_langchain_transfer_tool_leaves_from_the_agent_the_instrumentation_names(
+        live: Live, tmp_path: Path) -> None:
+    """A ``transfer_to_billing`` tool of ``create_agent(..., name="triage")`` is a handoff to
+    billing; it leaves from triage under OpenLLMetry and GenAI (whose agent span names it) and
+    from no agent under OpenInference, which writes no agent span (docs/frameworks.md)."""
+    from langchain_core.tools import tool
+
+    from otel_loopguard.types import Handoff
+
+    @tool
+    def transfer_to_billing() -> str:
+        """Hand the conversation to billing."""
+        return "Transferred to billing"
+
+    agent = _langchain_agent([{}, {}], tools=[transfer_to_billing],
+                             tool_name="transfer_to_billing")
+    agent.invoke({"messages": [("user", "I want a refund")]})
+    live.provider.force_flush()
+    path = tmp_path / "spans.jsonl"
+    path.write_text("".join(line + "\n" for line in
+                            to_otlp_json_lines(list(live.exporter.get_finished_spans()))))
+    records = list(iter_spans(str(path), strict=True))
+    handoffs = [(e.event.from_agent, e.event.to_agent)
+                for t in dict.fromkeys(r.trace_id for r in records)
+                for e in assemble_trace(t, [r for r in records if r.trace_id == t],
+                                        LoopGuardConfig()).events
+                if isinstance(e.event, Handoff)]
+    source = "" if live.family.name == "langchain-openinference" else "triage"
+    assert handoffs == [(source, "billing")] * 2
+    assert live.internal_errors() == 0
