@@ -388,3 +388,70 @@ def test_adk_parallel_calls_are_in_the_turn_of_their_open_model_span(tmp_path: P
                for d in report.findings if any(e.detector == "batch" for e in d.evidence)]
     assert live[0] == 6
     assert live == checked
+
+
+_INSTRUMENTED_MCP_SERVER = '''
+import sys
+sys.path[:0] = [{here!r}, {recordings!r}]
+from opentelemetry.instrumentation.mcp import McpInstrumentor
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+from record import to_otlp_json_lines
+
+class FileExporter(SpanExporter):
+    def export(self, spans):
+        with open({out!r}, "a", encoding="utf-8") as f:
+            f.writelines(line + "\\n" for line in to_otlp_json_lines(list(spans)))
+        return SpanExportResult.SUCCESS
+
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(FileExporter()))
+McpInstrumentor().instrument(tracer_provider=provider)
+'''
+
+
+def test_mcp_instrumented_server_adds_no_tool_call(tmp_path: Path) -> None:
+    """The server instrumented too: its spans join the client's trace (the instrumentation
+    propagates the context) but are ``ResponseStreamWriter`` spans with no tool marker, so each
+    call is read once, from the client's ``<tool>.tool`` span, and ``check`` on client and
+    server spans together finds what the live processor found (docs/frameworks.md)."""
+    import asyncio
+
+    _framework("mcp")  # before importing stdio_client, which the instrumentation wraps
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+    from scripted_agents import _MCP_TRACER, MCP_SERVER
+
+    out = tmp_path / "server.jsonl"
+    here = str(HERE)
+    code = _INSTRUMENTED_MCP_SERVER.format(here=here, recordings=str(HERE.parent / "recordings"),
+                                           out=str(out)) + MCP_SERVER.format(here=here)
+    params = StdioServerParameters(command=sys.executable, args=["-c", code],
+                                   env={**os.environ, "TRACELOOP_TRACE_CONTENT": "true"})
+
+    async def go() -> None:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            for _ in range(4):
+                await session.call_tool("search", {"query": "refund policy"})
+
+    exporter = InMemorySpanExporter()
+    processor = LoopGuardSpanProcessor(LoopGuardConfig(), downstream=SimpleSpanProcessor(exporter),
+                                       registry=CollectorRegistry(), raise_internal_errors=True)
+    _FORWARD.targets = (processor,)
+    try:
+        with _MCP_TRACER["tracer"].start_as_current_span("support-server"):
+            asyncio.run(go())
+    finally:
+        _FORWARD.targets = ()
+    processor.force_flush()
+    client = _records(list(exporter.get_finished_spans()), tmp_path)
+    server = list(iter_spans(str(out), strict=True))
+    assert server and {r.trace_id for r in server} == {r.trace_id for r in client}
+    live = [(r.attributes.get("loopguard.action"), r.attributes.get("loopguard.detector"))
+            for r in client if r.name == "search.tool"]
+    assert live == STAGNANT
+    (report,) = Checker(LoopGuardConfig()).run(client + server)
+    assert report.tool_calls == 4
+    assert [(d.call_index, d.action.label, d.detector) for d in report.findings] == [
+        (3, "warn", "stagnation"), (4, "replan", "stagnation")]
