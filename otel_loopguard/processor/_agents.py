@@ -46,8 +46,9 @@ class AgentStarts(FindingReports):
         """Infer handoffs from an agent span's start; remember names of other spans.
 
         Agent spans by name alone (``may_name_agent``) are the only ones whose siblings imply
-        handoffs, here and in ``check``. A span named as a model span is noted at every start
-        (``LiveSpans.model_started``): its tool calls may end before it.
+        handoffs, here and in ``check``. A ``generate_content`` span (``may_name_model``) is
+        noted at every start (``LiveSpans.model_started``): Google ADK's ends after the tool
+        calls it requested.
         """
         if not may_name_agent(name):
             if may_name_model(name):
