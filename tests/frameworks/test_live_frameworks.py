@@ -517,18 +517,23 @@ def test_agents_conversation_is_seen_live_only_on_a_span_around_the_run(
                                        registry=CollectorRegistry(), raise_internal_errors=True)
     instrumented.slot.targets = (processor,)
     tracer = instrumented.provider.get_tracer("test")
+    # A loop of the test's own, not asyncio.run: that one unsets the thread's current loop, and
+    # a loop an earlier test left current would then be collected unclosed (ResourceWarning).
+    loop = asyncio.new_event_loop()
     try:
         for _ in range(3):
             agent = _agents_agent([LOOP_QUERY] * 2)
             run_config = RunConfig(workflow_name="support", group_id="conv-7")
+            run = Runner.run(agent, "I want a refund", run_config=run_config)
             if named:
                 with tracer.start_as_current_span(
                         "conversation", attributes={"gen_ai.conversation.id": "conv-7"}):
-                    asyncio.run(Runner.run(agent, "I want a refund", run_config=run_config))
+                    loop.run_until_complete(run)
             else:
-                asyncio.run(Runner.run(agent, "I want a refund", run_config=run_config))
+                loop.run_until_complete(run)
         instrumented.provider.force_flush()
     finally:
+        loop.close()
         instrumented.slot.targets = ()
         processor.shutdown()
     spans = sorted(exporter.get_finished_spans(), key=lambda s: s.start_time or 0)
