@@ -304,6 +304,15 @@ def emit(runs: Sequence[Session], exporter: LogRecordExporter) -> int:
     return count
 
 
+def proto_messages(runs: Sequence[Session], *, per_message: int = 5) -> list[bytes]:
+    """Return the sessions as serialized protobuf ``ExportLogsServiceRequest`` messages."""
+    exporter = InMemoryLogRecordExporter()
+    emit(runs, exporter)
+    records = list(exporter.get_finished_logs())
+    return [encode_logs(records[at:at + per_message]).SerializeToString()
+            for at in range(0, len(records), per_message)]
+
+
 def collector_lines(runs: Sequence[Session], *, per_line: int = 5) -> list[str]:
     """Return the sessions as the Collector's file exporter writes logs (JSON Lines)."""
     exporter = InMemoryLogRecordExporter()

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import gzip
 import json
+import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
-from _agent_sessions import T0, Session, collector_lines, sessions
+from _agent_sessions import T0, Session, collector_lines, proto_messages, sessions
 from _otlp_files import json_line
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -309,6 +311,44 @@ def test_malformed_log_records_are_counted_and_the_good_ones_kept() -> None:
 def test_iso_timestamps() -> None:
     assert iso_time_ns("2025-10-09T08:53:21.000Z") == T0 + 10**9
     assert iso_time_ns("not a time") == 0
+
+
+@pytest.mark.parametrize("framing", ["one message", "format: proto"])
+def test_protobuf_logs_are_checked_as_their_json_is(
+        tmp_path: Path, framing: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A logs pipeline's protobuf file gives the findings its OTLP/JSON file gives."""
+    runs = sessions()
+    assert main(["check", "--format", "json", str(_write(tmp_path, runs))]) == 1
+    from_json = json.loads(capsys.readouterr().out)
+    if framing == "one message":
+        data = proto_messages(runs, per_message=10_000)[0]
+    else:  # the Collector's file exporter: each message after its 4-byte big-endian length
+        data = b"".join(struct.pack(">I", len(m)) + m for m in proto_messages(runs))
+    path = tmp_path / "logs.binpb"
+    path.write_bytes(data)
+    assert main(["check", "--format", "json", str(path)]) == 1
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["runs"] == from_json["runs"]
+    assert captured.err == ""
+
+
+def test_a_trace_message_of_spans_without_ids_is_still_reported_as_spans(
+        tmp_path: Path) -> None:
+    """Spans without trace ids stay malformed spans, though the message also reads as logs."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    request = ExportTraceServiceRequest()
+    span = request.resource_spans.add().scope_spans.add().spans.add()
+    span.name = "execute_tool search"
+    path = tmp_path / "traces.binpb"
+    path.write_bytes(request.SerializeToString())
+    errors: list[Any] = []
+    assert list(iter_spans(str(path), on_error=errors.append)) == []
+    assert [e.reason for e in errors] == [
+        "all 1 spans rejected: resource_spans[0].scope_spans[0].spans[0].trace_id: "
+        "expected 16 bytes, got 0"]
 
 
 def test_logs_and_traces_files_are_checked_together(tmp_path: Path) -> None:

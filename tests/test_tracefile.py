@@ -137,6 +137,32 @@ class TestJsonFormats:
         data = json.dumps([to_json(r) for r in requests], indent=indent).encode()
         assert read(write(data, "traces.json")) == (expected, [])
 
+    @pytest.mark.parametrize("between", [b"\n", b"", b"\n\n  \n"], ids=["newline", "none", "blank"])
+    def test_pretty_documents_back_to_back(
+        self, write: Any, requests: list[Any], expected: list[SpanRecord], between: bytes
+    ) -> None:
+        """Requests pretty-printed one after another (``jq . traces.jsonl``) are each read."""
+        data = between.join(json.dumps(to_json(r), indent=2).encode() for r in requests)
+        assert read(write(data + b"\n", "traces.json")) == (expected, [])
+
+    def test_bad_text_after_pretty_documents_loses_only_itself(
+        self, write: Any, requests: list[Any], expected: list[SpanRecord]
+    ) -> None:
+        """A document cut short after whole ones is reported on its line; the others are read.
+
+        A document that is not a request is reported on the line where it starts.
+        """
+        first = json.dumps(to_json(requests[0]), indent=2)
+        second = json.dumps(to_json(requests[1]), indent=2)
+        data = f'{first}\n{{"b": 1}}\n{second}\n{{"resourceSpans": [\n  {{"x"\n'.encode()
+        spans, errors = read(write(data, "traces.json"))
+        assert spans == expected[:4]
+        lines = first.count("\n") + 1
+        assert [(e.line, e.reason) for e in errors] == [
+            (lines + 1, "not an OTLP trace request: no resourceSpans (keys: 'b')"),
+            (lines + second.count("\n") + 4,
+             "invalid JSON: Expecting ':' delimiter at column 7")]
+
     def test_base64_ids(self, write: Any, requests: list[Any], expected: list[SpanRecord]) -> None:
         """Ids written in base64 (protobuf json_format style) read like hex ids."""
         data = b"".join(json.dumps(to_json(r, hex_ids=False)).encode() + b"\n" for r in requests)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from otel_loopguard.coding_agents import AgentRecords
 from otel_loopguard.otlp._json import decode_json_spans, loads_json
-from otel_loopguard.otlp._logs import decode_json_logs
+from otel_loopguard.otlp._logs import decode_json_logs, decode_proto_logs
 from otel_loopguard.otlp._proto import decode_proto_spans, decode_wire_spans
 from otel_loopguard.otlp._spans import DecodedSpans, FieldError
 
@@ -33,12 +33,47 @@ _OTHER_SIGNALS = {"resourceMetrics": "metrics",
 
 
 class _BadRecord(Exception):
-    """One line, document or message is bad; ``line_offset`` counts from its first line."""
+    """One line, document or message is bad; ``line_offset`` counts from its first line.
 
-    def __init__(self, message: str, line_offset: int = 0) -> None:
+    ``extra_data``: the record is a whole JSON value followed by more (``split_documents``).
+    """
+
+    def __init__(self, message: str, line_offset: int = 0, *, extra_data: bool = False) -> None:
         super().__init__(message)
         self.message = message
         self.line_offset = line_offset
+        self.extra_data = extra_data
+
+
+def split_documents(data: bytes) -> tuple[list[tuple[int, bytes]], _BadRecord | None]:
+    """Return the JSON values written one after another in ``data``, and what ends them early.
+
+    ``jq . traces.jsonl`` and ``cat a.json b.json`` write pretty-printed requests back to back:
+    one document each. Each value comes with the line it starts on, counted from 0; the error,
+    if any, is that of the first text that is not a whole value (its ``line_offset`` counted
+    the same way), and nothing after it is read. Only called once ``data`` failed as one value.
+    """
+    try:
+        text = data.decode("utf-8").removeprefix("\ufeff").rstrip(" \t\r\n")
+    except UnicodeDecodeError:
+        return [], None
+    decoder, pos, end = json.JSONDecoder(), 0, len(text)
+    found: list[tuple[int, bytes]] = []
+    while True:
+        while pos < end and text[pos] in " \t\r\n":
+            pos += 1
+        if pos == end:
+            return found, None
+        try:
+            _, stop = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            at = "" if exc.msg.endswith(" at") else " at"
+            return found, _BadRecord(f"invalid JSON: {exc.msg}{at} column {exc.colno}",
+                                     exc.lineno - 1)
+        except RecursionError:
+            return found, _BadRecord("invalid JSON: nested too deeply", text.count("\n", 0, pos))
+        found.append((text.count("\n", 0, pos), text[pos:stop].encode()))
+        pos = stop
 
 
 def _opens_document(line: bytes) -> bool:
@@ -83,7 +118,7 @@ def _parse_json(data: bytes) -> Any:
     except json.JSONDecodeError as exc:
         at = "" if exc.msg.endswith(" at") else " at"  # "Unterminated string starting at"
         message = f"invalid JSON: {exc.msg}{at} column {exc.colno}"
-        raise _BadRecord(message, exc.lineno - 1) from None
+        raise _BadRecord(message, exc.lineno - 1, extra_data=exc.msg == "Extra data") from None
     except RecursionError:
         raise _BadRecord("invalid JSON: nested too deeply") from None
     except ValueError as exc:
@@ -201,8 +236,12 @@ def _partial(decoded: DecodedSpans) -> tuple[list[SpanRecord], str]:
                    f"{decoded.problem}")
 
 
-def _decode_proto(data: bytes) -> tuple[list[SpanRecord], str]:
+def _decode_proto(data: bytes, agents: AgentRecords) -> tuple[list[SpanRecord], str]:
     """Return the spans of one serialized ``ExportTraceServiceRequest``.
+
+    Plus a session record for each coding-agent tool span. A message none of whose spans has
+    ids may be an ``ExportLogsServiceRequest`` (the two are alike on the wire: a logs
+    pipeline's ``format: proto`` file): read as one, it gives its coding-agent events.
 
     Raises:
         ImportError: when opentelemetry-proto is not installed.
@@ -210,7 +249,7 @@ def _decode_proto(data: bytes) -> tuple[list[SpanRecord], str]:
     """
     spans = decode_wire_spans(data)  # the C decoder, for a well-formed message
     if spans is not None:
-        return spans, ""
+        return spans + agents.from_spans(spans), ""
     # Lazy: JSON files never need protobuf, so reading them never pays for its import.
     decode_error: type[Exception] = importlib.import_module("google.protobuf.message").DecodeError
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -221,4 +260,28 @@ def _decode_proto(data: bytes) -> tuple[list[SpanRecord], str]:
         request = ExportTraceServiceRequest.FromString(data)
     except (decode_error, ValueError, RecursionError) as exc:
         raise _BadRecord(f"invalid protobuf: {exc}") from None
-    return _partial(decode_proto_spans(request))
+    decoded = decode_proto_spans(request)
+    if decoded.rejected and not decoded.spans:
+        logs = _proto_logs(data, decode_error, agents)
+        if logs is not None:
+            return logs
+    spans, problem = _partial(decoded)
+    return spans + agents.from_spans(spans), problem
+
+
+def _proto_logs(data: bytes, decode_error: type[Exception],
+                agents: AgentRecords) -> tuple[list[SpanRecord], str] | None:
+    """Return the records of ``data`` read as an ``ExportLogsServiceRequest``, or None.
+
+    None when it does not read as one whose every log record is good: a trace request whose
+    spans are malformed is then reported as such.
+    """
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+
+    try:
+        decoded = decode_proto_logs(ExportLogsServiceRequest.FromString(data))
+    except (decode_error, ValueError, RecursionError, FieldError):
+        return None
+    if decoded.rejected or not decoded.events:
+        return None
+    return agents.from_events(decoded.events), ""

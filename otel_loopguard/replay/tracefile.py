@@ -8,12 +8,14 @@ The reader sniffs the content, not the file name:
   (the Collector ``file`` exporter format, one ``ExportTraceServiceRequest`` per line), unless
   the first line opens a document that does not end on it (pretty-printed JSON), in which case
   the whole document is read at once (unless the next line is a whole request: then the
-  first line is a JSON line cut short). A JSON array of requests is accepted wherever a request is.
+  first line is a JSON line cut short; documents written back to back, as ``jq .`` writes
+  them, are each read). A JSON array of requests is accepted wherever a request is.
   Text whose first line is damaged (binary bytes) but whose later lines are JSON is read as JSON
   Lines too, so that only the damaged lines are lost;
 * binary content that starts with the tag of ``resource_spans`` (``0x0a``) is one serialized
   ``ExportTraceServiceRequest`` (read as JSON Lines instead when it does not parse but its
-  later lines do: a newline, then a damaged line);
+  later lines do: a newline, then a damaged line; as an ``ExportLogsServiceRequest``, which
+  starts alike, when none of its spans has ids and it reads as good log records);
 * binary content that starts with a plausible length prefix is the Collector's
   ``format: proto`` framing: each message (protobuf, or JSON when the exporter compresses, each
   message then compressed on its own) preceded by its length as a 4-byte big-endian integer.
@@ -42,7 +44,12 @@ from otel_loopguard._safe_text import escape_unsafe
 from otel_loopguard.coding_agents import AgentRecords
 from otel_loopguard.exceptions import TraceFileError
 from otel_loopguard.replay._compressed import DEFAULT_MAX_DECOMPRESSED_BYTES, TooLarge
-from otel_loopguard.replay._decode import _BadRecord, _decode_json, _decode_proto
+from otel_loopguard.replay._decode import (
+    _BadRecord,
+    _decode_json,
+    _decode_proto,
+    split_documents,
+)
 from otel_loopguard.replay._records import ContentRecords, _Record
 from otel_loopguard.replay._source import _CHUNK_BYTES, _open_binary, _ReadError, _Source
 
@@ -225,13 +232,13 @@ class _TraceReader(ContentRecords):
         such a request with partial success) and reports the others.
         """
         try:
-            spans, problem = (_decode_json(record.data, self._agents) if record.is_json
-                              else _decode_proto(record.data))
-            if not record.is_json:
-                spans += self._agents.from_spans(spans)
+            spans, problem = (_decode_json if record.is_json else _decode_proto)(
+                record.data, self._agents)
         except _BadRecord as exc:
             if record.maybe_lines:
                 return self._json_lines_in(record.data, exc.message)
+            if exc.extra_data:
+                return self._documents_in(record)
             self._fail(record.line + exc.line_offset, exc.message)
             return []
         except ImportError:
@@ -243,6 +250,21 @@ class _TraceReader(ContentRecords):
             return []
         if problem:
             self._fail(record.line, problem)
+        return spans
+
+    def _documents_in(self, record: _Record) -> list[SpanRecord]:
+        """Return the spans of JSON documents written back to back (``jq .`` output).
+
+        Each document is decoded, and its errors reported, as a record of its own that starts
+        on its own line; text after the last whole document is reported where it starts.
+        """
+        documents, error = split_documents(record.data)
+        spans: list[SpanRecord] = []
+        for offset, data in documents:
+            spans += self._decode(_Record(record.line + offset, data, is_json=True,
+                                          located=record.located))
+        if error is not None:
+            self._fail(record.line + error.line_offset, error.message)
         return spans
 
     def _json_lines_in(self, data: bytes, proto_error: str) -> list[SpanRecord]:
