@@ -231,6 +231,51 @@ def test_a_trace_whose_spans_stop_arriving_is_closed_after_grace_spans() -> None
     assert len(checker._traces) <= 101
 
 
+def test_a_trace_that_goes_on_after_being_checked_is_counted_once() -> None:
+    """Spans of a trace after it was released as idle are a piece checked on its own: counted
+    in ``split_traces``, once per trace, however many pieces it comes in."""
+    checker = Checker(grace_spans=100)
+    spans, other = [], 1000
+    for piece in range(3):
+        spans += [_span(1, piece * 10 + i + 1, root=False) for i in range(3)]
+        spans += [_span(other + i, 5000 + other + i, root=True) for i in range(150)]
+        other += 150
+    spans += [_span(2, 1, root=True)]
+    reports = list(checker.run(spans))
+    assert [r.tool_calls for r in reports if r.run_id == f"{1:032x}"] == [3, 3, 3]
+    assert checker.split_traces == 1
+
+
+def test_check_says_when_a_trace_went_on_after_being_checked(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """More than ``max_runs`` traces open at once: the oldest is checked while it goes on,
+    and ``check`` says so, with what to do; input in which no trace goes on says nothing."""
+    def line(trace: int, span: int, parent: str | None) -> str:
+        record = {"traceId": f"{trace:032x}", "spanId": f"{span:016x}",
+                  "name": "execute_tool search", "startTimeUnixNano": str(span),
+                  "endTimeUnixNano": str(span + 1), "attributes": [
+                      {"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}},
+                      {"key": "gen_ai.tool.name", "value": {"stringValue": "search"}}]}
+        if parent:
+            record["parentSpanId"] = parent
+        return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [record]}]}]})
+
+    lines = [line(1, 1, "e" * 16), *(line(100 + i, 200 + i, None) for i in range(4)),
+             line(1, 2, "e" * 16)]
+    path = tmp_path / "traces.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    config = tmp_path / "loopguard.toml"
+    config.write_text("[loopguard]\nmax_runs = 2\n")
+    code, runs, err = _runs(capsys, "--config", str(config), str(path))
+    assert code == 0
+    assert [r["tool_calls"] for r in runs if r["run_id"] == f"{1:032x}"] == [1, 1]
+    assert "note: 1 trace went on after being checked: the later spans were checked as a " \
+           "run of their own" in err
+    assert "more than max_runs = 2 traces are open: raise max_runs" in err
+    _, _, err = _runs(capsys, str(path))
+    assert "went on after being checked" not in err
+
+
 def _closings(reports: Any, pulled: list[int]) -> list[tuple[str, int, int]]:
     """Return (run, tool calls, spans read when it closed) of each report."""
     return [(report.run_id, report.tool_calls, pulled[0]) for report in reports]

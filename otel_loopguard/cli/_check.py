@@ -160,6 +160,12 @@ def run_check(args: argparse.Namespace) -> int:
     if lone:
         _say(f"note: {plural(lone, 'tool call')} with no parent span and no conversation id: "
              f"{LONE_TOOL_CALL_HINT}")
+    if checker.split_traces:
+        _say(f"note: {plural(checker.split_traces, 'trace')} went on after being checked: "
+             "the later spans were checked as a run of their own, so a loop across the "
+             "pieces is not seen (a trace is checked once 10,000 spans have passed without "
+             f"one of its own, or when more than max_runs = {config.max_runs:,} traces are "
+             "open: raise max_runs, or check such traces in a file of their own)")
     return _verdict(summary, args.paths)
 
 

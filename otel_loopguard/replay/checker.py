@@ -31,6 +31,9 @@ __all__ = ["Checker", "RunReport", "report_to_json"]
 _CONTINUE = Action.CONTINUE
 _DEFAULT_GRACE_SPANS = 10_000
 _MAX_FINDINGS = 1000
+_MAX_CLOSED_TRACES = 16_384
+"""Trace ids of traces checked before the end of the input that a later span is looked up in
+(``split_traces``); the oldest are forgotten."""
 
 
 @dataclass(slots=True)
@@ -67,6 +70,8 @@ class _OpenTrace:
     spans: list[SpanRecord] = field(default_factory=list)
     root_seen_at: int | None = None
     touched_at: int = 0
+    split: bool = False
+    """Spans of this trace were checked before (``Checker.split_traces``)."""
 
 
 class Checker:
@@ -112,6 +117,12 @@ class Checker:
         self._due_at = 0
         """While no trace is added or reordered, ``_due`` is False until ``_seen`` reaches this
         (0: ask ``_due``)."""
+        self._closed: dict[str, bool] = {}
+        """Ids of the traces checked before the end of the input, latest last (bounded), and
+        whether each was already in pieces."""
+        self.split_traces = 0
+        """Traces of which spans came after the trace was checked (released as idle, or as the
+        oldest of more than ``max_runs``): each later piece is checked as a run of its own."""
 
     @property
     def open_runs(self) -> int:
@@ -182,6 +193,9 @@ class Checker:
             trace = self._traces.get(trace_id)
             if trace is None:
                 trace = self._traces[trace_id] = _OpenTrace()
+                if self._closed and trace_id in self._closed:  # it goes on: a piece more
+                    self.split_traces += not self._closed.pop(trace_id)
+                    trace.split = True
             else:
                 self._traces.move_to_end(trace_id)
             self._last = (trace_id, trace)
@@ -220,8 +234,14 @@ class Checker:
         return self._seen >= due_at
 
     def _close_due(self) -> Iterator[RunReport]:
+        closed = self._closed
         while self._due():
-            yield from self._finish_trace(*self._pop_oldest())
+            trace_id, trace = self._pop_oldest()
+            if not is_session_run(trace_id):  # a coding agent's session comes in pieces
+                closed[trace_id] = trace.split
+                if len(closed) > _MAX_CLOSED_TRACES:
+                    del closed[next(iter(closed))]
+            yield from self._finish_trace(trace_id, trace)
 
     def _pop_oldest(self) -> tuple[str, _OpenTrace]:
         """Take the least recently touched trace out of the open ones."""
