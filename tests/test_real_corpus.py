@@ -36,7 +36,7 @@ BOUNDS: dict[str, tuple[int, int, int]] = {
     "ide": (2, 0, 1),
     "conversation": (0, 0, 1),
     "multi_agent": (1, 0, 12),
-    "browsing": (0, 0, 10),
+    "browsing": (0, 0, 19),
 }
 
 
