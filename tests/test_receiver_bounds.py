@@ -71,6 +71,31 @@ class TestGrpcBytesInFlight:
                     call.exception(timeout=10)
         assert (held, status) == (2 * MIB, 429)
 
+    def test_calls_that_end_before_their_message_give_their_share_back(self) -> None:
+        """Calls refused by grpcio for a message over the limit, or given up by their client
+        before sending one, give back the message's worth they took: with room for two, four
+        such calls leave the bytes in flight at 0, and the next export is accepted."""
+        served = Served(max_request_bytes=64 * 1024, max_bytes_in_flight=128 * 1024)
+        with served.receiver as receiver:
+            channel = grpc.insecure_channel(f"127.0.0.1:{receiver.grpc_port}")
+            codes = []
+            for _ in range(2):
+                with pytest.raises(grpc.RpcError) as oversized:
+                    channel.unary_unary(EXPORT)(_padded_request(100_000), timeout=10)
+                with pytest.raises(grpc.RpcError) as abandoned:
+                    channel.stream_unary(EXPORT)(iter(lambda: time.sleep(10), 0), timeout=0.3)
+                codes += [oversized.value.code(), abandoned.value.code()]
+            deadline = time.monotonic() + 10  # the calls' ends reach the server after the client
+            while receiver.bytes_in_flight and time.monotonic() < deadline:
+                time.sleep(0.01)
+            held = receiver.bytes_in_flight
+            reply = channel.unary_unary(EXPORT)(_padded_request(100), timeout=10)
+            channel.close()
+        assert codes == [grpc.StatusCode.RESOURCE_EXHAUSTED,
+                         grpc.StatusCode.DEADLINE_EXCEEDED] * 2
+        assert held == 0
+        assert not ExportTraceServiceResponse.FromString(reply).HasField("partial_success")
+
     def test_concurrent_big_messages_are_refused_before_they_are_held(self) -> None:
         """24 concurrent 1 MiB messages with room for 3: the bytes in flight never pass the
         limit, the refused calls get RESOURCE_EXHAUSTED, and every accepted span is taken."""

@@ -178,9 +178,20 @@ class _Export:
 
     async def _receive(self, requests: Any, context: grpc.aio.ServicerContext,
                        authorization: str | None, held: Reservation, logs: bool) -> Decoded:
-        """Read the call's message, then authorize, admit, decode and queue it on the pool."""
-        message = await self._message(requests, context, held)
-        self._resize(held, len(message))
+        """Read the call's message, then authorize, admit, decode and queue it on the pool.
+
+        A call that ends before its message is read (its client cancelled it or its deadline
+        passed, or grpcio refused a message over ``max_request_bytes``) is cancelled here: its
+        share of the bytes in flight is given back, or every such call would keep a message's
+        worth for good, until nothing more is admitted. Once the message is handed to the
+        pool, ``handle`` gives it back or hands it to the queued batch.
+        """
+        try:
+            message = await self._message(requests, context, held)
+            self._resize(held, len(message))
+        except asyncio.CancelledError:
+            held.release()
+            raise
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.pool, partial(
             self._handle, authorization, message, held, logs))
@@ -241,6 +252,7 @@ class _Export:
         key = id(evicted)
         self._waiting[key] = (evicted, held)
         read = asyncio.ensure_future(requests.__anext__())
+        read.add_done_callback(_retrieved)  # a call cancelled as it reads ends in an exception
         try:
             await asyncio.wait((read, evicted), timeout=self.timeout,
                                return_when=asyncio.FIRST_COMPLETED)
@@ -280,6 +292,12 @@ class _Export:
         if error.retry_after_seconds:
             context.set_trailing_metadata(_retry_metadata(error))
         await context.abort(grpc.StatusCode[error.grpc_code], error.message)
+
+
+def _retrieved(read: asyncio.Future[Any]) -> None:
+    """Take the outcome of a message read nobody awaits any more (else asyncio logs it)."""
+    if not read.cancelled():
+        read.exception()
 
 
 def _authorization(context: grpc.aio.ServicerContext) -> str | None:
