@@ -6,6 +6,8 @@ import gc
 import os
 import signal
 import socket
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -71,6 +73,21 @@ class TestUsage:
                    "in use" in capsys.readouterr().err
             assert main(["serve", "--grpc-port", str(port), "--http-port", "0"]) == 2
             assert f"127.0.0.1:{port}" in capsys.readouterr().err
+
+    def test_grpc_port_in_use_is_one_line_saying_why(self) -> None:
+        """A busy gRPC port is one line on stderr naming the address and the reason, as for
+        HTTP; not grpcio's C log line (outside --log-format) and an error with no reason."""
+        with socket.socket() as busy:
+            busy.bind(("127.0.0.1", 0))
+            busy.listen()
+            port = busy.getsockname()[1]
+            done = subprocess.run(
+                [sys.executable, "-m", "otel_loopguard", "serve", "--no-http", "--grpc-port",
+                 str(port)], capture_output=True, text=True, timeout=60, check=False,
+                env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+        assert done.returncode == 2
+        assert done.stderr == (f"otel-loopguard: cannot listen on 127.0.0.1:{port} (OTLP/gRPC): "
+                               "Address already in use\n")
 
 
 def test_runs_until_sigterm(monkeypatch: pytest.MonkeyPatch,

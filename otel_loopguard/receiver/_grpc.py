@@ -19,6 +19,7 @@ the size cap (``RESOURCE_EXHAUSTED``) and handles gzip itself.
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -103,6 +104,8 @@ class GrpcServer:
             for service, logs in ((SERVICE, False), (LOGS_SERVICE, True)))
         self._server.add_generic_rpc_handlers(handlers)
         address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        if port:
+            _check_free(host, port, address)
         try:
             bound = self._server.add_insecure_port(address)
         except RuntimeError as exc:
@@ -124,6 +127,25 @@ class GrpcServer:
         self._pool.shutdown(wait=True)
         if not self._loop.is_running():
             self._loop.close()
+
+
+def _check_free(host: str, port: int, address: str) -> None:
+    """Bind ``host:port`` for a moment, as grpcio would (``SO_REUSEADDR``), and let it go.
+
+    grpcio's own failure to bind is a line of its C core's log on stderr (outside the log
+    format chosen) and an error that names no reason; this one says why in one line.
+
+    Raises:
+        OSError: without an errno, its message naming the address and the reason.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as exc:
+        raise OSError(f"cannot listen on {address} (OTLP/gRPC): "
+                      f"{exc.strerror or exc}") from None
 
 
 class _Export:
