@@ -12,6 +12,8 @@ from typing import Any
 
 import grpc
 import pytest
+from _otlp_files import hex_ids
+from google.protobuf.json_format import MessageToDict
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -169,6 +171,39 @@ class TestForwarding:
             doc = json.dumps(to_json_doc(sent)).encode()
             assert post(receiver.http_port, doc, JSON)[0] == 200
         check_forwarded(capture, sent, reports)
+
+    @pytest.mark.parametrize("as_json", [False, True], ids=["protobuf", "json"])
+    def test_dropped_counts_and_link_flags_are_forwarded_as_sent(
+            self, grpc_capture: tuple[Capture, str], as_json: bool) -> None:
+        """What the sender's limits dropped (attributes, events, links; an event's and a
+        link's attributes) is forwarded as counted, on flagged spans too, and a link the
+        sender marks local stays local (the SDK's own spans forwarded 0 and remote)."""
+        capture, endpoint = grpc_capture
+        request = encode_spans(looping_trace())
+        for resource in request.resource_spans:
+            for scope in resource.scope_spans:
+                for span in scope.spans:
+                    span.dropped_attributes_count, span.dropped_events_count = 3, 4
+                    span.dropped_links_count = 5
+                    for event in span.events:
+                        event.dropped_attributes_count = 1
+                    for link in span.links:
+                        link.dropped_attributes_count, link.flags = 2, 0x100  # known: local
+        body = json.dumps(hex_ids(MessageToDict(request))).encode() if as_json \
+            else request.SerializeToString()
+        receiver, reports = forwarding(endpoint, "grpc")
+        with receiver:
+            assert post(receiver.http_port, body, JSON if as_json else PROTOBUF)[0] == 200
+            assert receiver.flush(10)
+        got = [span for span, _, _ in capture.spans().values()]
+        flagged = {d.span_id for r in reports for d in r.findings}
+        assert len(flagged) == 3 and flagged <= {span.span_id.hex() for span in got}
+        assert {(s.dropped_attributes_count, s.dropped_events_count, s.dropped_links_count)
+                for s in got} == {(3, 4, 5)}
+        client = next(span for span in got if span.name == "GET /api")
+        assert [event.dropped_attributes_count for event in client.events] == [1]
+        assert [(link.dropped_attributes_count, link.flags) for link in client.links] == \
+            [(2, 0x100)]
 
     def test_late_spans_are_forwarded_without_evidence(
             self, grpc_capture: tuple[Capture, str]) -> None:

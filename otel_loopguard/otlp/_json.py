@@ -146,7 +146,10 @@ def _scope(obj: Mapping[str, Any], sdk: bool) -> tuple[str, Any]:
 _SNAKE: Final = {"traceId": "trace_id", "spanId": "span_id", "parentSpanId": "parent_span_id",
                  "startTimeUnixNano": "start_time_unix_nano",
                  "endTimeUnixNano": "end_time_unix_nano", "timeUnixNano": "time_unix_nano",
-                 "traceState": "trace_state", "schemaUrl": "schema_url"}
+                 "traceState": "trace_state", "schemaUrl": "schema_url",
+                 "droppedAttributesCount": "dropped_attributes_count",
+                 "droppedEventsCount": "dropped_events_count",
+                 "droppedLinksCount": "dropped_links_count"}
 """The snake_case spelling of each two-word field the decoder reads."""
 
 
@@ -264,8 +267,23 @@ def _payload(obj: Mapping[str, Any], record: SpanRecord, resource: Any, scope: A
         trace_state=_string(_get(obj, "traceState"), "traceState"),
         flags=_uint32(get("flags"), "flags"),
         events=[(_string(event.get("name"), "name"), _time(_get(event, "timeUnixNano"), ""),
-                 _raw_attributes(event.get("attributes"))) for event in get("events") or ()],
-        links=_links(get("links") or (), _raw_attributes), resource=resource, scope=scope)
+                 _raw_attributes(event.get("attributes")), _dropped(event))
+                for event in get("events") or ()],
+        links=_links(get("links") or (), _raw_attributes), resource=resource, scope=scope,
+        dropped=(_dropped(obj), _dropped(obj, "droppedEventsCount"),
+                 _dropped(obj, "droppedLinksCount")))
+
+
+def _dropped(obj: Mapping[str, Any], camel: str = "droppedAttributesCount") -> int:
+    """Return a dropped count of ``obj`` for forwarding, as a number or a decimal string.
+
+    Only forwarding reads it, so a count that is not an unsigned 32-bit number is forwarded
+    as 0 rather than rejecting a span ``check`` accepts.
+    """
+    value = _get(obj, camel)
+    if type(value) is str and value.isascii() and value.isdigit() and len(value) <= 10:
+        value = int(value)
+    return value if type(value) is int and 0 <= value <= UINT32_MAX else 0
 
 
 def _id(value: Any, size: int, name: str) -> str:
@@ -367,8 +385,8 @@ def _events(events: Any) -> tuple[tuple[str, dict[str, Any]], ...]:
 
 
 def _links(links: Any, attributes: Callable[..., dict[str, Any]] | None = None,
-           ) -> list[tuple[int, int, str, dict[str, Any]]]:
-    """Return ``(trace id, span id, trace state, attributes)`` of each link."""
+           ) -> list[tuple[int, int, str, dict[str, Any], int, int]]:
+    """Return each link's fields (``LinkFields``: ids, trace state, attributes, counts)."""
     if type(links) not in (list, tuple):
         raise FieldError("links", f"expected a list, got {_type_name(links)}")
     decode = attributes or json_attributes
@@ -380,8 +398,8 @@ def _links(links: Any, attributes: Callable[..., dict[str, Any]] | None = None,
                 out.append((int(_id(_get(link, "traceId"), TRACE_ID_BYTES, "traceId"), 16),
                             int(_id(_get(link, "spanId"), SPAN_ID_BYTES, "spanId"), 16),
                             _string(_get(link, "traceState"), "traceState"),
-                            decode(link.get("attributes"), name="attributes")))
-                _uint32(link.get("flags"), "flags")
+                            decode(link.get("attributes"), name="attributes"), _dropped(link),
+                            _uint32(link.get("flags"), "flags")))
             except FieldError as exc:
                 raise _spelled(exc, link) from None
         except FieldError as exc:

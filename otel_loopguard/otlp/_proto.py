@@ -154,13 +154,14 @@ def _events(events: Any) -> tuple[tuple[str, dict[str, Any]], ...]:
 
 
 def _links(links: Any, attributes: Callable[[Any], dict[str, Any]],
-           ) -> list[tuple[int, int, str, dict[str, Any]]]:
+           ) -> list[tuple[int, int, str, dict[str, Any], int, int]]:
     out = []
     for index, link in enumerate(links):
         try:
             out.append((int.from_bytes(_id(link.trace_id, TRACE_ID_BYTES, "trace_id"), "big"),
                         int.from_bytes(_id(link.span_id, SPAN_ID_BYTES, "span_id"), "big"),
-                        link.trace_state, _within("attributes", attributes, link.attributes)))
+                        link.trace_state, _within("attributes", attributes, link.attributes),
+                        link.dropped_attributes_count, link.flags))
         except FieldError as exc:
             raise exc.under(f"links[{index}]") from None
     return out
@@ -171,9 +172,11 @@ def _payload(span: Any, record: SpanRecord, resource: Any, scope: Any) -> Any:
     return sdk_builders().readable_span(
         record, attributes=_raw_attributes(span.attributes), kind=span.kind,
         trace_state=span.trace_state, flags=span.flags,
-        events=[(event.name, event.time_unix_nano, _raw_attributes(event.attributes))
-                for event in span.events],
-        links=_links(span.links, _raw_attributes), resource=resource, scope=scope)
+        events=[(event.name, event.time_unix_nano, _raw_attributes(event.attributes),
+                 event.dropped_attributes_count) for event in span.events],
+        links=_links(span.links, _raw_attributes), resource=resource, scope=scope,
+        dropped=(span.dropped_attributes_count, span.dropped_events_count,
+                 span.dropped_links_count))
 
 
 # --- values --------------------------------------------------------------------------------

@@ -20,8 +20,8 @@ from opentelemetry.trace.span import TraceState
 
 from otel_loopguard.types import STATUS_ERROR, SpanRecord
 
-__all__ = ["LinkFields", "raw_attributes", "readable_span", "sdk_resource", "sdk_scope",
-           "span_record_from_readable"]
+__all__ = ["EventFields", "ForwardedSpan", "LinkFields", "raw_attributes", "readable_span",
+           "sdk_resource", "sdk_scope", "span_record_from_readable"]
 
 _KINDS: Final = {1: SpanKind.INTERNAL, 2: SpanKind.SERVER, 3: SpanKind.CLIENT,
                  4: SpanKind.PRODUCER, 5: SpanKind.CONSUMER}
@@ -29,8 +29,78 @@ _SAMPLED: Final = TraceFlags(TraceFlags.SAMPLED)
 _PARENT_IS_REMOTE: Final = 0x200
 """``SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK`` of OTLP ``Span.flags``."""
 
-LinkFields = tuple[int, int, str, Mapping[str, Any]]
-"""A link as the decoders read it: trace id, span id, trace state, attributes."""
+LinkFields = tuple[int, int, str, Mapping[str, Any], int, int]
+"""A link as the decoders read it: trace id, span id, trace state, attributes, its dropped
+attributes count and its OTLP ``Link.flags``."""
+EventFields = tuple[str, int, Mapping[str, Any], int]
+"""An event as the decoders read it: name, time (Unix ns), attributes, dropped attributes."""
+_HAS_IS_REMOTE: Final = 0x100
+"""``SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK``: the is-remote bit is known."""
+
+
+class ForwardedSpan(ReadableSpan):
+    """A received span to forward: an SDK span that keeps the dropped counts it came with.
+
+    The SDK span counts what its own limits dropped; a received span's counts are the
+    sender's, and the SDK's OTLP encoder writes what these properties return.
+    """
+
+    def __init__(self, *, dropped: tuple[int, int, int] = (0, 0, 0), **fields: Any) -> None:
+        """Take ``ReadableSpan``'s fields, and the dropped attributes, events and links."""
+        super().__init__(**fields)
+        self._dropped = dropped
+
+    @property
+    def dropped_attributes(self) -> int:
+        """Return the attributes the sender dropped."""
+        return self._dropped[0]
+
+    @property
+    def dropped_events(self) -> int:
+        """Return the events the sender dropped."""
+        return self._dropped[1]
+
+    @property
+    def dropped_links(self) -> int:
+        """Return the links the sender dropped."""
+        return self._dropped[2]
+
+    def with_attributes(self, extra: Mapping[str, Any]) -> ForwardedSpan:
+        """Return this span with ``extra`` attributes added (the loopguard evidence)."""
+        return ForwardedSpan(
+            name=self.name, context=self.context, parent=self.parent, resource=self.resource,
+            attributes={**(self.attributes or {}), **extra}, events=self.events,
+            links=self.links, kind=self.kind, status=self.status, start_time=self.start_time,
+            end_time=self.end_time, instrumentation_scope=self.instrumentation_scope,
+            dropped=self._dropped)
+
+
+class _ForwardedEvent(Event):
+    """An event of a received span, with the dropped attributes count it came with."""
+
+    def __init__(self, name: str, attributes: Mapping[str, Any], timestamp: int,
+                 dropped: int) -> None:
+        super().__init__(name, attributes, timestamp, limit=None)
+        self._dropped = dropped
+
+    @property
+    def dropped_attributes(self) -> int:
+        """Return the attributes the sender dropped."""
+        return self._dropped
+
+
+class _ForwardedLink(Link):
+    """A link of a received span, with the dropped attributes count it came with."""
+
+    def __init__(self, context: SpanContext, attributes: Mapping[str, Any],
+                 dropped: int) -> None:
+        super().__init__(context, attributes)
+        self._dropped = dropped
+
+    @property
+    def dropped_attributes(self) -> int:
+        """Return the attributes the sender dropped."""
+        return self._dropped
 
 
 # --- SDK span -> SpanRecord ----------------------------------------------------------------
@@ -97,10 +167,10 @@ def sdk_scope(name: str, version: str, schema_url: str,
 
 
 def readable_span(record: SpanRecord, *, attributes: Mapping[str, Any], kind: int,
-                  trace_state: str, flags: int,
-                  events: Sequence[tuple[str, int, Mapping[str, Any]]],
+                  trace_state: str, flags: int, events: Sequence[EventFields],
                   links: Sequence[LinkFields], resource: Resource,
-                  scope: InstrumentationScope) -> ReadableSpan:
+                  scope: InstrumentationScope,
+                  dropped: tuple[int, int, int] = (0, 0, 0)) -> ForwardedSpan:
     """Return the SDK span of a decoded OTLP span, ready for an SDK exporter.
 
     Args:
@@ -113,6 +183,9 @@ def readable_span(record: SpanRecord, *, attributes: Mapping[str, Any], kind: in
         links: the span's links.
         resource: from :func:`sdk_resource`.
         scope: from :func:`sdk_scope`.
+        dropped: the span's dropped attributes, events and links counts.
+
+    A link is remote unless its flags say it is not (an unknown is-remote bit: remote).
     """
     trace_id = int(record.trace_id, 16)
     context = SpanContext(trace_id, int(record.span_id, 16), is_remote=False,
@@ -122,18 +195,20 @@ def readable_span(record: SpanRecord, *, attributes: Mapping[str, Any], kind: in
                          is_remote=bool(flags & _PARENT_IS_REMOTE),
                          trace_flags=_SAMPLED) if record.parent_span_id else None
     code = record.status_code
-    return ReadableSpan(
+    return ForwardedSpan(
         name=record.name, context=context, parent=parent, resource=resource,
         attributes=attributes,
-        events=tuple(Event(name, attrs, time, limit=None) for name, time, attrs in events),
-        links=tuple(Link(SpanContext(link_trace, link_span, is_remote=True,
-                                     trace_flags=_SAMPLED, trace_state=_trace_state(state)),
-                         attrs) for link_trace, link_span, state, attrs in links),
+        events=tuple(_ForwardedEvent(name, attrs, time, lost)
+                     for name, time, attrs, lost in events),
+        links=tuple(_ForwardedLink(SpanContext(
+            link_trace, link_span, trace_flags=_SAMPLED, trace_state=_trace_state(state),
+            is_remote=not link_flags & _HAS_IS_REMOTE or bool(link_flags & _PARENT_IS_REMOTE)),
+            attrs, lost) for link_trace, link_span, state, attrs, lost, link_flags in links),
         kind=_KINDS.get(kind, SpanKind.INTERNAL),
         status=Status(StatusCode(code if code in (0, 1, 2) else 0),
                       record.status_message if code == STATUS_ERROR else None),
         start_time=record.start_time_ns, end_time=record.end_time_ns,
-        instrumentation_scope=scope)
+        instrumentation_scope=scope, dropped=dropped)
 
 
 def _trace_state(text: str) -> TraceState | None:

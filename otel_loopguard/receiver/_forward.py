@@ -27,8 +27,8 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, Literal
+from collections.abc import Callable, Sequence
+from typing import Final, Literal
 from urllib.parse import urlsplit
 
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -145,7 +145,7 @@ class Forwarder:
                 continue
             extra = evidence.get(record.span_id) if evidence else None
             if extra:
-                self._put(_with_attributes(span, extra), size + _EVIDENCE_BYTES)
+                self._put(span.with_attributes(extra), size + _EVIDENCE_BYTES)
             else:
                 self._put(span, size)
 
@@ -332,11 +332,3 @@ def _encodes(span: ReadableSpan) -> bool:
 
 def _ignore(outcome: str, count: int) -> None:
     """Count nothing (no metrics)."""
-
-
-def _with_attributes(span: ReadableSpan, extra: Mapping[str, Any]) -> ReadableSpan:
-    return ReadableSpan(
-        name=span.name, context=span.context, parent=span.parent, resource=span.resource,
-        attributes={**(span.attributes or {}), **extra}, events=span.events, links=span.links,
-        kind=span.kind, status=span.status, start_time=span.start_time, end_time=span.end_time,
-        instrumentation_scope=span.instrumentation_scope)
