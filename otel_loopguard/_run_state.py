@@ -20,7 +20,7 @@ from otel_loopguard.types import Action, Decision, ToolCall
 from otel_loopguard.waste import RunWaste
 
 __all__ = ["RESET_SLOTS", "InFlight", "Outcome", "RunState", "changed", "check_reentry",
-           "heard", "record_failure", "record_outcome"]
+           "heard", "record_failure", "record_outcome", "restart_unchanged"]
 
 _MAX_MUTATIONS: Final = 1024
 """Distinct successful mutations a run remembers to tell a new state change from a re-applied
@@ -179,6 +179,18 @@ def record_outcome(run: RunState, call_sig: str, outcome: tuple[str, str | None,
     if len(outcomes) > 1024:
         del outcomes[next(iter(outcomes))]
     return unchanged, repeat
+
+
+def restart_unchanged(run: RunState, call_sig: str) -> int:
+    """Restart the count of world versions the call's latest outcome survived; return it (1).
+
+    For an outcome that does not read as a failure (``reads_as_failure``): the same passing
+    output after each change is no change without effect, so it never reaches ``NO_EFFECT``,
+    and ``precheck``, which predicts from the stored count, never predicts one for it either.
+    """
+    latest = run.outcomes[call_sig]
+    run.outcomes[call_sig] = (*latest[:4], 1, latest[5])
+    return 1
 
 
 def changed(run: RunState, mutation: str) -> int:

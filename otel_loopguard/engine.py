@@ -6,6 +6,7 @@ callers keep one :class:`RunState` per run and serialise calls on it (``RunState
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -21,15 +22,18 @@ from otel_loopguard._run_state import (
     check_reentry,
     record_failure,
     record_outcome,
+    restart_unchanged,
 )
 from otel_loopguard._turns import Turns
 from otel_loopguard.config import LoopGuardConfig, ToolKind
 from otel_loopguard.detectors import HandoffDetector, make_default_detectors
 from otel_loopguard.detectors._base import DetectorBase, declared, deep_fork
+from otel_loopguard.detectors._failing_text import reads_as_failure
 from otel_loopguard.detectors._fused import BuiltinDetectors
 from otel_loopguard.detectors._step import Step
 from otel_loopguard.detectors.budget import BudgetDetector
 from otel_loopguard.detectors.idle import IdleTurnsDetector
+from otel_loopguard.detectors.repetition import StagnationDetector
 from otel_loopguard.kinds._tools import (
     NO_ARGUMENTS,
     PER_CALL,
@@ -137,6 +141,11 @@ class LoopEngine(Prechecks, Turns, Callbacks):
         self._plain_policy = type(self.policy) is Policy
         self._enforce = self.config.mode == "enforce"
         self._result_cache_size = max(2, min(_RESULT_CACHE_MAX, self.config.cycle_max_length))
+        stagnation = next((d for d in self.detectors if isinstance(d, StagnationDetector)), None)
+        self._no_effect_check = sys.maxsize if stagnation is None \
+            else stagnation._no_effect_floor - 1
+        """The ``unchanged`` at which a plain call's outcome is read for a failure: the next
+        identical one could reach ``NO_EFFECT`` (``reads_as_failure``)."""
         self._observers = tuple(detector.observe for detector in self.detectors)
         builtins = BuiltinDetectors(self.detectors)
         self._builtins = builtins if builtins.count else None
@@ -335,6 +344,9 @@ class LoopEngine(Prechecks, Turns, Callbacks):
             pair, call_key = outcome, call_sig
         unchanged, repeat = record_outcome(run, call_sig, (result_sig, error, kind, info.empty),
                                            version)
+        if unchanged >= self._no_effect_check and kind == "default" and error is None \
+                and has_result and not reads_as_failure(result):
+            unchanged = restart_unchanged(run, call_sig)  # passing output: not without effect
         # Positional, in Step's field order: with keyword arguments, building it costs about
         # 2 us more in CPython 3.11 (benchmarks/bench_step.py).
         return _NEW_STEP(index, tool, kind, call_sig, has_result, result_sig,

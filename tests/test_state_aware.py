@@ -127,6 +127,37 @@ class TestNoEffect:
         assert (evidence.count, evidence.details["state_changes"]) == (6, 5)
         assert "have not changed" in decisions[11].hint
 
+    @pytest.mark.parametrize("result", [
+        "EXIT:0", "===== 5 passed in 0.21s =====", "Build succeeded. 0 Warning(s) 0 Error(s)",
+        "sha256:371671f3ab6eab6c5926a92c5e112d67d0a8185eb0a587367f1ce22a9a15842e",
+        {"passed": True, "output": "5 passed"}])
+    def test_a_check_that_keeps_passing_is_not_without_effect(self, result: Any) -> None:
+        """The same passing (or unreadable) output after each of 8 edits is verification: no
+        ``NO_EFFECT``, and ``precheck`` predicts none before the next rerun."""
+        calls = [c for n in range(8) for c in (edit(n), rerun(result))]
+        engine = LoopEngine()
+        state = engine.new_run()
+        decisions = [engine.process(state, tool_call(i, fields))
+                     for i, fields in enumerate(calls)]
+        assert by(decisions, "stagnation") == {}
+        engine.process(state, tool_call(len(calls), edit(8)))
+        assert engine.precheck(state, "run_tests", {}).action is Action.CONTINUE
+
+    @pytest.mark.parametrize("result", [
+        "src/a.ts(3,4): error TS1005: ';' expected.\nEXIT:2", "Traceback (most recent call "
+        "last):\n  File \"a.py\", line 1\nNameError: name 'x' is not defined", "EXIT:1",
+        "Found 3 errors in 1 file."])
+    def test_the_same_failure_after_each_change_is_without_effect(self, result: Any) -> None:
+        """Output that reads as a failure keeps counting: ``NO_EFFECT`` at the 6th rerun, and
+        ``precheck`` predicts it for the rerun that would reach it."""
+        calls = [c for n in range(6) for c in (edit(n), rerun(result))]
+        assert by(run(calls), "stagnation") == {12: "warn"}
+        engine = LoopEngine()
+        state = engine.new_run()
+        for i, fields in enumerate([*calls[:10], edit(5)]):
+            engine.process(state, tool_call(i, fields))
+        assert engine.precheck(state, "run_tests", {}).code == "NO_EFFECT"
+
     def test_each_change_counts_once(self) -> None:
         """Two reruns after each change: the identical result must survive 5 changes."""
         calls = [c for n in range(7) for c in (edit(n), rerun(), rerun())]
