@@ -25,6 +25,9 @@ from otel_loopguard.signature import tool_signature
 from otel_loopguard.types import Handoff, SpanRecord, ToolCall
 
 INNER = json.dumps({"results": [], "request_id": "r-1"})
+WARNED = ('\n\n[loop-warning] You have called "search" with the same arguments 2 times and '
+          "got the same result each time; repeating it will not change the result.")
+"""What enforce mode's ``hint_on_warn`` appends to a result: never part of the result."""
 STRANDS_HANDOFF = {
     "gen_ai.operation.name": "execute_tool", "gen_ai.provider.name": "strands-agents",
     "gen_ai.tool.name": "handoff_to_agent", "gen_ai.tool.call.id": "tooluse_1",
@@ -82,8 +85,14 @@ class TestResultEnvelopes:
                      "raw_output": INNER, "is_error": False}), INNER, False),
         (INNER + "\n\n\nYou ONLY have access to the following tools, and should NEVER", INNER,
          False),
+        (INNER + WARNED, INNER, False),
+        ("line one\n\nline two" + WARNED, "line one\n\nline two", False),
+        (json.dumps({"type": "tool", "data": {"content": INNER + WARNED, "tool_call_id": "c1",
+                                              "status": "success"}}), INNER, False),
+        (json.dumps({"result": "boom" + WARNED, "is_error": True}), "boom", True),
     ], ids=["adk", "openllmetry-mcp-error", "strands", "strands-two", "mcp", "mcp-error",
-            "mcp-no-is-error", "llama-index", "crewai-reminder"])
+            "mcp-no-is-error", "llama-index", "crewai-reminder", "loop-warning",
+            "loop-warning-multiline", "loop-warning-in-tool-message", "loop-warning-in-object"])
     def test_envelopes(self, raw: str, expected: Any, failed: bool) -> None:
         """Each envelope opens to the tool's own answer and its failure flag."""
         assert unwrap_result(raw) == (expected, failed)

@@ -34,7 +34,15 @@ ToolOutput          ``{"blocks": [..], "raw_input": .., "raw_output":  LlamaInde
                     .., "is_error": ..}`` → ``raw_output``
 tool reminder       text, then ``\n\nYou ONLY have access to the    CrewAI (every few
                     following tools`` ... → the text before it        observations)
+loop warning        text, then ``\n\n[loop-warning] <hint>`` → the    loopguard's own
+                    text before it (also inside the envelopes above)  ``hint_on_warn``
 ==================  ================================================  =====================
+
+The loop warning is what enforce mode's ``hint_on_warn`` appends to a tool's result for the
+model. Where it appends it after the tool returned (an OpenAI Agents SDK output guardrail, a
+LangChain tool wrapped by ``guard_tool``), an instrumentation records the result with it, and
+each warning names the call's count: without this rule, every warned call had a new result, so
+a loop no longer looked like one and was never stopped.
 """
 
 from __future__ import annotations
@@ -69,6 +77,8 @@ _TOOL_OUTPUT: Final = frozenset({"blocks", "content", "tool_name", "raw_input", 
 _TEXT_BLOCK: Final = frozenset({"text", "type"})
 _TOOL_REMINDER: Final = "\nYou ONLY have access to the following tools"
 """How CrewAI's reminder of the tool list, appended to some observations, begins."""
+_LOOP_WARNING: Final = "\n\n[loop-warning] "
+"""How the ``hint_on_warn`` warning enforce mode appends to a tool's result begins."""
 
 
 def _has_arg_marker(text: str) -> bool:
@@ -157,10 +167,27 @@ def unwrap_result(value: Any) -> tuple[Any, bool]:
     [..., "ToolMessage"], "kwargs": {"content": ..}}, "kwargs": ..}``).
     """
     if isinstance(value, str):
-        if "\n" in value and _TOOL_REMINDER in value:  # one memchr spares most searches
-            value = value[:value.index(_TOOL_REMINDER)].rstrip()
+        if "\n" in value:  # one memchr spares most searches
+            value = _strip_notes(value)
         if not _has_result_marker(value):
             return value, False
+    result, failed = _unwrap_envelope(value)
+    if isinstance(result, str) and "\n" in result and _LOOP_WARNING in result:
+        result = result[:result.rindex(_LOOP_WARNING)]
+    return result, failed
+
+
+def _strip_notes(text: str) -> str:
+    """Return ``text`` without CrewAI's tool reminder and loopguard's loop warning."""
+    if _TOOL_REMINDER in text:
+        text = text[:text.index(_TOOL_REMINDER)].rstrip()
+    if _LOOP_WARNING in text:
+        text = text[:text.rindex(_LOOP_WARNING)]
+    return text
+
+
+def _unwrap_envelope(value: Any) -> tuple[Any, bool]:
+    """``unwrap_result`` of a value that may be an envelope (else ``value``)."""
     parsed = parse_maybe_json(value)
     if isinstance(parsed, list):
         texts = _block_texts(parsed)

@@ -63,6 +63,9 @@ LOOP_QUERY = {"query": "refund policy"}
 LOOP_RESULT = json.dumps({"results": [], "note": "no results"})
 STOP_AT_3 = {"stagnation_warn": 2, "stagnation_replan": 2, "stagnation_stop": 3}
 """The 3rd identical call with the same result is the one too many: 2 calls run."""
+WARN_ON = {"mode": "enforce", "enforcement": "hint", "hint_on_warn": True,
+           "stagnation_warn": 2, "stagnation_replan": 3, "stagnation_stop": 4}
+"""``hint_on_warn``: the 2nd and 3rd identical calls get a warning, the 4th is stopped."""
 INSTRUMENTATIONS = {
     "openinference": ("openinference.instrumentation.langchain", "LangChainInstrumentor"),
     "traceloop": ("opentelemetry.instrumentation.langchain", "LangchainInstrumentor"),
@@ -467,12 +470,15 @@ def _scenarios(instrumentation: str) -> dict[str, Any]:
             ("hint_tool", "guard_tool", {"mode": "enforce", "enforcement": "hint"}),
             ("abort", "middleware", {"mode": "enforce", "enforcement": "abort"}),
             ("abort_tool", "guard_tool", {"mode": "enforce", "enforcement": "abort"}),
-            ("observe", "middleware", {"mode": "observe"})):
-        h = Harness(provider, **config, **STOP_AT_3)
+            ("observe", "middleware", {"mode": "observe"}),
+            ("warn", "middleware", WARN_ON),
+            ("warn_tool", "guard_tool", WARN_ON)):
+        h = Harness(provider, **{**STOP_AT_3, **config})
         slot.target = h.processor
         seen: dict[str, Any] = {}
         try:
-            seen["contents"] = _contents(h.run([LOOP_QUERY] * 4, how=how))
+            seen["contents"] = _contents(h.run([LOOP_QUERY] * (5 if config is WARN_ON else 4),
+                                               how=how))
         except ToolLoopError as exc:
             seen["error"] = str(exc)
         tools = [s for s in h.finished_spans() if _is_search_span(s)]
@@ -542,6 +548,21 @@ def test_instrumented_observe_changes_nothing(instrumented: dict[str, Any]) -> N
     assert observe["own_spans"] == 0 and observe["blocked"] == 0 and observe["enforced"] == 0
     assert observe["tool_calls"] == 4
     assert observe["observe_stops"] == 2
+
+
+@pytest.mark.parametrize("scenario", ["warn", "warn_tool"])
+def test_instrumented_hint_on_warn_still_stops_the_loop(instrumented: dict[str, Any],
+                                                        scenario: str) -> None:
+    # guard_tool appends the warning inside the tool's function, so the instrumentation's tool
+    # span records the result with it; each warning names the call's count, so every warned
+    # call used to look like a new result and the loop was stopped only at the 6th call.
+    warn = instrumented[scenario]
+    assert warn["executions"] == 3
+    contents = warn["contents"]
+    assert contents[0] == LOOP_RESULT
+    assert [c.partition("\n\n[loop-warning] ")[0] for c in contents[1:3]] == [LOOP_RESULT] * 2
+    assert all(c.startswith("[loop-detected] ") for c in contents[3:])
+    assert warn["tool_calls"] == 3 and warn["enforced"] == 2
 
 
 if __name__ == "__main__":  # the subprocess of the ``instrumented`` fixture

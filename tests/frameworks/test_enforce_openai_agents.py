@@ -68,6 +68,7 @@ LOOP_QUERY = {"query": "refund policy"}
 LOOP_RESULT = json.dumps({"results": [], "note": "no results"})
 STOP_AT_3 = {"stagnation_warn": 2, "stagnation_replan": 2, "stagnation_stop": 3}
 """The 3rd identical call with the same result is the one too many: 2 calls run."""
+WARN_2_REPLAN_3_STOP_4 = {"stagnation_warn": 2, "stagnation_replan": 3, "stagnation_stop": 4}
 INSTRUMENTATIONS = {
     "openinference": ("openinference.instrumentation.openai_agents", "OpenAIAgentsInstrumentor"),
     "traceloop": ("opentelemetry.instrumentation.openai_agents", "OpenAIAgentsInstrumentor"),
@@ -444,14 +445,16 @@ def _scenarios(instrumentation: str) -> dict[str, Any]:
     provider.add_span_processor(slot)
     getattr(importlib.import_module(module), name)().instrument(tracer_provider=provider)
     out: dict[str, Any] = {}
-    for scenario, config in (("hint", {"mode": "enforce", "enforcement": "hint"}),
-                             ("abort", {"mode": "enforce", "enforcement": "abort"}),
-                             ("observe", {"mode": "observe"})):
-        h = Harness(provider, **config, **STOP_AT_3)
+    for scenario, config in (("hint", {"mode": "enforce", "enforcement": "hint", **STOP_AT_3}),
+                             ("abort", {"mode": "enforce", "enforcement": "abort", **STOP_AT_3}),
+                             ("observe", {"mode": "observe", **STOP_AT_3}),
+                             ("warn", {"mode": "enforce", "enforcement": "hint",
+                                       "hint_on_warn": True, **WARN_2_REPLAN_3_STOP_4})):
+        h = Harness(provider, **config)
         slot.target = h.processor
         seen: dict[str, Any] = {}
         try:
-            result = h.run([LOOP_QUERY] * 4)
+            result = h.run([LOOP_QUERY] * (5 if scenario == "warn" else 4))
             seen["verdicts"] = [v.decision.action.label for v in _verdicts(result)]
         except ToolInputGuardrailTripwireTriggered as exc:
             seen["error"] = str(tool_loop_error(exc))
@@ -526,6 +529,21 @@ def test_instrumented_observe_changes_nothing(instrumented: dict[str, Any]) -> N
     assert observe["would_block"] == 2
     assert observe["observe_stops"] == 2
     assert observe["tool_calls"] == 4
+
+
+def test_instrumented_hint_on_warn_still_stops_the_loop(instrumented: dict[str, Any]) -> None:
+    # The output guardrail appends the warning after the tool returned, so the
+    # instrumentation's tool span records the result with it; each warning names the call's
+    # count, so every warned call used to look like a new result and the loop was never
+    # stopped (5 of 5 calls ran).
+    warn = instrumented["warn"]
+    assert warn["executions"] == 3
+    outputs = warn["outputs"]
+    assert outputs[0] == LOOP_RESULT
+    assert [o.partition("\n\n[loop-warning] ")[0] for o in outputs[1:3]] == [LOOP_RESULT] * 2
+    assert all(o.startswith("[loop-detected] ") for o in outputs[3:])
+    assert warn["verdicts"] == ["continue", "warn", "replan", "stop", "stop"]
+    assert warn["tool_calls"] == 3 and warn["enforced"] == 2
 
 
 if __name__ == "__main__":  # the subprocess of the ``instrumented`` fixture
