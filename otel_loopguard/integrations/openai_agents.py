@@ -54,6 +54,16 @@ except ImportError:  # the module stays importable; using it raises ImportError
 else:
     _HAVE_SDK = True
 
+try:  # where the SDK keeps a tool's failure_error_function (0.24)
+    from agents.tool import (  # type: ignore[import-not-found, unused-ignore]
+        resolve_function_tool_failure_error_function,
+        set_function_tool_failure_error_function,
+    )
+except ImportError:
+    _HAVE_FAILURE_HOOK = False
+else:
+    _HAVE_FAILURE_HOOK = True
+
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Status, StatusCode
@@ -86,6 +96,10 @@ _STATE: Final = "_otel_loopguard"
 """Attribute set on the SDK's ``ToolContext`` (shared by a call's input and output guardrails)."""
 _RUN: Final = "_otel_loopguard_run"
 """Attribute set on the run's ``Usage`` object: the synthetic trace id of an untraced run."""
+_ERROR: Final = "_otel_loopguard_error"
+"""Attribute set on the SDK's ``ToolContext``: the error of a tool that raised."""
+_WRAPPED: Final = "__otel_loopguard_wraps__"
+"""Attribute of loopguard's wrapper of a ``failure_error_function``: the function it wraps."""
 _SDK_ERROR: Final = (
     default_tool_error_function(None, Exception())  # type: ignore[arg-type, unused-ignore]
     if _HAVE_SDK else None)
@@ -157,6 +171,7 @@ class LoopGuardToolGuardrails:
         outputs = [g for g in tool.tool_output_guardrails or []
                    if not _is_loopguard(g, LoopGuardToolGuardrails._on_output)]
         tool.tool_output_guardrails = [self.output, *outputs]
+        _note_failures(tool)
         return tool
 
     # --- the guardrails ---------------------------------------------------------------------
@@ -211,7 +226,7 @@ class LoopGuardToolGuardrails:
         output = data.output
         if pending.span is not None:
             try:
-                error = _tool_error(output)
+                error = _tool_error(output, data.context)
                 record_result(pending.span, output, capture=self._capture, error=error)
                 pending.span.end()
             except Exception as exc:
@@ -277,20 +292,55 @@ def _take(ctx: Any) -> _Pending | None:
     return pending if isinstance(pending, _Pending) else None
 
 
-def _tool_error(output: Any) -> str | None:
+def _tool_error(output: Any, ctx: Any) -> str | None:
     """Return the error of a tool that raised (the SDK handed the model a message), or None.
 
     The SDK attaches the error to its function span: ``str(exc)`` when a custom
     ``failure_error_function`` is set, a redacted text otherwise (as instrumentations see it).
+    With the SDK's tracing disabled its spans keep nothing: the error a custom
+    ``failure_error_function`` was given (``_note_failures``) or the default one's text says it.
     """
+    noted = getattr(ctx, _ERROR, None)
+    if noted is not None:
+        with suppress(AttributeError):
+            delattr(ctx, _ERROR)
     error = getattr(get_current_span(), "error", None)
     if isinstance(error, dict):
         data = error.get("data")
         detail = data.get("error") if isinstance(data, dict) else None
         return str(detail or error.get("message") or "error")
+    if isinstance(noted, str):
+        return noted
     if isinstance(output, str) and output == _SDK_ERROR:
         return output
     return None
+
+
+def _note_failures(tool: Any) -> None:
+    """Make a tool's custom ``failure_error_function`` note the error on the call's context.
+
+    The output guardrail reads the error from the SDK's span, which keeps nothing when the
+    SDK's tracing is disabled (``RunConfig(tracing_disabled=True)``,
+    ``OPENAI_AGENTS_DISABLE_TRACING``): the failure text then looked like a result, and a 401
+    was stopped as a stagnant result at the 5th call instead of at the 2nd. Idempotent; the
+    default function needs nothing (its text is known).
+    """
+    if not _HAVE_FAILURE_HOOK or getattr(tool, "_use_default_failure_error_function", True):
+        return
+    try:
+        function = resolve_function_tool_failure_error_function(tool)
+    except Exception:
+        return
+    if function is None or getattr(function, _WRAPPED, None) is not None:
+        return
+
+    def noting(ctx: Any, error: Exception) -> Any:
+        with suppress(AttributeError, TypeError):
+            setattr(ctx, _ERROR, str(error) or type(error).__name__)
+        return function(ctx, error)
+
+    setattr(noting, _WRAPPED, function)
+    set_function_tool_failure_error_function(tool, noting)
 
 
 def _end_orphan(span: Any) -> None:

@@ -252,7 +252,11 @@ def test_raise_tool_loop_errors_turns_the_tripwire_into_tool_loop_error(make: An
     assert tool_loop_error(ValueError("unrelated")) is None
 
 
-def test_a_tool_failing_the_same_way_is_blocked_at_the_second_call(make: Any) -> None:
+@pytest.mark.parametrize("tracing_disabled", [False, True], ids=["sdk-tracing", "no-sdk-tracing"])
+def test_a_tool_failing_the_same_way_is_blocked_at_the_second_call(
+        make: Any, tracing_disabled: bool) -> None:
+    # With the SDK's tracing disabled its span keeps no error, and the failure text used to be
+    # recorded as the call's result: the 401 ran 4 times, stopped as a stagnant result.
     h = make(mode="enforce", enforcement="abort")
     attempts: list[int] = []
 
@@ -263,7 +267,8 @@ def test_a_tool_failing_the_same_way_is_blocked_at_the_second_call(make: Any) ->
         raise PermissionError("401 unauthorized")
 
     with pytest.raises(ToolInputGuardrailTripwireTriggered) as info:
-        h.run([{"account_id": 42}] * 3, tools=[fetch_account], tool_name="fetch_account")
+        h.run([{"account_id": 42}] * 5, tools=[fetch_account], tool_name="fetch_account",
+              run_config=RunConfig(tracing_disabled=tracing_disabled))
     assert attempts == [42]
     error = tool_loop_error(info.value)
     assert error is not None and error.decision.code == "PERMANENT_FAILURE"
