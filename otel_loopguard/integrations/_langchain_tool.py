@@ -32,6 +32,7 @@ __all__ = ["guard_tool"]
 
 _INJECTED: Final = frozenset({"config", "callbacks", "run_manager"})
 """Parameters LangChain injects into a tool function: never part of the call's arguments."""
+_VARIADIC: Final = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
 
 
 def guard_tool(tool: BaseTool, processor: LoopGuardSpanProcessor, *,
@@ -77,17 +78,43 @@ class _ToolFunctionGuard:
         self.config = processor.config
         self.name = tool.name
         self.artifact = getattr(tool, "response_format", "content") == "content_and_artifact"
+        self.model_args: frozenset[str] | None = None
+        """The arguments the model gives a ``StructuredTool`` (its schema's, injected ones
+        left out); None for a ``Tool``, whose single input the function may name freely."""
+        if isinstance(tool, StructuredTool):
+            try:
+                self.model_args = frozenset(tool.args)
+            except Exception:  # a schema LangChain cannot describe: bind every parameter
+                self.model_args = None
         self._guard = ToolGuard(processor, tracer_provider=tracer_provider,
                                 capture_content=capture)
         self._warned: set[str] = set()
 
-    def arguments(self, func: Callable[..., Any], args: tuple[Any, ...],
-                  kwargs: dict[str, Any]) -> Any:
+    def injected(self, func: Callable[..., Any]) -> frozenset[str]:
+        """Return the parameters of ``func`` that LangChain fills in, not the model.
+
+        ``config``, ``callbacks``, ``run_manager``, and for a ``StructuredTool`` every named
+        parameter its schema leaves out: ``ToolRuntime``, ``InjectedState``, ``InjectedStore``,
+        ``InjectedToolCallId``, ``InjectedToolArg``. They differ from call to call (the state
+        holds the conversation so far), so recording them made identical calls look new.
+        """
+        if self.model_args is None:
+            return _INJECTED
+        try:
+            parameters = inspect.signature(func).parameters.values()
+        except (TypeError, ValueError):
+            return _INJECTED
+        return _INJECTED | {p.name for p in parameters
+                            if p.name not in self.model_args and p.kind not in _VARIADIC}
+
+    @staticmethod
+    def arguments(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+                  injected: frozenset[str] = _INJECTED) -> Any:
         try:
             bound = inspect.signature(func).bind_partial(*args, **kwargs).arguments
         except (TypeError, ValueError):
             bound = {"args": list(args), **kwargs}
-        return {k: v for k, v in bound.items() if k not in _INJECTED}
+        return {k: v for k, v in bound.items() if k not in injected}
 
     def precheck(self, arguments: Any) -> GuardVerdict | None:
         """Return the verdict when an instrumentation's tool span is current, else None."""
@@ -130,9 +157,11 @@ class _ToolFunctionGuard:
         return result
 
     def wrap(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        injected = self.injected(func)
+
         @functools.wraps(func)
         def guarded(*args: Any, **kwargs: Any) -> Any:
-            arguments = self.arguments(func, args, kwargs)
+            arguments = self.arguments(func, args, kwargs, injected)
             verdict = self.precheck(arguments)
             if verdict is not None:
                 if verdict.blocked:
@@ -152,9 +181,11 @@ class _ToolFunctionGuard:
         return guarded
 
     def wrap_async(self, func: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        injected = self.injected(func)
+
         @functools.wraps(func)
         async def guarded(*args: Any, **kwargs: Any) -> Any:
-            arguments = self.arguments(func, args, kwargs)
+            arguments = self.arguments(func, args, kwargs, injected)
             verdict = self.precheck(arguments)
             if verdict is not None:
                 if verdict.blocked:

@@ -24,7 +24,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 
@@ -37,11 +37,12 @@ else:
 
 from langchain.agents import create_agent  # noqa: E402
 from langchain.agents.middleware import ToolErrorMiddleware  # noqa: E402
+from langchain.tools import InjectedState, ToolRuntime  # noqa: E402
 from langchain_core.language_models.fake_chat_models import (  # noqa: E402
     FakeMessagesListChatModel,
 )
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage  # noqa: E402
-from langchain_core.tools import BaseTool, tool  # noqa: E402
+from langchain_core.tools import BaseTool, InjectedToolCallId, tool  # noqa: E402
 from opentelemetry.context import Context  # noqa: E402
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
@@ -411,6 +412,47 @@ def test_langgraph_tool_node_with_the_wrapper(make: Any) -> None:
     assert len(h.executions) == 2  # the run is the message thread (no span, no middleware)
     assert [c.startswith("[loop-detected]") for c in _contents(out["messages"])] == [
         False, False, True, True]
+
+
+def _injected_search(executions: list[str], injected: str) -> BaseTool:
+    """A looping ``search`` with one argument LangChain fills in, not the model."""
+    if injected == "runtime":
+        @tool
+        def search(query: str, runtime: ToolRuntime) -> str:
+            """Search the knowledge base."""
+            executions.append(query)
+            return LOOP_RESULT
+    elif injected == "state":
+        @tool
+        def search(query: str, state: Annotated[dict[str, Any], InjectedState]) -> str:
+            """Search the knowledge base."""
+            executions.append(query)
+            return LOOP_RESULT
+    else:
+        @tool
+        def search(query: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> str:
+            """Search the knowledge base."""
+            executions.append(query)
+            return LOOP_RESULT
+    return search
+
+
+@pytest.mark.parametrize("how", HOWS)
+@pytest.mark.parametrize("injected", ["runtime", "state", "tool_call_id"])
+def test_injected_arguments_are_not_the_call_s_arguments(make: Any, how: str,
+                                                          injected: str) -> None:
+    # guard_tool recorded every parameter of the tool's function, the ToolRuntime, the agent
+    # state or the tool call id LangChain injects included: they differ from call to call, so
+    # the identical calls of a loop never matched (5 of 5 ran; 3 with the tool call id).
+    h = make(mode="enforce", enforcement="hint", **STOP_AT_3)
+    search = _injected_search(h.executions, injected)
+    with h.provider.get_tracer("app").start_as_current_span("invoke_agent triage"):
+        contents = _contents(h.run([LOOP_QUERY] * 5, how=how, tools=[search]))
+    assert len(h.executions) == 2
+    assert [c.startswith("[loop-detected]") for c in contents] == [False, False, True, True, True]
+    assert [json.loads(s.attributes["gen_ai.tool.call.arguments"])  # type: ignore[index, arg-type]
+            for s in h.tool_spans() if not s.attributes.get("loopguard.blocked")] == [
+        LOOP_QUERY] * 2
 
 
 def test_guard_tool_keeps_the_tool_and_rejects_other_tools(make: Any) -> None:
