@@ -563,6 +563,12 @@ def _run_crewai(scenario: str) -> None:
         """Answers in CrewAI's ReAct text format, one scripted turn per call."""
 
         def call(self, messages: Any, *args: Any, **kwargs: Any) -> str:
+            # The instrumentation ends each tool span on one of CrewAI's handler threads (a
+            # pool of ten), with the time of CrewAI's event: a tool's span may end after the
+            # next tool's, a few milliseconds on. A real model takes far longer than a
+            # handler, a scripted one does not: wait for the handlers, so spans end in call
+            # order (the processor checks calls in the order their spans end).
+            crewai_event_bus.flush()
             step = steps.pop(0)
             if isinstance(step, str):
                 return f"Thought: I now know the final answer\nFinal Answer: {step}"
@@ -595,8 +601,8 @@ def _run_crewai(scenario: str) -> None:
     task = Task(description="I want a refund", expected_output="An answer.", agent=agent)
     with _openinference_context(scenario, metadata=True):
         result = Crew(agents=[agent], tasks=[task], verbose=False).kickoff()
-    # The instrumentation's event listener ends spans on CrewAI's handler threads: wait for
-    # them, or the run's last span (``crew.kickoff``) may end after the run has returned.
+    # The same for the agent, task and crew spans: or the run's last span (``crew.kickoff``)
+    # may end after the run has returned.
     crewai_event_bus.flush()
     assert str(result).strip() == ANSWER, str(result)
 

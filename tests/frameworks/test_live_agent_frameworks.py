@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import threading
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -369,6 +370,67 @@ def test_documented_template_naming_gives_one_label(name: str, naming: Any,
     assert len(traces) == 20  # one trace per run
     assert {assemble_trace(t, [r for r in records if r.trace_id == t],
                            LoopGuardConfig()).prompt_template for t in traces} == {label}
+
+
+class _OnEnd(SpanProcessor):
+    """A span processor calling ``hook`` with each span that ends, on the ending thread."""
+
+    def __init__(self, hook: Callable[[ReadableSpan], None]) -> None:
+        self.hook = hook
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.hook(span)
+
+
+def test_crewai_tool_spans_reach_the_processor_in_call_order(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CrewAI's instrumentation ends each tool span on one of CrewAI's handler threads. The
+    first tool span's end is held on its thread until the agent waits for those handlers (or,
+    with an agent that does not wait, until the second tool span has been checked): the
+    scripted agent waits before each model turn, so the processor checks the calls in the
+    order they ran and flags them as on a quiet machine and as ``check`` does."""
+    import scripted_agents
+    from crewai.events.event_bus import crewai_event_bus
+
+    _framework("crewai")
+    ran: list[str] = []
+    release = threading.Event()
+    held: list[ReadableSpan] = []
+    checked: list[ReadableSpan] = []
+
+    def search_result(query: str) -> str:  # the tool itself, on the agent's thread
+        ran.append(query)
+        return original_result(query)
+
+    def flush(*args: Any, **kwargs: Any) -> bool:  # the agent waits for CrewAI's handlers
+        if ran:
+            release.set()
+        return original_flush(*args, **kwargs)
+
+    def hold_first(span: ReadableSpan) -> None:
+        if span.name == "search.run" and not held:
+            held.append(span)
+            release.wait(60)  # one of the two comes at once: 60 s only bounds a hang
+
+    def note_checked(span: ReadableSpan) -> None:
+        checked.append(span)
+        if sum(s.name == "search.run" for s in checked) == 2:
+            release.set()
+
+    original_result, original_flush = scripted_agents.search_result, crewai_event_bus.flush
+    monkeypatch.setattr(scripted_agents, "search_result", search_result)
+    monkeypatch.setattr(crewai_event_bus, "flush", flush)
+    exporter = InMemorySpanExporter()
+    processor = LoopGuardSpanProcessor(LoopGuardConfig(), downstream=SimpleSpanProcessor(exporter),
+                                       registry=CollectorRegistry(), raise_internal_errors=True)
+    _run("crewai", "looping", _OnEnd(hold_first), processor, _OnEnd(note_checked))
+    starts = [s.start_time for s in checked if s.name == "search.run"]
+    assert [sorted(starts).index(t) for t in starts] == list(range(len(ran)))  # call order
+    spans = list(exporter.get_finished_spans())
+    by_id = {format(s.context.span_id, "016x"): s.attributes or {} for s in spans}
+    marks = [(by_id[c.span_id].get("loopguard.action"), by_id[c.span_id].get("loopguard.detector"))
+             for c in _tool_calls(_records(spans, tmp_path))]
+    assert marks == LOOPING["crewai"]
 
 
 def test_adk_parallel_calls_are_in_the_turn_of_their_open_model_span(tmp_path: Path) -> None:
