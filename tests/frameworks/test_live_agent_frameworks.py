@@ -389,10 +389,10 @@ def test_crewai_tool_spans_reach_the_processor_in_call_order(
     with an agent that does not wait, until the second tool span has been checked): the
     scripted agent waits before each model turn, so the processor checks the calls in the
     order they ran and flags them as on a quiet machine and as ``check`` does."""
+    _framework("crewai")  # skips where CrewAI is not installed: import it after
     import scripted_agents
     from crewai.events.event_bus import crewai_event_bus
 
-    _framework("crewai")
     ran: list[str] = []
     release = threading.Event()
     held: list[ReadableSpan] = []
