@@ -202,6 +202,29 @@ class TestSarif:
             "artifactLocation"]["uri"]
         assert uri == "my%20traces/t.jsonl"
 
+    @pytest.mark.skipif(sys.platform in ("darwin", "win32"),
+                        reason="file names here must be valid Unicode")
+    def test_a_file_name_that_is_not_utf8(self, tmp_path: Path, validate: Any,
+                                          monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+        """A relative path with a byte that is not UTF-8 is percent-encoded as a byte (as an
+        absolute path's ``file:`` URI is), in a result and in a bad record's notification."""
+        looping = os.fsdecode(b"loop\xff.jsonl")
+        (tmp_path / looping).write_bytes(Path(LOOPING).read_bytes())
+        bad = os.fsdecode(b"bad\xfe.jsonl")
+        (tmp_path / bad).write_text('{"foo": 1}\n', encoding="utf-8")
+        monkeypatch.chdir(tmp_path)
+        code, out = _output(capsys, "--format", "sarif", looping, bad)
+        assert code == 2
+        log = json.loads(out)
+        validate(log)
+        (run,) = log["runs"]
+        assert {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+                for r in run["results"]} == {"loop%FF.jsonl"}
+        (note,) = run["invocations"][0]["toolExecutionNotifications"]
+        assert note["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == \
+            "bad%FE.jsonl"
+
     def test_fingerprints_group_a_recurring_loop(self, tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
         """The same loop in two runs (two trace ids) has the same fingerprints."""

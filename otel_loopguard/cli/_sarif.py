@@ -160,10 +160,14 @@ def _location(where: Where) -> dict[str, Any]:
 
 
 def _uri(path: str) -> str:
-    """Return a relative URI reference for a relative path, a ``file:`` URI for an absolute one."""
+    r"""Return a relative URI reference for a relative path, a ``file:`` URI for an absolute one.
+
+    The path's bytes are percent-encoded, as ``as_uri`` does: a file name that is not UTF-8
+    (``bad\xff.jsonl``, read as ``bad\udcff.jsonl``) is ``bad%FF.jsonl``.
+    """
     if os.path.isabs(path):
         return Path(path).as_uri()
-    return urllib.parse.quote(path.replace(os.sep, "/"))
+    return urllib.parse.quote(os.fsencode(path.replace(os.sep, "/")))
 
 
 def _name(rule: str) -> str:
