@@ -19,7 +19,7 @@ import jsonschema
 import pytest
 from _otlp_files import json_line, scripted_spans
 
-from otel_loopguard.cli import main
+from otel_loopguard.cli import _sarif, main
 from otel_loopguard.cli._github import escape_data, escape_property
 from otel_loopguard.cli._report import clean, indented_json
 from otel_loopguard.cli._text import use_color
@@ -251,6 +251,29 @@ class TestSarif:
         assert invocation["executionSuccessful"] is False
         (note,) = invocation["toolExecutionNotifications"]
         assert note["locations"][0]["physicalLocation"]["region"] == {"startLine": 1}
+
+    def test_results_stop_at_what_code_scanning_accepts(
+            self, validate: Any, monkeypatch: pytest.MonkeyPatch,
+            capsys: pytest.CaptureFixture[str]) -> None:
+        """GitHub rejects a whole SARIF run of more than 25,000 results: past that many, the
+        findings are counted, in a warning notification and ``results_dropped``, not written
+        (here with the limit lowered to 3 of the 4 findings)."""
+        assert _sarif.MAX_RESULTS == 25_000
+        monkeypatch.setattr(_sarif, "MAX_RESULTS", 3)
+        code, out = _output(capsys, "--format", "sarif", HEALTHY, LOOPING)
+        assert code == 1
+        log = json.loads(out)
+        validate(log)
+        (run,) = log["runs"]
+        assert [r["properties"]["call_index"] for r in run["results"]] == [3, 4, 5]
+        assert run["properties"]["results_dropped"] == 1
+        (invocation,) = run["invocations"]
+        assert invocation["executionSuccessful"] is True
+        (note,) = invocation["toolExecutionNotifications"]
+        assert note["level"] == "warning"
+        assert note["message"]["text"].startswith("1 more finding not written: ")
+        _, out = _output(capsys, "--format", "sarif", LOOPING)
+        assert json.loads(out)["runs"][0]["properties"]["results_dropped"] == 1
 
     def test_empty_input_is_still_a_valid_log(self, tmp_path: Path, validate: Any,
                                               capsys: pytest.CaptureFixture[str]) -> None:

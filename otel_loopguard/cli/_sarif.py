@@ -6,7 +6,8 @@ Each finding (as ``--format json`` lists them) is a result whose rule is its cod
 located in the trace file (and line) where its run's first span was read.
 The partial fingerprint is made of the prompt template, tool, code and action, so a loop that
 comes back run after run is one alert, not a new one per trace id. Results are written as runs
-finish; the rules, the input problems and the totals follow them.
+finish, at most ``MAX_RESULTS`` (GitHub code scanning rejects a run with more); the rules, the
+input problems and the totals follow them.
 """
 
 from __future__ import annotations
@@ -19,7 +20,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from otel_loopguard._findings import budget_part, loop_action
-from otel_loopguard.cli._report import NO_TEMPLATE, Reporter, Summary, Where, clean, describe
+from otel_loopguard.cli._report import (
+    NO_TEMPLATE,
+    Reporter,
+    Summary,
+    Where,
+    clean,
+    describe,
+    plural,
+)
 from otel_loopguard.types import Action
 
 if TYPE_CHECKING:
@@ -27,8 +36,10 @@ if TYPE_CHECKING:
     from otel_loopguard.replay.checker import RunReport
     from otel_loopguard.types import Decision
 
-__all__ = ["SarifReporter"]
+__all__ = ["MAX_RESULTS", "SarifReporter"]
 
+MAX_RESULTS: Final = 25_000
+"""Results written at most: GitHub code scanning rejects a SARIF run with more."""
 _SCHEMA: Final = "https://json.schemastore.org/sarif-2.1.0.json"
 _RULES: Final = {
     "STAGNANT_RESULT": "The same call keeps returning the same result",
@@ -58,11 +69,16 @@ class SarifReporter(Reporter):
         self._rules: dict[str, tuple[int, str]] = {}
         """Rule id -> (index, detector), in order of first use."""
         self._notifications: list[dict[str, Any]] = []
+        self._dropped = 0
+        """Findings not written once ``MAX_RESULTS`` were."""
 
     def run(self, report: RunReport, where: Where | None) -> None:
-        """Write one result per finding of the run."""
+        """Write one result per finding of the run (counting those past ``MAX_RESULTS``)."""
         for decision in report.findings:
-            self._write(self._result(report, decision, where))
+            if self.written >= MAX_RESULTS:
+                self._dropped += 1
+            else:
+                self._write(self._result(report, decision, where))
 
     def bad_input(self, error: TraceFileError) -> None:
         """Keep a tool execution notification for a bad record (the first 100)."""
@@ -83,6 +99,11 @@ class SarifReporter(Reporter):
                  for rule, (_, detector) in self._rules.items()]
         invocation: dict[str, Any] = {
             "executionSuccessful": not summary.bad_records and not summary.empty}
+        if self._dropped:
+            text = (f"{plural(self._dropped, 'more finding')} not written: GitHub code scanning "
+                    f"accepts at most {MAX_RESULTS:,} results per run (--format json lists them "
+                    "all)")
+            self._notifications.append({"level": "warning", "message": {"text": text}})
         if self._notifications:
             invocation["toolExecutionNotifications"] = self._notifications
         tail = {
@@ -95,6 +116,7 @@ class SarifReporter(Reporter):
                            "over_budget": summary.over_budget,
                            "spans": summary.spans, "duplicate_spans": summary.duplicate_spans,
                            "bad_records": summary.bad_records,
+                           "results_dropped": self._dropped,
                            "waste": summary.waste.to_json()},
         }
         text = json.dumps(tail, indent=2)[1:-1].replace("\n", "\n    ").rstrip()
