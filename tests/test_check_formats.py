@@ -362,6 +362,36 @@ class TestGithub:
         assert [(name, "file" in props, "line" in props) for name, props, _ in commands] == [
             ("error", False, False), ("error", False, False)]
 
+    def test_a_notice_counts_the_annotations_github_hides(
+            self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """GitHub shows 10 annotations of a kind per step and drops the rest silently: past
+        10, a closing notice says how many there are; at 10, there is none."""
+        line = Path(LOOPING).read_text(encoding="utf-8").strip()
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text('{"foo": 1}\n', encoding="utf-8")
+        for runs in (10, 11):
+            path = tmp_path / f"{runs}.jsonl"
+            path.write_text("".join(
+                re.sub(r'"traceId":"[0-9a-f]{32}"', f'"traceId":"{i:032x}"', line) + "\n"
+                for i in range(1, runs + 1)), encoding="utf-8")
+            _, out = _output(capsys, "--format", "github", str(path))
+            commands = _workflow_commands(out)
+            assert [name for name, _, _ in commands].count("error") == runs
+            notices = [(props, message) for name, props, message in commands
+                       if name == "notice"]
+            if runs == 10:
+                assert notices == []
+                continue
+            ((props, message),) = notices
+            assert props == {"title": "otel-loopguard: more annotations than GitHub shows"}
+            assert message == ("11 error annotations written: GitHub shows the first 10 of each "
+                               "kind of a step; the step's log lists them all")
+            assert out.splitlines()[-2].startswith("::notice ")  # then the summary line
+        # a bad record's annotation is an error too
+        _, out = _output(capsys, "--format", "github", str(tmp_path / "11.jsonl"), str(bad))
+        ((_, message),) = [(p, m) for n, p, m in _workflow_commands(out) if n == "notice"]
+        assert message.startswith("12 error annotations written: ")
+
     def test_escaping_rules(self) -> None:
         """The Actions toolkit's rules: ``%`` first, then CR and LF; ``:`` and ``,`` in
         properties."""

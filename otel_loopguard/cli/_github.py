@@ -2,14 +2,17 @@
 
 A run that fails the check (``--fail-on``, ``--fail-on-budget``) is an ``::error``, a run
 flagged or over budget below that a ``::warning``; bad
-input records are ``::error`` annotations on their file and line. Values are escaped as the
-Actions toolkit escapes them (``%``, CR and LF in the message; also ``:`` and ``,`` in
-properties), after span text has been cleaned of control characters.
+input records are ``::error`` annotations on their file and line. GitHub shows the first
+``SHOWN_PER_STEP`` annotations of each kind of a step and drops the rest without a word, so
+past that a closing ``::notice`` counts them. Values are escaped as the Actions toolkit escapes
+them (``%``, CR and LF in the message; also ``:`` and ``,`` in properties), after span text has
+been cleaned of control characters.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections import Counter
+from typing import TYPE_CHECKING, Final
 
 from otel_loopguard.cli._report import (
     Reporter,
@@ -18,6 +21,7 @@ from otel_loopguard.cli._report import (
     budget_text,
     clean,
     entries,
+    plural,
     run_title,
     waste_text,
 )
@@ -25,10 +29,15 @@ from otel_loopguard.cli._report import summary_line as _summary_line
 from otel_loopguard.types import Action
 
 if TYPE_CHECKING:
+    from typing import TextIO
+
     from otel_loopguard.exceptions import TraceFileError
     from otel_loopguard.replay.checker import RunReport
 
-__all__ = ["GithubReporter", "escape_data", "escape_property"]
+__all__ = ["SHOWN_PER_STEP", "GithubReporter", "escape_data", "escape_property"]
+
+SHOWN_PER_STEP: Final = 10
+"""Annotations of one kind (error, warning) GitHub shows for a step; it drops the others."""
 
 
 def escape_data(text: str) -> str:
@@ -43,6 +52,13 @@ def escape_property(text: str) -> str:
 
 class GithubReporter(Reporter):
     """Annotations for the flagged runs and the bad input, then the totals as a plain line."""
+
+    def __init__(self, out: TextIO, *, fail_on: Action, fail_on_budget: Action | None = None,
+                 quiet: bool = False, color: bool = False) -> None:
+        super().__init__(out, fail_on=fail_on, fail_on_budget=fail_on_budget, quiet=quiet,
+                         color=color)
+        self._annotations: Counter[str] = Counter()
+        """Annotations written, by kind."""
 
     def run(self, report: RunReport, where: Where | None) -> None:
         """Write the annotation of a flagged run (nothing for a clean one)."""
@@ -66,7 +82,13 @@ class GithubReporter(Reporter):
                       clean(error.reason))
 
     def finish(self, summary: Summary) -> None:
-        """Write the totals, as a plain log line."""
+        """Write the totals, as a plain log line, after a notice if GitHub hides annotations."""
+        if max(self._annotations.values(), default=0) > SHOWN_PER_STEP:
+            counts = " and ".join(plural(self._annotations[level], f"{level} annotation")
+                                  for level in ("error", "warning") if self._annotations[level])
+            self._command("notice", None, "otel-loopguard: more annotations than GitHub shows",
+                          f"{counts} written: GitHub shows the first {SHOWN_PER_STEP} of each "
+                          "kind of a step; the step's log lists them all")
         self.out.write(f"{_summary_line(summary)}\n")
 
     def _command(self, level: str, where: Where | None, title: str, message: str) -> None:
@@ -77,3 +99,4 @@ class GithubReporter(Reporter):
                 props.append(f"line={where.line}")
         props.append(f"title={escape_property(title)}")
         self.out.write(f"::{level} {','.join(props)}::{escape_data(message)}\n")
+        self._annotations[level] += 1
