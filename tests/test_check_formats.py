@@ -159,6 +159,28 @@ class TestJunit:
         assert failure is not None
         assert "evil\\x1b[31m\\x0d\\x0aSTOP  run forged\\u202e" in (failure.text or "")
 
+    def test_any_stdout_encoding_gives_the_utf8_it_declares(self, tmp_path: Path) -> None:
+        """Non-ASCII span text is written as character references: with standard output in
+        cp1252 (a pipe on Windows), the document still parses, and says ``données``."""
+        def loop(agent: AgentScript) -> None:
+            for _ in range(5):
+                agent.turn()
+                agent.tool("recherche_données_🔎", {"q": "x"}, "same")
+
+        path = tmp_path / "accents.jsonl"
+        path.write_text(json_line(scripted_spans(({"prompt": "tri@v1"}, loop))) + "\n",
+                        encoding="utf-8")
+        done = subprocess.run([sys.executable, "-m", "otel_loopguard", "check", "--format",
+                               "junit", str(path)], capture_output=True, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(ROOT),
+                                   "PYTHONIOENCODING": "cp1252"}, check=False)
+        assert done.returncode == 1
+        assert done.stdout.isascii()
+        (case,) = self._parse(done.stdout.decode("ascii"))[0].findall("testcase")
+        failure = case.find("failure")
+        assert failure is not None
+        assert "): recherche_données_🔎 - calls 1, 2, 3" in (failure.text or "")
+
 
 @pytest.fixture(name="validate", scope="module")
 def _validator() -> Any:

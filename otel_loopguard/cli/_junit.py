@@ -7,6 +7,8 @@ check (its loop findings reached ``--fail-on``, type the action; or its budget f
 or over budget below that. Bad input
 (or no span at all) is one more test case with an ``<error>``. The counts come first in the
 XML, so the test cases are spooled to a temporary file (in memory while small) until the end.
+The document is ASCII, any other character a reference (``&#233;``): it stays the UTF-8 it
+declares whatever the encoding of standard output (a Windows pipe writes cp1252).
 """
 
 from __future__ import annotations
@@ -68,15 +70,15 @@ class JunitReporter(Reporter):
             lines += [entry.text, f"  hint: {entry.hint}"]
         if report.action > Action.CONTINUE:
             lines.append(f"wasted after the first finding: {waste_text(report.waste)}")
-        body = escape("\n".join(lines))
+        body = _text("\n".join(lines))
         out = self._cases
         out.write(f"    <testcase{_attributes(attrs)}>\n")
         if self.fails(report):
             # a loop names the failure when there is one; else the budget does
             kind = report.action.label if report.action >= self.fail_on else "budget"
             message = f"{kind.upper()} {run_title(report)}"
-            out.write(f"      <failure message={quoteattr(message)} "
-                      f"type={quoteattr(kind)}>{body}</failure>\n")
+            out.write(f"      <failure message={_attr(message)} "
+                      f"type={_attr(kind)}>{body}</failure>\n")
         elif report.action > Action.CONTINUE or budget:
             out.write(f"      <system-out>{body}</system-out>\n")
         out.write("    </testcase>\n")
@@ -121,11 +123,29 @@ class JunitReporter(Reporter):
             kind = "bad input"
         else:
             message, kind = "no spans in the input", "empty input"
-        body = escape("\n".join(clean(p) for p in summary.problems))
+        body = _text("\n".join(clean(p) for p in summary.problems))
         self.out.write(f'    <testcase classname="otel-loopguard" name="input">\n'
-                       f"      <error message={quoteattr(message)} type={quoteattr(kind)}>"
+                       f"      <error message={_attr(message)} type={_attr(kind)}>"
                        f"{body}</error>\n    </testcase>\n")
 
 
 def _attributes(attrs: dict[str, str]) -> str:
-    return "".join(f" {name}={quoteattr(value)}" for name, value in attrs.items())
+    return "".join(f" {name}={_attr(value)}" for name, value in attrs.items())
+
+
+def _text(value: str) -> str:
+    """Return ``value`` as XML character data, in ASCII."""
+    return _ascii(escape(value))
+
+
+def _attr(value: str) -> str:
+    """Return ``value`` as a quoted XML attribute value, in ASCII."""
+    return _ascii(quoteattr(value))
+
+
+def _ascii(xml: str) -> str:
+    """Return ``xml`` with every character past ASCII written as a character reference.
+
+    Span text reaches here cleaned, so there is no lone surrogate (no reference XML forbids).
+    """
+    return xml if xml.isascii() else xml.encode("ascii", "xmlcharrefreplace").decode("ascii")
