@@ -303,7 +303,23 @@ class TestSarif:
         empty.write_bytes(b"")
         code, out = _output(capsys, "--format", "sarif", "--allow-empty", str(empty))
         assert code == 0
-        validate(json.loads(out))
+        log = json.loads(out)
+        validate(log)
+        assert log["runs"][0]["invocations"] == [{"executionSuccessful": True}]
+
+    def test_empty_input_is_a_notification(self, tmp_path: Path, validate: Any,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+        """Without ``--allow-empty``, the failed invocation says why."""
+        empty = tmp_path / "empty.jsonl"
+        empty.write_bytes(b"")
+        code, out = _output(capsys, "--format", "sarif", str(empty))
+        assert code == 2
+        log = json.loads(out)
+        validate(log)
+        assert log["runs"][0]["invocations"] == [{"executionSuccessful": False,
+                                                  "toolExecutionNotifications": [{
+            "level": "error", "message": {
+                "text": "no spans in the input (--allow-empty accepts empty input)"}}]}]
 
     def test_span_text_is_cleaned(self, evil_trace: str, validate: Any,
                                   capsys: pytest.CaptureFixture[str]) -> None:
@@ -383,6 +399,22 @@ class TestGithub:
         commands = _workflow_commands(done.stdout.decode())
         assert [(name, "file" in props, "line" in props) for name, props, _ in commands] == [
             ("error", False, False), ("error", False, False)]
+
+    def test_empty_input_is_an_error_annotation(self, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+        """Input without a span fails the step (exit 2): an annotation says why, as the JUnit
+        and SARIF reports do; with ``--allow-empty`` there is none."""
+        empty = tmp_path / "empty.jsonl"
+        empty.write_bytes(b"")
+        code, out = _output(capsys, "--format", "github", str(empty))
+        assert code == 2
+        assert _workflow_commands(out) == [
+            ("error", {"title": "otel-loopguard: nothing to check"},
+             "no spans in the input (--allow-empty accepts empty input)")]
+        assert out.splitlines()[-1] == "0 runs, 0 tool calls; 0 flagged"
+        code, out = _output(capsys, "--format", "github", "--allow-empty", str(empty))
+        assert code == 0
+        assert _workflow_commands(out) == []
 
     def test_a_notice_counts_the_annotations_github_hides(
             self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

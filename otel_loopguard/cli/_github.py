@@ -15,6 +15,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Final
 
 from otel_loopguard.cli._report import (
+    EMPTY_INPUT,
     Reporter,
     Summary,
     Where,
@@ -82,7 +83,12 @@ class GithubReporter(Reporter):
                       clean(error.reason))
 
     def finish(self, summary: Summary) -> None:
-        """Write the totals, as a plain log line, after a notice if GitHub hides annotations."""
+        """Write the totals as a plain log line, after any closing annotations.
+
+        Those are an error for input without a span, and a notice if GitHub hides annotations.
+        """
+        if summary.empty:
+            self._command("error", None, "otel-loopguard: nothing to check", EMPTY_INPUT)
         if max(self._annotations.values(), default=0) > SHOWN_PER_STEP:
             counts = " and ".join(plural(self._annotations[level], f"{level} annotation")
                                   for level in ("error", "warning") if self._annotations[level])

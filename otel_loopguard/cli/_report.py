@@ -22,14 +22,16 @@ if TYPE_CHECKING:
     from otel_loopguard.exceptions import TraceFileError
     from otel_loopguard.replay.checker import RunReport
 
-__all__ = ["MAX_PROBLEMS_LISTED", "Reporter", "RunEntry", "Summary", "Where", "budget_text",
-           "clean", "entries", "fails", "indented_json", "plural", "run_title", "summary_line",
-           "waste_text"]
+__all__ = ["EMPTY_INPUT", "MAX_PROBLEMS_LISTED", "Reporter", "RunEntry", "Summary", "Where",
+           "budget_text", "clean", "entries", "fails", "indented_json", "plural", "run_title",
+           "summary_line", "waste_text"]
 
 
 MAX_PROBLEMS_LISTED: Final = 100
 """Input problems kept for the report (stderr and the count show them all)."""
 NO_TEMPLATE: Final = "no prompt template"
+EMPTY_INPUT: Final = "no spans in the input (--allow-empty accepts empty input)"
+"""What the reports say of input without a single span (an error unless allowed)."""
 
 
 def indented_json(doc: Any) -> str:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from otel_loopguard._findings import budget_part, loop_action
 from otel_loopguard.cli._report import (
+    EMPTY_INPUT,
     NO_TEMPLATE,
     Reporter,
     Summary,
@@ -99,6 +100,8 @@ class SarifReporter(Reporter):
                  for rule, (_, detector) in self._rules.items()]
         invocation: dict[str, Any] = {
             "executionSuccessful": not summary.bad_records and not summary.empty}
+        if summary.empty:
+            self._notifications.append({"level": "error", "message": {"text": EMPTY_INPUT}})
         if self._dropped:
             text = (f"{plural(self._dropped, 'more finding')} not written: GitHub code scanning "
                     f"accepts at most {MAX_RESULTS:,} results per run (--format json lists them "
