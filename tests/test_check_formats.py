@@ -639,3 +639,23 @@ class TestJson:
         doc = json.loads(capsys.readouterr().out)
         assert [run["action"] for run in doc["runs"]].count("stop") >= 1
         assert doc["summary"]["runs"] == len(doc["runs"])
+
+    def test_bad_input_is_named(self, tmp_path: Path,
+                                capsys: pytest.CaptureFixture[str]) -> None:
+        """The summary lists the bad records as stderr names them (the first 100), so a
+        script reading ``--output report.json`` learns which input was bad, not only how much;
+        a missing file is one of them."""
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text('{"foo": 1}\n' * 101 + "\n", encoding="utf-8")
+        missing = tmp_path / "nope\x1b.jsonl"
+        target = tmp_path / "report.json"
+        code = main(["check", "--format", "json", "-o", str(target), str(missing), str(bad),
+                     LOOPING])
+        assert code == 2
+        summary = json.loads(target.read_text(encoding="utf-8"))["summary"]
+        assert summary["bad_records"] == 102
+        assert summary["bad_input"][:2] == [
+            f"{tmp_path}/nope\\x1b.jsonl: no such file",
+            f"{bad}:1: not an OTLP trace request: no resourceSpans (keys: 'foo')"]
+        assert len(summary["bad_input"]) == 100
+        assert _json(capsys, LOOPING)["summary"]["bad_input"] == []

@@ -162,7 +162,7 @@ class TestJsonOutput:
         assert doc["summary"] == {"runs": 2, "tool_calls": 13, "actions": {
             "continue": 1, "warn": 0, "replan": 0, "stop": 1},
             "over_budget": {"warn": 0, "stop": 0}, "spans": 27,
-            "duplicate_spans": 0, "bad_records": 0,
+            "duplicate_spans": 0, "bad_records": 0, "bad_input": [],
             "waste": {"tool_calls": 3, "model_turns": 3, "input_tokens": 0, "output_tokens": 0,
                       "tool_seconds": 0.03, "cost": {}}}
 

@@ -11,6 +11,7 @@ from otel_loopguard.cli._report import (
     Summary,
     Where,
     budget_text,
+    clean,
     entries,
     indented_json,
     run_title,
@@ -112,6 +113,7 @@ class JsonReporter(Reporter):
                "actions": summary.actions, "over_budget": summary.over_budget,
                "spans": summary.spans,
                "duplicate_spans": summary.duplicate_spans, "bad_records": summary.bad_records,
+               "bad_input": [clean(problem) for problem in summary.problems],
                "waste": summary.waste.to_json()}
         text = indented_json(doc).replace("\n", "\n  ")
         self.out.write(('{\n  "runs": []' if not self.written else "\n  ]") + ',\n  "summary": '
