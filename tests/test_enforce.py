@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
+import datetime
+import enum
 import importlib.util
 import json
 import logging
@@ -179,6 +182,38 @@ def test_other_arguments_are_another_call(make: Any) -> None:
         with pytest.raises(ToolLoopError):
             setup.search("refund policy")
     assert setup.executions == 5
+
+
+class _Plan(enum.Enum):
+    BASIC = "basic"
+
+
+@dataclasses.dataclass
+class _Filter:
+    plan: _Plan
+    since: datetime.date
+
+
+def test_arguments_that_are_not_json_are_stopped_at_the_documented_call(make: Any) -> None:
+    # The history holds each call as its span records it (JSON, other values as their text),
+    # while the precheck signed the Python values themselves: a dataclass, an enum or a date
+    # signed differently there, so the precheck never matched and the 5th call ran too.
+    setup = make(mode="enforce", enforcement="abort")
+    ran: list[_Filter] = []
+
+    @setup.guard.tool
+    def search(query: str, where: _Filter, plan: _Plan, since: datetime.date) -> str:
+        ran.append(where)
+        return "no results"
+
+    where = _Filter(_Plan.BASIC, datetime.date(2026, 1, 1))
+    with setup.run():
+        for _ in range(4):
+            assert search("refunds", where, _Plan.BASIC, datetime.date(2026, 1, 1)) == (
+                "no results")
+        with pytest.raises(ToolLoopError):
+            search("refunds", where, _Plan.BASIC, datetime.date(2026, 1, 1))
+    assert len(ran) == 4
 
 
 # -------------------------------------------------------------------------------------- hint

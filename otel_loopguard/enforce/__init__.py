@@ -101,13 +101,17 @@ class ToolGuard:
         """
         attrs: dict[str, Any] = {"gen_ai.operation.name": "execute_tool",
                                  "gen_ai.tool.name": tool}
+        checked = arguments
         if self._capture and arguments is not None:
-            attrs["gen_ai.tool.call.arguments"] = _encode(arguments)
+            # The run's history holds the calls as their spans record them: precheck that
+            # form, or a value that is no JSON (a dataclass, an enum, a datetime) signs one
+            # way here and another in the history, and the call is stopped one call late.
+            checked = attrs["gen_ai.tool.call.arguments"] = _encode(arguments)
         verdict: GuardVerdict | None = None
         try:
             with self._tracer.start_as_current_span(f"execute_tool {tool}", attributes=attrs,
                                                     record_exception=True) as span:
-                verdict = self._check(span, tool, arguments)
+                verdict = self._check(span, tool, checked)
                 if verdict is None:
                     yield ToolCallScope(span, Decision(action=Action.CONTINUE, tool=tool), None,
                                         self._capture)
