@@ -11,6 +11,7 @@ import copy
 import dataclasses
 import datetime
 import enum
+import functools
 import importlib.util
 import json
 import logging
@@ -214,6 +215,51 @@ def test_arguments_that_are_not_json_are_stopped_at_the_documented_call(make: An
         with pytest.raises(ToolLoopError):
             search("refunds", where, _Plan.BASIC, datetime.date(2026, 1, 1))
     assert len(ran) == 4
+
+
+@dataclasses.dataclass
+class RunContext:
+    """Stands for pydantic-ai's ``RunContext``: a dataclass whose text changes on every call."""
+
+    step: int
+
+
+RunContext.__module__ = "pydantic_ai._run_context"
+
+
+class _Agent:
+    """An object whose text is its address (a framework's agent, a tool's ``self``)."""
+
+
+class _Tools:
+    def __init__(self) -> None:
+        self.ran = 0
+
+    def search(self, ctx: RunContext, agent: _Agent, query: str, where: _Filter) -> str:
+        self.ran += 1
+        return "no results"
+
+
+def test_only_the_arguments_the_model_gave_are_recorded(make: Any) -> None:
+    # A framework's context object (here: a class named and placed as pydantic-ai's
+    # RunContext) changes its text on every call, so identical calls never looked identical
+    # and the loop ran on; an object whose text is its address, or a method's self, says
+    # nothing about the call. Both are left out; JSON values and typed values stay.
+    setup = make(mode="enforce", enforcement="abort")
+    tools = _Tools()
+    search = functools.partial(setup.guard.tool(_Tools.search), tools)  # self is recorded
+    where = _Filter(_Plan.BASIC, datetime.date(2026, 1, 1))
+    with setup.run():
+        for step in range(4):
+            assert search(RunContext(step), _Agent(), "refunds", where=where) == "no results"
+        with pytest.raises(ToolLoopError):
+            search(RunContext(5), _Agent(), "refunds", where=where)
+    assert tools.ran == 4
+    recorded = [json.loads(s.attributes["gen_ai.tool.call.arguments"])
+                for s in setup.tool_spans()]
+    assert recorded == [{"query": "refunds",
+                         "where": "_Filter(plan=<_Plan.BASIC: 'basic'>, "
+                                  "since=datetime.date(2026, 1, 1))"}] * 5
 
 
 # -------------------------------------------------------------------------------------- hint

@@ -15,7 +15,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, ParamSpec, TypeVar, cast, overload
+from typing import Any, Final, ParamSpec, TypeVar, cast, overload
 
 from opentelemetry import trace
 from opentelemetry.trace import Span
@@ -55,6 +55,68 @@ class ToolCallScope:
         """Record the tool's result (``gen_ai.tool.call.result``) on the span."""
         if self._capture:
             self.span.set_attribute("gen_ai.tool.call.result", _encode(result))
+
+
+_JSON_TYPES: Final = frozenset({str, int, float, bool, type(None), list, dict, tuple})
+_FRAMEWORK_CONTEXTS: Final = (
+    ("pydantic_ai", frozenset({"RunContext"})),
+    ("google.adk", frozenset({"Context", "ToolContext", "CallbackContext", "ReadonlyContext",
+                              "InvocationContext"})),
+    ("strands", frozenset({"ToolContext", "Agent"})),
+    ("workflows", frozenset({"Context"})),  # LlamaIndex workflows
+    ("llama_index", frozenset({"Context"})),
+    ("mcp", frozenset({"Context"})),
+    ("fastmcp", frozenset({"Context"})),
+    ("agents", frozenset({"RunContextWrapper", "ToolContext"})),  # OpenAI Agents SDK
+    ("langchain", frozenset({"ToolRuntime"})),
+    ("langgraph", frozenset({"ToolRuntime", "Runtime"})),
+)
+"""(package, class names): the context objects frameworks pass to a tool function themselves.
+Matched by module and name, so that no framework is imported."""
+
+
+def _model_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
+    """Return the arguments of a Python call that the model gave: ``arguments`` less injected ones.
+
+    A framework passes some parameters itself: its context object (pydantic-ai ``RunContext``,
+    ADK and Strands ``ToolContext``, LlamaIndex and MCP ``Context``...), the agent, or ``self``.
+    Their text changes from call to call, so recording them made identical calls look
+    different, or it is only a memory address, which says nothing about the call. Left out:
+    instances of ``_FRAMEWORK_CONTEXTS``, and objects whose text is their address (no
+    ``__str__`` or ``__repr__`` of their own), which no model can have given. One type test per
+    JSON value.
+    """
+    for value in arguments.values():
+        if type(value) not in _JSON_TYPES and _injected(type(value)):
+            return {k: v for k, v in arguments.items()
+                    if type(v) in _JSON_TYPES or not _injected(type(v))}
+    return arguments
+
+
+_INJECTED_TYPES: dict[type, bool] = {}
+"""``_injected``'s answers by type (cleared past 512 types: bounded)."""
+
+
+def _injected(cls: type) -> bool:
+    """Return True for a type whose instances a framework, not the model, passes to a tool."""
+    known = _INJECTED_TYPES.get(cls)
+    if known is None:
+        if len(_INJECTED_TYPES) >= 512:
+            _INJECTED_TYPES.clear()
+        known = _INJECTED_TYPES[cls] = _framework_type(cls)
+    return known
+
+
+def _framework_type(cls: Any) -> bool:
+    if cls.__str__ is object.__str__ and cls.__repr__ is object.__repr__:
+        return True  # its text is its address
+    for klass in cls.__mro__:
+        module = getattr(klass, "__module__", None) or ""
+        for package, names in _FRAMEWORK_CONTEXTS:
+            if klass.__name__ in names and (module == package
+                                            or module.startswith(package + ".")):
+                return True
+    return False
 
 
 def _encode(value: Any) -> str:
@@ -160,8 +222,8 @@ class ToolGuard:
         """Decorate a tool function (sync or async); ``@guard.tool`` or ``@guard.tool(name=)``.
 
         Keyword arguments (and positional ones, by parameter name) become the recorded
-        arguments. In hint mode a blocked call returns a ``LoopDetectedResult`` instead of
-        running the function.
+        arguments, less those a framework passes itself (``_model_arguments``). In hint mode
+        a blocked call returns a ``LoopDetectedResult`` instead of running the function.
         """
         if func is None:
             return functools.partial(self.tool, name=name)
@@ -174,8 +236,8 @@ class ToolGuard:
             try:
                 ba = signature.bind(*args, **kwargs)
             except TypeError:
-                return {"args": list(args), **kwargs}
-            return dict(ba.arguments)
+                return _model_arguments({"args": list(args), **kwargs})
+            return _model_arguments(dict(ba.arguments))
 
         if inspect.iscoroutinefunction(func):
             async_func = cast(Callable[..., Awaitable[Any]], func)

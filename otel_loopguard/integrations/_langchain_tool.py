@@ -9,7 +9,7 @@ from typing import Any, Final
 
 from opentelemetry import trace
 
-from otel_loopguard.enforce import ToolCallScope, ToolGuard
+from otel_loopguard.enforce import ToolCallScope, ToolGuard, _model_arguments
 from otel_loopguard.enforce._verdict import GuardVerdict, annotate, check, warning
 from otel_loopguard.integrations._common import (
     finished,
@@ -114,7 +114,7 @@ class _ToolFunctionGuard:
             bound = inspect.signature(func).bind_partial(*args, **kwargs).arguments
         except (TypeError, ValueError):
             bound = {"args": list(args), **kwargs}
-        return {k: v for k, v in bound.items() if k not in injected}
+        return _model_arguments({k: v for k, v in bound.items() if k not in injected})
 
     def precheck(self, arguments: Any) -> GuardVerdict | None:
         """Return the verdict when an instrumentation's tool span is current, else None."""
