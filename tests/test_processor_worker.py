@@ -416,3 +416,34 @@ def test_handoff_evidence_reaches_an_agent_span_that_ended_before_its_start_was_
         ("invoke_agent triage", "stop")]
     assert "ended span" not in caplog.text
     provider.shutdown()
+
+
+def test_a_shutdown_from_on_decision_hands_the_queued_spans_on_and_stops_the_worker() -> None:
+    """on_decision runs on the worker's thread, which cannot wait for itself: a shutdown there
+    (an application that shuts telemetry down on a stop finding) lets the worker check what is
+    queued behind the finding, then shut the downstream down, and then stop; a later shutdown
+    (the application's own, at exit) returns once that is done, instead of waiting 30 s for a
+    worker that never stopped, with the spans queued behind the finding lost."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    stopped: list[Any] = []
+    queued = threading.Event()
+
+    def shut_down_on_stop(decision: Any) -> None:
+        queued.wait(10)  # every span has ended: they all queue behind the finding
+        if decision.action.label == "stop" and not stopped:
+            stopped.append(decision)
+            provider.shutdown()
+
+    processor = LoopGuardSpanProcessor(LoopGuardConfig(), downstream=BatchSpanProcessor(
+        exporter), registry=CollectorRegistry(), on_decision=shut_down_on_stop)
+    provider.add_span_processor(processor)
+    _loop(provider, 7)  # the fifth call stops; two calls and the agent span queue behind it
+    queued.set()
+    worker = processor._worker
+    assert worker is not None
+    worker._thread.join(10)
+    assert stopped and not worker._thread.is_alive()
+    assert [s.name for s in exporter.get_finished_spans()] == \
+        ["execute_tool search"] * 7 + ["invoke_agent a"]
+    provider.shutdown()  # returns at once: the worker has stopped

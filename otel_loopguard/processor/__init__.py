@@ -238,10 +238,20 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, GuardRuns, SpanProcess
 
         A metrics error (a multiprocess directory removed under a running worker) is contained:
         the downstream processor is shut down, and exports its queued spans, whatever happens.
+        Called from ``on_decision`` in the background mode (the worker's thread, which cannot
+        wait for itself), it returns at once: the worker checks what is queued, then shuts the
+        downstream processor down.
         """
-        if self._worker is not None and not self._worker.shutdown(_SHUTDOWN_SECONDS):
-            logger.warning("otel-loopguard: %d spans were still queued at shutdown",
-                           len(self._worker))
+        worker = self._worker
+        if worker is not None and worker.on_worker_thread():
+            worker.stop_later(self._shut_down_downstream)
+            return
+        if worker is not None and not worker.shutdown(_SHUTDOWN_SECONDS):
+            logger.warning("otel-loopguard: %d spans were still queued at shutdown", len(worker))
+        self._shut_down_downstream()
+
+    def _shut_down_downstream(self) -> None:
+        """Stop counting this processor's runs as open; shut the downstream processor down."""
         if self.metrics is not None:  # its runs no longer count as open
             try:
                 self.metrics.untrack_open_runs(self.store.__len__)

@@ -39,13 +39,18 @@ _SHUTDOWN_SECONDS: Final = 30.0
 
 
 class _Marker:
-    """An item the worker answers by setting ``done`` once everything before it is handled."""
+    """An item the worker answers by setting ``done`` once everything before it is handled.
 
-    __slots__ = ("done", "stop")
+    The stop marker may carry ``then``: called on the worker's thread, before ``done``, when a
+    handler asked for the shutdown (``stop_later``).
+    """
+
+    __slots__ = ("done", "stop", "then")
 
     def __init__(self, *, stop: bool = False) -> None:
         self.done = threading.Event()
         self.stop = stop
+        self.then: Callable[[], object] | None = None
 
 
 class SpanWorker:
@@ -132,6 +137,25 @@ class SpanWorker:
         self._stopped = True
         return self._wait_for(self._stopping, timeout_seconds)
 
+    def on_worker_thread(self) -> bool:
+        """Return whether the caller runs on the worker's thread (inside ``handle``)."""
+        return threading.current_thread() is self._thread
+
+    def stop_later(self, then: Callable[[], object]) -> None:
+        """From a handler: stop once the items queued so far are handled, then call ``then``.
+
+        The worker cannot wait for itself: ``shutdown`` on its thread would return at once and
+        leave the thread running, with nothing to stop it, and every later ``shutdown`` waiting
+        in vain. ``then`` runs on the worker's thread after the last item (what the caller would
+        have done after ``shutdown`` returned); nothing if the worker is already stopping.
+        """
+        if self._stopped:
+            return
+        self._stopped = True
+        self._stopping.then = then
+        self.queue.append(self._stopping)
+        self._wake.set()
+
     def _wait_for(self, marker: _Marker, timeout_seconds: float) -> bool:
         if threading.current_thread() is self._thread:  # a handler flushing: already in order
             return True
@@ -156,6 +180,11 @@ class SpanWorker:
                 continue
             if type(item) is _Marker:
                 queue.popleft()
+                if item.then is not None:
+                    try:
+                        item.then()
+                    except BaseException:
+                        logger.exception("otel-loopguard: error in the background worker")
                 item.done.set()
                 if item.stop:
                     return
