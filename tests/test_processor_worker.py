@@ -447,3 +447,29 @@ def test_a_shutdown_from_on_decision_hands_the_queued_spans_on_and_stops_the_wor
     assert [s.name for s in exporter.get_finished_spans()] == \
         ["execute_tool search"] * 7 + ["invoke_agent a"]
     provider.shutdown()  # returns at once: the worker has stopped
+
+
+@pytest.mark.parametrize("downstream", ["simple", "none"])
+def test_a_span_that_ends_after_shutdown_is_not_checked_when_spans_end_inside_span_end(
+        downstream: str) -> None:
+    """Without a worker (a SimpleSpanProcessor downstream, or none) a span that ends once the
+    processor is shut down is passed on unchecked and counted under reason="shutdown", as the
+    worker's spans are: it does not count calls into metrics still served, call on_decision or
+    add evidence, after the application shut telemetry down."""
+    exporter = InMemorySpanExporter()
+    decisions: list[Any] = []
+    provider = TracerProvider()
+    registry = CollectorRegistry()
+    processor = LoopGuardSpanProcessor(
+        LoopGuardConfig(), registry=registry, on_decision=decisions.append,
+        downstream=SimpleSpanProcessor(exporter) if downstream == "simple" else None)
+    assert processor._worker is None
+    provider.add_span_processor(processor)
+    processor.shutdown()
+    _loop(provider, 5)
+    assert decisions == []
+    assert registry.get_sample_value("loopguard_tool_calls_total", {
+        "prompt_template": "unknown", "tool": "search"}) is None
+    assert registry.get_sample_value("loopguard_skipped_spans_total",
+                                     {"reason": "shutdown"}) == 6
+    assert len(processor.store) == 0

@@ -127,6 +127,8 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, GuardRuns, SpanProcess
         self._ended_agents = {}
         self._other_names = set()
         self._warned_unparented = False
+        self._closed = False
+        """Whether ``shutdown`` was called: spans that end from then on are passed on unchecked."""
         self._hand_on_to(downstream, background, max_queue_size)
 
     def _make_runs(self, clock: Callable[[], int]) -> None:
@@ -212,7 +214,10 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, GuardRuns, SpanProcess
                 return
         worker = self._worker
         if worker is None:
-            self._ended(span)
+            if self._closed:  # as the worker refuses spans once shutdown has begun
+                self._pass_on(span, "shutdown")
+            else:
+                self._ended(span)
         elif not worker.submit(span):
             self._pass_on(span, "shutdown" if worker.stopped else "queue_full")
 
@@ -220,9 +225,9 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, GuardRuns, SpanProcess
         """Hand ``span`` on unchecked, counted as skipped for ``reason``.
 
         The worker's queue is full (``queue_full``), or the processor was shut down before the
-        span ended (``shutdown``). Checking it here instead would put detection back on the
-        agent's thread when the worker is already behind, and count its call before the calls
-        still queued.
+        span ended (``shutdown``, with or without a worker). Checking it here instead would put
+        detection back on the agent's thread when the worker is already behind, and count its
+        call before the calls still queued.
         """
         try:
             self._open.pop(span.context.span_id, None)
@@ -242,6 +247,7 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, GuardRuns, SpanProcess
         wait for itself), it returns at once: the worker checks what is queued, then shuts the
         downstream processor down.
         """
+        self._closed = True
         worker = self._worker
         if worker is not None and worker.on_worker_thread():
             worker.stop_later(self._shut_down_downstream)
