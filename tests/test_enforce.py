@@ -714,3 +714,89 @@ def test_a_guard_whose_spans_are_not_recorded_says_so_once(
     assert ran == ["refund policy"] * 4
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "is not recorded, so no call is guarded" in warnings[0]
+
+
+# ------------------------------------------------------ inside an instrumentation's tool span
+def _framework_call(setup: Setup, tracer: trace.Tracer, query: str, *, marked: bool = True,
+                    name: str = "search") -> Any:
+    """Call ``search`` as an instrumented framework does: inside its own tool span.
+
+    ``marked``: the span says it is a tool call when it starts, with the model's arguments
+    (pydantic-ai, Strands); otherwise only its name does, and the attributes come when the
+    call has ended (Google ADK). The result is recorded on the span, or the error raised.
+    """
+    start = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
+             "gen_ai.tool.call.arguments": json.dumps({"query": query})} if marked else {}
+    with tracer.start_as_current_span(f"execute_tool {name}", attributes=start) as span:
+        try:
+            result = setup.search(query)
+        except ToolLoopError as exc:
+            result = exc
+        if not marked:
+            span.set_attributes({"gen_ai.operation.name": "execute_tool",
+                                 "gen_ai.tool.name": name,
+                                 "gen_ai.tool.call.arguments": json.dumps({"query": query})})
+        if not isinstance(result, Exception):
+            span.set_attribute("gen_ai.tool.call.result", str(result))
+    return result
+
+
+@pytest.mark.parametrize("marked", [True, False], ids=["marked-at-start", "named-only"])
+def test_in_an_instrumentation_tool_span_a_call_counts_once(make: Any, marked: bool) -> None:
+    """The framework's tool span is the call: the guard opens no span of its own inside it.
+
+    It used to, and the processor counted both spans, so the loop was stopped at the 3rd call.
+    """
+    setup = make(mode="enforce", enforcement="abort")
+    framework = setup.provider.get_tracer("framework")
+    with setup.run():
+        out = [_framework_call(setup, framework, "refund policy", marked=marked)
+               for _ in range(6)]
+    assert out[:4] == ["no results"] * 4
+    assert [type(o) for o in out[4:]] == [ToolLoopError] * 2
+    assert setup.executions == 4
+    spans = setup.tool_spans()
+    assert [s.instrumentation_scope.name for s in spans] == ["framework"] * 6
+    assert [s.attributes.get("loopguard.blocked") for s in spans] == [None] * 4 + [True] * 2
+    assert [s.attributes.get("loopguard.action") for s in spans[:4]] == \
+        [None, None, "warn", "replan"]
+    assert spans[4].attributes["loopguard.precheck.count"] == 5
+    assert spans[4].status.status_code is StatusCode.ERROR
+    assert setup.sample("loopguard_tool_calls_total", prompt_template="unknown",
+                        tool="search") == 4
+
+
+def test_a_guarded_call_in_another_tool_span_is_a_call_of_its_own(make: Any) -> None:
+    """In the span of another tool, or inside a guarded call already, the guard opens a span."""
+    setup = make(mode="enforce", enforcement="hint")
+    framework = setup.provider.get_tracer("framework")
+
+    @setup.guard.tool(name="search")
+    def outer(query: str) -> str:
+        return str(setup.search(query))  # a guarded call inside a guarded call
+
+    with setup.run():
+        with framework.start_as_current_span("execute_tool lookup", attributes={
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup"}):
+            setup.search("refund policy")
+        with framework.start_as_current_span("execute_tool search", attributes={
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search"}):
+            outer("refund policy")
+    spans = setup.tool_spans()
+    assert [(s.instrumentation_scope.name, s.name) for s in spans] == [
+        ("otel_loopguard.enforce", "execute_tool search"),  # in "lookup"
+        ("framework", "execute_tool lookup"),
+        ("otel_loopguard.enforce", "execute_tool search"),  # inside ``outer``
+        ("framework", "execute_tool search")]
+
+
+def test_an_instrumentation_on_another_provider_leaves_the_guard_its_own_spans(
+        make: Any) -> None:
+    setup = make(mode="enforce", enforcement="abort")
+    other = TracerProvider().get_tracer("framework")  # the processor never sees its spans
+    with setup.run():
+        out = [_framework_call(setup, other, "refund policy") for _ in range(6)]
+    assert out[:4] == ["no results"] * 4
+    assert [type(o) for o in out[4:]] == [ToolLoopError] * 2
+    assert [s.instrumentation_scope.name for s in setup.tool_spans()] == \
+        ["otel_loopguard.enforce"] * 6

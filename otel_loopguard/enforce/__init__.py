@@ -1,10 +1,11 @@
 """Enforce mode for tool code you call directly: a decorator and a context manager.
 
 ``ToolGuard`` opens an OTel GenAI ``execute_tool`` span for each call (so the tool needs no other
-instrumentation), asks the run's state *before* the call runs whether it would be one call too
-many, and then, in enforce mode, aborts with ``ToolLoopError``, or skips the tool and hands the
-model a ``[loop-detected]`` hint. In observe mode the tool always runs and the span records what
-enforce would have done.
+instrumentation), or, when the call runs in the tool span of a framework instrumented on the
+processor's provider, uses that span (``_host``: one span, so the call counts once), asks the
+run's state *before* the call runs whether it would be one call too many, and then, in enforce
+mode, aborts with ``ToolLoopError``, or skips the tool and hands the model a ``[loop-detected]``
+hint. In observe mode the tool always runs and the span records what enforce would have done.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any, Final, ParamSpec, TypeVar, cast, overload
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
+from otel_loopguard.enforce._host import ToolHost, tool_host
 from otel_loopguard.enforce._verdict import (
     BLOCKED,
     GuardVerdict,
@@ -132,6 +134,8 @@ class ToolGuard:
     """Guards direct tool calls with the state of a ``LoopGuardSpanProcessor``.
 
     Thread-safe; the decorator works on sync and async functions and keeps their signature.
+    Inside an instrumentation's tool span of the same tool, that the processor sees, no span of
+    the guard's own is opened: that span is checked and annotated, and records the call.
 
     Args:
         processor: the installed processor whose runs and settings are used (``mode``,
@@ -161,6 +165,11 @@ class ToolGuard:
             ToolLoopError: in enforce mode with ``abort`` (or the second stop of
                 ``hint_then_abort``), before the body runs.
         """
+        host = tool_host(self.processor, tool)
+        if host is not None:
+            with self._hosted(host, arguments) as scope:
+                yield scope
+            return
         attrs: dict[str, Any] = {"gen_ai.operation.name": "execute_tool",
                                  "gen_ai.tool.name": tool}
         checked = arguments
@@ -185,12 +194,41 @@ class ToolGuard:
             if verdict is not None:
                 verdict.finish(self.processor)  # processing the span's end may have done so
 
+    @contextmanager
+    def _hosted(self, host: ToolHost, arguments: Any) -> Iterator[ToolCallScope]:
+        """Check a call in the instrumentation's tool span ``host``, opening no span.
+
+        The processor counts ``host`` as the call, so a span of the guard's own would count
+        it twice. The call is prechecked with its arguments as ``host`` records them (when it
+        has them already) and as the function got them; ``host`` records the result or error.
+        """
+        forms = [] if host.arguments is None else [host.arguments]
+        if arguments is not None or not forms:
+            forms.append(None if arguments is None else _encode(arguments))
+        verdict: GuardVerdict | None = None
+        token = host.enter()
+        try:
+            verdict = self._verdict(host.span, host.tool, forms)
+            decision = Decision(action=Action.CONTINUE, tool=host.tool) if verdict is None \
+                else verdict.decision
+            blocked = verdict.hint_result() if verdict is not None and verdict.blocked else None
+            yield ToolCallScope(host.span, decision, blocked, capture=False)
+        finally:
+            host.leave(token)
+            if verdict is not None:
+                verdict.finish(self.processor)
+
     def _check(self, span: Span, tool: str, arguments: Any) -> GuardVerdict | None:
         if not span.is_recording():  # no SDK provider: nothing records, nothing is guarded
             self._unrecorded(tool)
             return None
+        return self._verdict(span, tool, [arguments], captured=self._capture)
+
+    def _verdict(self, span: Any, tool: str, forms: list[Any], *,
+                 captured: bool = True) -> GuardVerdict | None:
+        """Precheck the call in the run of ``span`` and annotate ``span``; raise on abort."""
         try:
-            verdict = check(self.processor, span, tool, [arguments], captured=self._capture)
+            verdict = check(self.processor, span, tool, forms, captured=captured)
             annotate(span, verdict)
         except LoopGuardError:  # a call from on_decision into its own run
             raise

@@ -6,7 +6,6 @@ No framework is imported here.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from typing import Any, Final
 
 from opentelemetry import trace
@@ -14,15 +13,21 @@ from opentelemetry.context import Context
 from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode, TraceFlags
 
 from otel_loopguard.enforce import _encode
+from otel_loopguard.enforce._host import (
+    OWN_SCOPE,
+    is_instrumentation_tool_span,
+    observed,
+    scope_name,
+    span_attributes,
+)
 from otel_loopguard.enforce._verdict import GuardVerdict, annotate
 from otel_loopguard.processor import LoopGuardSpanProcessor
 
-__all__ = ["finished", "is_instrumentation_tool_span", "observed"]
+__all__ = ["OWN_SCOPE", "finished", "is_instrumentation_tool_span", "observed", "scope_name",
+           "span_attributes"]
 
 _log = logging.getLogger("otel_loopguard.integrations")
 
-OWN_SCOPE: Final = "otel_loopguard.enforce"
-"""Instrumentation scope of the spans loopguard opens itself (the same as ``ToolGuard``'s)."""
 _MASK64: Final = (1 << 64) - 1
 
 
@@ -37,44 +42,6 @@ def finished(processor: LoopGuardSpanProcessor, verdict: GuardVerdict | None) ->
             verdict.finish(processor)
         except Exception as exc:
             processor.guard.handle("enforce", exc)
-
-
-def scope_name(span: Any) -> str:
-    """Return the instrumentation scope name of an SDK span, or ``""``."""
-    scope = getattr(span, "instrumentation_scope", None)
-    return str(getattr(scope, "name", "") or "")
-
-
-def span_attributes(span: Any) -> Mapping[str, Any]:
-    """Return the attributes of an SDK span (empty for a non-recording span)."""
-    attrs = getattr(span, "attributes", None)
-    return attrs if isinstance(attrs, Mapping) else {}
-
-
-def is_instrumentation_tool_span(span: Any) -> bool:
-    """Return True when ``span`` is an open tool span made by a framework instrumentation.
-
-    OpenInference (``openinference.span.kind=TOOL``), OpenLLMetry (``traceloop.span.kind=tool``)
-    and the GenAI conventions (``gen_ai.operation.name=execute_tool``) all mark the tool span at
-    start; loopguard's own spans are excluded.
-    """
-    if span is None or not span.is_recording() or scope_name(span) == OWN_SCOPE:
-        return False
-    attrs = span_attributes(span)
-    return (attrs.get("openinference.span.kind") == "TOOL"
-            or attrs.get("traceloop.span.kind") == "tool"
-            or attrs.get("gen_ai.operation.name") == "execute_tool")
-
-
-def observed(processor: LoopGuardSpanProcessor, span: Any) -> bool:
-    """Return True when ``processor`` sees ``span`` (it is on the processor's provider).
-
-    An instrumentation wired to another provider records calls the processor never sees; the
-    guard must then record them itself.
-    """
-    context = span.get_span_context()
-    return bool(context.is_valid) and next(processor.live.ancestors(context.span_id),
-                                           None) is not None
 
 
 def synthetic_context(trace_id: int) -> Context:

@@ -45,6 +45,8 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry.sdk.trace import SpanProcessor
+
 LOOP_QUERY = {"query": "refund policy"}
 HEALTHY_RESULTS = {
     "paris": {"results": ["Paris: Eiffel Tower, Louvre"]},
@@ -182,6 +184,35 @@ def make_pydantic_ai_agent(scenario: str, *, metadata: bool = True) -> Any:
 
 
 # ----------------------------------------------------------------------------- Google ADK
+
+
+class Forward(SpanProcessor):
+    """Span processor forwarding to the running test's processors.
+
+    ADK, Strands and Agent Framework write to the global tracer provider, which is set once per
+    process: the test modules share this one forwarder on it (whichever sets the provider),
+    and point ``targets`` at their processors while a test runs.
+    """
+
+    def __init__(self) -> None:
+        self.targets: tuple[Any, ...] = ()
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        for target in self.targets:
+            target.on_start(span, parent_context=parent_context)
+
+    def on_end(self, span: Any) -> None:
+        for target in self.targets:
+            target.on_end(span)
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+FORWARD = Forward()
 
 
 def _instrument_global(provider: Any) -> Callable[[], None]:

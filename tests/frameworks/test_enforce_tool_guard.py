@@ -13,9 +13,17 @@ the tool runs 4 times, the 5th and 6th calls get the ``[loop-detected]`` hint as
 (the run goes on and ends with the answer), and every call's recorded arguments are the
 model's, ``{"query": "refund policy"}``.
 
+The pydantic-ai, Google ADK and Strands tests run twice: uninstrumented, the guard's own
+``execute_tool`` spans are the calls; with the framework's instrumentation on the processor's
+provider (``instrumented``), the framework's tool span is current when the guarded function
+runs, and the guard prechecks and marks that span instead of opening one: each call counts
+once. (The guard used to add its span inside the framework's, so every call counted twice and
+the loop was stopped at the 3rd call, after 2 runs.)
+
 The frameworks come from the family venvs of ``scripted_agents.FAMILIES``; the family named by
 ``LOOPGUARD_FRAMEWORK_FAMILY`` must be installed, the others skip. The guard's spans go to a
-provider of the test's own, under a span the test opens around the run.
+provider of the test's own (the global one for ADK and Strands instrumented: they write only
+there), under a span the test opens around the run.
 """
 
 # No ``from __future__ import annotations``: the frameworks read the tools' annotations
@@ -30,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -38,13 +47,14 @@ from prometheus_client import CollectorRegistry
 from otel_loopguard import LoopGuardConfig, LoopGuardSpanProcessor, ToolGuard
 
 sys.path.insert(0, str(Path(__file__).parent))
-from scripted_agents import ANSWER, FAMILIES, FRAMEWORKS, LOOP_QUERY, Step
+from scripted_agents import ANSWER, FAMILIES, FORWARD, FRAMEWORKS, LOOP_QUERY, Step
 
 pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"),
               pytest.mark.filterwarnings("ignore::ImportWarning")]
 
 LOOP: list[Step] = [[("search", LOOP_QUERY)]] * 6 + [ANSWER]
 NO_RESULTS = "no results"
+OWN_SCOPE = "otel_loopguard.enforce"
 
 
 def _require(framework: str, *modules: str) -> None:
@@ -64,18 +74,31 @@ def _require(framework: str, *modules: str) -> None:
 
 
 class Guarded:
-    """A processor in enforce mode (hint) on a provider of its own, and its ``ToolGuard``."""
+    """A processor in enforce mode (hint) on a provider of its own, and its ``ToolGuard``.
 
-    def __init__(self) -> None:
+    ``on_global``: the processor gets the global provider's spans instead (through
+    ``scripted_agents.FORWARD``), and the guard uses that provider.
+    """
+
+    def __init__(self, *, on_global: bool = False) -> None:
         self.exporter = InMemorySpanExporter()
         self.registry = CollectorRegistry()
-        self.provider = TracerProvider()
         self.processor = LoopGuardSpanProcessor(
             LoopGuardConfig.create(mode="enforce", enforcement="hint"),
             downstream=SimpleSpanProcessor(self.exporter), registry=self.registry,
             raise_internal_errors=True)
-        self.provider.add_span_processor(self.processor)
+        self.on_global = on_global
+        if on_global:
+            provider = trace.get_tracer_provider()
+            assert isinstance(provider, TracerProvider), "instrument the framework first"
+            self.provider = provider
+            FORWARD.targets = (self.processor,)
+        else:
+            self.provider = TracerProvider()
+            self.provider.add_span_processor(self.processor)
         self.guard = ToolGuard(self.processor, tracer_provider=self.provider)
+        self.instrumented = False
+        """Whether the framework's instrumentation writes to the processor's provider."""
         self.ran: list[str] = []
         self.injected: list[str] = []
 
@@ -87,21 +110,43 @@ class Guarded:
 
     def run(self, agent_run: Callable[[], Any]) -> Any:
         """Run the agent under one span (the run), and check what the guard did."""
-        with self.provider.get_tracer("app").start_as_current_span("invoke_agent triage"):
-            answer = agent_run()
-        self.provider.force_flush()
+        try:
+            with self.provider.get_tracer("app").start_as_current_span(
+                    "invoke_agent triage") as root:
+                answer = agent_run()
+            self.provider.force_flush()
+        finally:
+            if self.on_global:
+                FORWARD.targets = ()
+        run_id = format(root.get_span_context().trace_id, "032x")
         spans = [s for s in self.exporter.get_finished_spans()
                  if (s.attributes or {}).get("gen_ai.operation.name") == "execute_tool"]
         assert self.ran == ["refund policy"] * 4
+        # One span per call: the guard's own, or the framework's when it is instrumented.
+        assert [_scope(s) == OWN_SCOPE for s in spans] == [not self.instrumented] * 6
         assert [_blocked(s) for s in spans] == [False] * 4 + [True] * 2
         assert [json.loads(str((s.attributes or {})["gen_ai.tool.call.arguments"]))
                 for s in spans] == [LOOP_QUERY] * 6
+        assert [(s.attributes or {}).get("gen_ai.tool.call.result") is not None
+                for s in spans[:4]] == [True] * 4
+        assert {(s.attributes or {}).get("loopguard.precheck.run_id")
+                for s in spans[2:]} == {run_id}
         assert self.processor.guard.errors == 0
         assert self.registry.get_sample_value("loopguard_enforced_total",
                                               {"prompt_template": "unknown",
                                                "enforcement": "hint"}) == 2.0
-        self.provider.shutdown()
+        assert self.registry.get_sample_value("loopguard_tool_calls_total",
+                                              {"prompt_template": "unknown",
+                                               "tool": "search"}) == 4.0
+        if self.on_global:
+            self.processor.shutdown()
+        else:
+            self.provider.shutdown()
         return answer
+
+
+def _scope(span: ReadableSpan) -> str:
+    return span.instrumentation_scope.name if span.instrumentation_scope else ""
 
 
 def _blocked(span: ReadableSpan) -> bool:
@@ -113,14 +158,29 @@ def guarded() -> Guarded:
     return Guarded()
 
 
+def _global_guarded(framework: str, instrumented: bool) -> Guarded:
+    """Return the ``Guarded`` of an ADK or Strands test: on the global provider, instrumented."""
+    if not instrumented:
+        return Guarded()
+    provider = TracerProvider()
+    provider.add_span_processor(FORWARD)
+    FRAMEWORKS[framework].instrument(provider)  # sets the global provider, once per process
+    guarded = Guarded(on_global=True)
+    guarded.instrumented = True
+    return guarded
+
+
 # ----------------------------------------------------------------------------- pydantic-ai
 
 
-def test_pydantic_ai_run_context_is_not_an_argument(guarded: Guarded) -> None:
+@pytest.mark.parametrize("instrumented", [False, True], ids=["own-spans", "instrumented"])
+def test_pydantic_ai_run_context_is_not_an_argument(guarded: Guarded,
+                                                    instrumented: bool) -> None:
     _require("pydantic-ai", "pydantic_ai")
     from pydantic_ai import Agent, RunContext
     from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
     from pydantic_ai.models.function import AgentInfo, FunctionModel
+    from pydantic_ai.models.instrumented import InstrumentationSettings
 
     steps = list(LOOP)
 
@@ -132,6 +192,9 @@ def test_pydantic_ai_run_context_is_not_an_argument(guarded: Guarded) -> None:
                                     for name, args in step])
 
     agent = Agent(FunctionModel(model), name="triage")
+    agent.instrument = InstrumentationSettings(tracer_provider=guarded.provider) \
+        if instrumented else False
+    guarded.instrumented = instrumented
 
     @agent.tool
     @guarded.guard.tool
@@ -151,8 +214,10 @@ def test_pydantic_ai_run_context_is_not_an_argument(guarded: Guarded) -> None:
 # ----------------------------------------------------------------------------- Google ADK
 
 
-def test_adk_tool_context_is_not_an_argument(guarded: Guarded) -> None:
+@pytest.mark.parametrize("instrumented", [False, True], ids=["own-spans", "instrumented"])
+def test_adk_tool_context_is_not_an_argument(instrumented: bool) -> None:
     _require("google-adk", "google.adk")
+    guarded = _global_guarded("google-adk", instrumented)
     from google.adk.agents import LlmAgent
     from google.adk.runners import InMemoryRunner
     from google.adk.tools import ToolContext
@@ -186,8 +251,10 @@ def test_adk_tool_context_is_not_an_argument(guarded: Guarded) -> None:
 # ----------------------------------------------------------------------------- Strands
 
 
-def test_strands_tool_context_and_agent_are_not_arguments(guarded: Guarded) -> None:
+@pytest.mark.parametrize("instrumented", [False, True], ids=["own-spans", "instrumented"])
+def test_strands_tool_context_and_agent_are_not_arguments(instrumented: bool) -> None:
     _require("strands", "strands")
+    guarded = _global_guarded("strands", instrumented)
     from scripted_agents import _strands_model
     from strands import Agent, ToolContext, tool
 

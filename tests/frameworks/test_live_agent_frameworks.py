@@ -43,6 +43,7 @@ from record import to_otlp_json_lines
 from scripted_agents import (
     ANSWER,
     FAMILIES,
+    FORWARD,
     FRAMEWORKS,
     Framework,
     make_pydantic_ai_agent,
@@ -68,28 +69,7 @@ alternates two queries: a cycle (closed at the 4th call, stopped at the 6th; the
 third unchanged answer in a row)."""
 
 
-class _Forward(SpanProcessor):
-    """Span processor forwarding to the running test's processors (set once per process)."""
-
-    def __init__(self) -> None:
-        self.targets: tuple[Any, ...] = ()
-
-    def on_start(self, span: Any, parent_context: Any = None) -> None:
-        for target in self.targets:
-            target.on_start(span, parent_context=parent_context)
-
-    def on_end(self, span: ReadableSpan) -> None:
-        for target in self.targets:
-            target.on_end(span)
-
-    def shutdown(self) -> None:
-        pass
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return True
-
-
-_FORWARD = _Forward()
+_FORWARD = FORWARD
 _INSTRUMENTED: dict[str, Framework] = {}
 
 
