@@ -537,6 +537,15 @@ def test_check_help_shows_the_effective_run_key(monkeypatch: pytest.MonkeyPatch,
     assert "default: trace, or run_key in --config" in " ".join(capsys.readouterr().out.split())
 
 
+def test_check_help_says_quiet_keeps_runs_over_budget(capsys: pytest.CaptureFixture[str]) -> None:
+    """check --help describes --quiet as it works and as docs/cli.md says: runs over budget are
+    listed too, not only flagged runs."""
+    with pytest.raises(SystemExit):
+        main(["check", "--help"])
+    assert "list only flagged runs and runs over budget" in " ".join(
+        capsys.readouterr().out.split())
+
+
 def test_serve_help_shows_the_effective_run_key(monkeypatch: pytest.MonkeyPatch,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """serve --help gives --run-key's default as check's does: serve reads run_key from

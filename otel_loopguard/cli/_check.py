@@ -88,7 +88,8 @@ def add_parser(commands: Any) -> None:
                         help="colour the text format: auto (a terminal, unless NO_COLOR is "
                              "set), always or never")
     parser.add_argument("--quiet", "-q", action="store_true",
-                        help="text format: list flagged runs only")
+                        help="text format: list only flagged runs and runs over "
+                             "budget (the summary line stays)")
     parser.set_defaults(handler=run_check)
 
 
