@@ -175,3 +175,64 @@ def test_cli_json_example_is_real_output(capsys: pytest.CaptureFixture[str]) -> 
     for run in actual["runs"]:
         run["findings"] = run["findings"][:1] + run["findings"][1:][-1:]
     assert shown == actual
+
+
+_FENCE = re.compile(r"^```.*?^```", re.DOTALL | re.MULTILINE)
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+_HEADING = re.compile(r"^#{1,6} +(.+?) *#*$", re.MULTILINE)
+
+
+def _prose(text: str) -> str:
+    """``text`` without fenced code blocks and inline code, where ``](x)`` is no link."""
+    return re.sub(r"`[^`\n]*`", "", _FENCE.sub("", text))
+
+
+def heading_anchors(text: str) -> set[str]:
+    """The anchors GitHub gives the headings of a Markdown page: lower case, punctuation but
+    ``-`` and ``_`` dropped, spaces made ``-``, a repeated one suffixed ``-1``, ``-2``..."""
+    anchors: set[str] = set()
+    seen: dict[str, int] = {}
+    for title in _HEADING.findall(_FENCE.sub("", text)):
+        slug = re.sub(r"[^\w\- ]", "", title.replace("`", "").strip().lower()).replace(" ", "-")
+        count = seen.get(slug, -1) + 1
+        seen[slug] = count
+        anchors.add(slug if count == 0 else f"{slug}-{count}")
+    return anchors
+
+
+def broken_links(page: Path) -> list[str]:
+    """The relative links of ``page`` whose file does not exist, or whose ``#anchor`` is no
+    heading of the Markdown page it names."""
+    broken = []
+    for target in _LINK.findall(_prose(page.read_text(encoding="utf-8"))):
+        if re.match(r"[a-z][a-z0-9+.-]*:", target):  # https:, mailto:...
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (page.parent / path).resolve() if path else page
+        if not linked.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and linked.suffix == ".md" and \
+                anchor not in heading_anchors(linked.read_text(encoding="utf-8")):
+            broken.append(f"{target}: no such heading in {linked.name}")
+    return broken
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p.suffix == ".md"],
+                         ids=[str(p.relative_to(ROOT)) for p in PAGES if p.suffix == ".md"])
+def test_links_reach_their_page_and_heading(page: Path) -> None:
+    """Every relative link of a page names a file of the repository, and its ``#anchor`` a
+    heading of the page it links to, as GitHub renders them."""
+    assert broken_links(page) == []
+
+
+def test_broken_links_are_caught(tmp_path: Path) -> None:
+    """The link check reports a missing file and a missing heading, and passes a heading with
+    code and punctuation, a repeated heading and links inside code."""
+    (tmp_path / "other.md").write_text("# Other\n\n## The `serve` options (TLS)\n\n## Run\n\n"
+                                       "## Run\n", encoding="utf-8")
+    page = tmp_path / "page.md"
+    page.write_text("[a](other.md#the-serve-options-tls) [b](other.md#run-1) [c](#top)\n"
+                    "[d](missing.md) [e](other.md#nowhere) `[f](nowhere.md)`\n\n# Top\n\n"
+                    "```\n[g](nowhere.md)\n```\n", encoding="utf-8")
+    assert broken_links(page) == ["missing.md: no such file",
+                                  "other.md#nowhere: no such heading in other.md"]
