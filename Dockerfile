@@ -6,8 +6,9 @@
 #   docker run --rm -p 4318:4318 otel-loopguard:0.1.0 --listen 0.0.0.0 --no-grpc
 FROM python:3.12-slim AS build
 WORKDIR /src
-COPY pyproject.toml README.md LICENSE ./
+COPY pyproject.toml README.md LICENSE hatch_build.py ./
 COPY otel_loopguard ./otel_loopguard
+COPY dashboards ./dashboards
 RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 
 FROM python:3.12-slim

@@ -90,6 +90,39 @@ class TestDockerfile:
         assert container["securityContext"]["runAsNonRoot"] is True
 
 
+def test_the_build_stage_builds_a_wheel_with_the_assets(tmp_path: Path) -> None:
+    """The build stage's COPY lines bring what ``pip wheel .`` needs: from a context holding
+    only them, the wheel builds (the build hook and the dashboards it force-includes are there)
+    and carries the dashboard and rules ``otel-loopguard assets`` writes from the image."""
+    import importlib.util
+    import zipfile
+
+    if importlib.util.find_spec("hatchling") is None:
+        pytest.skip("hatchling is not installed (it is in the test dependency group)")
+    context = tmp_path / "src"
+    context.mkdir()
+    build = [args for key, args in instructions() if key in ("FROM", "COPY", "RUN")]
+    for args in build[1:build.index(next(a for a in build if "pip wheel" in a))]:
+        *sources, destination = args.split()
+        for source in sources:  # as COPY does: a directory's contents, a file by its name
+            if (ROOT / source).is_dir():
+                shutil.copytree(ROOT / source, context / destination, dirs_exist_ok=True,
+                                ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+            else:
+                shutil.copy(ROOT / source, context / destination / Path(source).name
+                            if destination.endswith("/") else context / destination)
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
+                           "--no-build-isolation", "-q", "-w", str(tmp_path / "wheels"), "."],
+                          cwd=context, capture_output=True, text=True, timeout=300, check=False,
+                          env={**os.environ, "LOOPGUARD_PURE_PYTHON": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    (wheel,) = (tmp_path / "wheels").glob("otel_loopguard-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    assert {f"otel_loopguard/assets/{name}" for name in
+            ("loopguard.json", "alerts.yaml", "alerts_test.yaml")} <= names
+
+
 def _wait_healthy(check: list[str], env: dict[str, str], process: subprocess.Popen[str]) -> None:
     deadline = time.monotonic() + 60
     while subprocess.run(check, env=env, capture_output=True, check=False).returncode != 0:
