@@ -570,7 +570,7 @@ Setting ``metrics_addr``. Default: ``127.0.0.1``. Allowed: any text.
 """
 
 LOOPGUARD_METRICS_PORT: Final = "LOOPGUARD_METRICS_PORT"
-"""Port of the /metrics server (off unless set).
+"""Port of the /metrics server that install() and opentelemetry-instrument start (off unless set).
 
 Setting ``metrics_port``. Default: unset (off). Allowed: an integer >= 0 and <= 65535; ``off``
 or ``none`` turns it off.

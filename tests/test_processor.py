@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -543,6 +544,27 @@ def test_install_serves_the_registry_the_processor_counts_into() -> None:
         body = answer.read().decode()
     assert 'loopguard_tool_calls_total{prompt_template="unknown",tool="search"} 1.0' in body
     provider.shutdown()
+
+
+def test_a_processor_built_by_hand_serves_no_metrics_port() -> None:
+    """``metrics_port`` (``LOOPGUARD_METRICS_PORT``) is read by ``install()``, as
+    configuration.md says: a processor constructed directly binds no port, whatever its
+    config, so its application serves /metrics with ``start_metrics_server``."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    provider = TracerProvider()
+    provider.add_span_processor(LoopGuardSpanProcessor(
+        LoopGuardConfig.create(metrics_port=port), registry=CollectorRegistry()))
+    _one_search(provider)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", port))  # free: nothing listens there
+    provider.shutdown()
+    page = (Path(__file__).resolve().parent.parent / "docs" / "configuration.md").read_text()
+    row = next(line for line in page.splitlines() if line.startswith("| `LOOPGUARD_METRICS_PORT`"))
+    assert "`install()`" in row and "start_metrics_server" in row
 
 
 def test_processors_on_one_registry_share_its_metrics() -> None:

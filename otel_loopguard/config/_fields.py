@@ -298,7 +298,8 @@ FIELDS: Final[dict[str, FieldRule]] = {
     "max_tools": _int(200, "Distinct tool label values before 'other'", 1),
     "max_services": _int(200, "Distinct service_name label values (serve) before 'other'", 1),
     "metrics_addr": FieldRule("str", "127.0.0.1", "Address of the /metrics server"),
-    "metrics_port": _int(None, "Port of the /metrics server (off unless set)", 0, 65535,
+    "metrics_port": _int(None, "Port of the /metrics server that install() and "
+                         "opentelemetry-instrument start (off unless set)", 0, 65535,
                          optional=True),
     "metrics_exporter": FieldRule("choice", "prometheus", "Where the processor's metrics go: "
                                   "prometheus (a registry, /metrics), otlp (the OpenTelemetry "
