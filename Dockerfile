@@ -5,6 +5,10 @@
 # Arguments after the image name replace the default ones (`--listen 0.0.0.0`), e.g.
 #   docker run --rm -p 4318:4318 otel-loopguard:0.1.0 --listen 0.0.0.0 --no-grpc
 FROM python:3.12-slim AS build
+# A C compiler builds the accelerators (serve's capacity figures in docs/deployment.md are
+# measured with them); the final image gets only the wheel, not the compiler.
+RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY pyproject.toml README.md LICENSE hatch_build.py ./
 COPY otel_loopguard ./otel_loopguard

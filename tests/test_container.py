@@ -101,8 +101,9 @@ def test_the_build_stage_builds_a_wheel_with_the_assets(tmp_path: Path) -> None:
         pytest.skip("hatchling is not installed (it is in the test dependency group)")
     context = tmp_path / "src"
     context.mkdir()
-    build = [args for key, args in instructions() if key in ("FROM", "COPY", "RUN")]
-    for args in build[1:build.index(next(a for a in build if "pip wheel" in a))]:
+    build = [(key, args) for key, args in instructions() if key in ("FROM", "COPY", "RUN")]
+    wheel_at = next(i for i, (_, args) in enumerate(build) if "pip wheel" in args)
+    for args in [args for key, args in build[1:wheel_at] if key == "COPY"]:
         *sources, destination = args.split()
         for source in sources:  # as COPY does: a directory's contents, a file by its name
             if (ROOT / source).is_dir():
