@@ -284,6 +284,15 @@ def test_every_runnable_block_is_found() -> None:
     assert {n for e in ALL for n in e.directives.get("given", "").split(",") if n} <= set(GIVEN)
 
 
+def test_test_files_are_run_by_pytest() -> None:
+    """A Python block that defines a ``test_`` function is marked ``pytest``: run as a script it
+    would only define the function, and its assertions would never run."""
+    defines_test = re.compile(r"^(?:async )?def test_\w*\(", re.MULTILINE)
+    unmarked = [e.id for e in ALL if e.lang == "python" and defines_test.search(e.code)
+                and "pytest" not in e.directives]
+    assert unmarked == []
+
+
 INSTALL = re.compile(r"pip install [^\n`&;|]*otel-loopguard[^\n`&;|]*")
 ONE_FORM = re.compile(r'pip install "otel-loopguard(?:\[\w+(?:,\w+)*\])? @ '
                       r'git\+https://github\.com/otel-loopguard/otel-loopguard"')
