@@ -175,10 +175,24 @@ class LoopGuardHarness:
 
 
 def _fixture() -> Any:
+    """Return the fixture for ``conftest.py`` files, or None without pytest.
+
+    It is a function of its own, not the plugin's: a conftest importing it while the plugin is
+    on would register that one function twice, and ``pytest --fixtures`` fails sorting two
+    entries that differ only in their ``FixtureDef``.
+    """
     try:
-        from otel_loopguard._pytest_plugin import loopguard_harness as fixture
+        import pytest
     except ImportError:  # pragma: no cover - pytest is only needed for the fixture
         return None
+
+    @pytest.fixture(name="loopguard_harness")
+    def fixture() -> Iterator[LoopGuardHarness]:
+        """Yield a fresh ``LoopGuardHarness`` (its own provider, exporter and fake clock)."""
+        harness = LoopGuardHarness()
+        yield harness
+        harness.shutdown()
+
     return fixture
 
 

@@ -110,3 +110,14 @@ class TestPlugin:
                 assert type(trace.get_tracer_provider()).__name__ == "ProxyTracerProvider"
         """)
         pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+    def test_fixture_imported_while_enabled_lists_cleanly(self, pytester: pytest.Pytester) -> None:
+        """A conftest that imports the fixture (as for the plugin off) while the plugin is on:
+        tests run, and ``pytest --fixtures`` lists it rather than failing with an internal error
+        (two registrations of one function compare equal up to their ``FixtureDef``)."""
+        pytester.makeconftest("from otel_loopguard.testing import loopguard_harness  # noqa\n")
+        pytester.makepyfile(LOOPING_TEST)
+        pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+        listed = pytester.runpytest("-p", "no:cacheprovider", "--fixtures")
+        assert listed.ret == 0, listed.stdout.str()
+        listed.stdout.fnmatch_lines(["loopguard_harness -- *"])
