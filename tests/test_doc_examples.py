@@ -73,6 +73,8 @@ GIVEN = {
                  "question = 'refund policy'",
     "multiprocess": "import os, tempfile\nos.environ['PROMETHEUS_MULTIPROC_DIR'] = "
                     "tempfile.mkdtemp()",
+    "metric_reader": "from opentelemetry.sdk.metrics.export import InMemoryMetricReader\n"
+                     "metric_reader = InMemoryMetricReader()",
     "app": "class _App:\n    def mount(self, path, app):\n        assert path and callable(app)\n"
            "app = _App()",
 }

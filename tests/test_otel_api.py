@@ -371,6 +371,28 @@ class TestMetricsApi:
         assert rig.prometheus_series()
         rig.provider.shutdown()
 
+    def test_more_series_than_the_sdk_keeps_is_warned_once(
+            self, caplog: pytest.LogCaptureFixture) -> None:
+        """A provider of the user's that would fold series past 2,000 is named in a warning."""
+        reader = InMemoryMetricReader()
+        metrics = LoopGuardMetrics(None, meter_provider=MeterProvider(
+            metric_readers=[reader], shutdown_on_exit=False))
+        for tool in range(150):
+            metrics.record_call("t", f"tool{tool}", first=False)
+        reader.collect()
+        assert not caplog.records
+        metrics = LoopGuardMetrics(None, max_tools=3000, meter_provider=MeterProvider(
+            metric_readers=[reader := InMemoryMetricReader()], shutdown_on_exit=False))
+        for tool in range(2001):
+            metrics.record_call("t", f"tool{tool}", first=False)
+        reader.collect()
+        reader.collect()
+        (record,) = caplog.records
+        assert record.levelname == "WARNING"
+        assert "loopguard_tool_calls_total has 2001 series" in record.getMessage()
+        assert "View(meter_name='otel_loopguard', aggregation_cardinality_limit=" in \
+            record.getMessage()
+
     def test_shared_metrics_gain_a_meter_provider_later(self) -> None:
         """A processor asking for OTLP on a registry already shared adds the export to it."""
         registry = CollectorRegistry()
@@ -470,6 +492,33 @@ class TestOtlpExport:
             ("prompt_template", "support@v3"), ("detector", "stagnation"), ("action", "stop"),
             ("mode", "observe")}))] == 1
         provider.shutdown()
+
+    def test_every_series_arrives_past_the_sdk_attribute_set_limit(
+            self, receiver: tuple[str, list[ExportMetricsServiceRequest]],
+            monkeypatch: pytest.MonkeyPatch) -> None:
+        """60 templates x 41 tools (2,460 series, within loopguard's caps) arrive one by one.
+
+        The SDK keeps 2,000 attribute sets per metric by default and folds the rest into a
+        point marked otel.metric.overflow; the provider loopguard builds lifts that for its
+        meter, so OTLP has the series Prometheus has.
+        """
+        url, requests = receiver
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", url)
+        built = default_meter_provider()
+        metrics = LoopGuardMetrics(None, meter_provider=built)
+        for template in range(60):
+            for tool in range(41):
+                metrics.record_call(f"t{template}", f"tool{tool}", first=tool == 0)
+        assert built.force_flush()
+        points = [point for request in requests for rm in request.resource_metrics
+                  for sm in rm.scope_metrics for metric in sm.metrics
+                  if metric.name == TOOL_CALLS for point in metric.sum.data_points]
+        keys = [frozenset((a.key, a.value.string_value) for a in point.attributes)
+                for point in points]
+        assert not [a for point in points for a in point.attributes
+                    if a.key == "otel.metric.overflow"]
+        assert len(set(keys)) == len(keys) == 60 * 41
+        assert sum(point.as_double for point in points) == 60 * 41
 
     def test_missing_exporter_package_is_a_one_line_error(
             self, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,10 +13,17 @@ cleaned as for Prometheus). Prometheus's OTLP translation removes a ``total`` wo
 counter's name and appends ``_total``, and the strategies without suffixes keep the name as it
 is, so in Prometheus the series is called the same either way. Instruments carry no unit: a unit
 would add a suffix (``_seconds``) that the scraped series does not have.
+
+The SDK (1.45 on) keeps at most 2,000 attribute sets per metric and folds the others into one
+point marked ``otel.metric.overflow``; loopguard caps its labels itself (the same series as
+Prometheus, up to 40,804 for ``loopguard_tool_calls_total`` with the default caps), so the
+provider it builds lifts that limit for its meter, and a provider of the user's that would fold
+is named in a warning.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import platform
 import threading
@@ -34,6 +41,12 @@ _PROTOCOLS: Final = ("http/protobuf", "grpc")
 _BUILT: list[Any] = []
 """The ``MeterProvider`` built for ``otlp`` when none is configured (one per process)."""
 _BUILT_LOCK = threading.Lock()
+SDK_DEFAULT_LIMIT: Final = 2000
+"""The SDK's default number of attribute sets per metric (``aggregation_cardinality_limit``)."""
+_NO_LIMIT: Final = 2**31 - 1
+"""The limit of the built provider's view: loopguard's own label caps bound the series."""
+
+logger = logging.getLogger("otel_loopguard.metrics")
 
 
 def _new_built_lock() -> None:
@@ -57,12 +70,13 @@ def observe_metrics(metrics: Any, meter_provider: Any, open_runs: Callable[[], i
     import otel_loopguard
 
     meter = meter_provider.get_meter(METER_NAME, otel_loopguard.__version__)
+    warned: list[str] = [] if meter_provider not in _BUILT else ["built: no limit"]
     for prom in list(vars(metrics).values()):
         described = prom.describe() if hasattr(prom, "describe") else ()
         for family in described:
             if family.type == "counter":
                 name = f"{family.name}_total"
-                meter.create_observable_counter(name, callbacks=[_reader(prom, name)],
+                meter.create_observable_counter(name, callbacks=[_reader(prom, name, warned)],
                                                 description=family.documentation)
 
     def gauge(_options: Any) -> Iterable[Observation]:
@@ -76,13 +90,27 @@ def observe_metrics(metrics: Any, meter_provider: Any, open_runs: Callable[[], i
         description="The otel-loopguard version and the Python version, always 1.")
 
 
-def _reader(prom: Any, name: str) -> Callable[[Any], Iterable[Any]]:
-    """Return the callback that reports the samples ``name`` of Prometheus metric ``prom``."""
+def _reader(prom: Any, name: str, warned: list[str]) -> Callable[[Any], Iterable[Any]]:
+    """Return the callback that reports the samples ``name`` of Prometheus metric ``prom``.
+
+    The first time a metric has more series than the SDK keeps by default, a warning says how
+    to keep them all (``warned`` holds what was warned about; the built provider starts it
+    non-empty: its view lifts the limit).
+    """
     from opentelemetry.metrics import Observation
 
     def read(_options: Any) -> Iterable[Observation]:
-        return [Observation(sample.value, sample.labels) for family in prom.collect()
-                for sample in family.samples if sample.name == name]
+        observations = [Observation(sample.value, sample.labels) for family in prom.collect()
+                        for sample in family.samples if sample.name == name]
+        if len(observations) > SDK_DEFAULT_LIMIT and not warned:
+            warned.append(name)
+            logger.warning(
+                "otel-loopguard: %s has %d series, more than the %d attribute sets the "
+                "OpenTelemetry SDK keeps per metric by default; unless the MeterProvider has "
+                "views=[View(meter_name=%r, aggregation_cardinality_limit=...)] with a higher "
+                "limit, the rest arrive as one point marked otel.metric.overflow",
+                name, len(observations), SDK_DEFAULT_LIMIT, METER_NAME)
+        return observations
     return read
 
 
@@ -136,7 +164,21 @@ def _build_otlp_provider() -> Any:
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
-    return MeterProvider(metric_readers=[PeriodicExportingMetricReader(exporter_class())])
+    return MeterProvider(metric_readers=[PeriodicExportingMetricReader(exporter_class())],
+                         views=_unlimited_views())
+
+
+def _unlimited_views() -> list[Any]:
+    """Return a view lifting the SDK's attribute-set limit for loopguard's meter.
+
+    An SDK before 1.45 has no such limit (nor the view setting): nothing to lift there.
+    """
+    from opentelemetry.sdk.metrics.view import View
+
+    try:
+        return [View(meter_name=METER_NAME, aggregation_cardinality_limit=_NO_LIMIT)]
+    except TypeError:
+        return []
 
 
 def _exporter_class(protocol: str) -> Any:
