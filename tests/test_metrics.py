@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from otel_loopguard import LoopGuardConfig
 from otel_loopguard.metrics import LabelCap, LoopGuardMetrics
@@ -348,6 +350,19 @@ class TestExposition:
         )
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert proc.stdout + proc.stderr == b""
+
+
+    def test_openmetrics_parses_and_declares_the_seconds_unit(
+        self, metrics: LoopGuardMetrics, registry: CollectorRegistry
+    ) -> None:
+        """The OpenMetrics exposition parses; `# UNIT` says which counter counts seconds."""
+        _exercise(metrics)
+        families = {f.name: f for f in text_string_to_metric_families(
+            generate_openmetrics(registry).decode())}
+        assert {f"{f.name}_total" if f.type == "counter" else f.name
+                for f in families.values()} == METRIC_NAMES
+        units = {name: f.unit for name, f in families.items() if f.unit}
+        assert units == {"loopguard_wasted_tool_seconds": "seconds"}
 
 
 _MULTIPROCESS_SCRIPT = textwrap.dedent(

@@ -295,6 +295,14 @@ class TestLogEvents:
             LoopGuardConfig.from_env({"LOOPGUARD_EVIDENCE": "events"})
 
 
+def _touch_every_counter(metrics: LoopGuardMetrics) -> None:
+    """Add 2 to one series of every counter of ``metrics`` (any added later too)."""
+    for value in vars(metrics).values():
+        if isinstance(value, Counter):
+            names = value._labelnames  # the counter's own label names
+            (value.labels(*["x"] * len(names)) if names else value).inc(2)
+
+
 class TestMetricsApi:
     def test_otel_series_equal_the_prometheus_series(self) -> None:
         """After the same spans, every counter has the same name, attributes and value."""
@@ -325,10 +333,7 @@ class TestMetricsApi:
         metrics = LoopGuardMetrics(registry, meter_provider=MeterProvider(
             metric_readers=[reader], shutdown_on_exit=False))
         metrics.track_open_runs(lambda: 3)
-        for value in vars(metrics).values():
-            if isinstance(value, Counter):
-                names = value._labelnames  # the counter's own label names
-                (value.labels(*["x"] * len(names)) if names else value).inc(2)
+        _touch_every_counter(metrics)
         data = reader.get_metrics_data()
         assert data is not None
         otel = {m.name: [p.value for p in m.data.data_points]
@@ -339,6 +344,41 @@ class TestMetricsApi:
         assert otel == prometheus
         assert otel[OPEN_RUNS] == [3]
         assert {TOOL_CALLS, LOOP_DETECTED, RUNS} <= set(otel)
+
+    def test_instruments_have_ucum_units(self) -> None:
+        """Counts have an annotation unit, seconds `s`; cost and build info none.
+
+        A unit in braces adds no suffix in Prometheus's OTLP translation, nor `s` to a name
+        with `seconds` in it, so the names stay those of /metrics.
+        """
+        reader = InMemoryMetricReader()
+        metrics = LoopGuardMetrics(None, meter_provider=MeterProvider(
+            metric_readers=[reader], shutdown_on_exit=False))
+        _touch_every_counter(metrics)
+        metrics.track_open_runs(lambda: 1)
+        data = reader.get_metrics_data()
+        assert data is not None
+        units = {m.name: m.unit for rm in data.resource_metrics for sm in rm.scope_metrics
+                 for m in sm.metrics}
+        assert units == {
+            "loopguard_tool_calls_total": "{call}",
+            "loopguard_loop_detected_total": "{finding}",
+            "loopguard_budget_exceeded_total": "{finding}",
+            "loopguard_runs_total": "{run}",
+            "loopguard_runs_flagged_total": "{run}",
+            "loopguard_enforced_total": "{action}",
+            "loopguard_evicted_runs_total": "{run}",
+            "loopguard_internal_errors_total": "{error}",
+            "loopguard_label_overflow_total": "{value}",
+            "loopguard_skipped_spans_total": "{span}",
+            "loopguard_unparented_tool_calls_total": "{call}",
+            "loopguard_wasted_tool_calls_total": "{call}",
+            "loopguard_wasted_tokens_total": "{token}",
+            "loopguard_wasted_tool_seconds_total": "s",
+            "loopguard_wasted_cost_total": "",
+            "loopguard_open_runs": "{run}",
+            "loopguard_build_info": "",
+        }
 
     def test_open_runs_gauge(self) -> None:
         """loopguard_open_runs is an observable gauge read at collection time."""

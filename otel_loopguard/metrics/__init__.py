@@ -151,7 +151,8 @@ class LoopGuardMetrics:
                                      "issued wasted tool calls.", [*tpl, "type"],
                                      registry=reg)
         self.wasted_tool_seconds = Counter(_base(WASTED_TOOL_SECONDS), "Seconds the wasted "
-                                           "tool calls ran.", tpl, registry=reg)
+                                           "tool calls ran.", tpl, registry=reg,
+                                           unit="seconds")
         self.wasted_cost = Counter(_base(WASTED_COST), "What the tokens of the model turns that "
                                    "issued wasted tool calls cost, for models with configured "
                                    "prices.", [*tpl, "currency"], registry=reg)

@@ -62,6 +62,17 @@ METRIC_NAMES: Final = frozenset(
 )
 """Every series name as it appears in PromQL."""
 
+OTEL_UNITS: Final = {
+    TOOL_CALLS: "{call}", LOOP_DETECTED: "{finding}", BUDGET_EXCEEDED: "{finding}",
+    RUNS: "{run}", RUNS_FLAGGED: "{run}", ENFORCED: "{action}", OPEN_RUNS: "{run}",
+    EVICTED_RUNS: "{run}", INTERNAL_ERRORS: "{error}", LABEL_OVERFLOW: "{value}",
+    SKIPPED_SPANS: "{span}", UNPARENTED_TOOL_CALLS: "{call}", WASTED_TOOL_CALLS: "{call}",
+    WASTED_TOKENS: "{token}", WASTED_TOOL_SECONDS: "s",
+}
+"""The UCUM unit of each OpenTelemetry instrument; none for ``WASTED_COST`` (its currency is an
+attribute) and ``BUILD_INFO``. Prometheus's OTLP translation adds no suffix for a unit in braces,
+nor ``_seconds`` to a name that has the word already, so the series names do not change."""
+
 RECEIVER_REQUESTS: Final = "loopguard_receiver_requests_total"
 """``serve`` only. Counter {protocol, outcome}: export requests by result (ok, partial, ...)."""
 RECEIVER_SPANS: Final = "loopguard_receiver_spans_total"

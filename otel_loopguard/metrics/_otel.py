@@ -11,8 +11,9 @@ Names: an OTel counter is named like its Prometheus series, ``_total`` included
 (``loopguard_tool_calls_total``), and its attributes are the series' labels (capped and
 cleaned as for Prometheus). Prometheus's OTLP translation removes a ``total`` word from a
 counter's name and appends ``_total``, and the strategies without suffixes keep the name as it
-is, so in Prometheus the series is called the same either way. Instruments carry no unit: a unit
-would add a suffix (``_seconds``) that the scraped series does not have.
+is, so in Prometheus the series is called the same either way. Each instrument has its UCUM unit
+(``OTEL_UNITS``): an annotation in braces (``{call}``) adds no suffix in that translation, and
+``s`` adds none to ``loopguard_wasted_tool_seconds_total``, which has ``seconds`` already.
 
 The SDK (1.45 on) keeps at most 2,000 attribute sets per metric and folds the others into one
 point marked ``otel.metric.overflow``; loopguard caps its labels itself (the same series as
@@ -31,7 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
 from otel_loopguard.exceptions import ConfigError
-from otel_loopguard.metrics._names import BUILD_INFO, OPEN_RUNS
+from otel_loopguard.metrics._names import BUILD_INFO, OPEN_RUNS, OTEL_UNITS
 
 __all__ = ["METER_NAME", "backends", "default_meter_provider", "observe_metrics"]
 
@@ -77,12 +78,13 @@ def observe_metrics(metrics: Any, meter_provider: Any, open_runs: Callable[[], i
             if family.type == "counter":
                 name = f"{family.name}_total"
                 meter.create_observable_counter(name, callbacks=[_reader(prom, name, warned)],
+                                                unit=OTEL_UNITS.get(name, ""),
                                                 description=family.documentation)
 
     def gauge(_options: Any) -> Iterable[Observation]:
         return [Observation(open_runs())]
 
-    meter.create_observable_gauge(OPEN_RUNS, callbacks=[gauge],
+    meter.create_observable_gauge(OPEN_RUNS, callbacks=[gauge], unit=OTEL_UNITS[OPEN_RUNS],
                                   description="Runs currently held in memory.")
     build = {"version": otel_loopguard.__version__, "python": platform.python_version()}
     meter.create_observable_gauge(
