@@ -24,7 +24,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor, ReadWriteLogRecord
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.metrics.export import AggregationTemporality, InMemoryMetricReader, Sum
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -381,8 +381,19 @@ class TestMetricsApi:
         }
 
     def test_open_runs_gauge(self) -> None:
-        """loopguard_open_runs is an observable gauge read at collection time."""
+        """loopguard_open_runs is read at collection time, as an additive (up-down) sum.
+
+        A count of runs held adds up across processes, so OpenTelemetry's kind for it is the
+        up-down counter (a non-monotonic sum), not the gauge; Prometheus sees a gauge either way.
+        """
         rig = Rig(metrics_exporter="both")
+        data = rig.reader.get_metrics_data()
+        assert data is not None
+        (open_runs,) = [m.data for rm in data.resource_metrics for sm in rm.scope_metrics
+                        for m in sm.metrics if m.name == OPEN_RUNS]
+        assert isinstance(open_runs, Sum)
+        assert not open_runs.is_monotonic
+        assert open_runs.aggregation_temporality is AggregationTemporality.CUMULATIVE
         with rig.tracer.start_as_current_span("invoke_agent triage", attributes=AGENT):
             with rig.tracer.start_as_current_span("execute_tool search", attributes={
                     "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search"}):
@@ -519,7 +530,7 @@ class TestOtlpExport:
                     assert sm.scope.name == "otel_loopguard"
                     for metric in sm.metrics:
                         if metric.WhichOneof("data") == "sum":
-                            assert metric.sum.is_monotonic
+                            assert metric.sum.is_monotonic is (metric.name != OPEN_RUNS)
                             for point in metric.sum.data_points:
                                 attrs = frozenset((a.key, a.value.string_value)
                                                   for a in point.attributes)

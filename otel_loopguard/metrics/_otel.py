@@ -63,8 +63,10 @@ if hasattr(os, "register_at_fork"):
 def observe_metrics(metrics: Any, meter_provider: Any, open_runs: Callable[[], int]) -> None:
     """Give every Prometheus counter of ``metrics`` an observable OTel twin on the provider.
 
-    Also adds the observable gauges ``loopguard_open_runs``, which reads ``open_runs()``, and
-    ``loopguard_build_info`` (1, the versions as attributes).
+    Also adds ``loopguard_open_runs``, which reads ``open_runs()``: an observable up-down
+    counter, as a count of things held is additive (the runs of two processes add up); a
+    gauge in Prometheus all the same. And the observable gauge ``loopguard_build_info`` (1,
+    the versions as attributes).
     """
     from opentelemetry.metrics import Observation
 
@@ -81,11 +83,12 @@ def observe_metrics(metrics: Any, meter_provider: Any, open_runs: Callable[[], i
                                                 unit=OTEL_UNITS.get(name, ""),
                                                 description=family.documentation)
 
-    def gauge(_options: Any) -> Iterable[Observation]:
+    def held(_options: Any) -> Iterable[Observation]:
         return [Observation(open_runs())]
 
-    meter.create_observable_gauge(OPEN_RUNS, callbacks=[gauge], unit=OTEL_UNITS[OPEN_RUNS],
-                                  description="Runs currently held in memory.")
+    meter.create_observable_up_down_counter(OPEN_RUNS, callbacks=[held],
+                                            unit=OTEL_UNITS[OPEN_RUNS],
+                                            description="Runs currently held in memory.")
     build = {"version": otel_loopguard.__version__, "python": platform.python_version()}
     meter.create_observable_gauge(
         BUILD_INFO, callbacks=[lambda _options: [Observation(1, build)]],
