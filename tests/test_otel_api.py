@@ -345,6 +345,35 @@ class TestMetricsApi:
         assert otel[OPEN_RUNS] == [3]
         assert {TOOL_CALLS, LOOP_DETECTED, RUNS} <= set(otel)
 
+    def test_two_processors_on_one_meter_provider_add_up(self) -> None:
+        """Two processors with registries of their own, one MeterProvider: OTLP has both.
+
+        The SDK keeps the first instrument of a name and ignores a second one's callback, so
+        the second processor's counts never reached OTLP; the instruments now add them up.
+        """
+        reader = InMemoryMetricReader()
+        shared = MeterProvider(metric_readers=[reader], shutdown_on_exit=False)
+        first = Rig(metrics_exporter="both", meter_provider=shared)
+        second = Rig(metrics_exporter="both", meter_provider=shared)
+        first.loop()
+        second.loop()
+        second.loop(("lookup",) * 3)
+        assert second.processor.metrics is not first.processor.metrics
+        expected: Series = {}
+        for rig in (first, second):
+            for key, value in rig.prometheus_series().items():
+                expected[key] = expected.get(key, 0) + value
+        data = reader.get_metrics_data()
+        assert data is not None
+        otel = {(m.name, frozenset((p.attributes or {}).items())): p.value
+                for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+                for p in m.data.data_points if m.name not in (OPEN_RUNS, BUILD_INFO)}
+        assert otel == expected
+        assert otel[(TOOL_CALLS, frozenset({("prompt_template", "support@v3"),
+                                            ("tool", "search")}))] == 10
+        first.provider.shutdown()
+        second.provider.shutdown()
+
     def test_instruments_have_ucum_units(self) -> None:
         """Counts have an annotation unit, seconds `s`; cost and build info none.
 

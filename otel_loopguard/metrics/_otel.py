@@ -28,6 +28,7 @@ import logging
 import os
 import platform
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
@@ -60,31 +61,62 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_new_built_lock)
 
 
+class _Sources:
+    """The metrics reporting through one meter provider, whose instruments add them up."""
+
+    def __init__(self, *, limit_lifted: bool) -> None:
+        self.metrics: list[tuple[Any, Callable[[], int]]] = []
+        """(``LoopGuardMetrics``, its open-runs reader), in the order they were added."""
+        self.warned: list[str] = ["no limit"] if limit_lifted else []
+        """What the SDK-limit warning was given for (the built provider's view lifts it)."""
+
+
+_SOURCES: weakref.WeakKeyDictionary[Any, _Sources] = weakref.WeakKeyDictionary()
+"""Per meter provider, the metrics its instruments read (the SDK keeps one instrument per
+name: a second ``create_observable_counter`` of that name does not add its callback)."""
+
+
 def observe_metrics(metrics: Any, meter_provider: Any, open_runs: Callable[[], int]) -> None:
     """Give every Prometheus counter of ``metrics`` an observable OTel twin on the provider.
 
     Also adds ``loopguard_open_runs``, which reads ``open_runs()``: an observable up-down
     counter, as a count of things held is additive (the runs of two processes add up); a
     gauge in Prometheus all the same. And the observable gauge ``loopguard_build_info`` (1,
-    the versions as attributes).
+    the versions as attributes). Several metrics on one provider (two processors with
+    registries of their own, or ``serve`` beside a processor) report through the same
+    instruments, their series added up, as a Prometheus registry shared by them would.
     """
+    with _BUILT_LOCK:
+        sources = _SOURCES.get(meter_provider)
+        first = sources is None
+        if sources is None:
+            sources = _SOURCES[meter_provider] = _Sources(
+                limit_lifted=any(meter_provider is built for built in _BUILT))
+        if any(known is metrics for known, _ in sources.metrics):
+            return
+        sources.metrics.append((metrics, open_runs))
+    if first:
+        _create_instruments(metrics, meter_provider, sources)
+
+
+def _create_instruments(metrics: Any, meter_provider: Any, sources: _Sources) -> None:
+    """Create the provider's instruments, each reading every metrics of ``sources``."""
     from opentelemetry.metrics import Observation
 
     import otel_loopguard
 
     meter = meter_provider.get_meter(METER_NAME, otel_loopguard.__version__)
-    warned: list[str] = [] if meter_provider not in _BUILT else ["built: no limit"]
-    for prom in list(vars(metrics).values()):
+    for attribute, prom in list(vars(metrics).items()):
         described = prom.describe() if hasattr(prom, "describe") else ()
         for family in described:
             if family.type == "counter":
                 name = f"{family.name}_total"
-                meter.create_observable_counter(name, callbacks=[_reader(prom, name, warned)],
-                                                unit=OTEL_UNITS.get(name, ""),
-                                                description=family.documentation)
+                meter.create_observable_counter(
+                    name, callbacks=[_reader(attribute, name, sources)],
+                    unit=OTEL_UNITS.get(name, ""), description=family.documentation)
 
     def held(_options: Any) -> Iterable[Observation]:
-        return [Observation(open_runs())]
+        return [Observation(sum(size() for _, size in list(sources.metrics)))]
 
     meter.create_observable_up_down_counter(OPEN_RUNS, callbacks=[held],
                                             unit=OTEL_UNITS[OPEN_RUNS],
@@ -95,20 +127,34 @@ def observe_metrics(metrics: Any, meter_provider: Any, open_runs: Callable[[], i
         description="The otel-loopguard version and the Python version, always 1.")
 
 
-def _reader(prom: Any, name: str, warned: list[str]) -> Callable[[Any], Iterable[Any]]:
-    """Return the callback that reports the samples ``name`` of Prometheus metric ``prom``.
+def _samples(prom: Any, name: str) -> list[Any]:
+    return [sample for family in prom.collect() for sample in family.samples
+            if sample.name == name]
 
-    The first time a metric has more series than the SDK keeps by default, a warning says how
-    to keep them all (``warned`` holds what was warned about; the built provider starts it
-    non-empty: its view lifts the limit).
+
+def _reader(attribute: str, name: str, sources: _Sources) -> Callable[[Any], Iterable[Any]]:
+    """Return the callback that reports the samples ``name`` of each metrics' ``attribute``.
+
+    Samples of equal labels from several metrics are added up. The first time a metric has
+    more series than the SDK keeps by default, a warning says how to keep them all.
     """
     from opentelemetry.metrics import Observation
 
     def read(_options: Any) -> Iterable[Observation]:
-        observations = [Observation(sample.value, sample.labels) for family in prom.collect()
-                        for sample in family.samples if sample.name == name]
-        if len(observations) > SDK_DEFAULT_LIMIT and not warned:
-            warned.append(name)
+        every = list(sources.metrics)
+        if len(every) == 1:
+            observations = [Observation(sample.value, sample.labels)
+                            for sample in _samples(getattr(every[0][0], attribute), name)]
+        else:
+            totals: dict[frozenset[tuple[str, str]], tuple[dict[str, str], float]] = {}
+            for metrics, _ in every:
+                for sample in _samples(getattr(metrics, attribute), name):
+                    key = frozenset(sample.labels.items())
+                    total = totals.get(key, (sample.labels, 0.0))[1]
+                    totals[key] = (sample.labels, total + sample.value)
+            observations = [Observation(value, labels) for labels, value in totals.values()]
+        if len(observations) > SDK_DEFAULT_LIMIT and not sources.warned:
+            sources.warned.append(name)
             logger.warning(
                 "otel-loopguard: %s has %d series, more than the %d attribute sets the "
                 "OpenTelemetry SDK keeps per metric by default; unless the MeterProvider has "
