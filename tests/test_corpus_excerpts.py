@@ -17,9 +17,9 @@ import pytest
 from corpus import convert
 from corpus.figures import excerpt_figures, format_table
 
-MIN_RUNS = 60
-MIN_LOOPS = 38
-MIN_HEALTHY = 22
+MIN_RUNS = 76
+MIN_LOOPS = 51
+MIN_HEALTHY = 25
 MAX_FALSE_POSITIVES = 0
 """Healthy runs a loop detector may flag (now: none of 22) before the test fails."""
 MAX_MISSED_LOOPS = 8
