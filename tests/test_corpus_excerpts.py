@@ -20,16 +20,21 @@ from corpus.figures import excerpt_figures, format_table
 MIN_RUNS = 76
 MIN_LOOPS = 51
 MIN_HEALTHY = 25
-MAX_FALSE_POSITIVES = 0
-"""Healthy runs a loop detector may flag (now: none of 22) before the test fails."""
-MAX_MISSED_LOOPS = 8
-"""Loop runs no loop detector may miss (now: 8 of 38) before the test fails. One of them, a
-grep re-run with a wider window each time (issue-stella-3689-grep-window), is out of reach by
-design: a shell command line with another operand is another call, never a near-duplicate."""
+MAX_FALSE_POSITIVES = 1
+"""Healthy runs a loop detector may flag (now: 1 of 25) before the test fails: two oversized
+reads retried once each in alternation with the same refusal, then a switch to bash
+(issue-stella-1122), which ``cycle`` warns on when A B A B completes, as the spec's F6 asks."""
+MAX_MISSED_LOOPS = 11
+"""Loop runs no loop detector may miss (now: 11 of 51) before the test fails. Out of reach by
+design among them: a grep re-run with a wider window each time (issue-stella-3689-grep-window;
+a shell command line with another operand is another call, never a near-duplicate), three
+loops of model turns that called no tool (the excerpts keep no turn content, and an idle turn
+counts only when its content is seen to repeat), 90 ``sleep 5`` calls in a row (waiting alone
+is exempt) and five different do-nothing scripts (issue-codex-6190)."""
 MAX_REPLAN_OR_STOP_ON_HEALTHY = 0
 """Healthy runs that may reach replan or stop (now: none)."""
-MIN_PRECISION = 1.0
-MIN_RECALL = 30 / 38
+MIN_PRECISION = 40 / 41
+MIN_RECALL = 40 / 51
 
 
 @pytest.fixture(scope="module")
