@@ -186,8 +186,8 @@ class RunWaste:
             self._awaited = 0
             self._total.tokens(turn)
             self._changed = True
-        elif index == self._counted:  # a new turn under a number seen before (the next trace
-            self._counted = 0  # of a conversation numbers its turns again)
+        elif index == self._counted:  # a new turn under a number seen before: not counted yet
+            self._counted = 0
         turns = self._turns
         turns.pop(index, None)
         turns[index] = turn

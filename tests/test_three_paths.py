@@ -29,6 +29,7 @@ from opentelemetry.trace import Status, StatusCode
 from prometheus_client import CollectorRegistry
 
 from otel_loopguard.config import LoopGuardConfig
+from otel_loopguard.metrics import LoopGuardMetrics
 from otel_loopguard.otlp._sdk import span_record_from_readable
 from otel_loopguard.processor import LoopGuardSpanProcessor
 from otel_loopguard.receiver import StreamingChecker
@@ -254,3 +255,63 @@ def test_generated_traces_get_the_same_findings_everywhere(run_key: str, spans: 
         assert live == checked, seed
         findings += len(checked)
     assert findings > 10  # the traces loop often enough to compare (12 or more per variant)
+
+
+_WASTED = ("loopguard_wasted_tool_calls_total", "loopguard_wasted_tokens_total",
+           "loopguard_wasted_cost_total")
+
+
+def _wasted(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """The waste counters' series (tool seconds left out), ``service_name`` dropped."""
+    return {(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "service_name"))):
+            s.value for metric in registry.collect() for s in metric.samples
+            if s.name in _WASTED and s.value}
+
+
+def test_a_conversation_wastes_the_same_tokens_everywhere() -> None:
+    """A conversation's second request resumes with a call its first request's model asked for
+    (a tool approved in between): the call is wasted, and so is the turn that issued it, the
+    run's latest model turn, in another trace. ``check`` and ``serve`` numbered each trace's
+    turns again, so the call had no turn there, while the live processor counted its tokens."""
+    config = LoopGuardConfig.create(run_key="conversation", prices={
+        "m1": {"input_per_million": 1000.0, "output_per_million": 2000.0}})
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    live = CollectorRegistry()
+    provider.add_span_processor(LoopGuardSpanProcessor(
+        config, downstream=SimpleSpanProcessor(exporter), registry=live,
+        raise_internal_errors=True))
+    tracer = provider.get_tracer("conversation")
+    agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "triage",
+             "gen_ai.conversation.id": "conv-1"}
+    search = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search",
+              "gen_ai.tool.call.arguments": '{"q": "refund"}',
+              "gen_ai.tool.call.result": "no results"}
+    for calls in ((True, True, True), (False, True)):  # a turn before each call, or none
+        with tracer.start_as_current_span("invoke_agent triage", attributes=agent):
+            for n, turn in enumerate(calls, 1):
+                if turn:
+                    with tracer.start_as_current_span("chat m1", attributes={
+                            "gen_ai.operation.name": "chat", "gen_ai.request.model": "m1",
+                            "gen_ai.usage.input_tokens": 100 * n,
+                            "gen_ai.usage.output_tokens": 10 * n}):
+                        pass
+                with tracer.start_as_current_span("execute_tool search", attributes=search):
+                    pass
+    provider.shutdown()
+    exported = [span_record_from_readable(s) for s in exporter.get_finished_spans()]
+    (checked,) = Checker(config).run(iter(exported))
+    served = CollectorRegistry()
+    streaming = StreamingChecker(config, metrics=LoopGuardMetrics(served),
+                                 raise_internal_errors=True)
+    (report,) = streaming.add(exported) + streaming.flush()
+    # warn at the 3rd call; the 4th (the resumed one: turn 3, 300 + 30 tokens) and the 5th
+    # (turn 2 of the second request: 200 + 20 tokens) are wasted
+    waste = checked.waste
+    assert (waste.tool_calls, waste.model_turns, waste.input_tokens, waste.output_tokens) == (
+        2, 2, 500, 50)
+    assert waste.cost == pytest.approx({"USD": 0.6})
+    assert report.waste == waste
+    assert _wasted(live) == _wasted(served)
+    assert _wasted(live)[("loopguard_wasted_tokens_total", (
+        ("prompt_template", "unknown"), ("type", "input")))] == 500

@@ -106,9 +106,12 @@ class Checker:
         self._clock = clock
         self._touched: dict[str, int] = {}
         """Run id → when it was last fed (``clock`` time), for ``expire``."""
-        self._session_turns: dict[str, int] = {}
-        """Run id → the model turns of a coding agent's session checked so far: the turns of
-        its next piece are numbered on from there, as in one piece."""
+        self._run_turns: dict[str, int] = {}
+        """Run id → the model turns checked so far of a run that outlives a trace (a
+        conversation's, a coding agent's session): the turns of its next trace or piece are
+        numbered on from there, as the processor numbers them, so that a call made before its
+        trace's first model span is the run's latest turn's (the turn that issued it, for its
+        waste), and turns stay consecutive across traces (``batch``, ``idle_turns``)."""
         self._dedupe = SpanDeduplicator()
         self._is_new = self._dedupe.is_new
         self._last: tuple[str, _OpenTrace | None] = ("", None)
@@ -148,7 +151,7 @@ class Checker:
     def _close_run(self, run_id: str) -> RunReport:
         _, report = self._runs.pop(run_id)
         self._touched.pop(run_id, None)
-        self._session_turns.pop(run_id, None)
+        self._run_turns.pop(run_id, None)
         return report
 
     @property
@@ -259,17 +262,18 @@ class Checker:
         if key == "agent" and not session:
             yield from self._per_agent(assembled)
             return
-        run_id = assembled.conversation if key == "conversation" and assembled.conversation \
-            else trace_id
+        conversation = assembled.conversation if key == "conversation" else None
+        run_id = conversation or trace_id
         state, report = self._run(run_id)
         items = assembled.events
-        if session:
-            before = self._session_turns.get(run_id, 0)
-            items = _turns_of_run(items, before)
-            self._session_turns[run_id] = before + sum(
+        if session or conversation:
+            before = self._run_turns.get(run_id, 0)
+            if before or session:
+                items = _turns_of_run(items, before)
+            self._run_turns[run_id] = before + sum(
                 isinstance(item.event, ModelTurn) for item in items)
         self._feed(state, report, assembled, items)
-        if (key != "conversation" or not assembled.conversation) and not session:
+        if not conversation and not session:
             yield self._close_run(run_id)
             return
         while len(self._runs) > self.config.max_runs:
