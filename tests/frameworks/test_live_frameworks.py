@@ -553,6 +553,52 @@ def test_agents_conversation_is_seen_live_only_on_a_span_around_the_run(
 LANGCHAIN = [f.name for f in FAMILIES if f.framework == "langchain"]
 
 
+@pytest.mark.parametrize("family", LANGCHAIN)
+@pytest.mark.parametrize("named", [False, True], ids=["session_id", "span_around_the_run"])
+def test_langchain_conversation_is_seen_live_unless_written_at_the_end(
+        family: str, named: bool, _instrumented: _Session, tmp_path: Path) -> None:
+    """``run_key = "conversation"``: three runs of one conversation (``session_id`` metadata),
+    two identical searches each. OpenInference and OpenLLMetry put it on the spans as they
+    start, so it is one run live; the official instrumentation writes ``gen_ai.conversation.id``
+    when the agent span ends, after the tool calls were decided: live, each run stays one of
+    its own unless the conversation is also named on a span around the run, while ``check``
+    merges them either way (docs/frameworks.md)."""
+    instrumented = _instrument(_instrumented, BY_NAME[family])  # skips when not installed
+    from otel_loopguard.replay.checker import Checker
+
+    config = LoopGuardConfig.create(run_key="conversation")
+    exporter = InMemorySpanExporter()
+    processor = LoopGuardSpanProcessor(config, downstream=SimpleSpanProcessor(exporter),
+                                       registry=CollectorRegistry(), raise_internal_errors=True)
+    instrumented.slot.targets = (processor,)
+    tracer = instrumented.provider.get_tracer("test")
+    try:
+        for _ in range(3):
+            agent = _langchain_agent([LOOP_QUERY] * 2)
+            run = {"messages": [("user", "I want a refund")]}
+            options = {"recursion_limit": 30, "metadata": {"session_id": "conv-7"}}
+            if named:
+                with tracer.start_as_current_span(
+                        "conversation", attributes={"gen_ai.conversation.id": "conv-7"}):
+                    agent.invoke(run, config=options)
+            else:
+                agent.invoke(run, config=options)
+        instrumented.provider.force_flush()
+    finally:
+        instrumented.slot.targets = ()
+        processor.shutdown()
+    spans = sorted(exporter.get_finished_spans(), key=lambda s: s.start_time or 0)
+    live = [_loopguard_attrs(s).get("loopguard.action") for s in _tool_spans(spans)]
+    merged = [None, None, "warn", "replan", "stop", "stop"]
+    assert live == (merged if named or family != "langchain-otel-genai" else [None] * 6)
+    path = tmp_path / "spans.jsonl"
+    path.write_text("".join(line + "\n" for line in to_otlp_json_lines(list(spans))))
+    reports = [r for r in Checker(config).run(iter_spans(str(path), strict=True))
+               if r.tool_calls]
+    assert [(r.run_id, r.tool_calls, r.action.name) for r in reports] == [
+        ("conv-7", 6, "STOP")]
+
+
 @pytest.mark.parametrize("live", LANGCHAIN, indirect=True)
 def test_langchain_transfer_tool_leaves_from_the_agent_the_instrumentation_names(
         live: Live, tmp_path: Path) -> None:
