@@ -4,8 +4,9 @@ The live processor (each span as it ends, on a real ``TracerProvider``), ``serve
 checker and ``check`` (a saved trace) share one assembly of spans into runs; here they read the
 real-agent corpus, a request in which two agents loop in turn, twice in one conversation, and
 generated traces in the GenAI, OpenInference and Traceloop conventions (nested and sibling
-agents, handoffs, model turns, failing and repeated calls), and must flag the same calls of the
-same runs with the same detectors and actions.
+agents, handoffs, model turns with token counts, failing and repeated calls), and must flag the
+same calls of the same runs with the same detectors and actions, and on the generated traces count
+the same waste (tool calls, model turns, tokens, cost) in their reports and metrics.
 
 Not generated: a conversation id that first shows on a span after others of its trace ended.
 The live processor cannot know it yet, and puts those spans in the trace's run
@@ -107,7 +108,8 @@ class _GenAI:
 
     @staticmethod
     def chat() -> Span:
-        return "chat", {"gen_ai.operation.name": "chat"}
+        return "chat", {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m1",
+                        "gen_ai.usage.input_tokens": 100, "gen_ai.usage.output_tokens": 10}
 
     @staticmethod
     def content(text: str) -> dict[str, str]:
@@ -136,7 +138,8 @@ class _OpenInference:
 
     @staticmethod
     def chat() -> Span:
-        return "llm", {"openinference.span.kind": "LLM"}
+        return "llm", {"openinference.span.kind": "LLM", "llm.model_name": "m1",
+                       "llm.token_count.prompt": 100, "llm.token_count.completion": 10}
 
     @staticmethod
     def content(text: str) -> dict[str, str]:
@@ -162,7 +165,9 @@ class _Traceloop:
 
     @staticmethod
     def chat() -> Span:
-        return "openai.chat", {"traceloop.span.kind": "llm"}
+        return "openai.chat", {"traceloop.span.kind": "llm", "gen_ai.request.model": "m1",
+                               "gen_ai.usage.prompt_tokens": 100,
+                               "gen_ai.usage.completion_tokens": 10}
 
     @staticmethod
     def content(text: str) -> dict[str, str]:
@@ -216,16 +221,18 @@ def _agent_work(tracer: Any, rng: random.Random, spans: Any, depth: int) -> None
 
 
 def _generated(seed: int, config: LoopGuardConfig, spans: Any = _GenAI, *,
-               background: bool = True) -> tuple[set[Finding], list[SpanRecord]]:
-    """Run 1 to 3 generated traces through the live processor; its findings and spans.
+               background: bool = True
+               ) -> tuple[set[Finding], list[SpanRecord], CollectorRegistry]:
+    """Run 1 to 3 generated traces through the live processor; its findings, spans and metrics.
 
     ``background=False``: detection inside ``span.end()``, as in enforce mode.
     """
     rng = random.Random(seed)
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
+    registry = CollectorRegistry()
     provider.add_span_processor(LoopGuardSpanProcessor(
-        config, downstream=SimpleSpanProcessor(exporter), registry=CollectorRegistry(),
+        config, downstream=SimpleSpanProcessor(exporter), registry=registry,
         raise_internal_errors=True, background=background))
     tracer = provider.get_tracer("generated")
     for _ in range(rng.randint(1, 3)):
@@ -236,7 +243,7 @@ def _generated(seed: int, config: LoopGuardConfig, spans: Any = _GenAI, *,
             _agent_work(tracer, rng, spans, 0)
     provider.shutdown()
     ended = exporter.get_finished_spans()
-    return _from_spans(ended), [span_record_from_readable(s) for s in ended]
+    return _from_spans(ended), [span_record_from_readable(s) for s in ended], registry
 
 
 @pytest.mark.parametrize(("spans", "background"), [
@@ -245,27 +252,48 @@ def _generated(seed: int, config: LoopGuardConfig, spans: Any = _GenAI, *,
 @pytest.mark.parametrize("run_key", ["trace", "agent", "conversation"])
 def test_generated_traces_get_the_same_findings_everywhere(run_key: str, spans: Any,
                                                            background: bool) -> None:
-    config = LoopGuardConfig.create(run_key=run_key)
-    findings = 0
+    config = LoopGuardConfig.create(run_key=run_key, prices={
+        "m1": {"input_per_million": 1000.0, "output_per_million": 2000.0}})
+    findings = calls = turns = 0
     for seed in range(80):
-        live, exported = _generated(seed, config, spans, background=background)
-        checked = _from_reports(list(Checker(config).run(iter(exported))))
-        streaming = StreamingChecker(config, raise_internal_errors=True)
-        assert _from_reports(streaming.add(exported) + streaming.flush()) == checked, seed
+        live, exported, registry = _generated(seed, config, spans, background=background)
+        reports = list(Checker(config).run(iter(exported)))
+        checked = _from_reports(reports)
+        served = CollectorRegistry()
+        streaming = StreamingChecker(config, metrics=LoopGuardMetrics(served),
+                                     raise_internal_errors=True)
+        streamed = streaming.add(exported) + streaming.flush()
+        assert _from_reports(streamed) == checked, seed
         assert live == checked, seed
+        waste = {r.run_id: r.waste for r in reports if r.waste}
+        assert {r.run_id: r.waste for r in streamed if r.waste} == waste, seed
+        assert _wasted(registry, by_template=False) == pytest.approx(
+            _wasted(served, by_template=False)), seed
         findings += len(checked)
+        calls += sum(w.tool_calls for w in waste.values())
+        turns += sum(w.model_turns for w in waste.values())
     assert findings > 10  # the traces loop often enough to compare (12 or more per variant)
+    assert calls > 1 and turns > 0  # and their loops waste calls, and the turns that made them
 
 
 _WASTED = ("loopguard_wasted_tool_calls_total", "loopguard_wasted_tokens_total",
            "loopguard_wasted_cost_total")
 
 
-def _wasted(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """The waste counters' series (tool seconds left out), ``service_name`` dropped."""
-    return {(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "service_name"))):
-            s.value for metric in registry.collect() for s in metric.samples
-            if s.name in _WASTED and s.value}
+def _wasted(registry: CollectorRegistry, *, by_template: bool = True
+            ) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """The waste counters' series (tool seconds left out), ``service_name`` dropped, and
+    ``prompt_template`` too unless ``by_template`` (the processor may label a run's first
+    calls ``unknown``: docs/architecture.md)."""
+    dropped = {"service_name"} if by_template else {"service_name", "prompt_template"}
+    out: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+    for metric in registry.collect():
+        for s in metric.samples:
+            if s.name in _WASTED and s.value:
+                key = (s.name, tuple(sorted((k, v) for k, v in s.labels.items()
+                                            if k not in dropped)))
+                out[key] = out.get(key, 0.0) + s.value
+    return out
 
 
 def test_a_conversation_wastes_the_same_tokens_everywhere() -> None:
