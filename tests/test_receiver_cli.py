@@ -134,3 +134,34 @@ def test_seconds_flags_reject_what_is_not_a_duration(
     err = capsys.readouterr().err
     assert f"argument {flag}" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("8388608", 8 << 20), ("8MiB", 8 << 20), ("512k", 512 << 10), ("1GiB", 1 << 30)])
+def test_byte_flags_take_sizes_with_units(value: str, expected: int) -> None:
+    """Every byte limit of serve takes a number or a size with a binary unit, as check's do."""
+    from otel_loopguard.cli import _build_parser
+    from otel_loopguard.cli._serve import _options
+
+    flags = ("--max-request-bytes", "--max-pending-bytes", "--max-bytes-in-flight",
+             "--forward-buffer-bytes", "--forward-max-batch-bytes")
+    argv = ["serve", "--no-grpc", "--max-bytes-in-flight", "2GiB"]
+    for flag in flags:
+        if flag != "--max-bytes-in-flight":
+            argv += [flag, value]
+    options = _options(_build_parser(argv).parse_args(argv))
+    assert (options.max_request_bytes, options.max_pending_bytes, options.forward_buffer_bytes,
+            options.forward_max_batch_bytes, options.max_bytes_in_flight) == (
+        expected, expected, expected, expected, 2 << 30)
+
+
+def test_a_byte_flag_that_is_not_a_size_is_a_usage_error(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Neither a number nor a size: one usage line naming the flag; 0 is the receiver's to word."""
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", "--max-request-bytes", "lots"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --max-request-bytes: not a size in bytes (e.g. 512MiB, 1GiB): 'lots'" in err
+    assert main(["serve", "--max-request-bytes", "0"]) == 2
+    assert "max_request_bytes must be >= 1" in capsys.readouterr().err

@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from prometheus_client import GC_COLLECTOR, CollectorRegistry, PlatformCollector, ProcessCollector
 
-from otel_loopguard.cli._check import run_key_default
+from otel_loopguard.cli._check import parse_size, run_key_default
 from otel_loopguard.cli._gc import fewer_collections
 from otel_loopguard.cli._logs import LEVELS, configure_logging
 from otel_loopguard.config import LoopGuardConfig
@@ -68,16 +68,16 @@ def add_parser(commands: Any) -> None:
                         help=f"require 'Authorization: Bearer <token>' with the token in FILE "
                              f"(default: ${TOKEN_ENV} when set, else no auth)")
     limits = parser.add_argument_group("limits")
-    limits.add_argument("--max-request-bytes", type=int, default=8 << 20, metavar="N",
+    limits.add_argument("--max-request-bytes", type=_byte_size, default=8 << 20, metavar="SIZE",
                         help="largest request, before and after decompression (default 8 MiB)")
     limits.add_argument("--max-queue", type=int, default=64, metavar="BATCHES",
                         help="decoded batches waiting before 429/RESOURCE_EXHAUSTED (64)")
     limits.add_argument("--max-buffered-spans", type=int, default=1_000_000, metavar="N",
                         help="spans buffered across open traces (default 1,000,000)")
-    limits.add_argument("--max-pending-bytes", type=int, default=128 << 20, metavar="N",
+    limits.add_argument("--max-pending-bytes", type=_byte_size, default=128 << 20, metavar="SIZE",
                         help="bytes of spans held in open traces; past it the oldest trace is "
                              "checked and forwarded early (default 128 MiB)")
-    limits.add_argument("--max-bytes-in-flight", type=int, default=64 << 20, metavar="N",
+    limits.add_argument("--max-bytes-in-flight", type=_byte_size, default=64 << 20, metavar="SIZE",
                         help="request bytes read, decoded or queued at once, over HTTP and "
                              "gRPC, before 429/RESOURCE_EXHAUSTED (64 MiB)")
     limits.add_argument("--max-connections", type=int, default=128, metavar="N",
@@ -105,10 +105,10 @@ def add_parser(commands: Any) -> None:
     out.add_argument("--state-file", metavar="FILE",
                      help="keep counts of acknowledged and finished spans in FILE, so that the "
                           "next start counts what a SIGKILL or OOM kill lost")
-    out.add_argument("--forward-buffer-bytes", type=int, default=64 << 20, metavar="N",
+    out.add_argument("--forward-buffer-bytes", type=_byte_size, default=64 << 20, metavar="SIZE",
                      help="checked spans waiting for the downstream; when full, new data gets "
                           "429/RESOURCE_EXHAUSTED (default 64 MiB)")
-    out.add_argument("--forward-max-batch-bytes", type=int, default=4 << 20, metavar="N",
+    out.add_argument("--forward-max-batch-bytes", type=_byte_size, default=4 << 20, metavar="SIZE",
                      help="largest export request sent downstream, under its message limit "
                           "(default 4 MiB, the Collector's gRPC default)")
     out.add_argument("--log-level", choices=LEVELS, default="info",
@@ -153,6 +153,18 @@ def _seconds(text: str) -> float:
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
     return value
+
+
+def _byte_size(text: str) -> int:
+    """Return a byte count given as a number (``8388608``) or with a binary unit (``8MiB``).
+
+    A plain number is taken as it is, so that the receiver's own checks word what is wrong
+    with ``0`` or a negative one; a size with a unit reads as ``check``'s size options do.
+    """
+    try:
+        return int(text)
+    except ValueError:
+        return parse_size(text)
 
 
 def _options(args: argparse.Namespace) -> ReceiverOptions:
