@@ -7,6 +7,7 @@ writes it, so `otel-loopguard check` reads it like a real capture.
 
 from __future__ import annotations
 
+import argparse
 import base64
 import json
 from pathlib import Path
@@ -67,6 +68,7 @@ def healthy() -> LoopGuardHarness:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()  # --help: no write
     OUT.mkdir(exist_ok=True)
     _write(looping(), OUT / "looping_agent.jsonl")
     _write(healthy(), OUT / "healthy_agent.jsonl")
