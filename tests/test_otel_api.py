@@ -7,6 +7,7 @@ exporter sending to a small OTLP receiver this test runs.
 
 from __future__ import annotations
 
+import logging
 import platform
 import sys
 import threading
@@ -660,3 +661,20 @@ class TestServe:
         assert registry.get_sample_value("loopguard_receiver_spans_total",
                                          {"outcome": "accepted"}) == 6
         agent.provider.shutdown()
+
+
+def test_a_meter_provider_the_setting_leaves_unused_is_named_in_a_warning(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """metrics_exporter=prometheus with a meter_provider: one warning that it goes unused."""
+    from prometheus_client import CollectorRegistry
+
+    provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+    with caplog.at_level(logging.WARNING, logger="otel_loopguard.metrics"):
+        processor = LoopGuardSpanProcessor(LoopGuardConfig.create(metrics_exporter="prometheus"),
+                                           registry=CollectorRegistry(),
+                                           meter_provider=provider)
+    processor.shutdown()
+    assert [r.getMessage() for r in caplog.records if "meter_provider" in r.getMessage()] == [
+        "otel-loopguard: the meter_provider passed is not used: metrics_exporter is "
+        "'prometheus'; set it to 'otlp' or 'both' (LOOPGUARD_METRICS_EXPORTER) to record "
+        "metrics there"]

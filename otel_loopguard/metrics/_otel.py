@@ -172,6 +172,10 @@ def backends(exporter: str, registry: Any, meter_provider: Any = None) -> tuple[
     ``default_meter_provider()``); ``both``: the two.
     """
     if exporter == "prometheus":
+        if meter_provider is not None:  # the setting decides: a provider alone would go unused
+            logger.warning("otel-loopguard: the meter_provider passed is not used: "
+                           "metrics_exporter is 'prometheus'; set it to 'otlp' or 'both' "
+                           "(LOOPGUARD_METRICS_EXPORTER) to record metrics there")
         return registry, None
     return (None if exporter == "otlp" else registry), (
         meter_provider if meter_provider is not None else default_meter_provider())
