@@ -41,6 +41,10 @@ class RunEntry:
     template: str | None = None
     tool_calls: int = 0
     model_turns: int = 0
+    own_turns: int = 0
+    """The model turns an integration recorded in a span of its own (``model_turns`` counts
+    them too, once processed): a guard that counts the run's turns around a model call tells
+    the instrumentation's from those (``GuardRuns.run_under``)."""
     seen_model: bool = False
     siblings: SiblingAgents = field(default_factory=SiblingAgents)
     """The agent spans started so far, for sibling handoffs."""

@@ -10,7 +10,10 @@ from collections.abc import Mapping
 from typing import Any
 
 try:
-    from langchain_core.messages import ToolMessage  # type: ignore[import-not-found, unused-ignore]
+    from langchain_core.messages import (  # type: ignore[import-not-found, unused-ignore]
+        AIMessage,
+        ToolMessage,
+    )
     from langchain_core.tools import (  # type: ignore[import-not-found, unused-ignore]
         BaseTool,
         StructuredTool,
@@ -21,7 +24,7 @@ except ImportError:  # the module stays importable; using it raises ImportError
 else:
     _HAVE_LANGCHAIN = True
 
-__all__ = ["BaseTool", "StructuredTool", "Tool", "ToolMessage"]
+__all__ = ["AIMessage", "BaseTool", "StructuredTool", "Tool", "ToolMessage"]
 """The langchain-core names the integration uses (defined only when langchain-core is there)."""
 
 

@@ -22,6 +22,10 @@ the instrumentation records every tool call and the guard uses its spans. Otherw
 records each call itself in a GenAI ``execute_tool`` span, under the span that is current or,
 when none is, under a synthetic parent: one trace per agent invocation (the middleware keeps a
 run id in the agent state) or per message thread (``guard_tool`` and plain ``ToolNode``).
+
+The middleware also sees each model call: one that no model span records (no instrumentation,
+or one that skips the model) gets a ``chat`` span of loopguard's own, so that the tool calls
+its response asks for in parallel are one batch (``ModelCallTurn``).
 """
 
 from __future__ import annotations
@@ -58,11 +62,12 @@ from otel_loopguard.integrations._langchain_common import (
     _require_langchain,
 )
 from otel_loopguard.integrations._langchain_tool import guard_tool
+from otel_loopguard.integrations._turns import ModelCallTurn
 from otel_loopguard.processor import LoopGuardSpanProcessor
 from otel_loopguard.types import Action, Decision
 
 if _HAVE_LANGCHAIN:
-    from otel_loopguard.integrations._langchain_common import ToolMessage
+    from otel_loopguard.integrations._langchain_common import AIMessage, ToolMessage
 
 __all__ = ["GuardVerdict", "LoopGuardMiddleware", "LoopGuardToolCallWrapper", "guard_tool"]
 
@@ -131,6 +136,48 @@ def _with_warning(message: Any, verdict: GuardVerdict, config: Any) -> Any:
                                                                                str):
         return message.model_copy(update={"content": message.content + suffix})
     return message
+
+
+def _response_message(response: Any) -> Any:
+    """Return the ``AIMessage`` a model call answered (a middleware's ``ModelCallResult``)."""
+    if isinstance(response, AIMessage):
+        return response
+    result = getattr(response, "result", None)
+    if result is None:  # ExtendedModelResponse
+        result = getattr(getattr(response, "model_response", None), "result", None)
+    if isinstance(result, list):
+        for message in reversed(result):
+            if isinstance(message, AIMessage):
+                return message
+    return None
+
+
+def _turn_attributes(message: Any, chat_model: Any) -> tuple[dict[str, Any], str | None]:
+    """Return the GenAI attributes of a model call's turn, and the model's name.
+
+    Whether the model asked for tools, its token usage and its model name, as the response
+    says them: no content.
+    """
+    attributes: dict[str, Any] = {}
+    model = None
+    if message is not None:
+        metadata = message.response_metadata or {}
+        reason = metadata.get("finish_reason") or metadata.get("stop_reason")
+        attributes["gen_ai.response.finish_reasons"] = (
+            "tool_calls" if message.tool_calls else reason if isinstance(reason, str) and reason
+            else "stop",)
+        usage = message.usage_metadata
+        if usage:
+            attributes["gen_ai.usage.input_tokens"] = int(usage.get("input_tokens") or 0)
+            attributes["gen_ai.usage.output_tokens"] = int(usage.get("output_tokens") or 0)
+        found = metadata.get("model_name") or metadata.get("model")
+        if isinstance(found, str) and found:
+            model = attributes["gen_ai.response.model"] = found
+    if model is None:
+        found = getattr(chat_model, "model_name", None) or getattr(chat_model, "model", None)
+        if isinstance(found, str) and found:
+            model = attributes["gen_ai.request.model"] = found
+    return attributes, model
 
 
 @dataclass
@@ -210,12 +257,57 @@ class LoopGuardToolCallWrapper:
                 return _hint_message(self._scope_verdict(scope), request.tool_call)
             return self._record(scope, await handler(request))
 
+    # --- model calls (LoopGuardMiddleware) ---------------------------------------------------
+    def model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """Run one model call (sync), recorded as a model turn unless an instrumentation does.
+
+        The tool calls the response requests are then one batch (``ModelCallTurn``).
+        """
+        turn = self._begin_turn(request)
+        try:
+            response = handler(request)
+        except BaseException as exc:
+            self._end_turn(turn, request, None, exc)
+            raise
+        self._end_turn(turn, request, response, None)
+        return response
+
+    async def amodel_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        """Async ``model_call``."""
+        turn = self._begin_turn(request)
+        try:
+            response = await handler(request)
+        except BaseException as exc:
+            self._end_turn(turn, request, None, exc)
+            raise
+        self._end_turn(turn, request, response, None)
+        return response
+
+    def _begin_turn(self, request: Any) -> ModelCallTurn | None:
+        try:
+            _, parent = self._anchor(getattr(request, "state", None), warn=False)
+            return ModelCallTurn.begin(self.processor, parent)
+        except Exception as exc:
+            self.processor.guard.handle("enforce", exc)
+            return None
+
+    def _end_turn(self, turn: ModelCallTurn | None, request: Any, response: Any,
+                  error: BaseException | None) -> None:
+        if turn is None:
+            return
+        try:
+            attributes, model = _turn_attributes(_response_message(response),
+                                                 getattr(request, "model", None))
+            turn.end(self.processor, self._tracer, attributes, model=model, error=error)
+        except Exception as exc:
+            self.processor.guard.handle("enforce", exc)
+
     # --- internals ---------------------------------------------------------------------------
     def _plan(self, request: Any) -> _Plan:
         call = request.tool_call
         plan = _Plan(str(call.get("name")), call.get("args") or {})
-        span = self._instrumentation_span()
-        if span is not None and self.record is not True:
+        span, plan.parent = self._anchor(getattr(request, "state", None), warn=True)
+        if span is not None:
             try:
                 plan.verdict = check(self.processor, span, plan.tool,
                                      _argument_forms(plan.arguments))
@@ -223,21 +315,32 @@ class LoopGuardToolCallWrapper:
                 self.processor.guard.handle("enforce", exc)
                 plan.verdict = GuardVerdict(Decision(Action.CONTINUE, tool=plan.tool),
                                             self.config.mode, None, "")
-            plan.parent = trace.set_span_in_context(span)
-            return plan
-        if span is None and self.record is False:
+        return plan
+
+    def _anchor(self, state: Any, *, warn: bool) -> tuple[Any, Context | None]:
+        """Return where the run's calls go: the instrumentation's span, or None, and a context.
+
+        The context is the one loopguard's own spans of the run go under (None: the current
+        one): the instrumentation's span, the span that is current, or a synthetic parent
+        from the agent state. ``warn``: log (once) what keeps calls from being grouped.
+        """
+        span = self._instrumentation_span()
+        if span is not None and self.record is not True:
+            return span, trace.set_span_in_context(span)
+        if warn and span is None and self.record is False:
             warn_once(self._warned, "record", "otel-loopguard: record=False but no LangChain "
                       "instrumentation span was found; this call is not checked")
-        if not trace.get_current_span().get_span_context().is_valid:
-            trace_id = _thread_trace_id(getattr(request, "state", None))
-            if trace_id is None:
+        if trace.get_current_span().get_span_context().is_valid:
+            return None, None
+        trace_id = _thread_trace_id(state)
+        if trace_id is None:
+            if warn:
                 warn_once(self._warned, "run", (
                     "otel-loopguard: no span is open around the agent run and the state has no "
-                    "messages, so tool calls cannot be grouped into runs; open a span around the "
-                    "run or use LoopGuardMiddleware"))
-                trace_id = random.getrandbits(128)
-            plan.parent = synthetic_context(trace_id)
-        return plan
+                    "messages, so tool calls cannot be grouped into runs; open a span around "
+                    "the run or use LoopGuardMiddleware"))
+            trace_id = random.getrandbits(128)
+        return None, synthetic_context(trace_id)
 
     def _instrumentation_span(self) -> Any:
         current = trace.get_current_span()
@@ -327,6 +430,15 @@ if _HAVE_MIDDLEWARE:
         async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
             """Async ``after_agent``."""
             return self.after_agent(state, runtime)
+
+        def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+            """Run the model call; record it as a model turn unless an instrumentation does."""
+            return self.wrapper.model_call(request, handler)
+
+        async def awrap_model_call(self, request: Any,
+                                   handler: Callable[[Any], Awaitable[Any]]) -> Any:
+            """Async ``wrap_model_call``."""
+            return await self.wrapper.amodel_call(request, handler)
 
         def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
             """Precheck the call; run it, or stop it (abort) or answer with the hint."""

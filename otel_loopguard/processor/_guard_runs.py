@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from opentelemetry.trace import SpanContext
+
 from otel_loopguard.exceptions import LoopGuardError
 from otel_loopguard.metrics import LoopGuardMetrics
 from otel_loopguard.processor._runs import SpanRuns
@@ -66,6 +68,20 @@ class GuardRuns:
                 parent = span.parent.span_id if span.parent is not None else None
                 self._learn_template(entry, self._ancestry(attrs, parent, True, False)[0])
         return run_id, entry
+
+    def run_under(self, parent: SpanContext) -> RunEntry | None:
+        """Return the run of a span that would start under ``parent`` (used around model calls).
+
+        The run whose ``model_turns`` a model span under ``parent`` adds to: an integration
+        compares them before and after a model call to learn whether an instrumentation
+        recorded it. In the background mode, the spans queued before are checked first. None
+        on the thread running ``on_decision`` for that run (its lock is held).
+        """
+        if self._worker is not None:
+            self._worker.flush(_SHUTDOWN_SECONDS)
+        entry, _ = self.store.get_or_create(self._runs.run_under(parent.span_id,
+                                                                 parent.trace_id))
+        return None if entry.state.notifying and entry.state.in_callback() else entry
 
     def record_enforcement(self, entry: RunEntry, enforcement: str) -> None:
         """Count an enforcement action (``abort`` or ``hint``) for the run's template."""

@@ -58,6 +58,26 @@ class SpanRuns:
         # that carry it), this span alone: a later one may find it
         return trace.own or trace.own_run(trace_id)
 
+    def run_under(self, parent_id: int, trace_id: int) -> str:
+        """Return ``run_id`` of a span of trace ``trace_id`` under ``parent_id``, not started yet.
+
+        A span whose attributes name no conversation: the integrations ask it of the span a
+        model call's own span would have as its parent. The same rule as ``run_id``, which
+        keeps it inline (it runs for every tool and model span; a shared call there costs
+        ~700 instructions each).
+        """
+        trace = self.trace(trace_id)
+        key = self.config.run_key
+        if key == "conversation":
+            trace.conversation = trace.conversation or self._conversation({}, parent_id)
+            if trace.conversation:
+                return trace.conversation
+        elif key != "trace":
+            agent = self.live.agent_span_id(parent_id)
+            if agent:
+                return trace.note(f"{trace_id:032x}/{agent}")
+        return trace.own or trace.own_run(trace_id)
+
     def trace(self, trace_id: int) -> _TraceRuns:
         """Return the note of a trace with a run open, made if new (the oldest past max_runs go)."""
         found = self.traces.get(trace_id)

@@ -10,6 +10,10 @@ Most tests run LangChain *uninstrumented*: the guard records each call in its ow
 instrumentation (OpenInference, OpenLLMetry, official GenAI) on the provider that holds the
 processor, where the instrumentation's spans are used instead; a subprocess because an
 instrumentor patches LangChain for the whole process (see ``test_live_frameworks.py``).
+
+The model-turn tests script a model that asks for two lookups in parallel each turn: the two
+calls of a turn must be one batch, with one model span per model call (the instrumentation's,
+or else the middleware's own), whatever the instrumentation.
 """
 
 from __future__ import annotations
@@ -475,6 +479,176 @@ def test_guard_tool_keeps_the_tool_and_rejects_other_tools(make: Any) -> None:
     assert RUN_KEY == "loopguard_run_id"
 
 
+# ----------------------------------------------------------------------------- model turns
+PAIR_TURNS = 4
+"""Turns in which the model asks for the same two lookups in parallel (then it answers)."""
+
+
+class NamedChat(ScriptedChat):
+    """A scripted chat model with a model name, which the official GenAI instrumentation needs
+    to write a model span (it skips a model it cannot name)."""
+
+    model_name: str | None = None
+
+    def _get_invocation_params(self, stop: list[str] | None = None,
+                               **kwargs: Any) -> dict[str, Any]:
+        params = super()._get_invocation_params(stop=stop, **kwargs)
+        if self.model_name:
+            params["model_name"] = self.model_name
+        return params
+
+
+def _pair_run(h: Harness, *, advancing: bool, model_name: str | None = None,
+              chat: type[NamedChat] = NamedChat) -> dict[str, Any]:
+    """Run an agent that asks for ``lookup_order`` and ``lookup_stock`` together each turn.
+
+    ``advancing``: the lookups' results change every second turn (a healthy agent polling two
+    things); else they never change (a loop of the same batch). Returns the findings of the
+    live processor and of ``check`` on the exported spans, and the model spans' scopes.
+    """
+    from otel_loopguard.adapters import is_model_turn
+    from otel_loopguard.otlp._sdk import span_record_from_readable
+    from otel_loopguard.replay import Checker
+
+    counts = {"lookup_order": 0, "lookup_stock": 0}
+
+    def lookup(tool_name: str, **args: str) -> str:
+        done = counts[tool_name]
+        counts[tool_name] += 1
+        h.executions.append(tool_name)
+        return json.dumps({**args, "revision": done // 2 if advancing else 0})
+
+    @tool
+    def lookup_order(order_id: str) -> str:
+        """Look up an order."""
+        return lookup("lookup_order", order_id=order_id)
+
+    @tool
+    def lookup_stock(sku: str) -> str:
+        """Look up a product's stock."""
+        return lookup("lookup_stock", sku=sku)
+
+    responses: list[Any] = [AIMessage(content="", tool_calls=[
+        {"name": "lookup_order", "args": {"order_id": "A1"}, "id": f"call_{i}a",
+         "type": "tool_call"},
+        {"name": "lookup_stock", "args": {"sku": "X-1"}, "id": f"call_{i}b",
+         "type": "tool_call"}]) for i in range(PAIR_TURNS)]
+    responses.append(AIMessage("Done."))
+    h.model = chat(responses=responses, model_name=model_name)
+    agent = create_agent(h.model, tools=[lookup_order, lookup_stock],
+                         middleware=[LoopGuardMiddleware(h.processor, tracer_provider=h.provider)],
+                         name="triage")
+    agent.invoke({"messages": [("user", "Where is my order?")]})
+    spans = h.finished_spans()
+    live = sorted((a["loopguard.call_index"], a["loopguard.detector"], a["loopguard.action"])
+                  for s in spans if (a := s.attributes or {}).get("loopguard.detector"))
+    reports = list(Checker(h.processor.config).run(
+        [span_record_from_readable(s) for s in spans]))
+    findings = [d for r in reports for d in r.findings]
+    return {
+        "executions": len(h.executions),
+        "live": live,
+        "check": sorted((d.call_index, d.detector, d.action.label) for d in findings),
+        "evidence": sorted({e.detector for d in findings for e in d.evidence}),
+        "model_spans": sorted(s.instrumentation_scope.name if s.instrumentation_scope else ""
+                              for s in spans if is_model_turn(s.name, s.attributes or {})),
+    }
+
+
+def _assert_batched(healthy: dict[str, Any], loop: dict[str, Any]) -> None:
+    """Each model turn's two calls are one batch: the live processor and ``check`` agree."""
+    assert healthy["executions"] == loop["executions"] == 2 * PAIR_TURNS
+    # Two identical turns, then new results: polling, not a cycle. As separate calls the
+    # two turns read lookup_order, lookup_stock, lookup_order, lookup_stock: a cycle warned.
+    assert healthy["live"] == healthy["check"] == []
+    # The same batch turn after turn: the batch detector sees it; no cycle of single calls.
+    assert [tuple(f) for f in loop["live"]] == [tuple(f) for f in loop["check"]] != []
+    assert "batch" in loop["evidence"] and "cycle" not in loop["evidence"]
+
+
+@pytest.mark.parametrize("config", [{}, {"run_key": "agent"}, {"mode": "enforce"}],
+                         ids=["observe", "run_key=agent", "enforce"])
+def test_parallel_tool_calls_of_one_model_call_are_one_batch(make: Any,
+                                                             config: dict[str, Any]) -> None:
+    # Uninstrumented: the middleware records each model call in a chat span of its own.
+    healthy = _pair_run(make(**config), advancing=True)
+    loop = _pair_run(make(**config), advancing=False)
+    _assert_batched(healthy, loop)
+    assert healthy["model_spans"] == ["otel_loopguard.enforce"] * (PAIR_TURNS + 1)
+
+
+def test_a_model_span_of_a_model_client_is_not_counted_twice(make: Any) -> None:
+    # A model client's instrumentation (here: a chat span the model opens under the current
+    # span) already makes each model call a turn: the middleware adds no span of its own.
+    h = make()
+    tracer = h.provider.get_tracer("model-client")
+
+    class ClientChat(NamedChat):
+        def _generate(self, *args: Any, **kwargs: Any) -> Any:
+            with tracer.start_as_current_span("chat scripted-1", attributes={
+                    "gen_ai.operation.name": "chat"}):
+                return super()._generate(*args, **kwargs)
+
+    with h.provider.get_tracer("app").start_as_current_span("agent run"):
+        loop = _pair_run(h, advancing=False, chat=ClientChat)
+    assert loop["model_spans"] == ["model-client"] * (PAIR_TURNS + 1)
+    assert "batch" in loop["evidence"] and "cycle" not in loop["evidence"]
+
+
+def test_concurrent_agents_in_one_run_each_record_every_model_call(make: Any) -> None:
+    # Two agents under one span (one run): a chat span one of them records while the other's
+    # model call runs is not the other's model span; each model call gets one span.
+    h = make()
+    agents = [h.agent([LOOP_QUERY] * 3) for _ in range(2)]
+
+    async def both() -> None:
+        await asyncio.gather(*(a.ainvoke({"messages": [("user", "I want a refund")]})
+                               for a in agents))
+
+    with h.provider.get_tracer("app").start_as_current_span("two agents"):
+        asyncio.run(both())
+    chats = [s for s in h.finished_spans() if (s.attributes or {}).get(
+        "gen_ai.operation.name") == "chat"]
+    assert len(chats) == 2 * 4
+    assert len(h.executions) == 6
+
+
+def test_the_own_model_span_says_what_the_response_says(make: Any) -> None:
+    h = make()
+    responses: list[Any] = [
+        AIMessage(content="", tool_calls=[{"name": "search", "args": LOOP_QUERY, "id": "call_1",
+                                           "type": "tool_call"}],
+                  usage_metadata={"input_tokens": 120, "output_tokens": 8, "total_tokens": 128},
+                  response_metadata={"model_name": "gpt-test"}),
+        AIMessage("Done.", response_metadata={"finish_reason": "length"})]
+    agent = create_agent(ScriptedChat(responses=responses), tools=[h.search_tool()],
+                         middleware=[LoopGuardMiddleware(h.processor, tracer_provider=h.provider)])
+    agent.invoke({"messages": [("user", "I want a refund")]})
+    first, last = [s for s in h.finished_spans() if s.name.startswith("chat")]
+    assert first.name == "chat gpt-test"
+    assert dict(first.attributes or {}) == {
+        "gen_ai.operation.name": "chat", "gen_ai.response.finish_reasons": ("tool_calls",),
+        "gen_ai.usage.input_tokens": 120, "gen_ai.usage.output_tokens": 8,
+        "gen_ai.response.model": "gpt-test"}
+    assert (last.attributes or {})["gen_ai.response.finish_reasons"] == ("length",)
+
+
+def test_a_failed_model_call_is_a_failed_turn(make: Any) -> None:
+    h = make()
+
+    class Failing(ScriptedChat):
+        def _generate(self, *args: Any, **kwargs: Any) -> Any:
+            raise ValueError("model unavailable")
+
+    agent = create_agent(Failing(responses=[AIMessage("unused")]), tools=[h.search_tool()],
+                         middleware=[LoopGuardMiddleware(h.processor, tracer_provider=h.provider)])
+    with pytest.raises(ValueError, match="model unavailable"):
+        agent.invoke({"messages": [("user", "I want a refund")]})
+    (chat,) = [s for s in h.finished_spans() if s.name == "chat"]
+    assert chat.status.description == "ValueError"
+    assert "gen_ai.response.finish_reasons" not in (chat.attributes or {})
+
+
 # ----------------------------------------------------------------------------- instrumented
 class _Slot(SpanProcessor):
     """Forwards to the processor of the current scenario (one instrumented provider)."""
@@ -539,6 +713,26 @@ def _scenarios(instrumentation: str) -> dict[str, Any]:
     return out
 
 
+def _turn_scenarios(instrumentation: str) -> dict[str, Any]:
+    """Run the parallel lookups under ``instrumentation``; return what was seen (JSON)."""
+    module, name = INSTRUMENTATIONS[instrumentation]
+    if instrumentation == "otel-genai":
+        os.environ.update(_GENAI_ENV)
+    slot = _Slot()
+    provider = TracerProvider()
+    provider.add_span_processor(slot)
+    getattr(importlib.import_module(module), name)().instrument(tracer_provider=provider)
+    out: dict[str, Any] = {}
+    for model_name in (None, "scripted-1"):
+        for advancing in (True, False):
+            h = Harness(provider)
+            slot.target = h.processor
+            out[f"{model_name}/{'healthy' if advancing else 'loop'}"] = _pair_run(
+                h, advancing=advancing, model_name=model_name)
+            slot.target = None
+    return out
+
+
 def _installed(module: str) -> bool:
     try:
         return importlib.util.find_spec(module) is not None
@@ -546,18 +740,36 @@ def _installed(module: str) -> bool:
         return False
 
 
-@pytest.fixture(scope="module", params=sorted(INSTRUMENTATIONS))
-def instrumented(request: pytest.FixtureRequest) -> dict[str, Any]:
-    instrumentation = request.param
+def _in_subprocess(instrumentation: str, *args: str) -> dict[str, Any]:
     module = INSTRUMENTATIONS[instrumentation][0]
     if not _installed(module):
         if f"langchain-{instrumentation}" == FAMILY:
             pytest.fail(f"{module} is missing in the {FAMILY} venv")
         pytest.skip(f"{module} not installed")
-    proc = subprocess.run([sys.executable, str(Path(__file__)), instrumentation],
+    proc = subprocess.run([sys.executable, str(Path(__file__)), instrumentation, *args],
                           capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module", params=sorted(INSTRUMENTATIONS))
+def instrumented(request: pytest.FixtureRequest) -> dict[str, Any]:
+    return _in_subprocess(request.param)
+
+
+@pytest.mark.parametrize("instrumentation", sorted(INSTRUMENTATIONS))
+def test_instrumented_parallel_tool_calls_are_one_batch_per_model_call(
+        instrumentation: str) -> None:
+    seen = _in_subprocess(instrumentation, "turns")
+    for model_name in ("None", "scripted-1"):
+        healthy, loop = seen[f"{model_name}/healthy"], seen[f"{model_name}/loop"]
+        _assert_batched(healthy, loop)
+        # One model span per model call: the instrumentation's, or else the middleware's.
+        # The official GenAI one writes none for a model it cannot name.
+        writes = instrumentation != "otel-genai" or model_name != "None"
+        for run in (healthy, loop):
+            assert len(run["model_spans"]) == PAIR_TURNS + 1
+            assert ("otel_loopguard.enforce" in run["model_spans"]) is not writes
 
 
 @pytest.mark.parametrize("scenario", ["hint", "hint_tool"])
@@ -607,5 +819,6 @@ def test_instrumented_hint_on_warn_still_stops_the_loop(instrumented: dict[str, 
     assert warn["tool_calls"] == 3 and warn["enforced"] == 2
 
 
-if __name__ == "__main__":  # the subprocess of the ``instrumented`` fixture
-    print(json.dumps(_scenarios(sys.argv[1])))
+if __name__ == "__main__":  # the subprocess of ``_in_subprocess``
+    print(json.dumps(_turn_scenarios(sys.argv[1]) if sys.argv[2:] == ["turns"]
+                     else _scenarios(sys.argv[1])))
