@@ -59,11 +59,14 @@ def split_documents(data: bytes) -> tuple[list[tuple[int, bytes]], _BadRecord | 
         return [], None
     decoder, pos, end = json.JSONDecoder(), 0, len(text)
     found: list[tuple[int, bytes]] = []
+    line = counted = 0  # the newlines before ``counted``: each stretch is counted once
     while True:
         while pos < end and text[pos] in " \t\r\n":
             pos += 1
         if pos == end:
             return found, None
+        line += text.count("\n", counted, pos)
+        counted = pos
         try:
             _, stop = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
@@ -71,8 +74,8 @@ def split_documents(data: bytes) -> tuple[list[tuple[int, bytes]], _BadRecord | 
             return found, _BadRecord(f"invalid JSON: {exc.msg}{at} column {exc.colno}",
                                      exc.lineno - 1)
         except RecursionError:
-            return found, _BadRecord("invalid JSON: nested too deeply", text.count("\n", 0, pos))
-        found.append((text.count("\n", 0, pos), text[pos:stop].encode()))
+            return found, _BadRecord("invalid JSON: nested too deeply", line)
+        found.append((line, text[pos:stop].encode()))
         pos = stop
 
 
