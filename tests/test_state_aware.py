@@ -15,6 +15,7 @@ from _calls import by, call, codes, filler, run, tool_call
 from otel_loopguard import Action, LoopEngine, LoopGuardConfig
 from otel_loopguard.detectors._step import in_world, sequence_key
 from otel_loopguard.policy import render_hint
+from otel_loopguard.testing import LoopGuardHarness
 
 FAILING = {"passed": False, "output": "FAILED test_total - assert 3 == 4"}
 
@@ -157,6 +158,27 @@ class TestNoEffect:
         for i, fields in enumerate([*calls[:10], edit(5)]):
             engine.process(state, tool_call(i, fields))
         assert engine.precheck(state, "run_tests", {}).code == "NO_EFFECT"
+
+    @pytest.mark.parametrize("result", [
+        {"passed": False, "output": "assert 3 == 4"},
+        '{"passed": false, "output": "assert 3 == 4"}'], ids=["dict", "json-text"])
+    def test_a_passed_false_field_reads_as_a_failure(self, result: Any) -> None:
+        """A ``"passed": false``-style field is a failure as an object and as the JSON text a
+        span records (the processor, ``check`` and ``serve`` see the text)."""
+        calls = [c for n in range(6) for c in (edit(n), rerun(result))]
+        assert by(run(calls), "stagnation") == {12: "warn"}
+
+    def test_a_passed_false_field_on_spans_is_without_effect(self) -> None:
+        """Through real spans, ``check`` warns NO_EFFECT at the 6th identical rerun."""
+        harness = LoopGuardHarness()
+        with harness.run() as script:
+            for n in range(6):
+                script.tool("edit_file", {"path": "a.py", "old": f"v{n}", "new": f"v{n}+"}, "ok")
+                script.tool("run_tests", {}, {"passed": False, "output": "assert 3 == 4"})
+        reports = harness.check()
+        harness.shutdown()
+        assert [(d.code, d.call_index) for r in reports for d in r.findings] == [
+            ("NO_EFFECT", 12)]
 
     def test_each_change_counts_once(self) -> None:
         """Two reruns after each change: the identical result must survive 5 changes."""

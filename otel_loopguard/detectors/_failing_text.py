@@ -41,14 +41,14 @@ def reads_as_failure(result: Any) -> bool:
     if result is None:
         return False
     if isinstance(result, str):
-        text = result
+        text = result  # a span's result: a JSON object arrives as its text
     else:
         try:
             text = orjson.dumps(result, default=str).decode()
         except (TypeError, ValueError):
             text = str(result)
-        if _FLAG_RE.search(text):
-            return True
+    if _FLAG_RE.search(text):
+        return True
     if len(text) > _MAX_CHARS:
         text = text[:_MAX_CHARS // 2] + "\n" + text[-_MAX_CHARS // 2:]
     if _EXIT_RE.search(text):
