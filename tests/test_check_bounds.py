@@ -246,6 +246,23 @@ def test_a_trace_that_goes_on_after_being_checked_is_counted_once() -> None:
     assert checker.split_traces == 1
 
 
+def test_a_conversations_trace_that_goes_on_is_not_counted_apart() -> None:
+    """With ``run_key = conversation``, a later piece of a trace naming its conversation joins
+    the conversation's run, which stays open: it is not counted as checked apart."""
+    def span(trace: int, number: int) -> SpanRecord:
+        record = _span(trace, number, root=False)
+        return SpanRecord(record.trace_id, record.span_id, record.parent_span_id, record.name,
+                          record.start_time_ns, record.end_time_ns,
+                          {**record.attributes, "gen_ai.conversation.id": "c-1"})
+
+    checker = Checker(LoopGuardConfig.create(run_key="conversation"), grace_spans=100)
+    spans = [span(1, 1), *(_span(1000 + i, 5000 + i, root=True) for i in range(150)),
+             span(1, 2)]
+    reports = list(checker.run(spans))
+    assert [r.tool_calls for r in reports if r.run_id == "c-1"] == [2]
+    assert checker.split_traces == 0
+
+
 def test_check_says_when_a_trace_went_on_after_being_checked(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """More than ``max_runs`` traces open at once: the oldest is checked while it goes on,

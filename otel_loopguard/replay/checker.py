@@ -237,21 +237,17 @@ class Checker:
         return self._seen >= due_at
 
     def _close_due(self) -> Iterator[RunReport]:
-        closed = self._closed
         while self._due():
-            trace_id, trace = self._pop_oldest()
-            if not is_session_run(trace_id):  # a coding agent's session comes in pieces
-                closed[trace_id] = trace.split
-                if len(closed) > _MAX_CLOSED_TRACES:
-                    del closed[next(iter(closed))]
-            yield from self._finish_trace(trace_id, trace)
+            yield from self._finish_trace(*self._pop_oldest(), early=True)
 
     def _pop_oldest(self) -> tuple[str, _OpenTrace]:
         """Take the least recently touched trace out of the open ones."""
         self._last, self._due_at = ("", None), 0
         return self._traces.popitem(last=False)
 
-    def _finish_trace(self, trace_id: str, trace: _OpenTrace) -> Iterator[RunReport]:
+    def _finish_trace(self, trace_id: str, trace: _OpenTrace, *,
+                      early: bool = False) -> Iterator[RunReport]:
+        """Check a trace and yield the runs it closes; ``early``: before the end of the input."""
         assembled = assemble_trace(trace_id, trace.spans, self.config, self.adapters,
                                    model_turns=True,
                                    tool_requests=self.engine.idle is not None)
@@ -259,10 +255,15 @@ class Checker:
         # A coding agent's session comes in pieces (serve checks what arrived in each reorder
         # window): its run stays open across them, as a conversation's does across traces.
         session = is_session_run(trace_id)
+        conversation = assembled.conversation if key == "conversation" else None
+        if early and not session and not conversation:  # its run closes: a later piece is apart
+            closed = self._closed
+            closed[trace_id] = trace.split
+            if len(closed) > _MAX_CLOSED_TRACES:
+                del closed[next(iter(closed))]
         if key == "agent" and not session:
             yield from self._per_agent(assembled)
             return
-        conversation = assembled.conversation if key == "conversation" else None
         run_id = conversation or trace_id
         state, report = self._run(run_id)
         items = assembled.events
