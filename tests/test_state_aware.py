@@ -332,3 +332,18 @@ class TestRepeatedBlocks:
             calls.append({**call("think", {"n": n}, f"t{n}"), "turn": 2 * n + 1})
         decisions = run(calls, LoopGuardConfig.create(detectors=["batch"]))
         assert by(decisions, "batch") == {11: "warn"}
+
+
+@pytest.mark.parametrize(("result", "failing"), [
+    ("FAILED test_total - assert 3 == 4", True), ('{"passed": false, "output": "x"}', True),
+    ("exit code 2", True), ("Process exited with status 1", True), ("returncode=1", True),
+    ('{"error": "boom"}', True), ("src/a.ts(3,4): error TS1005", True),
+    ("EXIT:0", False), ("Found 0 errors", False), ("return code 200", False),
+    ("return 5 items", False), ('{"error": null, "result": 3}', False), ('{"errors": []}', False),
+    ("errors: 0", False)])
+def test_what_reads_as_a_failure(result: str, failing: bool) -> None:
+    """A failure word, a non-zero exit code or a failed flag; not an empty error key, a zero
+    count, or a ``return`` of a number."""
+    from otel_loopguard.detectors._failing_text import reads_as_failure
+
+    assert reads_as_failure(result) is failing

@@ -24,14 +24,17 @@ _MAX_CHARS: Final = 65_536
 _FAILURE_RE: Final = re.compile(
     r"(?<![\w-])(?:(0|no|zero|without)\s+)?"
     r"(errors?|fail(?:s|ed|ure|ures|ing)?|traceback|exceptions?|panic(?:ked)?|fatal|"
-    r"denied|refused|cannot|can't|could not|unable|\w+(?:error|exception))(?![\w-])",
+    r"denied|refused|cannot|can't|could not|unable|\w+(?:error|exception))(?![\w-])"
+    r"(?!\"?\s*:\s*(?:null|none|\[\s*\]|\{\s*\}|0\b|false|\"\"))",
     re.IGNORECASE)
-"""A failure word, and the ``0`` or ``no`` that makes it a success (``0 errors``)."""
+"""A failure word, and the ``0`` or ``no`` that makes it a success (``0 errors``); not a key
+whose value is empty (``"error": null``, ``"errors": []``, ``errors: 0``)."""
 _EXIT_RE: Final = re.compile(
-    r"(?:exit(?:ed)?|return)[ _]?(?:with )?(?:code|status)?\W{0,3}(?![23]\d\d\b)-?[1-9]\d*",
+    r"(?:exit(?:ed)?[ _]?(?:with )?(?:code|status)?|return[ _]?(?:code|status))"
+    r"\W{0,3}(?![23]\d\d\b)-?[1-9]\d*",
     re.IGNORECASE)
 """A non-zero exit code (``exit code 2``, ``EXIT:1``, ``returncode=1``, ``exited with status
-1``), not an HTTP success (``return code 200``)."""
+1``), not an HTTP success (``return code 200``) nor a ``return`` of something (``return 5``)."""
 _FLAG_RE: Final = re.compile(r'"(?:passed|success|succeeded|ok)"\s*:\s*false', re.IGNORECASE)
 """A result object saying it did not pass (``{"passed": false, ...}``)."""
 
