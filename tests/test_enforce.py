@@ -800,3 +800,27 @@ def test_an_instrumentation_on_another_provider_leaves_the_guard_its_own_spans(
     assert [type(o) for o in out[4:]] == [ToolLoopError] * 2
     assert [s.instrumentation_scope.name for s in setup.tool_spans()] == \
         ["otel_loopguard.enforce"] * 6
+
+
+def test_a_failing_look_for_the_framework_span_leaves_the_call_guarded(
+        make: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An adapter failing while the guard looks at the current span does not reach the tool's
+    caller: the guard counts an internal error and opens a span of its own."""
+    from otel_loopguard.enforce import _host
+
+    def failing(*_args: Any) -> Any:
+        raise RuntimeError("adapter broke")
+
+    monkeypatch.setattr(_host, "_plan", failing)
+    setup = make(mode="enforce", enforcement="abort")
+    setup.processor.guard.raise_errors = False  # as in production: contained and counted
+    framework = setup.provider.get_tracer("framework")
+    with setup.run():
+        out = [_framework_call(setup, framework, "refund policy") for _ in range(6)]
+    # as before the guard used the framework's span (its own and the framework's both count,
+    # so the loop is stopped early), but no adapter error reaches the caller
+    assert out[:2] == ["no results"] * 2
+    assert ToolLoopError in {type(o) for o in out[2:]} <= {str, ToolLoopError}
+    assert setup.processor.guard.errors == 6
+    assert [s.instrumentation_scope.name for s in setup.tool_spans()][:2] == [
+        "otel_loopguard.enforce", "framework"]

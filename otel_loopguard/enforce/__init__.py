@@ -165,7 +165,11 @@ class ToolGuard:
             ToolLoopError: in enforce mode with ``abort`` (or the second stop of
                 ``hint_then_abort``), before the body runs.
         """
-        host = tool_host(self.processor, tool)
+        try:
+            host = tool_host(self.processor, tool)
+        except Exception as exc:  # an adapter's plan failing: the guard opens its own span
+            self.processor.guard.handle("enforce", exc)
+            host = None
         if host is not None:
             with self._hosted(host, arguments) as scope:
                 yield scope
