@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _signals import sigterm_when_handled
@@ -165,3 +166,29 @@ def test_a_byte_flag_that_is_not_a_size_is_a_usage_error(
     assert "argument --max-request-bytes: not a size in bytes (e.g. 512MiB, 1GiB): 'lots'" in err
     assert main(["serve", "--max-request-bytes", "0"]) == 2
     assert "max_request_bytes must be >= 1" in capsys.readouterr().err
+
+
+def test_the_grpc_port_check_binds_each_address_a_name_resolves_to(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A name that resolves only to IPv6 is probed over IPv6 (it was probed as IPv4 and
+    refused); a busy address among them is refused in one line; an unknown name is named."""
+    from otel_loopguard.receiver import _grpc
+
+    real = socket.getaddrinfo
+
+    def resolve(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        if host == "v6only.test":
+            return real("::1", port, *args, **kwargs)
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    _grpc._check_free("v6only.test", 0, "v6only.test:0")
+    with socket.socket(socket.AF_INET6) as busy:
+        busy.bind(("::1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(OSError, match=f"cannot listen on v6only.test:{port} "
+                                          r"\(OTLP/gRPC\): Address already in use"):
+            _grpc._check_free("v6only.test", port, f"v6only.test:{port}")
+    with pytest.raises(OSError, match=r"cannot listen on nowhere\.invalid:4317 \(OTLP/gRPC\)"):
+        _grpc._check_free("nowhere.invalid", 4317, "nowhere.invalid:4317")

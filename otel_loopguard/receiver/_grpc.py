@@ -19,6 +19,7 @@ the size cap (``RESOURCE_EXHAUSTED``) and handles gzip itself.
 from __future__ import annotations
 
 import asyncio
+import errno
 import socket
 import threading
 from collections import OrderedDict
@@ -138,14 +139,25 @@ def _check_free(host: str, port: int, address: str) -> None:
     Raises:
         OSError: without an errno, its message naming the address and the reason.
     """
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            probe.bind((host, port))
-    except OSError as exc:
+        found = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+    except OSError as exc:  # a name that does not resolve
+        raise OSError(f"cannot listen on {address} (OTLP/gRPC): {exc.strerror or exc}") from None
+    failed: list[OSError] = []
+    for family, kind, proto, _, where in found:  # each address grpcio would bind
+        try:
+            with socket.socket(family, kind, proto) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind(where)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                failed = [exc]
+                break
+            failed.append(exc)  # another family may still serve (no IPv6 here, say)
+    if failed and (len(failed) == len(found) or failed[0].errno == errno.EADDRINUSE):
         raise OSError(f"cannot listen on {address} (OTLP/gRPC): "
-                      f"{exc.strerror or exc}") from None
+                      f"{failed[0].strerror or failed[0]}")
 
 
 class _Export:
