@@ -60,6 +60,8 @@ from otel_loopguard.integrations._langchain_common import (
     _argument_forms,
     _openinference_span,
     _require_langchain,
+    _response_message,
+    _turn_attributes,
 )
 from otel_loopguard.integrations._langchain_tool import guard_tool
 from otel_loopguard.integrations._turns import ModelCallTurn
@@ -67,7 +69,7 @@ from otel_loopguard.processor import LoopGuardSpanProcessor
 from otel_loopguard.types import Action, Decision
 
 if _HAVE_LANGCHAIN:
-    from otel_loopguard.integrations._langchain_common import AIMessage, ToolMessage
+    from otel_loopguard.integrations._langchain_common import ToolMessage
 
 __all__ = ["GuardVerdict", "LoopGuardMiddleware", "LoopGuardToolCallWrapper", "guard_tool"]
 
@@ -136,48 +138,6 @@ def _with_warning(message: Any, verdict: GuardVerdict, config: Any) -> Any:
                                                                                str):
         return message.model_copy(update={"content": message.content + suffix})
     return message
-
-
-def _response_message(response: Any) -> Any:
-    """Return the ``AIMessage`` a model call answered (a middleware's ``ModelCallResult``)."""
-    if isinstance(response, AIMessage):
-        return response
-    result = getattr(response, "result", None)
-    if result is None:  # ExtendedModelResponse
-        result = getattr(getattr(response, "model_response", None), "result", None)
-    if isinstance(result, list):
-        for message in reversed(result):
-            if isinstance(message, AIMessage):
-                return message
-    return None
-
-
-def _turn_attributes(message: Any, chat_model: Any) -> tuple[dict[str, Any], str | None]:
-    """Return the GenAI attributes of a model call's turn, and the model's name.
-
-    Whether the model asked for tools, its token usage and its model name, as the response
-    says them: no content.
-    """
-    attributes: dict[str, Any] = {}
-    model = None
-    if message is not None:
-        metadata = message.response_metadata or {}
-        reason = metadata.get("finish_reason") or metadata.get("stop_reason")
-        attributes["gen_ai.response.finish_reasons"] = (
-            "tool_calls" if message.tool_calls else reason if isinstance(reason, str) and reason
-            else "stop",)
-        usage = message.usage_metadata
-        if usage:
-            attributes["gen_ai.usage.input_tokens"] = int(usage.get("input_tokens") or 0)
-            attributes["gen_ai.usage.output_tokens"] = int(usage.get("output_tokens") or 0)
-        found = metadata.get("model_name") or metadata.get("model")
-        if isinstance(found, str) and found:
-            model = attributes["gen_ai.response.model"] = found
-    if model is None:
-        found = getattr(chat_model, "model_name", None) or getattr(chat_model, "model", None)
-        if isinstance(found, str) and found:
-            model = attributes["gen_ai.request.model"] = found
-    return attributes, model
 
 
 @dataclass
