@@ -345,7 +345,8 @@ class LoopEngine(Prechecks, Turns, Callbacks):
         unchanged, repeat = record_outcome(run, call_sig, (result_sig, error, kind, info.empty),
                                            version)
         if unchanged >= self._no_effect_check and kind == "default" and error is None \
-                and has_result and not reads_as_failure(result):
+                and has_result and self._no_effect_near(tool, unchanged) \
+                and not reads_as_failure(result):
             unchanged = restart_unchanged(run, call_sig)  # passing output: not without effect
         # Positional, in Step's field order: with keyword arguments, building it costs about
         # 2 us more in CPython 3.11 (benchmarks/bench_step.py).
@@ -358,6 +359,15 @@ class LoopEngine(Prechecks, Turns, Callbacks):
                     f"\x00absent:{index}" if not has_result and error is None
                     else outcome if kind == "mutating" else pair,
                     call.arguments is not None), repeat
+
+    def _no_effect_near(self, tool: str, unchanged: int) -> bool:
+        """Return whether ``unchanged`` is just below ``tool``'s own ``NO_EFFECT`` threshold.
+
+        ``_no_effect_check`` is the lowest over every tool: one tool set low must not make the
+        results of every other tool be read for failure words.
+        """
+        warn = self.config.threshold(tool, "stagnation_no_effect_warn")
+        return warn is not None and unchanged >= warn - 1
 
     def _result_info(self, run: RunState, result: Any) -> ResultInfo:
         """Return the result's signature and facts, reusing the run's last few results.

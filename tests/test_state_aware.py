@@ -347,3 +347,23 @@ def test_what_reads_as_a_failure(result: str, failing: bool) -> None:
     from otel_loopguard.detectors._failing_text import reads_as_failure
 
     assert reads_as_failure(result) is failing
+
+
+def test_a_tool_set_low_does_not_make_other_tools_results_read(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With one tool's NO_EFFECT threshold at 2, another tool's results are read for failure
+    words only when its own count nears its own threshold (6), not on every call."""
+    from otel_loopguard import engine as engine_module
+
+    read: list[Any] = []
+    real = engine_module.reads_as_failure
+
+    def counting(result: Any) -> bool:
+        read.append(result)
+        return real(result)
+
+    monkeypatch.setattr(engine_module, "reads_as_failure", counting)
+    config = LoopGuardConfig.create(tools={"lint": {"stagnation_no_effect_warn": 2}})
+    calls = [c for n in range(8) for c in (edit(n), rerun())]
+    assert by(run(calls, config), "stagnation") == {12: "warn", 14: "warn", 16: "warn"}
+    assert len(read) == 4  # the 5th to the 8th rerun (unchanged 5 to 8), not all 8
