@@ -70,9 +70,7 @@ def split_documents(data: bytes) -> tuple[list[tuple[int, bytes]], _BadRecord | 
         try:
             _, stop = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
-            at = "" if exc.msg.endswith(" at") else " at"
-            return found, _BadRecord(f"invalid JSON: {exc.msg}{at} column {exc.colno}",
-                                     exc.lineno - 1)
+            return found, _json_error(exc)
         except RecursionError:
             return found, _BadRecord("invalid JSON: nested too deeply", line)
         found.append((line, text[pos:stop].encode()))
@@ -107,6 +105,13 @@ def _is_request_line(first: bytes, second: bytes) -> bool:
     return isinstance(doc, dict) and any(key in doc for key in (*_SPANS_KEYS, *_LOGS_KEYS))
 
 
+def _json_error(exc: json.JSONDecodeError) -> _BadRecord:
+    """Return the bad record the stdlib's JSON error words, on the line it names."""
+    at = "" if exc.msg.endswith(" at") else " at"  # "Unterminated string starting at"
+    return _BadRecord(f"invalid JSON: {exc.msg}{at} column {exc.colno}", exc.lineno - 1,
+                      extra_data=exc.msg == "Extra data")
+
+
 def _parse_json(data: bytes) -> Any:
     """Return the decoded JSON; on failure raise ``_BadRecord`` with the stdlib's message."""
     with contextlib.suppress(ValueError, RecursionError):
@@ -119,9 +124,7 @@ def _parse_json(data: bytes) -> Any:
     try:  # without the line's newline: a line cut short fails at its end, not on the next line
         return json.loads(text.removeprefix("\ufeff").rstrip(" \t\r\n"))
     except json.JSONDecodeError as exc:
-        at = "" if exc.msg.endswith(" at") else " at"  # "Unterminated string starting at"
-        message = f"invalid JSON: {exc.msg}{at} column {exc.colno}"
-        raise _BadRecord(message, exc.lineno - 1, extra_data=exc.msg == "Extra data") from None
+        raise _json_error(exc) from None
     except RecursionError:
         raise _BadRecord("invalid JSON: nested too deeply") from None
     except ValueError as exc:
