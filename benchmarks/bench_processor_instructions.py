@@ -29,6 +29,9 @@ on other spans (+2 %); the instructions a process executes do not. Two measureme
   ended ``chat`` span (``_ended``, what the worker runs per span) in one thread, without the
   SDK, the export or the worker: the ``chat`` shape's 20 spans of one open agent span handed
   to it 2,000 times (after 2,000 uncounted), with and without the idle-turns detector.
+  ``--turn-reasons`` adds ``gen_ai.response.finish_reasons`` to those spans (``stop``,
+  ``tool_calls``; ``none`` leaves them as the shape has them): what an instrumentation with
+  content capture off records on every model call.
 
 * **span.end() of a tool span** (``--end``): the instructions the agent's thread executes
   inside ``span.end()`` of an ``execute_tool`` span (arguments and a ~1 KB result), counted
@@ -74,6 +77,9 @@ BLOCKS = [8, 2]
 END_SPANS = [300, 100]
 """The two run sizes (tool spans) counted for ``span.end()``."""
 TURN_CALLS = 2000
+TURN_REASONS: dict[str, tuple[str, ...] | None] = {
+    "none": None, "stop": ("stop",), "tool_calls": ("tool_calls",)}
+"""``--turn-reasons``: the finish reasons the ``--turn`` spans carry (none: the shape's)."""
 """The chat spans ``--turn`` hands to the processor's check (after as many uncounted)."""
 WAIT_SECONDS = 0.002
 """The I/O each tool of the ``--end`` run waits for before its span ends."""
@@ -207,12 +213,14 @@ def end_child(tree: str, config: str, spans: int, toggle_path: str) -> None:
     provider.shutdown()
 
 
-def turn_child(tree: str, config: str, calls: int, toggle_path: str) -> None:
+def turn_child(tree: str, config: str, calls: int, toggle_path: str,
+               reasons: str = "none") -> None:
     """Check ``calls`` ended ``chat`` spans of one open agent span, the toggle around them.
 
     The processor's own work on a model turn, without threads, SDK or export: the spans are
     made once (the ``chat`` shape's 20) and handed to the processor's check again and again,
-    as one run's turns (the run exists after the warm-up pass).
+    as one run's turns (the run exists after the warm-up pass); ``reasons``, a key of
+    ``TURN_REASONS``: their finish reasons.
     """
     import ctypes
 
@@ -234,8 +242,10 @@ def turn_child(tree: str, config: str, calls: int, toggle_path: str) -> None:
     processor.on_start(root)
     parent = trace.set_span_in_context(root)
     spans = []
+    finish = TURN_REASONS[reasons]
     for name, attrs in children:
-        span = tracer.start_span(name, context=parent, attributes=attrs)
+        given = attrs if finish is None else {**attrs, "gen_ai.response.finish_reasons": finish}
+        span = tracer.start_span(name, context=parent, attributes=given)
         span.end()
         spans.append(span)
     check = processor._ended
@@ -293,9 +303,9 @@ def _per_span_end(job: tuple[str, str, str]) -> float:
     return (counts[0] - counts[1]) / (END_SPANS[0] - END_SPANS[1])
 
 
-def _per_turn(job: tuple[str, str, str]) -> float:
-    tree, config, toggle_path = job
-    return _valgrind(["--turn-child", tree, config, str(TURN_CALLS), toggle_path],
+def _per_turn(job: tuple[str, str, str, str]) -> float:
+    tree, config, toggle_path, reasons = job
+    return _valgrind(["--turn-child", tree, config, str(TURN_CALLS), toggle_path, reasons],
                      threads=True) / TURN_CALLS
 
 
@@ -322,8 +332,8 @@ def _child(args: argparse.Namespace) -> bool:
         tree, config, shape, blocks, endpoint = args.other
         other_child(tree, config, shape, int(blocks), None if endpoint == "-" else endpoint)
     elif args.turn_child:
-        tree, config, calls, toggle_path = args.turn_child
-        turn_child(tree, config, int(calls), toggle_path)
+        tree, config, calls, toggle_path, reasons = args.turn_child
+        turn_child(tree, config, int(calls), toggle_path, reasons)
     elif args.end_child:
         tree, config, spans, toggle_path = args.end_child
         end_child(tree, config, int(spans), toggle_path)
@@ -349,8 +359,10 @@ def main() -> None:
                         help="the two run sizes of --end, in tool spans (multiples of 20)")
     parser.add_argument("--turn", action="store_true",
                         help="also count the processor's check of one chat span, one thread")
+    parser.add_argument("--turn-reasons", default="none",
+                        help="--turn spans' finish reasons: none, stop, tool_calls (a list)")
     parser.add_argument("--other", nargs=5, help=argparse.SUPPRESS)
-    parser.add_argument("--turn-child", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--turn-child", nargs=5, help=argparse.SUPPRESS)
     parser.add_argument("--end-child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if _child(args):
@@ -374,8 +386,9 @@ def main() -> None:
                           for tree in trees.values() for config in ("batch", ours)
                           if config == ours or tree == trees["after"]]
             toggle = _build_toggle(scratch) if args.end or args.turn else ""
-            turn_jobs = [(tree, config, toggle) for tree in trees.values()
-                         for config in ("loopguard", "loopguard-noidle")] if args.turn else []
+            turn_jobs = [(tree, config, toggle, reasons) for tree in trees.values()
+                         for config in ("loopguard", "loopguard-noidle")
+                         for reasons in args.turn_reasons.split(",")] if args.turn else []
             end_jobs = [(tree, config, toggle) for tree in trees.values()
                         for config in ("empty", "batch", "loopguard")] if args.end else []
             other = dict(zip(other_jobs, pool.map(_per_span_other, other_jobs), strict=True))
@@ -408,10 +421,11 @@ def main() -> None:
                      "added": round(watched - base),
                      "added_percent": round((watched / base - 1) * 100, 2)})
         print(json.dumps(rows[-1]), flush=True)
-    for (tree, config, _), per_turn in turns.items():
+    for (tree, config, _, reasons), per_turn in turns.items():
         rows.append({"measure": "model_turn", "tree": next(n for n, t in trees.items()
                                                            if t == tree),
-                     "idle_turns": config == "loopguard", "per_chat_span": round(per_turn)})
+                     "idle_turns": config == "loopguard", "finish_reasons": reasons,
+                     "per_chat_span": round(per_turn)})
         print(json.dumps(rows[-1]), flush=True)
     if args.json:
         with open(args.json, "w") as out:

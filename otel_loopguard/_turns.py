@@ -87,24 +87,29 @@ class Turns:
         return self._finish(run, [found], _MODEL, run.calls, turn.span_id)
 
     def process_blank_turn(self, run: RunState, span_id: int, start_ns: int, end_ns: int,
-                           agent_span_id: str | None) -> None:
+                           agent_span_id: str | None, *, requested: bool = False) -> bool:
         """``process_model_turn`` of a blank turn, without building the turn or its decision.
 
-        A blank turn has no content, no request for tools known and no usage to give (an
-        unnumbered turn): most model spans, since content is opt-in. It gives nothing to the
-        waste, the handoffs or the messages heard, and is never a finding; the ``idle_turns``
-        detector restarts its streak with it (``IdleTurnsDetector.observe_blank``). ``span_id``
-        is the span's id as a number (formatted only if a finding lists it); the rest as
-        ``ModelTurn`` has them.
+        A blank turn has no content and no usage to give (an unnumbered turn): most model
+        spans, since content is opt-in. It gives nothing to the waste, the handoffs or the
+        messages heard, and is never a finding; the ``idle_turns`` detector restarts its streak
+        with it (``IdleTurnsDetector.observe_blank``). ``span_id`` is the span's id as a number
+        (formatted only if a finding lists it); the rest as ``ModelTurn`` has them
+        (``requested``: its ``requested_tools`` is True).
+
+        Returns False, having changed nothing, for a turn that asked for tools while its run's
+        idle streak still matters (a turn pending, or a warning already given): call
+        ``process_model_turn`` with it.
 
         Raises:
             LoopGuardError: when called from ``on_decision`` for the same run.
         """
         if run.notifying:
             check_reentry(run)
-        if self.idle is not None:
-            self.idle.observe_blank(run.idle_state, span_id, start_ns, end_ns, agent_span_id,
-                                    acted=run.calls + run.handoffs)
+        if self.idle is None:
+            return True
+        return self.idle.observe_blank(run.idle_state, span_id, start_ns, end_ns, agent_span_id,
+                                       acted=run.calls + run.handoffs, requested=requested)
 
     def _agent_change(self, run: RunState, call: ToolCall) -> Evidence | None:
         previous, run.last_agent = run.last_agent, call.agent

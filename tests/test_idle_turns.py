@@ -234,11 +234,13 @@ class TestIdleTurnsEngine:
         assert feed.turn().action.label == "continue"
 
 
-def _blank_or_full(seed: int, *, blank_fast: bool, warn: int) -> list[Decision | None]:
+def _blank_or_full(seed: int, *, blank_fast: bool, warn: int,
+                   refused: list[int] | None = None) -> list[Decision | None]:
     """Replay one random run: blank, content and tool-requesting turns of two agent
     invocations (or none), some overlapping, between tool calls and handoffs. Blank turns go
     through ``process_blank_turn`` (``blank_fast``) or ``process_model_turn``; None for a turn
-    the fast path gave no decision."""
+    the fast path gave no decision. ``refused`` gets the index of each blank turn the fast
+    path refused."""
     rng = random.Random(seed)
     engine = LoopEngine(LoopGuardConfig.create(idle_turns_warn=warn))
     run = engine.new_run()
@@ -249,14 +251,16 @@ def _blank_or_full(seed: int, *, blank_fast: bool, warn: int) -> list[Decision |
         end = start + 5
         agent = rng.choice((AGENT, "b" * 16, None))
         kind = rng.random()
-        if kind < 0.45:  # a blank turn: no content, no request for tools known
-            requested = rng.choice((None, False))
-            if blank_fast:
-                engine.process_blank_turn(run, n, start, end, agent)
+        if kind < 0.45:  # a blank turn: no content (a request for tools known or not)
+            requested = rng.choice((None, False, True))
+            turn = ModelTurn(format(n, "016x"), start, end, requested, agent)
+            if blank_fast and engine.process_blank_turn(run, n, start, end, agent,
+                                                        requested=requested is True):
                 decisions.append(None)
-            else:
-                decisions.append(engine.process_model_turn(run, ModelTurn(
-                    format(n, "016x"), start, end, requested, agent)))
+            else:  # refused (a turn pending, or the streak warns): the full turn
+                if blank_fast and refused is not None:
+                    refused.append(len(decisions))
+                decisions.append(engine.process_model_turn(run, turn))
         elif kind < 0.85:
             decisions.append(engine.process_model_turn(run, ModelTurn(
                 format(n, "016x"), start, end, rng.choice((None, False, True)), agent,
@@ -278,10 +282,11 @@ class TestBlankTurns:
         """Random runs: every decision is the one the full turn gives, blank turns never
         flag, and findings list blank turns' span ids (formatted only then)."""
         findings = listing_blank = 0
+        refused: list[int] = []
         for seed in range(300):
             warn = 2 + seed % 3
             full = _blank_or_full(seed, blank_fast=False, warn=warn)
-            fast = _blank_or_full(seed, blank_fast=True, warn=warn)
+            fast = _blank_or_full(seed, blank_fast=True, warn=warn, refused=refused)
             for slow, quick in zip(full, fast, strict=True):
                 if quick is None:
                     assert slow is not None and not slow.flagged
@@ -297,7 +302,7 @@ class TestBlankTurns:
                     assert all(type(i) is str and len(i) == 16 for i in ids)
                     blank = {d.span_id for d, q in zip(full, fast, strict=True) if q is None}
                     listing_blank += bool(blank.intersection(ids))
-        assert findings > 200 and listing_blank > 100
+        assert findings > 200 and listing_blank > 100 and len(refused) > 50
 
 
 class TestToolRequestOf:
@@ -589,6 +594,33 @@ class TestLiveProcessor:
         assert [d.code for d in decisions] == [d.code for d in checked] == ["IDLE_TURNS"]
         assert decisions[0].evidence[0].details["turn_span_ids"] == \
             checked[0].evidence[0].details["turn_span_ids"] == chats[1:5]
+        harness.shutdown()
+
+    def test_chat_spans_with_finish_reasons_only_judged_as_check_judges_them(self) -> None:
+        """Live: chat spans that carry finish reasons but no content (most instrumentations'
+        default) go the blank way, except a request for tools while the streak warns or a
+        turn is pending: the live decisions are check's, span for span."""
+        harness = LoopGuardHarness()
+        decisions: list[Decision] = []
+        harness.provider.add_span_processor(LoopGuardSpanProcessor(
+            harness.config, downstream=SimpleSpanProcessor(InMemorySpanExporter()),
+            registry=CollectorRegistry(), clock=harness.clock, raise_internal_errors=True,
+            on_decision=decisions.append))
+        with harness.run() as agent:
+            _f21(agent)  # warns at the 4th rejected turn
+            agent.turn(finish_reasons=["tool_calls"])  # asks for tools while the streak warns
+            agent.turn(finish_reasons=["tool_calls"], attributes=REJECTED)  # none ran
+            agent.turn(finish_reasons=["tool_calls"])  # a turn pending before it
+            agent.turn(finish_reasons=["stop"])
+            agent.turn(finish_reasons=["tool_calls"])
+            agent.tool("read_file", {"path": "b.py"}, "print('b')")
+        harness.provider.force_flush()
+        checked = harness.check()[0].findings
+        assert [(d.code, d.span_id, d.evidence[0].details["turn_span_ids"])
+                for d in decisions] == \
+            [(d.code, d.span_id, d.evidence[0].details["turn_span_ids"]) for d in checked]
+        chats = [s.span_id for s in harness.spans() if s.name == "chat model"]
+        assert [d.span_id for d in checked] == chats[4:6]  # again on the request for tools
         harness.shutdown()
 
     def test_tool_call_after_each_chat_span_keeps_it_quiet(self) -> None:

@@ -11,8 +11,8 @@ import orjson
 from otel_loopguard.adapters import _keys as k
 from otel_loopguard.signature import digest
 
-__all__ = ["NO_TURN", "asks_by_reason", "not_from_user", "tool_request_of", "turn_content_of",
-           "turn_input_of", "turn_of", "turn_output_of", "user_input_of"]
+__all__ = ["NO_TURN", "asks_by_reason", "has_content", "not_from_user", "tool_request_of",
+           "turn_content_of", "turn_input_of", "turn_of", "turn_output_of", "user_input_of"]
 
 _TOOL_REASONS: Final = frozenset({"tool_calls", "tool_call", "tool_use", "function_call",
                                   "tool-calls", "tool-call", "function_calls"})
@@ -103,8 +103,8 @@ def asks_by_reason(attributes: Mapping[str, Any]) -> bool:
     ``tool_request_of`` is then True, and ``turn_of`` answers True with ``turn_input_of`` and
     ``turn_output_of``: the output messages need be read only for the output's digest.
     """
-    return not _reasons(attributes.get(k.GEN_AI_RESPONSE_FINISH_REASONS)).isdisjoint(
-        _TOOL_REASONS)
+    value = attributes.get(k.GEN_AI_RESPONSE_FINISH_REASONS)
+    return value is not None and not _reasons(value).isdisjoint(_TOOL_REASONS)
 
 
 def _reasons(value: Any) -> frozenset[str]:
@@ -192,6 +192,8 @@ _TURN_KEYS: Final = frozenset({k.GEN_AI_OUTPUT_MESSAGES, k.GEN_AI_RESPONSE_FINIS
                                *_OUTPUT_CONTENT})
 """Every key ``turn_of`` reads by name; without them only the flattened prompts can say
 anything (the tool request is unknown, the output empty)."""
+_CONTENT_KEYS: Final = _TURN_KEYS - {k.GEN_AI_RESPONSE_FINISH_REASONS}
+"""``_TURN_KEYS`` but the finish reasons, which a model span carries without its content."""
 NO_TURN: Final[tuple[bool | None, str, str, bool]] = (None, "", "", False)
 """``turn_of`` of a model span without any of its keys and without flattened prompts (most
 model spans: content is opt-in), and what a caller that does not read the turn uses."""
@@ -260,6 +262,16 @@ def user_input_of(attributes: Mapping[str, Any]) -> str:
         return ""
     last, from_user = turn_input_of(attributes)
     return last if from_user else ""
+
+
+def has_content(attributes: Mapping[str, Any]) -> bool:
+    """Return whether a model span may carry content: messages, prompts or a completion.
+
+    False for most model spans (content is opt-in): their turn has no input and no output, and
+    only their finish reasons can say whether they asked for tools (``asks_by_reason``). One set
+    test and one search of the keys, where ``turn_of`` reads every key it knows.
+    """
+    return not _CONTENT_KEYS.isdisjoint(attributes) or _has_prompts(attributes)
 
 
 def _has_prompts(attributes: Mapping[str, Any]) -> bool:

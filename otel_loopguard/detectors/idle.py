@@ -108,10 +108,9 @@ class IdleTurnsDetector(DetectorBase):
             "turn_span_ids": [s if type(s) is str else format(s, "016x") for s in state.span_ids],
             "limit": self.warn})
 
-    @staticmethod
-    def observe_blank(state: _IdleState, span_id: int, start_ns: int, end_ns: int,
-                      agent_span_id: str | None, *, acted: int) -> None:
-        """``observe_turn`` of a blank turn: no content, and no request for tools known.
+    def observe_blank(self, state: _IdleState, span_id: int, start_ns: int, end_ns: int,
+                      agent_span_id: str | None, *, acted: int, requested: bool = False) -> bool:
+        """``observe_turn`` of a blank turn: no content; return False when it cannot be one.
 
         Most model spans (content is opt-in). A blank turn repeats nothing, so whatever came
         before (a pending turn too), the streak restarts with it alone: one turn, below any
@@ -119,18 +118,30 @@ class IdleTurnsDetector(DetectorBase):
         kept: its end, the run's actions, its agent invocation, and its span id, a number
         formatted only if a finding lists it (``span_id``: the span's id, ``start_ns`` and
         ``end_ns`` its times, as ``ModelTurn`` has them).
+
+        ``requested``: the turn asked for tools (by its finish reasons). It waits for the next
+        turn to show whether a call followed, and then restarts the streak all the same; in
+        the meantime it leaves the streak as it was. So it is a blank turn unless that streak
+        still matters: a turn before it is pending (it would count now), or the streak already
+        warns (it would warn again on this turn). Then nothing is changed and False returned:
+        ``observe_turn`` takes the turn.
         """
         if acted == state.acted and 0 < start_ns < state.end_ns:  # the same call seen twice
             state.end_ns = max(state.end_ns, end_ns)
-            return
+            return True
+        if requested and acted == state.acted and (
+                agent_span_id is None or agent_span_id == state.agent) and (
+                state.pending is not None or (self.warn is not None and state.count >= self.warn)):
+            return False  # the streak goes on through this turn: observe_turn's to judge
         state.end_ns, state.acted, state.pending = end_ns, acted, None
         if agent_span_id is not None:
             state.agent = agent_span_id
         # armed as observe_turn arms it: a run's actions arm it when they change, so
         # ``state.acted > 0`` already means armed
-        state.armed = state.armed or acted > 0 or agent_span_id is not None
+        state.armed = state.armed or requested or acted > 0 or agent_span_id is not None
         state.count, state.span_ids = 1, [span_id]
         state.output, state.same_output = "", False
+        return True
 
     @staticmethod
     def _add(state: _IdleState, turn: ModelTurn) -> None:

@@ -8,8 +8,15 @@ from typing import Any, Final
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext
 
+from otel_loopguard.adapters import _keys as keys
 from otel_loopguard.adapters import usage_of
-from otel_loopguard.adapters._turns import NO_TURN, turn_of, user_input_of
+from otel_loopguard.adapters._turns import (
+    NO_TURN,
+    asks_by_reason,
+    has_content,
+    turn_of,
+    user_input_of,
+)
 from otel_loopguard.adapters._usage import TokenUsage
 from otel_loopguard.assembly import template_in
 from otel_loopguard.config import LoopGuardConfig
@@ -23,6 +30,7 @@ from otel_loopguard.waste import RunWaste, Waste
 __all__ = ["ModelTurns"]
 
 _NO_USAGE: Final[TokenUsage] = (0, 0, ())
+_FINISH_REASONS: Final = keys.GEN_AI_RESPONSE_FINISH_REASONS
 
 
 class ModelTurns(FindingReports):
@@ -33,8 +41,8 @@ class ModelTurns(FindingReports):
     A model span often carries the prompt template (``gen_ai.prompt.name``, Langfuse's and
     Traceloop's keys) that the tool spans after it lack; it becomes the run's template.
     Only what the run needs is read: with the ``idle_turns`` detector on, the turn's agent
-    invocation, tool request and content (one set test when it has none; a blank turn,
-    without content or a request for tools, only restarts the idle streak: the engine's
+    invocation, tool request and content (one set test when it has none, and the finish
+    reasons; a blank turn, without content, only restarts the idle streak: the engine's
     ``process_blank_turn`` builds neither the turn nor a decision); its usage
     (tokens, models) only once the run's waste counts (``_feed``), which in most runs never
     happens: until then the run keeps a reference to the latest turn's attributes, which
@@ -66,7 +74,11 @@ class ModelTurns(FindingReports):
         requested, last_input, output, from_user = NO_TURN
         if idle is not None:  # idle_turns: the turn, with its agent invocation
             agent_span = self.live.agent_span_id(parent[1] if parent is not None else None)
-            requested, last_input, output, from_user = turn_of(attrs)
+            if has_content(attrs):
+                requested, last_input, output, from_user = turn_of(attrs)
+            elif _FINISH_REASONS in attrs and asks_by_reason(attrs):  # no content: only the
+                requested = True  # finish reasons say anything (False and None are alike to
+                # a turn without output)
         else:  # a user's new message changes the run's world (``heard``) all the same
             last_input = user_input_of(attrs)
             from_user = bool(last_input)
@@ -80,9 +92,9 @@ class ModelTurns(FindingReports):
                 entry.unfed = (waste, index, attrs)
                 if idle is None and not from_user:
                     return None
-                if requested is not True and not last_input and not output:
-                    self.engine.process_blank_turn(state, context[1], span.start_time or 0,
-                                                   span.end_time or 0, agent_span)
+                if not last_input and not output and self.engine.process_blank_turn(
+                        state, context[1], span.start_time or 0, span.end_time or 0,
+                        agent_span, requested=requested is True):
                     return None
                 usage: TokenUsage = _NO_USAGE
                 numbered = None
