@@ -447,6 +447,47 @@ class TestMultiprocess:
         assert out.read_text().split() == ["execute_tool", "invoke_agent"]
         assert "Exception ignored in atexit" not in proc.stderr, proc.stderr
 
+    def test_open_runs_add_up_over_the_processors_of_a_process(self, tmp_path: Path) -> None:
+        """Two processors sharing the metrics of one process: one holds a run, the other opens
+        and closes one. The multiprocess gauge reads 1, as the scrape-time gauge does without
+        the variable; each holder set it to its own count, so the last one's 0 hid the other's
+        open run."""
+        env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
+        proc = subprocess.run([sys.executable, "-c", _TWO_PROCESSORS_SCRIPT], env=env,
+                              capture_output=True, text=True, check=False, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout) == {"multiprocess": True, "open": 1.0}
+        env.pop("PROMETHEUS_MULTIPROC_DIR")
+        proc = subprocess.run([sys.executable, "-c", _TWO_PROCESSORS_SCRIPT], env=env,
+                              capture_output=True, text=True, check=False, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout) == {"multiprocess": False, "open": 1.0}
+
+
+_TWO_PROCESSORS_SCRIPT = textwrap.dedent(
+    """
+    import json, os
+    from prometheus_client import REGISTRY, CollectorRegistry, multiprocess
+    from otel_loopguard import LoopGuardSpanProcessor
+    from otel_loopguard.testing import LoopGuardHarness
+
+    first, second = LoopGuardHarness(), LoopGuardHarness()
+    processors = [LoopGuardSpanProcessor(clock=h.clock) for h in (first, second)]
+    for harness, processor in zip((first, second), processors):
+        harness.provider.add_span_processor(processor)
+    held = first.run(prompt="triage@v1")
+    held.__enter__().tool("search", {"q": "a"}, "hits")  # its root span stays open
+    with second.run(prompt="faq@v1") as agent:  # opened and closed
+        agent.tool("search", {"q": "b"}, "hits")
+    registry = REGISTRY
+    if processors[0].metrics.multiprocess:
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+    print(json.dumps({"multiprocess": processors[0].metrics.multiprocess,
+                      "open": registry.get_sample_value("loopguard_open_runs")}))
+    """
+)
+
 
 _REMOVED_DIR_SCRIPT = textwrap.dedent(
     """

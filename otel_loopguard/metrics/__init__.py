@@ -207,12 +207,22 @@ class LoopGuardMetrics:
         """Stop reporting ``size()`` (a processor shut down: its runs are no longer open)."""
         if size in self._sizes:
             self._sizes.remove(size)
-        self.set_open_runs(total_of(self._sizes))
+        self.refresh_open_runs()
 
     def set_open_runs(self, value: int) -> None:
         """Set the open-runs gauge directly (multiprocess mode only; no-op otherwise)."""
         if self._open_gauge is not None:
             self._open_gauge.set(value)
+
+    def refresh_open_runs(self) -> None:
+        """Set the open-runs gauge to the sum of every tracked holder (multiprocess mode only).
+
+        A holder whose run count changed calls this, not ``set_open_runs`` with its own count:
+        the processors sharing these metrics (and ``serve`` beside them) write one gauge per
+        process, which must be their sum, as the scrape-time gauge of single-process mode is.
+        """
+        if self._open_gauge is not None:
+            self._open_gauge.set(total_of(self._sizes))
 
     def _key(self, template: str | None, service: str | None,
              uses: int = 1) -> tuple[str, ...]:

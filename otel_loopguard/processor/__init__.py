@@ -324,7 +324,7 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, GuardRuns, SpanProcess
             for run_id in self._runs.pop(trace_id):
                 self.store.release(run_id)
             if self._multiprocess:
-                self.metrics.set_open_runs(len(self.store))  # type: ignore[union-attr]
+                self.metrics.refresh_open_runs()  # type: ignore[union-attr]
         except Exception as exc:
             self.guard.handle("on_end", exc)
 

@@ -62,7 +62,7 @@ class ToolCallChecks(ModelTurns):
         run_id = self._runs.run_id(span, attrs, trace_id)
         entry, created = self.store.get_or_create(run_id)
         if created and self._multiprocess:
-            self.metrics.set_open_runs(len(self.store))  # type: ignore[union-attr]  # checked
+            self.metrics.refresh_open_runs()  # type: ignore[union-attr]  # checked
         if entry.state.notifying and entry.state.in_callback():
             return None  # ended inside this run's on_decision, which holds its lock
         decision, previous, template, first, wasted = self._decide(entry, event, attrs, span)

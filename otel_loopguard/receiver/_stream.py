@@ -354,7 +354,7 @@ class StreamingChecker:
                     self.guard.handle("serve", exc)
         metrics = self.metrics
         if metrics is not None and metrics.multiprocess:  # a gauge set here, not read at scrape
-            metrics.set_open_runs(self.open_runs)
+            metrics.refresh_open_runs()
         return reports
 
     def _on_waste(self, report: RunReport, waste: Waste) -> None:
