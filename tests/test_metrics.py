@@ -40,7 +40,7 @@ from otel_loopguard.metrics._names import (
     WASTED_TOOL_SECONDS,
 )
 from otel_loopguard.processor import LoopGuardSpanProcessor
-from otel_loopguard.types import Action
+from otel_loopguard.types import Action, Decision, Evidence
 from otel_loopguard.waste import Waste
 
 PROMTOOL = shutil.which("promtool")
@@ -147,6 +147,20 @@ class TestLabelCap:
             metrics.record_call(template, "t", first=True)
         assert _value(registry, RUNS, prompt_template="other") == 1
         assert _value(registry, RUNS, prompt_template="unknown") == 1
+        assert _value(registry, LABEL_OVERFLOW, label="prompt_template") == 1
+
+    def test_folded_finding_counts_one_overflow(self) -> None:
+        """A finding of a template over the cap is one increment under `other`, so one overflow,
+        as a tool call is; naming its label for the span's evidence counted it a second time."""
+        registry = CollectorRegistry()
+        metrics = LoopGuardMetrics(registry, max_prompt_templates=1)
+        metrics.record_call("a@v1", "search", first=True)
+        repeat = Evidence("repeat", "REPEAT", Action.WARN, "search", 3)
+        label = metrics.record_decision("b@v1", Decision(Action.WARN, evidence=(repeat,)),
+                                        "observe", Action.CONTINUE)
+        assert label == "other"
+        assert _value(registry, LOOP_DETECTED, prompt_template="other", detector="repeat",
+                      action="warn", mode="observe") == 1
         assert _value(registry, LABEL_OVERFLOW, label="prompt_template") == 1
 
     def test_record_calls_counts_as_many_record_call(self) -> None:

@@ -286,7 +286,7 @@ class LoopGuardMetrics:
         if budget is not None:
             self.record_budget(template, str(budget.details.get("budget")), budget.action, mode,
                                service=service)
-        return self.template(template)
+        return self.template(template, uses=0)  # counted above: no second overflow
 
     def record_budget(self, template: str | None, budget: str, action: Action,
                       mode: str, *, service: str | None = None) -> None:
