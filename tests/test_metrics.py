@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -640,3 +641,20 @@ def test_serve_open_runs_under_multiproc_variable(tmp_path: Path) -> None:
                           capture_output=True, text=True, check=False, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["1.0", "0.0"]
+
+
+def test_receiver_spans_help_names_every_documented_outcome() -> None:
+    """The HELP of loopguard_receiver_spans_total lists its outcomes: every one metrics.md
+    documents (``lost`` included, which a restart with a state file counts)."""
+    from otel_loopguard.receiver._counters import ReceiverCounters
+
+    registry = CollectorRegistry()
+    ReceiverCounters(registry, forwarding=False)
+    (help_text,) = [f.documentation for f in registry.collect()
+                    if f.name == "loopguard_receiver_spans"]
+    (row,) = [line for line in (REPO / "docs" / "metrics.md").read_text().splitlines()
+              if line.startswith("| `loopguard_receiver_spans_total`")]
+    documented = re.findall(r"`([a-z]+)` \(", row.split("|")[3])
+    assert documented == ["rejected", "late", "duplicate", "lost"]
+    for outcome in ["accepted", *documented]:
+        assert outcome in help_text, outcome

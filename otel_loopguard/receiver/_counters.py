@@ -54,7 +54,7 @@ class ReceiverCounters:
         self.requests = Counter(REQUESTS[:-6], "OTLP export requests by protocol and outcome.",
                                 ["protocol", "outcome"], registry=registry)
         self.spans = Counter(SPANS[:-6], "Received spans by outcome (accepted, rejected, "
-                             "late, duplicate).", ["outcome"], registry=registry)
+                             "late, duplicate, lost).", ["outcome"], registry=registry)
         self._forwarded = Counter(FORWARDED[:-6], "Spans forwarded to --forward-endpoint.",
                                   registry=registry)
         self._forward_failures = Counter(
