@@ -233,3 +233,14 @@ class TestCheck:
         _check(trace_file, "--format", "sarif", "--fail-on-budget", "never")
         doc = json.loads(capsys.readouterr().out)
         assert {r["level"] for r in doc["runs"][0]["results"]} == {"warning"}
+
+
+def test_help_says_how_budget_findings_count() -> None:
+    """The HELP says what the 7-call run above shows: a warn budget once per run, a stop
+    budget on every call from the one that reached it (not one per call over a budget)."""
+    registry = _live(_productive(7))
+    (help_text,) = [f.documentation for f in registry.collect()
+                    if f.name == "loopguard_budget_exceeded"]
+    assert "not loops" in help_text
+    assert "warn budget once per run" in help_text
+    assert "stop budget on every call from the one that reached it" in help_text

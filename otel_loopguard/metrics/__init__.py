@@ -122,9 +122,10 @@ class LoopGuardMetrics:
                                      [*tpl, "detector", "action", "mode"],
                                      registry=reg)
         self.budget_exceeded = Counter(_base(BUDGET_EXCEEDED),
-                                       "Budget findings, one per tool call over a budget (not "
-                                       "loops).", [*tpl, "budget", "action", "mode"],
-                                       registry=reg)
+                                       "Budget findings (not loops): a warn budget once per run "
+                                       "(per tool for calls of one tool), a stop budget on every "
+                                       "call from the one that reached it.",
+                                       [*tpl, "budget", "action", "mode"], registry=reg)
         self.runs = Counter(_base(RUNS), "Runs seen (counted at their first tool call).",
                             tpl, registry=reg)
         self.runs_flagged = Counter(_base(RUNS_FLAGGED),
