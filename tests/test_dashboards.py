@@ -403,6 +403,21 @@ class TestDashboardStructure:
                     assert not any(keeps(value) for value in dropped), (name, agent, dropped)
         assert checked >= 20
 
+    def test_legends_name_every_label_a_series_is_grouped_by(
+        self, dashboard: dict[str, Any]
+    ) -> None:
+        """A graph query `sum by (a, b)` has a legend with {{a}} and {{b}}: without one, the
+        series it splits into share a legend and cannot be told apart."""
+        for panel in iter_panels(dashboard["panels"]):
+            for target in panel.get("targets", []):
+                grouped = re.match(r"(?:\d+ \* )?(?:sum|max|min|avg) by \(([^)]*)\)",
+                                   target["expr"])
+                if target.get("format") == "table" or grouped is None:
+                    continue
+                for label in (part.strip() for part in grouped[1].split(",")):
+                    assert f"{{{{{label}}}}}" in target.get("legendFormat", ""), \
+                        f"panel {panel['id']} {target['refId']}: no {{{{{label}}}}} in legend"
+
     def test_ranges_use_grafana_macros(self, dashboard: dict[str, Any]) -> None:
         """Every range selector uses `$__rate_interval` or `$__range`, never a hard-coded window."""
         for name, expr in dashboard_exprs(dashboard):
