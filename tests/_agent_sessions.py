@@ -323,3 +323,68 @@ def collector_lines(runs: Sequence[Session], *, per_line: int = 5) -> list[str]:
         request = encode_logs(records[at:at + per_line])
         lines.append(json.dumps(hex_ids(MessageToDict(request))))
     return lines
+
+
+# --- Codex CLI's trace copy ------------------------------------------------------------------
+def codex_trace_spans(run: Session, exporter: Any) -> int:
+    """Emit a Codex session as its ``trace_exporter`` sends it; return the tool results sent.
+
+    Codex records its events a second time on its current ``tracing`` span (``trace_event!``,
+    target ``codex_otel.trace_safe``, ``codex-rs/otel/src/events/session_telemetry.rs``), which
+    ``tracing-opentelemetry`` exports as span events named by their callsite (``event
+    codex-rs/otel/src/events/session_telemetry.rs:<line>``: the event has no ``message``), with
+    ``level`` and ``target`` first and each field typed as recorded (``%`` a string, ``i64``
+    an int, ``bool`` a bool). ``codex.tool_result`` there has no ``arguments`` and no
+    ``output``, their lengths instead. One span per model turn here, holding its response's
+    ``sse_event`` and the turn's tool result.
+    """
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    provider = TracerProvider(resource=Resource.create(run.resource))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer(str(run.resource["service.name"]))
+    common = ("event.timestamp", "conversation.id", "app.version", "auth_mode", "originator",
+              "terminal.type", "model", "slug")  # the trace copy has no user.* fields
+    span: Any = None
+    sent = 0
+    for at, record in enumerate(run.records):
+        attrs = record["attributes"]
+        event = attrs["event.name"]
+        when = iso_time_ns(attrs["event.timestamp"])
+        if event == "codex.sse_event" and "duration_ms" in attrs:
+            continue  # the stream's note is a log event only (log_event!)
+        if event == "codex.sse_event":
+            if span is not None:
+                span.end(end_time=when - 1)
+            span = tracer.start_span("handle_responses", start_time=when - SECOND // 2)
+        if span is None or event not in ("codex.sse_event", "codex.tool_result"):
+            continue
+        fields: dict[str, Any] = {"level": "INFO", "target": "codex_otel.trace_safe",
+                                  "event.name": event}
+        if event == "codex.tool_result":
+            sent += 1
+            fields.update({"tool_name": attrs["tool_name"], "call_id": attrs["call_id"],
+                           "duration_ms": attrs["duration_ms"], "success": attrs["success"],
+                           "arguments_length": len(attrs["arguments"]),
+                           "output_length": len(attrs["output"]),
+                           "output_line_count": len(attrs["output"].splitlines()),
+                           "tool_origin": "builtin", "mcp_tool": False})
+        else:
+            fields.update({key: attrs[key] for key in (
+                "event.kind", "input_token_count", "output_token_count", "tool_token_count")})
+        fields.update({key: attrs[key] for key in common})
+        span.add_event(f"event codex-rs/otel/src/events/session_telemetry.rs:{1000 + at}",
+                       fields, timestamp=when)
+    if span is not None:
+        span.end(end_time=iso_time_ns(run.records[-1]["attributes"]["event.timestamp"]) + 1)
+    provider.force_flush()
+    return sent
+
+
+def iso_time_ns(text: str) -> int:
+    """Return an ``event.timestamp`` (``2025-10-09T08:53:21.000Z``) in nanoseconds."""
+    import datetime
+
+    moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1000

@@ -13,7 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _agent_sessions import T0, Session, collector_lines, proto_messages, sessions
+from _agent_sessions import (
+    T0,
+    Session,
+    codex_trace_spans,
+    collector_lines,
+    proto_messages,
+    sessions,
+)
 from _otlp_files import json_line
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -229,6 +236,37 @@ def test_gemini_cli_tool_spans_do_not_count_its_calls_twice(
     assert report["tool_calls"] == len(calls) == 6
     first = report["findings"][0]
     assert first["call_index"] == 3 and first["code"] == "REPEATED_FAILURE"
+
+
+def _check_runs(paths: list[Path], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    main(["check", "--format", "json", *map(str, paths)])
+    return {r["run_id"]: r for r in json.loads(capsys.readouterr().out)["runs"]}
+
+
+def test_codex_tool_results_sent_as_span_events_are_read_and_counted_once(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Codex's trace copy of an event is a span event named by its tracing callsite (``event
+    # codex-rs/otel/src/events/session_telemetry.rs:<line>``), its ``event.name`` attribute
+    # the agent's name; the reader matched the span event's name, so a session sent with
+    # ``trace_exporter`` only was never seen. Every tool result on a span is a call.
+    looping, healthy = sessions()[2:4]
+    exporter = InMemorySpanExporter()
+    assert codex_trace_spans(looping, exporter) == codex_trace_spans(healthy, exporter) == 6
+    traces = tmp_path / "traces.jsonl"
+    traces.write_text(json_line(exporter.get_finished_spans()) + "\n")
+    alone = _check_runs([traces], capsys)
+    stuck, fine = alone[f"codex:{looping.session_id}"], alone[f"codex:{healthy.session_id}"]
+    assert stuck["tool_calls"] == fine["tool_calls"] == 6
+    assert stuck["findings"] and stuck["findings"][0]["span_id"] == "call_L002"
+    assert not fine["findings"]
+    # with its log events too, each call is counted once, with what the events carry
+    logs = _write(tmp_path, [looping, healthy])
+    events_only = _check_runs([logs], capsys)
+    both = _check_runs([logs, traces], capsys)
+    for run in (looping, healthy):
+        run_id = f"codex:{run.session_id}"
+        assert both[run_id]["tool_calls"] == 6
+        assert both[run_id]["findings"] == events_only[run_id]["findings"]
 
 
 def test_gemini_cli_calls_ending_in_the_same_millisecond_are_not_taken_for_copies() -> None:

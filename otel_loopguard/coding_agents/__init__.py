@@ -1,8 +1,9 @@
 """The coding agents people run every day, read from their own OpenTelemetry.
 
 Claude Code, Codex CLI and Gemini CLI report each tool call as a **log event** (and, with
-tracing on, as a span). :class:`AgentRecords` turns those events, and Claude Code's and Codex's
-tool spans (Gemini CLI's carry a call id its events lack, so they are not read),
+tracing on, as a span). :class:`AgentRecords` turns those events, Claude Code's tool spans and
+the tool results Codex records as span events (Gemini CLI's spans carry a call id its events
+lack, so they are not read),
 into the span records every other path reads (an ``execute_tool`` record per call, a ``chat``
 record per model request, in GenAI shape), so ``check`` and ``serve`` group, assemble and detect
 them with the same rules as any framework's spans:
@@ -146,29 +147,25 @@ class AgentRecords:
             if failed_children is None:
                 failed_children = {s.parent_span_id for s in spans if s.name ==
                                    _claude_code.EXECUTION_SPAN and s.status_code == STATUS_ERROR}
-            call = self._span_call(span, span.span_id in failed_children)
-            if call is None:
+            calls = self._span_calls(span, span.span_id in failed_children)
+            if not calls:
                 continue
             if span.attributes.get(k.GEN_AI_OPERATION_NAME) == k.OP_EXECUTE_TOOL:
                 attrs = {key: v for key, v in span.attributes.items()
                          if key != k.GEN_AI_OPERATION_NAME}
                 spans[index].attributes = attrs
-            out.append(self._record(call, span.scope_name, span.resource))
+            out += [self._record(call, span.scope_name, span.resource) for call in calls]
         return out
 
     @staticmethod
-    def _span_call(span: SpanRecord, child_failed: bool) -> AgentCall | None:
-        attrs = span.attributes
-        duration = max(0, span.end_time_ns - span.start_time_ns)
-        failed = span.status_code == STATUS_ERROR or child_failed
+    def _span_calls(span: SpanRecord, child_failed: bool) -> list[AgentCall]:
+        """Return the calls a span reports: Claude Code's tool span, or Codex's span events."""
         if span.name.startswith(_claude_code.PREFIX):
-            return _claude_code.read_span(span.name, attrs, span.end_time_ns, duration, failed)
-        for name, event_attrs in span.events:
-            if name == "codex.tool_result":
-                merged = {**attrs, **event_attrs}
-                found = _codex.read_event(name, merged, span.end_time_ns)
-                return found if isinstance(found, AgentCall) else None
-        return None
+            failed = span.status_code == STATUS_ERROR or child_failed
+            found = _claude_code.read_span(span.name, span.attributes, span.end_time_ns,
+                                           max(0, span.end_time_ns - span.start_time_ns), failed)
+            return [found] if found is not None else []
+        return _codex.read_span_events(span.events, span.attributes, span.end_time_ns)
 
     # --- records -----------------------------------------------------------------------------
     def _record(self, found: AgentCall | AgentTurn, scope: str,

@@ -1,4 +1,4 @@
-"""Codex CLI: its ``codex.*`` log events (and the same facts as span events on its spans).
+"""Codex CLI: its ``codex.*`` log events, and its tool results recorded as span events.
 
 Read from ``openai/codex`` ``codex-rs/otel/src/events/session_telemetry.rs`` and
 ``shared/log.rs`` (stored commits 0136a731, 373d1a86): the ``event.name`` attribute is the
@@ -8,21 +8,29 @@ full name (``codex.tool_result``; the OTLP ``event_name`` field is the ``tracing
 ``time_unix_nano`` is 0 (the reader falls back to the observed time, then
 ``event.timestamp``). ``codex.tool_result`` carries the arguments and the output; a model
 response is the ``codex.sse_event`` ``response.completed`` that carries its token counts.
+
+With a ``trace_exporter`` set, Codex records the same events on its current ``tracing`` span
+(target ``codex_otel.trace_safe``, exported by ``tracing-opentelemetry``): the span event's
+name is the callsite again, its ``event.name`` attribute the agent's name, and a
+``codex.tool_result`` there has ``call_id``, ``success`` and ``duration_ms`` but neither the
+arguments nor the output (only their lengths).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from otel_loopguard.coding_agents._model import AgentCall, AgentTurn, flag, number, text
+from otel_loopguard.otlp._logs import iso_time_ns
 
-__all__ = ["AGENT", "PREFIX", "read_event"]
+__all__ = ["AGENT", "PREFIX", "read_event", "read_span_events"]
 
 AGENT: Final = "codex"
 PREFIX: Final = "codex."
 _MS: Final = 1_000_000
 _COMPLETED: Final = "response.completed"
+_TOOL_RESULT: Final = "codex.tool_result"
 
 
 def _transport_copy(attrs: Mapping[str, Any]) -> bool:
@@ -41,7 +49,7 @@ def read_event(name: str, attrs: Mapping[str, Any], end_ns: int) -> AgentCall | 
     """Return the tool call (``tool_result``) or model response (``sse_event`` completed)."""
     session = text(attrs, "conversation.id", "thread.id")
     model = text(attrs, "model", "slug")
-    if name == "codex.tool_result":
+    if name == _TOOL_RESULT:
         failed = not flag(attrs.get("success"))
         output = attrs.get("output")
         call = AgentCall(AGENT, session, text(attrs, "tool_name") or "unknown",
@@ -60,3 +68,25 @@ def read_event(name: str, attrs: Mapping[str, Any], end_ns: int) -> AgentCall | 
         return AgentTurn(AGENT, session, end_ns, int(number(attrs.get("duration_ms")) * _MS),
                          model, tokens_in, tokens_out)
     return None
+
+
+def read_span_events(events: Iterable[tuple[str, Mapping[str, Any]]],
+                     span_attrs: Mapping[str, Any], end_ns: int) -> list[AgentCall]:
+    """Return the tool calls Codex recorded as events of one span (every one, in order).
+
+    A span event is Codex's when its ``event.name`` attribute says so (``tracing-opentelemetry``
+    names the event by its callsite, ``event otel/src/events/session_telemetry.rs:1075``); its
+    time is its ``event.timestamp`` (else the span's end). A result without a ``call_id``
+    (``log_tool_failed``) is left to its log copy: nothing else could match the two.
+    """
+    out: list[AgentCall] = []
+    for name, attrs in events:
+        if name != _TOOL_RESULT and attrs.get("event.name") != _TOOL_RESULT:
+            continue
+        if not text(attrs, "call_id"):
+            continue
+        found = read_event(_TOOL_RESULT, {**span_attrs, **attrs},
+                           iso_time_ns(attrs.get("event.timestamp")) or end_ns)
+        if isinstance(found, AgentCall):
+            out.append(found)
+    return out
