@@ -34,7 +34,7 @@ BOUNDS: dict[str, tuple[int, int, int]] = {
     "shell": (1, 0, 36),
     "function": (1, 1, 12),
     "ide": (1, 0, 1),
-    "conversation": (0, 0, 1),
+    "conversation": (0, 0, 4),
     "multi_agent": (1, 0, 12),
     "browsing": (0, 0, 19),
 }
