@@ -1137,6 +1137,14 @@ class TestToolOverrides:
         assert _by(decisions, "stagnation") == {i: "warn" for i in range(5, 10)} | {10: "stop"}
         assert _codes(decisions) == {"POLL_STAGNANT"}
 
+    def test_poll_stop_raised_per_tool(self) -> None:
+        """A tool's own ``poll_stop`` above the global one stops at that count, not never."""
+        config = LoopGuardConfig.create(tools={"fetch": {"kind": "poll", "poll_stop": 30}})
+        decisions = _run([_call("fetch", {}, "same")] * 31, config)
+        assert _by(decisions, "stagnation") == ({i: "warn" for i in range(5, 30)}
+                                                | {30: "stop", 31: "stop"})
+        assert decisions[29].evidence[0].count == 30
+
     def test_mutating_kind(self) -> None:
         """A tool declared mutating gets the mutating-failure ladder."""
         config = LoopGuardConfig.create(tools={"deploy": {"kind": "mutating"}})

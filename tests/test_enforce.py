@@ -185,6 +185,17 @@ def test_other_arguments_are_another_call(make: Any) -> None:
     assert setup.executions == 5
 
 
+def test_a_poll_tool_with_a_raised_poll_stop_is_stopped_at_it(make: Any) -> None:
+    """The recommended setting for slow jobs (``poll_stop = 30`` on the tool) stops the 30th."""
+    setup = make(mode="enforce", enforcement="abort",
+                 tools={"search": {"kind": "poll", "poll_stop": 30}})
+    with setup.run():
+        out = _calls(setup, 31)
+    assert setup.executions == 29
+    assert isinstance(out[29], ToolLoopError)
+    assert (out[29].decision.code, out[29].repeats) == ("POLL_STAGNANT", 30)
+
+
 class _Plan(enum.Enum):
     BASIC = "basic"
 

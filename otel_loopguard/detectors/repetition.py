@@ -65,6 +65,9 @@ class StagnationDetector(DetectorBase):
         self._floor = lowest(self.config, "stagnation_warn", "stagnation_replan",
                              "stagnation_stop")
         self._poll_floor = lowest(self.config, "poll_warn", "poll_stop")
+        self._poll_kept = max([self.config.poll_stop, *(
+            override.thresholds.get("poll_stop") or 0 for override in self.config.tools.values())])
+        """The longest streak any tool's ladder reads: its ``poll_stop`` may exceed the global."""
         self._no_effect_floor = lowest(self.config, "stagnation_no_effect_warn")
 
     def new_state(self) -> _PollState:
@@ -135,7 +138,7 @@ class StagnationDetector(DetectorBase):
         last = state.last.pop(key, None)
         item = (step.index, step.span_id)
         if last is not None and last[0] == step.result_sig:
-            streak = [*last[1][1 - self.config.poll_stop:], item]  # a new list: forks share
+            streak = [*last[1][1 - self._poll_kept:], item]  # a new list: forks share
         else:
             streak = [item]
         state.last[key] = (step.result_sig, streak)
