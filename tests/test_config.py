@@ -430,6 +430,27 @@ class TestValidation:
         with pytest.raises(ConfigError, match=f"{high} must be >= {low} \\({lower + 1}\\)"):
             LoopGuardConfig.create(**{low: lower + 1, high: lower})
 
+    @pytest.mark.parametrize(("values", "message"), [
+        ({"stagnation_stop": 15}, "stagnation_stop must be <= window_size (12), got 15"),
+        ({"window_size": 4}, "stagnation_stop must be <= window_size (4), got 5"),
+        ({"repeat_replan": 13}, "repeat_replan must be <= window_size (12), got 13"),
+        ({"near_duplicate_min": 7},
+         "near_duplicate_min must be <= near_duplicate_window (6), got 7"),
+    ], ids=["stagnation", "small-window", "repeat", "near-duplicate"])
+    def test_a_rung_beyond_its_window_is_rejected(self, values: dict[str, Any],
+                                                  message: str) -> None:
+        """A count the detector's window can never hold is rejected, naming both settings."""
+        with pytest.raises(ConfigError) as info:
+            LoopGuardConfig.create(**values)
+        assert str(info.value).startswith(message)
+
+    def test_a_tool_rung_beyond_the_window_is_rejected(self) -> None:
+        """A tool's own stagnation_stop above the run-wide window is rejected too."""
+        with pytest.raises(ConfigError, match=r"^tools\.s\.stagnation_stop must be <= "
+                                              r"window_size \(12\), got 30"):
+            LoopGuardConfig.create(tools={"s": {"stagnation_stop": 30}})
+        assert LoopGuardConfig.create(window_size=30, tools={"s": {"stagnation_stop": 30}})
+
     def test_ladder_rungs_may_be_equal(self) -> None:
         """Equal rungs are allowed (warn and stop on the same count: stop wins)."""
         assert LoopGuardConfig.create(cycle_warn=3, cycle_stop=3).cycle_stop == 3

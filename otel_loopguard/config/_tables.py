@@ -139,9 +139,16 @@ def check_form(name: str, value: Any, where: str) -> Any:
     return value
 
 
+_WINDOWED: Final = (
+    ("stagnation_warn", "window_size"), ("stagnation_replan", "window_size"),
+    ("stagnation_stop", "window_size"), ("repeat_warn", "window_size"),
+    ("repeat_replan", "window_size"), ("near_duplicate_min", "near_duplicate_window"))
+"""Counts a detector reaches only within its window of recent calls, and that window."""
+
+
 def check_ladders(values: dict[str, Any], prefix: str = "",
                    own: set[str] | None = None) -> None:
-    """Reject a ladder whose higher step comes before its lower one.
+    """Reject a ladder whose higher step comes before its lower one, or outside its window.
 
     ``prefix`` and ``own`` are for a tool's table: its name, and the settings it sets itself
     (the others are the global values, which the message then says).
@@ -158,6 +165,12 @@ def check_ladders(values: dict[str, Any], prefix: str = "",
             raise ConfigError(f"{prefix}{high} must be >= {low} ({lo}), got {hi}"
                               + (f" (the global {high}; set it for this tool too)"
                                  if inherited else ""))
+    for name, window in _WINDOWED:
+        count, size = values[name], values[window]
+        if count is not None and count > size:
+            raise ConfigError(f"{prefix}{name} must be <= {window} ({size}), got {count}: the "
+                              f"detector counts within the last {window} calls, so it would "
+                              f"never be reached; raise {window} too")
 
 
 def validate_tool(tool: str, value: Any) -> ToolOverride:
