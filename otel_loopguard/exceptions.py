@@ -9,8 +9,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from otel_loopguard._fork import after_fork_in_child
 
@@ -77,6 +77,15 @@ class ToolLoopError(LoopGuardError):
         return type(self), (self.decision, str(self)), self.__dict__
 
 
+def _over_budget(details: Mapping[str, Any]) -> str:
+    """Say which budget a call would exceed, with its limit (not the count of calls)."""
+    budget, limit = details.get("budget"), details.get("limit")
+    if budget == "tool":
+        return f"would exceed its budget of {limit} calls per run"
+    what = {"run": "tool calls", "steps": "steps", "seconds": "s"}.get(str(budget), "calls")
+    return f"would exceed the run's budget of {limit} {what}"
+
+
 def _message(decision: Decision, tool: str, repeats: int) -> str:
     code = decision.code
     if code in ("STAGNANT_RESULT", "POLL_STAGNANT", "REPEATED_CALL"):
@@ -86,7 +95,7 @@ def _message(decision: Decision, tool: str, repeats: int) -> str:
         what = (f"failed {failed} {'time' if failed == 1 else 'times'} with the same error "
                 "and would be retried again")
     elif code == "BUDGET_EXHAUSTED":
-        what = f"would exceed the run's tool-call budget ({repeats} calls)"
+        what = _over_budget(decision.evidence[0].details if decision.evidence else {})
     else:
         what = f"would continue a loop ({code}, {repeats} repeats)"
     return f'Tool "{tool}" {what} - aborting to prevent a loop'

@@ -37,7 +37,22 @@ def _spent(evidence: Evidence) -> str:
         return f"taken {evidence.count} steps, tool calls and model turns (step budget {limit})"
     if budget == "seconds":
         return f"run for {evidence.details.get('seconds')} s (budget {limit} s)"
+    if budget == "tool":
+        return f'called "{evidence.tool}" {evidence.count} times (per-tool budget {limit})'
     return f"used {evidence.count} tool calls ({budget} budget {limit})"
+
+
+def _exhausted(evidence: Evidence) -> str:
+    """Return the hint of a stop budget: which budget, and to stop calling tools (or that one)."""
+    budget, limit, tool = evidence.details.get("budget"), evidence.details.get("limit"), \
+        evidence.tool
+    if budget == "tool":
+        return (f'This run has used its budget of {limit} calls of "{tool}". Do not call '
+                f'"{tool}" again: answer with what you have, or use another tool.')
+    what = {"run": f"{limit} tool calls", "steps": f"{limit} steps (tool calls and model turns)",
+            "seconds": f"{limit} s"}.get(str(budget), f"{budget} {limit}")
+    return (f"This run has used its budget of {what}. Make no more tool calls: answer with "
+            "what you have, or report the blocker.")
 
 
 def _compared(evidence: Evidence) -> bool:
@@ -116,16 +131,18 @@ _TEMPLATES: Final[dict[str, Callable[[Evidence], str]]] = {
         "exactly (call a tool the way the instructions say); otherwise give your final answer "
         "or report what is blocking you."),
     "BUDGET_WARNING": lambda e: f"This run has {_spent(e)}; wrap up soon.",
-    "BUDGET_EXHAUSTED": lambda e: (
-        f"This run has exhausted its {e.details.get('budget')} budget "
-        f"({e.details.get('limit')})."),
+    "BUDGET_EXHAUSTED": _exhausted,
 }
+_ADVISED: Final = frozenset({"BUDGET_EXHAUSTED"})
+"""Codes whose hint says what to do itself: the action's advice is not added."""
 
 
 def render_hint(evidence: Evidence, action: Action) -> str:
     """Return the model-ready hint for ``evidence`` at ``action``: what repeats, what to do."""
     template = _TEMPLATES.get(evidence.code)
     text = template(evidence) if template else f'Loop detected on "{evidence.tool}".'
+    if evidence.code in _ADVISED:
+        return text
     return f"{text} {_ADVICE.get(action, '')}".strip()
 
 

@@ -1115,6 +1115,37 @@ class TestBudgetDetector:
                  _call("search", {"q": 1}, "r")]
         assert _by(_run(calls, config), "budget") == {4: "stop"}
 
+    @pytest.mark.parametrize(("settings", "hint"), [
+        ({"max_tool_calls_warn": 2, "max_tool_calls_stop": 3},
+         "This run has used its budget of 3 tool calls. Make no more tool calls: answer with "
+         "what you have, or report the blocker."),
+        ({"max_calls_per_tool_warn": 2, "max_calls_per_tool_stop": 3},
+         'This run has used its budget of 3 calls of "search". Do not call "search" again: '
+         "answer with what you have, or use another tool."),
+        ({"max_steps_warn": 2, "max_steps_stop": 3},
+         "This run has used its budget of 3 steps (tool calls and model turns). Make no more "
+         "tool calls: answer with what you have, or report the blocker."),
+    ], ids=["run", "tool", "steps"])
+    def test_hints_say_which_budget_and_what_to_do(self, settings: dict[str, Any],
+                                                   hint: str) -> None:
+        """A budget's hints name the budget, and the tool of a per-tool one; its stop hint
+        tells the model what to stop doing, not to stop calling an unnamed "it"."""
+        decisions = _run([_call("search", {"n": i}, f"r{i}") for i in range(3)],
+                         LoopGuardConfig.create(**settings))
+        assert decisions[2].hint == hint
+        if "max_calls_per_tool_warn" in settings:
+            assert decisions[1].hint.startswith(
+                'This run has called "search" 2 times (per-tool budget 2); wrap up soon.')
+
+    def test_seconds_budget_stop_hint(self) -> None:
+        """The wall-clock stop hint names the budget in seconds."""
+        config = LoopGuardConfig.create(max_run_seconds_stop=2.0)
+        second = 1_000_000_000
+        decisions = _run([_call(f"t{i}", {"n": i}, f"r{i}", start=i * second,
+                                end=i * second + 1) for i in range(1, 4)], config)
+        assert decisions[2].hint.startswith("This run has used its budget of 2.0 s. Make no "
+                                            "more tool calls")
+
     def test_stop_wins_over_warn_on_the_same_call(self) -> None:
         """When a warn and a stop budget are reached on one call, the call stops."""
         config = LoopGuardConfig.create(max_tool_calls_warn=3, max_calls_per_tool_stop=3)

@@ -196,6 +196,24 @@ def test_a_poll_tool_with_a_raised_poll_stop_is_stopped_at_it(make: Any) -> None
     assert (out[29].decision.code, out[29].repeats) == ("POLL_STAGNANT", 30)
 
 
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"max_tool_calls_warn": None, "max_tool_calls_stop": 3},
+     "would exceed the run's budget of 3 tool calls"),
+    ({"max_calls_per_tool_stop": 3}, "would exceed its budget of 3 calls per run"),
+    ({"max_steps_stop": 3}, "would exceed the run's budget of 3 steps"),
+], ids=["run", "tool", "steps"])
+def test_a_budget_abort_names_the_budget(make: Any, settings: dict[str, Any],
+                                         message: str) -> None:
+    """The abort message of a budget says which budget and its limit, not the call count."""
+    setup = make(mode="enforce", enforcement="abort", **settings)
+    with setup.run():
+        out = [setup.search(f"query {i}") for i in range(2)]
+        with pytest.raises(ToolLoopError) as info:  # the call that would reach the limit
+            setup.search("query 2")
+    assert out == ["no results"] * 2
+    assert str(info.value) == f'Tool "search" {message} - aborting to prevent a loop'
+
+
 class _Plan(enum.Enum):
     BASIC = "basic"
 
