@@ -252,6 +252,6 @@ def check_reentry(run: RunState) -> None:
     """Raise when this thread is inside ``on_decision`` for ``run`` (it holds the run's lock)."""
     if run.in_callback():
         raise LoopGuardError(
-            "on_decision must not feed the run it was called for (process, precheck, "
-            "process_handoff or a guarded tool call of that run inside the callback); do that "
-            "work after the callback returns")
+            "on_decision must not feed or reset the run it was called for (process, precheck, "
+            "process_handoff, reset, set_template or a guarded tool call of that run inside "
+            "the callback); do that work after the callback returns")

@@ -320,7 +320,7 @@ class TestOnDecision:
         assert calls_seen == [3, 4]  # the nested calls changed nothing
         assert run.calls == 4
         assert len(errors) == 2
-        assert "on_decision must not feed the run it was called for" in str(errors[0])
+        assert "on_decision must not feed or reset the run it was called for" in str(errors[0])
         assert engine.callback_errors == 2
         assert not run.in_callback()  # cleared once the callback returned
 
@@ -404,8 +404,19 @@ class TestSummaryAndReset:
         """Like process, reset cannot be called from on_decision for the same run."""
         engine = LoopEngine()
         run = engine.new_run()
-        engine.on_decision = lambda decision: engine.reset(run)
+        errors: list[LoopGuardError] = []
+
+        def callback(decision: Decision) -> None:
+            for change in (engine.reset, lambda run: engine.set_template(run, "t")):
+                try:
+                    change(run)
+                except LoopGuardError as exc:
+                    errors.append(exc)
+
+        engine.on_decision = callback
         for _ in range(3):
             engine.process(run, ToolCall(**_STAGNANT))
         assert run.calls == 3
-        assert engine.callback_errors == 1
+        assert run.template is None
+        assert len(errors) == 2
+        assert all("process_handoff, reset, set_template" in str(error) for error in errors)
