@@ -436,7 +436,11 @@ class TestValidation:
         ({"repeat_replan": 13}, "repeat_replan must be <= window_size (12), got 13"),
         ({"near_duplicate_min": 7},
          "near_duplicate_min must be <= near_duplicate_window (6), got 7"),
-    ], ids=["stagnation", "small-window", "repeat", "near-duplicate"])
+        ({"handoff_stop": 9}, "handoff_stop must be <= handoff_window / 2 (8), got 9"),
+        ({"handoff_window": 6, "handoff_stop": 4},
+         "handoff_stop must be <= handoff_window / 2 (3), got 4"),
+    ], ids=["stagnation", "small-window", "repeat", "near-duplicate", "handoff",
+            "handoff-small-window"])
     def test_a_rung_beyond_its_window_is_rejected(self, values: dict[str, Any],
                                                   message: str) -> None:
         """A count the detector's window can never hold is rejected, naming both settings."""

@@ -171,6 +171,12 @@ def check_ladders(values: dict[str, Any], prefix: str = "",
             raise ConfigError(f"{prefix}{name} must be <= {window} ({size}), got {count}: the "
                               f"detector counts within the last {window} calls, so it would "
                               f"never be reached; raise {window} too")
+    stop, handoffs = values["handoff_stop"], values["handoff_window"]
+    if 2 * stop > handoffs:  # each closed cycle takes at least 2 handoffs (A -> B -> A)
+        raise ConfigError(f"{prefix}handoff_stop must be <= handoff_window / 2 "
+                          f"({handoffs // 2}), got {stop}: each closed cycle takes at least 2 of "
+                          "the last handoff_window handoffs, so it would never be reached; "
+                          "raise handoff_window too")
 
 
 def validate_tool(tool: str, value: Any) -> ToolOverride:
