@@ -340,6 +340,65 @@ class TestRunStore:
         assert os.read(read, 32) == b"0"
 
 
+class TestRunSummary:
+    def test_the_current_run_is_summarised_until_it_ends(self, setup: Setup) -> None:
+        """Inside the agent span the summary counts its calls; once the run ended: None."""
+        with setup.tracer.start_as_current_span("invoke_agent triage", attributes=AGENT) as agent:
+            for _ in range(4):
+                setup.tool("search", '{"q": "refund policy"}', "no results")
+            summary = setup.processor.run_summary()
+        assert summary is not None
+        assert (summary["tool_calls"], summary["unique_call_signatures"], summary["action"]) == (
+            4, 1, "replan")
+        assert setup.processor.run_summary(agent.get_span_context()) is None
+        assert setup.processor.run_summary() is None  # no span open
+
+    def test_each_agent_invocation_with_run_key_agent(self) -> None:
+        """With ``run_key = "agent"`` the summary is the current agent invocation's."""
+        setup = Setup(run_key="agent")
+        with setup.tracer.start_as_current_span("chat request"):
+            with setup.tracer.start_as_current_span("invoke_agent triage", attributes=AGENT):
+                for i in range(3):
+                    setup.tool("search", f'{{"q": {i}}}', "r")
+            with setup.tracer.start_as_current_span("invoke_agent billing", attributes=AGENT):
+                setup.tool("refund", '{"id": 1}', "ok")
+                summary = setup.processor.run_summary()
+        assert summary is not None and summary["tool_calls"] == 1
+        setup.provider.shutdown()
+
+    def test_queued_spans_are_counted_first(self) -> None:
+        """In the background mode the spans still queued count before the summary is made."""
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        provider = TracerProvider()
+        processor = LoopGuardSpanProcessor(
+            LoopGuardConfig(), downstream=BatchSpanProcessor(InMemorySpanExporter()),
+            registry=None, raise_internal_errors=True)
+        assert processor._worker is not None
+        provider.add_span_processor(processor)
+        tracer = provider.get_tracer("t")
+        with tracer.start_as_current_span("invoke_agent a", attributes=AGENT):
+            for i in range(5):
+                with tracer.start_as_current_span("execute_tool s", attributes={
+                        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "s",
+                        "gen_ai.tool.call.arguments": f'{{"i": {i}}}'}):
+                    pass
+            summary = processor.run_summary()
+        assert summary is not None and summary["tool_calls"] == 5
+        provider.shutdown()
+
+    def test_on_decision_may_summarise_its_own_run(self) -> None:
+        """Called from on_decision for the same run, it returns at once (no deadlock)."""
+        summaries: list[Any] = []
+        setup = Setup()
+        setup.processor.engine.on_decision = lambda d: summaries.append(
+            setup.processor.run_summary())
+        _loop(setup, n=3)
+        assert [s["tool_calls"] for s in summaries] == [3]
+        assert setup.processor.engine.callback_errors == 0
+        setup.provider.shutdown()
+
+
 class TestNeverBreaksTheAgent:
     @pytest.mark.parametrize("value", [
         b"\xff\xfe", 12345, 3.5, True, ["a", "b"], "{not json", "x" * 5_000_000, "", "[" * 5000,

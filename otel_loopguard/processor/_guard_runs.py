@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from opentelemetry import trace
 from opentelemetry.trace import SpanContext
 
+from otel_loopguard.engine import LoopEngine
 from otel_loopguard.exceptions import LoopGuardError
 from otel_loopguard.metrics import LoopGuardMetrics
 from otel_loopguard.processor._runs import SpanRuns
@@ -24,6 +26,7 @@ class GuardRuns:
     the processor's.
     """
 
+    engine: LoopEngine
     metrics: LoopGuardMetrics | None
     store: InMemoryRunStateStore
     _runs: SpanRuns
@@ -82,6 +85,30 @@ class GuardRuns:
         entry, _ = self.store.get_or_create(self._runs.run_under(parent.span_id,
                                                                  parent.trace_id))
         return None if entry.state.notifying and entry.state.in_callback() else entry
+
+    def run_summary(self, parent: SpanContext | None = None) -> dict[str, Any] | None:
+        """Return ``LoopEngine.summary`` of the run a tool call made now would belong to.
+
+        The run of a span started under ``parent`` (default: the current span), by
+        ``run_key``: call it inside the agent's span, before it ends (a trace's run ends with
+        its root span). None when no span is open, or that run has no state (no call yet, or
+        it ended). In the background mode, the spans queued before are checked first. Safe to
+        call from ``on_decision``: there it reads the run whose lock its thread holds.
+        """
+        if parent is None:
+            parent = trace.get_current_span().get_span_context()
+        if not parent.is_valid:
+            return None
+        if self._worker is not None and not self._worker.on_worker_thread():
+            self._worker.flush(_SHUTDOWN_SECONDS)
+        entry = self.store.get(self._runs.run_under(parent.span_id, parent.trace_id))
+        if entry is None:
+            return None
+        state = entry.state
+        if state.notifying and state.in_callback():  # this thread holds its lock already
+            return self.engine.summary(state)
+        with state.lock:
+            return self.engine.summary(state)
 
     def record_enforcement(self, entry: RunEntry, enforcement: str) -> None:
         """Count an enforcement action (``abort`` or ``hint``) for the run's template."""
