@@ -213,14 +213,15 @@ def changed(run: RunState, mutation: str) -> int:
     return run.version
 
 
-def heard(run: RunState, message: str) -> None:
+def heard(run: RunState, message: str, *, reply: bool = False) -> None:
     """A new message from the user changes the agent's world, as a new change does.
 
     An agent that looks something up again because its user asked again (``recheck it
     now``) is answering its user, not stuck: the repetition detectors count the calls
     after a new user message as new observations. The same message again changes nothing,
     nor does the run's first (its task: an instrumentation may report it after the first
-    tool call, when the model span encloses the tools).
+    tool call, when the model span encloses the tools), unless it is a ``reply``: the user's
+    answer to a tool that asked them, which comes after the task whether the task was seen.
     """
     key = "\x00user:" + message
     if not isinstance(run.mutations, dict):
@@ -228,8 +229,10 @@ def heard(run: RunState, message: str) -> None:
     if key in run.mutations:
         return
     if "\x00user" not in run.mutations:  # the run's first message is its task: no change
-        run.mutations["\x00user"] = run.mutations[key] = None
-        return
+        run.mutations["\x00user"] = None
+        if not reply:
+            run.mutations[key] = None
+            return
     changed(run, key)
 
 

@@ -20,6 +20,7 @@ from otel_loopguard._run_state import (
     RunState,
     changed,
     check_reentry,
+    heard,
     record_failure,
     record_outcome,
     restart_unchanged,
@@ -136,6 +137,7 @@ class LoopEngine(Prechecks, Turns, Callbacks):
         self._volatile_matcher = VolatileMatcher(self.config.volatile_keys)
         self._tool_kinds = ToolKinds(self.config)
         self._kinds = self._tool_kinds.cache  # _step looks a known tool up here, per call
+        self._ask_tools = self._tool_kinds.ask_tools  # and here whether it asks the user
         self._in_callback = threading.local()
         self._near_duplicates = "near_duplicate" in self.config.detectors
         self._plain_policy = type(self.policy) is Policy
@@ -289,12 +291,14 @@ class LoopEngine(Prechecks, Turns, Callbacks):
         """Return the normalised step of ``call``; advance the run's counters and outcomes."""
         return self._step(run, call)[0]
 
-    def _step(self, run: RunState, call: ToolCall) -> tuple[Step, bool]:
+    def _step(  # noqa: PLR0912 - one frame per call, as its docstring says
+            self, run: RunState, call: ToolCall) -> tuple[Step, bool]:
         """Return the step of ``call`` and whether it repeats its call's previous outcome.
 
         Advances the run's counters and records the call's outcome (``record_outcome``).
         Besides the result's analysis, the call's signature and the outcome, the helpers it
-        calls are those of a failure, a hook, a new tool or a new state change.
+        calls are those of a failure, a hook, a new tool or a new state change (a user's
+        reply to a tool that asked them among them).
         """
         index = run.calls = run.calls + 1
         has_result, tool, turn, result = call.has_result, call.tool, call.turn, call.result
@@ -327,6 +331,8 @@ class LoopEngine(Prechecks, Turns, Callbacks):
             call_sig = digest(call_sig + "\x00opaque:" + str(index))
         result_sig = info.digest
         outcome = call_sig + ":" + result_sig if has_result else call_sig
+        if tool in self._ask_tools and error is None and result_sig and not info.empty:
+            heard(run, result_sig, reply=True)  # the user's reply, as a tool's result
         version = run.version
         if kind == "mutating":
             if error is not None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Final
 
 __all__ = [
+    "LOOPGUARD_ASK_TOOL_PATTERNS",
     "LOOPGUARD_BATCH_WARN",
     "LOOPGUARD_COMMAND_KINDS",
     "LOOPGUARD_COMMAND_WORD_TOOLS",
@@ -452,6 +453,14 @@ LOOPGUARD_POLL_TOOL_PATTERNS: Final = "LOOPGUARD_POLL_TOOL_PATTERNS"
 
 Setting ``poll_tool_patterns``. Default: ``*status*``, ``poll*``, ``wait*``, ``*progress*``,
 ``check_job*``, ``get_job*``. Allowed: a comma-separated list.
+"""
+
+LOOPGUARD_ASK_TOOL_PATTERNS: Final = "LOOPGUARD_ASK_TOOL_PATTERNS"
+"""Tool-name globs of tools that ask the user: a new result of one is the user's reply.
+
+Setting ``ask_tool_patterns``. Default: ``ask_followup_question``, ``attempt_completion``,
+``askuserquestion``, ``ask_user*``, ``ask_human*``, ``human``, ``request_user_input``.
+Allowed: a comma-separated list.
 """
 
 LOOPGUARD_SHELL_TOOLS: Final = "LOOPGUARD_SHELL_TOOLS"

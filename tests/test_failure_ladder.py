@@ -183,3 +183,60 @@ class TestCallTarget:
 
     def test_targets_belong_to_one_tool(self) -> None:
         assert call_target("read", {"path": "/a"}) != call_target("write", {"path": "/a"})
+
+
+class TestArgumentsNotCaptured:
+    """A coding agent that sends no arguments (Claude Code and Gemini CLI by default): a
+    failing edit names no target, so it may be on any file."""
+
+    def test_a_success_of_the_tool_between_failures_ends_their_streak(self) -> None:
+        """Write fails, succeeds, fails...: the success may have been on the failing file."""
+        calls = [call("write_file", error="Error") if i % 2 == 0 else call("write_file")
+                 for i in range(9)]
+        assert by(run(calls), "mutating_failure") == {}
+
+    def test_the_same_failure_back_to_back_still_counts(self) -> None:
+        """Nothing between the failures: warn at 3, stop at 4, as with a known target."""
+        calls = [call("write_file", error="Error")] * 4
+        assert by(run(calls), "mutating_failure") == {3: "warn", 4: "stop"}
+
+    def test_a_read_between_failures_does_not_end_them(self) -> None:
+        """Only a success of a mutating call of that tool could have changed the file."""
+        calls = [call("write_file", error="Error"), call("read_file")] * 4
+        assert by(run(calls), "mutating_failure") == {5: "warn", 7: "stop"}
+
+
+class TestAskTheUser:
+    """A tool that asks the user returns the user's reply: a new message from the user."""
+
+    TOKEN = call("create_issue", {"repo": "a/b", "title": "t"}, error="404 Not Found")
+
+    @pytest.mark.parametrize("tool", ["ask_followup_question", "AskUserQuestion",
+                                      "attempt_completion", "mcp__helper__ask_user"])
+    def test_a_retry_after_the_users_answer_is_a_new_attempt(self, tool: str) -> None:
+        """404, the user renews the token and says so, the same call 404s again: no stop
+        until it fails twice after the same answer."""
+        calls = [self.TOKEN, call(tool, {"question": "Renew the token?"}, "Done, try again"),
+                 self.TOKEN, call(tool, {"question": "Renew the token?"}, "Renewed it again"),
+                 self.TOKEN, self.TOKEN]
+        assert by(run(calls), "failure") == {6: "stop"}
+
+    def test_without_the_users_answer_the_second_failure_stops(self) -> None:
+        """The same call failing twice with a permanent error: stop at the second."""
+        calls = [self.TOKEN, call("lookup", {"q": "token"}, "no token found"), self.TOKEN]
+        assert by(run(calls), "failure") == {3: "stop"}
+
+    def test_the_same_answer_again_changes_nothing(self) -> None:
+        """A reply the run already heard is no news."""
+        ask = call("ask_followup_question", {"question": "Go on?"}, "yes")
+        calls = [self.TOKEN, ask, self.TOKEN, ask, self.TOKEN]
+        assert by(run(calls), "failure") == {5: "stop"}
+
+    def test_ask_tool_patterns_names_the_tools(self) -> None:
+        """With no patterns, an answer is only a tool's result."""
+        calls = [self.TOKEN, call("ask_followup_question", {"question": "q"}, "Done"),
+                 self.TOKEN, call("ask_followup_question", {"question": "q"}, "Done again"),
+                 self.TOKEN]
+        assert by(run(calls), "failure") == {}
+        assert by(run(calls, LoopGuardConfig.create(ask_tool_patterns=[])), "failure") == {
+            3: "stop", 5: "stop"}

@@ -33,7 +33,7 @@ BOUNDS: dict[str, tuple[int, int, int]] = {
     # family: (most healthy runs flagged, most healthy runs at replan or stop, fewest caught)
     "shell": (1, 0, 36),
     "function": (1, 1, 12),
-    "ide": (2, 1, 4),
+    "ide": (1, 0, 4),
     "conversation": (0, 0, 4),
     "multi_agent": (1, 0, 12),
     "browsing": (0, 0, 19),

@@ -256,6 +256,11 @@ FIELDS: Final[dict[str, FieldRule]] = {
     "poll_tool_patterns": FieldRule("list", ("*status*", "poll*", "wait*", "*progress*",
                                              "check_job*", "get_job*"),
                                     "Tool-name globs treated as poll tools"),
+    "ask_tool_patterns": FieldRule("list", ("ask_followup_question", "attempt_completion",
+                                            "askuserquestion", "ask_user*", "ask_human*",
+                                            "human", "request_user_input"),
+                                   "Tool-name globs of tools that ask the user: a new result of "
+                                   "one is the user's reply, a new message from the user"),
     "shell_tools": FieldRule("list", _SHELL_TOOLS, "Tools whose calls are shell commands, "
                              "classified per call by the command (names in lower case)"),
     "editor_tools": FieldRule("list", _EDITOR_TOOLS, "Editor tools, classified per call by "

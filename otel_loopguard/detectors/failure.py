@@ -229,7 +229,7 @@ class MutatingFailureDetector(DetectorBase):
     def fork(self, state: dict[str, tuple[str, int, list[tuple[int, str]]]],
              step: Step) -> dict[str, tuple[str, int, list[tuple[int, str]]]]:
         """Return a table holding only the streak of ``step``'s target."""
-        key = step.target or step.call_sig
+        key = _streak_key(step)
         streak = state.get(key)
         return {} if streak is None else {key: streak}
 
@@ -238,7 +238,7 @@ class MutatingFailureDetector(DetectorBase):
         """Count the same error again on the target; another error restarts, a success ends."""
         if step.kind != "mutating":
             return None
-        key = step.target or step.call_sig
+        key = _streak_key(step)
         if step.error is None:
             state.pop(key, None)
             return None
@@ -254,3 +254,16 @@ class MutatingFailureDetector(DetectorBase):
                         cfg.threshold(tool, "mutating_failure_stop"))
         return self.evidence("MUTATING_FAILURE", action, tool, count + 1, occurrence_details(
             streak, error_class=step.error_class, error_reason=step.error_reason))
+
+
+def _streak_key(step: Step) -> str:
+    """Return what a mutating call's failures are counted on: its target, else the call.
+
+    A call whose arguments were not captured names no target, and may be on any: its failures
+    are counted on its tool, and a success of that tool without arguments ends them (absent is
+    not the same: it may have been on the failing target).
+    """
+    if step.target is not None:
+        return step.target
+    return step.call_sig if step.arguments_captured else "\x00any:" + step.tool
+

@@ -42,13 +42,17 @@ _MAX_CACHED_TOOLS: Final = 4096
 class ToolKinds:
     """The kind and the target of each call, for one engine's configuration (thread-safe)."""
 
-    __slots__ = ("_classifier", "cache", "config")
+    __slots__ = ("_classifier", "ask_tools", "asking", "cache", "config")
 
     def __init__(self, config: LoopGuardConfig) -> None:
         """Start with no tool's kind known."""
         self.config = config
         self.cache: dict[str, str] = {}
         """Tool → its kind, or ``PER_CALL`` for a tool whose every call is classified."""
+        self.asking: dict[str, bool] = {}
+        """Tool → whether it asks the user (``asks_user``)."""
+        self.ask_tools: set[str] = set()
+        """The tools seen so far that ask the user: ``kind`` adds each the first time."""
         self._classifier = CallKindClassifier(config)
 
     def kind(self, tool: str, info: ResultInfo = _NO_RESULT,
@@ -60,6 +64,8 @@ class ToolKinds:
         kind = self.cache.get(tool)
         if kind is None:
             kind = PER_CALL if self._classifier.mode(tool) else self._infer(tool)
+            if self.asks_user(tool):
+                self.ask_tools.add(tool)
             if len(self.cache) < _MAX_CACHED_TOOLS:
                 self.cache[tool] = kind
         if kind is PER_CALL:
@@ -87,6 +93,22 @@ class ToolKinds:
         if any(fnmatch.fnmatchcase(lowered, p) for p in cfg.poll_tool_patterns):
             return "poll"
         return "default"
+
+    def asks_user(self, tool: str) -> bool:
+        """Return whether ``tool`` asks the user: its result is the user's reply.
+
+        Its lower-cased name, or the part of an MCP name after the last ``__``, matches a glob
+        of ``ask_tool_patterns``. Found once per tool (``asking`` caches it).
+        """
+        found = self.asking.get(tool)
+        if found is None:
+            lowered = tool.lower()
+            names = {lowered, lowered.rsplit("__", 1)[-1]}
+            found = any(fnmatch.fnmatchcase(name, pattern) for name in names
+                        for pattern in self.config.ask_tool_patterns)
+            if len(self.asking) < _MAX_CACHED_TOOLS:
+                self.asking[tool] = found
+        return found
 
     def target(self, tool: str, kind: str, error: str | None, args: Any,
                arguments: Any) -> str | None:
