@@ -246,6 +246,48 @@ def test_arguments_that_are_not_json_are_stopped_at_the_documented_call(make: An
     assert len(ran) == 4
 
 
+class _Unprintable:
+    """A value whose ``str`` and ``repr`` raise."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no text")
+
+
+def _nested(depth: int) -> list[Any]:
+    outer: list[Any] = []
+    inner = outer
+    for _ in range(depth):
+        inner.append([])
+        inner = inner[0]
+    return outer
+
+
+@pytest.mark.parametrize("value", [_nested(10_000), 10**5000, _Unprintable()],
+                         ids=["nested-10000", "int-5000-digits", "unprintable"])
+def test_arguments_and_results_the_span_cannot_write_do_not_fail_the_call(
+        make: Any, value: Any) -> None:
+    """A value JSON and repr cannot write is recorded by a text of its own: the tool runs and
+    returns its result, and different such calls are not taken for repeats."""
+    setup = make(mode="enforce", enforcement="abort")
+    ran: list[Any] = []
+
+    @setup.guard.tool
+    def search(query: Any) -> Any:
+        ran.append(query)
+        return value
+
+    with setup.run():
+        results = [search(value) for _ in range(6)]
+    assert len(ran) == 6
+    assert all(result is value for result in results)
+    spans = setup.tool_spans()
+    assert len(spans) == 6
+    assert not any((s.attributes or {}).get("loopguard.action") for s in spans)
+
+
 @dataclasses.dataclass
 class RunContext:
     """Stands for pydantic-ai's ``RunContext``: a dataclass whose text changes on every call."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterator
@@ -121,13 +122,28 @@ def _framework_type(cls: Any) -> bool:
     return False
 
 
+_unwritable = itertools.count(1)
+"""Numbers the values ``_encode`` cannot write, so no two of them record the same text."""
+
+
 def _encode(value: Any) -> str:
+    """Return the text a span records for a tool's arguments or result; never raises.
+
+    JSON when it can be (other values as their ``str``), else the value's ``repr``. A value
+    neither writes (nested deeper than the recursion limit, an int past Python's digit limit,
+    a ``__str__`` and ``__repr__`` that raise) is recorded as its type and a number no other
+    call shares: the guard must not fail the call it records, nor make two calls look alike.
+    """
     if isinstance(value, str):
         return value
     try:
         return json.dumps(value, default=str, ensure_ascii=False)
-    except (TypeError, ValueError):
+    except Exception:  # default=str runs the value's own code: it may raise anything
+        pass
+    try:
         return repr(value)
+    except Exception:
+        return f"<{type(value).__name__} that cannot be written #{next(_unwritable)}>"
 
 
 class ToolGuard:
