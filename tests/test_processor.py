@@ -247,6 +247,27 @@ class TestRunStore:
         assert len(live) == 2 and live == checked
         setup.provider.shutdown()
 
+    def test_a_trace_of_many_agent_invocations_notes_a_bounded_number(self) -> None:
+        """With run_key=agent, a root open through 1,100 agent invocations (a batch job) keeps
+        the latest 1,024 noted for its end, which drops their runs; the oldest are left to
+        the TTL instead of every invocation growing the trace's note for as long as it runs."""
+        from opentelemetry import trace
+
+        setup = Setup(run_key="agent")
+        root = setup.tracer.start_span("batch job")
+        with trace.use_span(root):
+            for _ in range(1100):
+                with setup.tracer.start_as_current_span("invoke_agent triage", attributes=AGENT):
+                    setup.tool("search", '{"q": "x"}', "none")
+        setup.provider.force_flush()
+        assert len(setup.processor.store) == 1 + 1100  # the root's (agent starts) and each's
+        noted = setup.processor._runs.traces[root.get_span_context().trace_id].runs
+        assert len(noted) == 1024
+        root.end()
+        setup.provider.force_flush()
+        assert len(setup.processor.store) == 1 + 1100 - 1024
+        setup.provider.shutdown()
+
     def test_conversation_found_only_on_tool_spans(self) -> None:
         """When only the tool spans carry the conversation id, a chat span that ends first
         must not pin the trace to a run of its own: both traces' calls add up in conv-1."""

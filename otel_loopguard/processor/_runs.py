@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from opentelemetry.sdk.trace import ReadableSpan
 
@@ -14,6 +14,11 @@ from otel_loopguard.processor._live import LiveSpans
 from otel_loopguard.state import after_fork_in_child
 
 __all__ = ["SpanRuns"]
+
+_MAX_TRACE_RUNS: Final = 1024
+"""Runs a trace keeps noted for its root's end to drop, the newest: a trace whose root stays
+open through more agent invocations than this (``run_key = "agent"``: a batch job running an
+agent per item) forgets the oldest, whose runs the run TTL or the run store's LRU ends."""
 
 
 class SpanRuns:
@@ -107,7 +112,7 @@ class SpanRuns:
         """Forget a trace whose root span ended; return the runs its end drops."""
         with self.lock:
             trace = self.traces.pop(trace_id, None)
-        return trace.runs if trace is not None else []
+        return list(trace.runs) if trace is not None else []
 
 
 class _TraceRuns:
@@ -120,9 +125,10 @@ class _TraceRuns:
         """The trace's own run id (32 hex digits), once ``own_run`` made it."""
         self.conversation: str | None = None
         """``run_key = "conversation"``: the trace's conversation id, once a span names it."""
-        self.runs: list[str] = []
-        """The runs its root's end drops: the trace's own, or its agent invocations' (a list:
-        most traces have one, and a list of one is a third of a set's size)."""
+        self.runs: dict[str, None] = {}
+        """The runs its root's end drops, oldest first: the trace's own, or its agent
+        invocations' (a dict, not a list: an agent span's start notes its parent's run, rarely
+        the latest, and a trace may note up to ``_MAX_TRACE_RUNS``)."""
 
     def own_run(self, trace_id: int) -> str:
         """Return the trace's own run id, noted as one of its runs (made once per trace)."""
@@ -131,6 +137,9 @@ class _TraceRuns:
 
     def note(self, run_id: str) -> str:
         """Note ``run_id`` as one of the runs the trace's root's end drops; return it."""
-        if run_id not in self.runs:
-            self.runs.append(run_id)
+        runs = self.runs
+        if run_id not in runs:
+            runs[run_id] = None
+            if len(runs) > _MAX_TRACE_RUNS:
+                del runs[next(iter(runs))]
         return run_id
