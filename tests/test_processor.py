@@ -94,6 +94,35 @@ class TestEvidenceOnSpans:
         evidence = {k: v for k, v in third.items() if k.startswith("loopguard.")}
         assert "refund" not in str(evidence)  # no raw arguments or results in the evidence
 
+    def test_flagged_span_keeps_what_the_span_limits_dropped(self) -> None:
+        """The flagged span's copy reports the attributes, events and links the SDK's span
+        limits dropped from it, as the unflagged spans do."""
+        from opentelemetry.sdk.trace import SpanLimits
+        from opentelemetry.trace import Link, SpanContext
+
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider(span_limits=SpanLimits(max_attributes=12, max_events=2,
+                                                         max_links=1))
+        provider.add_span_processor(LoopGuardSpanProcessor(
+            LoopGuardConfig(), downstream=SimpleSpanProcessor(exporter),
+            registry=CollectorRegistry(), raise_internal_errors=True))
+        tracer = provider.get_tracer("test")
+        links = [Link(SpanContext(1, 2, is_remote=True)), Link(SpanContext(1, 3, is_remote=True))]
+        with tracer.start_as_current_span("invoke_agent triage", attributes=AGENT):
+            for _ in range(3):  # the 10 extra attributes first: the SDK drops the oldest
+                with tracer.start_as_current_span("execute_tool search", links=links, attributes={
+                        **{f"app.{i}": i for i in range(10)},
+                        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search",
+                        "gen_ai.tool.call.arguments": "{}", "gen_ai.tool.call.result": "none"}
+                        ) as span:
+                    for i in range(4):
+                        span.add_event(f"step {i}")
+        tools = [s for s in exporter.get_finished_spans() if s.name == "execute_tool search"]
+        assert [s.attributes.get("loopguard.action") for s in tools] == [None, None, "warn"]
+        assert [(s.dropped_attributes, s.dropped_events, s.dropped_links) for s in tools] == [
+            (2, 2, 1)] * 3
+        provider.shutdown()
+
     def test_unflagged_spans_pass_unchanged_and_in_order(self, setup: Setup) -> None:
         """Spans that are not flagged are the very same objects, in end order."""
         _loop(setup, n=2)

@@ -39,10 +39,12 @@ _HAS_IS_REMOTE: Final = 0x100
 
 
 class ForwardedSpan(ReadableSpan):
-    """A received span to forward: an SDK span that keeps the dropped counts it came with.
+    """An SDK span built from fields that keeps the dropped counts it came with.
 
-    The SDK span counts what its own limits dropped; a received span's counts are the
-    sender's, and the SDK's OTLP encoder writes what these properties return.
+    A received span to forward, or the live processor's copy of a flagged span with its
+    evidence. A ``ReadableSpan`` built from fields counts only what limits dropped from
+    those; a received span's counts are the sender's, a copy's the original's, and the
+    SDK's OTLP encoder writes what these properties return.
     """
 
     def __init__(self, *, dropped: tuple[int, int, int] = (0, 0, 0), **fields: Any) -> None:

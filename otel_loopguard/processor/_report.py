@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from otel_loopguard.evidence import EVENT_NAME, EvidenceLog, evidence_attributes
 from otel_loopguard.exceptions import InternalErrorGuard
 from otel_loopguard.metrics import LoopGuardMetrics, uncapped_label
-from otel_loopguard.otlp._sdk import raw_attributes
+from otel_loopguard.otlp._sdk import ForwardedSpan, raw_attributes
 from otel_loopguard.processor._live import LiveSpans
 from otel_loopguard.types import Action, Decision
 
@@ -79,9 +79,14 @@ def hex_trace(span: ReadableSpan | Span) -> str:
 
 
 def with_evidence(span: ReadableSpan, evidence: Mapping[str, Any]) -> ReadableSpan:
-    """Return a copy of the ended ``span`` with the ``loopguard.*`` attributes added."""
-    return ReadableSpan(
+    """Return a copy of the ended ``span`` with the ``loopguard.*`` attributes added.
+
+    The copy keeps the counts of attributes, events and links the SDK's span limits dropped
+    from ``span``: a ``ReadableSpan`` built from its fields alone reports none.
+    """
+    return ForwardedSpan(
         name=span.name, context=span.context, parent=span.parent, resource=span.resource,
         attributes={**raw_attributes(span), **evidence}, events=span.events,
         links=span.links, kind=span.kind, status=span.status, start_time=span.start_time,
-        end_time=span.end_time, instrumentation_scope=span.instrumentation_scope)
+        end_time=span.end_time, instrumentation_scope=span.instrumentation_scope,
+        dropped=(span.dropped_attributes, span.dropped_events, span.dropped_links))
