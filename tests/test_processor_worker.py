@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import threading
@@ -220,6 +221,31 @@ def test_worker_survives_a_failing_item_and_flushes_from_its_own_thread() -> Non
     assert flushed == [True]
     assert worker.shutdown(10)
     assert not worker.submit("late")
+
+
+def test_a_downstream_failing_on_every_span_is_logged_once(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A downstream processor that raises on every span the worker hands it is logged once,
+    with its traceback, not once per span; the worker keeps handing spans on."""
+
+    class Failing(SpanProcessor):
+        def __init__(self) -> None:
+            self.ended = 0
+
+        def on_end(self, span: ReadableSpan) -> None:
+            self.ended += 1
+            raise RuntimeError("exporter bug")
+
+    downstream = Failing()
+    provider, _ = _provider(downstream, background=True)
+    with caplog.at_level(logging.ERROR, logger="otel_loopguard"):
+        for _ in range(20):
+            _loop(provider, 2)
+        provider.force_flush()
+    assert downstream.ended == 20 * 3
+    failures = [r for r in caplog.records if r.exc_info and "exporter bug" in str(r.exc_info[1])]
+    assert len(failures) == 1
+    provider.shutdown()
 
 
 def test_flush_waits_for_queued_items_only() -> None:

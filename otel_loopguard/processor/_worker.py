@@ -36,6 +36,8 @@ _ROUND_SPANS: Final = 64
 """Spans waiting that start a round at once (``submit`` wakes the worker)."""
 _SHUTDOWN_SECONDS: Final = 30.0
 """How long the processor waits for the worker at ``shutdown`` and before a guard's decision."""
+_MAX_LOGGED_KINDS: Final = 64
+"""Kinds of item errors the worker logs (each once); errors of further kinds are not logged."""
 
 
 class _Marker:
@@ -62,8 +64,8 @@ class SpanWorker:
     thread (the parent's thread does not exist there).
 
     Args:
-        handle: called with each item, on the worker thread; what it raises is logged and
-            dropped (the worker never dies).
+        handle: called with each item, on the worker thread; what it raises is logged (the
+            first of each kind of error) and dropped (the worker never dies).
         max_queue_size: items waiting before ``submit`` refuses more.
         name: the thread's name.
     """
@@ -75,6 +77,8 @@ class SpanWorker:
         self._handle = handle
         self.max_queue_size = max_queue_size
         self._name = name
+        self._logged: set[type[BaseException]] = set()
+        """The kinds of item errors logged so far (the worker thread's alone)."""
         self._start()
         after_fork_in_child(self._start)
 
@@ -191,7 +195,19 @@ class SpanWorker:
                 continue
             try:
                 self._handle(item)
-            except BaseException:  # the worker must outlive any item
-                logger.exception("otel-loopguard: error in the background worker")
+            except BaseException as exc:  # the worker must outlive any item
+                self._log_once(exc)
             queue.popleft()  # only this thread takes items: the one just handled
+
+    def _log_once(self, exc: BaseException) -> None:
+        """Log an item's error with its traceback the first time its kind is seen.
+
+        The processor's handler contains its own errors, so what reaches here is mostly the
+        downstream processor's: one failing on every span must not log a traceback per span.
+        """
+        kind = type(exc)
+        if kind not in self._logged and len(self._logged) < _MAX_LOGGED_KINDS:
+            self._logged.add(kind)
+            logger.error("otel-loopguard: error in the background worker (logged once per "
+                         "kind of error)", exc_info=exc)
 
