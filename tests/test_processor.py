@@ -466,6 +466,29 @@ class TestNeverBreaksTheAgent:
                  if s.name == "execute_tool search"][2]
         assert (third.attributes or {}).get("loopguard.action") == "warn"
 
+    def test_long_span_names_are_not_kept(self) -> None:
+        """Spans named by their content (a SQL statement, a URL with its query) end without the
+        processor keeping their names: 5,000 names of 2,000 characters leave under 1 MB."""
+        import gc
+        import tracemalloc
+
+        provider = TracerProvider()  # no exporter: it would keep the spans
+        provider.add_span_processor(LoopGuardSpanProcessor(
+            LoopGuardConfig(), registry=CollectorRegistry(), raise_internal_errors=True))
+        tracer = provider.get_tracer("test")
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            for i in range(5000):
+                with tracer.start_as_current_span(f"SELECT {i:05d} " + "x" * 2000):
+                    pass
+            gc.collect()
+            kept = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+        assert kept < 1_000_000
+        provider.shutdown()
+
     def test_internal_errors_are_contained_and_counted(self) -> None:
         """A failing adapter never reaches the application; it is counted once per call."""
 

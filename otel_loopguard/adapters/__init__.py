@@ -27,6 +27,7 @@ from otel_loopguard.types import Handoff, SpanAdapter, SpanRecord, ToolCall
 
 __all__ = [
     "DEFAULT_ADAPTERS",
+    "MAX_KEPT_NAME_CHARS",
     "GenAIAdapter",
     "LogfireAdapter",
     "OpenInferenceAdapter",
@@ -64,6 +65,10 @@ _AGENT_NAME_PREFIXES: Final = ("invoke_agent", "Agent run")
 _AGENT_OPERATIONS: Final = (k.OP_INVOKE_AGENT, "create_agent")
 _EVENT_OPERATIONS: Final = (k.OP_EXECUTE_TOOL, k.OP_HANDOFF)
 _MAX_UNMARKED_NAMES: Final = 4096
+MAX_KEPT_NAME_CHARS: Final = 256
+"""The longest span name the live processor keeps as seen: a longer one is a name made of
+content (a SQL statement, a URL with its query), which rarely repeats, and keeping 4,096 of
+them could hold hundreds of megabytes."""
 _unmarked_names: set[str] = set()
 """Span names known not to start with a Logfire prefix (bounded; names repeat)."""
 
@@ -83,7 +88,7 @@ def is_candidate(name: str, attributes: Mapping[str, Any]) -> bool:
         return False
     if name.startswith(_LOGFIRE_PREFIXES):
         return True
-    if len(_unmarked_names) < _MAX_UNMARKED_NAMES:
+    if len(_unmarked_names) < _MAX_UNMARKED_NAMES and len(name) <= MAX_KEPT_NAME_CHARS:
         _unmarked_names.add(name)
     return False
 

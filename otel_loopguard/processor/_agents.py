@@ -6,7 +6,12 @@ from typing import Any, Final
 
 from opentelemetry.sdk.trace import Span
 
-from otel_loopguard.adapters import agent_of, may_name_agent, may_name_model
+from otel_loopguard.adapters import (
+    MAX_KEPT_NAME_CHARS,
+    agent_of,
+    may_name_agent,
+    may_name_model,
+)
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.engine import LoopEngine
 from otel_loopguard.evidence import evidence_attributes
@@ -53,7 +58,7 @@ class AgentStarts(FindingReports):
         if not may_name_agent(name):
             if may_name_model(name):
                 self.live.model_started(span)
-            elif len(self._other_names) < _MAX_SPAN_NAMES:
+            elif len(self._other_names) < _MAX_SPAN_NAMES and len(name) <= MAX_KEPT_NAME_CHARS:
                 self._other_names.add(name)
             return
         if span.parent is not None:
