@@ -558,3 +558,32 @@ def test_serve_help_shows_the_effective_run_key(monkeypatch: pytest.MonkeyPatch,
     with pytest.raises(SystemExit):
         main(["serve", "--help"])
     assert "default: trace, or run_key in --config" in " ".join(capsys.readouterr().out.split())
+
+
+class TestArguments:
+    def test_a_mistyped_flag_is_worded_by_its_command(
+            self, capsys: pytest.CaptureFixture[str]) -> None:
+        """A flag the command does not take is reported with the command's name and usage
+        (which lists the flags it does take), not the top level's ``COMMAND ...``."""
+        with pytest.raises(SystemExit) as info:
+            main(["check", "--fial-on", "warn", HEALTHY])
+        assert info.value.code == 2
+        err = capsys.readouterr().err
+        assert err.startswith("usage: otel-loopguard check [-h]")
+        assert err.endswith("otel-loopguard check: error: unrecognized arguments: --fial-on\n")
+
+    def test_paths_may_follow_a_flag(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """Paths on both sides of a flag are all checked (argparse alone took the second for
+        an unknown argument)."""
+        assert main(["check", HEALTHY, "-q", LOOPING]) == 1
+        out = capsys.readouterr().out
+        assert out.startswith("STOP  run 6143f831f09ff9b0e86f1d11d41297b6")
+        assert out.rstrip().splitlines()[-1].startswith("2 runs, 13 tool calls; 1 flagged")
+
+    def test_an_unknown_flag_before_a_command_is_the_top_levels(
+            self, capsys: pytest.CaptureFixture[str]) -> None:
+        """With no command named first, the top-level parser words the error."""
+        with pytest.raises(SystemExit) as info:
+            main(["--bogus"])
+        assert info.value.code == 2
+        assert "otel-loopguard: error: unrecognized arguments: --bogus" in capsys.readouterr().err

@@ -12,7 +12,7 @@ import importlib
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from otel_loopguard.exceptions import ConfigError, LoopGuardError
@@ -25,6 +25,9 @@ EXIT_USAGE = 2
 
 
 class _Parser(argparse.ArgumentParser):
+    commands: Mapping[str, argparse.ArgumentParser]
+    """The top-level parser's command parsers by name (set by ``_build_parser``)."""
+
     def error(self, message: str) -> None:  # type: ignore[override]  # never returns
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
@@ -36,7 +39,7 @@ _OPTIONAL: Final = frozenset({"demo", "serve"})
 """Commands whose module may fail to import (its extra is not installed): left out then."""
 
 
-def _build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+def _build_parser(argv: Sequence[str] | None = None) -> _Parser:
     """Return the parser; with ``argv`` naming a command first, that command's alone.
 
     Each command's module imports what it runs (``serve`` the receiver and Prometheus, ``demo``
@@ -58,13 +61,32 @@ def _build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                 raise
             continue
         module.add_parser(commands)
+    parser.commands = commands.choices
     return parser
+
+
+def _parse(parser: _Parser, argv: Sequence[str]) -> argparse.Namespace:
+    """Return the parsed ``argv``; a command's arguments are parsed by that command's parser.
+
+    The top-level parser would take ``check a.jsonl -q b.jsonl``'s second path for an unknown
+    argument (argparse reads positionals only up to the first flag), and word a mistyped flag
+    (``check --fial-on``) as its own error, with its ``COMMAND ...`` usage. The command's parser,
+    asked for intermixed arguments, reads paths on both sides of a flag, and an error names the
+    command and shows the flags it takes.
+    """
+    command = parser.commands.get(argv[0]) if argv else None
+    if command is None:
+        return parser.parse_args(argv)
+    args = command.parse_intermixed_args(argv[1:])
+    args.command, args.version = argv[0], False
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line and return its exit code."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = _build_parser(argv)
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     if args.version:
         from otel_loopguard import __version__
         from otel_loopguard.otlp._proto import WIRE
