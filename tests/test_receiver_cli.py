@@ -42,17 +42,61 @@ class TestUsage:
         assert main(["serve", "--token-file", str(path)]) == 2
         assert message in capsys.readouterr().err
 
-    def test_bad_limit(self, capsys: pytest.CaptureFixture[str]) -> None:
-        """A zero queue is refused, naming the option."""
-        assert main(["serve", "--max-queue", "0"]) == 2
-        assert "max_queue must be >= 1" in capsys.readouterr().err
+    @pytest.mark.parametrize(("args", "message"), [
+        (["--max-queue", "0"], "--max-queue must be >= 1, got 0"),
+        (["--request-timeout", "0"], "--request-timeout must be > 0, got 0.0"),
+        (["--max-request-bytes", "9MiB", "--max-bytes-in-flight", "8MiB"],
+         "--max-bytes-in-flight (8388608) must be >= --max-request-bytes (9437184)"),
+        (["--max-runs", "0"], "--max-runs must be an integer >= 1, got 0"),
+        (["--run-ttl", "0"], "--run-ttl must be a number >= 1, got 0.0"),
+    ])
+    def test_bad_limit(self, capsys: pytest.CaptureFixture[str], args: list[str],
+                       message: str) -> None:
+        """A limit out of range is refused in one line that names the flag the user typed,
+        not the field of ``ReceiverOptions`` or ``LoopGuardConfig`` behind it."""
+        assert main(["serve", "--no-grpc", "--no-http", *args]) == 2
+        assert capsys.readouterr().err == f"otel-loopguard: config error: {message}\n"
+
+    def test_a_bad_setting_in_the_file_is_named_as_the_files(
+            self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """The same setting out of range in the config file is named as the file spells it."""
+        path = tmp_path / "loopguard.toml"
+        path.write_text("max_runs = 0\n")
+        assert main(["serve", "--config", str(path), "--max-runs", "5"]) == 2
+        assert capsys.readouterr().err == (f"otel-loopguard: config error: {path}: max_runs "
+                                           "must be an integer >= 1, got 0\n")
+
+    @pytest.mark.parametrize(("value", "message"), [
+        ("70000", "must be a port number 0-65535, got '70000'"),
+        ("-1", "must be a port number 0-65535, got '-1'"),
+        ("http", "not a port number: 'http'")])
+    @pytest.mark.parametrize("flag", ["--grpc-port", "--http-port"])
+    def test_bad_port(self, capsys: pytest.CaptureFixture[str], flag: str, value: str,
+                      message: str) -> None:
+        """A port out of range is a usage error naming the flag (it was named ``grpc_port``,
+        with an "or None" that no flag can give)."""
+        with pytest.raises(SystemExit) as exited:
+            main(["serve", flag, value])
+        assert exited.value.code == 2
+        assert capsys.readouterr().err.endswith(
+            f"otel-loopguard serve: error: argument {flag}: {message}\n")
+
+    def test_state_file_in_a_missing_folder(self, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+        """A state file that cannot be created is named by its flag."""
+        path = tmp_path / "missing" / "state"
+        assert main(["serve", "--grpc-port", "0", "--http-port", "0",
+                     "--state-file", str(path)]) == 2
+        assert capsys.readouterr().err == ("otel-loopguard: config error: --state-file: No such "
+                                           f"file or directory: {path}\n")
 
     @pytest.mark.parametrize(("args", "message"), [
         (["--forward-protocol", "http", "--forward-endpoint", "collector:4318"],
-         "forward_endpoint must be an http:// or https:// URL for protocol http, got "
+         "--forward-endpoint must be an http:// or https:// URL for protocol http, got "
          "'collector:4318'"),
-        (["--forward-endpoint", "http://[::1"], "forward_endpoint 'http://[::1': Invalid IPv6"),
-        (["--forward-endpoint", "ftp://collector"], "forward_endpoint must be host:port, or"),
+        (["--forward-endpoint", "http://[::1"],
+         "--forward-endpoint 'http://[::1': Invalid IPv6"),
+        (["--forward-endpoint", "ftp://collector"], "--forward-endpoint must be host:port, or"),
     ])
     def test_bad_forward_endpoint(self, capsys: pytest.CaptureFixture[str], args: list[str],
                                   message: str) -> None:
@@ -165,7 +209,7 @@ def test_a_byte_flag_that_is_not_a_size_is_a_usage_error(
     err = capsys.readouterr().err
     assert "argument --max-request-bytes: not a size in bytes (e.g. 512MiB, 1GiB): 'lots'" in err
     assert main(["serve", "--max-request-bytes", "0"]) == 2
-    assert "max_request_bytes must be >= 1" in capsys.readouterr().err
+    assert "--max-request-bytes must be >= 1" in capsys.readouterr().err
 
 
 def test_the_grpc_port_check_binds_each_address_a_name_resolves_to(

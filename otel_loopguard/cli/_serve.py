@@ -14,6 +14,7 @@ import json
 import logging
 import math
 import os
+import re
 import signal
 import sys
 import threading
@@ -42,6 +43,19 @@ _STOP_POLL_S: Final = 0.5
 hand the signal to another thread; Python runs the handler on the main thread only when that
 thread runs Python code again, which an untimed wait would not let it do."""
 
+_FLAGS: Final = {
+    "grpc_port": "--grpc-port", "http_port": "--http-port",
+    "max_request_bytes": "--max-request-bytes", "max_queue": "--max-queue",
+    "max_buffered_spans": "--max-buffered-spans", "max_pending_bytes": "--max-pending-bytes",
+    "max_bytes_in_flight": "--max-bytes-in-flight", "max_connections": "--max-connections",
+    "request_timeout_seconds": "--request-timeout", "reorder_window_seconds": "--reorder-window",
+    "forward_endpoint": "--forward-endpoint", "forward_buffer_bytes": "--forward-buffer-bytes",
+    "forward_max_batch_bytes": "--forward-max-batch-bytes", "state_file": "--state-file",
+    "run_ttl_seconds": "--run-ttl", "max_runs": "--max-runs",
+}
+"""The flag that sets each ``ReceiverOptions`` field or config setting, for error messages."""
+_NAME_RE: Final = re.compile(r"\b(" + "|".join(_FLAGS) + r")\b")
+
 logger = logging.getLogger(__name__)
 
 
@@ -57,9 +71,9 @@ def add_parser(commands: Any) -> None:
     listen = parser.add_argument_group("listening")
     listen.add_argument("--listen", default="127.0.0.1", metavar="ADDR",
                         help="address to bind (default 127.0.0.1; 0.0.0.0 exposes it)")
-    listen.add_argument("--grpc-port", type=int, default=4317, metavar="PORT",
+    listen.add_argument("--grpc-port", type=_port, default=4317, metavar="PORT",
                         help="OTLP/gRPC port (default 4317; 0 picks a free port)")
-    listen.add_argument("--http-port", type=int, default=4318, metavar="PORT",
+    listen.add_argument("--http-port", type=_port, default=4318, metavar="PORT",
                         help="OTLP/HTTP, /metrics, /healthz, /readyz port (default 4318)")
     listen.add_argument("--no-grpc", action="store_true", help="do not serve OTLP/gRPC")
     listen.add_argument("--no-http", action="store_true",
@@ -128,7 +142,29 @@ def _config(args: argparse.Namespace) -> LoopGuardConfig:
         overrides["run_ttl_seconds"] = args.run_ttl
     if args.max_runs is not None:
         overrides["max_runs"] = args.max_runs
-    return LoopGuardConfig.load(args.config, **overrides)
+    try:
+        return LoopGuardConfig.load(args.config, **overrides)
+    except ConfigError as exc:  # a flag's value names the flag; a file's or variable's, its own
+        message = str(exc)
+        if any(message.startswith(f"{name} ") for name in overrides):
+            message = _flag_names(message)
+        raise ConfigError(message) from None
+
+
+def _flag_names(message: str) -> str:
+    """Return ``message`` with the options it names spelt as the flags that set them."""
+    return _NAME_RE.sub(lambda match: _FLAGS[match.group(1)], message)
+
+
+def _port(text: str) -> int:
+    """Return a port number 0-65535 (argparse reports anything else, naming the flag)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number 0-65535, got {text!r}")
+    return port
 
 
 def _token(args: argparse.Namespace) -> str | None:
@@ -182,7 +218,7 @@ def _options(args: argparse.Namespace) -> ReceiverOptions:
             reorder_window_seconds=args.reorder_window,
             forward_endpoint=args.forward_endpoint, forward_protocol=args.forward_protocol)
     except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+        raise ConfigError(_flag_names(str(exc))) from None
 
 
 def _printer(mode: str) -> Any:
@@ -249,6 +285,8 @@ def _serve(config: LoopGuardConfig, options: ReceiverOptions, reports: str) -> i
                                  on_report=_printer(reports))
     try:
         receiver.start()
+    except ConfigError as exc:  # the state file
+        raise ConfigError(_flag_names(str(exc))) from None
     except OSError as exc:
         logger.error("otel-loopguard: %s", _bind_error(exc, options))
         return _EXIT_USAGE
