@@ -362,7 +362,8 @@ class TestNeverATraceback:
             assert main(["demo", "--duration", "0.1", "--quiet", "--metrics-port",
                          str(port)]) == 2
         err = capsys.readouterr().err
-        assert err.startswith(f"otel-loopguard: cannot serve metrics on 127.0.0.1:{port}: ")
+        assert err == (f"otel-loopguard: cannot serve /metrics on 127.0.0.1:{port} (Address "
+                       "already in use)\n")
         assert len(err.splitlines()) == 1
 
     def test_an_unexpected_error_is_one_line(self, monkeypatch: pytest.MonkeyPatch,

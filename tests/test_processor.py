@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -675,6 +676,34 @@ def test_install_serves_the_registry_the_processor_counts_into() -> None:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
         body = answer.read().decode()
     assert 'loopguard_tool_calls_total{prompt_template="unknown",tool="search"} 1.0' in body
+    provider.shutdown()
+
+
+def test_a_busy_metrics_port_is_named_by_install_and_start_metrics_server() -> None:
+    """``install()`` with ``LOOPGUARD_METRICS_PORT`` on a busy port, and
+    ``start_metrics_server`` on one, raise an ``OSError`` naming the address, not only the
+    socket's "[Errno 98] Address already in use"; an unknown address is named too."""
+    import errno
+    import socket
+
+    from otel_loopguard import start_metrics_server
+    from otel_loopguard.processor import install
+
+    provider = TracerProvider()
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        expected = f"cannot serve /metrics on 127.0.0.1:{port} (Address already in use)"
+        with pytest.raises(OSError) as raised:
+            install(LoopGuardConfig.create(metrics_port=port), tracer_provider=provider,
+                    registry=CollectorRegistry())
+        assert (raised.value.errno, raised.value.strerror) == (errno.EADDRINUSE, expected)
+        assert str(raised.value) == f"[Errno {errno.EADDRINUSE}] {expected}"
+        with pytest.raises(OSError, match=re.escape(f"/metrics on 127.0.0.1:{port} (")):
+            start_metrics_server(port, registry=CollectorRegistry())
+    with pytest.raises(OSError, match=re.escape("/metrics on nowhere.invalid:0 (")):
+        start_metrics_server(0, "nowhere.invalid", registry=CollectorRegistry())
     provider.shutdown()
 
 

@@ -360,9 +360,8 @@ def run_demo(args: argparse.Namespace) -> int:
         provider.add_span_processor(LoopGuardSpanProcessor(config, registry=registry))
         try:
             server = start_metrics_server(args.metrics_port, args.metrics_addr, registry)
-        except OSError as exc:  # a busy port, an address not on this host
-            raise LoopGuardError(f"cannot serve metrics on {args.metrics_addr}:"
-                                 f"{args.metrics_port}: {exc.strerror or exc}") from None
+        except OSError as exc:  # a busy port, an address not on this host; named in strerror
+            raise LoopGuardError(exc.strerror or str(exc)) from None
         stack.callback(server.server_close)
         stack.callback(server.shutdown)
         print(f"serving metrics on http://{args.metrics_addr}:{server.server_port}/metrics "

@@ -383,6 +383,10 @@ def start_metrics_server(port: int = 9464, addr: str = "127.0.0.1",
 
     Returns:
         The WSGI server; call ``.shutdown()`` to stop it. ``.server_port`` is the bound port.
+
+    Raises:
+        OSError: when ``addr:port`` cannot be bound, naming it:
+            ``[Errno 98] cannot serve /metrics on 127.0.0.1:9464 (Address already in use)``.
     """
     from otel_loopguard.metrics._server import serve_metrics
 

@@ -58,15 +58,26 @@ def answer_head_and_options(app: _App) -> _App:
 
 
 def serve_metrics(port: int, addr: str, registry: CollectorRegistry) -> Any:
-    """Serve ``registry`` on ``addr:port`` from a daemon thread; return the WSGI server."""
+    """Serve ``registry`` on ``addr:port`` from a daemon thread; return the WSGI server.
+
+    Raises:
+        OSError: when ``addr:port`` cannot be bound (a busy port, an unknown address), of the
+            socket's errno, its ``strerror`` naming the address:
+            ``cannot serve /metrics on 127.0.0.1:9464 (Address already in use)``.
+    """
 
     class Server(ThreadingWSGIServer):
         """A copy of the threading server whose address family suits ``addr`` (IPv4 or 6)."""
 
-    family, _, _, _, sockaddr = socket.getaddrinfo(addr, port, type=socket.SOCK_STREAM,
-                                                   flags=socket.AI_PASSIVE)[0]
-    Server.address_family = family
-    server = make_server(str(sockaddr[0]), port, answer_head_and_options(make_wsgi_app(registry)),
-                         Server, handler_class=_SilentHandler)
+    try:
+        family, _, _, _, sockaddr = socket.getaddrinfo(addr, port, type=socket.SOCK_STREAM,
+                                                       flags=socket.AI_PASSIVE)[0]
+        Server.address_family = family
+        server = make_server(str(sockaddr[0]), port,
+                             answer_head_and_options(make_wsgi_app(registry)), Server,
+                             handler_class=_SilentHandler)
+    except OSError as exc:  # the socket's own text names no address: say which one it was
+        raise OSError(exc.errno, f"cannot serve /metrics on {addr}:{port} "
+                                 f"({exc.strerror or exc})") from exc
     threading.Thread(target=server.serve_forever, name="loopguard-metrics", daemon=True).start()
     return server

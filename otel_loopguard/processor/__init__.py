@@ -348,6 +348,8 @@ def install(config: LoopGuardConfig | None = None, *,
 
     Raises:
         TypeError: when the global provider is not an SDK ``TracerProvider``.
+        OSError: when the ``/metrics`` server cannot bind its address, naming it (the
+            processor is on the provider by then).
     """
     provider = tracer_provider or trace.get_tracer_provider()
     if not isinstance(provider, TracerProvider):

@@ -64,6 +64,4 @@ def _install() -> None:
     try:
         install(config, tracer_provider=provider)
     except OSError as exc:  # install() adds the processor before it starts the metrics server
-        logger.error("otel-loopguard: cannot serve /metrics on %s:%s (%s); loop detection "
-                     "runs without it", config.metrics_addr, config.metrics_port,
-                     exc.strerror or exc)
+        logger.error("otel-loopguard: %s; loop detection runs without it", exc.strerror or exc)
