@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,20 @@ class TestCreateAndReplace:
         assert config.stagnation_warn == 4
         assert config.tools["poll_job"] == ToolOverride(kind="poll",
                                                         thresholds={"poll_warn": 7})
+
+    def test_every_way_the_docstring_gives_to_build_it_works(self, config_file: Path) -> None:
+        """Each ``LoopGuardConfig...(...)`` form of the class docstring (what ``help()`` and an
+        editor show) builds a config with settings given as it says (it named
+        ``LoopGuardConfig(**values)``, which raises TypeError)."""
+        doc = LoopGuardConfig.__doc__ or ""
+        forms = re.findall(r"``(LoopGuardConfig(?:\.\w+)?\([^`]*\))``", " ".join(doc.split()))
+        assert len(forms) >= 4
+        names = {"values": {"mode": "enforce"}, "settings": {"mode": "enforce"},
+                 "path": str(config_file), "environ": {"LOOPGUARD_MODE": "enforce"}}
+        for form in forms:
+            config = eval(form.replace("(...)", "()"), {"LoopGuardConfig": LoopGuardConfig,
+                                                        **names})
+            assert isinstance(config, LoopGuardConfig), form
 
     def test_create_accepts_tool_override_objects(self) -> None:
         """A ``ToolOverride`` works wherever a tool table does."""

@@ -43,9 +43,11 @@ def _defaults() -> dict[str, Any]:
 class LoopGuardConfig:
     """All of loopguard's settings, frozen and validated at construction.
 
-    Build it with ``LoopGuardConfig(**values)`` (unset names take their defaults),
-    ``LoopGuardConfig.from_file(path)``, ``LoopGuardConfig.from_env(environ)`` or
-    ``LoopGuardConfig.load(...)`` which merges argument > env > file > default. Every setting,
+    Build it with ``LoopGuardConfig.create(**settings)`` (unset names take their defaults;
+    ``LoopGuardConfig()`` has every default), ``LoopGuardConfig.from_file(path)``,
+    ``LoopGuardConfig.from_env(environ)`` or ``LoopGuardConfig.load(...)`` which merges
+    argument > env > file > default. The constructor itself takes the validated tables
+    (``values=``, ``tools=``, ``templates=``, ``prices=``), not settings by name. Every setting,
     its default, range and environment variable is listed in ``docs/configuration.md``.
 
     Raises:
