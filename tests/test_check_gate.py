@@ -144,7 +144,11 @@ class TestNothingToCheck:
         ("metrics.json", b'{"resourceMetrics": []}\n', ":1: an OTLP metrics request, not traces"),
         ("zeros.bin", bytes(4096), ": unrecognised content: neither OTLP/JSON nor OTLP protobuf "
                                    "(it starts with zero bytes only)"),
-    ], ids=["empty", "blank", "no-spans", "not-otlp", "logs", "metrics", "zero-filled"])
+        ("program.bin", b"\x7fELF\x02\x01\x01" + bytes(9)
+         + b"\xd0\x01\n{\x8b\x05\x00\xff\n[\x00\x10\x00\x00\n" * 200,
+         ": unrecognised content: neither OTLP/JSON nor OTLP protobuf"),
+    ], ids=["empty", "blank", "no-spans", "not-otlp", "logs", "metrics", "zero-filled",
+            "executable"])
     def test_exits_2_with_a_message(self, tmp_path: Path, name: str, content: bytes,
                                     reason: str | None,
                                     capsys: pytest.CaptureFixture[str]) -> None:
@@ -158,6 +162,7 @@ class TestNothingToCheck:
                               "empty input)")
         if reason is not None:
             assert errors[0].startswith(f"otel-loopguard: {path}{reason}")
+            assert len(errors) <= 3  # the reason, the count of bad records, nothing to check
         assert "Traceback" not in captured.err
 
     def test_allow_empty(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

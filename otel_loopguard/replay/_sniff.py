@@ -73,12 +73,33 @@ def content_of(head: bytes) -> Content:
 
 
 def has_json_lines(head: bytes) -> bool:
-    """Return True when a line after the first starts like JSON (``{`` or ``[``).
+    """Return True when a line after the first starts a JSON value (``{`` or ``[``).
 
-    Protobuf holds such bytes too (a tag, then a length of 91 or 123): for content taken as a
-    protobuf request, this only says what to try when it does not parse.
+    Such a line must be JSON, or the start of a document that goes on past its line (a
+    pretty-printed one) or past ``head``: binary files (an executable, an image) hold a
+    newline then ``{`` or ``[`` here and there, followed by bytes no JSON holds, and are not
+    JSON Lines. Protobuf holds such bytes too (a tag, then a length of 91 or 123): for content
+    taken as a protobuf request, this only says what to try when it does not parse.
     """
-    return _LATER_JSON_LINE_RE.search(head) is not None
+    for match in _LATER_JSON_LINE_RE.finditer(head):
+        start = match.end() - 1
+        end = head.find(b"\n", start)
+        if end < 0 or _starts_json(head[start:end].rstrip()):
+            return True
+    return False
+
+
+def _starts_json(line: bytes) -> bool:
+    """Return True when ``line`` is JSON, or JSON cut short at its end."""
+    try:
+        json.loads(line)
+    except json.JSONDecodeError as exc:
+        return exc.pos >= len(exc.doc)
+    except RecursionError:  # nested too deep to tell: taken as JSON
+        return True
+    except ValueError:  # not UTF-8 text
+        return False
+    return True
 
 
 def _json_text(head: bytes, text: bytes) -> bool:
