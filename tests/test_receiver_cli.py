@@ -97,7 +97,13 @@ class TestUsage:
         (["--forward-endpoint", "http://[::1"],
          "--forward-endpoint 'http://[::1': Invalid IPv6"),
         (["--forward-endpoint", "ftp://collector"], "--forward-endpoint must be host:port, or"),
-    ])
+        (["--forward-endpoint", "http:/tempo:4317"],
+         "--forward-endpoint must be host:port, or an http:// or https:// URL, got "
+         "'http:/tempo:4317'"),
+        (["--forward-endpoint", "tempo:4317/v1/traces"], "--forward-endpoint must be host:port"),
+        (["--forward-endpoint", "tempo"], "--forward-endpoint must be host:port"),
+    ], ids=["http-without-url", "bad-ipv6", "ftp", "url-missing-a-slash", "grpc-with-a-path",
+            "no-port"])
     def test_bad_forward_endpoint(self, capsys: pytest.CaptureFixture[str], args: list[str],
                                   message: str) -> None:
         """An endpoint no export could reach is a one-line config error at start, not a

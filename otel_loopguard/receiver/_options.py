@@ -99,7 +99,7 @@ class ReceiverOptions:
 def _check_endpoint(endpoint: str, protocol: str) -> None:
     """Refuse an endpoint the exporter could never reach (every export would fail, forever).
 
-    HTTP needs an ``http://`` or ``https://`` URL; gRPC takes ``host:port`` too.
+    HTTP needs an ``http://`` or ``https://`` URL; gRPC takes ``host:port`` too (TLS).
     """
     try:
         parts = urlsplit(endpoint)
@@ -113,3 +113,17 @@ def _check_endpoint(endpoint: str, protocol: str) -> None:
                              f"got {endpoint!r}")
     elif not endpoint.strip():
         raise ValueError("forward_endpoint must not be empty")
+    elif not _host_and_port(endpoint):  # 'http:/tempo:4317', 'tempo', 'tempo:4317/v1/traces'
+        raise ValueError("forward_endpoint must be host:port, or an http:// or https:// URL, "
+                         f"got {endpoint!r}")
+
+
+def _host_and_port(endpoint: str) -> bool:
+    """Return True when ``endpoint`` is ``host:port`` and nothing else (gRPC's plain form)."""
+    try:
+        parts = urlsplit(f"//{endpoint}")
+        port = parts.port
+    except ValueError:  # a port that is not a number, a bad IPv6 address
+        return False
+    return bool(parts.hostname) and port is not None and not (
+        parts.path or parts.query or parts.fragment or parts.username)
