@@ -537,6 +537,18 @@ def test_check_help_shows_the_effective_run_key(monkeypatch: pytest.MonkeyPatch,
     assert "default: trace, or run_key in --config" in " ".join(capsys.readouterr().out.split())
 
 
+@pytest.mark.parametrize("command", ["check", "serve"])
+def test_help_says_the_config_file_defaults_to_the_variable(
+        command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """--help of check and serve says --config defaults to LOOPGUARD_CONFIG_FILE, as cli.md's
+    table does (it said only "TOML config file", and a file set in the environment applied
+    unannounced)."""
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    assert "TOML config file (default: $LOOPGUARD_CONFIG_FILE when set)" in " ".join(
+        capsys.readouterr().out.split())
+
+
 def test_check_help_says_quiet_keeps_runs_over_budget(capsys: pytest.CaptureFixture[str]) -> None:
     """check --help describes --quiet as it works and as docs/cli.md says: runs over budget are
     listed too, not only flagged runs."""

@@ -21,12 +21,16 @@ from otel_loopguard.cli._inputs import Inputs, expand
 from otel_loopguard.cli._report import MAX_PROBLEMS_LISTED, Reporter, Summary, clean, plural
 from otel_loopguard.cli._text import JsonReporter, TextReporter, use_color
 from otel_loopguard.config import LoopGuardConfig
+from otel_loopguard.environment_variables import LOOPGUARD_CONFIG_FILE
 from otel_loopguard.exceptions import LoopGuardError, TraceFileError
 from otel_loopguard.replay.checker import Checker
 from otel_loopguard.replay.tracefile import DEFAULT_MAX_DECOMPRESSED_BYTES, DEFAULT_MAX_LINE_BYTES
 from otel_loopguard.types import Action
 
-__all__ = ["add_parser", "parse_size"]
+__all__ = ["CONFIG_HELP", "add_parser", "parse_size"]
+
+CONFIG_HELP: Final = f"TOML config file (default: ${LOOPGUARD_CONFIG_FILE} when set)"
+"""``--config``'s help, of ``check`` and ``serve``: the file is read from the variable too."""
 
 _FORMATS: Final[dict[str, type[Reporter] | tuple[str, str]]] = {
     "text": TextReporter, "json": JsonReporter, "junit": ("_junit", "JunitReporter"),
@@ -62,7 +66,7 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--output", "-o", metavar="FILE",
                         help="write the report to FILE instead of stdout (written when the "
                              "check completes)")
-    parser.add_argument("--config", metavar="FILE", help="TOML config file")
+    parser.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     parser.add_argument("--fail-on", choices=("warn", "replan", "stop"), default="stop",
                         help="lowest action of a loop finding that makes the exit code 1 "
                              "(default: stop)")

@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from prometheus_client import GC_COLLECTOR, CollectorRegistry, PlatformCollector, ProcessCollector
 
-from otel_loopguard.cli._check import parse_size, run_key_default
+from otel_loopguard.cli._check import CONFIG_HELP, parse_size, run_key_default
 from otel_loopguard.cli._gc import fewer_collections
 from otel_loopguard.cli._logs import LEVELS, configure_logging
 from otel_loopguard.config import LoopGuardConfig
@@ -99,7 +99,7 @@ def add_parser(commands: Any) -> None:
     limits.add_argument("--request-timeout", type=_seconds, default=30.0, metavar="SECONDS",
                         help="time a request may take to arrive; idle HTTP connections too (30)")
     runs = parser.add_argument_group("runs")
-    runs.add_argument("--config", metavar="FILE", help="TOML config file")
+    runs.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     runs.add_argument("--run-key", choices=("trace", "conversation", "agent"),
                       help=f"how tool calls are grouped into runs (default: {run_key_default()})")
     runs.add_argument("--reorder-window", type=_seconds, default=5.0, metavar="SECONDS",
