@@ -154,7 +154,6 @@ def _params() -> list[object]:
 def _workdir(tmp_path: Path) -> Path:
     shutil.copytree(ROOT / "examples" / "traces", tmp_path / "traces")
     shutil.copy(ROOT / "examples" / "traces" / "looping_agent.jsonl", tmp_path / "traces.jsonl")
-    (tmp_path / "loopguard.toml").write_text("[loopguard]\n")
     (tmp_path / "app.py").write_text(APP)
     bin_dir = tmp_path / ".bin"
     bin_dir.mkdir()
