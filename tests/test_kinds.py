@@ -156,6 +156,12 @@ TRICKY = [
     ("ruff format .", "mutating"),
     ("black --check src", "read"),
     ("! grep -q x f", "read"),
+    ("docker-compose down -v && docker-compose up -d", "mutating"),  # the standalone CLI
+    ("docker-compose restart bff", "mutating"),
+    ("docker compose stop bff", "mutating"),
+    ("docker-compose logs bff", "read"),
+    ("docker compose ps", "read"),
+    ("docker-compose exec bff ls", "default"),
 ]
 
 

@@ -32,7 +32,10 @@ _READS: Final = _each("read", """
     journalctl, awk, gawk, sed, view, command -v, command -V, ldconfig -p, dpkg -l, dpkg -s,
     dpkg -L, rpm -q, qemu-img info, apt list, apt show, apt search, apt-cache, conda list,
     conda info, conda search, brew list, brew info, systemctl status, crontab -l, docker ps,
-    docker images, docker logs, docker inspect, kubectl get, kubectl describe, kubectl logs,
+    docker images, docker logs, docker inspect, docker compose ps, docker compose logs,
+    docker compose config, docker compose images, docker compose ls, docker compose top,
+    docker-compose ps, docker-compose logs, docker-compose config, docker-compose images,
+    docker-compose top, kubectl get, kubectl describe, kubectl logs,
     terraform plan, terraform show, terraform validate, terraform output, go env, go version,
     go list, gofmt, cargo tree, cargo metadata, open, goto, scroll_up, scroll_down, find_file,
     search_dir, search_file, tar -t, tar --list
@@ -70,7 +73,11 @@ _PACKAGES: Final = {
         go mod download, go generate, python setup.py install, python setup.py develop,
         docker rm, docker rmi, docker stop, docker kill, docker pull, docker push, docker tag,
         docker start, docker restart, docker compose down, docker compose up,
-        docker compose restart, supervisorctl restart, supervisorctl start,
+        docker compose restart, docker compose start, docker compose stop, docker compose rm,
+        docker compose kill, docker compose pull, docker compose build, docker compose create,
+        docker-compose down, docker-compose up, docker-compose restart, docker-compose start,
+        docker-compose stop, docker-compose rm, docker-compose kill, docker-compose pull,
+        docker-compose build, docker-compose create, supervisorctl restart, supervisorctl start,
         supervisorctl stop, kubectl apply, kubectl delete, kubectl create, kubectl patch,
         kubectl scale, kubectl edit, kubectl rollout, terraform apply, terraform destroy,
         terraform import
@@ -84,8 +91,8 @@ _PACKAGES: Final = {
         isort --diff
     """),
     **_each("default", """
-        pip, npm, pnpm, yarn, uv, poetry, conda, brew, cargo, go, docker, kubectl, terraform,
-        curl, make, pytest, python, node, ruby, php, java, bash, sh, zsh
+        pip, npm, pnpm, yarn, uv, poetry, conda, brew, cargo, go, docker, docker-compose,
+        kubectl, terraform, curl, make, pytest, python, node, ruby, php, java, bash, sh, zsh
     """),
 }
 """Package managers and tool CLIs: installing changes the world, listing only looks."""
