@@ -436,3 +436,26 @@ def test_a_session_checked_in_pieces_numbers_its_turns_on_in_one_run() -> None:
     assert [e for e in in_one if e[0] == "ModelTurn"] == [("ModelTurn", n) for n in range(1, 7)]
     assert (pieced.run_id, pieced.tool_calls) == (whole.run_id, whole.tool_calls) == (
         f"codex:{run.session_id}", 6)
+
+
+def _claude_writes(contents: list[str]) -> list[LogEvent]:
+    """Claude Code ``Write`` events of one file, each ``tool_input`` cut as Claude Code cuts it:
+    every string value to its first 512 characters."""
+    return [LogEvent(T0 + n * 1_000_000_000, {
+        "session.id": "s-cut", "tool_name": "Write", "tool_use_id": f"toolu_{n}",
+        "success": "true", "duration_ms": "12",
+        "tool_input": json.dumps({"file_path": "src/app.ts", "content": content[:512]})},
+        "claude_code.tool_result", "tool_result") for n, content in enumerate(contents)]
+
+
+def test_claude_code_values_it_cut_do_not_make_different_calls_the_same() -> None:
+    """Three writes of one file whose contents begin alike and differ after 512 characters
+    arrive identical; not known to be the same call, they are no repeat. Short contents,
+    sent whole, still are."""
+    header = "import { a } from './a';\n" * 30  # 750 characters in common
+    cut = [header + f"export const version = {n};\n" for n in range(3)]
+    reports = list(Checker().run(AgentRecords().from_events(_claude_writes(cut))))
+    assert [d.code for r in reports for d in r.findings] == []
+    whole = ["export const version = 1;\n"] * 3
+    reports = list(Checker().run(AgentRecords().from_events(_claude_writes(whole))))
+    assert [d.code for r in reports for d in r.findings] == ["REPEATED_CALL"]

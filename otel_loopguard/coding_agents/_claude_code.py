@@ -10,6 +10,7 @@ Read from the monitoring page (code.claude.com/docs/en/monitoring-usage, the
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -25,6 +26,8 @@ SCOPE: Final = "com.anthropic.claude_code.events"
 TOOL_SPAN: Final = "claude_code.tool"
 EXECUTION_SPAN: Final = "claude_code.tool.execution"
 _MS: Final = 1_000_000
+_CUT_CHARS: Final = 512
+"""Claude Code cuts each string value of ``tool_input`` to this many characters."""
 _MCP_TOOL: Final = "mcp_tool"
 """The ``tool_name`` of every call of a user-configured MCP server (v2.1.214+)."""
 
@@ -37,7 +40,8 @@ def read_event(name: str, attrs: Mapping[str, Any], end_ns: int) -> AgentCall | 
         failed = not flag(attrs.get("success"))
         return AgentCall(AGENT, session, tool_of(attrs),
                          text(attrs, "tool_use_id", "gen_ai.tool.call.id"), end_ns, duration,
-                         arguments=arguments_of(attrs), failed=failed,
+                         arguments=arguments_of(attrs, text(attrs, "tool_use_id")),
+                         failed=failed,
                          error=text(attrs, "error", "error_type") if failed else "")
     if name == "claude_code.api_request":
         tokens_in = sum(int(number(attrs.get(key))) for key in (
@@ -77,15 +81,17 @@ def _parameters(attrs: Mapping[str, Any]) -> Any:
         return params
 
 
-def arguments_of(attrs: Mapping[str, Any]) -> Any:
+def arguments_of(attrs: Mapping[str, Any], call_id: str = "") -> Any:
     """Return the call's arguments: ``tool_input``, else what ``tool_parameters`` says.
 
     ``tool_parameters`` of a Bash call holds ``full_command``: it becomes ``{"command": ...}``,
-    the shape the shell classifier and ``tool_input`` give.
+    the shape the shell classifier and ``tool_input`` give. A value of ``tool_input`` Claude
+    Code cut (``uncut``) is marked with ``call_id``: two calls whose long values begin alike
+    are not known to be the same call.
     """
     found = attrs.get("tool_input")
     if found not in (None, ""):
-        return found
+        return uncut(found, call_id)
     params = attrs.get("tool_parameters")
     if params in (None, ""):
         return None
@@ -112,3 +118,35 @@ def read_span(name: str, attrs: Mapping[str, Any], end_ns: int, duration_ns: int
                      text(attrs, "tool_name", "gen_ai.tool.name") or "unknown",
                      text(attrs, "tool_use_id", "gen_ai.tool.call.id"), end_ns, duration_ns,
                      arguments=args, failed=failed)
+
+
+def uncut(tool_input: Any, call_id: str) -> Any:
+    """Return ``tool_input`` with each value Claude Code may have cut marked as this call's.
+
+    Claude Code sends each string value's first 512 characters: two writes of different files
+    that begin alike, or two edits of one place, arrive the same. Absent is not the same: a
+    value of 512 characters or more gets the call's id appended (as text no other call has),
+    so the call equals no other. Its other values (the path, a short pattern) stay as sent. A
+    long ``tool_input`` that is not a JSON object (the whole text cut, past about 4 KB) is
+    marked the same way.
+    """
+    if not isinstance(tool_input, str) or len(tool_input) < _CUT_CHARS:
+        return tool_input  # no value in it can be that long
+    mark = f"\n[cut by Claude Code: call {call_id or next(_uncut_calls)}]"
+    try:
+        parsed = orjson.loads(tool_input)
+    except orjson.JSONDecodeError:
+        return tool_input + mark
+    if not isinstance(parsed, dict):
+        return tool_input + mark
+    cut = False
+    for key, value in parsed.items():
+        if isinstance(value, str) and len(value) >= _CUT_CHARS:
+            parsed[key] = value + mark
+            cut = True
+    return parsed if cut else tool_input
+
+
+_uncut_calls = itertools.count(1)
+"""Numbers the cut calls that came without a ``tool_use_id``: no two are marked alike."""
+
