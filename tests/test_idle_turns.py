@@ -694,3 +694,62 @@ def test_the_same_user_message_again_is_no_change_without_idle_turns() -> None:
     (report,) = harness.check()
     assert [(d.code, d.action.label) for d in report.findings] == [("STAGNANT_RESULT", "warn")]
     harness.shutdown()
+
+
+def _quoting(answer: str, feedback: str = "Could not parse LLM output: `{}`") -> dict[str, Any]:
+    """A chat span's input: the model's last answer, then the harness's rejection quoting it."""
+    return {"gen_ai.input.messages": json.dumps([
+        {"role": "user", "parts": [{"type": "text", "content": "What is 6 x 7?"}]},
+        {"role": "assistant", "parts": [{"type": "text", "content": answer}]},
+        {"role": "user", "parts": [{"type": "text", "content": feedback.format(answer)}]}])}
+
+
+ANSWERS = [f"I think the answer is {n} because multiplying six by seven gives that." for n in
+           (41, 42, 43, 44, 45)]
+
+
+class TestFeedbackQuotingTheAnswer:
+    """A harness that rejects an answer and quotes it back gives the same feedback each time."""
+
+    def test_the_quote_of_the_answer_before_it_is_taken_out(self) -> None:
+        first, _ = turn_input_of(_quoting(ANSWERS[0]))
+        second, _ = turn_input_of(_quoting(ANSWERS[1]))
+        assert first and first == second
+        other, _ = turn_input_of(_quoting(ANSWERS[1], "Invalid format: {}"))
+        assert other != second  # the words around the quote still count
+
+    def test_a_quote_cut_short_is_taken_out_too(self) -> None:
+        """smolagents quotes the whole answer; a capture cuts long text: its start is enough."""
+        long_answers = [a * 20 for a in ANSWERS[:2]]
+        cut = [json.loads(_quoting(a)["gen_ai.input.messages"]) for a in long_answers]
+        for messages in cut:
+            text = messages[2]["parts"][0]["content"]
+            messages[2]["parts"][0]["content"] = text[:300]
+        digests = {turn_input_of({"gen_ai.input.messages": json.dumps(m)})[0] for m in cut}
+        assert len(digests) == 1
+
+    @pytest.mark.parametrize("answer", ["42", "The answer is 42."])
+    def test_a_short_answer_is_not_read_as_quoted(self, answer: str) -> None:
+        """Under 32 characters an answer's text says too little to be taken out."""
+        assert turn_input_of(_quoting(answer))[0] != turn_input_of(_quoting(answer + "!"))[0]
+
+    def test_four_rejected_answers_in_different_words_warn(self) -> None:
+        """Through spans and check: the 4th idle turn warns; without the answer in the history
+        (an instrumentation sending only the new message), the feedbacks differ: quiet."""
+        def codes(with_history: bool) -> list[str]:
+            harness = LoopGuardHarness()
+            with harness.run() as agent:
+                agent.turn(finish_reasons=["tool_calls"])
+                agent.tool("calculator", {"expression": "6*7"}, "42")
+                for answer in ANSWERS:
+                    attrs = _quoting(answer)
+                    if not with_history:
+                        messages = json.loads(attrs["gen_ai.input.messages"])[-1:]
+                        attrs = {"gen_ai.input.messages": json.dumps(messages)}
+                    agent.turn(finish_reasons=["stop"], attributes=attrs)
+            found = [d.code for r in harness.check() for d in r.findings]
+            harness.shutdown()
+            return found
+
+        assert codes(with_history=True) == ["IDLE_TURNS", "IDLE_TURNS"]
+        assert codes(with_history=False) == []

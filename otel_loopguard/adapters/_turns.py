@@ -246,8 +246,71 @@ def turn_input_of(attributes: Mapping[str, Any]) -> tuple[str, bool]:
         parsed = _parse(messages) if isinstance(messages, str | bytes) else messages
         if isinstance(parsed, list) and parsed:
             message = parsed[-1]
+            if len(parsed) > 1:
+                message = _unquoted(message, parsed)
             return _digest_of(message), _from_user(message)
     return _last_prompt(attributes) if _has_prompts(attributes) else ("", False)
+
+
+_MIN_QUOTED_CHARS: Final = 32
+"""The shortest answer a feedback message is read as quoting (shorter text is not telling)."""
+_QUOTED_PREFIX_CHARS: Final = 64
+"""A quote of an answer cut short counts when the answer's first characters are quoted."""
+_QUOTED: Final = "\x00[the answer it replies to]"
+
+
+def _unquoted(message: Any, history: list[Any]) -> Any:
+    """Return the last input ``message`` with the answer it quotes taken out.
+
+    A harness that rejects an answer often quotes it back ("Could not parse LLM output: ...",
+    smolagents' "Here is your code snippet: ..."): the same feedback each time, but for the
+    answer in it. When the message's text holds the text of the assistant's message before it
+    (whitespace aside; its first characters, if the quote was cut), that text is replaced by one
+    placeholder, so the feedback is the same whatever the answer was. Anything else: ``message``.
+    """
+    if not isinstance(message, dict) or message.get("role") == "assistant":
+        return message
+    answer = next((m for m in reversed(history[:-1])
+                   if isinstance(m, dict) and m.get("role") == "assistant"), None)
+    said = " ".join(_text_of(answer).split()) if answer is not None else ""
+    if len(said) < _MIN_QUOTED_CHARS:
+        return message
+    parts = message.get("parts")
+    if isinstance(parts, list):
+        new_parts = [{**part, "content": _without(part["content"], said)}
+                     if isinstance(part, dict) and isinstance(part.get("content"), str) else part
+                     for part in parts]
+        return message if new_parts == parts else {**message, "parts": new_parts}
+    content = message.get("content")
+    if isinstance(content, str):
+        stripped = _without(content, said)
+        return message if stripped == content else {**message, "content": stripped}
+    return message
+
+
+def _without(text: str, said: str) -> str:
+    """Return ``text`` (whitespace folded) without the quote of ``said``; ``text`` if none."""
+    folded = " ".join(text.split())
+    at = folded.find(said)
+    if at >= 0:
+        return folded[:at] + _QUOTED + folded[at + len(said):]
+    at = folded.find(said[:_QUOTED_PREFIX_CHARS])
+    if at < 0:
+        return text
+    end = at + _QUOTED_PREFIX_CHARS
+    while end < len(folded) and end - at < len(said) and folded[end] == said[end - at]:
+        end += 1
+    return folded[:at] + _QUOTED + folded[end:]
+
+
+def _text_of(message: dict[str, Any]) -> str:
+    """Return the text of a GenAI message: its text parts' content, or its ``content``."""
+    parts = message.get("parts")
+    if isinstance(parts, list):
+        return " ".join(part["content"] for part in parts if isinstance(part, dict)
+                        and part.get("type") == "text" and isinstance(part.get("content"), str))
+    content = message.get("content")
+    return content if isinstance(content, str) else ""
 
 
 def user_input_of(attributes: Mapping[str, Any]) -> str:

@@ -8,7 +8,8 @@ it:
   multi-agent run, a child ``invoke_agent`` span for each stretch of turns of an agent other than
   the run's first (the agent it delegated to);
 - per model turn a ``chat`` span carrying the turn's new input (a user's message, the harness's
-  feedback) as ``gen_ai.input.messages`` and its output (text and tool calls) as
+  feedback), after the previous turn's answer it replies to as a chat history has it, as
+  ``gen_ai.input.messages``, and its output (text and tool calls) as
   ``gen_ai.output.messages``, with the finish reason: content capture on, as a user who wants
   ``idle_turns`` would run it; the messages of a turn that follows tool results are those tool
   results;
@@ -96,8 +97,11 @@ def _text(value: str | None) -> str:
 
 def _input_messages(turn: dict[str, Any], previous: dict[str, Any] | None) -> list[Any] | None:
     """What reached the model before this turn: new input, or the previous turn's results."""
-    if turn.get("input"):
-        return [{"role": "user", "parts": [{"type": "text", "content": _text(turn["input"])}]}]
+    if turn.get("input"):  # after the model's answer it replies to, as a chat history has it
+        said = [{"role": "assistant", "parts": [{"type": "text", "content": _text(
+            previous["output"])}]}] if previous is not None and previous.get("output") else []
+        return [*said, {"role": "user", "parts": [{"type": "text",
+                                                   "content": _text(turn["input"])}]}]
     if previous is None or all(call["result"] is None for call in previous["calls"]):
         return None
     return [{"role": "tool", "parts": [
