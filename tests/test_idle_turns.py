@@ -753,3 +753,51 @@ class TestFeedbackQuotingTheAnswer:
 
         assert codes(with_history=True) == ["IDLE_TURNS", "IDLE_TURNS"]
         assert codes(with_history=False) == []
+
+
+def _flattened(answer: str, convention: str) -> dict[str, Any]:
+    """``_quoting`` as OpenLLMetry's or OpenInference's flattened prompts (smolagents writes
+    OpenInference's text parts, ``contents.<m>.message_content.text``)."""
+    messages = [("user", "New task: what is 6 x 7?"), ("assistant", answer),
+                ("tool-response", f"Error in code parsing. Here is your code snippet: {answer} "
+                                  "Make sure to include code with the correct pattern.")]
+    attributes: dict[str, Any] = {}
+    for n, (role, text) in enumerate(messages):
+        prefix = {"openllmetry": f"gen_ai.prompt.{n}.",
+                  "openinference": f"llm.input_messages.{n}.message.",
+                  "openinference-parts": f"llm.input_messages.{n}.message."}[convention]
+        attributes[prefix + "role"] = role
+        if convention == "openinference-parts":
+            attributes[prefix + "contents.0.message_content.type"] = "text"
+            attributes[prefix + "contents.0.message_content.text"] = text
+        else:
+            attributes[prefix + "content"] = text
+    return attributes
+
+
+@pytest.mark.parametrize("convention", ["openllmetry", "openinference", "openinference-parts"])
+def test_flattened_prompts_quoting_the_answer_are_the_same_feedback(convention: str) -> None:
+    """The quote of the answer is taken out of flattened prompts as out of GenAI messages."""
+    first, from_user = turn_input_of(_flattened(ANSWERS[0], convention))
+    assert first and not from_user
+    assert turn_input_of(_flattened(ANSWERS[1], convention))[0] == first
+    assert turn_content_of(_flattened(ANSWERS[1], convention))[0] == first
+    attributes = _flattened(ANSWERS[1], convention)
+    feedback_key = max(key for key in attributes if key.endswith(("content", ".text")))
+    attributes[feedback_key] = attributes[feedback_key].replace("Error", "Failure")
+    assert turn_input_of(attributes)[0] != first  # the words around the quote still count
+
+
+def test_openinference_text_parts_are_the_message_and_the_output() -> None:
+    """smolagents' OpenInference spans put text in parts: the last input and the output."""
+    parts = {"llm.input_messages.0.message.role": "user",
+             "llm.input_messages.0.message.contents.0.message_content.text": "task",
+             "llm.output_messages.0.message.role": "assistant",
+             "llm.output_messages.0.message.contents.0.message_content.text": "Hello"}
+    plain = {"llm.input_messages.0.message.role": "user",
+             "llm.input_messages.0.message.content": "task",
+             "llm.output_messages.0.message.role": "assistant",
+             "llm.output_messages.0.message.content": "Hello"}
+    assert turn_of(parts) == turn_of(plain) == (False, turn_input_of(plain)[0],
+                                                turn_content_of(plain)[1], True)
+    assert turn_content_of(plain)[1]

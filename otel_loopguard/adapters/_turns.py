@@ -184,9 +184,14 @@ def _untelling(attributes: Mapping[str, Any]) -> bool:
 _CONTENT_SUFFIXES: Final = ((k.GEN_AI_PROMPT_PREFIX, ".content"),
                             (k.OI_INPUT_MESSAGES_PREFIX, ".message.content"))
 _CONTENT_PREFIXES: Final = tuple(prefix for prefix, _ in _CONTENT_SUFFIXES)
+_PROMPT_FIELDS: Final = (("role", "content"), ("message.role", "message.content"))
+"""Each convention's role and content keys after ``<prefix><n>.``."""
+_OI_CONTENTS: Final = "message.contents."
+_OI_CONTENT_TEXT: Final = ".message_content.text"
 _GENAI_PROMPTS, _OI_INPUTS = _CONTENT_PREFIXES
 _OUTPUT_CONTENT: Final = (k.GEN_AI_COMPLETION_PREFIX + "0.content",
-                          k.OI_OUTPUT_MESSAGES_PREFIX + "0.message.content")
+                          k.OI_OUTPUT_MESSAGES_PREFIX + "0.message.content",
+                          k.OI_OUTPUT_MESSAGES_PREFIX + "0.message.contents.0.message_content.text")
 _TURN_KEYS: Final = frozenset({k.GEN_AI_OUTPUT_MESSAGES, k.GEN_AI_RESPONSE_FINISH_REASONS,
                                k.GEN_AI_INPUT_MESSAGES, _OI_TOOL_CALL, _OI_ROLE, *_TL_CAPTURED,
                                *_OUTPUT_CONTENT})
@@ -344,21 +349,63 @@ def _has_prompts(attributes: Mapping[str, Any]) -> bool:
 
 
 def _last_prompt(attributes: Mapping[str, Any]) -> tuple[str, bool]:
-    """Return the digest of the last flattened prompt's content and whether it is the user's."""
-    latest: list[tuple[int, Any]] = [(-1, None)] * len(_CONTENT_SUFFIXES)
+    """Return the digest of the last flattened prompt's content and whether it is the user's.
+
+    OpenLLMetry writes ``gen_ai.prompt.<n>.content``; OpenInference ``llm.input_messages.<n>
+    .message.content``, or its text parts as ``.message.contents.<m>.message_content.text``
+    (smolagents). The last message with content counts, its quote of the assistant message
+    before it taken out, as ``_unquoted`` does for GenAI messages.
+    """
+    for messages in _prompt_messages(attributes):
+        said = [(index, entry) for index, entry in messages.items()
+                if entry[1] is not None or entry[2]]
+        if not said:
+            continue
+        last, (role, content, parts) = max(said, key=lambda item: item[0])
+        if content is None:
+            content = " ".join(str(parts[n]) for n in sorted(parts))
+        answer = next((_flat_text(entry) for index, entry in sorted(said, reverse=True)
+                       if index < last and entry[0] == "assistant"), "")
+        if role != "assistant" and isinstance(content, str) and len(answer) >= _MIN_QUOTED_CHARS:
+            content = _without(content, answer)
+        return _digest_of(content), role == "user"
+    return "", False
+
+
+def _prompt_messages(attributes: Mapping[str, Any]) -> tuple[dict[int, list[Any]], ...]:
+    """Return OpenLLMetry's and OpenInference's flattened prompts, in that order.
+
+    Each is index → ``[role, content, {part index: text}]`` (what is absent is ``None``).
+    One pass over the keys.
+    """
+    found: tuple[dict[int, list[Any]], dict[int, list[Any]]] = ({}, {})
     for key, value in attributes.items():  # one pass for both conventions
         if not key.startswith(_CONTENT_PREFIXES):
             continue
-        for at, (prefix, suffix) in enumerate(_CONTENT_SUFFIXES):
-            if key.startswith(prefix) and key.endswith(suffix):
-                index = key[len(prefix):-len(suffix)]
-                if index.isdigit() and int(index) > latest[at][0]:
-                    latest[at] = (int(index), value)
-    for (prefix, suffix), (last, found) in zip(_CONTENT_SUFFIXES, latest, strict=True):
-        if found is not None:
-            role_key = prefix + str(last) + suffix.replace("content", "role")
-            return _digest_of(found), attributes.get(role_key) == "user"
-    return "", False
+        at = 0 if key.startswith(_GENAI_PROMPTS) else 1
+        index, dot, field = key[len(_CONTENT_PREFIXES[at]):].partition(".")
+        if not dot or not index.isdigit():
+            continue
+        role_field, content_field = _PROMPT_FIELDS[at]
+        if field == content_field:
+            found[at].setdefault(int(index), [None, None, None])[1] = value
+        elif field == role_field:
+            found[at].setdefault(int(index), [None, None, None])[0] = value
+        elif at and field.startswith(_OI_CONTENTS) and field.endswith(_OI_CONTENT_TEXT):
+            part = field[len(_OI_CONTENTS):-len(_OI_CONTENT_TEXT)]
+            if part.isdigit():
+                entry = found[at].setdefault(int(index), [None, None, None])
+                if entry[2] is None:
+                    entry[2] = {}
+                entry[2][int(part)] = value
+    return found
+
+
+def _flat_text(entry: list[Any]) -> str:
+    """Return a flattened prompt's text, whitespace folded (``_last_prompt``'s entries)."""
+    _, content, parts = entry
+    text = content if content is not None else " ".join(str(parts[n]) for n in sorted(parts))
+    return " ".join(text.split()) if isinstance(text, str) else ""
 
 
 def _from_user(message: Any) -> bool:
