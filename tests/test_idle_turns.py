@@ -801,3 +801,35 @@ def test_openinference_text_parts_are_the_message_and_the_output() -> None:
     assert turn_of(parts) == turn_of(plain) == (False, turn_input_of(plain)[0],
                                                 turn_content_of(plain)[1], True)
     assert turn_content_of(plain)[1]
+
+
+def _rejected_call(n: int) -> dict[str, Any]:
+    """A chat span after the harness rejected the model's structured answer (a tool call
+    that never ran, as LangChain's ``ToolStrategy`` and pydantic-ai's output tools reject it):
+    each call has a new id, and the rejection repeats it."""
+    call = {"type": "tool_call", "id": f"call_{n}", "name": "Refund",
+            "arguments": {"days": "about thirty"}}
+    rejection = {"type": "tool_call_response", "id": f"call_{n}",
+                 "response": "Error: days should be a valid integer. Please fix your mistakes."}
+    return {
+        "gen_ai.input.messages": json.dumps([
+            {"role": "user", "parts": [{"type": "text", "content": "Refund policy?"}]},
+            {"role": "assistant", "parts": [call]}, {"role": "tool", "parts": [rejection]}]),
+        "gen_ai.output.messages": json.dumps([
+            {"role": "assistant", "parts": [{**call, "id": f"call_{n + 1}"}]}]),
+        "gen_ai.response.finish_reasons": ["tool_calls"]}
+
+
+def test_tool_call_ids_are_not_content() -> None:
+    """The same call rejected the same way is the same turn, whatever ids the calls had."""
+    first, second = _rejected_call(1), _rejected_call(2)
+    assert turn_of(first) == turn_of(second)
+    assert turn_of(first)[1] and turn_of(first)[2]
+    other = json.loads(second["gen_ai.output.messages"])
+    other[0]["parts"][0]["arguments"] = {"days": 30}
+    assert turn_of({**second, "gen_ai.output.messages": json.dumps(other)})[2] != \
+        turn_of(first)[2]  # what the call asks for still counts
+    legacy = [{"role": "tool", "tool_call_id": f"call_{n}", "content": "Error: try again"}
+              for n in (1, 2)]
+    assert len({turn_input_of({"gen_ai.input.messages": json.dumps([m])})[0]
+                for m in legacy}) == 1

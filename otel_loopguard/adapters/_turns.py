@@ -253,7 +253,7 @@ def turn_input_of(attributes: Mapping[str, Any]) -> tuple[str, bool]:
             message = parsed[-1]
             if len(parsed) > 1:
                 message = _unquoted(message, parsed)
-            return _digest_of(message), _from_user(message)
+            return _digest_of(_without_call_ids(message)), _from_user(message)
     return _last_prompt(attributes) if _has_prompts(attributes) else ("", False)
 
 
@@ -423,11 +423,44 @@ def _from_user(message: Any) -> bool:
 def _output(attributes: Mapping[str, Any], messages: Any, parsed: Any) -> str:
     """Return the digest of the output: ``parsed``, the output ``messages`` parsed, if any."""
     if messages is not None:
-        return _digest_of(parsed)
+        return _digest_of([_without_call_ids(m) for m in parsed]
+                          if isinstance(parsed, list) else parsed)
     for key in _OUTPUT_CONTENT:
         if key in attributes:
             return _digest_of(attributes[key])
     return ""
+
+
+_CALL_PARTS: Final = frozenset({"tool_call", "tool_call_response"})
+_CALL_ID_KEYS: Final = frozenset({"id", "tool_call_id"})
+
+
+def _without_call_ids(message: Any) -> Any:
+    """Return a GenAI message without its tool calls' ids (``message`` itself if it has none).
+
+    A provider names each tool call anew (``call_8f3a...``), and its response repeats the
+    name: with it, a model asking for the same call the harness rejects again, and the same
+    rejection coming back, would never repeat. The ids of ``tool_call`` and
+    ``tool_call_response`` parts, an OpenAI-style message's ``tool_call_id`` and its
+    ``tool_calls``' ids are left out.
+    """
+    if not isinstance(message, dict):
+        return message
+    parts = message.get("parts")
+    if isinstance(parts, list) and any(isinstance(part, dict) and part.get("type") in _CALL_PARTS
+                                       and "id" in part for part in parts):
+        message = {**message, "parts": [
+            {key: value for key, value in part.items() if key != "id"}
+            if isinstance(part, dict) and part.get("type") in _CALL_PARTS else part
+            for part in parts]}
+    calls = message.get("tool_calls")
+    if isinstance(calls, list) and any(isinstance(call, dict) and "id" in call for call in calls):
+        message = {**message, "tool_calls": [
+            {key: value for key, value in call.items() if key not in _CALL_ID_KEYS}
+            if isinstance(call, dict) else call for call in calls]}
+    if "tool_call_id" in message:
+        message = {key: value for key, value in message.items() if key != "tool_call_id"}
+    return message
 
 
 def _digest_of(value: Any) -> str:
