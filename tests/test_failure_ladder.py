@@ -240,3 +240,10 @@ class TestAskTheUser:
         assert by(run(calls), "failure") == {}
         assert by(run(calls, LoopGuardConfig.create(ask_tool_patterns=[])), "failure") == {
             3: "stop", 5: "stop"}
+
+    def test_patterns_match_whatever_their_case(self) -> None:
+        """A pattern written as the tool is named (``AskHuman``) matches it too."""
+        calls = [self.TOKEN, call("AskHuman", {"q": "q"}, "Fixed it"), self.TOKEN,
+                 call("AskHuman", {"q": "q"}, "Fixed it again"), self.TOKEN]
+        config = LoopGuardConfig.create(ask_tool_patterns=["AskHuman"])
+        assert by(run(calls, config), "failure") == {}

@@ -64,7 +64,7 @@ class ToolKinds:
         kind = self.cache.get(tool)
         if kind is None:
             kind = PER_CALL if self._classifier.mode(tool) else self._infer(tool)
-            if self.asks_user(tool):
+            if self.asks_user(tool) and len(self.ask_tools) < _MAX_CACHED_TOOLS:
                 self.ask_tools.add(tool)
             if len(self.cache) < _MAX_CACHED_TOOLS:
                 self.cache[tool] = kind
@@ -98,13 +98,13 @@ class ToolKinds:
         """Return whether ``tool`` asks the user: its result is the user's reply.
 
         Its lower-cased name, or the part of an MCP name after the last ``__``, matches a glob
-        of ``ask_tool_patterns``. Found once per tool (``asking`` caches it).
+        of ``ask_tool_patterns`` (lower-cased too). Found once per tool (``asking`` caches it).
         """
         found = self.asking.get(tool)
         if found is None:
             lowered = tool.lower()
             names = {lowered, lowered.rsplit("__", 1)[-1]}
-            found = any(fnmatch.fnmatchcase(name, pattern) for name in names
+            found = any(fnmatch.fnmatchcase(name, pattern.lower()) for name in names
                         for pattern in self.config.ask_tool_patterns)
             if len(self.asking) < _MAX_CACHED_TOOLS:
                 self.asking[tool] = found
