@@ -147,8 +147,11 @@ class TestNothingToCheck:
         ("program.bin", b"\x7fELF\x02\x01\x01" + bytes(9)
          + b"\xd0\x01\n{\x8b\x05\x00\xff\n[\x00\x10\x00\x00\n" * 200,
          ": unrecognised content: neither OTLP/JSON nor OTLP protobuf"),
+        ("tail.bin", b"\x7fELF\x02\x01\x01" + bytes(9) + b"\xd0\x01" * 100
+         + b"\n{\x8b\x05\x00\xff\x10\xd0\x01",
+         ": unrecognised content: neither OTLP/JSON nor OTLP protobuf"),
     ], ids=["empty", "blank", "no-spans", "not-otlp", "logs", "metrics", "zero-filled",
-            "executable"])
+            "executable", "executable-last-line"])
     def test_exits_2_with_a_message(self, tmp_path: Path, name: str, content: bytes,
                                     reason: str | None,
                                     capsys: pytest.CaptureFixture[str]) -> None:

@@ -84,7 +84,7 @@ def has_json_lines(head: bytes) -> bool:
     for match in _LATER_JSON_LINE_RE.finditer(head):
         start = match.end() - 1
         end = head.find(b"\n", start)
-        if end < 0 or _starts_json(head[start:end].rstrip()):
+        if _starts_json(head[start:end if end >= 0 else len(head)].rstrip()):
             return True
     return False
 
