@@ -803,6 +803,19 @@ def test_openinference_text_parts_are_the_message_and_the_output() -> None:
     assert turn_content_of(plain)[1]
 
 
+@pytest.mark.parametrize("key", ["gen_ai.prompt.\u00b2.content",
+                                 "llm.input_messages.\u00b2.message.content",
+                                 "llm.input_messages.1.message.contents.\u00b2.message_content.text"])
+def test_a_prompt_index_int_cannot_read_is_not_a_message(key: str) -> None:
+    """A key whose index is a digit ``int`` does not read (a superscript two) is skipped: the
+    other prompts are read, nothing is raised."""
+    attributes = {"gen_ai.prompt.0.role": "user", "gen_ai.prompt.0.content": "task",
+                  "llm.input_messages.0.message.role": "user",
+                  "llm.input_messages.0.message.content": "task"}
+    assert turn_input_of({**attributes, key: "odd"}) == turn_input_of(attributes)
+    assert turn_of({**attributes, key: "odd"}) == turn_of(attributes)
+
+
 def _rejected_call(n: int) -> dict[str, Any]:
     """A chat span after the harness rejected the model's structured answer (a tool call
     that never ran, as LangChain's ``ToolStrategy`` and pydantic-ai's output tools reject it):

@@ -384,7 +384,7 @@ def _prompt_messages(attributes: Mapping[str, Any]) -> tuple[dict[int, list[Any]
             continue
         at = 0 if key.startswith(_GENAI_PROMPTS) else 1
         index, dot, field = key[len(_CONTENT_PREFIXES[at]):].partition(".")
-        if not dot or not index.isdigit():
+        if not dot or not index.isdecimal():  # isdigit: '²' too, int() refuses it
             continue
         role_field, content_field = _PROMPT_FIELDS[at]
         if field == content_field:
@@ -393,7 +393,7 @@ def _prompt_messages(attributes: Mapping[str, Any]) -> tuple[dict[int, list[Any]
             found[at].setdefault(int(index), [None, None, None])[0] = value
         elif at and field.startswith(_OI_CONTENTS) and field.endswith(_OI_CONTENT_TEXT):
             part = field[len(_OI_CONTENTS):-len(_OI_CONTENT_TEXT)]
-            if part.isdigit():
+            if part.isdecimal():
                 entry = found[at].setdefault(int(index), [None, None, None])
                 if entry[2] is None:
                     entry[2] = {}
