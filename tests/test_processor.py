@@ -404,6 +404,21 @@ class TestRunSummary:
         assert setup.processor.run_summary(agent.get_span_context()) is None
         assert setup.processor.run_summary() is None  # no span open
 
+    def test_a_run_of_model_spans_alone_has_zero_counts(self) -> None:
+        """Before any span of the run, None; after its model spans alone, a summary of 0 calls
+        (processor.md says which)."""
+        setup = Setup()
+        with setup.tracer.start_as_current_span("invoke_agent triage", attributes=AGENT):
+            assert setup.processor.run_summary() is None
+            with setup.tracer.start_as_current_span("chat gpt-4o", attributes={
+                    "gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 10,
+                    "gen_ai.response.finish_reasons": ["stop"]}):
+                pass
+            summary = setup.processor.run_summary()
+        assert summary is not None
+        assert (summary["tool_calls"], summary["action"]) == (0, "continue")
+        setup.provider.shutdown()
+
     def test_each_agent_invocation_with_run_key_agent(self) -> None:
         """With ``run_key = "agent"`` the summary is the current agent invocation's."""
         setup = Setup(run_key="agent")

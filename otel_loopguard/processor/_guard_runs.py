@@ -91,9 +91,10 @@ class GuardRuns:
 
         The run of a span started under ``parent`` (default: the current span), by
         ``run_key``: call it inside the agent's span, before it ends (a trace's run ends with
-        its root span). None when no span is open, or that run has no state (no call yet, or
-        it ended). In the background mode, the spans queued before are checked first. Safe to
-        call from ``on_decision``: there it reads the run whose lock its thread holds.
+        its root span). None when no span is open, or that run has no state (no tool call
+        and no model span yet, or it ended; after model spans alone its counts are 0). In the
+        background mode, the spans queued before are checked first. Safe to call from
+        ``on_decision``: there it reads the run whose lock its thread holds.
         """
         if parent is None:
             parent = trace.get_current_span().get_span_context()
