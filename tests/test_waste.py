@@ -259,8 +259,11 @@ class TestUsageAndPrices:
           "llm.model_name": "claude-sonnet-4"}, (7, 2, ("claude-sonnet-4",))),
         ({"gen_ai.usage.input_tokens": -5, "gen_ai.usage.output_tokens": True}, (0, 0, ())),
         ({"gen_ai.usage.input_tokens": "many"}, (0, 0, ())),
+        ({"gen_ai.usage.input_tokens": "\u00b2", "gen_ai.usage.output_tokens": "7"},
+         (0, 7, ())),
         ({}, (0, 0, ())),
-    ], ids=["genai", "openllmetry", "openinference", "negative-and-bool", "text", "none"])
+    ], ids=["genai", "openllmetry", "openinference", "negative-and-bool", "text", "superscript",
+            "none"])
     def test_usage_of(self, attributes: dict[str, Any], expected: tuple[Any, ...]) -> None:
         assert usage_of(attributes) == expected
 

@@ -58,7 +58,7 @@ def _count(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> int:
             return value if 0 <= value <= _MAX_TOKENS else 0
         if isinstance(value, str):
             value = value.strip()
-            if not value.isdigit():
+            if not value.isdecimal():  # isdigit: '²' too, which int() refuses
                 return 0
             value = int(value)
         elif isinstance(value, float) and value.is_integer():
