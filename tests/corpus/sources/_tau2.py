@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 
 __all__ = ["turns_of"]
 
@@ -36,7 +37,18 @@ def error_of(message: dict, text: str | None) -> str | None:
     return None
 
 
-def turns_of(messages: list[dict]) -> list[dict]:
+def capped(text: str | None) -> str | None:
+    """A result as the licensed sources keep it: the text, capped (``cap``)."""
+    return cap(text) if text is not None else None
+
+
+def turns_of(messages: list[dict],
+             store: Callable[[str | None], str | None] = capped) -> list[dict]:
+    """Return the corpus turns of one simulation's messages.
+
+    ``store`` makes a tool message's text (None: it has no content) the call's ``result``:
+    ``capped`` by default; a source without a licence stores digests instead.
+    """
     messages = sorted(messages, key=lambda m: m.get("turn_idx", 0))
     results = {m["id"]: m for m in messages if m["role"] == "tool" and m.get("id")}
     turns: list[dict] = []
@@ -55,7 +67,7 @@ def turns_of(messages: list[dict]) -> list[dict]:
                     {
                         "tool": call["name"],
                         "args": call.get("arguments") or {},
-                        "result": cap(text) if text is not None else None,
+                        "result": store(text) if tool_message else None,
                         "error": error_of(tool_message, text) if tool_message else None,
                     }
                 )

@@ -48,6 +48,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from _tau2 import turns_of
+
 SOURCE = "jitrc/tau2-enhanced"
 COMMIT = "4b23a7edc99ca836665784f6d6c0d4d0c79b49ba"
 MODEL = "gemini-2.5-flash"
@@ -73,48 +75,6 @@ def hashed(text: str) -> str:
     return "" if text == "" else "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def result_text(content: object) -> str:
-    if content is None:
-        return ""
-    return content if isinstance(content, str) else json.dumps(content, sort_keys=True)
-
-
-def error_of(message: dict, text: str) -> str | None:
-    if message.get("error") is True:
-        first = text.strip().splitlines()
-        return first[0][:200] if first else "error: true"
-    if text.startswith("Error:"):
-        return text.splitlines()[0][:200]
-    return None
-
-
-def turns_of(messages: list[dict]) -> list[dict]:
-    messages = sorted(messages, key=lambda m: int(m.get("turn_idx") or 0))
-    results = {m["id"]: m for m in messages if m["role"] == "tool" and m.get("id")}
-    turns: list[dict] = []
-    pending: list[str] = []
-    for message in messages:
-        role = message["role"]
-        if role == "user":
-            if message.get("content"):
-                pending.append(message["content"])
-        elif role == "assistant":
-            calls = []
-            for call in message.get("tool_calls") or []:
-                tool_message = results.get(call.get("id"))
-                if tool_message is None:
-                    result, error = None, None
-                else:
-                    text = result_text(tool_message.get("content"))
-                    result, error = hashed(text), error_of(tool_message, text)
-                calls.append({"tool": call["name"], "args": call.get("arguments") or {},
-                              "result": result, "error": error})
-            turns.append({"agent": None, "input": "\n\n".join(pending) if pending else None,
-                          "output": message.get("content"), "calls": calls})
-            pending = []
-    return turns
-
-
 def main(git_dir: Path) -> None:
     runs = []
     for harness, path in FILES:
@@ -122,7 +82,7 @@ def main(git_dir: Path) -> None:
         assert data["info"]["agent_info"]["implementation"] == harness, path
         assert data["info"]["agent_info"]["llm"] == f"gemini/{MODEL}", path
         for sim in data["simulations"]:
-            turns = turns_of(sim["messages"])
+            turns = turns_of(sim["messages"], store=lambda text: hashed(text or ""))
             calls = [c for t in turns for c in t["calls"]]
             content = "partial" if any(c["result"] is None for c in calls) else "hashed"
             runs.append({
