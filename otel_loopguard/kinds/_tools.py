@@ -42,15 +42,13 @@ _MAX_CACHED_TOOLS: Final = 4096
 class ToolKinds:
     """The kind and the target of each call, for one engine's configuration (thread-safe)."""
 
-    __slots__ = ("_classifier", "ask_tools", "asking", "cache", "config")
+    __slots__ = ("_classifier", "ask_tools", "cache", "config")
 
     def __init__(self, config: LoopGuardConfig) -> None:
         """Start with no tool's kind known."""
         self.config = config
         self.cache: dict[str, str] = {}
         """Tool → its kind, or ``PER_CALL`` for a tool whose every call is classified."""
-        self.asking: dict[str, bool] = {}
-        """Tool → whether it asks the user (``asks_user``)."""
         self.ask_tools: set[str] = set()
         """The tools seen so far that ask the user: ``kind`` adds each the first time."""
         self._classifier = CallKindClassifier(config)
@@ -98,17 +96,13 @@ class ToolKinds:
         """Return whether ``tool`` asks the user: its result is the user's reply.
 
         Its lower-cased name, or the part of an MCP name after the last ``__``, matches a glob
-        of ``ask_tool_patterns`` (lower-cased too). Found once per tool (``asking`` caches it).
+        of ``ask_tool_patterns`` (lower-cased too). Asked once per tool, when ``kind`` first
+        sees it (``ask_tools`` keeps the answer).
         """
-        found = self.asking.get(tool)
-        if found is None:
-            lowered = tool.lower()
-            names = {lowered, lowered.rsplit("__", 1)[-1]}
-            found = any(fnmatch.fnmatchcase(name, pattern.lower()) for name in names
-                        for pattern in self.config.ask_tool_patterns)
-            if len(self.asking) < _MAX_CACHED_TOOLS:
-                self.asking[tool] = found
-        return found
+        lowered = tool.lower()
+        names = {lowered, lowered.rsplit("__", 1)[-1]}
+        return any(fnmatch.fnmatchcase(name, pattern.lower()) for name in names
+                   for pattern in self.config.ask_tool_patterns)
 
     def target(self, tool: str, kind: str, error: str | None, args: Any,
                arguments: Any) -> str | None:
