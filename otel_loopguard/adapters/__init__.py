@@ -27,7 +27,11 @@ from otel_loopguard.types import Handoff, SpanAdapter, SpanRecord, ToolCall
 
 __all__ = [
     "DEFAULT_ADAPTERS",
+    "EVENT",
     "MAX_KEPT_NAME_CHARS",
+    "MODEL_SPAN",
+    "NOT_READ",
+    "OTHER",
     "GenAIAdapter",
     "LogfireAdapter",
     "OpenInferenceAdapter",
@@ -44,6 +48,7 @@ __all__ = [
     "placed_event",
     "prompt_template_of",
     "roles_of",
+    "span_reading",
     "template_key_roots",
     "template_label",
     "to_event",
@@ -84,13 +89,49 @@ def is_candidate(name: str, attributes: Mapping[str, Any]) -> bool:
     """
     if _OPERATION in attributes or _OI_KIND in attributes or _TL_KIND in attributes:
         return True
-    if name in _unmarked_names:
-        return False
+    return name not in _unmarked_names and _named_candidate(name)
+
+
+def _named_candidate(name: str) -> bool:
+    """``is_candidate`` of an unmarked span by a name not seen before: Logfire's, or noted."""
     if name.startswith(_LOGFIRE_PREFIXES):
         return True
     if len(_unmarked_names) < _MAX_UNMARKED_NAMES and len(name) <= MAX_KEPT_NAME_CHARS:
         _unmarked_names.add(name)
     return False
+
+
+NOT_READ: Final = 0
+"""``span_reading``: no adapter reads the span (``is_candidate`` is False)."""
+MODEL_SPAN: Final = 1
+"""``span_reading``: a model span (``is_model_turn``)."""
+EVENT: Final = 2
+"""``span_reading``: a span a default adapter may turn into a tool call or handoff
+(``may_be_event``), or any other span an adapter may read that is not a model span."""
+OTHER: Final = 3
+"""``span_reading``: marked (an agent, chain or workflow span) but neither a model span nor an
+event of the default adapters: they only ever read it as an ancestor."""
+
+
+def span_reading(name: str, attributes: Mapping[str, Any]) -> int:
+    """Return how the live processor reads a span: ``NOT_READ``, ``MODEL_SPAN``, ``EVENT``...
+
+    ``NOT_READ`` exactly when ``is_candidate`` is False; ``MODEL_SPAN`` exactly when it is a
+    candidate and ``is_model_turn``; ``OTHER`` only when ``may_be_event`` is False too. Three
+    lookups and a name test on an unmarked span, as ``is_candidate`` makes.
+    """
+    if _OPERATION not in attributes and _OI_KIND not in attributes \
+            and _TL_KIND not in attributes:  # unmarked: most spans, tested as is_candidate does
+        return NOT_READ if name in _unmarked_names or not _named_candidate(name) else EVENT
+    operation = attributes.get(_OPERATION)
+    oi_kind = attributes.get(_OI_KIND)
+    tl_kind = attributes.get(_TL_KIND)
+    if operation in k.MODEL_OPERATIONS or oi_kind == "LLM" or tl_kind == "llm":
+        return MODEL_SPAN
+    if operation in _EVENT_OPERATIONS or oi_kind == "TOOL" or tl_kind == "tool" \
+            or name.startswith(_LOGFIRE_PREFIXES):
+        return EVENT
+    return OTHER
 
 
 def may_be_event(name: str, attributes: Mapping[str, Any]) -> bool:

@@ -25,7 +25,16 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerPro
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from prometheus_client import REGISTRY
 
-from otel_loopguard.adapters import DEFAULT_ADAPTERS, is_candidate, template_key_roots
+from otel_loopguard.adapters import (
+    DEFAULT_ADAPTERS,
+    EVENT,
+    MODEL_SPAN,
+    NOT_READ,
+    OTHER,
+    is_candidate,
+    span_reading,
+    template_key_roots,
+)
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.engine import LoopEngine
 from otel_loopguard.evidence import EVENT_NAME as EVENT_NAME  # importers of this module use it
@@ -36,6 +45,7 @@ from otel_loopguard.metrics._otel import backends
 from otel_loopguard.otlp._sdk import raw_attributes
 from otel_loopguard.processor._agents import AgentStarts
 from otel_loopguard.processor._calls import ToolCallChecks
+from otel_loopguard.processor._deferred import BLANK_TURN_KEYS, DeferredTurns, _Deferred
 from otel_loopguard.processor._guard_runs import GuardRuns, _Release
 from otel_loopguard.processor._live import LiveSpans
 from otel_loopguard.processor._report import with_evidence
@@ -54,7 +64,8 @@ _NO_OP_STARTS: Final = frozenset({SpanProcessor.on_start, BatchSpanProcessor.on_
 """``on_start`` methods that do nothing: the processor does not call them on every span."""
 
 
-class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, GuardRuns, SpanProcessor):
+class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, GuardRuns, DeferredTurns,
+                             SpanProcessor):
     """Runs the loop detectors on tool-call spans as they end, inside the agent's process.
 
     Thread-safe: hooks run concurrently on the application's threads; per-run state is guarded
@@ -163,6 +174,8 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, GuardRuns, SpanProcess
             if background else None
         self._pending: Sized = self._worker.queue if self._worker is not None else ()
         """What the worker has still to handle (never anything without a worker)."""
+        self._defer_turns(background and self.config.run_key == "trace",
+                          BLANK_TURN_KEYS - self._template_roots)
 
     def _default_metrics(self, registry: Any, meter_provider: Any) -> LoopGuardMetrics | None:
         if registry is None:
@@ -195,22 +208,31 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, GuardRuns, SpanProcess
             self._downstream_start(span, parent_context)
 
     def on_end(self, span: ReadableSpan) -> None:
-        """Finish a span no adapter reads; queue any other for the worker, or check it here."""
-        # A span no adapter reads is finished here, unless a queued span may still need it (as
-        # its ancestor, or as the root that releases its run): it costs no thread switch.
+        """Finish a span the worker need not check; queue any other, or check it here."""
+        # While the worker has nothing queued, a span no adapter reads, or reads only as an
+        # ancestor (an agent or chain span), is finished here, without a thread switch, and
+        # so is a model span without content of a trace with no run (``DeferredTurns``). With
+        # spans queued they wait their turn: those may need them as their ancestors, or as the
+        # root that releases their run.
         if not self._pending:
+            context: Any  # a tuple: [0] trace_id, [1] span_id, [2] is_remote
             try:  # the SDK span's own fields, as in ``_ended``
-                parent, span_id = span._parent, span._context[1]  # type: ignore[index]
-                read = is_candidate(span._name,
-                                    span._attributes._dict)  # type: ignore[union-attr]
+                parent, context = span._parent, span._context
+                attrs = span._attributes._dict  # type: ignore[union-attr]
+                reading = span_reading(span._name, attrs)
             except Exception:  # not an SDK span: the general path reads its properties
-                read = True
-            if not read:  # no tool, model or handoff markers: it only leaves the open spans
-                self._open.pop(span_id, None)
+                reading = EVENT
+            if (reading == NOT_READ or (reading == OTHER and self._finishes_here(context))) \
+                    and not (self._deferred and context[0] in self._deferred
+                             and self._queues_kept(context, parent)):
+                self._open.pop(context[1], None)
                 if parent is None or parent[2]:  # a root: its end releases its run, if any
-                    self._release(span._context[0])  # type: ignore[index]
+                    self._release(context[0])
                 if self._downstream_end is not None:
                     self._downstream_end(span)
+                return
+            if reading == MODEL_SPAN and self._defers and self._set_aside(span, context, parent,
+                                                                         attrs):
                 return
         worker = self._worker
         if worker is None:
@@ -218,8 +240,49 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, GuardRuns, SpanProcess
                 self._pass_on(span, "shutdown")
             else:
                 self._ended(span)
-        elif not worker.submit(span):
+            return
+        if self._deferred:
+            self._kept_first(span)
+        if not worker.submit(span):
             self._pass_on(span, "shutdown" if worker.stopped else "queue_full")
+
+    def _finishes_here(self, context: Any) -> bool:
+        """Return whether an agent or chain span (``OTHER``) needs nothing of the worker.
+
+        The default adapters read it only as an ancestor; evidence of a handoff its start
+        implied may wait for its copy (``_ended_agents``), which only the worker makes.
+        """
+        return self.adapters is DEFAULT_ADAPTERS and not (
+            self._ended_agents and context[1] in self._ended_agents)
+
+    def _queues_kept(self, context: Any, parent: Any) -> bool:
+        """A span finished here ended in a trace with model spans kept aside.
+
+        Return True when the span goes to the worker after them instead: it may be their
+        ancestor, or the root whose end releases the run they made
+        (``DeferredTurns._kept_at_root``).
+        """
+        if parent is not None and not parent[2]:
+            self._release_kept(context[0])
+            return True
+        return not self._kept_at_root(context[0])
+
+    def _kept_first(self, span: ReadableSpan) -> None:
+        """Queue the model spans kept aside of ``span``'s trace before it (``DeferredTurns``).
+
+        At its root, ``_kept_at_root`` drops them or queues them for the worker to decide.
+        """
+        try:
+            trace_id = span.context.trace_id
+            if trace_id not in self._deferred:
+                return
+            parent = span.parent
+            if parent is not None and not parent.is_remote:
+                self._release_kept(trace_id)
+            else:
+                self._kept_at_root(trace_id)
+        except Exception as exc:
+            self.guard.handle("on_end", exc)
 
     def _pass_on(self, span: ReadableSpan, reason: str) -> None:
         """Hand ``span`` on unchecked, counted as skipped for ``reason``.
@@ -248,6 +311,8 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, GuardRuns, SpanProcess
         downstream processor down.
         """
         self._closed = True
+        if self._deferred:
+            self._release_all_kept()
         worker = self._worker
         if worker is not None and worker.on_worker_thread():
             worker.stop_later(self._shut_down_downstream)
@@ -269,6 +334,8 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, GuardRuns, SpanProcess
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Check every queued span and hand it on, then flush the downstream processor."""
         deadline = time.monotonic() + timeout_millis / 1000
+        if self._deferred:
+            self._release_all_kept()
         flushed = self._worker.flush(timeout_millis / 1000) if self._worker else True
         if self.downstream is None:
             return flushed
@@ -284,11 +351,13 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, GuardRuns, SpanProcess
                 self.guard.handle("on_start", exc)
         elif type(item) is _Release:
             self.store.release(item.run_id)
+        elif type(item) is _Deferred:  # handed on when they ended: only their check is left
+            self._check_kept(item)
         else:
             self._ended(item)
 
-    def _ended(self, span: ReadableSpan) -> None:
-        """Run the detectors on a finished tool span and pass the span on."""
+    def _ended(self, span: ReadableSpan, hand_on: bool = True) -> None:
+        """Run the detectors on a finished tool span and pass the span on (``hand_on``)."""
         out = span
         try:
             try:  # as in on_start; ``raw_attributes`` unrolled
@@ -308,7 +377,7 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, GuardRuns, SpanProcess
                     self._release(context[0])
         except Exception as exc:
             self.guard.handle("on_end", exc)
-        if self.downstream is not None:
+        if self.downstream is not None and hand_on:
             self.downstream.on_end(out)
 
     # --- internals -------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from opentelemetry.sdk.trace import Span
 
@@ -43,9 +43,13 @@ class AgentStarts(FindingReports):
     _worker: SpanWorker | None
     _other_names: set[str]
     """Span names that do not name an agent span (bounded; races only repeat work)."""
+    _deferred: dict[int, Any]
     _ended_agents: dict[int, dict[str, Any]]
     """Evidence for agent spans that ended before the worker took their start: their end is
     queued behind it, and the copy handed on carries it (the worker's alone)."""
+
+    if TYPE_CHECKING:  # DeferredTurns'
+        def _release_kept(self, trace_id: int) -> None: ...
 
     def _maybe_agent_started(self, span: Span, name: str) -> None:
         """Infer handoffs from an agent span's start; remember names of other spans.
@@ -65,6 +69,8 @@ class AgentStarts(FindingReports):
             # a sibling agent span may imply a handoff (a root one has no siblings);
             # in order with the ended spans, so the handoff falls between their calls
             worker = self._worker
+            if self._deferred and span.context.trace_id in self._deferred:
+                self._release_kept(span.context.trace_id)  # model spans kept aside go first
             if worker is None or not worker.submit((span,)):
                 self._agent_started(span)
 

@@ -38,6 +38,10 @@ class GuardRuns:
         def _ancestry(self, attrs: Mapping[str, Any], parent_id: int | None,
                       want_template: bool, want_agent: bool) -> tuple[str | None, str | None]: ...
 
+        def _release_kept(self, trace_id: int) -> None: ...
+
+    _deferred: dict[int, Any]
+
     def release_run(self, run_id: str) -> None:
         """Drop the state of a finished run that has no root span (whose end would drop it).
 
@@ -45,6 +49,10 @@ class GuardRuns:
         run's last call, still queued, does not start the run anew.
         """
         worker = self._worker
+        if self._deferred and len(run_id) == 32:  # a trace's run: its model spans kept aside
+            trace_id = int(run_id, 16)  # go first (``DeferredTurns``)
+            if trace_id in self._deferred:
+                self._release_kept(trace_id)
         if worker is None or worker.caught_up() or not worker.submit(_Release(run_id)):
             self.store.release(run_id)
 
@@ -57,6 +65,8 @@ class GuardRuns:
         Raises:
             LoopGuardError: on the thread running ``on_decision`` for that run.
         """
+        if self._deferred and span.context is not None:
+            self._release_kept(span.context.trace_id)
         if self._worker is not None:
             self._worker.flush(_SHUTDOWN_SECONDS)
         attrs = span.attributes or {}
@@ -80,6 +90,8 @@ class GuardRuns:
         recorded it. In the background mode, the spans queued before are checked first. None
         on the thread running ``on_decision`` for that run (its lock is held).
         """
+        if self._deferred:
+            self._release_kept(parent.trace_id)
         if self._worker is not None:
             self._worker.flush(_SHUTDOWN_SECONDS)
         entry, _ = self.store.get_or_create(self._runs.run_under(parent.span_id,
@@ -101,6 +113,8 @@ class GuardRuns:
         if not parent.is_valid:
             return None
         if self._worker is not None and not self._worker.on_worker_thread():
+            if self._deferred:
+                self._release_kept(parent.trace_id)
             self._worker.flush(_SHUTDOWN_SECONDS)
         entry = self.store.get(self._runs.run_under(parent.span_id, parent.trace_id))
         if entry is None:

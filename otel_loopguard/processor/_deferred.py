@@ -1,0 +1,217 @@
+"""Model spans without content, left unchecked until their trace shows it is an agent's run.
+
+Most model spans carry no content (it is opt-in) and most traces with model spans call no tool:
+a chat application, a RAG pipeline, a summary of documents. Checked as it ends, each such span
+would make a run, count a turn and restart the idle-turns streak of a run that its root's end
+drops again; none of it can be a finding. So a blank model span of a trace with no run yet is
+kept aside instead, on the thread that ends it, and handed on at once:
+
+* the trace's next span that goes to the worker (a tool call, a handoff, an agent's start, any
+  span ending under an open ancestor) first queues the spans kept aside, in the order they
+  ended, so the worker checks them exactly as if they had been queued when they ended (they stay
+  in the open-span table until then: a tool span under one still finds it open);
+* the trace's root span drops them with the run they would make (unless a span of the trace
+  that ended at the same time on another thread made it a run: then they are checked first);
+* ``force_flush``, ``shutdown`` and the readers of a run (the guard, ``run_under``,
+  ``run_summary``) queue them first.
+
+A blank span is a model span whose every attribute is one a turn without content carries
+(``BLANK_TURN_KEYS``: model, usage, request parameters, finish reasons, server): one set test;
+any other key (content, a prompt template, a conversation) sends it to the worker as before.
+It is kept aside only while the worker has nothing queued (so no span of its trace waits to be
+checked before it), in the background mode with ``run_key = "trace"``; bounded (``_MAX_TRACES``
+traces, ``_MAX_SPANS`` spans each: past that the trace's spans are queued).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sized
+from typing import TYPE_CHECKING, Any, Final
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+from otel_loopguard.adapters import _keys as k
+from otel_loopguard.exceptions import InternalErrorGuard
+from otel_loopguard.metrics import LoopGuardMetrics
+from otel_loopguard.processor._worker import SpanWorker
+from otel_loopguard.state import after_fork_in_child
+
+__all__ = ["BLANK_TURN_KEYS", "DeferredTurns"]
+
+BLANK_TURN_KEYS: Final = frozenset({
+    # OTel GenAI: the model call itself, its usage and request parameters
+    k.GEN_AI_OPERATION_NAME, k.GEN_AI_SYSTEM, k.GEN_AI_PROVIDER_NAME, k.GEN_AI_REQUEST_MODEL,
+    k.GEN_AI_RESPONSE_MODEL, "gen_ai.response.id", k.GEN_AI_RESPONSE_FINISH_REASONS,
+    k.GEN_AI_USAGE_INPUT_TOKENS, k.GEN_AI_USAGE_OUTPUT_TOKENS, k.GEN_AI_USAGE_PROMPT_TOKENS,
+    k.GEN_AI_USAGE_COMPLETION_TOKENS, "gen_ai.usage.cache_read.input_tokens",
+    "gen_ai.usage.cache_creation.input_tokens", "gen_ai.request.temperature",
+    "gen_ai.request.top_p", "gen_ai.request.top_k", "gen_ai.request.max_tokens",
+    "gen_ai.request.frequency_penalty", "gen_ai.request.presence_penalty",
+    "gen_ai.request.stop_sequences", "gen_ai.request.seed", "gen_ai.request.choice.count",
+    "gen_ai.output.type", "gen_ai.openai.request.service_tier",
+    "gen_ai.openai.response.service_tier", "gen_ai.openai.response.system_fingerprint",
+    "server.address", "server.port", "error.type",
+    # OpenLLMetry: the span kind and its own request and usage keys
+    k.TL_SPAN_KIND, "llm.request.type", "llm.is_streaming", "llm.usage.total_tokens",
+    # OpenInference: the span kind, the model and its token counts
+    k.OI_SPAN_KIND, "llm.model_name", "llm.provider", "llm.system",
+    k.OI_TOKEN_COUNT_PROMPT, k.OI_TOKEN_COUNT_COMPLETION, "llm.token_count.total",
+})
+"""What a model span without content carries, and nothing a turn's check reads beyond its
+model, usage and finish reasons: a span with only these keys is a blank turn. No key of a
+message, prompt, completion, template, conversation or agent."""
+
+_MAX_TRACES: Final = 256
+"""Traces with spans kept aside; a blank span of any further trace is queued."""
+_MAX_SPANS: Final = 32
+"""Spans kept aside per trace; the trace's next blank span queues them and itself."""
+
+
+class _Deferred:
+    """Spans kept aside of one trace, queued for their check only: they were handed on.
+
+    ``at_root``: queued as the trace's root ended; the worker drops them unless a span queued
+    before them made the trace a run (``DeferredTurns._check_kept``).
+    """
+
+    __slots__ = ("at_root", "spans", "trace_id")
+
+    def __init__(self, spans: list[ReadableSpan], trace_id: int, at_root: bool) -> None:
+        self.spans = spans
+        self.trace_id = trace_id
+        self.at_root = at_root
+
+
+class DeferredTurns:
+    """``LoopGuardSpanProcessor``'s blank model spans kept aside (see the module docstring).
+
+    A mixin: the attributes it declares are the processor's. Thread-safe: the spans kept aside
+    are added, taken and dropped under one short lock, so a trace's spans queue in the order
+    they ended.
+    """
+
+    metrics: LoopGuardMetrics | None
+    guard: InternalErrorGuard
+    _closed: bool
+    _downstream_end: Callable[[ReadableSpan], None] | None
+    _worker: SpanWorker | None
+    _pending: Sized
+    _open: dict[int, Any]
+    _traces: dict[int, Any]
+    _deferred: dict[int, list[ReadableSpan]]
+    """Trace id → its blank model spans kept aside, oldest first."""
+
+    if TYPE_CHECKING:  # the processor's
+        def _ended(self, span: ReadableSpan, hand_on: bool = True) -> None: ...
+
+    def _defer_turns(self, on: bool, blank_keys: frozenset[str]) -> None:
+        """Set up keeping blank model spans aside (``on``: background mode, ``run_key = trace``).
+
+        ``blank_keys``: ``BLANK_TURN_KEYS`` without the keys the configuration reads for a
+        template.
+        """
+        self._deferred = {}
+        self._defers = on
+        self._blank_keys = blank_keys
+        self._defer_lock = threading.Lock()
+        after_fork_in_child(self._forget_deferred)
+
+    def _forget_deferred(self) -> None:
+        """In a forked child: nothing kept aside (the parent's spans), a new lock."""
+        self._defer_lock = threading.Lock()
+        self._deferred.clear()
+
+    def _set_aside(self, span: ReadableSpan, context: Any, parent: Any, attrs: Any) -> bool:
+        """Keep a model span aside, and hand it on, if it is blank and its trace has no run.
+
+        On the thread that ends it, while the worker has nothing queued (``on_end``);
+        ``context``, ``parent`` and ``attrs`` are the SDK span's own. A root one ends its run at
+        once: it only leaves the open spans. False: the caller queues it. Never raises.
+        """
+        try:
+            trace_id = context[0]
+            if type(attrs) is not dict or self._closed or trace_id in self._traces \
+                    or not self._blank_keys.issuperset(attrs):
+                return False
+            if parent is None or parent[2]:
+                if self._deferred and trace_id in self._deferred \
+                        and not self._kept_at_root(trace_id):
+                    return False  # a span under it made the trace a run: the worker's
+                self._open.pop(context[1], None)
+            else:
+                with self._defer_lock:
+                    kept = self._deferred.get(trace_id)
+                    if kept is None:
+                        if len(self._deferred) >= _MAX_TRACES:
+                            return False
+                        self._deferred[trace_id] = [span]
+                    elif len(kept) < _MAX_SPANS:
+                        kept.append(span)
+                    else:
+                        self._queue_kept(self._deferred.pop(trace_id), trace_id, at_root=False)
+                        return False
+            if self._downstream_end is not None:
+                self._downstream_end(span)
+        except Exception as exc:
+            self.guard.handle("on_end", exc)
+            return False
+        return True
+
+    def _release_kept(self, trace_id: int) -> None:
+        """Queue the spans kept aside of ``trace_id`` (any), before a span of it is queued."""
+        with self._defer_lock:
+            kept = self._deferred.pop(trace_id, None)
+            if kept:
+                self._queue_kept(kept, trace_id, at_root=False)
+
+    def _kept_at_root(self, trace_id: int) -> bool:
+        """The root of a trace with spans kept aside ended: True when they are dropped here.
+
+        Dropped when the worker has nothing queued and the trace has no run: the run they
+        would make ends with the root, and a turn without content is never a finding. Else
+        queued for the worker to decide once the spans queued before them are checked: the
+        caller must then queue the root after them.
+        """
+        with self._defer_lock:
+            kept = self._deferred.pop(trace_id, None)
+            if not kept:
+                return True
+            if self._pending or trace_id in self._traces:
+                self._queue_kept(kept, trace_id, at_root=True)
+                return False
+        self._forget_kept(kept)
+        return True
+
+    def _release_all_kept(self) -> None:
+        """Queue every span kept aside (``force_flush``, ``shutdown``)."""
+        with self._defer_lock:
+            for trace_id in list(self._deferred):
+                self._queue_kept(self._deferred.pop(trace_id), trace_id, at_root=False)
+
+    def _queue_kept(self, kept: list[ReadableSpan], trace_id: int, *, at_root: bool) -> None:
+        """Queue spans kept aside for their check, in order (hold ``_defer_lock``)."""
+        worker = self._worker
+        if worker is None or not worker.submit(_Deferred(kept, trace_id, at_root)):
+            self._forget_kept(kept)
+            if self.metrics is not None:
+                for _ in kept:
+                    self.metrics.record_skipped("shutdown" if worker is None or worker.stopped
+                                                else "queue_full")
+
+    def _check_kept(self, item: _Deferred) -> None:
+        """Check spans kept aside, on the worker, as if each had been queued when it ended.
+
+        At the trace's root, only if a span checked before them made the trace a run.
+        """
+        if item.at_root and item.trace_id not in self._traces:
+            self._forget_kept(item.spans)
+            return
+        for span in item.spans:
+            self._ended(span, hand_on=False)
+
+    def _forget_kept(self, kept: list[ReadableSpan]) -> None:
+        """Take spans kept aside out of the open-span table: they will not be checked."""
+        spans = self._open
+        for span in kept:
+            spans.pop(span.context.span_id, None)

@@ -1,0 +1,270 @@
+"""Model spans without content are kept aside until their trace shows a run, and change nothing.
+
+``LoopGuardSpanProcessor`` keeps a blank model span of a trace with no run aside on the thread
+that ends it (``otel_loopguard.processor._deferred``): its check is queued only when the trace's
+next span goes to the worker, or dropped with the trace's root. Generated traces, mostly blank
+model spans, are run through one processor that keeps them aside and one that does not, and
+must give the same evidence on the same spans, the same metrics and the same run summaries.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.id_generator import IdGenerator
+from opentelemetry.trace import Status, StatusCode
+from prometheus_client import CollectorRegistry
+
+from otel_loopguard.config import LoopGuardConfig
+from otel_loopguard.processor import LoopGuardSpanProcessor
+from otel_loopguard.processor._deferred import BLANK_TURN_KEYS
+
+_CHAT = {"gen_ai.operation.name": "chat", "gen_ai.system": "openai",
+         "gen_ai.request.model": "m1", "gen_ai.response.model": "m1",
+         "gen_ai.usage.input_tokens": 100, "gen_ai.usage.output_tokens": 10}
+_CONTENT = {"gen_ai.input.messages": '[{"role": "user", "parts": [{"type": "text", '
+                                     '"content": "Your answer was not valid."}]}]'}
+_IGNORED_METRICS = ("loopguard_open_runs", "loopguard_skipped_spans")
+"""A trace with model spans alone opens no run while they are kept aside; nothing is skipped."""
+
+
+class _Ids(IdGenerator):
+    """Span and trace ids from a seeded generator: both processors see the same ids."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+
+    def generate_span_id(self) -> int:
+        return self.rng.getrandbits(64) or 1
+
+    def generate_trace_id(self) -> int:
+        return self.rng.getrandbits(128) or 1
+
+
+class _Tracer:
+    """A tracer whose spans start and end at the ticks of one clock: the same times each run."""
+
+    def __init__(self, tracer: Any) -> None:
+        self.tracer = tracer
+        self.ticks = itertools.count(1_000_000, 1_000)
+
+    @contextmanager
+    def start_as_current_span(self, name: str, attributes: Any = None) -> Iterator[Any]:
+        with self.tracer.start_as_current_span(name, attributes=attributes,
+                                               start_time=next(self.ticks),
+                                               end_on_exit=False) as span:
+            yield span
+        span.end(end_time=next(self.ticks))
+
+
+def _chat(rng: random.Random) -> dict[str, Any]:
+    attrs = dict(_CHAT)
+    pick = rng.random()
+    if pick < 0.3:
+        attrs["gen_ai.response.finish_reasons"] = (rng.choice(["stop", "tool_calls"]),)
+    elif pick < 0.4:
+        attrs.update(_CONTENT)
+    elif pick < 0.45:
+        attrs["gen_ai.prompt.name"] = "p1"
+    return attrs
+
+
+def _caught_up(processor: LoopGuardSpanProcessor) -> None:
+    """Wait until the worker has checked every span queued (as a model call's latency lets it)."""
+    assert processor._worker is not None
+    assert processor._worker.flush(5.0)
+
+
+def _work(tracer: Any, rng: random.Random, processor: LoopGuardSpanProcessor,
+          summaries: list[Any], depth: int) -> None:
+    """Model turns (some inside a chain span), tool calls that repeat, sub-agents."""
+    for _ in range(rng.randint(1, 10)):
+        pick = rng.random()
+        if pick < 0.45:
+            if rng.random() < 0.7:  # the model takes its time: the worker catches up
+                _caught_up(processor)
+            if rng.random() < 0.3:  # a framework's step around the model call
+                with tracer.start_as_current_span("step"), \
+                        tracer.start_as_current_span("chat m1", attributes=_chat(rng)):
+                    pass
+            else:
+                with tracer.start_as_current_span("chat m1", attributes=_chat(rng)):
+                    pass
+        elif pick < 0.8:
+            tool = rng.choice(["search", "fetch"])
+            with tracer.start_as_current_span(f"execute_tool {tool}", attributes={
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool,
+                    "gen_ai.tool.call.arguments": f'{{"q": {rng.randint(1, 2)}}}',
+                    "gen_ai.tool.call.result": "same"}) as span:
+                if rng.random() < 0.2:
+                    span.set_status(Status(StatusCode.ERROR, "boom"))
+        elif pick < 0.88 and depth < 2:
+            with tracer.start_as_current_span(f"invoke_agent {rng.choice('ab')}", attributes={
+                    "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "sub"}):
+                _work(tracer, rng, processor, summaries, depth + 1)
+        elif pick < 0.94:
+            summaries.append(processor.run_summary())
+        else:
+            processor.force_flush()
+
+
+def _run(seed: int, *, keep_aside: bool) -> tuple[dict[int, Any], dict[Any, float], list[Any],
+                                                   list[Any], int]:
+    """Generated traces through the processor: evidence by span, metrics, summaries, what the
+    engine was given in each run with tool calls, and the spans kept aside."""
+    rng = random.Random(seed)
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(id_generator=_Ids(seed))
+    registry = CollectorRegistry()
+    config = LoopGuardConfig.create(prices={
+        "m1": {"input_per_million": 1000.0, "output_per_million": 2000.0}})
+    processor = LoopGuardSpanProcessor(config, downstream=SimpleSpanProcessor(exporter),
+                                       registry=registry, raise_internal_errors=True,
+                                       background=True)
+    processor._defers = keep_aside
+    kept = 0
+    original = processor._set_aside
+
+    def counted(*args: Any) -> bool:
+        nonlocal kept
+        taken = original(*args)
+        kept += taken
+        return taken
+
+    processor._set_aside = counted  # type: ignore[method-assign]
+    runs: dict[int, list[tuple[str, str, int | None]]] = {}
+    _record(processor.engine, runs)
+    provider.add_span_processor(processor)
+    tracer = _Tracer(provider.get_tracer("kept-aside"))
+    summaries: list[Any] = []
+    for _ in range(rng.randint(1, 4)):
+        root = rng.random()
+        if rng.random() < 0.5:
+            _caught_up(processor)
+        if root < 0.2:  # a chat application: each model call its own trace
+            with tracer.start_as_current_span("chat m1", attributes=_chat(rng)):
+                pass
+            continue
+        if root < 0.4:  # a RAG pipeline: model calls, no tool
+            with tracer.start_as_current_span("POST /ask"):
+                for _ in range(rng.randint(1, 6)):
+                    with tracer.start_as_current_span("chat m1", attributes=_chat(rng)):
+                        pass
+                summaries.append(processor.run_summary())
+            continue
+        name, attrs = ("POST /chat", {}) if root < 0.6 else ("invoke_agent a", {
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"})
+        with tracer.start_as_current_span(name, attributes=attrs):
+            _work(tracer, rng, processor, summaries, 0)
+            summaries.append(processor.run_summary())
+    provider.shutdown()
+    evidence = {span.context.span_id: sorted((key, str(value)) for key, value in
+                                             (span.attributes or {}).items()
+                                             if key.startswith("loopguard."))
+                for span in exporter.get_finished_spans()}
+    metrics = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for metric in registry.collect() for s in metric.samples
+               if not s.name.startswith(_IGNORED_METRICS) and not s.name.endswith("_created")}
+    events = sorted(tuple(run) for run in runs.values() if any(e[0] == "call" for e in run))
+    return evidence, metrics, summaries, events, kept
+
+
+def _record(engine: Any, runs: dict[int, list[tuple[str, str, int | None]]]) -> None:
+    """Note what the engine is given, per run and in order: each call with its model turn."""
+    process, turn, blank = engine.process, engine.process_model_turn, engine.process_blank_turn
+    alive: list[Any] = []  # every run stays alive: its id is never another's
+
+    def note(run: Any, event: tuple[str, str, int | None]) -> None:
+        if id(run) not in runs:
+            alive.append(run)
+        runs.setdefault(id(run), []).append(event)
+
+    def called(run: Any, call: Any) -> Any:
+        note(run, ("call", call.span_id, call.turn))
+        return process(run, call)
+
+    def turned(run: Any, model_turn: Any) -> Any:
+        note(run, ("turn", model_turn.span_id, model_turn.index))
+        return turn(run, model_turn)
+
+    def blanked(run: Any, span_id: int, *args: Any, **kwargs: Any) -> Any:
+        note(run, ("blank", format(span_id, "016x"), None))
+        return blank(run, span_id, *args, **kwargs)
+
+    engine.process, engine.process_model_turn = called, turned
+    engine.process_blank_turn = blanked
+
+
+@pytest.mark.parametrize("block", range(4))
+def test_kept_aside_model_spans_change_no_finding_metric_or_summary(block: int) -> None:
+    findings = kept = 0
+    for seed in range(block * 40, block * 40 + 40):
+        evidence, metrics, summaries, events, taken = _run(seed, keep_aside=True)
+        assert _run(seed, keep_aside=False)[:4] == (evidence, metrics, summaries, events), seed
+        findings += sum(bool(v) for v in evidence.values())
+        kept += taken
+    assert kept > 60  # many model spans were kept aside
+    assert findings > 5  # and the traces loop often enough to compare
+
+
+def test_a_chat_application_opens_no_run_and_its_spans_go_on_at_once() -> None:
+    """A trace of model spans alone: every span handed on inside ``span.end()``, no run made."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    processor = LoopGuardSpanProcessor(LoopGuardConfig.create(),
+                                       downstream=SimpleSpanProcessor(exporter),
+                                       registry=None, background=True)
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("chat-app")
+    processor.force_flush()
+    with tracer.start_as_current_span("POST /ask"):
+        for _ in range(5):
+            with tracer.start_as_current_span("chat m1", attributes=_CHAT):
+                pass
+        assert len(exporter.get_finished_spans()) == 5  # handed on, not queued
+        assert len(processor._deferred) == 1
+    assert not processor._deferred and len(processor.store) == 0
+    assert not processor._open
+    provider.shutdown()
+
+
+def test_a_kept_aside_turn_counts_before_the_tool_call_after_it() -> None:
+    """The turns kept aside are checked before the trace's next tool span: they number it."""
+    provider = TracerProvider()
+    processor = LoopGuardSpanProcessor(LoopGuardConfig.create(),
+                                       downstream=SimpleSpanProcessor(InMemorySpanExporter()),
+                                       registry=None, background=True)
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("agent")
+    with tracer.start_as_current_span("invoke_agent a", attributes={
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"}):
+        for _ in range(3):
+            with tracer.start_as_current_span("chat m1", attributes=_CHAT):
+                pass
+        parent = trace.get_current_span().get_span_context()
+        run_id = format(parent.trace_id, "032x")
+        assert processor.store.get(run_id) is None  # kept aside: no run yet
+        entry = processor.run_under(parent)  # a reader of the run: they are checked first
+        assert entry is not None and entry.model_turns == 3
+    provider.shutdown()
+
+
+def test_blank_keys_name_no_content_template_or_conversation() -> None:
+    from otel_loopguard.adapters import template_key_roots
+    from otel_loopguard.adapters._turns import _CONTENT_KEYS
+
+    config = LoopGuardConfig.create()
+    assert BLANK_TURN_KEYS.isdisjoint(_CONTENT_KEYS)
+    assert BLANK_TURN_KEYS.isdisjoint(template_key_roots(config.prompt_name_keys))
+    assert BLANK_TURN_KEYS.isdisjoint(template_key_roots(config.conversation_keys))
+    assert not any(key.startswith(("gen_ai.prompt.", "gen_ai.completion.", "llm.input_messages",
+                                   "llm.output_messages")) for key in BLANK_TURN_KEYS)
