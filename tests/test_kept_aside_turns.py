@@ -268,3 +268,47 @@ def test_blank_keys_name_no_content_template_or_conversation() -> None:
     assert BLANK_TURN_KEYS.isdisjoint(template_key_roots(config.conversation_keys))
     assert not any(key.startswith(("gen_ai.prompt.", "gen_ai.completion.", "llm.input_messages",
                                    "llm.output_messages")) for key in BLANK_TURN_KEYS)
+
+
+_TOOL = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search",
+         "gen_ai.tool.call.arguments": '{"q": 1}', "gen_ai.tool.call.result": "same"}
+
+
+def _background(downstream: Any = None) -> tuple[TracerProvider, LoopGuardSpanProcessor, Any]:
+    """A processor in the background mode on a provider of its own, its worker caught up."""
+    provider = TracerProvider()
+    processor = LoopGuardSpanProcessor(
+        LoopGuardConfig.create(), registry=None, background=True,
+        downstream=downstream or SimpleSpanProcessor(InMemorySpanExporter()))
+    provider.add_span_processor(processor)
+    _caught_up(processor)
+    return provider, processor, provider.get_tracer("kept-aside")
+
+
+@pytest.mark.parametrize("root", [
+    pytest.param(("execute_tool search", _TOOL), id="tool"),
+    pytest.param(("chat m1", {**_CHAT, **_CONTENT}), id="model-with-content"),
+])
+def test_a_root_checked_itself_counts_the_turns_kept_aside_under_it(root: Any) -> None:
+    """A root the worker checks (a tool call, a turn with content) makes a run of its own.
+
+    The blank turns that ended under it belong to that run and are checked before it, as
+    when each was queued as it ended: the tool call is the second turn's (an MCP server's tool
+    span, whose remote parent makes it a root, calling a model), the turn with content the
+    same model call as the turns inside it.
+    """
+    provider, processor, tracer = _background()
+    runs: dict[int, list[tuple[str, str, int | None]]] = {}
+    _record(processor.engine, runs)
+    name, attrs = root
+    with tracer.start_as_current_span(name, attributes=attrs) as span:
+        for _ in range(2):
+            with tracer.start_as_current_span("chat m1", attributes=_CHAT):
+                pass
+        root_id = format(span.get_span_context().span_id, "016x")
+    provider.shutdown()
+    (events,) = runs.values()
+    assert [event[0] for event in events] == ["blank", "blank", events[-1][0]]
+    assert events[-1][1] == root_id
+    if name.startswith("execute_tool"):
+        assert events[-1] == ("call", root_id, 2)

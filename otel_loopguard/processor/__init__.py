@@ -270,19 +270,32 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, GuardRuns, DeferredTur
     def _kept_first(self, span: ReadableSpan) -> None:
         """Queue the model spans kept aside of ``span``'s trace before it (``DeferredTurns``).
 
-        At its root, ``_kept_at_root`` drops them or queues them for the worker to decide.
+        At its root, ``_kept_at_root`` drops them or queues them for the worker to decide,
+        unless the root itself makes the run they belong to (``_root_checked``).
         """
         try:
             trace_id = span.context.trace_id
             if trace_id not in self._deferred:
                 return
             parent = span.parent
-            if parent is not None and not parent.is_remote:
+            if (parent is not None and not parent.is_remote) or self._root_checked(span):
                 self._release_kept(trace_id)
             else:
                 self._kept_at_root(trace_id)
         except Exception as exc:
             self.guard.handle("on_end", exc)
+
+    def _root_checked(self, span: ReadableSpan) -> bool:
+        """Return whether a root's own check makes a run: a tool call, handoff, turn with content.
+
+        The blank turns kept aside under it are then that run's, counted before it (the tool
+        call's turn, an MCP server's tool span calling a model); only a root the worker reads
+        as nothing (or as a blank turn) ends their run unmade.
+        """
+        attrs = span.attributes or {}
+        reading = span_reading(span.name, attrs)
+        return reading == EVENT or (reading == OTHER and self.adapters is not DEFAULT_ADAPTERS) \
+            or (reading == MODEL_SPAN and not self._blank_keys.issuperset(attrs))
 
     def _pass_on(self, span: ReadableSpan, reason: str) -> None:
         """Hand ``span`` on unchecked, counted as skipped for ``reason``.

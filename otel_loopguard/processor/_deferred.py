@@ -11,7 +11,8 @@ kept aside instead, on the thread that ends it, and handed on at once:
   ended, so the worker checks them exactly as if they had been queued when they ended (they stay
   in the open-span table until then: a tool span under one still finds it open);
 * the trace's root span drops them with the run they would make (unless a span of the trace
-  that ended at the same time on another thread made it a run: then they are checked first);
+  that ended at the same time on another thread made it a run, or the root is checked itself, a
+  tool call or a turn with content: then they are checked first);
 * ``force_flush``, ``shutdown`` and the readers of a run (the guard, ``run_under``,
   ``run_summary``) queue them first.
 
