@@ -9,6 +9,7 @@ must give the same evidence on the same spans, the same metrics and the same run
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import random
 from collections.abc import Iterator
@@ -312,3 +313,32 @@ def test_a_root_checked_itself_counts_the_turns_kept_aside_under_it(root: Any) -
     assert events[-1][1] == root_id
     if name.startswith("execute_tool"):
         assert events[-1] == ("call", root_id, 2)
+
+
+class _FailsOnce(SimpleSpanProcessor):
+    """A downstream processor whose first ``on_end`` of a model span raises."""
+
+    def __init__(self) -> None:
+        super().__init__(InMemorySpanExporter())
+        self.ended: list[str] = []
+
+    def on_end(self, span: Any) -> None:
+        self.ended.append(span.name)
+        if self.ended.count("chat m1") == 1 and span.name == "chat m1":
+            raise RuntimeError("exporter down")
+        super().on_end(span)
+
+
+def test_a_downstream_error_on_a_kept_span_neither_counts_it_twice_nor_hands_it_on_again() -> None:
+    """The span is kept aside before it is handed on: an error there must not queue it too."""
+    downstream = _FailsOnce()
+    provider, processor, tracer = _background(downstream)
+    with tracer.start_as_current_span("invoke_agent a", attributes={
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"}):
+        with contextlib.suppress(RuntimeError), \
+                tracer.start_as_current_span("chat m1", attributes=_CHAT):
+            pass
+        entry = processor.run_under(trace.get_current_span().get_span_context())
+        assert entry is not None and entry.model_turns == 1
+    provider.shutdown()
+    assert downstream.ended.count("chat m1") == 1

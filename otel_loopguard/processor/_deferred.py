@@ -128,7 +128,8 @@ class DeferredTurns:
 
         On the thread that ends it, while the worker has nothing queued (``on_end``);
         ``context``, ``parent`` and ``attrs`` are the SDK span's own. A root one ends its run at
-        once: it only leaves the open spans. False: the caller queues it. Never raises.
+        once: it only leaves the open spans. False: the caller queues it. Raises only what the
+        downstream processor's ``on_end`` raises (the span is kept aside by then).
         """
         try:
             trace_id = context[0]
@@ -152,11 +153,13 @@ class DeferredTurns:
                     else:
                         self._queue_kept(self._deferred.pop(trace_id), trace_id, at_root=False)
                         return False
-            if self._downstream_end is not None:
-                self._downstream_end(span)
         except Exception as exc:
             self.guard.handle("on_end", exc)
             return False
+        # kept aside (or ended): an error of the downstream processor is its own, as for a span
+        # no adapter reads, and must not send the span to the worker a second time
+        if self._downstream_end is not None:
+            self._downstream_end(span)
         return True
 
     def _release_kept(self, trace_id: int) -> None:
