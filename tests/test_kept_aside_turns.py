@@ -27,7 +27,7 @@ from prometheus_client import CollectorRegistry
 
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.processor import LoopGuardSpanProcessor
-from otel_loopguard.processor._deferred import BLANK_TURN_KEYS
+from otel_loopguard.processor._deferred import _MAX_TRACES, BLANK_TURN_KEYS
 
 _CHAT = {"gen_ai.operation.name": "chat", "gen_ai.system": "openai",
          "gen_ai.request.model": "m1", "gen_ai.response.model": "m1",
@@ -342,3 +342,31 @@ def test_a_downstream_error_on_a_kept_span_neither_counts_it_twice_nor_hands_it_
         assert entry is not None and entry.model_turns == 1
     provider.shutdown()
     assert downstream.ended.count("chat m1") == 1
+
+
+def test_model_spans_that_outlive_their_root_give_their_room_to_newer_traces() -> None:
+    """A streamed answer's span can end after its request's root: no root drops it then.
+
+    Such kept spans go to the worker, checked as they were before they were kept aside, once
+    newer traces need their room: they do not hold it for good, and model spans go on being
+    kept aside.
+    """
+    provider, processor, tracer = _background()
+    stranded = []
+    for _ in range(_MAX_TRACES + 8):
+        root = tracer.start_span("POST /stream")
+        model = tracer.start_span("chat m1", context=trace.set_span_in_context(root),
+                                  attributes=_CHAT)
+        root.end()
+        model.end()
+        stranded.append(model.get_span_context().trace_id)
+    _caught_up(processor)
+    with tracer.start_as_current_span("POST /ask") as span:
+        with tracer.start_as_current_span("chat m1", attributes=_CHAT):
+            pass
+        assert span.get_span_context().trace_id in processor._deferred
+    _caught_up(processor)
+    assert len(processor._deferred) <= _MAX_TRACES
+    entry = processor.store.get(format(stranded[0], "032x"))
+    assert entry is not None and entry.model_turns == 1  # as it was before it was kept aside
+    provider.shutdown()

@@ -21,7 +21,8 @@ A blank span is a model span whose every attribute is one a turn without content
 any other key (content, a prompt template, a conversation) sends it to the worker as before.
 It is kept aside only while the worker has nothing queued (so no span of its trace waits to be
 checked before it), in the background mode with ``run_key = "trace"``; bounded (``_MAX_TRACES``
-traces, ``_MAX_SPANS`` spans each: past that the trace's spans are queued).
+traces, past that the oldest trace's spans are queued; ``_MAX_SPANS`` spans each, past that the
+trace's spans are queued).
 """
 
 from __future__ import annotations
@@ -64,7 +65,11 @@ model, usage and finish reasons: a span with only these keys is a blank turn. No
 message, prompt, completion, template, conversation or agent."""
 
 _MAX_TRACES: Final = 256
-"""Traces with spans kept aside; a blank span of any further trace is queued."""
+"""Traces with spans kept aside; a blank span of a further trace queues the oldest trace's.
+
+No root drops the spans of a trace whose root ended before them (a streamed answer's model
+span ending after its request's span) or never ends here (a synthetic parent whose run is not
+released, an unsampled root): they go to the worker once newer traces need their room."""
 _MAX_SPANS: Final = 32
 """Spans kept aside per trace; the trace's next blank span queues them and itself."""
 
@@ -145,8 +150,9 @@ class DeferredTurns:
                 with self._defer_lock:
                     kept = self._deferred.get(trace_id)
                     if kept is None:
-                        if len(self._deferred) >= _MAX_TRACES:
-                            return False
+                        if len(self._deferred) >= _MAX_TRACES:  # the oldest trace's go
+                            oldest = next(iter(self._deferred))
+                            self._queue_kept(self._deferred.pop(oldest), oldest, at_root=False)
                         self._deferred[trace_id] = [span]
                     elif len(kept) < _MAX_SPANS:
                         kept.append(span)
