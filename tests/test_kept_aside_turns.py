@@ -370,3 +370,15 @@ def test_model_spans_that_outlive_their_root_give_their_room_to_newer_traces() -
     entry = processor.store.get(format(stranded[0], "032x"))
     assert entry is not None and entry.model_turns == 1  # as it was before it was kept aside
     provider.shutdown()
+
+
+def test_release_run_of_an_id_of_32_characters_that_is_no_trace_id() -> None:
+    """Only a trace's run (32 hex digits) has model spans kept aside: any other id is dropped."""
+    provider, processor, tracer = _background()
+    with tracer.start_as_current_span("POST /ask"):
+        with tracer.start_as_current_span("chat m1", attributes=_CHAT):
+            pass
+        assert processor._deferred
+        processor.release_run("session-of-thirty-two-characters")
+        assert processor._deferred  # another run's: the trace's spans stay kept aside
+    provider.shutdown()

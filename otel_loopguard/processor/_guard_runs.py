@@ -50,7 +50,10 @@ class GuardRuns:
         """
         worker = self._worker
         if self._deferred and len(run_id) == 32:  # a trace's run: its model spans kept aside
-            trace_id = int(run_id, 16)  # go first (``DeferredTurns``)
+            try:  # go first (``DeferredTurns``)
+                trace_id = int(run_id, 16)
+            except ValueError:  # not a trace id: another run's
+                trace_id = -1
             if trace_id in self._deferred:
                 self._release_kept(trace_id)
         if worker is None or worker.caught_up() or not worker.submit(_Release(run_id)):
