@@ -259,14 +259,13 @@ def test_a_kept_aside_turn_counts_before_the_tool_call_after_it() -> None:
     provider.shutdown()
 
 
-def test_blank_keys_name_no_content_template_or_conversation() -> None:
+def test_blank_keys_name_no_content_or_template() -> None:
     from otel_loopguard.adapters import template_key_roots
     from otel_loopguard.adapters._turns import _CONTENT_KEYS
 
     config = LoopGuardConfig.create()
     assert BLANK_TURN_KEYS.isdisjoint(_CONTENT_KEYS)
     assert BLANK_TURN_KEYS.isdisjoint(template_key_roots(config.prompt_name_keys))
-    assert BLANK_TURN_KEYS.isdisjoint(template_key_roots(config.conversation_keys))
     assert not any(key.startswith(("gen_ai.prompt.", "gen_ai.completion.", "llm.input_messages",
                                    "llm.output_messages")) for key in BLANK_TURN_KEYS)
 

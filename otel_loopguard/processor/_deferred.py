@@ -17,8 +17,9 @@ kept aside instead, on the thread that ends it, and handed on at once:
   ``run_summary``) queue them first.
 
 A blank span is a model span whose every attribute is one a turn without content carries
-(``BLANK_TURN_KEYS``: model, usage, request parameters, finish reasons, server): one set test;
-any other key (content, a prompt template, a conversation) sends it to the worker as before.
+(``BLANK_TURN_KEYS``: model, usage, request parameters, finish reasons, server, and what
+instrumentations add that a turn's check does not read): one set test; any other key (its
+messages, a prompt template) sends it to the worker as before.
 It is kept aside only while the worker has nothing queued (so no span of its trace waits to be
 checked before it), in the background mode with ``run_key = "trace"``; bounded (``_MAX_TRACES``
 traces, past that the oldest trace's spans are queued; ``_MAX_SPANS`` spans each, past that the
@@ -53,16 +54,29 @@ BLANK_TURN_KEYS: Final = frozenset({
     "gen_ai.request.stop_sequences", "gen_ai.request.seed", "gen_ai.request.choice.count",
     "gen_ai.output.type", "gen_ai.openai.request.service_tier",
     "gen_ai.openai.response.service_tier", "gen_ai.openai.response.system_fingerprint",
-    "server.address", "server.port", "error.type",
+    "gen_ai.openai.api_base",
+    "server.address", "server.port", "error.type", "gen_ai.usage.total_tokens",
+    # what instrumentations add without content, none of it read by a turn's check: the
+    # system instructions and tool definitions (never a turn's input or output), the agent
+    # and conversation they name (a trace's run is the trace), Strands' event times,
+    # pydantic-ai's request parameters and Logfire's own keys
+    "gen_ai.system_instructions", "gen_ai.tool.definitions", k.GEN_AI_AGENT_NAME,
+    "gen_ai.agent.id", "gen_ai.agent.call.id", k.GEN_AI_CONVERSATION_ID, "session.id",
+    "gen_ai.event.start_time", "gen_ai.event.end_time", "model_request_parameters",
+    "operation.cost", "logfire.json_schema", "logfire.msg", "logfire.span_type",
+    "logfire.level_num",
     # OpenLLMetry: the span kind and its own request and usage keys
     k.TL_SPAN_KIND, "llm.request.type", "llm.is_streaming", "llm.usage.total_tokens",
     # OpenInference: the span kind, the model and its token counts
     k.OI_SPAN_KIND, "llm.model_name", "llm.provider", "llm.system",
     k.OI_TOKEN_COUNT_PROMPT, k.OI_TOKEN_COUNT_COMPLETION, "llm.token_count.total",
+    "llm.invocation_parameters", "input.mime_type", "output.mime_type",
 })
 """What a model span without content carries, and nothing a turn's check reads beyond its
 model, usage and finish reasons: a span with only these keys is a blank turn. No key of a
-message, prompt, completion, template, conversation or agent."""
+message, prompt or completion, and no key a template is read from (``_defer_turns`` takes out
+those the configuration names); a conversation's keys only matter with ``run_key =
+"conversation"``, where nothing is kept aside."""
 
 _MAX_TRACES: Final = 256
 """Traces with spans kept aside; a blank span of a further trace queues the oldest trace's.

@@ -417,6 +417,37 @@ def test_without_downstream_the_agent_span_gets_the_event(live_events: Live) -> 
     assert live_events.processor.guard.errors == 0
 
 
+@pytest.mark.parametrize("calls", [LOOPING, HEALTHY], ids=["looping", "healthy"])
+@pytest.mark.parametrize("family", ALL)
+def test_model_spans_set_aside_change_no_finding(family: str, calls: Sequence[dict[str, Any]],
+                                                 _instrumented: _Session) -> None:
+    """The same spans go to a processor checking them inside ``span.end()`` and to one in the
+    background mode, which finishes agent and chain spans there and sets model spans without
+    content of a trace with no run aside (``processor._deferred``): both flag the same spans
+    with the same evidence."""
+    family_ = BY_NAME[family]
+    instrumented = _instrument(_instrumented, family_)
+    inline, background = InMemorySpanExporter(), InMemorySpanExporter()
+    checked = LoopGuardSpanProcessor(LoopGuardConfig(), downstream=SimpleSpanProcessor(inline),
+                                     registry=CollectorRegistry(), raise_internal_errors=True,
+                                     background=False)
+    aside = LoopGuardSpanProcessor(LoopGuardConfig(), downstream=SimpleSpanProcessor(background),
+                                   registry=CollectorRegistry(), raise_internal_errors=True,
+                                   background=True)
+    instrumented.slot.targets = (checked, aside)
+    try:
+        (_run_agents if family_.framework == "agents" else _run_langchain)(calls)
+        instrumented.provider.force_flush()
+    finally:
+        instrumented.slot.targets = ()
+        checked.shutdown()
+        aside.shutdown()
+    found = {s.context.span_id: _loopguard_attrs(s) for s in inline.get_finished_spans()}
+    assert {s.context.span_id: _loopguard_attrs(s)
+            for s in background.get_finished_spans()} == found
+    assert any(found.values()) == (calls is LOOPING)
+
+
 def _doc_example(framework: str) -> tuple[str, str]:
     """Return docs/frameworks.md's ``loopguard_naming.py`` block and its example for
     ``framework`` (the block marked ``<!-- example: requires=agents -->`` or ``langchain``)."""
