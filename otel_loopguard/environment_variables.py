@@ -265,7 +265,8 @@ Setting ``failure_permanent_stop``. Default: ``4``. Allowed: an integer >= 2.
 """
 
 LOOPGUARD_FAILURE_PERMANENT_ANY_TARGET_WARN: Final = "LOOPGUARD_FAILURE_PERMANENT_ANY_TARGET_WARN"
-"""Same permanent error on other targets: warn (never stops by itself).
+"""Same permanent error on other targets, or the same unclassified error of a tool whose
+arguments are not captured: warn (never stops by itself).
 
 Setting ``failure_permanent_any_target_warn``. Default: ``5``. Allowed: an integer >= 2;
 ``off`` or ``none`` turns it off.

@@ -594,6 +594,18 @@ class TestFailureDetector:
         decisions = _run([_call("fetch", {"id": 1}, error="HTTP 401")] * 4, config)
         assert all(d.action is Action.CONTINUE for d in decisions)
 
+    def test_retryable_failures_without_arguments_are_not_known_to_be_one_call(self) -> None:
+        """Without arguments (a coding agent's tool events at its default level) no two failing
+        calls are known to be the same call: the tool's same unclassified error (a command the
+        user declined) counts as on other targets, a warning from the 5th, never a stop by
+        itself; with arguments, from the 3rd. A classified retryable error (a 429) keeps its
+        ladder: ``test_failure_ladder``."""
+        error = "The user denied this operation."
+        unknown = _call("execute_command", error=error)
+        assert _by(_run([unknown] * 7), "failure") == {5: "warn", 6: "warn", 7: "warn"}
+        same = _call("execute_command", {"command": "docker-compose ps"}, error=error)
+        assert _by(_run([same] * 5), "failure") == {3: "warn", 4: "warn", 5: "stop"}
+
     def test_redacted_agents_sdk_errors_look_retryable(self) -> None:
         """The Agents SDK's redacted errors follow the retryable ladder: nothing at 2, warn at 3."""
         status = ("Error running tool (non-fatal): {'tool_name': 'fetch_account', 'error': "

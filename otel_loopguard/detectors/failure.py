@@ -180,7 +180,20 @@ class FailureDetector(DetectorBase):
                                      same_target=same_target)
         if step.error_class == "permanent":
             return self._permanent(step, count + 1, same_call, same_target, details)
+        return self._retryable(step, same_call, same_target, details)
+
+    def _retryable(self, step: Step, same_call: int, same_target: int,
+                   details: dict[str, Any]) -> Evidence | None:
+        """Return the retryable ladder's evidence: identical arguments, else by target."""
         cfg, tool = self.config, step.tool
+        if not step.arguments_captured and step.error_reason == UNCLASSIFIED:
+            # identical arguments cannot be known, and a message no code or phrase classifies
+            # (a command the user declined, "exit code 1") says nothing of the call either:
+            # the tool's same error counts as on other targets (warn at 5, never a stop)
+            details["ladder"] = "any_target"
+            return self.evidence("REPEATED_FAILURE", ladder(
+                same_call, cfg.threshold(tool, "failure_permanent_any_target_warn")),
+                tool, same_call, details)
         action = ladder(same_call, cfg.threshold(tool, "failure_retryable_warn"), None,
                         cfg.threshold(tool, "failure_retryable_stop"))
         if step.error_reason == UNCLASSIFIED and same_target > same_call:
