@@ -381,3 +381,87 @@ def test_release_run_of_an_id_of_32_characters_that_is_no_trace_id() -> None:
         processor.release_run("session-of-thirty-two-characters")
         assert processor._deferred  # another run's: the trace's spans stay kept aside
     provider.shutdown()
+
+
+class _TakenMeanwhile(dict):  # type: ignore[type-arg]
+    """The kept spans' table, where another thread queues a trace's spans (a tool span's
+    ``on_end``) just after ``_set_aside`` looked its deque up, before it appended to it."""
+
+    def __init__(self, processor: LoopGuardSpanProcessor) -> None:
+        super().__init__()
+        self.processor = processor
+        self.armed = False
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        found = super().get(key, default)
+        if self.armed and found is not None:
+            self.armed = False
+            self.processor._release_kept(key)  # taken out of the table, drained and queued
+        return found
+
+
+def test_a_span_added_to_spans_another_thread_just_took_is_checked_once() -> None:
+    """Without a lock, a span appended to a trace's spans after another thread took them is
+    queued by the thread that appended it: counted once, after the spans taken before it."""
+    provider, processor, tracer = _background()
+    processor._deferred = table = _TakenMeanwhile(processor)
+    with tracer.start_as_current_span("invoke_agent a", attributes={
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"}):
+        for _ in range(2):
+            with tracer.start_as_current_span("chat m1", attributes=_CHAT):
+                pass
+        table.armed = True
+        with tracer.start_as_current_span("chat m1", attributes=_CHAT):
+            pass
+        assert not table.armed and not processor._deferred  # taken, and the third with them
+        parent = trace.get_current_span().get_span_context()
+        _caught_up(processor)
+        entry = processor.store.get(format(parent.trace_id, "032x"))
+        assert entry is not None and entry.model_turns == 3
+    _caught_up(processor)
+    assert not processor._open
+    provider.shutdown()
+
+
+def test_blank_spans_ended_on_many_threads_are_each_counted_once() -> None:
+    """Threads end blank model spans of one trace while another queues the trace's spans kept
+    aside again and again (as its tool spans do): every turn is counted exactly once."""
+    import sys
+    import threading
+
+    provider, processor, tracer = _background()
+    threads, per_thread = 4, 150
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter lets them
+    try:
+        with tracer.start_as_current_span("invoke_agent a", attributes={
+                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"}) as root:
+            context = trace.set_span_in_context(root)
+            trace_id = root.get_span_context().trace_id
+            done = threading.Event()
+
+            def turns() -> None:
+                for _ in range(per_thread):
+                    tracer.start_span("chat m1", context=context, attributes=_CHAT).end()
+
+            def releases() -> None:
+                while not done.is_set():
+                    processor._release_kept(trace_id)
+
+            workers = [threading.Thread(target=turns) for _ in range(threads)]
+            releaser = threading.Thread(target=releases)
+            releaser.start()
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join()
+            done.set()
+            releaser.join()
+            entry = processor.run_under(root.get_span_context())  # queues what is left first
+            _caught_up(processor)
+            assert entry is not None and entry.model_turns == threads * per_thread
+    finally:
+        sys.setswitchinterval(switch)
+    _caught_up(processor)
+    assert not processor._open and not processor._deferred
+    provider.shutdown()

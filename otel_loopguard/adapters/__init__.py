@@ -124,9 +124,11 @@ def span_reading(name: str, attributes: Mapping[str, Any]) -> int:
             and _TL_KIND not in attributes:  # unmarked: most spans, tested as is_candidate does
         return NOT_READ if name in _unmarked_names or not _named_candidate(name) else EVENT
     operation = attributes.get(_OPERATION)
+    if operation in k.MODEL_OPERATIONS:  # GenAI's model spans, the most common marked ones
+        return MODEL_SPAN
     oi_kind = attributes.get(_OI_KIND)
     tl_kind = attributes.get(_TL_KIND)
-    if operation in k.MODEL_OPERATIONS or oi_kind == "LLM" or tl_kind == "llm":
+    if oi_kind == "LLM" or tl_kind == "llm":
         return MODEL_SPAN
     if operation in _EVENT_OPERATIONS or oi_kind == "TOOL" or tl_kind == "tool" \
             or name.startswith(_LOGFIRE_PREFIXES):

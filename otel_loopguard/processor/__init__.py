@@ -324,6 +324,7 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, GuardRuns, DeferredTur
         downstream processor down.
         """
         self._closed = True
+        self._defers = False  # nothing is set aside from now on: the worker stops
         if self._deferred:
             self._release_all_kept()
         worker = self._worker

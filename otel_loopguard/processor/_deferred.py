@@ -28,7 +28,7 @@ trace's spans are queued).
 
 from __future__ import annotations
 
-import threading
+from collections import deque
 from collections.abc import Callable, Sized
 from typing import TYPE_CHECKING, Any, Final
 
@@ -106,20 +106,21 @@ class _Deferred:
 class DeferredTurns:
     """``LoopGuardSpanProcessor``'s blank model spans kept aside (see the module docstring).
 
-    A mixin: the attributes it declares are the processor's. Thread-safe: the spans kept aside
-    are added, taken and dropped under one short lock, so a trace's spans queue in the order
-    they ended.
+    A mixin: the attributes it declares are the processor's. Thread-safe without a lock: a
+    trace's spans kept aside are a deque, appended to by the threads that end them and taken
+    (``popleft``, atomic) by the one that queues or drops them, so each is taken exactly once
+    (``_drained``). A span added to a deque another thread has just taken out of the table is
+    queued by the thread that added it.
     """
 
     metrics: LoopGuardMetrics | None
     guard: InternalErrorGuard
-    _closed: bool
     _downstream_end: Callable[[ReadableSpan], None] | None
     _worker: SpanWorker | None
     _pending: Sized
     _open: dict[int, Any]
     _traces: dict[int, Any]
-    _deferred: dict[int, list[ReadableSpan]]
+    _deferred: dict[int, deque[ReadableSpan]]
     """Trace id → its blank model spans kept aside, oldest first."""
 
     if TYPE_CHECKING:  # the processor's
@@ -134,12 +135,10 @@ class DeferredTurns:
         self._deferred = {}
         self._defers = on
         self._blank_keys = blank_keys
-        self._defer_lock = threading.Lock()
         after_fork_in_child(self._forget_deferred)
 
     def _forget_deferred(self) -> None:
-        """In a forked child: nothing kept aside (the parent's spans), a new lock."""
-        self._defer_lock = threading.Lock()
+        """In a forked child: nothing kept aside (the parent's spans)."""
         self._deferred.clear()
 
     def _set_aside(self, span: ReadableSpan, context: Any, parent: Any, attrs: Any) -> bool:
@@ -152,27 +151,26 @@ class DeferredTurns:
         """
         try:
             trace_id = context[0]
-            if type(attrs) is not dict or self._closed or trace_id in self._traces \
-                    or not self._blank_keys.issuperset(attrs):
+            if type(attrs) is not dict or trace_id in self._traces \
+                    or not attrs.keys() <= self._blank_keys:
                 return False
+            deferred = self._deferred
             if parent is None or parent[2]:
-                if self._deferred and trace_id in self._deferred \
-                        and not self._kept_at_root(trace_id):
+                if deferred and trace_id in deferred and not self._kept_at_root(trace_id):
                     return False  # a span under it made the trace a run: the worker's
                 self._open.pop(context[1], None)
             else:
-                with self._defer_lock:
-                    kept = self._deferred.get(trace_id)
-                    if kept is None:
-                        if len(self._deferred) >= _MAX_TRACES:  # the oldest trace's go
-                            oldest = next(iter(self._deferred))
-                            self._queue_kept(self._deferred.pop(oldest), oldest, at_root=False)
-                        self._deferred[trace_id] = [span]
-                    elif len(kept) < _MAX_SPANS:
-                        kept.append(span)
-                    else:
-                        self._queue_kept(self._deferred.pop(trace_id), trace_id, at_root=False)
-                        return False
+                kept = deferred.get(trace_id)
+                if kept is None:
+                    if len(deferred) >= _MAX_TRACES:  # the oldest trace's go
+                        self._release_oldest()
+                    kept = deferred.setdefault(trace_id, deque())
+                elif len(kept) >= _MAX_SPANS:
+                    self._release_kept(trace_id)
+                    return False
+                kept.append(span)
+                if deferred.get(trace_id) is not kept:  # taken meanwhile, on another thread
+                    self._queue_kept(_drained(kept), trace_id, at_root=False)
         except Exception as exc:
             self.guard.handle("on_end", exc)
             return False
@@ -184,10 +182,17 @@ class DeferredTurns:
 
     def _release_kept(self, trace_id: int) -> None:
         """Queue the spans kept aside of ``trace_id`` (any), before a span of it is queued."""
-        with self._defer_lock:
-            kept = self._deferred.pop(trace_id, None)
-            if kept:
-                self._queue_kept(kept, trace_id, at_root=False)
+        kept = self._deferred.pop(trace_id, None)
+        if kept:
+            self._queue_kept(_drained(kept), trace_id, at_root=False)
+
+    def _release_oldest(self) -> None:
+        """Queue the spans kept aside of the trace that has had them longest."""
+        try:
+            oldest = next(iter(self._deferred))
+        except (RuntimeError, StopIteration):  # changed or emptied by another thread meanwhile
+            return
+        self._release_kept(oldest)
 
     def _kept_at_root(self, trace_id: int) -> bool:
         """The root of a trace with spans kept aside ended: True when they are dropped here.
@@ -197,24 +202,29 @@ class DeferredTurns:
         queued for the worker to decide once the spans queued before them are checked: the
         caller must then queue the root after them.
         """
-        with self._defer_lock:
-            kept = self._deferred.pop(trace_id, None)
-            if not kept:
-                return True
-            if self._pending or trace_id in self._traces:
-                self._queue_kept(kept, trace_id, at_root=True)
-                return False
-        self._forget_kept(kept)
+        kept = self._deferred.pop(trace_id, None)
+        if not kept:
+            return True
+        if self._pending or trace_id in self._traces:
+            self._queue_kept(_drained(kept), trace_id, at_root=True)
+            return False
+        spans = self._open
+        try:  # drained as it is forgotten: a span added meanwhile is dropped once
+            while True:
+                spans.pop(kept.popleft()._context[1], None)  # type: ignore[index]
+        except IndexError:
+            pass
         return True
 
     def _release_all_kept(self) -> None:
-        """Queue every span kept aside (``force_flush``, ``shutdown``)."""
-        with self._defer_lock:
-            for trace_id in list(self._deferred):
-                self._queue_kept(self._deferred.pop(trace_id), trace_id, at_root=False)
+        """Queue every span kept aside (``force_flush``, and ``shutdown`` before it stops)."""
+        for trace_id in list(self._deferred):
+            self._release_kept(trace_id)
 
     def _queue_kept(self, kept: list[ReadableSpan], trace_id: int, *, at_root: bool) -> None:
-        """Queue spans kept aside for their check, in order (hold ``_defer_lock``)."""
+        """Queue spans kept aside for their check, in order."""
+        if not kept:
+            return
         worker = self._worker
         if worker is None or not worker.submit(_Deferred(kept, trace_id, at_root)):
             self._forget_kept(kept)
@@ -237,5 +247,19 @@ class DeferredTurns:
     def _forget_kept(self, kept: list[ReadableSpan]) -> None:
         """Take spans kept aside out of the open-span table: they will not be checked."""
         spans = self._open
-        for span in kept:
-            spans.pop(span.context.span_id, None)
+        for span in kept:  # SDK spans (``_set_aside``): their context tuple, without a call
+            spans.pop(span._context[1], None)  # type: ignore[index]
+
+
+def _drained(kept: deque[ReadableSpan]) -> list[ReadableSpan]:
+    """Take every span out of ``kept``, oldest first.
+
+    Each span is taken once, whichever thread takes it: ``deque.popleft`` is atomic, and a
+    span added after its deque left the table is taken by the thread that added it.
+    """
+    spans: list[ReadableSpan] = []
+    try:
+        while True:
+            spans.append(kept.popleft())
+    except IndexError:
+        return spans
