@@ -465,3 +465,45 @@ def test_blank_spans_ended_on_many_threads_are_each_counted_once() -> None:
     _caught_up(processor)
     assert not processor._open and not processor._deferred
     provider.shutdown()
+
+
+class _ShutDownMeanwhile(dict):  # type: ignore[type-arg]
+    """The kept spans' table, where another thread shuts the processor down just after
+    ``on_end`` found setting aside on, before ``_set_aside`` added the span to the table."""
+
+    def __init__(self, processor: LoopGuardSpanProcessor) -> None:
+        super().__init__()
+        self.processor = processor
+        self.armed = False
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        if self.armed:
+            self.armed = False
+            self.processor.shutdown()  # finds nothing kept aside: the span is not added yet
+        return super().setdefault(key, default)
+
+
+def test_a_span_set_aside_as_the_processor_shuts_down_does_not_stay_aside() -> None:
+    """A model span that outlived its root, set aside while another thread shuts the processor
+    down, is counted as skipped like any span ending once shutdown has begun: it does not stay
+    kept aside (and open) for good, neither checked nor counted."""
+    registry = CollectorRegistry()
+    provider = TracerProvider()
+    processor = LoopGuardSpanProcessor(
+        LoopGuardConfig.create(), registry=registry, background=True,
+        downstream=SimpleSpanProcessor(InMemorySpanExporter()))
+    provider.add_span_processor(processor)
+    _caught_up(processor)
+    tracer = provider.get_tracer("kept-aside")
+    processor._deferred = table = _ShutDownMeanwhile(processor)
+    root = tracer.start_span("POST /stream")
+    model = tracer.start_span("chat m1", context=trace.set_span_in_context(root),
+                              attributes=_CHAT)
+    root.end()
+    table.armed = True
+    model.end()
+    assert not table.armed  # shut down between on_end's test and the span's addition
+    assert not processor._deferred
+    assert model.get_span_context().span_id not in processor._open
+    assert registry.get_sample_value("loopguard_skipped_spans_total",
+                                     {"reason": "shutdown"}) == 1

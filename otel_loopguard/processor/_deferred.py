@@ -171,6 +171,8 @@ class DeferredTurns:
                 kept.append(span)
                 if deferred.get(trace_id) is not kept:  # taken meanwhile, on another thread
                     self._queue_kept(_drained(kept), trace_id, at_root=False)
+                elif not self._defers:  # shutdown began meanwhile and may have emptied the
+                    self._release_kept(trace_id)  # table before the append: nothing stays
         except Exception as exc:
             self.guard.handle("on_end", exc)
             return False
