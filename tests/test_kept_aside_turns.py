@@ -402,7 +402,7 @@ class _TakenMeanwhile(dict):  # type: ignore[type-arg]
 
 def test_a_span_added_to_spans_another_thread_just_took_is_checked_once() -> None:
     """Without a lock, a span appended to a trace's spans after another thread took them is
-    queued by the thread that appended it: counted once, after the spans taken before it."""
+    set aside again by the thread that appended it: counted once, after the spans taken."""
     provider, processor, tracer = _background()
     processor._deferred = table = _TakenMeanwhile(processor)
     with tracer.start_as_current_span("invoke_agent a", attributes={
@@ -413,10 +413,13 @@ def test_a_span_added_to_spans_another_thread_just_took_is_checked_once() -> Non
         table.armed = True
         with tracer.start_as_current_span("chat m1", attributes=_CHAT):
             pass
-        assert not table.armed and not processor._deferred  # taken, and the third with them
         parent = trace.get_current_span().get_span_context()
+        assert not table.armed  # the two taken; the third kept aside again, alone
+        assert [len(spans) for spans in processor._deferred.values()] == [1]
         _caught_up(processor)
         entry = processor.store.get(format(parent.trace_id, "032x"))
+        assert entry is not None and entry.model_turns == 2
+        entry = processor.run_under(parent)  # queues the third
         assert entry is not None and entry.model_turns == 3
     _caught_up(processor)
     assert not processor._open
@@ -507,3 +510,53 @@ def test_a_span_set_aside_as_the_processor_shuts_down_does_not_stay_aside() -> N
     assert model.get_span_context().span_id not in processor._open
     assert registry.get_sample_value("loopguard_skipped_spans_total",
                                      {"reason": "shutdown"}) == 1
+
+
+class _TakenPartly(dict):  # type: ignore[type-arg]
+    """The kept spans' table, where another thread (a tool span's ``on_end``) takes a trace's
+    deque out of the table and its first span out of the deque, and is switched out there,
+    just after ``_set_aside`` added a span to that deque and before it looked the table up
+    again."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.armed = False
+        self.lookups = 0
+        self.taken: tuple[int, Any, list[Any]] | None = None
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        if self.armed:
+            self.lookups += 1
+            if self.lookups == 2:  # the lookup after the append
+                self.armed = False
+                kept = super().pop(key)
+                self.taken = key, kept, [kept.popleft()]
+        return super().get(key, default)
+
+
+def test_a_span_added_to_spans_another_thread_is_taking_is_checked_after_them() -> None:
+    """Spans that ended before are checked before it, as with a lock around the deque: the
+    taker queues what it takes first; the span set aside meanwhile is checked after them."""
+    from otel_loopguard.processor._deferred import _drained
+
+    provider, processor, tracer = _background()
+    runs: dict[int, list[tuple[str, str, int | None]]] = {}
+    _record(processor.engine, runs)
+    processor._deferred = table = _TakenPartly()
+    ended = []
+    with tracer.start_as_current_span("invoke_agent a", attributes={
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"}) as root:
+        for index in range(4):
+            table.armed = index == 3
+            with tracer.start_as_current_span("chat m1", attributes=_CHAT) as span:
+                pass
+            ended.append(format(span.get_span_context().span_id, "016x"))
+        assert table.taken is not None
+        trace_id, kept, spans = table.taken  # the other thread goes on: drains and queues
+        processor._queue_kept(spans + _drained(kept), trace_id, at_root=False)
+        entry = processor.run_under(root.get_span_context())
+        assert entry is not None and entry.model_turns == 4
+    provider.shutdown()
+    (events,) = runs.values()
+    assert [event[1] for event in events] == ended
+    assert not processor._open

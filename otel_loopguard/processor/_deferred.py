@@ -110,7 +110,9 @@ class DeferredTurns:
     trace's spans kept aside are a deque, appended to by the threads that end them and taken
     (``popleft``, atomic) by the one that queues or drops them, so each is taken exactly once
     (``_drained``). A span added to a deque another thread has just taken out of the table is
-    queued by the thread that added it.
+    taken back (``remove``, atomic) by the thread that added it and set aside again, so it is
+    queued after the spans that thread took, as with a lock; if the taker has it already, it
+    is the taker's.
     """
 
     metrics: LoopGuardMetrics | None
@@ -141,7 +143,8 @@ class DeferredTurns:
         """In a forked child: nothing kept aside (the parent's spans)."""
         self._deferred.clear()
 
-    def _set_aside(self, span: ReadableSpan, context: Any, parent: Any, attrs: Any) -> bool:
+    def _set_aside(  # noqa: C901, PLR0912 - one frame per blank model span, on its thread
+            self, span: ReadableSpan, context: Any, parent: Any, attrs: Any) -> bool:
         """Keep a model span aside, and hand it on, if it is blank and its trace has no run.
 
         On the thread that ends it, while the worker has nothing queued (``on_end``);
@@ -160,18 +163,26 @@ class DeferredTurns:
                     return False  # a span under it made the trace a run: the worker's
                 self._open.pop(context[1], None)
             else:
-                kept = deferred.get(trace_id)
-                if kept is None:
-                    if len(deferred) >= _MAX_TRACES:  # the oldest trace's go
-                        self._release_oldest()
-                    kept = deferred.setdefault(trace_id, deque())
-                elif len(kept) >= _MAX_SPANS:
-                    self._release_kept(trace_id)
-                    return False
-                kept.append(span)
-                if deferred.get(trace_id) is not kept:  # taken meanwhile, on another thread
-                    self._queue_kept(_drained(kept), trace_id, at_root=False)
-                elif not self._defers:  # shutdown began meanwhile and may have emptied the
+                while True:
+                    kept = deferred.get(trace_id)
+                    if kept is None:
+                        if len(deferred) >= _MAX_TRACES:  # the oldest trace's go
+                            self._release_oldest()
+                        kept = deferred.setdefault(trace_id, deque())
+                    elif len(kept) >= _MAX_SPANS:
+                        self._release_kept(trace_id)
+                        return False
+                    kept.append(span)
+                    if deferred.get(trace_id) is kept:
+                        break
+                    # taken meanwhile, on another thread, which may not have drained the spans
+                    # before it yet: taken back, set aside again (after them, as if it had
+                    # ended once they were taken), unless the taker has it already
+                    try:
+                        kept.remove(span)
+                    except ValueError:
+                        break
+                if not self._defers:  # shutdown began meanwhile and may have emptied the
                     self._release_kept(trace_id)  # table before the append: nothing stays
         except Exception as exc:
             self.guard.handle("on_end", exc)
@@ -257,7 +268,8 @@ def _drained(kept: deque[ReadableSpan]) -> list[ReadableSpan]:
     """Take every span out of ``kept``, oldest first.
 
     Each span is taken once, whichever thread takes it: ``deque.popleft`` is atomic, and a
-    span added after its deque left the table is taken by the thread that added it.
+    span added after its deque left the table is taken back by the thread that added it unless
+    this took it first (``DeferredTurns._set_aside``).
     """
     spans: list[ReadableSpan] = []
     try:
