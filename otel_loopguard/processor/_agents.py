@@ -69,7 +69,7 @@ class AgentStarts(FindingReports):
             # a sibling agent span may imply a handoff (a root one has no siblings);
             # in order with the ended spans, so the handoff falls between their calls
             worker = self._worker
-            if self._deferred and span.context.trace_id in self._deferred:
+            if self._deferred:
                 self._release_kept(span.context.trace_id)  # model spans kept aside go first
             if worker is None or not worker.submit((span,)):
                 self._agent_started(span)

@@ -221,12 +221,7 @@ class DeferredTurns:
         if self._pending or trace_id in self._traces:
             self._queue_kept(_drained(kept), trace_id, at_root=True)
             return False
-        spans = self._open
-        try:  # drained as it is forgotten: a span added meanwhile is dropped once
-            while True:
-                spans.pop(kept.popleft()._context[1], None)  # type: ignore[index]
-        except IndexError:
-            pass
+        self._forget_kept(_drained(kept))
         return True
 
     def _release_all_kept(self) -> None:

@@ -52,10 +52,9 @@ class GuardRuns:
         if self._deferred and len(run_id) == 32:  # a trace's run: its model spans kept aside
             try:  # go first (``DeferredTurns``)
                 trace_id = int(run_id, 16)
-            except ValueError:  # not a trace id: another run's
+            except ValueError:  # not a trace id: another run's, with none kept aside
                 trace_id = -1
-            if trace_id in self._deferred:
-                self._release_kept(trace_id)
+            self._release_kept(trace_id)
         if worker is None or worker.caught_up() or not worker.submit(_Release(run_id)):
             self.store.release(run_id)
 
