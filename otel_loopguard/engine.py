@@ -99,7 +99,7 @@ def _known(run: RunState, tool: str, kind: str, args: Any, has_result: bool) -> 
     """
     if args == {} and not has_result and tool in run.argued:
         return False
-    return (args is not None or has_result) and arguments_known(kind, args)
+    return (args is not None or has_result) and arguments_known(kind, args, tool)
 
 
 class LoopEngine(Prechecks, Turns, Callbacks):
@@ -324,7 +324,8 @@ class LoopEngine(Prechecks, Turns, Callbacks):
         # (most calls: a dict of arguments naming no query key, of a call that changes nothing,
         # of a tool the run already noted as called with arguments: one set test)
         known = ((tool in run.argued or _argued(run, tool)) and (
-            (kind != "mutating" and QUERY_KEYS.isdisjoint(args)) or arguments_known(kind, args))
+            (kind != "mutating" and QUERY_KEYS.isdisjoint(args))
+            or arguments_known(kind, args, tool))
             if type(args) is dict and args else _known(run, tool, kind, args, has_result)
         ) or error is not None
         if not known:

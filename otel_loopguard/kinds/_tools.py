@@ -16,7 +16,8 @@ from otel_loopguard.kinds import CallKindClassifier, tool_base_name
 from otel_loopguard.kinds._target import call_target
 from otel_loopguard.signature import ResultInfo
 
-__all__ = ["NO_ARGUMENTS", "PER_CALL", "QUERY_KEYS", "ToolKinds", "arguments_known"]
+__all__ = ["NO_ARGUMENTS", "PER_CALL", "QUERY_KEYS", "ToolKinds", "arguments_known",
+           "is_browser_action"]
 
 _TARGET_KEYS: Final = frozenset({
     "path", "file", "file_path", "filepath", "filename", "target_file", "target",
@@ -26,6 +27,22 @@ _TARGET_KEYS: Final = frozenset({
 QUERY_KEYS: Final = frozenset({"query", "pattern", "glob", "glob_pattern", "q", "search",
                                "regex"})
 """Argument keys of what a search looks for: empty, the export dropped it."""
+_BROWSER_PREFIXES: Final = ("browser_", "playwright_", "puppeteer_")
+"""How browser-automation tools name themselves: Playwright's and Cursor's MCP servers, browser-use
+and OpenHands (``browser_click``), the Playwright and Puppeteer MCP servers of the community
+(``playwright_fill``, ``puppeteer_navigate``)."""
+_BROWSER_ACTIONS: Final = (
+    "navigate", "go_back", "go_forward", "back", "forward", "reload", "refresh", "click",
+    "double_click", "right_click", "type", "input", "fill", "press", "send_keys", "select",
+    "hover", "drag", "scroll", "evaluate", "run_code", "cdp", "file_upload", "upload",
+    "handle_dialog", "switch_tab", "open_tab", "new_tab", "close_tab", "mouse_")
+"""What a browser tool's name says after its prefix when it acts on the page (the page it
+shows next is another one): ``browser_navigate``, ``browser_navigate_back``,
+``browser_click``, ``browser_scroll``, ``puppeteer_fill``. A snapshot, a screenshot, the
+console or the page's text only look at it."""
+_MAX_BROWSER_NAMES: Final = 4096
+_browser_names: dict[str, bool] = {}
+"""Tool name → whether it is a browser action (``is_browser_action``), for the first tools."""
 _PLAN_TOOL_PATTERNS: Final = ("*todo*",)
 """Planning tools (``TodoWrite``, ``todo_write``, ``update_todo_list``): an agent updates its
 to-do list again and again as it works, which is neither a loop nor a change of the world, so
@@ -81,7 +98,8 @@ class ToolKinds:
         if configured is not None:
             return configured
         names = {tool, tool.rsplit("__", 1)[-1], tool_base_name(tool)}
-        if not names.isdisjoint(cfg.mutating_tools):
+        if not names.isdisjoint(cfg.mutating_tools) or (  # a browser action unless listed a read
+                is_browser_action(tool) and names.isdisjoint(cfg.read_tools)):
             return "mutating"
         if not names.isdisjoint(cfg.read_tools):
             return "read"
@@ -118,7 +136,25 @@ class ToolKinds:
         return None if error is None else call_target(tool, args)
 
 
-def arguments_known(kind: str, arguments: Any) -> bool:
+def is_browser_action(tool: str) -> bool:
+    """Whether ``tool`` is a browser tool that acts on the page (``_BROWSER_ACTIONS``).
+
+    Such an action changes what the page shows, as an edit changes a file: a screenshot or a
+    snapshot after a click, a scroll or a navigation is a new observation, not a repeat, and
+    its kind is ``mutating`` unless the tool is configured otherwise. Its name is that of
+    ``tool_base_name`` (an MCP ``server__tool`` by its ``tool``).
+    """
+    found = _browser_names.get(tool)
+    if found is None:
+        name = tool_base_name(tool)
+        found = name.startswith(_BROWSER_PREFIXES) and \
+            name.split("_", 1)[1].startswith(_BROWSER_ACTIONS)
+        if len(_browser_names) < _MAX_BROWSER_NAMES:
+            _browser_names[tool] = found
+    return found
+
+
+def arguments_known(kind: str, arguments: Any, tool: str = "") -> bool:
     """Whether a call's arguments were captured whole enough to compare it with another.
 
     Absent is not the same, for arguments as for results. An IDE export or an instrumentation
@@ -127,29 +163,31 @@ def arguments_known(kind: str, arguments: Any) -> bool:
     they never count as the same one (no repeat of it, no stagnation on it), and each
     successful change of that kind is a change of state. (A call with neither arguments nor a
     result captured, as coding agents report tool calls by default, is not compared either:
-    the engine checks that beside this.)
+    the engine checks that beside this.) A browser action's arguments (``tool``) say all it
+    does, its URL too; one without any (going back) says nothing of the page it leads to.
     """
     if isinstance(arguments, dict):
         # most calls name no query key: one set operation says so, and nothing is looked up
         if not QUERY_KEYS.isdisjoint(arguments) and "" in map(arguments.get, QUERY_KEYS):
             return False
-        return kind != "mutating" or _holds_content(arguments)
+        return kind != "mutating" or _holds_content(arguments, is_browser_action(tool))
     return kind != "mutating" or arguments not in (None, "", [], {})
 
 
 _DIFF_KEYS: Final = frozenset({"diff", "patch"})
 
 
-def _holds_content(arguments: dict[Any, Any]) -> bool:
+def _holds_content(arguments: dict[Any, Any], targets: bool = False) -> bool:
     """Whether a mutation's arguments say what it is: a value under a non-target key.
 
     A diff or patch of one line is none: a diff spans lines, and an IDE export that lost the
     edit puts a status or its error there instead (``Status: **loading**``, "The string to
-    replace was not found in the file"), the same for every lost edit.
+    replace was not found in the file"), the same for every lost edit. ``targets``: a value
+    under a target key says it too (a browser's ``url``).
     """
     for key, value in arguments.items():
         if key in _DIFF_KEYS and type(value) is str and "\n" not in value:
             continue
-        if key not in _TARGET_KEYS and value not in (None, "", [], {}):
+        if (targets or key not in _TARGET_KEYS) and value not in (None, "", [], {}):
             return True
     return False

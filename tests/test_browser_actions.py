@@ -1,0 +1,98 @@
+"""Browser actions change the page: a screenshot after a click is a new observation.
+
+Browser-automation tools (the Playwright and Puppeteer MCP servers, Cursor's browser, browser-use,
+OpenHands) act on a page and look at it with separate calls: ``browser_click`` then
+``browser_take_screenshot``. The look is the same call each time (a screenshot takes no
+arguments), so without results (Claude Code with ``OTEL_LOG_TOOL_DETAILS=1``, Gemini CLI) it
+used to count as a repeat; an action is a state change (``mutating``) now, as an edit is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from _calls import by, call, run
+
+from otel_loopguard import LoopEngine, LoopGuardConfig
+from otel_loopguard.kinds._tools import arguments_known, is_browser_action
+
+
+@pytest.mark.parametrize(("tool", "acts"), [
+    ("browser_click", True),
+    ("mcp__playwright__browser_navigate", True),
+    ("mcp__playwright__browser_navigate_back", True),
+    ("mcp__playwright__browser_type", True),
+    ("mcp__playwright__browser_press_key", True),
+    ("mcp__playwright__browser_select_option", True),
+    ("mcp__playwright__browser_evaluate", True),
+    ("playwright__browser_fill_form", True),  # Codex CLI's name of an MCP tool
+    ("browser_scroll_down", True),
+    ("browser_go_back", True),
+    ("puppeteer_navigate", True),
+    ("playwright_fill", True),
+    ("Browser_Click", True),
+    ("mcp__playwright__browser_take_screenshot", False),
+    ("mcp__playwright__browser_snapshot", False),
+    ("mcp__playwright__browser_console_messages", False),
+    ("mcp__playwright__browser_tabs", False),
+    ("browser_get_state", False),
+    ("browser_wait_for", False),
+    ("puppeteer_screenshot", False),
+    ("click", False),  # a name that does not say it is a browser's
+    ("file_browser_click", False),
+    ("browser", False),
+])
+def test_which_tools_act_on_the_page(tool: str, acts: bool) -> None:
+    assert is_browser_action(tool) is acts
+    assert LoopEngine().tool_kind(tool) == ("mutating" if acts else "default")
+
+
+def test_a_configured_kind_wins() -> None:
+    config = LoopGuardConfig.from_mapping({"tools": {"browser_click": {"kind": "read"}}})
+    assert LoopEngine(config).tool_kind("browser_click") == "read"
+    config = LoopGuardConfig.from_mapping({"read_tools": ["browser_scroll"]})
+    assert LoopEngine(config).tool_kind("browser_scroll") == "read"
+
+
+def test_an_action_says_what_it_does_with_its_url_but_not_without_arguments() -> None:
+    """A navigation's URL is what it does; going back does not say which page it leads to."""
+    assert arguments_known("mutating", {"url": "https://example.com"}, "browser_navigate")
+    assert not arguments_known("mutating", {"url": "https://example.com"}, "edit_file")
+    assert not arguments_known("mutating", {}, "browser_go_back")
+
+
+def _shot() -> dict[str, Any]:
+    return call("mcp__playwright__browser_take_screenshot", {})
+
+
+def _act(tool: str, **arguments: Any) -> dict[str, Any]:
+    return call(f"mcp__playwright__browser_{tool}", arguments)
+
+
+def test_a_screenshot_after_each_action_is_no_repeat_without_results() -> None:
+    """Look, act, look again: each screenshot follows a change of the page (results absent)."""
+    calls = [_act("navigate", url="http://localhost:3000"), _shot(),
+             _act("click", element="Pricing", ref="e12"), _shot(),
+             _act("evaluate", function="() => window.scrollTo(0, 1200)"), _shot(),
+             _act("click", element="Sign up", ref="e31"), _shot(),
+             _act("navigate_back"), _shot()]
+    assert by(run(calls), "repeat") == {}
+    # the same screenshots with nothing between them are still a repeat
+    assert by(run([_shot()] * 5), "repeat") == {3: "warn", 4: "warn", 5: "replan"}
+
+
+def test_the_same_action_back_to_back_is_still_a_loop() -> None:
+    """Clicking the same element again and again, results absent: warn at the third."""
+    click = _act("click", element="Submit", ref="e7")
+    assert by(run([click] * 4), "repeat") == {3: "warn", 4: "warn"}
+
+
+def test_the_same_page_after_the_same_action_is_still_stagnant() -> None:
+    """Results captured: navigating to one URL and seeing the same page is no progress."""
+    page = "- heading 'Access denied' [level=1]"
+    calls = [_act("navigate", url="http://localhost:3000/admin"),
+             call("mcp__playwright__browser_snapshot", {}, page)] * 4
+    decisions = run(calls)
+    flagged = {d.call_index for d in decisions if d.flagged}
+    assert flagged and min(flagged) <= 6, [(d.call_index, d.code) for d in decisions]
