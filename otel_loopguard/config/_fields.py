@@ -254,7 +254,7 @@ FIELDS: Final[dict[str, FieldRule]] = {
                                      "grep_search", "list_dir", "grep_files", "view_image"),
                             "Tools whose re-reads the reread detector watches"),
     "poll_tool_patterns": FieldRule("list", ("*status*", "poll*", "wait*", "*progress*",
-                                             "check_job*", "get_job*"),
+                                             "check_job*", "get_job*", "bashoutput"),
                                     "Tool-name globs treated as poll tools"),
     "ask_tool_patterns": FieldRule("list", ("ask_followup_question", "attempt_completion",
                                             "askuserquestion", "ask_user*", "ask_human*",

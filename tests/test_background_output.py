@@ -1,0 +1,33 @@
+"""Claude Code's ``BashOutput`` polls a background command: reads while it runs are no loop.
+
+Claude Code runs a long command in the background (``Bash`` with ``run_in_background``) and reads
+what it printed so far with ``BashOutput {"bash_id": …}``: the same call each time, while the
+command runs. With tool details on and no results sent, three such reads used to be a repeat.
+"""
+
+from __future__ import annotations
+
+from _calls import by, call, run
+
+from otel_loopguard import LoopEngine, LoopGuardConfig
+
+
+def test_bash_output_is_a_poll_tool() -> None:
+    assert LoopEngine().tool_kind("BashOutput") == "poll"
+    config = LoopGuardConfig.from_mapping({"tools": {"BashOutput": {"kind": "default"}}})
+    assert LoopEngine(config).tool_kind("BashOutput") == "default"
+
+
+def test_reads_of_a_running_command_are_not_repeats() -> None:
+    """Three reads of one background shell, then it is killed: results not captured."""
+    start = call("Bash", {"command": "find / -name .mcp.json", "run_in_background": True})
+    read = call("BashOutput", {"bash_id": "a63b8e"})
+    kill = call("KillShell", {"shell_id": "a63b8e"})
+    assert by(run([start, read, read, read, kill]), "repeat") == {}
+
+
+def test_the_same_output_read_on_and_on_is_still_stagnant() -> None:
+    """With results captured, the same output ten times in a row stops, as any poll does."""
+    read = call("BashOutput", {"bash_id": "a63b8e"}, "<status>running</status>\n(no new output)")
+    found = by(run([read] * 10), "stagnation")
+    assert min(found) == 5 and found[5] == "warn" and found[10] == "stop", found
