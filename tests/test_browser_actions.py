@@ -39,7 +39,16 @@ from otel_loopguard.kinds._tools import arguments_known, is_browser_action
     ("browser_get_state", False),
     ("browser_wait_for", False),
     ("puppeteer_screenshot", False),
-    ("click", False),  # a name that does not say it is a browser's
+    ("click", True),  # BrowserGym's and WebArena's actions
+    ("fill", True),
+    ("goto", True),
+    ("select_option", True),
+    ("input_text", True),  # Magentic-One's web surfer
+    ("page_down", True),
+    ("history_back", True),
+    ("web_search", False),
+    ("summarize_page", False),
+    ("click_counter", False),
     ("file_browser_click", False),
     ("browser", False),
 ])
@@ -85,6 +94,20 @@ def test_a_screenshot_after_each_action_is_no_repeat_without_results() -> None:
 def test_the_same_action_back_to_back_is_still_a_loop() -> None:
     """Clicking the same element again and again, results absent: warn at the third."""
     click = _act("click", element="Submit", ref="e7")
+    assert by(run([click] * 4), "repeat") == {3: "warn", 4: "warn"}
+
+
+def test_scrolling_down_a_long_page_is_progress() -> None:
+    """The same scroll or key again, a new part of the page each time: no finding."""
+    for tool, arguments in (("scroll", {"delta_x": 0, "delta_y": 600}),
+                            ("mcp__playwright__browser_press_key", {"key": "PageDown"})):
+        calls = [call(tool, arguments, f"- heading 'Part {i}'") for i in range(6)]
+        assert [d.code for d in run(calls) if d.flagged] == [], tool
+
+
+def test_the_same_action_on_the_same_page_is_a_loop() -> None:
+    """A click that leaves the page as it was, back to back: warn at the third."""
+    click = call("click", {"bid": "a51"}, "- button 'Order now' [disabled]")
     assert by(run([click] * 4), "repeat") == {3: "warn", 4: "warn"}
 
 

@@ -35,7 +35,7 @@ BOUNDS: dict[str, tuple[int, int, int]] = {
     "function": (0, 0, 27),
     "ide": (1, 0, 4),
     "conversation": (0, 0, 4),
-    "multi_agent": (1, 0, 12),
+    "multi_agent": (0, 0, 13),
     "browsing": (0, 0, 19),
 }
 

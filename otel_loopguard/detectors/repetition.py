@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.detectors._base import DetectorBase, ladder, lowest, occurrence_details
 from otel_loopguard.detectors._step import CountingWindow, Step, sequence_key
+from otel_loopguard.kinds._tools import is_browser_action
 from otel_loopguard.types import Action, Evidence
 
 __all__ = ["BatchDetector", "RepeatDetector", "RereadDetector", "StagnationDetector"]
@@ -202,15 +203,16 @@ class RepeatDetector(DetectorBase):
 
     def observe(self, state: _RepeatState, step: Step) -> Evidence | None:
         """Count this call when its result is absent; restart on a change or a new result."""
+        new = False
         if step.has_result:
             seen = state.seen
             if step.result_sig not in seen:  # a new result: the count restarts
-                state.since = step.index
+                state.since, new = step.index, True
                 seen[step.result_sig] = None
                 if len(seen) > _MAX_TRACKED:
                     del seen[next(iter(seen))]
         if step.kind == "mutating" and step.error is None:
-            return self._mutation(state, step)
+            return self._mutation(state, step, new)
         state.last = ""
         if step.has_result or step.error is not None or step.kind in ("exempt", "poll", "read"):
             return None  # a read without its content may be another page: reread's part
@@ -223,12 +225,18 @@ class RepeatDetector(DetectorBase):
             return None
         return self._report(step, occ, window=self.config.window_size)
 
-    def _mutation(self, state: _RepeatState, step: Step) -> Evidence | None:
-        """Restart the count, and extend or restart the back-to-back streak of this change."""
+    def _mutation(self, state: _RepeatState, step: Step, new: bool) -> Evidence | None:
+        """Restart the count, and extend or restart the back-to-back streak of this change.
+
+        ``new``: the call's result is one the run had not seen. A browser action that shows a
+        new page (scrolling down a long one, a "next" button) is progress, as a new page of
+        results is: its streak restarts.
+        """
         state.since = step.index
         item = (step.index, step.span_id)
         if state.last == step.call_sig and state.streak and \
-                state.streak[-1][0] == step.index - 1:
+                state.streak[-1][0] == step.index - 1 and \
+                not (new and is_browser_action(step.tool)):
             state.streak = [*state.streak[-9:], item]  # a new list: forks share the old one
         else:
             state.last, state.streak = step.call_sig, [item]

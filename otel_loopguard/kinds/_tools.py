@@ -40,6 +40,15 @@ _BROWSER_ACTIONS: Final = (
 shows next is another one): ``browser_navigate``, ``browser_navigate_back``,
 ``browser_click``, ``browser_scroll``, ``puppeteer_fill``. A snapshot, a screenshot, the
 console or the page's text only look at it."""
+_PAGE_ACTIONS: Final = frozenset({
+    "click", "dblclick", "double_click", "right_click", "hover", "type", "input_text", "fill",
+    "clear", "press", "select_option", "drag_and_drop", "upload_file", "scroll", "scroll_up",
+    "scroll_down", "page_up", "page_down", "goto", "visit_url", "navigate", "go_back",
+    "go_forward", "history_back", "new_tab", "tab_focus", "tab_close", "close_tab"})
+"""The actions of web agents whose tools are a browser's actions by name: BrowserGym's and
+WebArena's (``click``, ``fill``, ``select_option``, ``scroll``, ``goto``, ``go_back``,
+``tab_focus``), Magentic-One's web surfer (``input_text``, ``visit_url``, ``page_down``,
+``history_back``)."""
 _MAX_BROWSER_NAMES: Final = 4096
 _browser_names: dict[str, bool] = {}
 """Tool name → whether it is a browser action (``is_browser_action``), for the first tools."""
@@ -137,7 +146,7 @@ class ToolKinds:
 
 
 def is_browser_action(tool: str) -> bool:
-    """Whether ``tool`` is a browser tool that acts on the page (``_BROWSER_ACTIONS``).
+    """Whether ``tool`` acts on a browser's page: ``_BROWSER_ACTIONS``, ``_PAGE_ACTIONS``.
 
     Such an action changes what the page shows, as an edit changes a file: a screenshot or a
     snapshot after a click, a scroll or a navigation is a new observation, not a repeat, and
@@ -147,8 +156,8 @@ def is_browser_action(tool: str) -> bool:
     found = _browser_names.get(tool)
     if found is None:
         name = tool_base_name(tool)
-        found = name.startswith(_BROWSER_PREFIXES) and \
-            name.split("_", 1)[1].startswith(_BROWSER_ACTIONS)
+        found = name in _PAGE_ACTIONS or (name.startswith(_BROWSER_PREFIXES) and
+                                          name.split("_", 1)[1].startswith(_BROWSER_ACTIONS))
         if len(_browser_names) < _MAX_BROWSER_NAMES:
             _browser_names[tool] = found
     return found
