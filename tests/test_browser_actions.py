@@ -49,6 +49,8 @@ from otel_loopguard.kinds._tools import arguments_known, is_browser_action
     ("web_search", False),
     ("summarize_page", False),
     ("click_counter", False),
+    ("mcp__language-server__hover", False),  # a language server's hover reads a symbol's type
+    ("browser_hover", True),
     ("file_browser_click", False),
     ("browser", False),
 ])
@@ -119,3 +121,22 @@ def test_the_same_page_after_the_same_action_is_still_stagnant() -> None:
     decisions = run(calls)
     flagged = {d.call_index for d in decisions if d.flagged}
     assert flagged and min(flagged) <= 6, [(d.call_index, d.code) for d in decisions]
+
+
+def test_a_language_servers_hover_is_a_read_not_a_page_action() -> None:
+    """``hover`` of a language server's MCP tools (type and docs at a position) looks only.
+
+    Hovering over four places of one file where nothing is known is not four failed changes of
+    that file (no stop), and hovers between the same diagnostics do not hide that they repeat.
+    """
+    hover = "mcp__language-server__hover"
+    missing = "failed to get hover information: no hover information available"
+    calls = [call(hover, {"filePath": "/w/a.go", "line": 12 + i, "column": 5}, error=missing)
+             for i in range(4)]
+    assert [d.action.label for d in run(calls)] == ["continue", "continue", "warn", "warn"]
+    diagnostics = call("mcp__language-server__get_diagnostics", {"filePath": "/w/a.go"},
+                       "a.go:12:5 error: undefined: Foo")
+    calls = [step for i in range(3) for step in (
+        call(hover, {"filePath": "/w/a.go", "line": 12 + i, "column": 5}, f"type info {i}"),
+        diagnostics)]
+    assert by(run(calls), "stagnation") == {6: "warn"}

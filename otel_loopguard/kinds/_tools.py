@@ -41,14 +41,15 @@ shows next is another one): ``browser_navigate``, ``browser_navigate_back``,
 ``browser_click``, ``browser_scroll``, ``puppeteer_fill``. A snapshot, a screenshot, the
 console or the page's text only look at it."""
 _PAGE_ACTIONS: Final = frozenset({
-    "click", "dblclick", "double_click", "right_click", "hover", "type", "input_text", "fill",
+    "click", "dblclick", "double_click", "right_click", "type", "input_text", "fill",
     "clear", "press", "select_option", "drag_and_drop", "upload_file", "scroll", "scroll_up",
     "scroll_down", "page_up", "page_down", "goto", "visit_url", "navigate", "go_back",
     "go_forward", "history_back", "new_tab", "tab_focus", "tab_close", "close_tab"})
 """The actions of web agents whose tools are a browser's actions by name: BrowserGym's and
 WebArena's (``click``, ``fill``, ``select_option``, ``scroll``, ``goto``, ``go_back``,
 ``tab_focus``), Magentic-One's web surfer (``input_text``, ``visit_url``, ``page_down``,
-``history_back``)."""
+``history_back``). Not ``hover``: a language server's MCP tool of that name (coding agents'
+``mcp__language-server__hover``) reads a symbol's type; ``browser_hover`` is one."""
 _MAX_BROWSER_NAMES: Final = 4096
 _browser_names: dict[str, bool] = {}
 """Tool name → whether it is a browser action (``is_browser_action``), for the first tools."""
