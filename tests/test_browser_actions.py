@@ -140,3 +140,31 @@ def test_a_language_servers_hover_is_a_read_not_a_page_action() -> None:
         call(hover, {"filePath": "/w/a.go", "line": 12 + i, "column": 5}, f"type info {i}"),
         diagnostics)]
     assert by(run(calls), "stagnation") == {6: "warn"}
+
+
+@pytest.mark.parametrize(("tool", "arguments", "kind"), [
+    ("goto", {"url": "https://shop.test/"}, "mutating"),  # BrowserGym's and WebArena's
+    ("goto", '{"url": "https://shop.test/"}', "mutating"),
+    ("scroll_down", {"amount": 500}, "mutating"),
+    ("goto", {"command": "goto 100"}, "read"),  # SWE-agent's file viewer
+    ("goto", "goto 100", "read"),
+    ("goto", {"line_number": 100}, "read"),
+    ("scroll_down", {"command": "scroll_down"}, "read"),
+    ("scroll_down", {}, "read"),
+    ("scroll_up", None, "read"),
+])
+def test_a_page_action_named_like_a_viewer_command(tool: str, arguments: Any, kind: str) -> None:
+    """``goto``, ``scroll_up`` and ``scroll_down`` are SWE-agent's file viewer commands too.
+
+    A call that gives a command line, SWE-agent's ``line_number`` or nothing moves the viewer
+    over a file (a read); one with other arguments (a ``url``, an ``amount``) acts on a page.
+    """
+    assert LoopEngine().tool_kind(tool, arguments=arguments) == kind
+
+
+def test_going_back_to_a_hub_page_with_goto_is_no_repeat() -> None:
+    """BrowserGym's ``goto``: the shop's home page, a category, the home page, another one."""
+    home = call("goto", {"url": "https://shop.test/"}, "Title: Shop\n[a1] link 'Phones'")
+    calls = [step for i, category in enumerate(("phones", "laptops", "tablets")) for step in (
+        home, call("goto", {"url": f"https://shop.test/{category}"}, f"Title: {category} {i}"))]
+    assert [d.code for d in run(calls) if d.flagged] == []

@@ -20,7 +20,9 @@ Which tools are classified per call (``mode``):
   ``show…`` reads and any other editor tool changes;
 - ``command`` tools, when ``command_word_tools`` is on: a tool named like a command of the
   table (``cat``, ``sed``, ``git``, ``pip``…) is read as a shell call of that command with its
-  arguments (some harness converters name a shell call after its first word).
+  arguments (some harness converters name a shell call after its first word); not a call of
+  a web agent's page action of that name (BrowserGym's ``goto`` with a ``url``), which takes
+  its name's kind.
 
 Tool names are compared in lower case, and an MCP name ``server__tool`` by its ``tool`` part.
 Other tools get None from :meth:`CallKindClassifier.kind`: the engine then infers their kind
@@ -119,6 +121,10 @@ class CallKindClassifier:
         self._command_words = (_command_words(rules) if config.command_kinds
                                else _default_command_words()) \
             if config.command_word_tools else frozenset()
+        from otel_loopguard.kinds._tools import _PAGE_ACTIONS  # it imports this module
+        self._page_words = self._command_words & _PAGE_ACTIONS
+        """Command words that also name a web agent's page action: SWE-agent's viewer moves
+        over a file with ``goto 100`` and ``scroll_down``, BrowserGym's ``goto`` opens a URL."""
         self._modes: dict[str, CallMode | None] = {}
         self._outcomes: dict[str, tuple[str | None, str | None]] = {}
         """Command text → (kind, target)."""
@@ -179,13 +185,8 @@ class CallKindClassifier:
         effort, at most 512 characters.
         """
         mode = self.mode(tool)
-        if mode in ("shell", "command"):
-            found = self._command_outcome(mode, tool, arguments)[1]
-        else:
-            parsed = _parsed(arguments)
-            found = call_target(tool, parsed)
-            found = found.split("\x00", 1)[1].replace("\x00", ", ") if found \
-                else _patch_target(parsed) or _line_edit_target(parsed)
+        found = self._command_outcome(mode, tool, arguments)[1] \
+            if mode in ("shell", "command") else _named_target(tool, _parsed(arguments))
         return found[:_MAX_TARGET_CHARS] if found else None
 
     def command_kind(self, command: str) -> str | None:
@@ -208,9 +209,12 @@ class CallKindClassifier:
 
     def _command_outcome_of(self, mode: CallMode, tool: str,
                             arguments: Any) -> tuple[str | None, str | None]:
-        text = _command_text(_parsed(arguments))
+        parsed = _parsed(arguments)
+        text = _command_text(parsed)
         if mode == "command":
             word = tool.rsplit("__", 1)[-1].lower()
+            if text is None and word in self._page_words and _page_arguments(parsed):
+                return None, _named_target(tool, parsed)  # BrowserGym's goto(url): its name's kind
             if text is None or not text.strip():
                 text = word
             elif text.split(None, 1)[0].rsplit("/", 1)[-1] != word:
@@ -293,6 +297,22 @@ def _argv_text(argv: list[Any] | tuple[Any, ...]) -> str | None:
             and "c" in argv[1]:
         return str(argv[2])
     return " ".join(shlex.quote(a) for a in argv)
+
+
+def _page_arguments(arguments: Any) -> bool:
+    """Whether a viewer command's call names a page action's arguments, not the viewer's.
+
+    SWE-agent's ``goto``, ``scroll_up`` and ``scroll_down`` take a line number or nothing; a
+    web agent's take a ``url`` or an amount to scroll.
+    """
+    return isinstance(arguments, Mapping) and bool(arguments) and "line_number" not in arguments
+
+
+def _named_target(tool: str, arguments: Any) -> str | None:
+    """Return what a call's (parsed) arguments name: a path, URL or id, else a patch's file."""
+    found = call_target(tool, arguments)
+    return found.split("\x00", 1)[1].replace("\x00", ", ") if found \
+        else _patch_target(arguments) or _line_edit_target(arguments)
 
 
 def _editor_kind(tool: str, arguments: Any) -> str:
