@@ -25,7 +25,10 @@ from otel_loopguard.detectors import (
 )
 from otel_loopguard.detectors._fused import prefix_length
 
-_TOOLS = ("search", "get", "read_file", "write_file", "bash", "job_status", "todo_write")
+_TOOLS = ("search", "get", "read_file", "write_file", "bash", "job_status", "todo_write",
+          "browser_click", "browser_take_screenshot")
+_BROWSER_ARGUMENTS = ({"ref": "e7"}, {"ref": "e9"}, {"url": "https://x.test"}, {})
+"""A browser action's: an element, a page, none (going back: equals no other call)."""
 
 
 class _Silent:
@@ -68,6 +71,8 @@ def _fields(rng: random.Random) -> dict[str, Any]:
         if tool == "write_file" else {"q": rng.choice(["x", "x y z", "X, y z", "z"])}
     if tool == "bash":
         arguments = {"command": rng.choice(["ls", "pytest -q", "echo hi > a.txt"])}
+    elif tool.startswith("browser_"):  # a click showing a page seen or not, then a look
+        arguments = rng.choice(_BROWSER_ARGUMENTS) if tool == "browser_click" else {}
     fields: dict[str, Any] = {"tool": tool, "arguments": json.dumps(arguments)}
     if rng.random() < 0.85:
         fields.update(result=rng.choice(["", "a", "b", json.dumps({"v": rng.randrange(2)})]),
@@ -94,7 +99,8 @@ _CONFIGS = [
 
 @pytest.mark.parametrize("settings", _CONFIGS, ids=range(len(_CONFIGS)))
 def test_the_same_decisions_as_one_by_one(settings: dict[str, Any]) -> None:
-    """Random runs (repeats, cycles, failures, polls, shell calls, budgets) decide the same."""
+    """Random runs (repeats, cycles, failures, polls, shell calls, browser actions, budgets)
+    decide the same."""
     config = LoopGuardConfig.create(**settings)
     fused = LoopEngine(config)
     assert fused._builtins is not None and fused._builtins.count == len(fused.detectors)

@@ -33,6 +33,11 @@ ALPHABET = [
     call("get", {"path": "/x", "v": 2}, error="record not found"),
     call("poll_job", {"id": 1}, "pending"),
     call("lookup", {"k": 1}, NO_RESULT),
+    call("mcp__playwright__browser_click", {"element": "Submit", "ref": "e7"},
+         "- button 'Submit' [disabled]"),
+    call("mcp__playwright__browser_press_key", {"key": "PageDown"}, NO_RESULT),
+    call("browser_navigate", {"url": "https://x.test/admin"}, error="HTTP 403 Forbidden"),
+    call("mcp__playwright__browser_take_screenshot", {}, NO_RESULT),
 ]
 """Calls whose outcome never changes, so a repeat does repeat its latest outcome."""
 CONFIG = LoopGuardConfig.create(max_tool_calls_warn=20, max_tool_calls_stop=35)
