@@ -9,13 +9,20 @@ used to count as a repeat; an action is a state change (``mutating``) now, as an
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 from _calls import by, call, run
 
 from otel_loopguard import LoopEngine, LoopGuardConfig
-from otel_loopguard.kinds._tools import arguments_known, is_browser_action
+from otel_loopguard.kinds._tools import (
+    _BROWSER_ACTIONS,
+    _PAGE_ACTIONS,
+    arguments_known,
+    is_browser_action,
+)
 
 
 @pytest.mark.parametrize(("tool", "acts"), [
@@ -168,3 +175,14 @@ def test_going_back_to_a_hub_page_with_goto_is_no_repeat() -> None:
     calls = [step for i, category in enumerate(("phones", "laptops", "tablets")) for step in (
         home, call("goto", {"url": f"https://shop.test/{category}"}, f"Title: {category} {i}"))]
     assert [d.code for d in run(calls) if d.flagged] == []
+
+
+def test_the_documented_names_are_those_of_the_code() -> None:
+    """docs/detectors.md lists every browser action word and page action name, and no other."""
+    text = (Path(__file__).parent.parent / "docs" / "detectors.md").read_text(encoding="utf-8")
+    item = text[text.index("for a **browser action**"):text.index("(BrowserGym, WebArena")]
+    prefixed, named = item.split("as web agents name their page actions:")
+    words = {word.rstrip("…") for word in re.findall(r"`([a-z_]+…?)`", prefixed.split(
+        "acts on\n   the page:")[1])} - {"navigate_back"}  # named as an example of navigate
+    assert words == set(_BROWSER_ACTIONS)
+    assert set(re.findall(r"`([a-z_]+)`", named)) == _PAGE_ACTIONS
