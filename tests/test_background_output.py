@@ -2,7 +2,8 @@
 
 Claude Code runs a long command in the background (``Bash`` with ``run_in_background``) and reads
 what it printed so far with ``BashOutput {"bash_id": …}``: the same call each time, while the
-command runs. With tool details on and no results sent, three such reads used to be a repeat.
+command runs (``TaskOutput {"task_id": …}`` since Claude Code 2.1). With tool details on and no
+results sent, three such reads used to be a repeat.
 """
 
 from __future__ import annotations
@@ -31,3 +32,16 @@ def test_the_same_output_read_on_and_on_is_still_stagnant() -> None:
     read = call("BashOutput", {"bash_id": "a63b8e"}, "<status>running</status>\n(no new output)")
     found = by(run([read] * 10), "stagnation")
     assert min(found) == 5 and found[5] == "warn" and found[10] == "stop", found
+
+
+def test_task_output_the_newer_name_is_a_poll_tool_too() -> None:
+    """Claude Code 2.1 reads a background task with ``TaskOutput {"task_id": …}`` instead.
+
+    Three reads of a build running in the background, results not sent, then the task is
+    stopped: no repeat, as with ``BashOutput``.
+    """
+    assert LoopEngine().tool_kind("TaskOutput") == "poll"
+    start = call("Bash", {"command": "npm run build", "run_in_background": True})
+    read = call("TaskOutput", {"task_id": "b2prhow7g", "block": False})
+    stop = call("TaskStop", {"task_id": "b2prhow7g"})
+    assert by(run([start, read, read, read, stop]), "repeat") == {}
