@@ -2,7 +2,7 @@
 
 Claude Code runs a long command in the background (``Bash`` with ``run_in_background``) and reads
 what it printed so far with ``BashOutput {"bash_id": …}``: the same call each time, while the
-command runs (``TaskOutput {"task_id": …}`` since Claude Code 2.1). With tool details on and no
+command runs (``TaskOutput {"task_id": …}`` for a background task). With tool details on and no
 results sent, three such reads used to be a repeat.
 """
 
@@ -35,7 +35,7 @@ def test_the_same_output_read_on_and_on_is_still_stagnant() -> None:
 
 
 def test_task_output_the_newer_name_is_a_poll_tool_too() -> None:
-    """Claude Code 2.1 reads a background task with ``TaskOutput {"task_id": …}`` instead.
+    """Claude Code reads a background task with ``TaskOutput {"task_id": …}``.
 
     Three reads of a build running in the background, results not sent, then the task is
     stopped: no repeat, as with ``BashOutput``.

@@ -51,7 +51,7 @@ from otel_loopguard.kinds._tools import (
     ("goto", True),
     ("select_option", True),
     ("input_text", True),  # Magentic-One's web surfer
-    ("page_down", True),
+    ("page_down", False),  # Magentic-One's, without arguments: pages through, as a search
     ("history_back", True),
     ("web_search", False),
     ("summarize_page", False),
@@ -112,6 +112,14 @@ def test_scrolling_down_a_long_page_is_progress() -> None:
                             ("mcp__playwright__browser_press_key", {"key": "PageDown"})):
         calls = [call(tool, arguments, f"- heading 'Part {i}'") for i in range(6)]
         assert [d.code for d in run(calls) if d.flagged] == [], tool
+
+
+def test_paging_down_a_document_and_stuck_at_its_bottom() -> None:
+    """Magentic-One's ``page_down {}``: new parts are progress; the last part again is not."""
+    parts = [call("page_down", {}, f"viewport at {20 * i}% of the page") for i in range(5)]
+    assert [d.code for d in run(parts) if d.flagged] == []
+    bottom = call("page_down", {}, "viewport at 100% of the page, positioned at the bottom")
+    assert by(run([*parts, bottom, bottom, bottom]), "stagnation") == {8: "warn"}
 
 
 def test_the_same_action_on_the_same_page_is_a_loop() -> None:

@@ -43,12 +43,15 @@ console or the page's text only look at it."""
 _PAGE_ACTIONS: Final = frozenset({
     "click", "dblclick", "double_click", "right_click", "type", "input_text", "fill",
     "clear", "press", "select_option", "drag_and_drop", "upload_file", "scroll", "scroll_up",
-    "scroll_down", "page_up", "page_down", "goto", "visit_url", "navigate", "go_back",
-    "go_forward", "history_back", "new_tab", "tab_focus", "tab_close", "close_tab"})
+    "scroll_down", "goto", "visit_url", "navigate", "go_back", "go_forward", "history_back",
+    "new_tab", "tab_focus", "tab_close", "close_tab"})
 """The actions of web agents whose tools are a browser's actions by name: BrowserGym's and
 WebArena's (``click``, ``fill``, ``select_option``, ``scroll``, ``goto``, ``go_back``,
-``tab_focus``), Magentic-One's web surfer (``input_text``, ``visit_url``, ``page_down``,
-``history_back``). Not ``hover``: a language server's MCP tool of that name (coding agents'
+``tab_focus``), Magentic-One's web surfer (``input_text``, ``visit_url``, ``history_back``).
+Not its ``page_down`` and ``page_up``: they take no arguments, so as actions they would equal no
+other call, and the page read again and again at its bottom would go unseen; as plain calls
+they page through, as a search's pages do (a new part is progress, the same one stagnates).
+Not ``hover``: a language server's MCP tool of that name (coding agents'
 ``mcp__language-server__hover``) reads a symbol's type; ``browser_hover`` is one."""
 _MAX_BROWSER_NAMES: Final = 4096
 _browser_names: dict[str, bool] = {}
