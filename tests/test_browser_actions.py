@@ -53,6 +53,12 @@ from otel_loopguard.kinds._tools import (
     ("input_text", True),  # Magentic-One's web surfer
     ("page_down", False),  # Magentic-One's, without arguments: pages through, as a search
     ("history_back", True),
+    ("mcp__chrome-devtools__navigate_page", True),  # the Chrome DevTools MCP server
+    ("mcp__chrome-devtools__fill_form", True),
+    ("mcp__chrome-devtools__click", True),
+    ("mcp__chrome-devtools__take_snapshot", False),
+    ("mcp__chrome-devtools__take_screenshot", False),
+    ("mcp__chrome-devtools__list_console_messages", False),
     ("web_search", False),
     ("summarize_page", False),
     ("click_counter", False),
@@ -188,7 +194,7 @@ def test_going_back_to_a_hub_page_with_goto_is_no_repeat() -> None:
 def test_the_documented_names_are_those_of_the_code() -> None:
     """docs/detectors.md lists every browser action word and page action name, and no other."""
     text = (Path(__file__).parent.parent / "docs" / "detectors.md").read_text(encoding="utf-8")
-    item = text[text.index("for a **browser action**"):text.index("(BrowserGym, WebArena")]
+    item = text[text.index("for a **browser action**"):text.index("Not Magentic-One's")]
     prefixed, named = item.split("as web agents name their page actions:")
     words = {word.rstrip("…") for word in re.findall(r"`([a-z_]+…?)`", prefixed.split(
         "acts on\n   the page:")[1])} - {"navigate_back"}  # named as an example of navigate

@@ -44,10 +44,14 @@ _PAGE_ACTIONS: Final = frozenset({
     "click", "dblclick", "double_click", "right_click", "type", "input_text", "fill",
     "clear", "press", "select_option", "drag_and_drop", "upload_file", "scroll", "scroll_up",
     "scroll_down", "goto", "visit_url", "navigate", "go_back", "go_forward", "history_back",
-    "new_tab", "tab_focus", "tab_close", "close_tab"})
+    "new_tab", "tab_focus", "tab_close", "close_tab",
+    "drag", "fill_form", "press_key", "handle_dialog", "navigate_page", "new_page", "select_page",
+    "close_page", "evaluate_script"})
 """The actions of web agents whose tools are a browser's actions by name: BrowserGym's and
 WebArena's (``click``, ``fill``, ``select_option``, ``scroll``, ``goto``, ``go_back``,
-``tab_focus``), Magentic-One's web surfer (``input_text``, ``visit_url``, ``history_back``).
+``tab_focus``), Magentic-One's web surfer (``input_text``, ``visit_url``, ``history_back``),
+the Chrome DevTools MCP server (``navigate_page``, ``new_page``, ``fill_form``, ``press_key``,
+``evaluate_script``; its ``take_snapshot`` and ``take_screenshot`` only look).
 Not its ``page_down`` and ``page_up``: they take no arguments, so as actions they would equal no
 other call, and the page read again and again at its bottom would go unseen; as plain calls
 they page through, as a search's pages do (a new part is progress, the same one stagnates).
