@@ -51,10 +51,11 @@ _PAGE_ACTIONS: Final = frozenset({
 WebArena's (``click``, ``fill``, ``select_option``, ``scroll``, ``goto``, ``go_back``,
 ``tab_focus``), Magentic-One's web surfer (``input_text``, ``visit_url``, ``history_back``),
 the Chrome DevTools MCP server (``navigate_page``, ``new_page``, ``fill_form``, ``press_key``,
-``evaluate_script``; its ``take_snapshot`` and ``take_screenshot`` only look).
-Not its ``page_down`` and ``page_up``: they take no arguments, so as actions they would equal no
-other call, and the page read again and again at its bottom would go unseen; as plain calls
-they page through, as a search's pages do (a new part is progress, the same one stagnates).
+``evaluate_script``; its ``take_snapshot`` and ``take_screenshot`` only look). Not
+Magentic-One's ``page_down`` and ``page_up``: they take no arguments, so as actions they would
+equal no other call, and the page read again and again at its bottom would go unseen; as plain
+calls they page through, as a search's pages do (a new part is progress, the same one
+stagnates).
 Not ``hover``: a language server's MCP tool of that name (coding agents'
 ``mcp__language-server__hover``) reads a symbol's type; ``browser_hover`` is one."""
 _MAX_BROWSER_NAMES: Final = 4096
