@@ -200,3 +200,17 @@ def test_the_documented_names_are_those_of_the_code() -> None:
         "acts on\n   the page:")[1])} - {"navigate_back"}  # named as an example of navigate
     assert words == set(_BROWSER_ACTIONS)
     assert set(re.findall(r"`([a-z_]+)`", named)) == _PAGE_ACTIONS
+
+
+def test_a_computer_use_agent_looking_after_each_action() -> None:
+    """Anthropic's ``computer`` tool: click, screenshot, type, screenshot... (results absent)."""
+    assert is_browser_action("computer") and is_browser_action("computer_use_preview")
+    shot = call("computer", {"action": "screenshot"})
+    calls = [shot, call("computer", {"action": "left_click", "coordinate": [410, 220]}), shot,
+             call("computer", {"action": "type", "text": "quarterly report"}), shot,
+             call("computer", {"action": "key", "text": "Return"}), shot]
+    assert [d.code for d in run(calls) if d.flagged] == []
+    # screenshots with nothing done between them, and the same click on an unchanged screen
+    assert by(run([shot] * 4), "repeat") == {3: "warn", 4: "warn"}
+    click = call("computer", {"action": "left_click", "coordinate": [410, 220]}, "screen A")
+    assert by(run([click] * 3), "repeat") == {3: "warn"}

@@ -58,6 +58,11 @@ calls they page through, as a search's pages do (a new part is progress, the sam
 stagnates).
 Not ``hover``: a language server's MCP tool of that name (coding agents'
 ``mcp__language-server__hover``) reads a symbol's type; ``browser_hover`` is one."""
+_SCREEN_TOOLS: Final = frozenset({"computer", "computer_use", "computer_use_preview"})
+"""Computer-use tools (Anthropic's ``computer``, OpenAI's ``computer_use_preview``): one tool
+whose ``action`` clicks, types, scrolls or takes a screenshot. Each call counts as an action: a
+screenshot between two clicks is a look at a changed screen, the same screenshot again and again
+with nothing done between is still a repeat, and the same screen after it is still stagnant."""
 _MAX_BROWSER_NAMES: Final = 4096
 _browser_names: dict[str, bool] = {}
 """Tool name → whether it is a browser action (``is_browser_action``), for the first tools."""
@@ -155,7 +160,9 @@ class ToolKinds:
 
 
 def is_browser_action(tool: str) -> bool:
-    """Whether ``tool`` acts on a browser's page: ``_BROWSER_ACTIONS``, ``_PAGE_ACTIONS``.
+    """Whether ``tool`` acts on a page or a screen (``_BROWSER_ACTIONS``, ``_PAGE_ACTIONS``).
+
+    A computer-use tool (``_SCREEN_TOOLS``) counts whatever its ``action``.
 
     Such an action changes what the page shows, as an edit changes a file: a screenshot or a
     snapshot after a click, a scroll or a navigation is a new observation, not a repeat, and
@@ -165,8 +172,9 @@ def is_browser_action(tool: str) -> bool:
     found = _browser_names.get(tool)
     if found is None:
         name = tool_base_name(tool)
-        found = name in _PAGE_ACTIONS or (name.startswith(_BROWSER_PREFIXES) and
-                                          name.split("_", 1)[1].startswith(_BROWSER_ACTIONS))
+        found = name in _PAGE_ACTIONS or name in _SCREEN_TOOLS or (
+            name.startswith(_BROWSER_PREFIXES)
+            and name.split("_", 1)[1].startswith(_BROWSER_ACTIONS))
         if len(_browser_names) < _MAX_BROWSER_NAMES:
             _browser_names[tool] = found
     return found
