@@ -45,6 +45,7 @@ from typing import Any, Final, Literal
 import orjson
 
 from otel_loopguard.config import LoopGuardConfig
+from otel_loopguard.kinds._browser import _PAGE_ACTIONS
 from otel_loopguard.kinds._shell import Index, ShellReader, all_rules, compile_rules, default_rules
 from otel_loopguard.kinds._table import (
     DEFAULT_COMMAND_KINDS,
@@ -121,7 +122,6 @@ class CallKindClassifier:
         self._command_words = (_command_words(rules) if config.command_kinds
                                else _default_command_words()) \
             if config.command_word_tools else frozenset()
-        from otel_loopguard.kinds._tools import _PAGE_ACTIONS  # it imports this module
         self._page_words = self._command_words & _PAGE_ACTIONS
         """Command words that also name a web agent's page action: SWE-agent's viewer moves
         over a file with ``goto 100`` and ``scroll_down``, BrowserGym's ``goto`` opens a URL."""
