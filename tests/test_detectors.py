@@ -676,6 +676,37 @@ class TestMutatingFailureDetector:
         elsewhere = [edit(f"{line}:{line + 2}", "x = (", indent) for line in (10, 40, 90, 120)]
         assert _by(_run(elsewhere), "mutating_failure") == {}
 
+    def test_a_rewrite_of_the_file_a_command_reads_after_cd_ends_its_streak(self) -> None:
+        """``cd /app && conda env create -f environment.yml`` reads ``/app/environment.yml``:
+        rewriting that file (by its absolute path) and running the command again is trial and
+        error, not the same failure (Terminal-Bench's conda-env-conflict-resolution, healthy;
+        before, the relative and the absolute path were two targets and it stopped at 4)."""
+        create = _call("bash", {"command": "cd /app && conda env create -f environment.yml"},
+                       error="timed out")
+        def rewrite(version: str) -> dict[str, Any]:
+            return _call("bash", {"command": f"cat <<'EOF' > /app/environment.yml\n"
+                                             f"  - python={version}\nEOF"}, "")
+        calls = [create, rewrite("3.10"), create, rewrite("3.11"), create, rewrite("3.9"),
+                 create]
+        assert _by(_run(calls), "mutating_failure") == {}
+        # nothing rewritten between: the same failure three times is still one
+        assert _by(_run([create] * 4), "mutating_failure") == {3: "warn", 4: "stop"}
+
+    def test_a_file_named_with_and_without_its_directory_is_one_target(self) -> None:
+        """A harness runs a bare command where ``cd /testbed`` would go: the same failing edit
+        of ``pkg/a.py``, written with and without ``cd /testbed &&``, is one streak, and a
+        success on ``/testbed/pkg/a.py`` ends it. Another file of that name is another."""
+        def sed(prefix: str, path: str, error: str | None = "sed: no match") -> dict[str, Any]:
+            return _call("bash", {"command": f"{prefix}sed -i 's/x/y/' {path}"},
+                         "" if error is None else None, error=error)
+        mixed = [sed("cd /testbed && ", "pkg/a.py"), sed("", "pkg/a.py"),
+                 sed("", "/testbed/pkg/a.py"), sed("cd /testbed && ", "pkg/a.py")]
+        assert _by(_run(mixed), "mutating_failure") == {3: "warn", 4: "stop"}
+        ended = [*mixed[:2], sed("", "/testbed/pkg/a.py", error=None), *mixed[2:]]
+        assert _by(_run(ended), "mutating_failure") == {}
+        others = [sed("", "pkg/a.py"), sed("", "/testbed/lib/a.py"), sed("", "/srv/a.py")]
+        assert _by(_run(others), "mutating_failure") == {}
+
     def test_non_mutating_tools_are_ignored(self) -> None:
         """A tool that is not mutating never gets this evidence."""
         calls = [_call("search", {"q": "x"}, error="conflict")] * 3

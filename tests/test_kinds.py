@@ -296,6 +296,21 @@ class TestPackageRunners:
         """The target is that of the wrapped command: the file it changes or runs."""
         assert classifier.target("bash", {"command": command}) == target
 
+    @pytest.mark.parametrize(("command", "target"), [
+        ("cd /app/project && conda env create -f environment.yml", "/app/project/environment.yml"),
+        ("cd /app && cat > src/a.py <<'EOF'\nx = 1\nEOF", "/app/src/a.py"),
+        ("cd /app; cd sub && sed -i s/a/b/ ../x.py", "/app/x.py"),
+        ("cd /app && sed -i s/a/b/ /etc/x.conf", "/etc/x.conf"),
+        ("cd src && sed -i s/a/b/ x.py", "x.py"),  # from a directory the line does not name
+        ("cd /app && pip install numpy==1.26 scipy", "scipy"),  # a package, not a path
+        ("cat > a.txt; cd /x", "a.txt"),  # the cd comes after the write
+    ])
+    def test_target_after_cd(self, classifier: CallKindClassifier, command: str,
+                             target: str) -> None:
+        """A relative file after ``cd DIR`` of the same line is ``DIR``'s file: the target
+        other calls name by its absolute path."""
+        assert classifier.target("bash", {"command": command}) == target
+
     def test_script_runner_reads_only_specific_rules(self) -> None:
         """``yarn X`` runs a package script X when there is one: only a table key with a
         subcommand or an option (``prettier --write``) makes X the command, also a user's."""
@@ -444,7 +459,7 @@ class TestEditor:
 class TestTargets:
     @pytest.mark.parametrize(("tool", "arguments", "target"), [
         ("bash", {"command": "cat <<'EOF' > test_x.py\nx\nEOF"}, "test_x.py"),
-        ("bash", {"command": "cd /testbed && sed -i 's/a/b/' pkg/a.py"}, "pkg/a.py"),
+        ("bash", {"command": "cd /testbed && sed -i 's/a/b/' pkg/a.py"}, "/testbed/pkg/a.py"),
         ("bash", {"command": "cp a.py b.py"}, "b.py"),
         ("bash", {"command": "cd x && python reproduce.py 2>&1 | tail"}, "reproduce.py"),
         ("bash", {"command": "python -m pytest tests/test_a.py -q"}, "tests/test_a.py"),

@@ -241,10 +241,9 @@ class MutatingFailureDetector(DetectorBase):
 
     def fork(self, state: dict[str, tuple[str, int, list[tuple[int, str]]]],
              step: Step) -> dict[str, tuple[str, int, list[tuple[int, str]]]]:
-        """Return a table holding only the streak of ``step``'s target."""
+        """Return a table holding only the streaks of ``step``'s target (by any of its names)."""
         key = _streak_key(step)
-        streak = state.get(key)
-        return {} if streak is None else {key: streak}
+        return {other: streak for other, streak in state.items() if _same_target(other, key)}
 
     def observe(self, state: dict[str, tuple[str, int, list[tuple[int, str]]]],
                 step: Step) -> Evidence | None:
@@ -254,8 +253,14 @@ class MutatingFailureDetector(DetectorBase):
         key = _streak_key(step)
         if step.error is None:
             state.pop(key, None)
+            for other in [other for other in state if _same_target(other, key)]:
+                del state[other]  # the same file by another name: a success on it too
             return None
         previous = state.pop(key, None)
+        if previous is None and state:
+            named = next((other for other in state if _same_target(other, key)), None)
+            if named is not None:  # the file's streak under another of its names goes on
+                previous = state.pop(named)
         count, streak = (previous[1], previous[2]) if previous and previous[0] == step.error \
             else (0, [])
         streak = [*streak[-9:], (step.index, step.span_id)]  # a new list: forks share the old
@@ -267,6 +272,25 @@ class MutatingFailureDetector(DetectorBase):
                         cfg.threshold(tool, "mutating_failure_stop"))
         return self.evidence("MUTATING_FAILURE", action, tool, count + 1, occurrence_details(
             streak, error_class=step.error_class, error_reason=step.error_reason))
+
+
+def _same_target(one: str, other: str) -> bool:
+    """Whether two streak keys name one file: the same, or a relative path and one ending in it.
+
+    A command's relative path (``environment.yml``, ``pkg/a.py``) is resolved where its line
+    says (``cd /app && ...``, ``kinds``) but not where the harness runs a bare command:
+    ``/app/environment.yml`` and ``environment.yml`` of one tool are one file. Only paths
+    (a ``/`` or a ``.`` in them) are matched so; a call's own key never is.
+    """
+    if one == other:
+        return True
+    tool, _, path = one.partition("\x00")
+    other_tool, _, other_path = other.partition("\x00")
+    if tool != other_tool or not path or not other_path or "\x00" in path + other_path \
+            or ("/" not in path and "." not in path):
+        return False
+    shorter, longer = sorted((path, other_path), key=len)
+    return not shorter.startswith("/") and longer.endswith("/" + shorter.removeprefix("./"))
 
 
 def _streak_key(step: Step) -> str:

@@ -11,11 +11,12 @@ The caller bounds the text it passes (``kinds.MAX_COMMAND_CHARS``).
 from __future__ import annotations
 
 import functools
+import posixpath
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Final
 
-from otel_loopguard.kinds._lexer import segments, strip_heredocs
+from otel_loopguard.kinds._lexer import Segment, segments, strip_heredocs
 from otel_loopguard.kinds._runners import RUN_WORDS, PackageRunners
 from otel_loopguard.kinds._runners import command_name as _name
 from otel_loopguard.kinds._table import (
@@ -38,6 +39,8 @@ Rule = tuple[tuple[str, ...], tuple[str, ...], str]
 _ASSIGNMENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^]]*\])?\+?=")
 _SHORT_GROUP: Final = re.compile(r"-[A-Za-z]+")
 _PATH_LIKE: Final = re.compile(r"[^\s-]\S{0,1023}")
+_RELATIVE_PATH: Final = re.compile(r"[\w.+-]+(?:/[\w.+-]*)*")
+"""A relative file path (``environment.yml``, ``src/a.py``), not a package (``numpy==1.2``)."""
 _HEADERS: Final = frozenset({"for", "select", "case", "function", "coproc"})
 _NOT_COMMANDS: Final = _HEADERS | IGNORED_WORDS
 """First words of a segment that run nothing: compound-command headers and ignored builtins."""
@@ -179,7 +182,7 @@ class ShellReader(PackageRunners):
         best_rank = -1
         best_target: str | None = None
         waits = False
-        for words, writes in segments(strip_heredocs(text)):
+        for words, writes, cwd in _with_directories(segments(strip_heredocs(text))):
             kind: str | None
             target: str | None
             if writes:  # a redirection into a file decides the command, whatever it runs
@@ -191,6 +194,7 @@ class ShellReader(PackageRunners):
                 if kind == _WAIT:
                     waits = True
                     continue
+            target = _in_directory(cwd, target)
             rank = RANK[kind]
             if rank > best_rank:
                 best_kind, best_rank, best_target = kind, rank, target
@@ -361,3 +365,47 @@ def _shell_script(args: list[str]) -> str | None:
         if not arg.startswith("-"):
             return None
     return None
+
+
+def _with_directories(commands: Iterable[Segment],
+                      ) -> Iterator[tuple[list[str], list[str], str | None]]:
+    """Yield a line's commands other than ``cd``, each with where the ``cd`` before it went.
+
+    None where the line has not changed directory, or went where it cannot tell.
+    """
+    cwd: str | None = None
+    for words, writes in commands:
+        if not writes and words[0] == "cd":
+            cwd = _changed_directory(cwd, words)
+        else:
+            yield words, writes, cwd
+
+
+def _changed_directory(cwd: str | None, words: list[str]) -> str | None:
+    """Return where ``cd DIR`` leaves a line that was in ``cwd`` (None: not known).
+
+    An absolute ``DIR`` is known; a relative one only from a known ``cwd``. ``cd`` alone,
+    ``cd -`` and ``cd ~`` go where the line cannot tell.
+    """
+    if len(words) != 2:
+        return None
+    directory = words[1]
+    if directory.startswith("/"):
+        return posixpath.normpath(directory)
+    if cwd is None or not _RELATIVE_PATH.fullmatch(directory):
+        return None
+    return posixpath.normpath(posixpath.join(cwd, directory))
+
+
+def _in_directory(cwd: str | None, target: str | None) -> str | None:
+    """Return a relative file target as the absolute path it names after ``cd cwd``.
+
+    ``cd /app && conda env create -f environment.yml`` reads ``/app/environment.yml``, the file
+    ``cat > /app/environment.yml`` writes: one target, so that write ends the command's streak
+    of failures. Only what looks like a file path (a ``/`` or a ``.`` in it) is joined: a
+    package name (``scipy``, ``numpy==1.26``) is not a path.
+    """
+    if cwd is not None and target is not None and ("/" in target or "." in target) \
+            and not target.startswith("/") and _RELATIVE_PATH.fullmatch(target):
+        return posixpath.normpath(posixpath.join(cwd, target))
+    return target
