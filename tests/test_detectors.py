@@ -707,6 +707,21 @@ class TestMutatingFailureDetector:
         others = [sed("", "pkg/a.py"), sed("", "/testbed/lib/a.py"), sed("", "/srv/a.py")]
         assert _by(_run(others), "mutating_failure") == {}
 
+    def test_a_program_after_the_change_owns_the_failure(self) -> None:
+        """``cat > index.rst <<EOF ... EOF`` then ``sphinx-build`` in one line exits with the
+        build's status: three different pages, each built with the broken link the agent
+        meant to test, are three experiments, not a write failing three times (SWE-bench's
+        sphinx-7985 with Gemini 3 Pro, healthy; before, they stopped at 4). The same line
+        failing the same way again and again still counts, as the call itself."""
+        def page(text: str) -> dict[str, Any]:
+            return _call("bash", {"command": f"cat <<'EOF' > r/index.rst\n{text}\nEOF\n"
+                                             "cd r && sphinx-build -b linkcheck . _build"},
+                         "broken link", error="exit code 1")
+        calls = [page(f"broken link {i}") for i in range(4)]
+        assert _by(_run(calls), "mutating_failure") == {}
+        assert _by(_run([page("broken link")] * 4), "mutating_failure") == {3: "warn",
+                                                                            4: "stop"}
+
     def test_non_mutating_tools_are_ignored(self) -> None:
         """A tool that is not mutating never gets this evidence."""
         calls = [_call("search", {"q": "x"}, error="conflict")] * 3

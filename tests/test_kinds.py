@@ -311,6 +311,20 @@ class TestPackageRunners:
         other calls name by its absolute path."""
         assert classifier.target("bash", {"command": command}) == target
 
+    @pytest.mark.parametrize(("command", "target"), [
+        ("sed -i s/a/b/ a.py && python test.py", None),
+        ("cat <<'EOF' > r/i.rst\nx\nEOF\ncd r && sphinx-build . _build", None),
+        ("sed -i s/a/b/ a.py && cat a.py", "a.py"),  # a read after it: still the change's
+        ("sed -i s/a/b/ a.py && echo done", "a.py"),
+        ("python a.py && sed -i s/a/b/ a.py", "a.py"),  # the change comes last
+    ])
+    def test_no_target_when_a_program_runs_after_the_change(
+            self, classifier: CallKindClassifier, command: str, target: str | None) -> None:
+        """A line that changes a file and then runs a program exits with the program's status:
+        it stays a change, but its failure names no file."""
+        assert classifier.command_kind(command) == "mutating"
+        assert classifier.target("bash", {"command": command}) == target
+
     def test_script_runner_reads_only_specific_rules(self) -> None:
         """``yarn X`` runs a package script X when there is one: only a table key with a
         subcommand or an option (``prettier --write``) makes X the command, also a user's."""

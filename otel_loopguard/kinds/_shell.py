@@ -39,6 +39,8 @@ Rule = tuple[tuple[str, ...], tuple[str, ...], str]
 _ASSIGNMENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^]]*\])?\+?=")
 _SHORT_GROUP: Final = re.compile(r"-[A-Za-z]+")
 _PATH_LIKE: Final = re.compile(r"[^\s-]\S{0,1023}")
+_RUNS: Final = frozenset({"default", "poll"})
+"""Kinds of a command that runs a program (a test, a build, a script) whose failure is its own."""
 _RELATIVE_PATH: Final = re.compile(r"[\w.+-]+(?:/[\w.+-]*)*")
 """A relative file path (``environment.yml``, ``src/a.py``), not a package (``numpy==1.2``)."""
 _HEADERS: Final = frozenset({"for", "select", "case", "function", "coproc"})
@@ -175,39 +177,50 @@ class ShellReader(PackageRunners):
         self._rules = rules
 
     def analyze(self, text: str, depth: int = 0) -> Outcome:
-        """Return the (kind, target) of a command line; kind None when it has no words."""
+        """Return the (kind, target) of a command line; kind None when it has no words.
+
+        A change followed by a program that runs (``cat > t.rst <<EOF ... EOF`` then
+        ``sphinx-build``, ``sed -i ... a.py && pytest``) keeps its kind but names no target:
+        the line's exit status is the program's, so its failure is not the change's. A read
+        after it (``&& cat a.py``) leaves the target as it is.
+        """
         if not text or text.isspace():
             return None, None
         best_kind: str | None = None
         best_rank = -1
         best_target: str | None = None
         waits = False
-        for words, writes, cwd in _with_directories(segments(strip_heredocs(text))):
-            kind: str | None
-            target: str | None
-            if writes:  # a redirection into a file decides the command, whatever it runs
-                kind, target = "mutating", writes[0]
-            else:
-                kind, target = self._command(words, depth)
-                if kind is None:
-                    continue
-                if kind == _WAIT:
-                    waits = True
-                    continue
-            target = _in_directory(cwd, target)
+        for kind, target in self._commands(text, depth):
+            if kind == _WAIT:
+                waits = True
+                continue
+            if best_kind == "mutating" and best_target is not None:
+                if kind in _RUNS:
+                    best_target = None  # a program after the change decides the exit status
+                    break
+                continue
             rank = RANK[kind]
             if rank > best_rank:
                 best_kind, best_rank, best_target = kind, rank, target
             elif kind == best_kind and best_target is None:
                 best_target = target
-            if best_kind == "mutating" and best_target is not None:
-                break  # nothing later can change the outcome
         if waits:  # waiting, then looking again, is a poll; waiting alone reports nothing
             if best_kind is None:
                 return "exempt", None
             if best_rank < RANK["poll"]:
                 return "poll", best_target
         return best_kind or "read", best_target
+
+    def _commands(self, text: str, depth: int) -> Iterator[tuple[str, str | None]]:
+        """Yield the (kind, target) of each command of a line that runs something.
+
+        A redirection into a file decides its command, whatever it runs; a relative target is
+        read from the directory of the line's ``cd`` before it.
+        """
+        for words, writes, cwd in _with_directories(segments(strip_heredocs(text))):
+            kind, target = ("mutating", writes[0]) if writes else self._command(words, depth)
+            if kind is not None:
+                yield kind, _in_directory(cwd, target)
 
     def _command(self, words: list[str], depth: int) -> Outcome:
         start = 0
