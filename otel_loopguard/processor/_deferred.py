@@ -155,7 +155,7 @@ class DeferredTurns:
         try:
             trace_id = context[0]
             if type(attrs) is not dict or trace_id in self._traces \
-                    or not attrs.keys() <= self._blank_keys:
+                    or not self._blank_keys.issuperset(attrs):
                 return False
             deferred = self._deferred
             if parent is None or parent[2]:
