@@ -34,7 +34,7 @@ BOUNDS: dict[str, tuple[int, int, int]] = {
     "shell": (1, 0, 36),
     "function": (0, 0, 27),
     "ide": (1, 0, 4),
-    "conversation": (0, 0, 4),
+    "conversation": (0, 0, 10),
     "multi_agent": (0, 0, 13),
     "browsing": (0, 0, 19),
 }
