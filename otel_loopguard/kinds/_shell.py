@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Final
 
-from otel_loopguard.kinds._lexer import Segment, segments, strip_heredocs
+from otel_loopguard.kinds._lexer import segments, strip_heredocs
 from otel_loopguard.kinds._runners import RUN_WORDS, PackageRunners
 from otel_loopguard.kinds._runners import command_name as _name
 from otel_loopguard.kinds._table import (
@@ -179,10 +179,12 @@ class ShellReader(PackageRunners):
     def analyze(self, text: str, depth: int = 0) -> Outcome:
         """Return the (kind, target) of a command line; kind None when it has no words.
 
-        A change followed by a program that runs (``cat > t.rst <<EOF ... EOF`` then
-        ``sphinx-build``, ``sed -i ... a.py && pytest``) keeps its kind but names no target:
-        the line's exit status is the program's, so its failure is not the change's. A read
-        after it (``&& cat a.py``) leaves the target as it is.
+        A redirection into a file decides its command, whatever it runs; a relative target is
+        read from the directory of the line's ``cd`` before it (``_in_directory``). A change
+        followed by a program that runs (``cat > t.rst <<EOF ... EOF`` then ``sphinx-build``,
+        ``sed -i ... a.py && pytest``) keeps its kind but names no target: the line's exit
+        status is the program's, so its failure is not the change's. A read after it
+        (``&& cat a.py``) leaves the target as it is.
         """
         if not text or text.isspace():
             return None, None
@@ -190,11 +192,21 @@ class ShellReader(PackageRunners):
         best_rank = -1
         best_target: str | None = None
         waits = False
-        for kind, target in self._commands(text, depth):
-            if kind == _WAIT:
-                waits = True
+        cwd: str | None = None  # where the line's last ``cd`` went; None: not known
+        for words, writes in segments(strip_heredocs(text)):
+            kind: str | None
+            target: str | None
+            if writes:
+                kind, target = "mutating", writes[0]
+            elif words[0] == "cd":
+                cwd = _changed_directory(cwd, words)
                 continue
-            if best_kind == "mutating" and best_target is not None:
+            else:
+                kind, target = self._command(words, depth)
+                if kind is None or kind == _WAIT:
+                    waits = waits or kind == _WAIT
+                    continue
+            if best_target is not None and best_kind == "mutating":
                 if kind in _RUNS:
                     best_target = None  # a program after the change decides the exit status
                     break
@@ -202,25 +214,11 @@ class ShellReader(PackageRunners):
             rank = RANK[kind]
             if rank > best_rank:
                 best_kind, best_rank, best_target = kind, rank, target
-            elif kind == best_kind and best_target is None:
-                best_target = target
-        if waits:  # waiting, then looking again, is a poll; waiting alone reports nothing
-            if best_kind is None:
-                return "exempt", None
-            if best_rank < RANK["poll"]:
-                return "poll", best_target
-        return best_kind or "read", best_target
-
-    def _commands(self, text: str, depth: int) -> Iterator[tuple[str, str | None]]:
-        """Yield the (kind, target) of each command of a line that runs something.
-
-        A redirection into a file decides its command, whatever it runs; a relative target is
-        read from the directory of the line's ``cd`` before it.
-        """
-        for words, writes, cwd in _with_directories(segments(strip_heredocs(text))):
-            kind, target = ("mutating", writes[0]) if writes else self._command(words, depth)
-            if kind is not None:
-                yield kind, _in_directory(cwd, target)
+                if cwd is not None:
+                    best_target = _in_directory(cwd, target)
+            elif kind == best_kind and best_target is None and target is not None:
+                best_target = target if cwd is None else _in_directory(cwd, target)
+        return _outcome(best_kind, best_rank, best_target, waits)
 
     def _command(self, words: list[str], depth: int) -> Outcome:
         start = 0
@@ -380,18 +378,14 @@ def _shell_script(args: list[str]) -> str | None:
     return None
 
 
-def _with_directories(commands: Iterable[Segment],
-                      ) -> Iterator[tuple[list[str], list[str], str | None]]:
-    """Yield a line's commands other than ``cd``, each with where the ``cd`` before it went.
-
-    None where the line has not changed directory, or went where it cannot tell.
-    """
-    cwd: str | None = None
-    for words, writes in commands:
-        if not writes and words[0] == "cd":
-            cwd = _changed_directory(cwd, words)
-        else:
-            yield words, writes, cwd
+def _outcome(kind: str | None, rank: int, target: str | None, waits: bool) -> Outcome:
+    """Return a line's outcome: waiting, then looking again, is a poll; waiting alone, nothing."""
+    if waits:
+        if kind is None:
+            return "exempt", None
+        if rank < RANK["poll"]:
+            return "poll", target
+    return kind or "read", target
 
 
 def _changed_directory(cwd: str | None, words: list[str]) -> str | None:
@@ -404,13 +398,13 @@ def _changed_directory(cwd: str | None, words: list[str]) -> str | None:
         return None
     directory = words[1]
     if directory.startswith("/"):
-        return posixpath.normpath(directory)
+        return _normal(directory)
     if cwd is None or not _RELATIVE_PATH.fullmatch(directory):
         return None
-    return posixpath.normpath(posixpath.join(cwd, directory))
+    return _normal(f"{cwd}/{directory}")
 
 
-def _in_directory(cwd: str | None, target: str | None) -> str | None:
+def _in_directory(cwd: str, target: str | None) -> str | None:
     """Return a relative file target as the absolute path it names after ``cd cwd``.
 
     ``cd /app && conda env create -f environment.yml`` reads ``/app/environment.yml``, the file
@@ -418,7 +412,18 @@ def _in_directory(cwd: str | None, target: str | None) -> str | None:
     of failures. Only what looks like a file path (a ``/`` or a ``.`` in it) is joined: a
     package name (``scipy``, ``numpy==1.26``) is not a path.
     """
-    if cwd is not None and target is not None and ("/" in target or "." in target) \
-            and not target.startswith("/") and _RELATIVE_PATH.fullmatch(target):
-        return posixpath.normpath(posixpath.join(cwd, target))
+    if target is not None and ("/" in target or "." in target) and not target.startswith("/") \
+            and _RELATIVE_PATH.fullmatch(target):
+        return _normal(f"{cwd}/{target}")
     return target
+
+
+def _normal(path: str) -> str:
+    """Return an absolute ``path`` without ``.``, ``..``, doubled or trailing slashes.
+
+    ``posixpath.normpath`` only where one of those is in it: most paths need none, and it is
+    pure Python (``benchmarks/bench_shell_reader.py``).
+    """
+    if "//" in path or "/." in path or path.endswith("/"):
+        return posixpath.normpath(path)
+    return path
