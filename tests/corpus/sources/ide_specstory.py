@@ -40,8 +40,17 @@ Mapping of the export to turns and calls:
   results are null, ``full`` otherwise); repositories without a licence get results hashed
   (``hashed``; results not captured stay null), arguments kept.
 
-Usage: python ide_specstory.py MIRROR_DIR [MIRROR_DIR...]  (bare git dirs from the fetch tool,
-named ``owner+name/repo``); writes tests/corpus/runs/ide/specstory.jsonl.gz. Standard library only.
+Usage: python ide_specstory.py [--slug NAME] MIRROR_DIR [MIRROR_DIR...]  (bare git dirs from the
+fetch tool, named ``owner+name/repo``); writes tests/corpus/runs/ide/specstory.jsonl.gz, or
+NAME.jsonl.gz beside it. Standard library only.
+
+``specstory2``: the same selection on the repositories found later (a search for
+``.specstory/.what-is-this.md``), those whose ``HEAD`` holds sessions with tool calls:
+hpm27/agente-bsc-rag, maloneype/yposfgold-community-platform, ahostwin/shellbale and
+tr3stanley/autogenerate-site-test-1. The others found (minsky, politipo, uubed-py,
+process-xbrl, odyash-dev.to, seraphine-hybrid-v1, glpi_dashboard_cau, valorant, nextra-codemods,
+shadcn-ui-sidebar-08-admin-dev, tins and two work repositories) hold none; octopulse could not
+be read.
 """
 
 from __future__ import annotations
@@ -604,19 +613,22 @@ def convert_repo(repo: Path) -> list[dict]:
 
 
 def main(argv: list[str]) -> int:
+    out = OUT
+    if argv[:1] == ["--slug"]:  # another set of repositories, in a file of its own
+        out, argv = OUT.with_name(f"{argv[1]}.jsonl.gz"), argv[2:]
     runs = []
     for arg in argv:
         runs.extend(convert_repo(Path(arg)))
     runs.sort(key=lambda r: r["id"])
     ids = [r["id"] for r in runs]
     assert len(ids) == len(set(ids)), "duplicate ids"
-    OUT.parent.mkdir(parents=True, exist_ok=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
     buf = io.BytesIO()
     with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0, filename="") as gz:
         for run in runs:
             gz.write((json.dumps(run, sort_keys=True, ensure_ascii=False) + "\n").encode())
-    OUT.write_bytes(buf.getvalue())
-    print(f"{len(runs)} runs -> {OUT} ({OUT.stat().st_size} bytes)")
+    out.write_bytes(buf.getvalue())
+    print(f"{len(runs)} runs -> {out} ({out.stat().st_size} bytes)")
     return 0
 
 
