@@ -707,6 +707,20 @@ class TestMutatingFailureDetector:
         others = [sed("", "pkg/a.py"), sed("", "/testbed/lib/a.py"), sed("", "/srv/a.py")]
         assert _by(_run(others), "mutating_failure") == {}
 
+    @pytest.mark.parametrize(("one", "other", "same"), [
+        ("bash\x00pkg/a.py", "bash\x00/testbed/pkg/a.py", True),
+        ("bash\x00/testbed/pkg/a.py", "bash\x00./pkg/a.py", True),
+        ("bash\x00a.py", "bash\x00/testbed/ba.py", False),  # another file's name ends so
+        ("bash\x00scipy", "bash\x00/opt/scipy", False),  # a package, not a path
+        ("bash\x00pkg/a.py", "edit\x00/testbed/pkg/a.py", False),  # another tool
+        ("bash\x00/a/x.py", "bash\x00/b/x.py", False),  # two absolute paths
+    ])
+    def test_which_names_are_one_file(self, one: str, other: str, same: bool) -> None:
+        """A relative path and an absolute path ending in it, of one tool, are one target."""
+        from otel_loopguard.detectors.failure import _same_target
+        assert _same_target(one, other) is same
+        assert _same_target(other, one) is same
+
     def test_a_program_after_the_change_owns_the_failure(self) -> None:
         """``cat > index.rst <<EOF ... EOF`` then ``sphinx-build`` in one line exits with the
         build's status: three different pages, each built with the broken link the agent

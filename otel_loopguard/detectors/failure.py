@@ -286,11 +286,11 @@ def _same_target(one: str, other: str) -> bool:
         return True
     tool, _, path = one.partition("\x00")
     other_tool, _, other_path = other.partition("\x00")
-    if tool != other_tool or not path or not other_path or "\x00" in path + other_path \
-            or ("/" not in path and "." not in path):
+    if tool != other_tool or not path or not other_path or "\x00" in path + other_path:
         return False
     shorter, longer = sorted((path, other_path), key=len)
-    return not shorter.startswith("/") and longer.endswith("/" + shorter.removeprefix("./"))
+    return ("/" in shorter or "." in shorter) and not shorter.startswith("/") \
+        and longer.endswith("/" + shorter.removeprefix("./"))
 
 
 def _streak_key(step: Step) -> str:
