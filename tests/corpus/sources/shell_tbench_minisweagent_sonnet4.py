@@ -28,7 +28,8 @@ result is the observation as the model saw it, and its error ``exit code N`` for
 return code, ``timed out`` when the harness killed the command. A response with none or several
 blocks is a turn without a call, and the harness's format error is the next turn's ``input``.
 The last step's ``echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`` ends the run with no observation
-(its result is null). A run cut by the trial's time limit ends at its last printed step.
+(its result is null; ``content`` stays ``hashed``, as for the other sources without a licence).
+A run cut by the trial's time limit ends at its last printed step.
 
 Usage: ``python tests/corpus/sources/shell_tbench_minisweagent_sonnet4.py SUBMISSION_DIR`` where
 SUBMISSION_DIR is that folder of a local copy of the commit; writes
@@ -142,8 +143,7 @@ def convert(log: Path, run_date: str, task: str) -> dict[str, Any] | None:
         "licence": LICENCE,
         "harness": HARNESS,
         "model": MODEL,
-        "content": "hashed" if all(c["result"] is not None for t in turns for c in t["calls"])
-        else "partial",
+        "content": "hashed",  # as every source without a licence: the last call's is null
         "turns": turns,
     }
 
