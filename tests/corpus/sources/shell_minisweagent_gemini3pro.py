@@ -27,14 +27,14 @@ TRAJS_DIR is that ``trajs/`` folder of a local copy of the commit; writes
 
 from __future__ import annotations
 
-import gzip
-import hashlib
 import json
 import random
 import re
 import sys
 from pathlib import Path
 from typing import Any
+
+from _store import cap, write_runs
 
 SOURCE = "gruckion/mini-swe-agent"
 COMMIT = "d12a71affd95403b036b2bdbd827349b77bfffb9"
@@ -48,13 +48,6 @@ OUT = Path(__file__).resolve().parents[1] / "runs" / "shell" / f"{SLUG}.jsonl.gz
 _ACTION = re.compile(r"```bash\s*\n(.*?)\n```", re.S)
 _RETURNCODE = re.compile(r"<returncode>(-?\d+)</returncode>")
 
-
-def cap(text: str) -> str:
-    """Results over 4,000 characters: first 2,000, then the digest and length of the whole."""
-    if len(text) <= 4000:
-        return text
-    whole = hashlib.sha256(text.encode()).hexdigest()
-    return f"{text[:2000]}\n[... sha256:{whole} len={len(text)}]"
 
 
 def _error(observation: str) -> str | None:
@@ -114,11 +107,7 @@ def main(argv: list[str]) -> int:
     runs = [run for run in (convert(path) for path in sorted(random.Random(seed).sample(pool, size)))
             if run["turns"]]
     runs.sort(key=lambda run: run["id"])
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    with gzip.open(OUT, "wt", encoding="utf-8") as out:
-        out.writelines(json.dumps(run, sort_keys=True, ensure_ascii=False) + "\n" for run in runs)
-    calls = sum(len(turn["calls"]) for run in runs for turn in run["turns"])
-    print(f"{len(runs)} runs, {calls} calls -> {OUT}")
+    write_runs(runs, OUT)
     return 0
 
 

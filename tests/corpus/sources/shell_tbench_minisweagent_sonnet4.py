@@ -38,13 +38,13 @@ SUBMISSION_DIR is that folder of a local copy of the commit; writes
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import json
 import re
 import sys
 from pathlib import Path
 from typing import Any
+
+from _store import write_runs
 
 SOURCE = "laude-institute/terminal-bench-leaderboard"
 COMMIT = "8e1925a397d7ed859c027cc19b3a3d90c16ef8df"
@@ -155,12 +155,7 @@ def main(folder: Path) -> None:
         run = convert(log, run_date, task)
         if run is not None:
             runs.append(run)
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    with gzip.open(OUT, "wt", encoding="utf-8") as out:
-        for run in runs:
-            out.write(json.dumps(run, ensure_ascii=False) + "\n")
-    print(f"{len(runs)} runs, {sum(len(t['calls']) for r in runs for t in r['turns'])} calls"
-          f" -> {OUT}")
+    write_runs(runs, OUT)
 
 
 if __name__ == "__main__":
