@@ -460,3 +460,61 @@ def test_claude_code_values_it_cut_do_not_make_different_calls_the_same() -> Non
     whole = ["export const version = 1;\n"] * 3
     reports = list(Checker().run(AgentRecords().from_events(_claude_writes(whole))))
     assert [d.code for r in reports for d in r.findings] == ["REPEATED_CALL"]
+
+
+def _gemini_refusals(prompts_between: bool) -> list[LogEvent]:
+    """Four edits of one file that the user turns down (Gemini CLI's ``decision`` ``reject``),
+    each after a model response; with ``prompts_between``, the user says what they want
+    after each refusal (a ``user_prompt`` event, the words not logged)."""
+    events: list[LogEvent] = []
+    for n in range(4):
+        at = T0 + n * 10 * 10**9
+        if prompts_between and n:
+            events.append(LogEvent(at, {"session.id": "s-no", "event.name":
+                                        "gemini_cli.user_prompt", "prompt_length": 40,
+                                        "prompt_id": f"s-no########{n}"},
+                                   "User prompt.", "gemini_cli.user_prompt"))
+        events.append(LogEvent(at + 10**9, {"session.id": "s-no", "event.name":
+                                            "gemini_cli.api_response", "model": "gemini-2.5-pro",
+                                            "duration_ms": 900, "input_token_count": 10},
+                               "API response.", "gemini_cli.api_response"))
+        events.append(LogEvent(at + 2 * 10**9, {
+            "session.id": "s-no", "event.name": "gemini_cli.tool_call", "function_name": "replace",
+            "function_args": json.dumps({"file_path": "docs/a.md", "new_string": f"v{n}"}),
+            "duration_ms": 3, "success": False, "decision": "reject"},
+            "Tool call: replace. Decision: reject. Success: false.", "gemini_cli.tool_call"))
+    return events
+
+
+def test_a_refused_edit_after_the_users_new_prompt_is_a_new_attempt() -> None:
+    """A call the user turned down is no failure of the tool, and the user's next prompt is
+    new input: four edits of one file refused, each after the user said what they want, are
+    four attempts. Refused with nothing said between them, they add up as failures do."""
+    records = AgentRecords().from_events(_gemini_refusals(prompts_between=True))
+    calls = [r for r in records if not r.name.startswith("chat")]
+    assert {r.status_message for r in calls} == {"declined by the user"}
+    turns = [r for r in records if r.name.startswith("chat")]
+    assert [json.loads(t.attributes["gen_ai.input.messages"])[0]["parts"][0]["content"]
+            for t in turns[1:]] == [f"prompt s-no########{n}" for n in range(1, 4)]
+    reports = list(Checker().run(iter(records)))
+    assert [e.code for r in reports for d in r.findings for e in d.evidence] == []
+    reports = list(Checker().run(iter(AgentRecords().from_events(
+        _gemini_refusals(prompts_between=False)))))
+    assert "MUTATING_FAILURE" in {e.code for r in reports for d in r.findings for e in d.evidence}
+
+
+def test_a_logged_prompt_is_the_next_model_requests_input() -> None:
+    """Prompt words, when the user logs them, are the input of the session's next model
+    request; a redacted prompt is told apart by its id or time; a prompt is used once."""
+    def event(name: str, at: int, **attrs: Any) -> LogEvent:
+        return LogEvent(T0 + at, {"session.id": "s-p", "event.name": name, **attrs}, name, name)
+
+    records = AgentRecords().from_events([
+        event("claude_code.user_prompt", 1, prompt="fix the date parser", **{"prompt.id": "p1"}),
+        event("claude_code.api_request", 2, model="claude-sonnet-4-5"),
+        event("claude_code.api_request", 3, model="claude-sonnet-4-5"),
+        event("codex.user_prompt", 4, prompt="[REDACTED]")])
+    inputs = [r.attributes.get("gen_ai.input.messages") for r in records]
+    assert json.loads(inputs[0])[0] == {"role": "user", "parts": [
+        {"type": "text", "content": "fix the date parser"}]}
+    assert inputs[1] is None and len(records) == 2

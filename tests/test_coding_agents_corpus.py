@@ -22,11 +22,11 @@ from otel_loopguard.cli import main
 
 BOUNDS: dict[str, tuple[int, int, int]] = {
     # level: (most healthy sessions flagged, most at replan or stop, fewest loops caught)
-    "claude-code | telemetry on (default)": (1, 0, 3),
-    "claude-code | OTEL_LOG_TOOL_DETAILS=1": (2, 0, 4),
-    "codex | [otel] exporter (default)": (2, 0, 4),
-    "gemini-cli | logPrompts: false": (2, 0, 3),
-    "gemini-cli | logPrompts: true (default)": (5, 1, 4),
+    "claude-code | telemetry on (default)": (2, 0, 2),
+    "claude-code | OTEL_LOG_TOOL_DETAILS=1": (6, 3, 5),
+    "codex | [otel] exporter (default)": (4, 0, 5),
+    "gemini-cli | logPrompts: false": (2, 0, 2),
+    "gemini-cli | logPrompts: true (default)": (9, 4, 5),
 }
 
 

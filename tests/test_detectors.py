@@ -44,6 +44,11 @@ _OLD_PERMANENT = (
     r"validation[ _]?error|unprocessable|not[ _]?found|no[ _]?such[ _]?file|unknown[ _]?tool|"
     r"does not exist|bad[ _]?request|not allowed|key[ _]?error|type[ _]?error|value[ _]?error")
 """The error phrases as one case-insensitive pattern: the reference of ``classify_error``."""
+_DECLINED_WORDS = (
+    r"^\W*(?:cancell?ed|declined)\W*$|\buser (?:rejected|declined|denied|cancell?ed)\b|"
+    r"\b(?:rejected|declined|denied|cancell?ed|interrupted) by (?:the )?user\b|"
+    r"doesn't want to proceed with this tool use|tell claude what to do differently")
+"""A refusal's words as one case-insensitive pattern, searched first."""
 _OLD_RETRYABLE = (
     r"rate.?limit|too[ _]?many[ _]?requests|time.?out|timed out|temporar|unavailable|"
     r"try again|overloaded|connection[ _]?(?:reset|refused|error|aborted)|econnreset|"
@@ -488,11 +493,14 @@ class TestFailureDetector:
         "Bad Request", "KeyError", "rate-limit", "Too many requests", "TIMED OUT", "busy",
         "Connection Refused", "try again", "\u017fchema", "\u212aeyError", "\u0131nvalid", "é",
         " ", "x",
-        "author", "valueerror", "time_out", "\n"]), max_size=8).map("".join))
+        "author", "valueerror", "time_out", "\n", "User Rejected", "CANCELED", "by the user",
+        "Interrupted"]), max_size=8).map("".join))
     def test_phrases_as_a_case_insensitive_search_finds_them(self, text: str) -> None:
         """The cheaper search of ASCII text finds what one case-insensitive search finds, and
         other text (the long s, the Kelvin sign, the dotless i) still folds as ``re`` does."""
         def reference(text: str) -> tuple[str, str]:
+            if re.search(_DECLINED_WORDS, text[:300], re.IGNORECASE):
+                return "declined", "declined"
             for kind, pattern in (("permanent", _OLD_PERMANENT), ("retryable", _OLD_RETRYABLE)):
                 hit = re.search(pattern, text, re.IGNORECASE)
                 if hit is not None:
@@ -503,9 +511,9 @@ class TestFailureDetector:
 
     def test_every_phrase_names_a_word_it_contains(self) -> None:
         """A text without a phrase's word is never searched: each word is literal in its phrase."""
-        from otel_loopguard.detectors.failure import _PERMANENT, _RETRYABLE
+        from otel_loopguard.detectors.failure import _DECLINED, _PERMANENT, _RETRYABLE
 
-        for phrase, word in _PERMANENT + _RETRYABLE:
+        for phrase, word in _DECLINED + _PERMANENT + _RETRYABLE:
             assert word in phrase and re.escape(word) == word, phrase
 
     @pytest.mark.parametrize("text", ["ValidationError", "PermissionError", "FileNotFoundError"])
@@ -596,9 +604,9 @@ class TestFailureDetector:
 
     def test_retryable_failures_without_arguments_are_not_known_to_be_one_call(self) -> None:
         """Without arguments (a coding agent's tool events at its default level) no two failing
-        calls are known to be the same call: the tool's same unclassified error (a command the
-        user declined) counts as on other targets, a warning from the 5th, never a stop by
-        itself; with arguments, from the 3rd. A classified retryable error (a 429) keeps its
+        calls are known to be the same call: the tool's same unclassified error, or the same
+        refusal of the user's, counts as on other targets, a warning from the 5th, never a stop
+        by itself; with arguments, from the 3rd. A classified retryable error (a 429) keeps its
         ladder: ``test_failure_ladder``."""
         error = "The user denied this operation."
         unknown = _call("execute_command", error=error)
@@ -613,6 +621,24 @@ class TestFailureDetector:
         call = _call("fetch_account", {"account_id": 42},
                      "An error occurred while running the tool. Please try again.", error=status)
         assert _by(_run([call] * 3), "failure") == {3: "warn"}
+
+
+class TestDeclinedCalls:
+    @pytest.mark.parametrize("text", [
+        "User rejected update to specs/cli_spec.py", "No (tell Claude what to do differently)",
+        "The user doesn't want to proceed with this tool use. The tool use was rejected",
+        "cancelled", "Canceled.", "Interrupted by user", "The user denied this operation.",
+        "Error: the request was cancelled by the user"])
+    def test_a_users_refusal_is_declined(self, text: str) -> None:
+        """What coding agents say of a call their user turned down or stopped."""
+        assert classify_error(text) == ("declined", "declined")
+
+    @pytest.mark.parametrize("text", [
+        "context canceled", "job cancelled after 3 retries", "permission denied",
+        "403 Forbidden: request denied", "Error: String to replace not found in file."])
+    def test_a_tools_own_failure_is_not(self, text: str) -> None:
+        """A cancellation or denial of the tool's own is a failure like any other."""
+        assert classify_error(text)[0] != "declined"
 
 
 class TestMutatingFailureDetector:
@@ -652,6 +678,33 @@ class TestMutatingFailureDetector:
         assert _by(_run(calls), "mutating_failure") == {5: "warn"}
         calls = [fail, fail, _call("edit_file", {"path": "a", "old": "x"}, "ok"), fail, fail]
         assert _by(_run(calls), "mutating_failure") == {}
+
+    @staticmethod
+    def _refused(edits: int, *, said_between: bool) -> list[str]:
+        """Edits of one file the user turns down, with or without a word from them between."""
+        from otel_loopguard.types import ModelTurn
+
+        engine = LoopEngine()
+        run = engine.new_run()
+        actions = []
+        for n in range(edits):
+            if said_between and n:
+                engine.process_model_turn(run, ModelTurn(
+                    span_id=f"t{n}", input_sig=f"do it this way, take {n}", user_input=True,
+                    requested_tools=True))
+            decision = engine.process(run, tool_call(n, _call(
+                "edit_file", {"path": "a.py", "new": f"v{n}"},
+                error="User rejected update to a.py")))
+            actions.append(decision.action.label)
+        return actions
+
+    def test_a_refusal_after_the_users_words_is_a_new_attempt(self) -> None:
+        """An edit the user turns down and then explains is tried again differently: each
+        refusal after the user's new words starts over (an interactive session, where the
+        developer declines a change and says what they want instead)."""
+        assert self._refused(5, said_between=True) == ["continue"] * 5
+        # with nothing said between them, refusals of one file add up as any failure does
+        assert self._refused(4, said_between=False)[2:] == ["warn", "stop"]
 
     def test_another_error_restarts_the_streak(self) -> None:
         """Another error on the same target starts a new streak."""

@@ -33,7 +33,7 @@ BOUNDS: dict[str, tuple[int, int, int]] = {
     # family: (most healthy runs flagged, most healthy runs at replan or stop, fewest caught)
     "shell": (1, 0, 36),
     "function": (0, 0, 27),
-    "ide": (1, 0, 4),
+    "ide": (3, 0, 7),
     "conversation": (0, 0, 10),
     "multi_agent": (0, 0, 13),
     "browsing": (0, 0, 19),

@@ -11,6 +11,9 @@ them with the same rules as any framework's spans:
 * the **run** is the agent's session (``session.id``; Codex ``conversation.id``);
 * the **call id** (``tool_use_id``, ``call_id``) is the record's span id, so a call reported as
   an event and as a span is checked once;
+* a **prompt** of the user's (``user_prompt``) is the input of the session's next model request,
+  a user message: new input to the agent; a call the user declined (the decision ``reject``)
+  fails with ``declined by the user``;
 * the **prompt template** is the resource attribute ``loopguard.template`` when the team sets
   one, else ``<agent>/<model>`` (``claude-code/claude-sonnet-4-5``), the model being the one of
   the session's latest model request (Codex names it on every event), else ``<agent>``.
@@ -29,7 +32,7 @@ from typing import Any, Final
 
 from otel_loopguard.adapters import _keys as k
 from otel_loopguard.coding_agents import _claude_code, _codex, _gemini_cli
-from otel_loopguard.coding_agents._model import AgentCall, AgentTurn
+from otel_loopguard.coding_agents._model import AgentCall, AgentPrompt, AgentTurn, prompt_of, text
 from otel_loopguard.coding_agents._records import (
     AGENT_KEY,
     CALL_ID_KEY,
@@ -52,6 +55,12 @@ _PREFIXES: Final = tuple(prefix for prefix, _ in _READERS)
 _DEFAULT_MAX_SESSIONS: Final = 10_000
 _MAX_TEMPLATE_CHARS: Final = 80
 _Reader = Callable[[str, Mapping[str, Any], int], AgentCall | AgentTurn | None]
+_PROMPTS: Final = {
+    "claude_code.user_prompt": (_claude_code.AGENT, ("session.id",), ("prompt.id",)),
+    "codex.user_prompt": (_codex.AGENT, ("conversation.id", "thread.id"), ()),
+    "gemini_cli.user_prompt": (_gemini_cli.AGENT, ("session.id",), ("prompt_id",)),
+}
+"""Each agent's prompt event: the agent, where its session is named, where the prompt's id is."""
 
 
 def agent_event(event: LogEvent) -> str:
@@ -82,6 +91,8 @@ class _Session:
     model: str = ""
     segment: int = 0
     last_seen_ns: int | None = None
+    prompt: str | None = None
+    """The user's prompt since the session's last model request: the next one's input."""
 
 
 class AgentRecords:
@@ -113,18 +124,28 @@ class AgentRecords:
     def from_events(self, events: Iterable[LogEvent]) -> list[SpanRecord]:
         """Return the records of the tool calls and model requests among ``events``.
 
-        Other events (prompts, decisions, configuration) give none; unknown ones are ignored.
+        A user's prompt gives none: it is the input of the session's next model request, as a
+        user message (new input to the agent: a call repeated or refused after it is a new
+        attempt). Other events (decisions, configuration) give none; unknown ones are ignored.
         """
         out: list[SpanRecord] = []
         for event in events:
             name = agent_event(event)
             if not name:
                 continue
+            if name in _PROMPTS:
+                self._prompted(_prompt(name, event))
+                continue
             reader = _reader(name)
             found = reader(name, event.attributes, event.time_ns) if reader else None
             if found is not None:
                 out.append(self._record(found, event.scope_name, event.resource))
         return out
+
+    def _prompted(self, prompt: AgentPrompt) -> None:
+        """Keep a user's prompt as the input of its session's next model request."""
+        with self._lock:
+            self._session(prompt.agent, prompt.session).prompt = prompt.words
 
     # --- spans -------------------------------------------------------------------------------
     def from_spans(self, spans: Sequence[SpanRecord]) -> list[SpanRecord]:
@@ -171,14 +192,17 @@ class AgentRecords:
     def _record(self, found: AgentCall | AgentTurn, scope: str,
                 resource: Mapping[str, Any]) -> SpanRecord:
         model = found.model
+        prompt = None
         with self._lock:
             session = self._session(found.agent, found.session)
             if model:
                 session.model = model
             model, segment = session.model, session.segment
+            if isinstance(found, AgentTurn):
+                prompt, session.prompt = session.prompt, None
         trace_id = run_id(found.agent, found.session, segment)
         if isinstance(found, AgentTurn):
-            return turn_record(found, trace_id, scope, resource)
+            return turn_record(found, trace_id, scope, resource, prompt)
         return call_record(found, trace_id, _template(found.agent, model, resource), scope,
                            resource)
 
@@ -198,6 +222,13 @@ class AgentRecords:
                 session.segment += 1
             session.last_seen_ns = now
         return session
+
+
+def _prompt(name: str, event: LogEvent) -> AgentPrompt:
+    """Return the user's prompt an agent's ``user_prompt`` event reports."""
+    agent, session_keys, id_keys = _PROMPTS[name]
+    attrs = event.attributes
+    return prompt_of(agent, text(attrs, *session_keys), event.time_ns, attrs, *id_keys)
 
 
 def _reader(name: str) -> _Reader | None:

@@ -42,7 +42,7 @@ def read_event(name: str, attrs: Mapping[str, Any], end_ns: int) -> AgentCall | 
                          text(attrs, "tool_use_id", "gen_ai.tool.call.id"), end_ns, duration,
                          arguments=arguments_of(attrs, text(attrs, "tool_use_id")),
                          failed=failed,
-                         error=text(attrs, "error", "error_type") if failed else "")
+                         error=_error(attrs) if failed else "")
     if name == "claude_code.api_request":
         tokens_in = sum(int(number(attrs.get(key))) for key in (
             "input_tokens", "cache_read_tokens", "cache_creation_tokens"))
@@ -51,6 +51,13 @@ def read_event(name: str, attrs: Mapping[str, Any], end_ns: int) -> AgentCall | 
                          int(number(attrs.get("output_tokens"))),
                          number(cost) if cost is not None else None)
     return None
+
+
+def _error(attrs: Mapping[str, Any]) -> str:
+    """A failed call's error; a call the user turned down (``decision_type`` ``reject``) says so."""
+    if text(attrs, "decision_type", "decision") == "reject":
+        return "declined by the user"
+    return text(attrs, "error", "error_type")
 
 
 def tool_of(attrs: Mapping[str, Any]) -> str:

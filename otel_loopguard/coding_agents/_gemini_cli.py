@@ -33,13 +33,18 @@ def read_event(name: str, attrs: Mapping[str, Any], end_ns: int) -> AgentCall | 
         return AgentCall(AGENT, session, text(attrs, "function_name") or "unknown",
                          text(attrs, "call_id"), end_ns, duration,
                          arguments=attrs.get("function_args") or None, failed=failed,
-                         error=text(attrs, "error", "error.message", "error_type",
-                                    "error.type") if failed else "",
-                         model=text(attrs, "model"))
+                         error=_error(attrs) if failed else "", model=text(attrs, "model"))
     if name == "gemini_cli.api_response":
         return AgentTurn(AGENT, session, end_ns, duration, text(attrs, "model"),
                          int(number(attrs.get("input_token_count"))),
                          int(number(attrs.get("output_token_count"))) +
                          int(number(attrs.get("thoughts_token_count"))))
     return None
+
+
+def _error(attrs: Mapping[str, Any]) -> str:
+    """A failed call's error; a call the user turned down (``decision`` ``reject``) says so."""
+    if text(attrs, "decision") == "reject":
+        return "declined by the user"
+    return text(attrs, "error", "error.message", "error_type", "error.type")
 

@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["MISSING", "AgentCall", "AgentTurn", "flag", "number", "text"]
+__all__ = ["MISSING", "AgentCall", "AgentPrompt", "AgentTurn", "flag", "number", "prompt_of",
+           "text"]
 
 MISSING: Final[Any] = object()
 """``AgentCall.result`` when the agent does not report the tool's output."""
@@ -44,6 +45,36 @@ class AgentTurn:
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float | None = None
+
+
+@dataclass(slots=True)
+class AgentPrompt:
+    """One prompt the user sent (its words when the agent logs them): new input to the agent."""
+
+    agent: str
+    session: str
+    end_time_ns: int
+    words: str
+    """The prompt's text, else what tells this prompt from the session's others (its id)."""
+
+
+_MAX_PROMPT_CHARS: Final = 4_096
+_REDACTED: Final = frozenset({"", "[REDACTED]", "<REDACTED>"})
+
+
+def prompt_of(agent: str, session: str, end_ns: int, attributes: Mapping[str, Any],
+              *id_keys: str) -> AgentPrompt:
+    """Return a user's prompt event as an ``AgentPrompt``.
+
+    The words are logged only when the user opts in (Claude Code ``OTEL_LOG_USER_PROMPTS``,
+    Codex ``log_user_prompt``, Gemini CLI ``logPrompts``); otherwise the prompt is told from
+    the others by its id (``prompt.id``, ``prompt_id``), else by its time: a new prompt is new
+    input whatever it says.
+    """
+    words = text(attributes, "prompt")
+    if words in _REDACTED:
+        words = "prompt " + (text(attributes, *id_keys) or str(end_ns))
+    return AgentPrompt(agent, session, end_ns, words[:_MAX_PROMPT_CHARS])
 
 
 def text(attributes: Mapping[str, Any], *keys: str) -> str:

@@ -102,10 +102,16 @@ def fill_copy(kept: SpanRecord, copy: SpanRecord) -> None:
 
 
 def turn_record(turn: AgentTurn, trace_id: str, scope: str,
-                resource: Mapping[str, Any]) -> SpanRecord:
-    """Return the ``chat`` record of one model request (tokens and model for the waste)."""
+                resource: Mapping[str, Any], prompt: str | None = None) -> SpanRecord:
+    """Return the ``chat`` record of one model request (tokens and model for the waste).
+
+    ``prompt``: the user's prompt that came before it, its input (a user message).
+    """
     attrs = _common(turn.agent, turn.session)
     attrs[k.GEN_AI_OPERATION_NAME] = "chat"
+    if prompt is not None:
+        attrs[k.GEN_AI_INPUT_MESSAGES] = orjson.dumps(
+            [{"role": "user", "parts": [{"type": "text", "content": prompt}]}]).decode()
     if turn.model:
         attrs[k.GEN_AI_RESPONSE_MODEL] = turn.model
     attrs[k.GEN_AI_USAGE_INPUT_TOKENS] = turn.input_tokens

@@ -9,9 +9,19 @@ from otel_loopguard.detectors._base import DetectorBase, ladder, occurrence_deta
 from otel_loopguard.detectors._step import Step
 from otel_loopguard.types import Evidence
 
-__all__ = ["FailureDetector", "MutatingFailureDetector", "classify_error"]
+__all__ = ["DECLINED", "FailureDetector", "MutatingFailureDetector", "classify_error"]
 
 _CODE_RE: Final = re.compile(r"(?<![\d.])([45]\d\d)(?![\d.])")
+_DECLINED: Final = (
+    (r"^\W*cancell?ed\W*$", "cancel"), (r"^\W*declined\W*$", "declined"),
+    (r"\buser (?:rejected|declined|denied|cancell?ed)\b", "user"),
+    (r"\b(?:rejected|declined|denied|cancell?ed|interrupted) by (?:the )?user\b", "user"),
+    ("doesn't want to proceed with this tool use", "proceed"),
+    ("tell claude what to do differently", "claude"))
+"""The words of a call the user declined or interrupted (Claude Code's ``User rejected update
+to a.py``, ``The user doesn't want to proceed with this tool use``, ``Interrupted by user``; a
+coding agent's ``cancelled`` when its user turned the call down), not of a tool that failed;
+each with a word every match contains."""
 _PERMANENT: Final = (
     ("unauthori[sz]ed", "auth"), ("unauthenticated", "auth"), ("authenticat", "auth"),
     (r"\bauth\b", "auth"), ("forbidden", "forbidden"), ("permission[ _]?denied", "permission"),
@@ -67,27 +77,39 @@ class _Phrases:
         return None
 
 
+_DECLINED_PHRASES: Final = _Phrases(_DECLINED)
 _PERMANENT_PHRASES: Final = _Phrases(_PERMANENT)
 _RETRYABLE_PHRASES: Final = _Phrases(_RETRYABLE)
 
 
 UNCLASSIFIED: Final = "error"
 """The reason of an error no code or phrase classifies: retryable by the ladder, not by cause."""
+_DECLINED_CHARS: Final = 300
+"""How much of an error is read for a refusal's words: agents put them first."""
+DECLINED: Final = "declined"
+"""The class (and reason) of a call the user declined: the tool did not fail, it did not run."""
+_UNTOLD: Final = frozenset({UNCLASSIFIED, DECLINED})
+"""Reasons that say nothing of the call: its output tells two failures apart (a refusal's result
+holds the user's feedback), and without arguments no two are known to be one call."""
 
 
 def classify_error(text: str) -> tuple[str, str]:
-    """Return (``permanent`` | ``retryable``, reason) for an error message.
+    """Return (``permanent`` | ``retryable`` | ``declined``, reason) for an error message.
 
+    A call the user declined or interrupted is ``declined``: no failure of the tool. Then
     HTTP-like codes win: 408, 429 and 5xx are retryable, other 4xx permanent. Then phrases:
     authentication, permission, validation and not-found errors are permanent; rate limits,
     timeouts and unavailability retryable. Anything else counts as retryable (the lenient ladder).
     """
+    lowered = text.lower() if text.isascii() else None
+    if _DECLINED_PHRASES.search(text[:_DECLINED_CHARS],
+                                lowered[:_DECLINED_CHARS] if lowered else None) is not None:
+        return DECLINED, DECLINED
     code = _CODE_RE.search(text)
     if code is not None:
         value = int(code.group(1))
         kind = "retryable" if value in (408, 429) or value >= 500 else "permanent"
         return kind, code.group(1)
-    lowered = text.lower() if text.isascii() else None
     phrase = _PERMANENT_PHRASES.search(text, lowered)
     if phrase is not None:
         return "permanent", phrase
@@ -127,6 +149,9 @@ def _bump(counts: dict[str, int], key: str) -> int:
 class FailureDetector(DetectorBase):
     """A tool failing the same way again; a success of that tool resets its counts.
 
+    A call the user declined (``classify_error``'s ``declined``) counts only until the user
+    says something: their answer is new input, so a refusal after it is a new attempt's.
+
     Permanent errors: identical arguments stop at 2; the same error with other arguments on the
     same target (path, URL, id, see ``call_target``) warns at 3 and stops at 4; on other targets
     (the agent trying the user's alternatives) it warns at 5 and never stops by itself.
@@ -160,8 +185,8 @@ class FailureDetector(DetectorBase):
             if len(state) >= 256:
                 del state[next(iter(state))]
             failures = state[step.tool] = _ToolFailures()
-        key = (step.error_class or "") + ":" + step.error
-        if step.error_reason == UNCLASSIFIED:  # "exit code 1": the output tells failures apart
+        key = (step.error_class or "") + ":" + _streak_error(step)
+        if step.error_reason in _UNTOLD:  # "exit code 1": the output tells failures apart
             key += ":" + step.result_sig
         count, occ = failures.by_error.get(key) or (0, [])
         occ = [*occ[-9:], (step.index, step.span_id)]  # a new list: forks share the old one
@@ -186,9 +211,9 @@ class FailureDetector(DetectorBase):
                    details: dict[str, Any]) -> Evidence | None:
         """Return the retryable ladder's evidence: identical arguments, else by target."""
         cfg, tool = self.config, step.tool
-        if not step.arguments_captured and step.error_reason == UNCLASSIFIED:
+        if not step.arguments_captured and step.error_reason in _UNTOLD:
             # identical arguments cannot be known, and a message no code or phrase classifies
-            # (a command the user declined, "exit code 1") says nothing of the call either:
+            # ("exit code 1", a refusal) says nothing of the call either:
             # the tool's same error counts as on other targets (warn at 5, never a stop)
             details["ladder"] = "any_target"
             return self.evidence("REPEATED_FAILURE", ladder(
@@ -196,7 +221,7 @@ class FailureDetector(DetectorBase):
                 tool, same_call, details)
         action = ladder(same_call, cfg.threshold(tool, "failure_retryable_warn"), None,
                         cfg.threshold(tool, "failure_retryable_stop"))
-        if step.error_reason == UNCLASSIFIED and same_target > same_call:
+        if step.error_reason in _UNTOLD and same_target > same_call:
             by_target = ladder(same_target, cfg.threshold(tool, "failure_retryable_warn"))
             if by_target > action:
                 details["ladder"] = "same_target"
@@ -247,7 +272,11 @@ class MutatingFailureDetector(DetectorBase):
 
     def observe(self, state: dict[str, tuple[str, int, list[tuple[int, str]]]],
                 step: Step) -> Evidence | None:
-        """Count the same error again on the target; another error restarts, a success ends."""
+        """Count the same error again on the target; another error restarts, a success ends.
+
+        A change the user declined counts only until the user says something
+        (``_streak_error``).
+        """
         if step.kind != "mutating":
             return None
         key = _streak_key(step)
@@ -261,10 +290,11 @@ class MutatingFailureDetector(DetectorBase):
             named = next((other for other in state if _same_target(other, key)), None)
             if named is not None:  # the file's streak under another of its names goes on
                 previous = state.pop(named)
-        count, streak = (previous[1], previous[2]) if previous and previous[0] == step.error \
+        error = _streak_error(step)
+        count, streak = (previous[1], previous[2]) if previous and previous[0] == error \
             else (0, [])
         streak = [*streak[-9:], (step.index, step.span_id)]  # a new list: forks share the old
-        state[key] = (step.error, count + 1, streak)
+        state[key] = (error, count + 1, streak)
         if len(state) > 256:
             del state[next(iter(state))]
         cfg, tool = self.config, step.tool
@@ -272,6 +302,19 @@ class MutatingFailureDetector(DetectorBase):
                         cfg.threshold(tool, "mutating_failure_stop"))
         return self.evidence("MUTATING_FAILURE", action, tool, count + 1, occurrence_details(
             streak, error_class=step.error_class, error_reason=step.error_reason))
+
+
+def _streak_error(step: Step) -> str:
+    """The error a failure is counted by; a refusal of the user's in the run's world version.
+
+    A user who declines a call and then tells the agent what they want (a new message, which
+    advances the run's world version) has given it new input: the next refusal is of another
+    attempt, whatever its words. Refusals with nothing said between them (the same edit turned
+    down again and again) go on counting.
+    """
+    if step.error_class == DECLINED:
+        return f"{step.error}@{step.version}"
+    return step.error or ""  # a failure's (the callers ask for nothing else)
 
 
 def _same_target(one: str, other: str) -> bool:

@@ -30,6 +30,9 @@ the agents' documentation and code, ``docs/coding-agents.md``):
   always; Gemini CLI ``function_args`` with ``logPrompts`` on. Where the source kept only the
   file of an edit (IDE exports often drop the edit), the call carries only that file, as the
   span replay does: content is never invented;
+- a call the source says its user turned down (``User rejected ...``, ``cancelled``) carries
+  the agent's decision: Claude Code ``decision_type`` ``reject``, Gemini CLI ``decision``
+  ``reject`` (Codex records decisions in events not read here);
 - the result only where the agent sends it (Codex ``output``: the source's result, or the
   failure's words when the source has no result); a failure is ``success`` false with the
   source's words (Claude Code: ``error_type`` always, the message ``error`` only with
@@ -44,6 +47,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import re
 import shlex
 import sys
 import tempfile
@@ -334,6 +338,20 @@ def _codex_patch(call: _Call) -> str | None:
     return f"*** Begin Patch\n*** Update File: {path}\n{body}\n*** End Patch"
 
 
+_DECLINED = re.compile(
+    r"^\W*(?:cancell?ed|declined)\W*$|\buser (?:rejected|declined|denied|cancell?ed)\b|"
+    r"(?:rejected|declined|denied|cancell?ed|interrupted) by (?:the )?user|"
+    r"tell claude what to do differently", re.IGNORECASE)
+"""A source's words for a call its user turned down (``User rejected update to a.py``, Gemini
+CLI's ``cancelled``, Cline's ``The user denied this operation``)."""
+
+
+def declined(error: str | None) -> bool:
+    """Whether the source says the user turned the call down: Claude Code then logs the tool
+    decision ``reject`` (``decision_type``), Gemini CLI ``decision`` ``reject``."""
+    return bool(error) and _DECLINED.search(error) is not None
+
+
 def native_call(agent: str, tool: str, args: Any) -> tuple[str, Any]:
     """Return (tool name, arguments) of one source call as ``agent`` would make it."""
     mapping = args if isinstance(args, dict) else {}
@@ -474,7 +492,8 @@ class _Session:
         else:
             attrs = {"event.name": "gemini_cli.tool_call", "function_name": tool,
                      "duration_ms": int(_TOOL_MS), "success": not failed,
-                     "decision": "auto_accept", "prompt_id": self._prompt_id(),
+                     "decision": "reject" if declined(call["error"]) else "auto_accept",
+                     "prompt_id": self._prompt_id(),
                      "tool_type": "mcp" if mcp_parts(call["tool"]) else "native",
                      "call_id": f"{tool}-{self.clock // 1_000_000}-{digest[:8]}"}
             if self.level.arguments:
@@ -493,7 +512,10 @@ class _Session:
         attrs: dict[str, Any] = {
             "event.name": "tool_result", "tool_name": "mcp_tool" if mcp else tool,
             "tool_use_id": f"toolu_01{digest[:22]}", "success": "false" if failed else "true",
-            "duration_ms": _TOOL_MS, "decision_type": "accept", "decision_source": "config",
+            "duration_ms": _TOOL_MS,
+            **({"decision_type": "reject", "decision_source": "user_reject"}
+               if declined(call["error"]) else
+               {"decision_type": "accept", "decision_source": "config"}),
             "tool_input_size_bytes": str(len(json.dumps(call["args"])))}
         if failed:
             attrs["error_type"] = "ShellError" if tool == "Bash" else "Error"
