@@ -45,7 +45,8 @@ _OLD_PERMANENT = (
     r"does not exist|bad[ _]?request|not allowed|key[ _]?error|type[ _]?error|value[ _]?error")
 """The error phrases as one case-insensitive pattern: the reference of ``classify_error``."""
 _DECLINED_WORDS = (
-    r"^\W*(?:cancell?ed|declined)\W*$|\buser (?:rejected|declined|denied|cancell?ed)\b|"
+    r"^\W*(?:cancell?ed|declined)\W*$|"
+    r"\buser (?:rejected|declined|denied|cancell?ed|did not allow)\b|"
     r"\b(?:rejected|declined|denied|cancell?ed|interrupted) by (?:the )?user\b|"
     r"doesn't want to proceed with this tool use|tell claude what to do differently")
 """A refusal's words as one case-insensitive pattern, searched first."""
@@ -628,6 +629,7 @@ class TestDeclinedCalls:
         "User rejected update to specs/cli_spec.py", "No (tell Claude what to do differently)",
         "The user doesn't want to proceed with this tool use. The tool use was rejected",
         "cancelled", "Canceled.", "Interrupted by user", "The user denied this operation.",
+        "[Operation Cancelled] Reason: User did not allow tool call",
         "Error: the request was cancelled by the user"])
     def test_a_users_refusal_is_declined(self, text: str) -> None:
         """What coding agents say of a call their user turned down or stopped."""

@@ -14,13 +14,14 @@ __all__ = ["DECLINED", "FailureDetector", "MutatingFailureDetector", "classify_e
 _CODE_RE: Final = re.compile(r"(?<![\d.])([45]\d\d)(?![\d.])")
 _DECLINED: Final = (
     (r"^\W*cancell?ed\W*$", "cancel"), (r"^\W*declined\W*$", "declined"),
-    (r"\buser (?:rejected|declined|denied|cancell?ed)\b", "user"),
+    (r"\buser (?:rejected|declined|denied|cancell?ed|did not allow)\b", "user"),
     (r"\b(?:rejected|declined|denied|cancell?ed|interrupted) by (?:the )?user\b", "user"),
     ("doesn't want to proceed with this tool use", "proceed"),
     ("tell claude what to do differently", "claude"))
 """The words of a call the user declined or interrupted (Claude Code's ``User rejected update
-to a.py``, ``The user doesn't want to proceed with this tool use``, ``Interrupted by user``; a
-coding agent's ``cancelled`` when its user turned the call down), not of a tool that failed;
+to a.py``, ``The user doesn't want to proceed with this tool use``, ``Interrupted by user``;
+Gemini CLI's ``User did not allow tool call``; a ``cancelled`` when the user turned the call
+down), not of a tool that failed;
 each with a word every match contains."""
 _PERMANENT: Final = (
     ("unauthori[sz]ed", "auth"), ("unauthenticated", "auth"), ("authenticat", "auth"),
