@@ -504,8 +504,9 @@ def test_a_refused_edit_after_the_users_new_prompt_is_a_new_attempt() -> None:
 
 
 def test_a_logged_prompt_is_the_next_model_requests_input() -> None:
-    """Prompt words, when the user logs them, are the input of the session's next model
-    request; a redacted prompt is told apart by its id or time; a prompt is used once."""
+    """A prompt is the input of the session's next model request, told apart by a digest of
+    its words when the user logs them (the session keeps a few bytes, not the prompt), by its id
+    or time when not; a prompt is used once."""
     def event(name: str, at: int, **attrs: Any) -> LogEvent:
         return LogEvent(T0 + at, {"session.id": "s-p", "event.name": name, **attrs}, name, name)
 
@@ -515,6 +516,15 @@ def test_a_logged_prompt_is_the_next_model_requests_input() -> None:
         event("claude_code.api_request", 3, model="claude-sonnet-4-5"),
         event("codex.user_prompt", 4, prompt="[REDACTED]")])
     inputs = [r.attributes.get("gen_ai.input.messages") for r in records]
-    assert json.loads(inputs[0])[0] == {"role": "user", "parts": [
-        {"type": "text", "content": "fix the date parser"}]}
+    [message] = json.loads(inputs[0])
+    assert message["role"] == "user"
+    said = message["parts"][0]["content"]
+    assert said.startswith("prompt ") and "date parser" not in said and len(said) < 64
     assert inputs[1] is None and len(records) == 2
+    again = AgentRecords().from_events([
+        event("claude_code.user_prompt", 1, prompt="fix the date parser"),
+        event("claude_code.api_request", 2), event("claude_code.user_prompt", 3, prompt="ok"),
+        event("claude_code.api_request", 4)])
+    told = [json.loads(r.attributes["gen_ai.input.messages"])[0]["parts"][0]["content"]
+            for r in again]
+    assert told[0] == said and told[1] != said

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -49,17 +50,18 @@ class AgentTurn:
 
 @dataclass(slots=True)
 class AgentPrompt:
-    """One prompt the user sent (its words when the agent logs them): new input to the agent."""
+    """One prompt the user sent: new input to the agent."""
 
     agent: str
     session: str
     end_time_ns: int
     words: str
-    """The prompt's text, else what tells this prompt from the session's others (its id)."""
+    """What tells this prompt from the session's others: a digest of its words when the agent
+    logs them, else its id (a session keeps one until its next model request: a few bytes)."""
 
 
-_MAX_PROMPT_CHARS: Final = 4_096
 _REDACTED: Final = frozenset({"", "[REDACTED]", "<REDACTED>"})
+_MAX_ID_CHARS: Final = 128
 
 
 def prompt_of(agent: str, session: str, end_ns: int, attributes: Mapping[str, Any],
@@ -73,8 +75,11 @@ def prompt_of(agent: str, session: str, end_ns: int, attributes: Mapping[str, An
     """
     words = text(attributes, "prompt")
     if words in _REDACTED:
-        words = "prompt " + (text(attributes, *id_keys) or str(end_ns))
-    return AgentPrompt(agent, session, end_ns, words[:_MAX_PROMPT_CHARS])
+        told = "prompt " + (text(attributes, *id_keys) or str(end_ns))
+    else:
+        told = "prompt " + hashlib.blake2b(words.encode(errors="replace"),
+                                           digest_size=16).hexdigest()
+    return AgentPrompt(agent, session, end_ns, told[:_MAX_ID_CHARS])
 
 
 def text(attributes: Mapping[str, Any], *keys: str) -> str:

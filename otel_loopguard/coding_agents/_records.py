@@ -105,7 +105,8 @@ def turn_record(turn: AgentTurn, trace_id: str, scope: str,
                 resource: Mapping[str, Any], prompt: str | None = None) -> SpanRecord:
     """Return the ``chat`` record of one model request (tokens and model for the waste).
 
-    ``prompt``: the user's prompt that came before it, its input (a user message).
+    ``prompt``: what tells apart the user's prompt that came before it (``AgentPrompt.words``),
+    its input as a user message.
     """
     attrs = _common(turn.agent, turn.session)
     attrs[k.GEN_AI_OPERATION_NAME] = "chat"

@@ -18,11 +18,10 @@ _DECLINED: Final = (
     (r"\b(?:rejected|declined|denied|cancell?ed|interrupted) by (?:the )?user\b", "user"),
     ("doesn't want to proceed with this tool use", "proceed"),
     ("tell claude what to do differently", "claude"))
-"""The words of a call the user declined or interrupted (Claude Code's ``User rejected update
-to a.py``, ``The user doesn't want to proceed with this tool use``, ``Interrupted by user``;
-Gemini CLI's ``User did not allow tool call``; a ``cancelled`` when the user turned the call
-down), not of a tool that failed;
-each with a word every match contains."""
+"""The words of a call the user declined or interrupted, not of a tool that failed, each with a
+word every match contains: Claude Code's ``User rejected update to a.py``, ``The user doesn't
+want to proceed with this tool use`` and ``Interrupted by user``; Gemini CLI's ``User did not
+allow tool call``; a bare ``cancelled`` when the user turned the call down."""
 _PERMANENT: Final = (
     ("unauthori[sz]ed", "auth"), ("unauthenticated", "auth"), ("authenticat", "auth"),
     (r"\bauth\b", "auth"), ("forbidden", "forbidden"), ("permission[ _]?denied", "permission"),
