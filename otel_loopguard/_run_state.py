@@ -20,7 +20,8 @@ from otel_loopguard.types import Action, Decision, ToolCall
 from otel_loopguard.waste import RunWaste
 
 __all__ = ["RESET_SLOTS", "InFlight", "Outcome", "RunState", "changed", "check_reentry",
-           "heard", "record_failure", "record_outcome", "restart_unchanged"]
+           "heard", "record_failure", "record_outcome", "record_unchanged",
+           "restart_unchanged"]
 
 _MAX_MUTATIONS: Final = 1024
 """Distinct successful mutations a run remembers to tell a new state change from a re-applied
@@ -247,6 +248,21 @@ def record_failure(run: RunState, call: ToolCall, info: ResultInfo) -> tuple[str
             "error"
     else:
         text = info.error or ""
+    return _failure_of(text)
+
+
+def record_unchanged(run: RunState, result: str) -> tuple[str, str, str]:
+    """Return the error text, class and reason of an edit whose result says it changed nothing.
+
+    The result is the error (``unchanged_words`` found the words at its head). Marks ``run`` as
+    having a failure.
+    """
+    run.failed = True
+    return _failure_of(result)
+
+
+def _failure_of(text: str) -> tuple[str, str, str]:
+    """Return an error's text (numbers and dates masked, whitespace folded), class and reason."""
     error = " ".join(_MASK_RE.sub("#", text[:500]).split())
     return (error, *classify_error(error))
 

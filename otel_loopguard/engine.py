@@ -23,6 +23,7 @@ from otel_loopguard._run_state import (
     heard,
     record_failure,
     record_outcome,
+    record_unchanged,
     restart_unchanged,
 )
 from otel_loopguard._turns import Turns
@@ -33,6 +34,7 @@ from otel_loopguard.detectors._failing_text import reads_as_failure
 from otel_loopguard.detectors._fused import BuiltinDetectors
 from otel_loopguard.detectors._step import Step
 from otel_loopguard.detectors.budget import BudgetDetector
+from otel_loopguard.detectors.failure import unchanged_words
 from otel_loopguard.detectors.idle import IdleTurnsDetector
 from otel_loopguard.detectors.repetition import StagnationDetector
 from otel_loopguard.kinds._tools import (
@@ -291,7 +293,7 @@ class LoopEngine(Prechecks, Turns, Callbacks):
         """Return the normalised step of ``call``; advance the run's counters and outcomes."""
         return self._step(run, call)[0]
 
-    def _step(  # noqa: PLR0912 - one frame per call, as its docstring says
+    def _step(  # noqa: C901, PLR0912 - one frame per call, as its docstring says
             self, run: RunState, call: ToolCall) -> tuple[Step, bool]:
         """Return the step of ``call`` and whether it repeats its call's previous outcome.
 
@@ -319,6 +321,9 @@ class LoopEngine(Prechecks, Turns, Callbacks):
         kind = self._kinds.get(tool)
         if kind is None or kind is PER_CALL or (info.in_progress and kind == "default"):
             kind = self._tool_kinds.kind(tool, info, call.arguments)
+        if kind == "mutating" and error is None and has_result \
+                and unchanged_words(result) is not None:  # an edit that changed nothing failed
+            error, error_class, reason = record_unchanged(run, result)
         # a call not captured whole equals no other; a failed one keeps its identity, since the
         # failure ladders (and precheck's prediction of them) key on the call and its target
         # (most calls: a dict of arguments naming no query key, of a call that changes nothing,

@@ -708,6 +708,26 @@ class TestMutatingFailureDetector:
         # with nothing said between them, refusals of one file add up as any failure does
         assert self._refused(4, said_between=False)[2:] == ["warn", "stop"]
 
+    def test_an_edit_that_says_it_changed_nothing_failed(self) -> None:
+        """Moatless returns ``No changes were made`` as a plain result when an edit's old and
+        new text are the same: edits of one file told so again and again are a failing edit
+        (its astropy-14182, a loop of six), not six changes of the file, each of which made
+        the next one look new. Read only at the head of a mutating call's result."""
+        said = "The old_str and new_str are the same. No changes were made."
+        calls = [_call("str_replace_editor", {"command": "str_replace", "path": "t.py",
+                                              "old_str": f".0 {i}", "new_str": f".0 {i}"}, said)
+                 for i in range(4)]
+        assert _by(_run(calls), "mutating_failure") == {3: "warn", 4: "stop"}
+        # an edit whose result only quotes those words further down changed the file
+        quoted = [_call("str_replace_editor", {"command": "str_replace", "path": "t.py",
+                                               "old_str": f"a{i}", "new_str": f"b{i}"},
+                        "The file t.py has been edited.\n" + "x = 1\n" * 60 + f"# {said} {i}")
+                  for i in range(4)]
+        assert _by(_run(quoted), "mutating_failure") == {}
+        # a read that shows them is a read
+        reads = [_call("read_file", {"path": f"n{i}.txt"}, said) for i in range(4)]
+        assert _by(_run(reads), "failure") == {}
+
     def test_another_error_restarts_the_streak(self) -> None:
         """Another error on the same target starts a new streak."""
         calls = [_call("edit_file", {"path": "a", "new": str(i)}, error=e)

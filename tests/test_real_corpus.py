@@ -32,7 +32,7 @@ MIN_SECOND_READER_SHARE = 0.2
 BOUNDS: dict[str, tuple[int, int, int]] = {
     # family: (most healthy runs flagged, most healthy runs at replan or stop, fewest caught)
     "shell": (1, 0, 36),
-    "function": (0, 0, 27),
+    "function": (0, 0, 28),
     "ide": (3, 0, 7),
     "conversation": (0, 0, 10),
     "multi_agent": (0, 0, 13),

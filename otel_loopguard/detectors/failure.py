@@ -9,7 +9,8 @@ from otel_loopguard.detectors._base import DetectorBase, ladder, occurrence_deta
 from otel_loopguard.detectors._step import Step
 from otel_loopguard.types import Evidence
 
-__all__ = ["DECLINED", "FailureDetector", "MutatingFailureDetector", "classify_error"]
+__all__ = ["DECLINED", "FailureDetector", "MutatingFailureDetector", "classify_error",
+           "unchanged_words"]
 
 _CODE_RE: Final = re.compile(r"(?<![\d.])([45]\d\d)(?![\d.])")
 _DECLINED: Final = (
@@ -80,6 +81,34 @@ class _Phrases:
 _DECLINED_PHRASES: Final = _Phrases(_DECLINED)
 _PERMANENT_PHRASES: Final = _Phrases(_PERMANENT)
 _RETRYABLE_PHRASES: Final = _Phrases(_RETRYABLE)
+
+
+_UNCHANGED: Final = ("no changes were made", "no changes to make", "no replacement was performed",
+                     "old_str and new_str are the same", "old_string and new_string are")
+"""The words of an edit that changed nothing, which some harnesses return as a plain result:
+Moatless's ``The old_str and new_str are the same. No changes were made.``, the text editor
+tool's ``No replacement was performed``, Claude Code's ``No changes to make: old_string and
+new_string are exactly the same.``"""
+_UNCHANGED_CHARS: Final = 64
+"""How much of a result is read for those words: editors begin with them (after ``Error:`` or
+``The``), and the start of an edit's output is no place for them otherwise."""
+
+
+def unchanged_words(result: Any) -> str | None:
+    """Return the words of a mutating call's text result that say it changed nothing, or None.
+
+    Such a call did not change the agent's world: it is a failed edit, not a success that
+    ``mutating_failure`` and the repetition detectors would count as progress. A result whose
+    head has none of the phrases' words as editors write them (``changes``, ``replacement``,
+    ``old_str``) is not lower-cased and searched.
+    """
+    if type(result) is not str:
+        return None
+    head = result[:_UNCHANGED_CHARS]
+    if "hange" not in head and "eplacement" not in head and "_str" not in head:
+        return None
+    lowered = head.lower()
+    return next((words for words in _UNCHANGED if words in lowered), None)
 
 
 UNCLASSIFIED: Final = "error"
