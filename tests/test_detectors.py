@@ -615,6 +615,18 @@ class TestFailureDetector:
         same = _call("execute_command", {"command": "docker-compose ps"}, error=error)
         assert _by(_run([same] * 5), "failure") == {3: "warn", 4: "warn", 5: "stop"}
 
+    def test_a_build_resumed_after_each_timeout_is_progress(self) -> None:
+        """A long build killed at the harness's time limit and started again, with fewer
+        targets left each time, fails the same way with another output: progress, not the
+        same failure (RepoLaunch's ClickHouse and ROOT builds, healthy; the same timeout
+        seven times stopped them). The same output each time is the same failure."""
+        build = {"command": "cmake --build build --parallel 1"}
+        resumed = [_call("command", build, f"[{n}/14474] Building CXX object", error="timed out")
+                   for n in (8256, 3308, 2561, 2096, 1426)]
+        assert _by(_run(resumed), "failure") == {}
+        stuck = [_call("command", build, "[12/14474] Building CXX object", error="timed out")] * 5
+        assert _by(_run(stuck), "failure") == {3: "warn", 4: "warn", 5: "stop"}
+
     def test_redacted_agents_sdk_errors_look_retryable(self) -> None:
         """The Agents SDK's redacted errors follow the retryable ladder: nothing at 2, warn at 3."""
         status = ("Error running tool (non-fatal): {'tool_name': 'fetch_account', 'error': "

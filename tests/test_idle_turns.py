@@ -429,6 +429,19 @@ class TestTurnContent:
         """A span without messages has empty digests."""
         assert turn_content_of({"gen_ai.response.finish_reasons": ["stop"]}) == ("", "", False)
 
+    def test_output_messages_that_hold_nothing_are_no_output(self) -> None:
+        """An output message with no parts (its finish reason alone: the answer's text was not
+        captured) is no output, so two of them are not the same answer. BFCL's logs keep no
+        text answer: four user requests in a row answered in words read as four identical
+        outputs, and warned."""
+        empty = json.dumps([{"role": "assistant", "parts": [], "finish_reason": "stop"}])
+        assert turn_of({"gen_ai.output.messages": empty,
+                        "gen_ai.response.finish_reasons": ["stop"]})[2] == ""
+        said = json.dumps([{"role": "assistant", "finish_reason": "stop",
+                            "parts": [{"type": "text", "content": "Done."}]}])
+        assert turn_of({"gen_ai.output.messages": said})[2] != ""
+        assert turn_of({"gen_ai.output.messages": "[]"})[2] == ""
+
     def test_a_user_reply_is_told_from_a_tool_result(self) -> None:
         """The last input message's role says whether the user spoke since the last turn."""
         def last(role: str) -> bool:

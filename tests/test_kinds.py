@@ -377,6 +377,7 @@ class TestModes:
     @pytest.mark.parametrize(("tool", "mode"), [
         ("bash", "shell"), ("Bash", "shell"), ("execute_bash", "shell"),
         ("run_terminal_cmd", "shell"), ("mcp__desktop__execute_command", "shell"),
+        ("command", "shell"),  # RepoLaunch's shell action
         ("str_replace_editor", "editor"), ("str_replace_based_edit_tool", "editor"),
         ("Edit", "editor"), ("Read", "editor"), ("view_file", "editor"),
         ("cat", "command"), ("sed", "command"), ("git", "command"), ("Grep", "command"),

@@ -421,10 +421,18 @@ def _from_user(message: Any) -> bool:
 
 
 def _output(attributes: Mapping[str, Any], messages: Any, parsed: Any) -> str:
-    """Return the digest of the output: ``parsed``, the output ``messages`` parsed, if any."""
+    """Return the digest of the output: ``parsed``, the output ``messages`` parsed, if any.
+
+    Messages that hold nothing (``"parts": []``, a finish reason alone) are no output: two of
+    them are not the same answer, since what the model said was not captured.
+    """
     if messages is not None:
-        return _digest_of([_without_call_ids(m) for m in parsed]
-                          if isinstance(parsed, list) else parsed)
+        if isinstance(parsed, list):
+            if all(type(m) is dict and not m.get("parts") and not m.get("content")
+                   and not m.get("tool_calls") for m in parsed):
+                return ""
+            return _digest_of([_without_call_ids(m) for m in parsed])
+        return _digest_of(parsed)
     for key in _OUTPUT_CONTENT:
         if key in attributes:
             return _digest_of(attributes[key])

@@ -12,7 +12,8 @@ from otel_loopguard.exceptions import ConfigError
 from otel_loopguard.signature import DEFAULT_VOLATILE_KEYS
 
 TOOL_KINDS: Final = ("read", "mutating", "poll", "exempt", "default")
-_SHELL_TOOLS: Final = ("bash", "sh", "zsh", "shell", "terminal", "cmd", "exec", "exec_command",
+_SHELL_TOOLS: Final = ("bash", "sh", "zsh", "shell", "terminal", "cmd", "command", "exec",
+                       "exec_command",
                        "execute_bash", "execute_command", "local_shell", "run_bash",
                        "run_command", "run_in_terminal", "run_shell_command", "run_terminal_cmd",
                        "run_terminal_command", "shell_command",

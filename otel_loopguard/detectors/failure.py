@@ -122,6 +122,16 @@ _UNTOLD: Final = frozenset({UNCLASSIFIED, DECLINED})
 holds the user's feedback), and without arguments no two are known to be one call."""
 
 
+def _timed_out(reason: str | None) -> bool:
+    """Whether a failure's reason is a timeout (``timeout``, ``timed out``, ``time-out``...).
+
+    A command killed at its time limit shows how far it got: a long build resumed after each
+    timeout, with fewer targets left each time, fails the same way with another output, and
+    is progress. Its output tells such failures apart, as an unclassified error's does.
+    """
+    return reason is not None and reason.startswith("time")
+
+
 def classify_error(text: str) -> tuple[str, str]:
     """Return (``permanent`` | ``retryable`` | ``declined``, reason) for an error message.
 
@@ -215,8 +225,8 @@ class FailureDetector(DetectorBase):
                 del state[next(iter(state))]
             failures = state[step.tool] = _ToolFailures()
         key = (step.error_class or "") + ":" + _streak_error(step)
-        if step.error_reason in _UNTOLD:  # "exit code 1": the output tells failures apart
-            key += ":" + step.result_sig
+        if step.error_reason in _UNTOLD or _timed_out(step.error_reason):
+            key += ":" + step.result_sig  # "exit code 1": the output tells failures apart
         count, occ = failures.by_error.get(key) or (0, [])
         occ = [*occ[-9:], (step.index, step.span_id)]  # a new list: forks share the old one
         failures.by_error[key] = (count + 1, occ)
