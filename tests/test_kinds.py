@@ -148,7 +148,7 @@ TRICKY = [
     ("curl -sL https://example.com | head", "default"),
     ("curl -sSLo out.tgz https://example.com", "mutating"),
     ("kill -9 1234", "mutating"),
-    ("chmod +x run.sh && ./run.sh", "mutating"),
+    ("chmod +x run.sh && ./run.sh", "default"),  # the script's run: chmod only prepares it
     ("mkdir -p out && touch out/x", "mutating"),
     ("open reproduce.py", "read"),
     ("edit 12:14", "mutating"),
@@ -324,6 +324,22 @@ class TestPackageRunners:
         it stays a change, but its failure names no file."""
         assert classifier.command_kind(command) == "mutating"
         assert classifier.target("bash", {"command": command}) == target
+
+    @pytest.mark.parametrize("command", [
+        'mkdir -p "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR" && cargo test -p net',
+        "export A=1 && mkdir -p out && cargo test", "mkdir -p build && cd build && cmake .."])
+    def test_a_program_after_only_mkdir_and_chmod_is_the_lines(
+            self, classifier: CallKindClassifier, command: str) -> None:
+        """Making a directory or setting its mode only prepares for the program the line runs
+        after it: the line is the program's, so its failure is a failing run, counted anew
+        after each other change (a RepoLaunch setup rerunning such a test line after each
+        install warned as a failing change of the same line). A file written before the
+        program keeps the line a change."""
+        assert classifier.command_kind(command) == "default"
+        for changed in ("mkdir -p out && echo x > out/a && cargo test",
+                        "mkdir -p out && sed -i s/a/b/ a.py && cargo test"):
+            assert classifier.command_kind(changed) == "mutating"
+        assert classifier.command_kind("mkdir -p out") == "mutating"
 
     def test_script_runner_reads_only_specific_rules(self) -> None:
         """``yarn X`` runs a package script X when there is one: only a table key with a

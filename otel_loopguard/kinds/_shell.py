@@ -41,6 +41,9 @@ _SHORT_GROUP: Final = re.compile(r"-[A-Za-z]+")
 _PATH_LIKE: Final = re.compile(r"[^\s-]\S{0,1023}")
 _RUNS: Final = frozenset({"default", "poll"})
 """Kinds of a command that runs a program (a test, a build, a script) whose failure is its own."""
+_PREPARATIONS: Final = frozenset({"mkdir", "chmod"})
+"""Changes that only prepare for a program run after them on the line (``mkdir -p out &&
+chmod 700 out && cargo test``): the line is the program's, its status and its kind."""
 _RELATIVE_PATH: Final = re.compile(r"[\w.+-]+(?:/[\w.+-]*)*")
 """A relative file path (``environment.yml``, ``src/a.py``), not a package (``numpy==1.2``)."""
 _HEADERS: Final = frozenset({"for", "select", "case", "function", "coproc"})
@@ -193,6 +196,7 @@ class ShellReader(PackageRunners):
         best_target: str | None = None
         waits = False
         cwd: str | None = None  # where the line's last ``cd`` went; None: not known
+        prepared = False  # the line's changes so far only made directories or set modes
         for words, writes in segments(strip_heredocs(text)):
             kind: str | None
             target: str | None
@@ -208,11 +212,17 @@ class ShellReader(PackageRunners):
                     continue
             if best_target is not None and best_kind == "mutating":
                 if kind in _RUNS:
+                    if prepared:  # mkdir -p out && cargo test: the program's line
+                        best_kind, best_rank, prepared = kind, RANK[kind], False
+                        best_target = target if cwd is None else _in_directory(cwd, target)
+                        continue
                     best_target = None  # a program after the change decides the exit status
                     break
+                prepared = prepared and not writes and _name(words[0]) in _PREPARATIONS
                 continue
             rank = RANK[kind]
             if rank > best_rank:
+                prepared = kind == "mutating" and not writes and _name(words[0]) in _PREPARATIONS
                 best_kind, best_rank, best_target = kind, rank, target
                 if cwd is not None:
                     best_target = _in_directory(cwd, target)
