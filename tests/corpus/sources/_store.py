@@ -1,4 +1,5 @@
-"""What the converters added last share: the cap on long results and the writing of a runs file.
+"""What the converters added last share: the cap on long results, a result's digest, reading a
+bare git mirror, and the writing of a runs file.
 
 Standard library only, like every converter (which imports it as a sibling module when run as a
 script, as the tau2 converters import ``_tau2``).
@@ -9,10 +10,11 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
-__all__ = ["cap", "write_runs"]
+__all__ = ["blob", "cap", "digest", "git", "write_runs"]
 
 
 def cap(text: str) -> str:
@@ -21,6 +23,25 @@ def cap(text: str) -> str:
         return text
     whole = hashlib.sha256(text.encode()).hexdigest()
     return f"{text[:2000]}\n[... sha256:{whole} len={len(text)}]"
+
+
+def digest(text: str) -> str:
+    """A result as a source without a licence stores it: ``sha256:<hex>``, ``""`` when empty."""
+    return f"sha256:{hashlib.sha256(text.encode()).hexdigest()}" if text else ""
+
+
+def git(git_dir: Path, *args: str) -> bytes:
+    """The output of a git command on the bare mirror ``git_dir`` (it must succeed)."""
+    return subprocess.run(["git", f"--git-dir={git_dir}", *args], check=True,
+                          capture_output=True).stdout
+
+
+def blob(git_dir: Path, name: str) -> bytes | None:
+    """The object ``name`` (a blob's id, or ``<commit>:<path>``), or None when the tree or the
+    snapshot lacks it."""
+    done = subprocess.run(["git", f"--git-dir={git_dir}", "cat-file", "blob", name],
+                          capture_output=True, check=False)
+    return done.stdout if done.returncode == 0 else None
 
 
 def write_runs(runs: list[dict[str, Any]], out: Path) -> None:

@@ -67,16 +67,14 @@ only.
 from __future__ import annotations
 
 import ast
-import hashlib
 import json
 import random
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from _store import cap, write_runs
+from _store import blob, cap, digest, git, write_runs
 
 SOURCE = "bbrowning/bfcl-vllm-results"
 COMMIT = "f98223aef4e7a560e2d2d69849dfb04eed260a52"
@@ -97,24 +95,18 @@ def file_path(run_folder: str, size: str, category: str) -> str:
 
 def git_show(git_dir: Path, path: str) -> str | None:
     """The file's text at COMMIT, or None when the tree or the snapshot lacks it."""
-    done = subprocess.run(["git", f"--git-dir={git_dir}", "show", f"{COMMIT}:{path}"],
-                          capture_output=True, check=False)
-    return done.stdout.decode("utf-8") if done.returncode == 0 else None
+    data = blob(git_dir, f"{COMMIT}:{path}")
+    return None if data is None else data.decode("utf-8")
 
 
 def choose_folder(git_dir: Path, size: str) -> tuple[str, dict[str, str]]:
     """The first run folder (sorted) with all three category files readable, and their texts."""
-    listing = subprocess.run(["git", f"--git-dir={git_dir}", "ls-tree", "--name-only",
-                              f"{COMMIT}:results"], capture_output=True, text=True, check=True)
-    for folder in sorted(listing.stdout.split()):
+    listing = git(git_dir, "ls-tree", "--name-only", f"{COMMIT}:results").decode()
+    for folder in sorted(listing.split()):
         texts = {c: git_show(git_dir, file_path(folder, size, c)) for c in CATEGORIES}
         if all(texts.values()):
             return folder, texts  # type: ignore[return-value]
     raise SystemExit(f"no run folder of gpt-oss-{size} has all three categories")
-
-
-def digest(text: str) -> str:
-    return f"sha256:{hashlib.sha256(text.encode('utf-8')).hexdigest()}" if text else ""
 
 
 def one_line(text: str) -> str:

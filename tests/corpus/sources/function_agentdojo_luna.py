@@ -82,7 +82,6 @@ digest, for reading only.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import re
@@ -91,7 +90,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from _store import cap, write_runs
+from _store import cap, digest, git, write_runs
 
 SOURCE = "Liu-Ruotian/agentdojo-luna-trajectories"
 COMMIT = "c5b64f393cf0f77bf9cb99577b0aba27c51314a6"
@@ -105,11 +104,6 @@ RUN_FILE = re.compile(r"^runs/2026-07-18/(codex[12])/([a-z]+)/[^/]+/[^/]+/[^/]+/
 OUT = Path(__file__).resolve().parents[1] / "runs" / "function" / f"{SLUG}.jsonl.gz"
 
 
-def git(git_dir: Path, *args: str) -> bytes:
-    return subprocess.run(["git", f"--git-dir={git_dir}", *args],
-                          capture_output=True, check=True).stdout
-
-
 def load(git_dir: Path, path: str) -> dict[str, Any] | None:
     """The record at COMMIT, or None when it cannot be read or parsed."""
     try:
@@ -117,10 +111,6 @@ def load(git_dir: Path, path: str) -> dict[str, Any] | None:
     except (subprocess.CalledProcessError, UnicodeDecodeError, ValueError):
         return None
     return record if isinstance(record, dict) else None
-
-
-def digest(text: str) -> str:
-    return f"sha256:{hashlib.sha256(text.encode('utf-8')).hexdigest()}" if text else ""
 
 
 def one_line(text: str) -> str:

@@ -92,16 +92,14 @@ digest, for reading only, never for the corpus.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from _store import cap, write_runs
+from _store import blob, cap, digest, git, write_runs
 
 SOURCE = "SWE-bench-Live/RepoLaunch-trajectory-archive"
 COMMIT = "e068854f5e74252b1f312036aade64e5eda1ebdf"
@@ -124,21 +122,6 @@ _START = re.compile(r"^-{10}Start (setup|verify) conversation-{10}")
 _END = re.compile(r"^-{10}End (setup|verify) conversation-{10}")
 _EXIT = re.compile(r"\nexit code: (-?\d+)\n*\Z")
 _ACTION_LABEL = re.compile(r"^[ \t]*Action:[ \t]*$", re.M)
-
-
-def digest(text: str) -> str:
-    return f"sha256:{hashlib.sha256(text.encode()).hexdigest()}" if text else ""
-
-
-def git(git_dir: Path, *args: str) -> bytes:
-    return subprocess.run(["git", f"--git-dir={git_dir}", *args], check=True,
-                          capture_output=True).stdout
-
-
-def blob(git_dir: Path, sha: str) -> bytes | None:
-    done = subprocess.run(["git", f"--git-dir={git_dir}", "cat-file", "blob", sha],
-                          capture_output=True, check=False)
-    return done.stdout if done.returncode == 0 else None
 
 
 def events(log: str) -> list[tuple[str, str, str]]:

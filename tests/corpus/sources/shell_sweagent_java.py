@@ -81,16 +81,14 @@ digest, for reading only, never for the corpus.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from _store import cap, write_runs
+from _store import blob, cap, digest, git, write_runs
 
 SOURCE = "multi-swe-bench/experiments"
 COMMIT = "89888f1604001fcd80b0799a37af42a1bfebfd8f"
@@ -115,21 +113,6 @@ _TRAJ = re.compile(r"^evaluation/java/verified/20240825_SWE-agent_([^/]+)/trajs/
 _BASH_ERROR = re.compile(r"^/bin/bash: line \d+: (.+)$", re.M)
 _INTERFACE_ERROR = re.compile(r"^(?:Error:|Usage:|No file open\.|File .* not found$|Directory .* not "
                               r"found$)")
-
-
-def digest(text: str) -> str:
-    return f"sha256:{hashlib.sha256(text.encode()).hexdigest()}" if text else ""
-
-
-def git(git_dir: Path, *args: str) -> bytes:
-    return subprocess.run(["git", f"--git-dir={git_dir}", *args], check=True,
-                          capture_output=True).stdout
-
-
-def blob(git_dir: Path, sha: str) -> bytes | None:
-    done = subprocess.run(["git", f"--git-dir={git_dir}", "cat-file", "blob", sha],
-                          capture_output=True, check=False)
-    return done.stdout if done.returncode == 0 else None
 
 
 def documented_commands(history: list[dict[str, Any]]) -> set[str]:
