@@ -106,12 +106,17 @@ def _corpus_texts() -> Iterator[str]:
 
 @pytest.mark.slow
 def test_every_text_result_of_the_corpus_gets_the_python_form(accel: ModuleType) -> None:
+    """The C form and signature of each text result, and the facts analyze_result gives from
+    them (a harness's "no output" is read after either), are the Python path's."""
+    from otel_loopguard.signature import VolatileMatcher, analyze_result
+
     texts = differ = 0
     first = ""
     for text in _corpus_texts():
         texts += 1
         if accel.canonical_text(text) != canonical_text(text) or (
-                _sign(accel, text) not in (None, _pure_python_result(text))):
+                _sign(accel, text) is not None
+                and analyze_result(text, VolatileMatcher()) != _pure_python_result(text)):
             differ += 1
             first = first or text
     assert texts > 10_000

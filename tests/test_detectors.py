@@ -132,9 +132,15 @@ class TestStagnationDetector:
         for other in others:
             assert _by(_run([*greps[:2], other, *greps[2:]]), "stagnation") == {}
 
-    @pytest.mark.parametrize("output", ["", "no results", "[]"])
+    @pytest.mark.parametrize("output", [
+        "", "no results", "[]",
+        "Your command ran successfully and did not produce any output.\n"
+        "(Open file: /repo/src/Main.java)\n(Current directory: /repo)\nbash-$",
+        "<returncode>0</returncode>\n<output>\n</output>"],
+        ids=["blank", "no-results", "empty-list", "swe-agent", "mini-swe-agent"])
     def test_stalled_result_ignores_empty_results(self, output: str) -> None:
-        """Different greps all empty (H29) are healthy, however many."""
+        """Different greps all empty (H29) are healthy, however many, also where the harness
+        says so in its own words."""
         assert _by(_run(self._greps(8, output)), "stagnation") == {}
 
     def test_stalled_result_ignores_writes_with_a_constant_result(self) -> None:

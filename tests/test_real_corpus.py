@@ -31,7 +31,7 @@ MIN_SECOND_READER_SHARE = 0.2
 
 BOUNDS: dict[str, tuple[int, int, int]] = {
     # family: (most healthy runs flagged, most healthy runs at replan or stop, fewest caught)
-    "shell": (7, 1, 60),
+    "shell": (5, 1, 60),
     "function": (0, 0, 28),
     "ide": (3, 0, 7),
     "conversation": (3, 3, 11),

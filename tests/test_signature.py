@@ -394,6 +394,44 @@ class TestAnalyzeResult:
         assert analyze_result(result, volatile).empty is expected
 
 
+_SWE_AGENT_NOTHING = "Your command ran successfully and did not produce any output."
+
+
+class TestHarnessNoOutput:
+    """A harness's own words for a command that printed nothing are an empty result."""
+
+    @pytest.mark.parametrize("result", [
+        _SWE_AGENT_NOTHING + "\n(Open file: /repo/src/Main.java)\n(Current directory: /repo)"
+                             "\nbash-$",
+        _SWE_AGENT_NOTHING + "\n(Open file: n/a)\n(Current directory: /repo)\nbash-$",
+        "<returncode>0</returncode>\n<output>\n</output>",
+        "<returncode>1</returncode>\n<output>\n\n</output>",
+        "\x1b[?2004l\x1b[?2004h\n[The command completed with exit code 0.]",
+        "[The command completed with exit code 1.]",
+        "(No content)",
+        "exitcode: 0 (execution succeeded)\nCode output: ",
+    ], ids=["swe-agent", "swe-agent-no-file", "mini-swe-agent", "mini-swe-agent-failing",
+            "openhands-terminal", "openhands", "claude-code", "autogen"])
+    def test_said_nothing(self, signing: str, volatile: VolatileMatcher, result: str) -> None:
+        """SWE-agent, mini-swe-agent, OpenHands, Claude Code and AutoGen saying "no output"."""
+        info = analyze_result(result, volatile)
+        assert info.empty
+        assert info.digest == analyze_result(result + " ", volatile).digest  # its own digest
+
+    @pytest.mark.parametrize("result", [
+        _SWE_AGENT_NOTHING + "\nbut then: 3 files\n(Current directory: /repo)\nbash-$",
+        "<returncode>0</returncode>\n<output>\nsrc/a.py\n</output>",
+        "tests passed\n[The command completed with exit code 0.]",
+        "exitcode: 0 (execution succeeded)\nCode output: 42",
+        "(No content) so far, 12 lines later",
+        _SWE_AGENT_NOTHING + "\n" + "(Current directory: /repo)\n" * 40,
+    ], ids=["swe-agent-more", "mini-swe-agent-output", "openhands-output", "autogen-output",
+            "claude-code-more", "too-long"])
+    def test_said_something(self, signing: str, volatile: VolatileMatcher, result: str) -> None:
+        """Output around those words, or a result past their length, is output."""
+        assert not analyze_result(result, volatile).empty
+
+
 def _distinct_results() -> st.SearchStrategy[list[Any]]:
     volatile = VolatileMatcher()
     return st.lists(JSONISH, min_size=2, max_size=25,

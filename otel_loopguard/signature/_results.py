@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -31,6 +32,23 @@ _EMPTY_TEXTS: Final = frozenset({
     "", "none", "null", "no results", "no result", "no results found", "nothing found",
     "not found", "0 results", "no matches", "no match", "no data", "empty", "[]", "{}",
 })
+
+_NO_OUTPUT: Final = re.compile(
+    r"\s*(?:Your command ran successfully and did not produce any output\."
+    r"(?:\s*\((?:Open file|Current directory): [^\n]*\))*\s*(?:bash-\$)?"
+    r"|<returncode>-?\d+</returncode>\s*<output>\s*</output>"
+    r"|(?:\x1b\[\?2004[lh])*\s*\[The command completed with exit code -?\d+\.\]"
+    r"|\((?:No content|no output)\)"
+    r"|exitcode: -?\d+ \(execution (?:succeeded|failed)\)\s*Code output:)\s*\Z")
+"""What a harness shows the model in place of a command's empty output, the whole result:
+SWE-agent 0.x's sentence with its state lines (``(Open file: ...)``, ``(Current directory:
+...)``, ``bash-$``), mini-swe-agent's envelope with an empty ``<output>``, OpenHands' exit line
+alone, Claude Code's ``(No content)``, AutoGen's code executor with no ``Code output``. Empty,
+as ``""`` is: different searches that all find nothing are not the same result returned
+again."""
+_SAYS_NO_OUTPUT: Final = _NO_OUTPUT.match
+_NO_OUTPUT_MAX: Final = 512
+"""Longer results are not one of ``_NO_OUTPUT`` (its longest: a path in SWE-agent's lines)."""
 
 
 @dataclass(slots=True)
@@ -62,8 +80,10 @@ def analyze_result(
         if _SIGN is not None and type(result) is str:  # most results: read whole in C
             signed = _SIGN(result, volatile, max_value_chars, ResultInfo, _xxh3_hex)
             if signed is not None:
-                return signed if isinstance(signed, ResultInfo) else \
-                    _signed_info(result, signed, volatile)
+                if not isinstance(signed, ResultInfo):
+                    return _signed_info(result, signed, volatile)
+                return _emptied(signed) if len(result) < _NO_OUTPUT_MAX \
+                    and not signed.empty and _SAYS_NO_OUTPUT(result) is not None else signed
         text = _json_text(result, max_value_chars)
         fast = _fast_json(text, volatile, max_value_chars) if text is not None else _NOT_JSON
         if isinstance(fast, tuple):
@@ -120,13 +140,21 @@ def _text_info(text: str, max_value_chars: int) -> ResultInfo:
     """Return the signature and facts of a plain-text result, from its canonical form.
 
     The form (``text_form``) is hashed whatever its length; the facts (in progress, empty) are
-    read from texts up to ``max_value_chars`` only, as a longer text is not a short status.
+    read from texts up to ``max_value_chars`` only, as a longer text is not a short status. A
+    harness's words for no output (``_NO_OUTPUT``) are empty.
     """
     form = text_form(text)
     if len(form) > max_value_chars:
         return ResultInfo(digest=digest("\x00text:" + form))
     return ResultInfo(digest=digest("\x00text:" + form), in_progress=_in_progress(form),
-                      empty=_is_empty(form))
+                      empty=_is_empty(form) or (len(text) < _NO_OUTPUT_MAX
+                                                and _SAYS_NO_OUTPUT(text) is not None))
+
+
+def _emptied(info: ResultInfo) -> ResultInfo:
+    """Return a copy of ``info`` that is empty (the result is a harness's "no output")."""
+    return ResultInfo(digest=info.digest, error=info.error, in_progress=info.in_progress,
+                      empty=True)
 
 
 def _result_info(parsed: Any, canonical: str) -> ResultInfo:

@@ -6,7 +6,9 @@ the trajectories of the CodeR submission to SWE-bench Lite (``20240604_CodeR``),
 ``trajs/<instance>.traj`` per task, 261 files. The repository has no licence, so result text is
 not copied: every result is ``sha256:<hex of the whole text>`` (``""`` for an empty one) and
 ``content`` is ``"hashed"``; arguments, the model's thoughts and the harness's task messages are
-kept, as for the other sources without a licence.
+kept, as for the other sources without a licence. So is SWE-agent's own message in place of an
+empty observation (``NO_OUTPUT``, with the state lines its template adds): the harness's text,
+not the run's output.
 
 Harness: CodeR (paper arXiv 2406.01304), built on SWE-agent 0.x: a Manager picks a plan (a task
 graph) and hands the issue to agents in turn (Reproducer, Debugger, Programmer, Tester), each an
@@ -74,10 +76,17 @@ LINT_REJECTION = "Your proposed edit has introduced new syntax error(s)"
 OUT = Path(__file__).resolve().parents[1] / "runs" / "shell" / f"{SLUG}.jsonl.gz"
 
 
+NO_OUTPUT = "Your command ran successfully and did not produce any output."
+"""What SWE-agent 0.x shows the model when a command printed nothing (its
+``next_step_no_output_template``, followed by the ``(Open file: ...)`` and ``(Current
+directory: ...)`` lines and ``bash-$``)."""
+
+
 def cap(text: str) -> str:
-    """No licence: a result is stored as the sha256 of its whole text (empty stays empty)."""
-    if not text:
-        return ""
+    """No licence: a result is stored as the sha256 of its whole text (empty stays empty), but
+    the harness's own no-output message as it is."""
+    if not text or text.startswith(NO_OUTPUT):
+        return text
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 

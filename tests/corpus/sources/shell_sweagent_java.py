@@ -11,7 +11,9 @@ missing blob or a file that is not JSON). The tasks are Java issues (apache/dubb
 FasterXML jackson repositories, google/gson, GoogleContainerTools/jib...). The repository has no
 licence, so result text is not copied: every result is ``sha256:<hex of the whole text>`` (``""``
 for an empty one) and ``content`` is ``"hashed"``; the commands, the model's thoughts and the
-harness's feedback messages are kept, as for the other sources without a licence.
+harness's feedback messages are kept, as for the other sources without a licence. So is the
+harness's own message in place of an empty observation (``NO_OUTPUT``, with the state lines its
+template adds): SWE-agent's text, not the run's output.
 
 Harness: SWE-agent 0.x with its default, Python-oriented configuration (the system prompt's
 interface commands ``open``, ``goto``, ``scroll_down``, ``scroll_up``, ``create``, ``submit``,
@@ -148,6 +150,12 @@ def error_of(tool: str, observation: str) -> str | None:
     return None
 
 
+NO_OUTPUT = "Your command ran successfully and did not produce any output."
+"""What SWE-agent 0.x shows the model when a command printed nothing (its
+``next_step_no_output_template``, followed by the ``(Open file: ...)`` and ``(Current
+directory: ...)`` lines and ``bash-$``)."""
+
+
 def convert(doc: dict[str, Any], plain: bool) -> list[dict[str, Any]]:
     """The turns of one trajectory."""
     history = [message for message in doc["history"] if not message.get("is_demo")]
@@ -176,7 +184,7 @@ def convert(doc: dict[str, Any], plain: bool) -> list[dict[str, Any]]:
             turn["calls"].append({
                 "tool": tool,
                 "args": {"command": action[:-1] if action.endswith("\n") else action},
-                "result": cap(shown) if plain else digest(shown),
+                "result": cap(shown) if plain or shown.startswith(NO_OUTPUT) else digest(shown),
                 "error": error_of(tool, step["observation"]),
             })
         elif following is not None:
