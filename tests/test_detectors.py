@@ -1075,6 +1075,17 @@ class TestNearDuplicateDetector:
             ("weather in Paris", "Paris weather", "paris weather today"), results, strict=True)]
         assert (_by(_run(calls), "near_duplicate") == {3: "replan"}) is fires
 
+    def test_a_failed_call_is_in_no_group(self) -> None:
+        """A search that failed, then the same search and a case variant that find nothing,
+        are one failure and two tries: the failure ladders' (a file looked for in the wrong
+        place, then in the right one); three empty tries after it are a group again."""
+        grep = [_call("grep", {"file_name": "summary.txt", "pattern": p}, r, error=e)
+                for p, r, e in [("Progress", "No such file or directory", "no such file"),
+                                ("Progress", "[]", None), ("progress", "[]", None)]]
+        assert _by(_run(grep), "near_duplicate") == {}
+        again = _call("grep", {"file_name": "summary.txt", "pattern": "PROGRESS"}, "[]")
+        assert _by(_run([*grep, again]), "near_duplicate") == {4: "replan"}
+
     def test_progress_keeps_it_quiet(self) -> None:
         """A rewording that finds something new is progress."""
         calls = [_call("search", {"q": q}, r) for q, r in [

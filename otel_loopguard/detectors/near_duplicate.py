@@ -229,7 +229,8 @@ class NearDuplicateDetector(DetectorBase):
         """Group a call that may repeat a recent result with its near-duplicates, and judge."""
         tool, version = step.tool, step.version
         same_tool = [entry for entry in state.entries if entry[0].tool == tool
-                     and entry[0].has_result and entry[0].version == version
+                     and entry[0].has_result and entry[0].error is None
+                     and entry[0].version == version
                      and entry[0].kind != "mutating"
                      and (entry[1] is not None or entry[2] is not None)]
         minimum = self.config.threshold(tool, "near_duplicate_min")
