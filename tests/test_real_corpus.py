@@ -33,7 +33,7 @@ BOUNDS: dict[str, tuple[int, int, int]] = {
     # family: (most healthy runs flagged, most healthy runs at replan or stop, fewest caught)
     "shell": (5, 1, 60),
     "function": (0, 0, 28),
-    "ide": (3, 0, 7),
+    "ide": (2, 0, 7),
     "conversation": (3, 3, 11),
     "multi_agent": (0, 0, 13),
     "browsing": (0, 0, 19),

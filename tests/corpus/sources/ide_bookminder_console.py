@@ -42,8 +42,13 @@ How the console maps to turns and calls:
   does not say which calls one response made together. Agent text after the session's last call is
   a turn without calls.
 - What the console folded stays folded: ``… +7 lines (ctrl+r to expand)`` is kept in the result,
-  so two outputs that differ only inside the fold read the same; ``Read 120 lines`` is all a read
-  shows. Results over 4,000 characters are capped as FORMAT.md says.
+  so two outputs that differ only inside the fold read the same. A result the console shows only
+  by its size (``Read 120 lines (ctrl+r to expand)``, ``Found 3 files``, ``Listed 12 paths``,
+  Gemini CLI's ``Found 8 matching file(s)`` and ``Listed 5 item(s).``, a fetch's ``Received
+  1.2MB (200 OK)``, a sub-agent's ``Done (4 tool uses · 12.1k tokens · 1m 2.5s)``) was not
+  captured: the model saw the file, the listing or the report, the console its size (``SIZE_ONLY``);
+  it is null. ``Found 0 files`` is what the search found, and stays. Results over 4,000
+  characters are capped as FORMAT.md says.
 
 Usage: ``python tests/corpus/sources/ide_bookminder_console.py REPO`` where REPO is a local clone
 (or bare git directory) of the source at COMMIT; writes ``runs/ide/bookminder-console.jsonl.gz``.
@@ -114,6 +119,13 @@ def _strip_box(line: str) -> str:
     return body[:-1].rstrip() if body.rstrip().endswith("│") else body.rstrip()
 
 
+SIZE_ONLY = re.compile(
+    r"(?:Read \d+ lines?|Found [1-9]\d* files?|Listed \d+ paths?|Found [1-9]\d* matching file\(s\)"
+    r"|Listed \d+ item\(s\)\.|Received [\d.]+ ?[KMG]?B \(\d+ [^)]*\)|Done \(\d+ tool uses? [^)]*\))"
+    r"(?: \(ctrl\+r to expand\))?")
+"""What the console shows of a result it did not print: its size (see the module's notes)."""
+
+
 class _Session:
     def __init__(self, agent: str) -> None:
         self.agent = agent
@@ -133,7 +145,8 @@ class _Session:
             "input": "\n".join(self.asked).strip() or None,
             "output": "\n".join(self.said).strip() or None, "agent": None,
             "calls": [{"tool": tool, "args": args,
-                       "result": cap(result) if result is not None else None, "error": error}]})
+                       "result": None if result is None or SIZE_ONLY.fullmatch(result.strip())
+                       else cap(result), "error": error}]})
         self.said, self.asked = [], []
 
     def close(self) -> list[dict[str, Any]]:
