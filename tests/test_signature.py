@@ -408,10 +408,12 @@ class TestHarnessNoOutput:
         "<returncode>1</returncode>\n<output>\n\n</output>",
         "\x1b[?2004l\x1b[?2004h\n[The command completed with exit code 0.]",
         "[The command completed with exit code 1.]",
+        "\n[Current working directory: /workspace/repo]\n[Python interpreter: /usr/bin/python]"
+        "\n[Command finished with exit code 0]",
         "(No content)",
         "exitcode: 0 (execution succeeded)\nCode output: ",
     ], ids=["swe-agent", "swe-agent-no-file", "mini-swe-agent", "mini-swe-agent-failing",
-            "openhands-terminal", "openhands", "claude-code", "autogen"])
+            "openhands-terminal", "openhands", "openhands-0.x", "claude-code", "autogen"])
     def test_said_nothing(self, signing: str, volatile: VolatileMatcher, result: str) -> None:
         """SWE-agent, mini-swe-agent, OpenHands, Claude Code and AutoGen saying "no output"."""
         info = analyze_result(result, volatile)
@@ -422,10 +424,12 @@ class TestHarnessNoOutput:
         _SWE_AGENT_NOTHING + "\nbut then: 3 files\n(Current directory: /repo)\nbash-$",
         "<returncode>0</returncode>\n<output>\nsrc/a.py\n</output>",
         "tests passed\n[The command completed with exit code 0.]",
+        "3 passed\n[Python interpreter: /usr/bin/python]\n[Command finished with exit code 0]",
         "exitcode: 0 (execution succeeded)\nCode output: 42",
         "(No content) so far, 12 lines later",
         _SWE_AGENT_NOTHING + "\n" + "(Current directory: /repo)\n" * 40,
-    ], ids=["swe-agent-more", "mini-swe-agent-output", "openhands-output", "autogen-output",
+    ], ids=["swe-agent-more", "mini-swe-agent-output", "openhands-output",
+            "openhands-0.x-output", "autogen-output",
             "claude-code-more", "too-long"])
     def test_said_something(self, signing: str, volatile: VolatileMatcher, result: str) -> None:
         """Output around those words, or a result past their length, is output."""

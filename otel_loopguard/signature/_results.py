@@ -37,15 +37,17 @@ _NO_OUTPUT: Final = re.compile(
     r"\s*(?:Your command ran successfully and did not produce any output\."
     r"(?:\s*\((?:Open file|Current directory): [^\n]*\))*\s*(?:bash-\$)?"
     r"|<returncode>-?\d+</returncode>\s*<output>\s*</output>"
-    r"|(?:\x1b\[\?2004[lh])*\s*\[The command completed with exit code -?\d+\.\]"
+    r"|(?:\x1b\[\?2004[lh])*(?:\s*\[(?:The command completed with exit code -?\d+\."
+    r"|Command finished with exit code -?\d+|Current working directory: [^\n\]]*"
+    r"|Python interpreter: [^\n\]]*)\])+"
     r"|\((?:No content|no output)\)"
     r"|exitcode: -?\d+ \(execution (?:succeeded|failed)\)\s*Code output:)\s*\Z")
 """What a harness shows the model in place of a command's empty output, the whole result:
 SWE-agent 0.x's sentence with its state lines (``(Open file: ...)``, ``(Current directory:
-...)``, ``bash-$``), mini-swe-agent's envelope with an empty ``<output>``, OpenHands' exit line
-alone, Claude Code's ``(No content)``, AutoGen's code executor with no ``Code output``. Empty,
-as ``""`` is: different searches that all find nothing are not the same result returned
-again."""
+...)``, ``bash-$``), mini-swe-agent's envelope with an empty ``<output>``, OpenHands' status
+lines alone (exit code, working directory, interpreter), Claude Code's ``(No content)``,
+AutoGen's code executor with no ``Code output``. Empty, as ``""`` is: different searches that
+all find nothing are not the same result returned again."""
 _SAYS_NO_OUTPUT: Final = _NO_OUTPUT.match
 _NO_OUTPUT_MAX: Final = 512
 """Longer results are not one of ``_NO_OUTPUT`` (its longest: a path in SWE-agent's lines)."""
