@@ -420,6 +420,13 @@ class TestHarnessNoOutput:
         assert info.empty
         assert info.digest == analyze_result(result + " ", volatile).digest  # its own digest
 
+    def test_read_from_the_raw_text_whatever_the_bound(self, signing: str,
+                                                       volatile: VolatileMatcher) -> None:
+        """A bound on the facts' text (``max_value_chars``) below the message's length changes
+        nothing: both paths read the message from the raw text."""
+        result = _SWE_AGENT_NOTHING + "\n(Open file: /repo/src/Main.java)\n(Current directory: /r)"
+        assert analyze_result(result, volatile, max_value_chars=40).empty
+
     @pytest.mark.parametrize("result", [
         _SWE_AGENT_NOTHING + "\nbut then: 3 files\n(Current directory: /repo)\nbash-$",
         "<returncode>0</returncode>\n<output>\nsrc/a.py\n</output>",

@@ -50,7 +50,8 @@ AutoGen's code executor with no ``Code output``. Empty, as ``""`` is: different 
 all find nothing are not the same result returned again."""
 _SAYS_NO_OUTPUT: Final = _NO_OUTPUT.match
 _NO_OUTPUT_MAX: Final = 512
-"""Longer results are not one of ``_NO_OUTPUT`` (its longest: a path in SWE-agent's lines)."""
+"""Longer results are not one of ``_NO_OUTPUT`` (its longest: a path in SWE-agent's lines).
+Read from the raw text on either path (C or Python), whatever ``max_value_chars`` is."""
 
 
 @dataclass(slots=True)
@@ -96,7 +97,9 @@ def analyze_result(
         elif isinstance(result, bytes | bytearray) and len(result) <= max_value_chars * 16:
             parsed = _parse_json_text(bytes(result).decode("utf-8", "replace"))
         if isinstance(parsed, str):  # plain text: mask what changes between identical runs
-            return _text_info(parsed, max_value_chars)
+            info = _text_info(parsed, max_value_chars)
+            return _emptied(info) if len(parsed) < _NO_OUTPUT_MAX and not info.empty \
+                and _SAYS_NO_OUTPUT(parsed) is not None else info
         normalized = normalize_value(parsed, volatile=volatile, max_value_chars=max_value_chars)
         sig = digest(_canonical(normalized, result=True))
     except (ValueError, TypeError, RecursionError) as exc:
@@ -142,15 +145,13 @@ def _text_info(text: str, max_value_chars: int) -> ResultInfo:
     """Return the signature and facts of a plain-text result, from its canonical form.
 
     The form (``text_form``) is hashed whatever its length; the facts (in progress, empty) are
-    read from texts up to ``max_value_chars`` only, as a longer text is not a short status. A
-    harness's words for no output (``_NO_OUTPUT``) are empty.
+    read from texts up to ``max_value_chars`` only, as a longer text is not a short status.
     """
     form = text_form(text)
     if len(form) > max_value_chars:
         return ResultInfo(digest=digest("\x00text:" + form))
     return ResultInfo(digest=digest("\x00text:" + form), in_progress=_in_progress(form),
-                      empty=_is_empty(form) or (len(text) < _NO_OUTPUT_MAX
-                                                and _SAYS_NO_OUTPUT(text) is not None))
+                      empty=_is_empty(form))
 
 
 def _emptied(info: ResultInfo) -> ResultInfo:
