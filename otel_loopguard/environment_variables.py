@@ -453,8 +453,8 @@ LOOPGUARD_POLL_TOOL_PATTERNS: Final = "LOOPGUARD_POLL_TOOL_PATTERNS"
 """Tool-name globs treated as poll tools.
 
 Setting ``poll_tool_patterns``. Default: ``*status*``, ``poll*``, ``wait*``, ``*progress*``,
-``check_job*``, ``get_job*``, ``bashoutput``, ``taskoutput``. Allowed: a comma-separated
-list.
+``check_job*``, ``get_job*``, ``bashoutput``, ``taskoutput``, ``write_stdin``. Allowed: a
+comma-separated list.
 """
 
 LOOPGUARD_ASK_TOOL_PATTERNS: Final = "LOOPGUARD_ASK_TOOL_PATTERNS"

@@ -45,3 +45,19 @@ def test_task_output_the_newer_name_is_a_poll_tool_too() -> None:
     read = call("TaskOutput", {"task_id": "b2prhow7g", "block": False})
     stop = call("TaskStop", {"task_id": "b2prhow7g"})
     assert by(run([start, read, read, read, stop]), "repeat") == {}
+
+
+def test_codex_write_stdin_is_a_poll_tool() -> None:
+    """Codex CLI reads a running command's new output with ``write_stdin`` (no characters).
+
+    Three reads of a server starting up, the same output each time: no warning, as for any
+    poll before its fifth unchanged result (a plain tool warns at the third); results not
+    sent: no repeat.
+    """
+    assert LoopEngine().tool_kind("write_stdin") == "poll"
+    start = call("exec_command", {"cmd": "npm run dev", "yield_time_ms": 1000}, "started")
+    read = call("write_stdin", {"session_id": 7, "chars": "", "yield_time_ms": 5000},
+                "Process running with session ID 7\nOutput:\n")
+    assert by(run([start, read, read, read]), "stagnation") == {}
+    blind = call("write_stdin", {"session_id": 7, "chars": ""})
+    assert by(run([start, blind, blind, blind]), "repeat") == {}

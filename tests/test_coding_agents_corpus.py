@@ -23,10 +23,10 @@ from otel_loopguard.cli import main
 BOUNDS: dict[str, tuple[int, int, int]] = {
     # level: (most healthy sessions flagged, most at replan or stop, fewest loops caught)
     "claude-code | telemetry on (default)": (2, 0, 2),
-    "claude-code | OTEL_LOG_TOOL_DETAILS=1": (4, 0, 5),
+    "claude-code | OTEL_LOG_TOOL_DETAILS=1": (3, 0, 5),
     "codex | [otel] exporter (default)": (3, 0, 5),
     "gemini-cli | logPrompts: false": (2, 0, 2),
-    "gemini-cli | logPrompts: true (default)": (7, 1, 5),
+    "gemini-cli | logPrompts: true (default)": (6, 1, 5),
 }
 
 

@@ -256,7 +256,7 @@ FIELDS: Final[dict[str, FieldRule]] = {
                             "Tools whose re-reads the reread detector watches"),
     "poll_tool_patterns": FieldRule("list", ("*status*", "poll*", "wait*", "*progress*",
                                              "check_job*", "get_job*", "bashoutput",
-                                             "taskoutput"),
+                                             "taskoutput", "write_stdin"),
                                     "Tool-name globs treated as poll tools"),
     "ask_tool_patterns": FieldRule("list", ("ask_followup_question", "attempt_completion",
                                             "askuserquestion", "ask_user*", "ask_human*",
