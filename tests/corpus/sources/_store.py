@@ -1,5 +1,5 @@
-"""What the converters added last share: the cap on long results, a result's digest, reading a
-bare git mirror, and the writing of a runs file.
+"""What the converters added last share: the cap on long results, a result's digest, SWE-agent's
+no-output message, reading a bare git mirror, and the writing of a runs file.
 
 Standard library only, like every converter (which imports it as a sibling module when run as a
 script, as the tau2 converters import ``_tau2``).
@@ -14,7 +14,13 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-__all__ = ["blob", "cap", "digest", "git", "write_runs"]
+__all__ = ["SWE_AGENT_NO_OUTPUT", "blob", "cap", "digest", "git", "write_runs"]
+
+SWE_AGENT_NO_OUTPUT = "Your command ran successfully and did not produce any output."
+"""What SWE-agent 0.x shows the model when a command printed nothing (its
+``next_step_no_output_template``, followed by the ``(Open file: ...)`` and ``(Current
+directory: ...)`` lines and ``bash-$``): the harness's words, kept as text by converters that
+store a run's results as digests."""
 
 
 def cap(text: str) -> str:

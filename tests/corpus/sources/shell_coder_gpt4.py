@@ -63,6 +63,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from _store import SWE_AGENT_NO_OUTPUT as NO_OUTPUT
+
 SOURCE = "NL2Code/CodeR"
 COMMIT = "d63468344bc215bbabb8f0c1ba4af24897a946df"
 LICENCE = "none"
@@ -74,12 +76,6 @@ SEED = 2026
 HANDOVER = ("plan", "succeed", "fail", "submit")
 LINT_REJECTION = "Your proposed edit has introduced new syntax error(s)"
 OUT = Path(__file__).resolve().parents[1] / "runs" / "shell" / f"{SLUG}.jsonl.gz"
-
-
-NO_OUTPUT = "Your command ran successfully and did not produce any output."
-"""What SWE-agent 0.x shows the model when a command printed nothing (its
-``next_step_no_output_template``, followed by the ``(Open file: ...)`` and ``(Current
-directory: ...)`` lines and ``bash-$``)."""
 
 
 def cap(text: str) -> str:

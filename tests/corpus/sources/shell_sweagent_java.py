@@ -90,6 +90,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from _store import SWE_AGENT_NO_OUTPUT as NO_OUTPUT
 from _store import blob, cap, digest, git, write_runs
 
 SOURCE = "multi-swe-bench/experiments"
@@ -148,12 +149,6 @@ def error_of(tool: str, observation: str) -> str | None:
     if shell:
         return ("/bin/bash: " + shell.group(1).strip())[:200]
     return None
-
-
-NO_OUTPUT = "Your command ran successfully and did not produce any output."
-"""What SWE-agent 0.x shows the model when a command printed nothing (its
-``next_step_no_output_template``, followed by the ``(Open file: ...)`` and ``(Current
-directory: ...)`` lines and ``bash-$``)."""
 
 
 def convert(doc: dict[str, Any], plain: bool) -> list[dict[str, Any]]:
