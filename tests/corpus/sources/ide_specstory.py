@@ -30,7 +30,9 @@ Mapping of the export to turns and calls:
   ``todos``. Nothing the export does not show is invented; an unrecoverable argument set is ``{}``.
 - Results: terminal output fences and the search/grep/listing tables the export shows are kept;
   file reads and edits are not captured by SpecStory: ``result`` null. Errors: ``Cancelled`` after a
-  tool use (the user cancelled it) and ``exit code N`` lines the export shows.
+  tool use (the user cancelled it) and ``exit code N`` lines the export shows. A block saved
+  while its tool was still running (Cursor's ``Status: **loading**``) keeps only the arguments it
+  shows before that line (often none: ``{}``); its result is not captured.
 - Export artefact: SpecStory v2.1 writes many Cursor tool uses twice, a full block followed at once
   by an empty compact twin (``<tool-use ...><details><summary>Tool use: **X**</summary></details>``);
   the empty twin right after a full block of the same tool is dropped (it is not a second call).
@@ -66,6 +68,8 @@ from collections import Counter
 from pathlib import Path
 
 PER_REPO = 8
+LOADING = re.compile(r"^Status: \*\*loading\*\*\s*$", re.M)
+"""Cursor's status line of a tool still running when SpecStory saved the chat (v2.1 blocks)."""
 OUT = Path(__file__).resolve().parents[1] / "runs" / "ide" / "specstory.jsonl.gz"
 
 HEADER = re.compile(r"^_\*\*(User|Agent|Assistant)(?: \(([^)]*)\))?\*\*_\s*$", re.M)
@@ -163,6 +167,10 @@ def detail_args(detail: str) -> dict:
 
 def parse_call(tool: str, kind: str, summary: str, body: str) -> dict:
     """One call from a tool name, its summary detail and the block body."""
+    loading = LOADING.search(body)
+    if loading:  # exported before the tool finished: what the block shows up to the status only
+        call = parse_call(tool, kind, summary, body[: loading.start()])
+        return {**call, "result": None, "error": None}
     detail = ""
     m = re.match(r"\s*Tool use: \*\*[^*]*\*\*(?:\s*•?\s*(.*))?$", summary.strip(), re.S)
     if m:
