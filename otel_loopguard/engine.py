@@ -360,6 +360,10 @@ class LoopEngine(Prechecks, Turns, Callbacks):
                 and has_result and self._no_effect_near(tool, unchanged) \
                 and not reads_as_failure(result):
             unchanged = restart_unchanged(run, call_sig)  # passing output: not without effect
+        # arguments captured: not when none were sent, nor an empty object where the run sent
+        # this tool's arguments before (an export lost them, as ``_known`` reads it)
+        captured = True if args else call.arguments is not None \
+            and not (args == {} and tool in run.argued)
         # Positional, in Step's field order: with keyword arguments, building it costs about
         # 2 us more in CPython 3.11 (benchmarks/bench_step.py).
         return _NEW_STEP(index, tool, kind, call_sig, has_result, result_sig,
@@ -370,7 +374,7 @@ class LoopEngine(Prechecks, Turns, Callbacks):
                     # sequence_key: unknown outcome, mutation in any version, else the pair
                     f"\x00absent:{index}" if not has_result and error is None
                     else outcome if kind == "mutating" else pair,
-                    call.arguments is not None), repeat
+                    captured), repeat
 
     def _no_effect_near(self, tool: str, unchanged: int) -> bool:
         """Return whether ``unchanged`` is just below ``tool``'s own ``NO_EFFECT`` threshold.

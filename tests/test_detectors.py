@@ -621,6 +621,20 @@ class TestFailureDetector:
         same = _call("execute_command", {"command": "docker-compose ps"}, error=error)
         assert _by(_run([same] * 5), "failure") == {3: "warn", 4: "warn", 5: "stop"}
 
+    def test_permanent_failures_whose_arguments_were_lost_are_not_one_call(self) -> None:
+        """An empty arguments object, where the run sent the tool's arguments before, is
+        arguments an export lost: two edits failing with the same "not found" are then two
+        edits of unknown files, not one edit resubmitted (no stop at the second); the same
+        error again counts as on one target, a warning at the 3rd and a stop at the 4th, as
+        with no arguments at all. A tool that takes no arguments keeps the stop at 2."""
+        error = "The string to replace was not found in the file."
+        first = _call("edit_file", {"target_file": "a.tsx", "diff": "+x"}, "")
+        lost = _call("edit_file", {}, error=error)
+        assert _by(_run([first, *[lost] * 4]), "failure") == {4: "warn", 5: "stop"}
+        assert _by(_run([_call("edit_file", error=error)] * 4), "failure") == {3: "warn", 4: "stop"}
+        none_taken = _call("list_projects", {}, error="401 unauthorized")
+        assert _by(_run([none_taken] * 2), "failure") == {2: "stop"}
+
     def test_a_build_resumed_after_each_timeout_is_progress(self) -> None:
         """A long build killed at the harness's time limit and started again, with fewer
         targets left each time, fails the same way with another output: progress, not the
