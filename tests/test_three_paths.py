@@ -2,7 +2,7 @@
 
 The live processor (each span as it ends, on a real ``TracerProvider``), ``serve``'s streaming
 checker and ``check`` (a saved trace) share one assembly of spans into runs; here they read the
-real-agent corpus (its excerpts, and live against ``check`` its 2,866 whole runs), a request in
+real-agent corpus (its excerpts and its 2,866 whole runs), a request in
 which two agents loop in turn, twice in one conversation, and
 generated traces in the GenAI, OpenInference and Traceloop conventions (nested and sibling
 agents, handoffs, model turns with token counts, failing and repeated calls), and must flag the
@@ -102,19 +102,22 @@ def test_live_serve_and_check_flag_the_same_calls(records: list[SpanRecord],
     assert live == checked
 
 
-def test_live_and_check_flag_the_same_calls_of_whole_runs(tmp_path: Path) -> None:
+def test_live_serve_and_check_flag_the_same_calls_of_whole_runs(tmp_path: Path) -> None:
     """The development corpus's whole runs (every family, 2,866 runs), as the live processor
-    sees them span by span and as ``check`` reads what it exported: the same calls of the same
-    runs flagged, with the same detectors and actions."""
+    sees them span by span, and as ``serve``'s streaming checker and ``check`` read what it
+    exported: the same calls of the same runs flagged, with the same detectors and actions."""
     path = tmp_path / "runs.jsonl"
     replay.write_otlp(list(replay.iter_runs(replay.RUNS)), path)
     config = LoopGuardConfig()
     spans, _ = replay_live(list(iter_spans(str(path), strict=True)), config, downstream=True)
     live = _from_spans(spans)
-    checked = _from_reports(list(Checker(config).run(
-        iter([span_record_from_readable(s) for s in spans]))))
+    exported = [span_record_from_readable(s) for s in spans]
+    checked = _from_reports(list(Checker(config).run(iter(exported))))
+    streaming = StreamingChecker(config, raise_internal_errors=True)
+    served = _from_reports(streaming.add(exported) + streaming.flush())
     assert len({run_id for run_id, *_ in checked}) > 300  # loops and runs over budget
     assert live == checked
+    assert served == checked
 
 
 Span = tuple[str, dict[str, Any]]
