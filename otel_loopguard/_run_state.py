@@ -90,10 +90,11 @@ versions in a row the call got it (``Step.unchanged``), and the latest of them."
 class RunState:
     """Everything the engine remembers about one run. Bounded; guarded by ``lock``."""
 
-    __slots__ = ("argued", "calls", "explicit_handoffs", "failed", "handoff_state", "handoffs",
-                 "highest", "hinted", "idle_state", "in_flight", "last_agent", "last_end_ns",
-                 "last_turn", "lock", "mutation_failed", "mutations", "notifying", "outcomes",
-                 "results", "states", "stopped", "template", "version", "waste", "world")
+    __slots__ = ("answered", "argued", "calls", "explicit_handoffs", "failed", "handoff_state",
+                 "handoffs", "highest", "hinted", "idle_state", "in_flight", "last_agent",
+                 "last_end_ns", "last_turn", "lock", "mutation_failed", "mutations", "notifying",
+                 "outcomes", "results", "states", "stopped", "template", "version", "waste",
+                 "world")
 
     def __init__(self, states: tuple[Any, ...], handoff_state: Any,
                  idle_state: Any = None) -> None:
@@ -138,6 +139,10 @@ class RunState:
         self.argued: set[str] = set()
         """Tools the run called with arguments: an empty arguments object of one of them,
         with no result, lost what it had (``LoopEngine._step``). At most 256."""
+        self.answered = False
+        """The run's latest model turn asked for no tool (by its finish reasons or output
+        messages) and its words were not captured: the next turn follows new input that only
+        its own content can name (``Turns.process_model_turn``)."""
         self.failed = False
         """A call of the run has failed: until then the detectors that are
         ``quiet_until_failure`` are not called (``LoopEngine._unfailed``)."""
@@ -194,6 +199,10 @@ def restart_unchanged(run: RunState, call_sig: str) -> int:
     return 1
 
 
+_USER: Final = "\x00user"
+"""``mutations``' mark of a run that heard its user (its first message is its task)."""
+
+
 def changed(run: RunState, mutation: str) -> int:
     """Record a new successful state change and return the run's next world version.
 
@@ -214,6 +223,26 @@ def changed(run: RunState, mutation: str) -> int:
     return run.version
 
 
+def unseen_input(run: RunState) -> None:
+    """New input reached the model and was not captured: a change of the agent's world.
+
+    A model turn after an answer (a turn that asked for no tool) whose words were not captured,
+    its own input not captured either (``Turns``, ``RunState.answered``): an agent loop ends
+    at an answer, so only new input, the user's reply or the harness's feedback, called the
+    model again, and what it said is unknown. Absent is not the same: the calls after it are
+    new observations, as after a user's new message (``heard`` of a ``reply``). Nothing is
+    remembered of it: an unknown input equals no other, so there is nothing to recognise again
+    (and nothing to grow ``mutations`` by, turn after turn of a conversation).
+    """
+    mutations = run.mutations
+    if _USER not in mutations:  # a captured message after it is no longer the task
+        if not isinstance(mutations, dict):
+            mutations = run.mutations = {}
+        mutations[_USER] = None
+    run.version += 1
+    run.world = "@" + str(run.version)
+
+
 def heard(run: RunState, message: str, *, reply: bool = False) -> None:
     """A new message from the user changes the agent's world, as a new change does.
 
@@ -229,8 +258,8 @@ def heard(run: RunState, message: str, *, reply: bool = False) -> None:
         run.mutations = {}
     if key in run.mutations:
         return
-    if "\x00user" not in run.mutations:  # the run's first message is its task: no change
-        run.mutations["\x00user"] = None
+    if _USER not in run.mutations:  # the run's first message is its task: no change
+        run.mutations[_USER] = None
         if not reply:
             run.mutations[key] = None
             return

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from otel_loopguard._run_state import RunState, check_reentry, heard
+from otel_loopguard._run_state import RunState, check_reentry, heard, unseen_input
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.detectors import HandoffDetector
 from otel_loopguard.detectors.idle import IdleTurnsDetector
@@ -79,6 +79,9 @@ class Turns:
             self.handoffs.said(run.handoff_state, turn.output_sig)  # a contribution in words
         if turn.user_input and turn.input_sig:
             heard(run, turn.input_sig)
+        elif run.answered and not turn.input_sig:
+            unseen_input(run)  # after an answer not captured: new input, not captured
+        run.answered = turn.requested_tools is False and not turn.output_sig
         idle = self.idle
         found = idle.observe_turn(run.idle_state, turn, run.calls + run.handoffs) \
             if idle is not None else None
@@ -87,7 +90,8 @@ class Turns:
         return self._finish(run, [found], _MODEL, run.calls, turn.span_id)
 
     def process_blank_turn(self, run: RunState, span_id: int, start_ns: int, end_ns: int,
-                           agent_span_id: str | None, *, requested: bool = False) -> bool:
+                           agent_span_id: str | None, *, requested: bool = False,
+                           answered: bool = False) -> bool:
         """``process_model_turn`` of a blank turn, without building the turn or its decision.
 
         A blank turn has no content and no usage to give (an unnumbered turn): most model
@@ -99,17 +103,22 @@ class Turns:
 
         Returns False, having changed nothing, for a turn that asked for tools while its run's
         idle streak still matters (a turn pending, or a warning already given): call
-        ``process_model_turn`` with it.
+        ``process_model_turn`` with it. ``answered``: its ``requested_tools`` is False (its
+        finish reasons say it answered).
 
         Raises:
             LoopGuardError: when called from ``on_decision`` for the same run.
         """
         if run.notifying:
             check_reentry(run)
-        if self.idle is None:
-            return True
-        return self.idle.observe_blank(run.idle_state, span_id, start_ns, end_ns, agent_span_id,
-                                       acted=run.calls + run.handoffs, requested=requested)
+        if self.idle is not None and not self.idle.observe_blank(
+                run.idle_state, span_id, start_ns, end_ns, agent_span_id,
+                acted=run.calls + run.handoffs, requested=requested):
+            return False
+        if run.answered:
+            unseen_input(run)
+        run.answered = answered
+        return True
 
     def _agent_change(self, run: RunState, call: ToolCall) -> Evidence | None:
         previous, run.last_agent = run.last_agent, call.agent

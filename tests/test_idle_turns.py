@@ -14,7 +14,14 @@ from prometheus_client import CollectorRegistry
 
 from otel_loopguard import LoopEngine, LoopGuardConfig, RunState, ToolCall
 from otel_loopguard.adapters import tool_request_of
-from otel_loopguard.adapters._turns import not_from_user, turn_content_of, turn_input_of, turn_of
+from otel_loopguard.adapters._turns import (
+    has_content,
+    not_from_user,
+    request_by_reason,
+    turn_content_of,
+    turn_input_of,
+    turn_of,
+)
 from otel_loopguard.processor import LoopGuardSpanProcessor
 from otel_loopguard.receiver._stream import StreamingChecker
 from otel_loopguard.testing import AgentScript, LoopGuardHarness
@@ -255,7 +262,8 @@ def _blank_or_full(seed: int, *, blank_fast: bool, warn: int,
             requested = rng.choice((None, False, True))
             turn = ModelTurn(format(n, "016x"), start, end, requested, agent)
             if blank_fast and engine.process_blank_turn(run, n, start, end, agent,
-                                                        requested=requested is True):
+                                                        requested=requested is True,
+                                                        answered=requested is False):
                 decisions.append(None)
             else:  # refused (a turn pending, or the streak warns): the full turn
                 if blank_fast and refused is not None:
@@ -341,8 +349,13 @@ class TestToolRequestOf:
             "gemini-with-messages", "openinference-tool-call", "openinference-text",
             "openllmetry-tool-call", "openllmetry-reason", "openllmetry-text"])
     def test_conventions(self, attributes: dict[str, Any], expected: bool | None) -> None:
-        """Each convention's finish reasons and output messages say whether tools were asked."""
+        """Each convention's finish reasons and output messages say whether tools were asked.
+
+        Of a span without content, the live processor's read of the finish reasons alone
+        (``request_by_reason``) says the same."""
         assert tool_request_of(attributes) is expected
+        if not has_content(attributes):
+            assert request_by_reason(attributes) is expected
 
 
 class TestTurnContent:

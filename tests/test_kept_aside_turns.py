@@ -71,7 +71,10 @@ def _chat(rng: random.Random) -> dict[str, Any]:
     attrs = dict(_CHAT)
     pick = rng.random()
     if pick < 0.3:
-        attrs["gen_ai.response.finish_reasons"] = (rng.choice(["stop", "tool_calls"]),)
+        # an answer (``stop``) makes its next turn follow new input, a change of the run's
+        # world: the tool calls after it start counting again
+        attrs["gen_ai.response.finish_reasons"] = (rng.choice(["stop", "tool_calls",
+                                                               "tool_calls"]),)
     elif pick < 0.4:
         attrs.update(_CONTENT)
     elif pick < 0.45:

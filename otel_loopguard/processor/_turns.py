@@ -12,8 +12,8 @@ from otel_loopguard.adapters import _keys as keys
 from otel_loopguard.adapters import usage_of
 from otel_loopguard.adapters._turns import (
     NO_TURN,
-    asks_by_reason,
     has_content,
+    request_by_reason,
     turn_of,
     user_input_of,
 )
@@ -76,9 +76,8 @@ class ModelTurns(FindingReports):
             agent_span = self.live.agent_span_id(parent[1] if parent is not None else None)
             if has_content(attrs):
                 requested, last_input, output, from_user = turn_of(attrs)
-            elif _FINISH_REASONS in attrs and asks_by_reason(attrs):  # no content: only the
-                requested = True  # finish reasons say anything (False and None are alike to
-                # a turn without output)
+            elif _FINISH_REASONS in attrs:  # no content: only the finish reasons say anything
+                requested = request_by_reason(attrs)  # (an answer: new input follows it)
         else:  # a user's new message changes the run's world (``heard``) all the same
             last_input = user_input_of(attrs)
             from_user = bool(last_input)
@@ -94,7 +93,7 @@ class ModelTurns(FindingReports):
                     return None
                 if not last_input and not output and self.engine.process_blank_turn(
                         state, context[1], span.start_time or 0, span.end_time or 0,
-                        agent_span, requested=requested is True):
+                        agent_span, requested=requested is True, answered=requested is False):
                     return None
                 usage: TokenUsage = _NO_USAGE
                 numbered = None
