@@ -38,6 +38,11 @@ BOUNDS: dict[str, tuple[int, int, int]] = {
     "multi_agent": (0, 0, 13),
     "browsing": (0, 0, 19),
 }
+CAPTURE_BOUNDS: dict[str, tuple[int, int, int]] = {
+    # capture level: the same three bounds over every family (``FIGURES.md``'s second section)
+    "arguments": (22, 9, 86),
+    "none": (39, 6, 45),
+}
 
 
 @pytest.fixture(scope="module")
@@ -178,3 +183,17 @@ def test_a_run_becomes_genai_spans_with_content(tmp_path) -> None:
     assert last == [{"role": "assistant", "parts": [{"type": "text", "content": "t"}]},
                     {"role": "user", "parts": [{"type": "text", "content": "why?"}]}]
     assert "gen_ai.input.messages" not in chats[1]  # it follows an uncaptured result only
+
+
+@pytest.mark.parametrize("capture", list(CAPTURE_BOUNDS))
+def test_no_drop_with_less_content_captured(capture: str) -> None:
+    """The same runs as an instrumentation with content capture off sends them: without
+    results, messages and (``none``) arguments. No more healthy runs flagged or stopped, no
+    fewer loops caught, than now."""
+    assert capture in replay.CAPTURE_LEVELS
+    counts = (less := corpus_figures(capture=capture)).counts()
+    most_flagged, most_stopped, fewest_caught = CAPTURE_BOUNDS[capture]
+    table = format_table(less)
+    assert counts["healthy_flagged"] <= most_flagged, table
+    assert counts["replan_or_stop_on_healthy"] <= most_stopped, table
+    assert counts["caught"] >= fewest_caught, table

@@ -17,6 +17,11 @@ it:
   as JSON, ``gen_ai.tool.call.result`` when the source captured it), status ERROR with the
   source's words when the call failed.
 
+``capture`` sends less, as an instrumentation with content capture off does
+(``CAPTURE_LEVELS``): ``arguments``, the tool calls' arguments and the model spans' finish
+reasons, no results and no messages (a coding agent's telemetry with tool details); ``none``,
+not the arguments either (OpenTelemetry's GenAI instrumentations by default).
+
 Nothing here imports ``otel_loopguard``: the corpus is an input of the code under test.
 """
 
@@ -119,8 +124,47 @@ def _output_messages(turn: dict[str, Any]) -> list[Any]:
     return [{"role": "assistant", "parts": parts, "finish_reason": reason}]
 
 
-def run_to_otlp(run: dict[str, Any], index: int) -> dict[str, Any]:
-    """One ``ExportTraceServiceRequest`` (OTLP/JSON) holding the run's trace."""
+def _chat_attributes(turn: dict[str, Any], previous: dict[str, Any] | None, model: str,
+                     content: bool) -> list[dict[str, Any]]:
+    """A model turn's span attributes: its messages only with ``content``."""
+    attributes = [_attr("gen_ai.operation.name", "chat"), _attr("gen_ai.request.model", model),
+                  _attr("gen_ai.response.finish_reasons",
+                        ["tool_call" if turn["calls"] else "stop"])]
+    if not content:
+        return attributes
+    attributes.insert(2, _attr("gen_ai.output.messages",
+                               json.dumps(_output_messages(turn), sort_keys=True)))
+    inputs = _input_messages(turn, previous)
+    if inputs is not None:
+        attributes.append(_attr("gen_ai.input.messages", json.dumps(inputs, sort_keys=True)))
+    return attributes
+
+
+def _tool_attributes(call: dict[str, Any], capture: str) -> list[dict[str, Any]]:
+    """A tool call's span attributes but its error: arguments and result as ``capture`` has."""
+    attributes = [_attr("gen_ai.operation.name", "execute_tool"),
+                  _attr("gen_ai.tool.name", call["tool"])]
+    if capture != "none":
+        attributes.append(_attr("gen_ai.tool.call.arguments",
+                                json.dumps(call["args"], sort_keys=True)))
+    if capture == "full" and call["result"] is not None:
+        attributes.append(_attr("gen_ai.tool.call.result", call["result"]))
+    return attributes
+
+
+CAPTURE_LEVELS: tuple[str, ...] = ("full", "arguments", "none")
+"""What ``run_to_otlp`` sends of each run: everything the source captured; the tool calls'
+arguments only; no content at all (finish reasons, token counts and errors stay)."""
+
+
+def run_to_otlp(run: dict[str, Any], index: int, capture: str = "full") -> dict[str, Any]:
+    """One ``ExportTraceServiceRequest`` (OTLP/JSON) holding the run's trace.
+
+    ``capture``: one of ``CAPTURE_LEVELS``.
+    """
+    if capture not in CAPTURE_LEVELS:
+        raise ValueError(f"capture must be one of {', '.join(CAPTURE_LEVELS)}, got {capture!r}")
+    content = capture == "full"
     trace_id = trace_id_of(run["id"])
     counter = iter(range(1, 1 << 30))
 
@@ -156,27 +200,14 @@ def run_to_otlp(run: dict[str, Any], index: int) -> dict[str, Any]:
             spans.append(agent_span)
             clock += 1
         parent = agent_span["spanId"] if agent_span is not None else root_id
-        attributes = [_attr("gen_ai.operation.name", "chat"),
-                      _attr("gen_ai.request.model", model),
-                      _attr("gen_ai.output.messages",
-                            json.dumps(_output_messages(turn), sort_keys=True)),
-                      _attr("gen_ai.response.finish_reasons",
-                            ["tool_call" if turn["calls"] else "stop"])]
-        inputs = _input_messages(turn, previous)
-        if inputs is not None:
-            attributes.append(_attr("gen_ai.input.messages", json.dumps(inputs, sort_keys=True)))
         spans.append({"traceId": trace_id, "spanId": span_id(), "parentSpanId": parent,
                       "name": f"chat {model}".strip(), "kind": 3,
                       "startTimeUnixNano": str(clock), "endTimeUnixNano": str(clock + 1),
-                      "attributes": attributes, "status": {}})
+                      "attributes": _chat_attributes(turn, previous, model, content),
+                      "status": {}})
         clock += 2
         for call in turn["calls"]:
-            attributes = [_attr("gen_ai.operation.name", "execute_tool"),
-                          _attr("gen_ai.tool.name", call["tool"]),
-                          _attr("gen_ai.tool.call.arguments",
-                                json.dumps(call["args"], sort_keys=True))]
-            if call["result"] is not None:
-                attributes.append(_attr("gen_ai.tool.call.result", call["result"]))
+            attributes = _tool_attributes(call, capture)
             status: dict[str, Any] = {}
             if call["error"]:
                 status = {"code": 2, "message": str(call["error"])[:500]}
@@ -203,11 +234,15 @@ def run_to_otlp(run: dict[str, Any], index: int) -> dict[str, Any]:
                                                "spans": [root, *spans]}]}]}
 
 
-def write_otlp(runs: Iterable[dict[str, Any]], out: Path) -> int:
-    """Write the runs as OTLP/JSON lines (gzip when ``out`` ends with .gz); return the count."""
+def write_otlp(runs: Iterable[dict[str, Any]], out: Path, capture: str = "full") -> int:
+    """Write the runs as OTLP/JSON lines (gzip when ``out`` ends with .gz); return the count.
+
+    ``capture``: one of ``CAPTURE_LEVELS``.
+    """
     count = 0
     opener = gzip.open if out.suffix == ".gz" else open
     with opener(out, "wt", encoding="utf-8") as handle:  # type: ignore[operator]
         for count, run in enumerate(runs, 1):
-            handle.write(json.dumps(run_to_otlp(run, count), separators=(",", ":")) + "\n")
+            handle.write(json.dumps(run_to_otlp(run, count, capture), separators=(",", ":"))
+                         + "\n")
     return count
