@@ -218,6 +218,11 @@ def changed(run: RunState, mutation: str) -> int:
     mutations[mutation] = None
     if len(mutations) > _MAX_MUTATIONS:
         del mutations[next(iter(mutations))]
+    return _next_world(run)
+
+
+def _next_world(run: RunState) -> int:
+    """Advance the run's world version (and ``in_world``'s suffix for it); return it."""
     run.version += 1
     run.world = "@" + str(run.version)
     return run.version
@@ -239,8 +244,7 @@ def unseen_input(run: RunState) -> None:
         if not isinstance(mutations, dict):
             mutations = run.mutations = {}
         mutations[_USER] = None
-    run.version += 1
-    run.world = "@" + str(run.version)
+    _next_world(run)
 
 
 def heard(run: RunState, message: str, *, reply: bool = False) -> None:

@@ -192,28 +192,13 @@ def _flattened(attributes: Mapping[str, Any]) -> bool | None:
 
 
 def _untelling(attributes: Mapping[str, Any]) -> bool:
-    """Return whether the span's provider reports ``stop`` for function calls too.
-
-    A memo by provider (a handful of values; a span of each answer reads it): the search of its
-    lower-cased name took about 7k instructions per span.
-    """
+    """Return whether the span's provider reports ``stop`` for function calls too."""
     provider = attributes.get(k.GEN_AI_PROVIDER_NAME) or attributes.get(k.GEN_AI_SYSTEM)
-    if not provider:
-        return False
-    found = _UNTELLING.get(provider) if type(provider) is str else None
-    if found is None:
-        text = str(provider).lower()
-        found = any(name in text for name in _UNTELLING_PROVIDERS)
-        if type(provider) is str and len(provider) <= _MAX_KNOWN_REASON:
-            if len(_UNTELLING) >= _MAX_KNOWN_REASONS:
-                _UNTELLING.clear()
-            _UNTELLING[provider] = found
-    return found
+    return bool(provider) and _UNTELLING.search(str(provider)) is not None
 
 
-_UNTELLING: Final[dict[str, bool]] = {}
-"""Provider names read lately → ``_untelling`` of them (bounded as ``_KNOWN_REASONS``; a memo
-of a pure function, so threads sharing it need no lock)."""
+_UNTELLING: Final = re.compile("|".join(_UNTELLING_PROVIDERS), re.IGNORECASE | re.ASCII)
+"""Any of ``_UNTELLING_PROVIDERS`` in a provider's name, in any case (ASCII letters)."""
 
 
 _CONTENT_SUFFIXES: Final = ((k.GEN_AI_PROMPT_PREFIX, ".content"),
