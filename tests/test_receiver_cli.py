@@ -90,6 +90,23 @@ class TestUsage:
         assert capsys.readouterr().err == ("otel-loopguard: config error: --state-file: No such "
                                            f"file or directory: {path}\n")
 
+    @pytest.mark.parametrize("content", [b"important notes line 1\nimportant notes line 2\n",
+                                         b"notes of exactly 24 bytes",  # 25: one too many
+                                         b"a file of twenty-4 bytes"])  # 24, not a state
+    def test_state_file_that_is_another_file(self, tmp_path: Path, content: bytes,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+        """A state file pointed at another file by mistake is refused and left as it was
+        (it was taken as a new state file and its first 24 bytes overwritten)."""
+        path = tmp_path / "notes.txt"
+        path.write_bytes(content)
+        assert main(["serve", "--grpc-port", "0", "--http-port", "0",
+                     "--state-file", str(path)]) == 2
+        assert capsys.readouterr().err == (
+            f"otel-loopguard: config error: --state-file: {path}: not a state file of "
+            f"otel-loopguard serve ({len(content)} bytes; it writes 24, and starts from an "
+            "empty or missing file); left unchanged\n")
+        assert path.read_bytes() == content
+
     @pytest.mark.parametrize(("args", "message"), [
         (["--forward-protocol", "http", "--forward-endpoint", "collector:4318"],
          "--forward-endpoint must be an http:// or https:// URL for protocol http, got "

@@ -33,14 +33,17 @@ class Journal:
 
     Raises:
         OSError: when the file cannot be opened or created.
+        ConfigError: when the file holds something else than a state file (it is left as is).
     """
 
     def __init__(self, path: str) -> None:
         self.path = path
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        data = os.pread(self._fd, _RECORD.size, 0)
-        accepted, settled, clean = _RECORD.unpack(data) if len(data) == _RECORD.size \
-            else (0, 0, 1)
+        try:
+            accepted, settled, clean = _read_state(self._fd)
+        except ConfigError:
+            os.close(self._fd)
+            raise
         self.lost_before = 0 if clean else max(0, accepted - settled)
         """Spans the previous run acknowledged and did not finish (it did not shut down)."""
         self._lock = threading.Lock()
@@ -71,6 +74,28 @@ class Journal:
 _ACCEPTED_FIELD: Final = struct.Struct("<Q")
 
 
+def _read_state(fd: int) -> tuple[int, int, int]:
+    """Return (accepted, settled, clean) of the state file open as ``fd``; a new one is clean.
+
+    Only an empty file or one this class wrote (24 bytes, ``settled <= accepted``, the flag 0 or
+    1) is taken: pointed at any other file by mistake, ``serve`` must not write over it.
+
+    Raises:
+        ConfigError: when the file holds anything else.
+    """
+    size = os.fstat(fd).st_size
+    if size == 0:
+        return 0, 0, 1
+    data = os.pread(fd, _RECORD.size, 0) if size == _RECORD.size else b""
+    if len(data) == _RECORD.size:
+        accepted, settled, clean = _RECORD.unpack(data)
+        if clean in (0, 1) and settled <= accepted:
+            return accepted, settled, clean
+    raise ConfigError(f"not a state file of otel-loopguard serve ({size} bytes; it writes "
+                      f"{_RECORD.size}, and starts from an empty or missing file); "
+                      "left unchanged")
+
+
 def open_journal(path: str, count_lost: Callable[[int], None]) -> Journal:
     """Open the state file at ``path``; count (``count_lost``) and log what a killed run lost.
 
@@ -81,6 +106,8 @@ def open_journal(path: str, count_lost: Callable[[int], None]) -> Journal:
         journal = Journal(path)
     except OSError as exc:
         raise ConfigError(f"state_file: {exc.strerror or exc}: {path}") from None
+    except ConfigError as exc:
+        raise ConfigError(f"state_file: {path}: {exc}") from None
     lost = journal.lost_before
     if lost:
         count_lost(lost)
