@@ -520,6 +520,19 @@ class TestOutputFile:
         assert len(err.splitlines()) == 1
 
 
+    @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+    @pytest.mark.parametrize("strict", [[], ["--strict"]])
+    def test_a_full_standard_output(self, strict: list[str]) -> None:
+        """A report that standard output refuses (a full disk) is named as such in one line
+        (it was ``unexpected error: OSError: [Errno 28] ...``)."""
+        with open("/dev/full", "w", encoding="utf-8") as full:
+            done = subprocess.run([sys.executable, "-m", "otel_loopguard", "check", *strict,
+                                   LOOPING], stdout=full, stderr=subprocess.PIPE, timeout=120,
+                                  env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
+        assert done.returncode == 2
+        assert done.stderr.decode() == ("otel-loopguard: standard output: cannot write the "
+                                        "report: No space left on device\n")
+
 class TestText:
     def test_span_text_cannot_forge_lines(self, evil_trace: str,
                                           capsys: pytest.CaptureFixture[str]) -> None:

@@ -331,7 +331,7 @@ class TestBadInput:
         )
 
     @pytest.mark.parametrize(("field", "value", "problem"), [
-        ("kind", "18446744073709551616", "kind: expected 0 to 5 or SPAN_KIND_*, got "
+        ("kind", "18446744073709551616", "kind: expected SPAN_KIND_* or a 32-bit integer, got "
                                          "18446744073709551616"),
         ("flags", "-9223372036854775809", "flags: expected an unsigned 32-bit integer, got "
                                           "-9223372036854775809"),

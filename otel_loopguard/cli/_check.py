@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import importlib
 import os
 import re
@@ -229,6 +230,39 @@ def _say(message: str) -> None:
     print(f"otel-loopguard: {message}", file=sys.stderr)
 
 
+_FULL: Final = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+"""Errors of a write that found no room: a full disk, a quota, a file size limit."""
+
+
+@contextlib.contextmanager
+def _to_stdout(hold: bool) -> Iterator[TextIO]:
+    """Yield stdout, or with ``hold`` a spooled file copied to stdout once complete.
+
+    A write that stdout refuses for want of room (``_FULL``) is one line naming standard
+    output; other errors pass on as they are.
+    """
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:  # a span's text must not fail on a narrow terminal encoding
+        reconfigure(errors="backslashreplace")
+    try:
+        if not hold:
+            yield sys.stdout
+        else:
+            import shutil
+            import tempfile
+
+            with tempfile.SpooledTemporaryFile(max_size=4 << 20, mode="w+", encoding="utf-8",
+                                               errors="backslashreplace", newline="\n") as held:
+                yield cast(TextIO, held)
+                held.seek(0)
+                shutil.copyfileobj(held, sys.stdout)
+        sys.stdout.flush()
+    except OSError as exc:  # a full disk: only a write fails so (not reading an input)
+        if exc.errno in _FULL:
+            raise _unwritable("standard output", exc) from None
+        raise
+
+
 @contextlib.contextmanager
 def _output(path: str | None, *, hold: bool = False) -> Iterator[TextIO]:
     """Yield stdout, or a temporary file that replaces ``path`` once the report is complete.
@@ -238,20 +272,8 @@ def _output(path: str | None, *, hold: bool = False) -> Iterator[TextIO]:
     or SARIF document).
     """
     if path is None or path == "-":
-        reconfigure = getattr(sys.stdout, "reconfigure", None)
-        if reconfigure is not None:  # a span's text must not fail on a narrow terminal encoding
-            reconfigure(errors="backslashreplace")
-        if not hold:
-            yield sys.stdout
-            return
-        import shutil
-        import tempfile
-
-        with tempfile.SpooledTemporaryFile(max_size=4 << 20, mode="w+", encoding="utf-8",
-                                           errors="backslashreplace", newline="\n") as held:
-            yield cast(TextIO, held)
-            held.seek(0)
-            shutil.copyfileobj(held, sys.stdout)
+        with _to_stdout(hold) as stream:
+            yield stream
         return
     if os.path.isdir(path):
         raise LoopGuardError(f"{path}: cannot write the report: is a directory")

@@ -354,14 +354,14 @@ def _status(status: Any) -> tuple[int, str]:
     number = STATUS_UNSET if code is None else _enum(code, _STATUS_NAMES)
     if number is None:
         raise FieldError("status.code",
-                         f"expected 0, 1, 2 or STATUS_CODE_*, got {short(code)}")
+                         f"expected STATUS_CODE_* or a 32-bit integer, got {short(code)}")
     return number, _string(status.get("message"), "status.message")
 
 
 def _span_kind(kind: Any) -> int:
     number = 0 if kind is None else _enum(kind, _KIND_NAMES)
     if number is None:
-        raise FieldError("kind", f"expected 0 to 5 or SPAN_KIND_*, got {short(kind)}")
+        raise FieldError("kind", f"expected SPAN_KIND_* or a 32-bit integer, got {short(kind)}")
     return number
 
 
