@@ -294,6 +294,43 @@ def test_test_files_are_run_by_pytest() -> None:
     assert unmarked == []
 
 
+PROMQL = [e for page in PAGES for e in examples(page) if e.lang == "promql"]
+
+
+def _one_line(expr: str) -> str:
+    return " ".join(expr.split())
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None,
+                    reason="promtool not installed (apt-get install prometheus)")
+def test_promql_examples_parse_and_match_the_rules(tmp_path: Path) -> None:
+    """Every ``promql`` block of the pages is an expression Prometheus accepts (each recorded
+    by a rule that ``promtool check rules`` reads), and one the page calls the expression
+    behind an alert is a recording rule of the shipped ``alerts.yaml``, as written."""
+    import yaml
+
+    assert len(PROMQL) >= 2
+    rules = {"groups": [{"name": "docs", "rules": [
+        {"record": f"docs:example{i}", "expr": e.code} for i, e in enumerate(PROMQL)]}]}
+    path = tmp_path / "docs-rules.yaml"
+    path.write_text(yaml.safe_dump(rules), encoding="utf-8")
+    done = subprocess.run(["promtool", "check", "rules", str(path)], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    shipped = yaml.safe_load((ROOT / "dashboards" / "alerts.yaml").read_text(encoding="utf-8"))
+    recorded = {_one_line(r["expr"]) for g in shipped["groups"] for r in g["rules"]
+                if "record" in r}
+    behind = [e for e in PROMQL if "expression behind" in _prose_before(e)]
+    assert behind, "no block is said to be an alert's expression"
+    assert [e.id for e in behind if _one_line(e.code) not in recorded] == []
+
+
+def _prose_before(example: Example) -> str:
+    """The four lines of its page before ``example``'s fence."""
+    lines = example.page.read_text(encoding="utf-8").splitlines()
+    return " ".join(lines[max(0, example.line - 5):example.line - 1])
+
+
 INSTALL = re.compile(r"pip install [^\n`&;|]*otel-loopguard[^\n`&;|]*")
 ONE_FORM = re.compile(r'pip install "otel-loopguard(?:\[\w+(?:,\w+)*\])? @ '
                       r'git\+https://github\.com/otel-loopguard/otel-loopguard"')
