@@ -1,10 +1,11 @@
 """The optional C accelerators (built by ``hatch_build.py``), and the switch that turns them off.
 
 Each is an extension module next to the Python code it speeds up, which stays the definition:
-``signature/_accel`` (result and argument signatures) and ``otlp/_wire`` (OTLP protobuf trace
-requests, and the span records of OTLP/JSON ones). A module that is not built is simply absent;
-``LOOPGUARD_PURE_PYTHON=1`` in the environment turns them all off (``OTEL_LOOPGUARD_PURE_PYTHON``,
-the older spelling, too).
+``signature/_accel`` (result and argument signatures), ``otlp/_wire`` (OTLP protobuf trace
+requests, and the span records of OTLP/JSON ones) and ``_span_end`` (the live processor's work
+in ``span.end()`` of a span: how it reads it, and a blank model span kept aside). A module that
+is not built is simply absent; ``LOOPGUARD_PURE_PYTHON=1`` in the environment turns them all off
+(``OTEL_LOOPGUARD_PURE_PYTHON``, the older spelling, too).
 """
 
 from __future__ import annotations

@@ -113,11 +113,13 @@ class TestExitCodes:
         assert main(["--version"]) == 0
         out = capsys.readouterr().out
         assert out.startswith("otel-loopguard ")
+        from otel_loopguard.adapters import accelerated
         from otel_loopguard.otlp._proto import WIRE
         from otel_loopguard.signature import ACCELERATED
 
         assert f"(C accelerators: signatures {'on' if ACCELERATED else 'off'}, " \
-            f"OTLP decoder {'on' if WIRE else 'off'})" in out
+            f"OTLP decoder {'on' if WIRE else 'off'}, " \
+            f"span processor {'on' if accelerated() else 'off'})" in out
 
 
 class TestJsonOutput:

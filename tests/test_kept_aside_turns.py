@@ -5,11 +5,17 @@ that ends it (``otel_loopguard.processor._deferred``): its check is queued only 
 next span goes to the worker, or dropped with the trace's root. Generated traces, mostly blank
 model spans, are run through one processor that keeps them aside and one that does not, and
 must give the same evidence on the same spans, the same metrics and the same run summaries.
+
+Every test runs twice: with the C accelerator of the processor's ``span.end()``
+(``otel_loopguard/_span_end.c``: the span's reading, the key test, and a blank span kept aside
+in one step) and with the Python path it follows, which a build without a compiler uses.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import functools
 import itertools
 import random
 from collections.abc import Iterator
@@ -17,6 +23,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from _compiled import compiled
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -25,9 +32,31 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import Status, StatusCode
 from prometheus_client import CollectorRegistry
 
+import otel_loopguard.processor as processor_module
+import otel_loopguard.processor._deferred as deferred_module
+from otel_loopguard import adapters
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.processor import LoopGuardSpanProcessor
-from otel_loopguard.processor._deferred import _MAX_TRACES, BLANK_TURN_KEYS
+from otel_loopguard.processor._deferred import _MAX_SPANS, _MAX_TRACES, BLANK_TURN_KEYS
+
+
+@pytest.fixture(autouse=True, params=["accelerated", "python"])
+def _path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
+          tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Run with the C accelerator (installed, else built here) or with the Python path."""
+    if request.param == "python":
+        monkeypatch.setattr(deferred_module, "_KEEP_ASIDE", None)
+        monkeypatch.setattr(processor_module, "span_reading", adapters.python_span_reading)
+        monkeypatch.setattr(deferred_module, "keys_test", lambda keys: keys.issuperset)
+        return
+    module = compiled("otel_loopguard/_span_end.c", tmp_path_factory)
+    adapters.set_up_reading(module)
+    module.setup_kept(collections.deque, collections.OrderedDict, _MAX_TRACES, _MAX_SPANS)
+    monkeypatch.setattr(deferred_module, "_KEEP_ASIDE", module.keep_aside)
+    monkeypatch.setattr(processor_module, "span_reading", module.span_reading)
+    monkeypatch.setattr(deferred_module, "keys_test",
+                        lambda keys: functools.partial(module.keys_within, keys))
+
 
 _CHAT = {"gen_ai.operation.name": "chat", "gen_ai.system": "openai",
          "gen_ai.request.model": "m1", "gen_ai.response.model": "m1",

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import ModuleType
 from typing import Any, Final
 
+from otel_loopguard._native import load
 from otel_loopguard.adapters import _keys as k
 from otel_loopguard.adapters._build import HANDOFF, build_tool_call
 from otel_loopguard.adapters._turns import tool_request_of
@@ -37,17 +39,20 @@ __all__ = [
     "OpenInferenceAdapter",
     "OpenLLMetryAdapter",
     "TokenUsage",
+    "accelerated",
     "agent_of",
     "attribute_value",
     "conversation_of",
     "is_candidate",
     "is_model_turn",
+    "keys_test",
     "may_be_event",
     "may_name_agent",
     "may_name_model",
     "placed_event",
     "prompt_template_of",
     "roles_of",
+    "set_up_reading",
     "span_reading",
     "template_key_roots",
     "template_label",
@@ -134,6 +139,46 @@ def span_reading(name: str, attributes: Mapping[str, Any]) -> int:
             or name.startswith(_LOGFIRE_PREFIXES):
         return EVENT
     return OTHER
+
+
+python_span_reading: Final = span_reading
+"""The definition of ``span_reading``, which the optional C accelerator follows."""
+
+
+def set_up_reading(module: ModuleType) -> None:
+    """Give the C accelerator (``otel_loopguard._span_end``) what ``span_reading`` reads by."""
+    module.setup(_OPERATION, _OI_KIND, _TL_KIND, frozenset(k.MODEL_OPERATIONS),
+                 tuple(_EVENT_OPERATIONS), tuple(_LOGFIRE_PREFIXES), _unmarked_names,
+                 _named_candidate)
+    module.set_fallback(python_span_reading)
+
+
+_SPAN_END: Final = load("otel_loopguard._span_end")
+"""The optional C accelerator of ``span_reading`` and of ``keys_test`` (``_span_end.c``): in
+Python, they are a third of what the live processor adds to a model span's ``span.end()``
+(``benchmarks/bench_processor_instructions.py``). ``tests/test_span_end.py`` compares them
+with their definitions."""
+if _SPAN_END is not None:
+    set_up_reading(_SPAN_END)
+    span_reading = _SPAN_END.span_reading
+
+
+def accelerated() -> bool:
+    """Return whether the C accelerator of ``span_reading`` and ``keys_test`` is in use."""
+    return _SPAN_END is not None
+
+
+def keys_test(keys: frozenset[str]) -> Callable[[Mapping[str, Any]], bool]:
+    """Return the test of whether a span's attributes have no key outside ``keys``.
+
+    ``keys.issuperset``, answered by the C accelerator where it is built: from a memo of the
+    key objects of the spans seen, since an instrumentation names every span's keys with the
+    same string objects (one pointer comparison per key instead of a set lookup that compares
+    two equal strings).
+    """
+    if _SPAN_END is None:
+        return keys.issuperset
+    return functools.partial(_SPAN_END.keys_within, keys)
 
 
 def may_be_event(name: str, attributes: Mapping[str, Any]) -> bool:

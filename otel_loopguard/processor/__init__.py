@@ -295,7 +295,7 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, GuardRuns, DeferredTur
         attrs = span.attributes or {}
         reading = span_reading(span.name, attrs)
         return reading == EVENT or (reading == OTHER and self.adapters is not DEFAULT_ADAPTERS) \
-            or (reading == MODEL_SPAN and not self._blank_keys.issuperset(attrs))
+            or (reading == MODEL_SPAN and not self._blank(attrs))
 
     def _pass_on(self, span: ReadableSpan, reason: str) -> None:
         """Hand ``span`` on unchecked, counted as skipped for ``reason``.

@@ -28,13 +28,15 @@ trace's spans are queued).
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sized
 from typing import TYPE_CHECKING, Any, Final
 
 from opentelemetry.sdk.trace import ReadableSpan
 
+from otel_loopguard._native import load
 from otel_loopguard.adapters import _keys as k
+from otel_loopguard.adapters import keys_test
 from otel_loopguard.exceptions import InternalErrorGuard
 from otel_loopguard.metrics import LoopGuardMetrics
 from otel_loopguard.processor._worker import SpanWorker
@@ -86,6 +88,12 @@ span ending after its request's span) or never ends here (a synthetic parent who
 released, an unsampled root): they go to the worker once newer traces need their room."""
 _MAX_SPANS: Final = 32
 """Spans kept aside per trace; the trace's next blank span queues them and itself."""
+_SPAN_END: Final = load("otel_loopguard._span_end")
+_KEEP_ASIDE: Final[Callable[[dict[int, Any], dict[int, Any], int, ReadableSpan], bool | None]
+                   | None] = None if _SPAN_END is None else _SPAN_END.keep_aside
+"""The optional C accelerator of ``_set_aside``'s common case (``_span_end.c``)."""
+if _SPAN_END is not None:
+    _SPAN_END.setup_kept(deque, OrderedDict, _MAX_TRACES, _MAX_SPANS)
 
 
 class _Deferred:
@@ -124,6 +132,11 @@ class DeferredTurns:
     _traces: dict[int, Any]
     _deferred: dict[int, deque[ReadableSpan]]
     """Trace id → its blank model spans kept aside, oldest first."""
+    _blank_keys: frozenset[str]
+    """The keys of a blank turn (``BLANK_TURN_KEYS`` less those the configuration reads)."""
+    _blank: Callable[[Any], bool]
+    """Whether a span's attributes are those of a blank turn: ``_blank_keys.issuperset``, at
+    C speed where the accelerator is built (``keys_test``)."""
 
     if TYPE_CHECKING:  # the processor's
         def _ended(self, span: ReadableSpan, hand_on: bool = True) -> None: ...
@@ -137,13 +150,14 @@ class DeferredTurns:
         self._deferred = {}
         self._defers = on
         self._blank_keys = blank_keys
+        self._blank = keys_test(blank_keys)
         after_fork_in_child(self._forget_deferred)
 
     def _forget_deferred(self) -> None:
         """In a forked child: nothing kept aside (the parent's spans)."""
         self._deferred.clear()
 
-    def _set_aside(  # noqa: C901, PLR0912 - one frame per blank model span, on its thread
+    def _set_aside(  # noqa: C901, PLR0911, PLR0912 - one frame per blank model span
             self, span: ReadableSpan, context: Any, parent: Any, attrs: Any) -> bool:
         """Keep a model span aside, and hand it on, if it is blank and its trace has no run.
 
@@ -154,36 +168,47 @@ class DeferredTurns:
         """
         try:
             trace_id = context[0]
-            if type(attrs) is not dict or trace_id in self._traces \
-                    or not self._blank_keys.issuperset(attrs):
+            if type(attrs) is not dict:
                 return False
-            deferred = self._deferred
-            if parent is None or parent[2]:
-                if deferred and trace_id in deferred and not self._kept_at_root(trace_id):
-                    return False  # a span under it made the trace a run: the worker's
-                self._open.pop(context[1], None)
-            else:
-                while True:
-                    kept = deferred.get(trace_id)
-                    if kept is None:
-                        if len(deferred) >= _MAX_TRACES:  # the oldest trace's go
-                            self._release_oldest()
-                        kept = deferred.setdefault(trace_id, deque())
-                    elif len(kept) >= _MAX_SPANS:
-                        self._release_kept(trace_id)
-                        return False
-                    kept.append(span)
-                    if deferred.get(trace_id) is kept:
-                        break
-                    # taken meanwhile, on another thread, which may not have drained the spans
-                    # before it yet: taken back, set aside again (after them, as if it had
-                    # ended once they were taken), unless the taker has it already
-                    try:
-                        kept.remove(span)
-                    except ValueError:
-                        break
-                if not self._defers:  # shutdown began meanwhile and may have emptied the
-                    self._release_kept(trace_id)  # table before the append: nothing stays
+            kept: Any = None
+            if _KEEP_ASIDE is not None and parent is not None and not parent[2]:
+                # the common case in one step (``_span_end.keep_aside``); None leaves the
+                # trace's first span past _MAX_TRACES, or one past _MAX_SPANS, to what follows
+                if not self._blank(attrs):
+                    return False
+                kept = _KEEP_ASIDE(self._deferred, self._traces, trace_id, span)
+                if kept is False:
+                    return False
+            if kept is None:
+                if trace_id in self._traces or not self._blank_keys.issuperset(attrs):
+                    return False
+                deferred = self._deferred
+                if parent is None or parent[2]:
+                    if deferred and trace_id in deferred and not self._kept_at_root(trace_id):
+                        return False  # a span under it made the trace a run: the worker's
+                    self._open.pop(context[1], None)
+                else:
+                    while True:
+                        kept = deferred.get(trace_id)
+                        if kept is None:
+                            if len(deferred) >= _MAX_TRACES:  # the oldest trace's go
+                                self._release_oldest()
+                            kept = deferred.setdefault(trace_id, deque())
+                        elif len(kept) >= _MAX_SPANS:
+                            self._release_kept(trace_id)
+                            return False
+                        kept.append(span)
+                        if deferred.get(trace_id) is kept:
+                            break
+                        # taken meanwhile, on another thread, which may not have drained the
+                        # spans before it yet: taken back, set aside again (after them, as if
+                        # it had ended once they were taken), unless the taker has it already
+                        try:
+                            kept.remove(span)
+                        except ValueError:
+                            break
+            if not self._defers:  # shutdown began meanwhile and may have emptied the table
+                self._release_kept(trace_id)  # before the span was kept: nothing stays
         except Exception as exc:
             self.guard.handle("on_end", exc)
             return False
