@@ -47,14 +47,14 @@ def _path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
     if request.param == "python":
         monkeypatch.setattr(deferred_module, "_KEEP_ASIDE", None)
         monkeypatch.setattr(processor_module, "span_reading", adapters.python_span_reading)
-        monkeypatch.setattr(deferred_module, "keys_test", lambda keys: keys.issuperset)
+        monkeypatch.setattr(deferred_module, "_keys_test", lambda keys: keys.issuperset)
         return
     module = compiled("otel_loopguard/_span_end.c", tmp_path_factory)
-    adapters.set_up_reading(module)
+    adapters._set_up_reading(module)
     module.setup_kept(collections.deque, collections.OrderedDict, _MAX_TRACES, _MAX_SPANS)
     monkeypatch.setattr(deferred_module, "_KEEP_ASIDE", module.keep_aside)
     monkeypatch.setattr(processor_module, "span_reading", module.span_reading)
-    monkeypatch.setattr(deferred_module, "keys_test",
+    monkeypatch.setattr(deferred_module, "_keys_test",
                         lambda keys: functools.partial(module.keys_within, keys))
 
 

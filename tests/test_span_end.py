@@ -39,7 +39,7 @@ _SETTINGS = settings(max_examples=400, deadline=None,
 @pytest.fixture(name="reading", scope="module")
 def _reading(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
     module = compiled("otel_loopguard/_span_end.c", tmp_path_factory)
-    adapters.set_up_reading(module)
+    adapters._set_up_reading(module)
     return module
 
 
@@ -167,7 +167,7 @@ def test_the_processor_uses_the_accelerator_where_built() -> None:
     if module is None:
         pytest.skip("the accelerator is not built or turned off here")
     assert adapters.span_reading is module.span_reading
-    test = adapters.keys_test(BLANK_TURN_KEYS)
+    test = adapters._keys_test(BLANK_TURN_KEYS)
     assert test({k.GEN_AI_OPERATION_NAME: "chat"}) is True
     assert getattr(test, "func", None) is module.keys_within
 

@@ -45,14 +45,12 @@ __all__ = [
     "conversation_of",
     "is_candidate",
     "is_model_turn",
-    "keys_test",
     "may_be_event",
     "may_name_agent",
     "may_name_model",
     "placed_event",
     "prompt_template_of",
     "roles_of",
-    "set_up_reading",
     "span_reading",
     "template_key_roots",
     "template_label",
@@ -145,7 +143,7 @@ python_span_reading: Final = span_reading
 """The definition of ``span_reading``, which the optional C accelerator follows."""
 
 
-def set_up_reading(module: ModuleType) -> None:
+def _set_up_reading(module: ModuleType) -> None:
     """Give the C accelerator (``otel_loopguard._span_end``) what ``span_reading`` reads by."""
     module.setup(_OPERATION, _OI_KIND, _TL_KIND, frozenset(k.MODEL_OPERATIONS),
                  tuple(_EVENT_OPERATIONS), tuple(_LOGFIRE_PREFIXES), _unmarked_names,
@@ -154,21 +152,21 @@ def set_up_reading(module: ModuleType) -> None:
 
 
 _SPAN_END: Final = load("otel_loopguard._span_end")
-"""The optional C accelerator of ``span_reading`` and of ``keys_test`` (``_span_end.c``): in
+"""The optional C accelerator of ``span_reading`` and of ``_keys_test`` (``_span_end.c``): in
 Python, they are a third of what the live processor adds to a model span's ``span.end()``
 (``benchmarks/bench_processor_instructions.py``). ``tests/test_span_end.py`` compares them
 with their definitions."""
 if _SPAN_END is not None:
-    set_up_reading(_SPAN_END)
+    _set_up_reading(_SPAN_END)
     span_reading = _SPAN_END.span_reading
 
 
 def accelerated() -> bool:
-    """Return whether the C accelerator of ``span_reading`` and ``keys_test`` is in use."""
+    """Return whether the C accelerator of ``span_reading`` and ``_keys_test`` is in use."""
     return _SPAN_END is not None
 
 
-def keys_test(keys: frozenset[str]) -> Callable[[Mapping[str, Any]], bool]:
+def _keys_test(keys: frozenset[str]) -> Callable[[Mapping[str, Any]], bool]:
     """Return the test of whether a span's attributes have no key outside ``keys``.
 
     ``keys.issuperset``, answered by the C accelerator where it is built: from a memo of the

@@ -36,7 +36,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_loopguard._native import load
 from otel_loopguard.adapters import _keys as k
-from otel_loopguard.adapters import keys_test
+from otel_loopguard.adapters import _keys_test
 from otel_loopguard.exceptions import InternalErrorGuard
 from otel_loopguard.metrics import LoopGuardMetrics
 from otel_loopguard.processor._worker import SpanWorker
@@ -136,7 +136,7 @@ class DeferredTurns:
     """The keys of a blank turn (``BLANK_TURN_KEYS`` less those the configuration reads)."""
     _blank: Callable[[Any], bool]
     """Whether a span's attributes are those of a blank turn: ``_blank_keys.issuperset``, at
-    C speed where the accelerator is built (``keys_test``)."""
+    C speed where the accelerator is built (``_keys_test``)."""
 
     if TYPE_CHECKING:  # the processor's
         def _ended(self, span: ReadableSpan, hand_on: bool = True) -> None: ...
@@ -150,7 +150,7 @@ class DeferredTurns:
         self._deferred = {}
         self._defers = on
         self._blank_keys = blank_keys
-        self._blank = keys_test(blank_keys)
+        self._blank = _keys_test(blank_keys)
         after_fork_in_child(self._forget_deferred)
 
     def _forget_deferred(self) -> None:
