@@ -57,7 +57,9 @@ class ToolLoopError(LoopGuardError):
 
     Attributes:
         tool_name: the tool that was about to run.
-        repeats: how many times the repeated element has occurred, this call included.
+        repeats: how many times the repeated element has occurred, this call included; when
+            the run was stopped on an earlier call (a stop is sticky for the run), that call's
+            count (``decision.evidence[0].tool`` names its tool).
         decision: the policy's decision, with code, evidence and hint.
     """
 
@@ -88,6 +90,17 @@ def _over_budget(details: Mapping[str, Any]) -> str:
 
 def _message(decision: Decision, tool: str, repeats: int) -> str:
     code = decision.code
+    looping = decision.evidence[0].tool if decision.evidence else tool
+    if looping and looping != tool:  # the run stopped on another call, which ran: sticky
+        if code in ("STAGNANT_RESULT", "POLL_STAGNANT", "REPEATED_CALL"):
+            why = f'"{looping}" was called {repeats} times with identical arguments'
+        elif code in ("PERMANENT_FAILURE", "REPEATED_FAILURE", "MUTATING_FAILURE"):
+            why = f'"{looping}" failed {repeats} {"time" if repeats == 1 else "times"} ' \
+                  "with the same error"
+        else:
+            why = f'"{looping}" continued a loop ({code}, {repeats} repeats)'
+        return (f'Tool "{tool}" not run: the run was stopped when {why} - aborting to '
+                "prevent a loop")
     if code in ("STAGNANT_RESULT", "POLL_STAGNANT", "REPEATED_CALL"):
         what = f"was called {repeats} times with identical arguments"
     elif code in ("PERMANENT_FAILURE", "REPEATED_FAILURE", "MUTATING_FAILURE"):

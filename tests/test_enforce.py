@@ -196,6 +196,37 @@ def test_a_poll_tool_with_a_raised_poll_stop_is_stopped_at_it(make: Any) -> None
     assert (out[29].decision.code, out[29].repeats) == ("POLL_STAGNANT", 30)
 
 
+def test_an_abort_after_the_run_stopped_names_the_call_that_stopped_it() -> None:
+    """A stop on a call that ran (four edits of one file failing alike, each with new text,
+    which no guard can predict) stops the run: a later call of another tool is aborted with a
+    message that says so, not with the other tool's count as its own."""
+    provider = TracerProvider()
+    processor = LoopGuardSpanProcessor(
+        LoopGuardConfig.create(mode="enforce", enforcement="abort"),
+        downstream=SimpleSpanProcessor(InMemorySpanExporter()), registry=None)
+    provider.add_span_processor(processor)
+    guard = ToolGuard(processor, tracer_provider=provider)
+
+    @guard.tool
+    def edit_file(path: str, old: str, new: str) -> str:
+        raise OSError(f"conflict in {path}")
+
+    @guard.tool
+    def search(query: str) -> str:
+        return f"results for {query}"
+
+    with provider.get_tracer("t").start_as_current_span("invoke_agent a", attributes=AGENT):
+        for attempt in range(4):
+            with pytest.raises(OSError):
+                edit_file("/src/a.py", f"old {attempt}", f"new {attempt}")
+        with pytest.raises(ToolLoopError) as info:
+            search("fresh query")
+    assert str(info.value) == ('Tool "search" not run: the run was stopped when "edit_file" '
+                               "failed 4 times with the same error - aborting to prevent a loop")
+    assert (info.value.tool_name, info.value.decision.evidence[0].tool) == ("search", "edit_file")
+    provider.shutdown()
+
+
 @pytest.mark.parametrize(("settings", "message"), [
     ({"max_tool_calls_warn": None, "max_tool_calls_stop": 3},
      "would exceed the run's budget of 3 tool calls"),
