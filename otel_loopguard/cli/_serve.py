@@ -62,9 +62,10 @@ logger = logging.getLogger(__name__)
 def add_parser(commands: Any) -> None:
     """Register ``serve`` on the subcommand parser."""
     parser = commands.add_parser(
-        "serve", help="receive OTLP spans (gRPC and HTTP) and detect loops",
+        "serve", help="receive OTLP spans and logs (gRPC and HTTP) and detect loops",
         description="Receive OTLP traces from agents in any language (directly or through an "
-                    "OpenTelemetry Collector), detect tool-call loops, and export Prometheus "
+                    "OpenTelemetry Collector), and the tool-call log events of Claude Code, "
+                    "Codex CLI and Gemini CLI, detect tool-call loops, and export Prometheus "
                     "metrics on the HTTP port. Finished runs are printed to stdout as JSON "
                     "lines. Exit 0 after a clean shutdown (SIGTERM/SIGINT), 2 on bad usage or "
                     "when a port cannot be bound.")
@@ -312,7 +313,7 @@ def _banner(receiver: LoopGuardReceiver) -> str:
     if receiver.grpc_port is not None:
         parts.append(f"OTLP/gRPC {host}:{receiver.grpc_port}")
     if receiver.http_port is not None:
-        parts.append(f"OTLP/HTTP {receiver.http_url}/v1/traces "
+        parts.append(f"OTLP/HTTP {receiver.http_url}/v1/traces and /v1/logs "
                      f"(metrics {receiver.http_url}/metrics)")
     auth = "bearer token required" if receiver.options.token else "no auth"
     return f"otel-loopguard serve: listening on {', '.join(parts)}; {auth}"
