@@ -286,8 +286,8 @@ keep_aside(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;  /* the steps below are one atomic step only under the GIL */
 #endif
     /* With exact dicts (or an OrderedDict, whose lookups are the dict's), an exact int key and
-       a deque, no Python code runs from here to the append: under the GIL, the lookups and the
-       append are one step for other threads. */
+       a deque, no Python code runs between the last lookup and the append (neither allocates
+       a tracked object): under the GIL, they are one step for other threads. */
     int found = PyDict_Contains(traces, trace_id);
     if (found != 0)
         return found < 0 ? NULL : Py_NewRef(Py_False);  /* the trace has a run: queue it */
@@ -297,13 +297,17 @@ keep_aside(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             return NULL;
         if (PyDict_GET_SIZE(deferred) >= max_traces)
             Py_RETURN_NONE;  /* the oldest trace's spans go first: the Python path */
-        kept = PyObject_CallNoArgs(deque_type);
+        /* Making the deque may run the cyclic collector, and a finalizer's Python code may
+           let another thread in: setdefault keeps the deque a thread made meanwhile. */
+        PyObject *made = PyObject_CallNoArgs(deque_type);
+        if (made == NULL)
+            return NULL;
+        kept = PyDict_SetDefault(deferred, trace_id, made);  /* borrowed, held by the dict */
+        Py_DECREF(made);
         if (kept == NULL)
             return NULL;
-        int stored = PyDict_SetItem(deferred, trace_id, kept);
-        Py_DECREF(kept);  /* the dict holds it */
-        if (stored < 0)
-            return NULL;
+        if (Py_TYPE(kept) != (PyTypeObject *)deque_type)
+            Py_RETURN_NONE;
     }
     else if (Py_TYPE(kept) != (PyTypeObject *)deque_type || PyObject_Length(kept) >= max_spans)
         Py_RETURN_NONE;  /* full: its spans are queued, by the Python path */
