@@ -229,8 +229,9 @@ keys_within(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     if (memo_on) {  /* only exact str keys: no Python code ran since they were collected */
         MemoEntry *entry = &memo[memo_next];
+        MemoEntry old = *entry;  /* released once the entry is whole again: freeing the old
+                                    set may run a finalizer, which may call this again */
         memo_next = (memo_next + 1) % MEMO_ENTRIES;
-        memo_clear(entry);
         Py_INCREF(set);
         entry->set = set;
         for (Py_ssize_t i = 0; i < size; i++) {
@@ -239,6 +240,7 @@ keys_within(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         entry->size = size;
         entry->within = within;
+        memo_clear(&old);
     }
     return PyBool_FromLong(within);
 }

@@ -228,3 +228,21 @@ def test_no_reference_is_leaked(reading: ModuleType) -> None:
             reading.keep_aside(deferred, {}, number, [value])
 
     assert memory_grown(run) < 16_384
+
+
+def test_a_finalizer_run_by_the_memo_may_call_it_again(reading: ModuleType) -> None:
+    """Replacing a memo entry frees the set it held; a finalizer of that set's items that
+    tests keys again finds the memo whole (the old entry is released last)."""
+    answers: list[bool] = []
+
+    class Finalized:
+        def __del__(self) -> None:
+            answers.append(reading.keys_within(BLANK_TURN_KEYS, {_copy("gen_ai.system"): 1}))
+
+    keys = frozenset({Finalized(), "a"})
+    assert reading.keys_within(keys, {_copy("a"): 1}) is True
+    del keys
+    for number in range(20):  # every entry replaced, the one holding the set among them
+        assert reading.keys_within(BLANK_TURN_KEYS, {f"k{number}": 1}) is False
+    assert answers == [True]
+    assert reading.keys_within(BLANK_TURN_KEYS, {_copy("gen_ai.system"): 1}) is True
