@@ -523,10 +523,17 @@ class TestFailureDetector:
         for phrase, word in _DECLINED + _PERMANENT + _RETRYABLE:
             assert word in phrase and re.escape(word) == word, phrase
 
-    @pytest.mark.parametrize("text", ["ValidationError", "PermissionError", "FileNotFoundError"])
+    @pytest.mark.parametrize("text", ["ValidationError", "PermissionError", "FileNotFoundError",
+                                      "DoesNotExist", "method_not_allowed", "NotAllowed"])
     def test_exception_type_names(self, text: str) -> None:
-        """Exception type names of permanent errors classify as permanent."""
+        """Exception type names of permanent errors classify as permanent: every phrase also
+        matches without its spaces or with underscores (Django's ``DoesNotExist`` was not)."""
         assert classify_error(text)[0] == "permanent"
+
+    @pytest.mark.parametrize("text", ["TryAgain", "timed_out", "TimedOut", "try_again later"])
+    def test_retryable_names(self, text: str) -> None:
+        """The same for retryable phrases (``timed_out``, ``TryAgain`` were unclassified)."""
+        assert classify_error(text) == ("retryable", text.lower().split()[0])
 
     def test_a_subclass_sees_every_success(self) -> None:
         """The engine spares the built-in class successes before a failure, not a subclass."""

@@ -30,14 +30,14 @@ _PERMANENT: Final = (
     ("eperm", "eperm"), ("enoent", "enoent"), ("invalid", "invalid"), ("schema", "schema"),
     ("validation[ _]?error", "validation"), ("unprocessable", "unprocessable"),
     ("not[ _]?found", "found"), ("no[ _]?such[ _]?file", "such"), ("unknown[ _]?tool", "unknown"),
-    ("does not exist", "exist"),
-    ("bad[ _]?request", "bad"), ("not allowed", "allowed"), ("key[ _]?error", "key"),
+    ("does[ _]?not[ _]?exist", "exist"),
+    ("bad[ _]?request", "bad"), ("not[ _]?allowed", "allowed"), ("key[ _]?error", "key"),
     ("type[ _]?error", "type"), ("value[ _]?error", "value"))
 """Phrases of permanent errors, in order of precedence, each with a word every match contains."""
 _RETRYABLE: Final = (
     ("rate.?limit", "limit"), ("too[ _]?many[ _]?requests", "many"), ("time.?out", "time"),
-    ("timed out", "timed"), ("temporar", "temporar"), ("unavailable", "unavailable"),
-    ("try again", "again"), ("overloaded", "overloaded"),
+    ("timed[ _]?out", "timed"), ("temporar", "temporar"), ("unavailable", "unavailable"),
+    ("try[ _]?again", "again"), ("overloaded", "overloaded"),
     ("connection[ _]?(?:reset|refused|error|aborted)", "connection"), ("econnreset", "econnreset"),
     ("etimedout", "etimedout"), ("busy", "busy"))
 """Phrases of retryable errors, in order of precedence, each with a word every match contains."""
