@@ -85,6 +85,24 @@ class TestLogFormat:
         assert warnings[0]["logger"].startswith("otel_loopguard")
         assert "a tool span with no parent span" in warnings[0]["message"]
 
+    def test_the_sdk_exporters_messages_follow_the_format_and_level(
+            self, capsys: pytest.CaptureFixture[str]) -> None:
+        """The OpenTelemetry SDK's loggers (the forwarding exporter's retries) follow
+        --log-format and --log-level too: they came out as plain text, and at any level."""
+        from otel_loopguard.cli._logs import configure_logging
+
+        exporter = logging.getLogger("opentelemetry.exporter.otlp.proto.grpc.exporter")
+        restore = configure_logging("warning", "json")
+        try:
+            exporter.warning("Transient error %s encountered while exporting, retrying", "X")
+            exporter.info("not at this level")
+        finally:
+            restore()
+        (line,) = [json.loads(text) for text in capsys.readouterr().err.splitlines()]
+        assert (line["level"], line["logger"]) == ("warning", exporter.name)
+        assert line["message"] == "Transient error X encountered while exporting, retrying"
+        assert logging.getLogger("opentelemetry").propagate is True  # put back
+
     def test_text_is_the_message(self, monkeypatch: pytest.MonkeyPatch,
                                  capsys: pytest.CaptureFixture[str]) -> None:
         """The default text format writes each message as it is, one per line."""

@@ -33,22 +33,29 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, ensure_ascii=False)
 
 
+_LOGGERS: Final = ("otel_loopguard", "opentelemetry")
+"""The loggers ``serve``'s stderr carries: its own, and the OpenTelemetry SDK's (the exporter
+that forwards spans logs its retries and failures there)."""
+
+
 def configure_logging(level: str, fmt: str) -> Callable[[], None]:
-    """Send the ``otel_loopguard`` loggers' records at ``level`` or above to stderr.
+    """Send the records of ``_LOGGERS`` at ``level`` or above to stderr, in ``fmt``.
 
     Returns:
-        A function that puts the ``otel_loopguard`` logger back as it was.
+        A function that puts those loggers back as they were.
     """
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter("%(message)s"))
-    logger = logging.getLogger("otel_loopguard")
-    before = logger.level, logger.propagate
-    logger.addHandler(handler)
-    logger.setLevel(level.upper())
-    logger.propagate = False  # the application's root handlers would print it a second time
+    loggers = [logging.getLogger(name) for name in _LOGGERS]
+    before = [(logger.level, logger.propagate) for logger in loggers]
+    for logger in loggers:
+        logger.addHandler(handler)
+        logger.setLevel(level.upper())
+        logger.propagate = False  # the application's root handlers would print it a second time
 
     def restore() -> None:
-        logger.removeHandler(handler)
-        logger.level, logger.propagate = before
+        for logger, (was_level, was_propagating) in zip(loggers, before, strict=True):
+            logger.removeHandler(handler)
+            logger.level, logger.propagate = was_level, was_propagating
 
     return restore
