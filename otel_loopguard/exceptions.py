@@ -10,7 +10,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from otel_loopguard._fork import after_fork_in_child
 
@@ -88,30 +88,32 @@ def _over_budget(details: Mapping[str, Any]) -> str:
     return f"would exceed the run's budget of {limit} {what}"
 
 
+_REPEATS: Final = frozenset({"STAGNANT_RESULT", "POLL_STAGNANT", "REPEATED_CALL"})
+_FAILURES: Final = frozenset({"PERMANENT_FAILURE", "REPEATED_FAILURE", "MUTATING_FAILURE"})
+
+
 def _message(decision: Decision, tool: str, repeats: int) -> str:
     code = decision.code
     looping = decision.evidence[0].tool if decision.evidence else tool
     if looping and looping != tool:  # the run stopped on another call, which ran: sticky
-        if code in ("STAGNANT_RESULT", "POLL_STAGNANT", "REPEATED_CALL"):
-            why = f'"{looping}" was called {repeats} times with identical arguments'
-        elif code in ("PERMANENT_FAILURE", "REPEATED_FAILURE", "MUTATING_FAILURE"):
-            why = f'"{looping}" failed {repeats} {"time" if repeats == 1 else "times"} ' \
-                  "with the same error"
-        else:
-            why = f'"{looping}" continued a loop ({code}, {repeats} repeats)'
-        return (f'Tool "{tool}" not run: the run was stopped when {why} - aborting to '
-                "prevent a loop")
-    if code in ("STAGNANT_RESULT", "POLL_STAGNANT", "REPEATED_CALL"):
-        what = f"was called {repeats} times with identical arguments"
-    elif code in ("PERMANENT_FAILURE", "REPEATED_FAILURE", "MUTATING_FAILURE"):
-        failed = repeats - 1
-        what = (f"failed {failed} {'time' if failed == 1 else 'times'} with the same error "
-                "and would be retried again")
-    elif code == "BUDGET_EXHAUSTED":
+        what = _what(code, repeats, repeats, "", f"continued a loop ({code}, {repeats} repeats)")
+        return (f'Tool "{tool}" not run: the run was stopped when "{looping}" {what} - '
+                "aborting to prevent a loop")
+    if code == "BUDGET_EXHAUSTED":
         what = _over_budget(decision.evidence[0].details if decision.evidence else {})
     else:
-        what = f"would continue a loop ({code}, {repeats} repeats)"
+        what = _what(code, repeats, repeats - 1, " and would be retried again",
+                     f"would continue a loop ({code}, {repeats} repeats)")
     return f'Tool "{tool}" {what} - aborting to prevent a loop'
+
+
+def _what(code: str, repeats: int, failed: int, retried: str, other: str) -> str:
+    """Say what the looping call did: ``repeats`` identical calls, ``failed`` failures."""
+    if code in _REPEATS:
+        return f"was called {repeats} times with identical arguments"
+    if code in _FAILURES:
+        return f"failed {failed} {'time' if failed == 1 else 'times'} with the same error{retried}"
+    return other
 
 
 class InternalErrorGuard:

@@ -92,9 +92,7 @@ def _tool_request(attributes: Mapping[str, Any], reasons: frozenset[str], messag
         found = _flattened(attributes)
     if found is not None:
         return found
-    if reasons and reasons <= _ANSWER_REASONS and not _untelling(attributes):
-        return False
-    return None
+    return _answered(attributes, reasons)
 
 
 def asks_by_reason(attributes: Mapping[str, Any]) -> bool:
@@ -117,8 +115,14 @@ def request_by_reason(attributes: Mapping[str, Any]) -> bool | None:
     if value is None:
         return None
     reasons = _reasons(value)
-    if not reasons.isdisjoint(_TOOL_REASONS):
-        return True
+    return True if not reasons.isdisjoint(_TOOL_REASONS) else _answered(attributes, reasons)
+
+
+def _answered(attributes: Mapping[str, Any], reasons: frozenset[str]) -> bool | None:
+    """Return what finish reasons naming no tool call say: False (it answered) or None.
+
+    False when every reason is an answer's and the provider's ``stop`` tells one.
+    """
     return False if reasons and reasons <= _ANSWER_REASONS and not _untelling(attributes) \
         else None
 
