@@ -13,6 +13,10 @@ targets):
 
 * ``json``: ``json.loads`` of every line;
 * ``orjson``: ``orjson.loads`` of every line (the parser ``check`` uses);
+* ``results``: ``json.loads`` of every line, then of every tool call's result that is a JSON
+  document (an object or an array): what reading the input costs when the results, half or more
+  of its bytes and each one a JSON text inside a string, are read too, as the engine reads them
+  (volatile keys, canonical form);
 * ``extract``: ``orjson.loads`` and a dict of each span's attributes, picking out the tool calls;
 * ``engine``: ``extract`` and ``LoopEngine.process`` of every tool call, one run per line (trace).
 
@@ -65,8 +69,28 @@ def _tool_calls(document: dict[str, Any]) -> list[ToolCall]:
     return calls
 
 
+def _parse_results(document: dict[str, Any]) -> int:
+    """Parse every tool result in ``document`` that is a JSON text; return how many."""
+    documents = 0
+    for resource_spans in document.get("resourceSpans", ()):
+        for scope_spans in resource_spans.get("scopeSpans", ()):
+            for span in scope_spans.get("spans", ()):
+                for attribute in span.get("attributes", ()):
+                    if attribute["key"] != "gen_ai.tool.call.result":
+                        continue
+                    result = attribute["value"].get("stringValue")
+                    if isinstance(result, str) and result[:1] in ("{", "["):
+                        try:
+                            json.loads(result)
+                        except ValueError:
+                            continue
+                        documents += 1
+    return documents
+
+
 def contenders(lines: list[bytes]) -> dict[str, Callable[[], int]]:
-    """Return the four measured loops over ``lines``; each returns the tool calls it saw."""
+    """Return the five measured loops over ``lines``; each returns the tool calls it saw
+    (``results``: the JSON results it parsed)."""
 
     def parse_json() -> int:
         for line in lines:
@@ -77,6 +101,9 @@ def contenders(lines: list[bytes]) -> dict[str, Callable[[], int]]:
         for line in lines:
             orjson.loads(line)
         return 0
+
+    def parse_results() -> int:
+        return sum(_parse_results(json.loads(line)) for line in lines)
 
     def extract() -> int:
         return sum(len(_tool_calls(orjson.loads(line))) for line in lines)
@@ -91,7 +118,8 @@ def contenders(lines: list[bytes]) -> dict[str, Callable[[], int]]:
                 seen += 1
         return seen
 
-    return {"json": parse_json, "orjson": parse_orjson, "extract": extract, "engine": engine}
+    return {"json": parse_json, "orjson": parse_orjson, "results": parse_results,
+            "extract": extract, "engine": engine}
 
 
 def interleaved(steps: dict[str, Callable[[], int]], rounds: int,

@@ -13,6 +13,7 @@ in ``bench_engine.py``. It asserts what the run must look like, never how fast i
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -186,7 +187,13 @@ def test_bench_check_floor_runs(tmp_path: Any, capsys: pytest.CaptureFixture[str
     path = str(tmp_path / "scripted.jsonl")
     counts = bench_check.generate(path, 0.05)
     assert bench_check_floor.main([path, "--rounds", "1"]) == 0
-    assert f"{counts['tool_calls']:,} tool calls" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"{counts['tool_calls']:,} tool calls" in out
+    assert ", results " in out  # the yardstick that reads the JSON results too
+    with open(path, "rb") as handle:
+        lines = [line for line in handle if line.strip()]
+    assert sum(bench_check_floor._parse_results(json.loads(line)) for line in lines) \
+        == counts["tool_calls"]  # every scripted result is a JSON object
 
 
 def test_bench_shell_reader_runs() -> None:
