@@ -47,13 +47,16 @@ class Feed:
         return self.now - 500_000, self.now
 
     def turn(self, requested: bool | None = False, agent: str | None = AGENT, *,
-             feedback: str = "fb", output: str = "") -> Decision:
-        """Feed one turn; by default each gets the same feedback (a harness rejecting it)."""
+             feedback: str = "fb", output: str = "", user: bool = False) -> Decision:
+        """Feed one turn; by default each gets the same feedback (a harness rejecting it).
+
+        ``user``: the feedback is the user's own message.
+        """
         self.turns += 1
         start, end = self._times()
         return self.engine.process_model_turn(self.run, ModelTurn(
             f"t{self.turns}", start, end, requested, agent, input_sig=feedback,
-            output_sig=output))
+            output_sig=output, user_input=user))
 
     def tool(self, name: str = "search", n: int = 0) -> Decision:
         start, end = self._times()
@@ -80,10 +83,26 @@ class TestIdleTurnsEngine:
         assert labels == ["continue"] * 8
 
     def test_the_same_output_repeating_fires(self) -> None:
-        """The model giving the same output 4 times in a row warns, whatever its inputs."""
+        """The model giving the same output 4 times in a row warns, whatever the harness's
+        feedback to it (not the user's words)."""
         feed = Feed()
         feed.tool()
-        labels = [feed.turn(feedback=f"user {i}", output="same").action.label for i in range(4)]
+        labels = [feed.turn(feedback=f"check {i}", output="same").action.label for i in range(4)]
+        assert labels == ["continue"] * 3 + ["warn"]
+
+    def test_the_same_answer_to_new_user_messages_is_not_idle(self) -> None:
+        """The same words answering a new message of the user's each time: new input reached
+        the model, so the answer repeats nothing (an agent answering its user is not idle);
+        the same user message each time and the same answer repeat."""
+        feed = Feed()
+        feed.tool()
+        labels = [feed.turn(feedback=f"user {i}", output="same", user=True).action.label
+                  for i in range(8)]
+        assert labels == ["continue"] * 8
+        feed = Feed()
+        feed.tool()
+        labels = [feed.turn(feedback="hello?", output="same", user=True).action.label
+                  for i in range(4)]
         assert labels == ["continue"] * 3 + ["warn"]
 
     def test_the_same_answer_without_its_input_captured_is_unknown(self) -> None:

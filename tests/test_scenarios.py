@@ -286,8 +286,12 @@ def _h30(agent: AgentScript) -> None:
              ("edit", {"path": "a.py", "range": "40:40", "text": "z = 2\n"}, "ok")])(agent)
 
 
-def _h27(content: bool) -> Callable[[AgentScript], None]:
-    """A customer-service agent answers its user 8 times, a new user message before each."""
+def _h27(content: bool, same_answer: bool = False) -> Callable[[AgentScript], None]:
+    """A customer-service agent answers its user 8 times, a new user message before each
+    (``same_answer``: the same words each time, an answer to each new message all the same)."""
+    def answer(i: int) -> str:
+        return "Is there anything else I can help you with?" if same_answer else f"answer {i}"
+
     def body(agent: AgentScript) -> None:
         agent.turn(finish_reasons=["tool_calls"])
         agent.tool("find_order", {"order_id": "#W1"}, {"status": "shipped"})
@@ -295,9 +299,9 @@ def _h27(content: bool) -> Callable[[AgentScript], None]:
         for i in range(8):
             history += [{"role": "user", "content": f"question {i} about my order"}]
             attributes = {"gen_ai.input.messages": json.dumps(history), "gen_ai.output.messages":
-                          json.dumps([{"role": "assistant", "content": f"answer {i}"}])}
+                          json.dumps([{"role": "assistant", "content": answer(i)}])}
             agent.turn(finish_reasons=["stop"], attributes=attributes if content else None)
-            history += [{"role": "assistant", "content": f"answer {i}"}]
+            history += [{"role": "assistant", "content": answer(i)}]
 
     return body
 
@@ -375,6 +379,7 @@ HEALTHY.update({
         for term in ("sort", "deterministic", "order")]))),
     "H27-answering-the-user": Scenario(_one_run(_h27(content=True))),
     "H27-answering-the-user-no-content": Scenario(_one_run(_h27(content=False))),
+    "H27-answering-the-user-the-same-words": Scenario(_one_run(_h27(True, same_answer=True))),
     "H28-rereads-between-edits-not-captured": Scenario(_one_run(_h28)),
     "H31-edit-and-test-alternating": Scenario(_one_run(_h31)),
 })

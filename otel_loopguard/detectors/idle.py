@@ -10,10 +10,13 @@ from otel_loopguard.types import Action, Evidence, ModelTurn
 
 __all__ = ["IdleTurnsDetector"]
 
+_MAX_INPUTS = 32
+"""Input digests an output-repeating streak keeps; past them, a user's message is new."""
+
 
 class _IdleState:
-    __slots__ = ("acted", "agent", "armed", "count", "end_ns", "feedback", "output", "pending",
-                 "same_feedback", "same_output", "span_ids")
+    __slots__ = ("acted", "agent", "armed", "count", "end_ns", "feedback", "inputs", "output",
+                 "pending", "same_feedback", "same_output", "span_ids")
 
     def __init__(self) -> None:
         self.count = 0
@@ -31,6 +34,9 @@ class _IdleState:
         """Every turn after the streak's first got the same captured feedback."""
         self.same_output = False
         """Every turn of the streak gave the same captured output."""
+        self.inputs: set[str] = set()
+        """The input digests of the streak's turns (at most ``_MAX_INPUTS``), while
+        ``same_output``: a user's message among them is no new input when it comes again."""
         self.acted = 0
         """The run's tool calls and handoffs when the latest turn ended."""
         self.agent: str | None = None
@@ -54,9 +60,12 @@ class IdleTurnsDetector(DetectorBase):
     The idle turns must also repeat, which needs their content (input and output messages):
     the same feedback comes back to the model each time (a harness rejecting its answer with
     the same message; the feedback to a turn is the next turn's last input message), or the
-    model gives the same output each time. A turn that breaks the repetition (a user's new
-    reply, a new answer) starts a new streak, so an agent answering its user turn after turn is
-    not idle, and turns without content never reach the threshold. Warns at
+    model gives the same output each time, with no new message of the user's between (the
+    same answer to each new question is an answer; a message the streak has seen before, the
+    same notice or error again, is not new). A turn that breaks the repetition (a user's new
+    reply, a new answer) starts a new streak, so an agent answering its user turn after turn
+    is not idle, whatever it answers, and turns without content never reach the threshold.
+    Warns at
     ``idle_turns_warn`` (4) repeating idle turns in a row and at every one after it, never more
     than warn (a model turn cannot be blocked).
 
@@ -153,12 +162,19 @@ class IdleTurnsDetector(DetectorBase):
             state.same_feedback = state.same_feedback and turn.input_sig == state.feedback
         if state.count:  # an answer in words repeats only when what reached the model is
             # known: without its input, a user's new message may have come (absent is not the
-            # same); a request for tools that never ran repeats whatever came
+            # same); a request for tools that never ran repeats whatever came; and after the
+            # first feedback, a message of the user's that the streak has not seen is new
+            # input: the same answer to it is an answer (an agent answering its user is not
+            # idle), while the same notice or error sent again is nothing new
             state.same_output = state.same_output and turn.output_sig == state.output and (
-                bool(turn.input_sig) or turn.requested_tools is True)
+                bool(turn.input_sig) or turn.requested_tools is True) and (
+                state.count == 1 or not turn.user_input or turn.input_sig in state.inputs)
         if not state.count or not (state.same_feedback or state.same_output):
             state.count, state.span_ids = 0, []
             state.output, state.same_output = turn.output_sig, bool(turn.output_sig)
+            state.inputs.clear()
+        if state.same_output and len(state.inputs) < _MAX_INPUTS:
+            state.inputs.add(turn.input_sig)
         state.count += 1
         state.span_ids.append(turn.span_id)
         if len(state.span_ids) > _MAX_LISTED:
