@@ -377,7 +377,7 @@ turns it off.
 """
 
 LOOPGUARD_MAX_TOOL_CALLS_STOP: Final = "LOOPGUARD_MAX_TOOL_CALLS_STOP"
-"""Tool calls per run: stop (off by default).
+"""Tool calls per run: stop the calls past it (off by default).
 
 Setting ``max_tool_calls_stop``. Default: unset (off). Allowed: an integer >= 1; ``off`` or
 ``none`` turns it off.
@@ -391,7 +391,7 @@ Setting ``max_calls_per_tool_warn``. Default: unset (off). Allowed: an integer >
 """
 
 LOOPGUARD_MAX_CALLS_PER_TOOL_STOP: Final = "LOOPGUARD_MAX_CALLS_PER_TOOL_STOP"
-"""Calls of one tool per run: stop.
+"""Calls of one tool per run: stop the calls past it.
 
 Setting ``max_calls_per_tool_stop``. Default: unset (off). Allowed: an integer >= 1; ``off`` or
 ``none`` turns it off.
@@ -405,7 +405,7 @@ turns it off.
 """
 
 LOOPGUARD_MAX_STEPS_STOP: Final = "LOOPGUARD_MAX_STEPS_STOP"
-"""Steps per run (tool calls and model turns): stop.
+"""Steps per run (tool calls and model turns): stop past it.
 
 Setting ``max_steps_stop``. Default: unset (off). Allowed: an integer >= 1; ``off`` or ``none``
 turns it off.
@@ -419,7 +419,7 @@ Setting ``max_run_seconds_warn``. Default: unset (off). Allowed: a number >= 0; 
 """
 
 LOOPGUARD_MAX_RUN_SECONDS_STOP: Final = "LOOPGUARD_MAX_RUN_SECONDS_STOP"
-"""Wall-clock seconds per run: stop.
+"""Wall-clock seconds per run: stop past it.
 
 Setting ``max_run_seconds_stop``. Default: unset (off). Allowed: a number >= 0; ``off`` or
 ``none`` turns it off.

@@ -86,14 +86,14 @@ PATHS = {"live": _live, "serve": _served}
 @pytest.mark.parametrize("path", list(PATHS))
 class TestSeries:
     def test_run_over_budget_is_not_a_loop(self, path: str) -> None:
-        """A productive 7-call run warns at 3 and stops at 5, 6, 7: budget series only."""
+        """A productive 7-call run warns at 3 and stops at 6, 7 (past 5): budget series only."""
         registry = PATHS[path](_productive(7))
         assert _samples(registry, "loopguard_loop_detected_total") == {}
         assert _samples(registry, "loopguard_runs_flagged_total") == {}
         base = (("mode", "observe"), ("prompt_template", TEMPLATE))
         assert _samples(registry, "loopguard_budget_exceeded_total") == {
             tuple(sorted((*base, ("action", "warn"), ("budget", "run")))): 1.0,
-            tuple(sorted((*base, ("action", "stop"), ("budget", "run")))): 3.0}
+            tuple(sorted((*base, ("action", "stop"), ("budget", "run")))): 2.0}
         assert _samples(registry, "loopguard_wasted_tool_calls_total") == {}
 
     def test_looping_run_over_budget_counts_in_both(self, path: str) -> None:
@@ -105,7 +105,7 @@ class TestSeries:
                    for k, v in _samples(registry, "loopguard_runs_flagged_total").items()}
         assert set(flagged.values()) == {1.0} and "warn" in flagged
         budgets = _samples(registry, "loopguard_budget_exceeded_total")
-        assert sum(v for k, v in budgets.items() if dict(k)["action"] == "stop") == 3.0
+        assert sum(v for k, v in budgets.items() if dict(k)["action"] == "stop") == 2.0
 
 
 class TestSplit:
@@ -174,6 +174,8 @@ class TestCheck:
         line = next(x for x in out.splitlines() if TEMPLATE in x)
         assert line.startswith("budget run ")
         assert line.endswith(": 7 tool calls, no loop, over budget (stop)")
+        assert "  - stop at call 6 (BUDGET_EXHAUSTED, budget): search - call 6" in out
+        assert "stop at call 5" not in out  # a stop budget of 5 lets 5 calls run
         assert "wasted after" not in out
         assert out.rstrip().endswith("2 runs, 9 tool calls; 0 flagged; 1 over budget")
 

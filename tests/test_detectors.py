@@ -1263,11 +1263,11 @@ class TestBudgetDetector:
         assert _by(decisions, "budget") == {50: "warn"}
 
     def test_stop_fires_on_every_call_past_it(self) -> None:
-        """A stop budget holds on each call at or past it."""
+        """A stop budget of 5 lets 5 calls run and holds on each call past it."""
         config = LoopGuardConfig.create(max_tool_calls_warn=None, max_tool_calls_stop=5)
         decisions = _run([_call(f"t{i}", {"n": i}, f"r{i}") for i in range(8)], config)
-        assert _by(decisions, "budget") == {i: "stop" for i in (5, 6, 7, 8)}
-        assert {d.code for d in decisions[4:]} == {"BUDGET_EXHAUSTED"}
+        assert _by(decisions, "budget") == {i: "stop" for i in (6, 7, 8)}
+        assert {d.code for d in decisions[5:]} == {"BUDGET_EXHAUSTED"}
 
     def test_per_tool_budget_and_override(self) -> None:
         """Per-tool budgets count one tool, and one tool may have its own."""
@@ -1288,12 +1288,13 @@ class TestBudgetDetector:
 
     def test_step_budget_counts_tool_calls_and_model_turns(self) -> None:
         """Steps are tool calls plus the model turns before each: one call per turn is two
-        steps, so a warn budget of 5 is reached at the 3rd call (6 steps) and a stop of 8 at
-        the 4th; the warn fires once although the count passes it."""
+        steps, so a warn budget of 5 is reached at the 3rd call (6 steps) and a stop of 8 is
+        passed at the 5th (10 steps: the 4th takes 8); the warn fires once although the count
+        passes it."""
         config = LoopGuardConfig.create(max_steps_warn=5, max_steps_stop=8)
         calls = [_call(f"t{i}", {"n": i}, f"r{i}", turn=i) for i in range(1, 7)]
         decisions = _run(calls, config)
-        assert _by(decisions, "budget") == {3: "warn", 4: "stop", 5: "stop", 6: "stop"}
+        assert _by(decisions, "budget") == {3: "warn", 5: "stop", 6: "stop"}
         warn = next(e for e in decisions[2].evidence if e.detector == "budget")
         assert (warn.count, warn.details["budget"], warn.details["limit"]) == (6, "steps", 5)
         assert decisions[2].hint.startswith("This run has taken 6 steps, tool calls and model "
@@ -1309,8 +1310,8 @@ class TestBudgetDetector:
         config = LoopGuardConfig.create(max_tool_calls_warn=3, max_tool_calls_stop=4,
                                         tools={"hb": {"kind": "exempt"}})
         calls = [_call("hb", {}, "ok"), _call("hb", {}, "ok"), _call("hb", {}, "ok"),
-                 _call("search", {"q": 1}, "r")]
-        assert _by(_run(calls, config), "budget") == {4: "stop"}
+                 _call("search", {"q": 1}, "r"), _call("search", {"q": 2}, "r2")]
+        assert _by(_run(calls, config), "budget") == {4: "warn", 5: "stop"}
 
     @pytest.mark.parametrize(("settings", "hint"), [
         ({"max_tool_calls_warn": 2, "max_tool_calls_stop": 3},
@@ -1327,9 +1328,10 @@ class TestBudgetDetector:
                                                    hint: str) -> None:
         """A budget's hints name the budget, and the tool of a per-tool one; its stop hint
         tells the model what to stop doing, not to stop calling an unnamed "it"."""
-        decisions = _run([_call("search", {"n": i}, f"r{i}") for i in range(3)],
+        decisions = _run([_call("search", {"n": i}, f"r{i}") for i in range(4)],
                          LoopGuardConfig.create(**settings))
-        assert decisions[2].hint == hint
+        assert decisions[2].action is not Action.STOP  # a budget of 3 lets 3 calls run
+        assert decisions[3].hint == hint
         if "max_calls_per_tool_warn" in settings:
             assert decisions[1].hint.startswith(
                 'This run has called "search" 2 times (per-tool budget 2); wrap up soon.')
@@ -1344,10 +1346,10 @@ class TestBudgetDetector:
                                             "more tool calls")
 
     def test_stop_wins_over_warn_on_the_same_call(self) -> None:
-        """When a warn and a stop budget are reached on one call, the call stops."""
-        config = LoopGuardConfig.create(max_tool_calls_warn=3, max_calls_per_tool_stop=3)
-        calls = [_call("search", {"n": i}, f"r{i}") for i in range(3)]
-        assert _by(_run(calls, config), "budget") == {3: "stop"}
+        """When a warn budget is reached and a stop budget passed on one call, it stops."""
+        config = LoopGuardConfig.create(max_tool_calls_warn=4, max_calls_per_tool_stop=3)
+        calls = [_call("search", {"n": i}, f"r{i}") for i in range(4)]
+        assert _by(_run(calls, config), "budget") == {4: "stop"}
 
 
 class TestToolOverrides:

@@ -238,10 +238,10 @@ def test_a_budget_abort_names_the_budget(make: Any, settings: dict[str, Any],
     """The abort message of a budget says which budget and its limit, not the call count."""
     setup = make(mode="enforce", enforcement="abort", **settings)
     with setup.run():
-        out = [setup.search(f"query {i}") for i in range(2)]
-        with pytest.raises(ToolLoopError) as info:  # the call that would reach the limit
-            setup.search("query 2")
-    assert out == ["no results"] * 2
+        out = [setup.search(f"query {i}") for i in range(3)]  # a budget of 3 lets 3 run
+        with pytest.raises(ToolLoopError) as info:  # the call past the limit
+            setup.search("query 3")
+    assert out == ["no results"] * 3
     assert str(info.value) == f'Tool "search" {message} - aborting to prevent a loop'
 
 
@@ -579,7 +579,7 @@ def test_a_stopped_call_counts_as_a_finding_of_its_detector_or_budget(make: Any)
         for topic in ("refunds", "shipping", "returns", "warranty", "billing"):
             budget.search(topic)
     assert budget.sample("loopguard_budget_exceeded_total", prompt_template="unknown",
-                         budget="run", action="stop", mode="enforce") == 3
+                         budget="run", action="stop", mode="enforce") == 2  # 3 ran
     assert budget.sample("loopguard_runs_flagged_total", prompt_template="unknown",
                          action="stop") == 0  # budgets are not loops
 

@@ -42,7 +42,7 @@ def _guarded(**config: Any) -> tuple[LoopGuardSpanProcessor, ToolGuard, TracerPr
 
 class TestParallelThreads:
     def test_budget_counts_the_calls_still_running(self) -> None:
-        """With max_tool_calls_stop=5, 32 calls of one run started together run 4 bodies."""
+        """With max_tool_calls_stop=5, 32 calls of one run started together run 5 bodies."""
         _, guard, provider = _guarded(enforcement="abort", max_tool_calls_stop=5)
         release, lock = threading.Event(), threading.Lock()
         started, outcomes = [], []
@@ -83,9 +83,9 @@ class TestParallelThreads:
             except ToolLoopError as error:
                 after = error.decision.code
         provider.shutdown()
-        assert len(started) == 4
-        assert outcomes.count("BUDGET_EXHAUSTED") == PARALLEL - 4
-        assert after == "BUDGET_EXHAUSTED"  # the stop holds once the 4 have finished
+        assert len(started) == 5
+        assert outcomes.count("BUDGET_EXHAUSTED") == PARALLEL - 5
+        assert after == "BUDGET_EXHAUSTED"  # the stop holds once the 5 have finished
 
 
 class TestAsyncGather:
@@ -218,10 +218,12 @@ class TestIntegrationsCheck:
             first = check(processor, chain, "search", [{"q": 1}])
             second = check(processor, chain, "search", [{"q": 2}])
             third = check(processor, chain, "search", [{"q": 3}])
-            finished(processor, first)
-            finished(processor, second)
-            after = check(processor, chain, "search", [{"q": 4}])
+            fourth = check(processor, chain, "search", [{"q": 4}])
+            for verdict in (first, second, third):
+                finished(processor, verdict)
+            after = check(processor, chain, "search", [{"q": 5}])
             finished(processor, after)
         provider.shutdown()
-        assert [v.blocked for v in (first, second, third, after)] == [False, False, True, False]
+        assert [v.blocked for v in (first, second, third, fourth, after)] == \
+            [False, False, False, True, False]
         assert processor.store.get_or_create(first.run_id)[0].state.in_flight.calls == 0

@@ -107,7 +107,7 @@ class TestPrediction:
         """A new call's outcome is unknown: a stop budget is predicted, repetition is not."""
         engine = LoopEngine(LoopGuardConfig.create(max_tool_calls_stop=3))
         state = engine.new_run()
-        for index in range(2):
+        for index in range(3):
             engine.process(state, tool_call(index, call("search", {"q": index}, "r")))
         decision = engine.precheck(state, "fetch", {"id": 1})
         assert (decision.action, decision.code) == (Action.STOP, "BUDGET_EXHAUSTED")

@@ -110,20 +110,20 @@ class TestEngine:
         assert _budget_actions(config, _session(60), "quick", known_at=30) == {31: "warn"}
 
     def test_template_stop_budget(self) -> None:
-        """A template's stop budget stops the run at it, on every call past it."""
+        """A template's stop budget lets its calls run and stops every call past it."""
         config = LoopGuardConfig.create(templates={"quick": {"max_tool_calls_warn": 5,
                                                              "max_tool_calls_stop": 8}})
         assert _budget_actions(config, _session(10), "quick") == {
-            5: "warn", 8: "stop", 9: "stop", 10: "stop"}
+            5: "warn", 9: "stop", 10: "stop"}
 
     def test_other_budgets_per_template(self) -> None:
         """Steps and per-tool budgets can be set per template too."""
         config = LoopGuardConfig.create(templates={"t": {
             "max_steps_warn": 7, "max_calls_per_tool_stop": 6}})
         actions = _budget_actions(config, _session(20), "t")
-        # the editor makes calls 1, 2, 4, 5, 7, 8...: its 6th call (8) and every later one
-        # stop; bash makes calls 3, 6, ... 18: its 6th
-        assert actions == {7: "warn", 18: "stop"} | {i: "stop" for i in range(8, 21) if i % 3}
+        # the editor makes calls 1, 2, 4, 5, 7, 8, 10...: its 7th call (10) and every later
+        # one stop; bash makes calls 3, 6, ... 18: six, none past the budget
+        assert actions == {7: "warn"} | {i: "stop" for i in range(10, 21) if i % 3}
 
     def test_a_tools_own_budget_wins_over_the_template(self) -> None:
         """A per-tool table's budget beats the template's for that tool."""
@@ -131,7 +131,7 @@ class TestEngine:
             templates={"t": {"max_calls_per_tool_stop": 3}},
             tools={"bash": {"max_calls_per_tool_stop": 50}})
         actions = _budget_actions(config, _session(12), "t")
-        assert actions == {4: "stop", 5: "stop", 7: "stop", 8: "stop", 10: "stop", 11: "stop"}
+        assert actions == {5: "stop", 7: "stop", 8: "stop", 10: "stop", 11: "stop"}
 
     def test_seconds_budget_per_template(self) -> None:
         """A template's wall-clock warn fires once, on the first call at or past it."""
@@ -149,7 +149,11 @@ class TestEngine:
         engine.set_template(run, "t")
         for call in _session(2):
             engine.process(run, call)
+        assert engine.precheck(run, "search", {"q": "new"}).code == "OK"  # the 3rd may run
+        assert engine.summary(run)["budget_remaining"] == 1
+        engine.process(run, _session(3)[2])
         assert engine.precheck(run, "search", {"q": "new"}).code == "BUDGET_EXHAUSTED"
+        assert engine.summary(run)["budget_remaining"] == 0
         assert engine.summary(run)["max_tool_calls"] == 3
         assert engine.summary(engine.new_run())["max_tool_calls"] == 50
 

@@ -91,14 +91,18 @@ class _BudgetState:
 
 
 def _lowest(stop: int | None, warn: int | None, warned: float) -> float:
-    """Return the lowest count at which ``stop``, or ``warn`` not yet fired, is reached."""
-    found = [limit for limit in (stop, warn if warn is None or warn > warned else None)
+    """Return the lowest count at which ``stop`` is passed, or ``warn`` not yet fired reached."""
+    found = [limit for limit in (None if stop is None else stop + 1,
+                                 warn if warn is None or warn > warned else None)
              if limit is not None]
     return min(found, default=math.inf)
 
 
 class BudgetDetector(DetectorBase):
     """Run budgets: warn once when a warn budget is reached, stop on every call past a stop one.
+
+    A stop budget of N tool calls lets N calls run: the N+1st is stopped (in enforce mode,
+    before it runs), and so is every call after it; a warn budget of N warns on the Nth call.
 
     Defaults: warn at 50 tool calls per run; the other budgets (calls of one tool, steps, i.e.
     tool calls and model turns, and wall-clock seconds) are off. Exempt tools count toward
@@ -172,15 +176,15 @@ class BudgetDetector(DetectorBase):
         """
         limits, calls, tool = state.limits, state.calls, step.tool
         stop = limits.max_tool_calls_stop
-        if stop is not None and calls >= stop:
+        if stop is not None and calls > stop:
             return self._hit(step, "run", calls, stop, Action.STOP)
         steps = calls + step.turns
-        if limits.max_steps_stop is not None and steps >= limits.max_steps_stop:
+        if limits.max_steps_stop is not None and steps > limits.max_steps_stop:
             return self._hit(step, "steps", steps, limits.max_steps_stop, Action.STOP)
         tool_warn = None
         if limits.per_tool:
             tool_stop = self._tool_limit(tool, "max_calls_per_tool_stop", limits)
-            if tool_stop is not None and per_tool >= tool_stop:
+            if tool_stop is not None and per_tool > tool_stop:
                 return self._hit(step, "tool", per_tool, tool_stop, Action.STOP)
             tool_warn = self._tool_limit(tool, "max_calls_per_tool_warn", limits)
         warn = limits.max_tool_calls_warn
@@ -206,7 +210,7 @@ class BudgetDetector(DetectorBase):
 
     def _seconds(self, step: Step, seconds: float, state: _BudgetState) -> Evidence | None:
         limits = state.limits
-        if limits.max_run_seconds_stop is not None and seconds >= limits.max_run_seconds_stop:
+        if limits.max_run_seconds_stop is not None and seconds > limits.max_run_seconds_stop:
             return self._hit(step, "seconds", state.calls, limits.max_run_seconds_stop,
                              Action.STOP, seconds)
         warn = limits.max_run_seconds_warn
