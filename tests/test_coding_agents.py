@@ -33,6 +33,7 @@ from otel_loopguard.coding_agents import AgentRecords, agent_event
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.kinds._tools import ToolKinds
 from otel_loopguard.otlp._logs import LogEvent, decode_json_logs, iso_time_ns
+from otel_loopguard.receiver._stream import StreamingChecker
 from otel_loopguard.replay.checker import Checker, RunReport
 from otel_loopguard.replay.tracefile import iter_spans
 from otel_loopguard.types import STATUS_ERROR, ModelTurn, SpanRecord
@@ -204,6 +205,54 @@ def test_a_call_sent_both_ways_is_read_whole_whichever_copy_comes_first() -> Non
     alone = findings("events")
     assert alone[1]  # the session loops
     assert findings("spans first") == findings("events first") == alone
+
+
+def _claude_span_copies(run: Any, agents: AgentRecords,
+                        error: str | None = None) -> list[SpanRecord]:
+    """The records of Claude Code's ``claude_code.tool`` spans of ``run``'s calls: no
+    ``tool_input``, and with ``error`` a failed ``claude_code.tool.execution`` child under
+    each, which says only that the call failed."""
+    spans: list[SpanRecord] = []
+    for index, record in enumerate(r for r in run.records
+                                   if r["attributes"]["event.name"] == "tool_result"):
+        attrs = record["attributes"]
+        tool = SpanRecord(f"{index:032x}", f"{2 * index + 1:016x}", f"{99:016x}",
+                          "claude_code.tool", record["time"] - 812_000_000, record["time"],
+                          {"tool_name": attrs["tool_name"], "tool_use_id": attrs["tool_use_id"],
+                           "session.id": attrs["session.id"]}, resource=run.resource)
+        spans.append(tool)
+        if error is not None:
+            spans.append(SpanRecord(tool.trace_id, f"{2 * index + 2:016x}", tool.span_id,
+                                    "claude_code.tool.execution", tool.start_time_ns,
+                                    tool.end_time_ns, {"success": "false"}, STATUS_ERROR))
+    return agents.from_spans(spans)
+
+
+@pytest.mark.parametrize("order", ["events first", "spans first"])
+def test_serve_completes_the_copy_it_keeps_whichever_comes_first(order: str) -> None:
+    """serve kept the first copy of a call and dropped the other unread: with Claude Code's
+    spans before its events, a looping session's arguments (the event's ``tool_input``) were
+    lost and it went unflagged, and a failure's message (the event's error) read as a bare
+    failure. It completes the kept copy as ``check`` does: the findings of the events alone,
+    in either order, over two requests."""
+    run = sessions()[0]  # Claude Code's looping session: the same failing command
+    for record in run.records:
+        if record["attributes"]["event.name"] == "tool_result":
+            record["attributes"]["error"] = "String to replace not found in file."
+
+    def findings(records: list[list[SpanRecord]]) -> list[tuple[str, int]]:
+        stream = StreamingChecker(LoopGuardConfig(), raise_internal_errors=True)
+        reports = [r for batch in records for r in stream.add(batch)] + stream.flush()
+        [report] = [r for r in reports if r.run_id.startswith("claude-code:")]
+        return [(d.code, d.call_index) for d in report.findings]
+
+    agents = AgentRecords()
+    events = agents.from_events(_events(run))
+    copies = _claude_span_copies(run, agents, error="failed")
+    alone = findings([events])
+    assert alone and alone[0][0] == "PERMANENT_FAILURE"  # the event's message says permanent
+    batches = [events, copies] if order == "events first" else [copies, events]
+    assert findings(batches) == alone
 
 
 def test_gemini_cli_tool_spans_do_not_count_its_calls_twice(

@@ -658,3 +658,31 @@ def test_receiver_spans_help_names_every_documented_outcome() -> None:
     assert documented == ["rejected", "late", "duplicate", "lost"]
     for outcome in ["accepted", *documented]:
         assert outcome in help_text, outcome
+
+
+class TestExemplars:
+    """Only a W3C trace id becomes an exemplar: a coding agent's run is filed under
+    ``<agent>:<session id>``, and a session id past 108 characters made prometheus_client raise
+    (OpenMetrics caps exemplar labels at 128 characters), which cut serve's run short."""
+
+    DECISION = Decision(Action.WARN, "REPEATED_CALL", (
+        Evidence("repeat", "REPEATED_CALL", Action.WARN, "Bash", 3),))
+
+    def _exemplars(self, trace_id: str) -> list[object]:
+        registry = CollectorRegistry()
+        metrics = LoopGuardMetrics(registry)
+        metrics.record_decision("claude-code", self.DECISION, "observe", Action.CONTINUE,
+                                trace_id=trace_id)
+        families = text_string_to_metric_families(generate_openmetrics(registry).decode())
+        samples = [s for f in families if f.name == "loopguard_loop_detected"
+                   for s in f.samples if s.name == "loopguard_loop_detected_total"]
+        assert [s.value for s in samples] == [1.0]  # counted either way
+        return [s.exemplar for s in samples if s.exemplar is not None]
+
+    def test_a_trace_id_is_the_exemplar(self) -> None:
+        [exemplar] = self._exemplars("4bf92f3577b34da6a3ce929d0e0e4736")
+        assert exemplar.labels == {"trace_id": "4bf92f3577b34da6a3ce929d0e0e4736"}
+
+    @pytest.mark.parametrize("run_id", ["claude-code:" + "s" * 120, "codex:abc", "xyz" * 11])
+    def test_a_session_run_has_none(self, run_id: str) -> None:
+        assert self._exemplars(run_id) == []

@@ -30,6 +30,9 @@ AGENT_KEY: Final = "loopguard.agent"
 CALL_ID_KEY: Final = "loopguard.call_id"
 """The agent's own call id (``tool_use_id``, ``call_id``)."""
 SESSION_PARENT: Final = "session"
+_FAILED: Final = "failed"
+"""The status message of a failed call whose copy says nothing more."""
+_NO_MESSAGE: Final = ("", _FAILED)
 _NO_SESSION: Final = "no-session"
 
 
@@ -72,7 +75,7 @@ def call_record(call: AgentCall, trace_id: str, template: str, scope: str,
     return SpanRecord(trace_id, call_id, SESSION_PARENT, f"execute_tool {call.tool}",
                       max(0, end - call.duration_ns), end, attrs,
                       STATUS_ERROR if call.failed else STATUS_UNSET,
-                      (call.error or "failed") if call.failed else "", scope, resource)
+                      (call.error or _FAILED) if call.failed else "", scope, resource)
 
 
 def fill_copy(kept: SpanRecord, copy: SpanRecord) -> None:
@@ -97,7 +100,9 @@ def fill_copy(kept: SpanRecord, copy: SpanRecord) -> None:
         added[TEMPLATE_KEY] = template
     if added:
         kept.attributes = {**attrs, **added}
-    if copy.status_code == STATUS_ERROR and kept.status_code != STATUS_ERROR:
+    if copy.status_code == STATUS_ERROR and (kept.status_code != STATUS_ERROR or (
+            kept.status_message in _NO_MESSAGE and copy.status_message not in _NO_MESSAGE)):
+        # a failure, or what it said where the kept copy says only that it failed (a span's)
         kept.status_code, kept.status_message = copy.status_code, copy.status_message
 
 

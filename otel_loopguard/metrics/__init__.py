@@ -354,8 +354,19 @@ class LoopGuardMetrics:
 
 
 def _exemplar(trace_id: str | None) -> dict[str, str] | None:
-    """Return the exemplar labels of a trace id (None: no exemplar); never a series label."""
-    return {"trace_id": trace_id} if trace_id else None
+    """Return the exemplar labels of a trace id (None: no exemplar); never a series label.
+
+    Only a W3C trace id (32 hex digits) is one: a coding agent's run is filed under
+    ``<agent>:<session id>``, which no tracing backend can look up, a session id is no
+    exemplar, and a long one would pass OpenMetrics' 128-character limit on exemplar labels.
+    """
+    if trace_id and len(trace_id) == _TRACE_ID_DIGITS and not trace_id.strip(_HEX_DIGITS):
+        return {"trace_id": trace_id}
+    return None
+
+
+_TRACE_ID_DIGITS: Final = 32
+_HEX_DIGITS: Final = "0123456789abcdefABCDEF"
 
 
 _SHARED: weakref.WeakKeyDictionary[Any, LoopGuardMetrics] = weakref.WeakKeyDictionary()

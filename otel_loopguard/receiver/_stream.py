@@ -37,7 +37,7 @@ from typing import Any, Final
 from otel_loopguard._findings import loop_action
 from otel_loopguard.adapters import DEFAULT_ADAPTERS
 from otel_loopguard.assembly import LONE_TOOL_CALL_HINT
-from otel_loopguard.coding_agents._records import is_session_run
+from otel_loopguard.coding_agents._records import fill_copy, is_session_run
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.evidence import evidence_attributes
 from otel_loopguard.exceptions import InternalErrorGuard
@@ -291,14 +291,23 @@ class StreamingChecker:
                                         sizes=trace.sizes))
 
     def _dedupe(self, trace: OpenTrace) -> None:
-        """Drop repeated span ids (exporters retry, so delivery is at least once)."""
-        seen: set[str] = set()
+        """Drop repeated span ids (exporters retry, so delivery is at least once).
+
+        In a coding agent's session, the two copies of one call (its log event and its span)
+        carry different parts of it: the copy kept is completed from the other (``fill_copy``),
+        whichever arrived first, as ``check`` does.
+        """
+        seen: dict[str, SpanRecord] = {}
         keep: list[int] = []
+        session = is_session_run(trace.spans[0].trace_id)
         for index, span in enumerate(trace.spans):
-            if span.span_id not in seen:
-                seen.add(span.span_id)
+            kept = seen.get(span.span_id)
+            if kept is None:
+                seen[span.span_id] = span
                 keep.append(index)
-        if not is_session_run(trace.spans[0].trace_id):  # received spans only, as ``_late``
+            elif session:
+                fill_copy(kept, span)
+        if not session:  # received spans only, as ``_late``
             self.duplicate_spans += len(trace.spans) - len(keep)
         trace.spans = [trace.spans[i] for i in keep]
         if trace.payloads is not None:  # kept for ``on_trace``, with the sizes
