@@ -153,19 +153,7 @@ def test_event_and_span_of_one_call_are_checked_once() -> None:
     run = sessions()[0]
     agents = AgentRecords()
     from_events = agents.from_events(_events(run))
-    spans: list[SpanRecord] = []
-    for index, record in enumerate(r for r in run.records
-                                   if r["attributes"]["event.name"] == "tool_result"):
-        attrs = record["attributes"]
-        tool = SpanRecord(f"{index:032x}", f"{2 * index + 1:016x}", f"{99:016x}",
-                          "claude_code.tool", record["time"] - 812_000_000, record["time"],
-                          {"tool_name": attrs["tool_name"], "tool_use_id": attrs["tool_use_id"],
-                           "session.id": attrs["session.id"], "full_command": "npm test"},
-                          resource=run.resource)
-        execution = SpanRecord(tool.trace_id, f"{2 * index + 2:016x}", tool.span_id,
-                               "claude_code.tool.execution", tool.start_time_ns,
-                               tool.end_time_ns, {"success": "false"}, STATUS_ERROR)
-        spans += [tool, execution]
+    spans = _claude_spans(run, error="", extra={"full_command": "npm test"})
     copies = agents.from_spans(spans)
     assert [c.span_id for c in copies] == [r.span_id for r in from_events
                                            if "execute_tool" in r.name]
@@ -207,11 +195,11 @@ def test_a_call_sent_both_ways_is_read_whole_whichever_copy_comes_first() -> Non
     assert findings("spans first") == findings("events first") == alone
 
 
-def _claude_span_copies(run: Any, agents: AgentRecords,
-                        error: str | None = None) -> list[SpanRecord]:
-    """The records of Claude Code's ``claude_code.tool`` spans of ``run``'s calls: no
-    ``tool_input``, and with ``error`` a failed ``claude_code.tool.execution`` child under
-    each, which says only that the call failed."""
+def _claude_spans(run: Any, error: str | None = None,
+                  extra: dict[str, str] | None = None) -> list[SpanRecord]:
+    """Claude Code's ``claude_code.tool`` spans of ``run``'s calls: no ``tool_input`` (but
+    ``extra``), and with ``error`` a failed ``claude_code.tool.execution`` child under each,
+    which says only that the call failed."""
     spans: list[SpanRecord] = []
     for index, record in enumerate(r for r in run.records
                                    if r["attributes"]["event.name"] == "tool_result"):
@@ -219,13 +207,15 @@ def _claude_span_copies(run: Any, agents: AgentRecords,
         tool = SpanRecord(f"{index:032x}", f"{2 * index + 1:016x}", f"{99:016x}",
                           "claude_code.tool", record["time"] - 812_000_000, record["time"],
                           {"tool_name": attrs["tool_name"], "tool_use_id": attrs["tool_use_id"],
-                           "session.id": attrs["session.id"]}, resource=run.resource)
+                           "session.id": attrs["session.id"], **(extra or {})},
+                          resource=run.resource)
         spans.append(tool)
         if error is not None:
             spans.append(SpanRecord(tool.trace_id, f"{2 * index + 2:016x}", tool.span_id,
                                     "claude_code.tool.execution", tool.start_time_ns,
-                                    tool.end_time_ns, {"success": "false"}, STATUS_ERROR))
-    return agents.from_spans(spans)
+                                    tool.end_time_ns, {"success": "false"}, STATUS_ERROR,
+                                    error))
+    return spans
 
 
 @pytest.mark.parametrize("order", ["events first", "spans first"])
@@ -248,7 +238,7 @@ def test_serve_completes_the_copy_it_keeps_whichever_comes_first(order: str) -> 
 
     agents = AgentRecords()
     events = agents.from_events(_events(run))
-    copies = _claude_span_copies(run, agents, error="failed")
+    copies = agents.from_spans(_claude_spans(run, error="failed"))
     alone = findings([events])
     assert alone and alone[0][0] == "PERMANENT_FAILURE"  # the event's message says permanent
     batches = [events, copies] if order == "events first" else [copies, events]
