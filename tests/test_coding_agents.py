@@ -166,6 +166,27 @@ def test_event_and_span_of_one_call_are_checked_once() -> None:
     assert spans_only[0].tool_calls == 6 and spans_only[0].findings
 
 
+@pytest.mark.parametrize("batches", ["one", "children first"])
+def test_a_failed_execution_span_counts_in_a_later_batch_than_its_tool_span(
+        batches: str) -> None:
+    """Claude Code's ``claude_code.tool.execution`` child ends before its ``claude_code.tool``
+    span, so a batching exporter may send it in an earlier request: its failure was lost (a
+    failing command read as the same call succeeding). It is remembered for its parent's
+    batch: the same findings as when both come together."""
+    run = sessions()[0]
+    spans = _claude_spans(run, error="")
+    children = [s for s in spans if s.name == "claude_code.tool.execution"]
+    tools = [s for s in spans if s.name == "claude_code.tool"]
+    agents = AgentRecords()
+    requests = [spans] if batches == "one" else [children, tools]
+    records = [r for request in requests for r in agents.from_spans(request)]
+    assert len(records) == 6
+    assert all(r.status_code == STATUS_ERROR for r in records)
+    [report] = [r for r in Checker().run(records) if r.run_id.startswith("claude-code:")]
+    assert report.findings
+    assert not agents._failed  # each remembered failure was taken by its parent
+
+
 def test_a_call_sent_both_ways_is_read_whole_whichever_copy_comes_first() -> None:
     """Claude Code's beta span of a call carries no tool_input: when it arrived before the
     event, the poorer copy was kept and the event's dropped, so the same session gave other

@@ -53,6 +53,8 @@ _READERS: Final = ((_claude_code.PREFIX, _claude_code.read_event),
                    (_gemini_cli.PREFIX, _gemini_cli.read_event))
 _PREFIXES: Final = tuple(prefix for prefix, _ in _READERS)
 _DEFAULT_MAX_SESSIONS: Final = 10_000
+_MAX_FAILED: Final = 4096
+"""Failed execution spans remembered until their tool span comes (``AgentRecords._failed``)."""
 _MAX_TEMPLATE_CHARS: Final = 80
 _Reader = Callable[[str, Mapping[str, Any], int], AgentCall | AgentTurn | None]
 _PROMPTS: Final = {
@@ -119,6 +121,10 @@ class AgentRecords:
         self._lock = threading.Lock()
         """Held only to read or change ``_sessions``; nothing is called while holding it."""
         self._sessions: OrderedDict[tuple[str, str], _Session] = OrderedDict()
+        self._failed: OrderedDict[str, None] = OrderedDict()
+        """Span ids of Claude Code tool spans whose execution child failed in an earlier
+        batch than theirs (a child ends first, so an exporter may send it first); at most
+        ``_MAX_FAILED``, the oldest forgotten. Guarded by ``_lock``."""
 
     # --- log events --------------------------------------------------------------------------
     def from_events(self, events: Iterable[LogEvent]) -> list[SpanRecord]:
@@ -166,9 +172,9 @@ class AgentRecords:
             if not (span.events or span.name.startswith(_claude_code.PREFIX)):
                 continue  # what ``_span_call`` reads first: no agent's span, at little cost
             if failed_children is None:
-                failed_children = {s.parent_span_id for s in spans if s.name ==
-                                   _claude_code.EXECUTION_SPAN and s.status_code == STATUS_ERROR}
-            calls = self._span_calls(span, span.span_id in failed_children)
+                failed_children = self._failed_children(spans)
+            calls = self._span_calls(span, span.span_id in failed_children
+                                     or (bool(self._failed) and self._was_failed(span.span_id)))
             if not calls:
                 continue
             if span.attributes.get(k.GEN_AI_OPERATION_NAME) == k.OP_EXECUTE_TOOL:
@@ -177,6 +183,29 @@ class AgentRecords:
                 spans[index].attributes = attrs
             out += [self._record(call, span.scope_name, span.resource) for call in calls]
         return out
+
+    def _failed_children(self, spans: Sequence[SpanRecord]) -> set[str | None]:
+        """Return the parent ids of the failed execution spans in ``spans``.
+
+        Those whose parent is not among them are remembered, for the batch their parent comes
+        in.
+        """
+        found = {s.parent_span_id for s in spans if s.name == _claude_code.EXECUTION_SPAN
+                 and s.status_code == STATUS_ERROR}
+        if found:
+            here = {s.span_id for s in spans}
+            with self._lock:
+                for parent in found:
+                    if parent is not None and parent not in here:
+                        self._failed[parent] = None
+                        if len(self._failed) > _MAX_FAILED:
+                            self._failed.popitem(last=False)
+        return found
+
+    def _was_failed(self, span_id: str) -> bool:
+        """Return whether an earlier batch held the failed execution child of ``span_id``."""
+        with self._lock:
+            return self._failed.pop(span_id, False) is None
 
     @staticmethod
     def _span_calls(span: SpanRecord, child_failed: bool) -> list[AgentCall]:
