@@ -407,6 +407,21 @@ def test_malformed_log_records_are_counted_and_the_good_ones_kept() -> None:
     assert decoded.problem.startswith("resourceLogs[0].scopeLogs[0].logRecords[1].timeUnixNano")
 
 
+@pytest.mark.parametrize("time", ["18446744073709551616", "99999999999999999999",
+                                  18446744073709551616])
+def test_a_log_time_past_64_bits_is_refused(time: Any) -> None:
+    """A time a fixed64 cannot hold was taken, and then broke the forwarded protobuf (the
+    record and the run's findings lost downstream): it is a bad record, named, like another."""
+    doc = {"resourceLogs": [{"scopeLogs": [{"logRecords": [
+        {"timeUnixNano": "18446744073709551615"}, {"observedTimeUnixNano": time}]}]}]}
+    decoded = decode_json_logs(doc)
+    assert [e.time_ns for e in decoded.events] == [2**64 - 1]
+    assert decoded.rejected == 1
+    assert decoded.problem.startswith(
+        "resourceLogs[0].scopeLogs[0].logRecords[1].observedTimeUnixNano: expected unsigned "
+        "64-bit nanoseconds")
+
+
 def test_iso_timestamps() -> None:
     assert iso_time_ns("2025-10-09T08:53:21.000Z") == T0 + 10**9
     assert iso_time_ns("not a time") == 0

@@ -18,7 +18,7 @@ from otel_loopguard.otlp._json_values import _b64decode, _list, _lookup, _object
 from otel_loopguard.otlp._json_values import _Values as _JsonValues
 from otel_loopguard.otlp._proto import _Values as _ProtoValues
 from otel_loopguard.otlp._proto import proto_attributes
-from otel_loopguard.otlp._spans import FieldError, short
+from otel_loopguard.otlp._spans import UINT64_MAX, FieldError, short
 
 __all__ = ["DecodedLogs", "LogEvent", "decode_json_logs", "decode_proto_logs", "json_id"]
 
@@ -136,11 +136,13 @@ def _json_record(record: Any, scope: str, resource: Mapping[str, Any]) -> LogEve
 def _json_time(value: Any, name: str) -> int:
     if value is None or value == "":
         return 0
-    if type(value) is int and value >= 0:
+    if type(value) is int and 0 <= value <= UINT64_MAX:
         return value
     if type(value) is str and len(value) <= _MAX_DIGITS and value.isascii() and value.isdigit():
-        return int(value)
-    raise FieldError(name, f"expected unsigned nanoseconds, got {short(value)}")
+        number = int(value)
+        if number <= UINT64_MAX:  # a fixed64: more would be refused by the protobuf forwarded
+            return number
+    raise FieldError(name, f"expected unsigned 64-bit nanoseconds, got {short(value)}")
 
 
 def json_id(value: Any, size: int, name: str) -> str:
