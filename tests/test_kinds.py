@@ -162,6 +162,15 @@ TRICKY = [
     ("docker-compose logs bff", "read"),
     ("docker compose ps", "read"),
     ("docker-compose exec bff ls", "default"),
+    ("kubectl rollout status deploy/web", "poll"),  # waits for the rollout: a poll, no change
+    ("kubectl rollout restart deploy/web", "mutating"),
+    ("kubectl wait --for=condition=ready pod/x", "poll"),
+    ("kubectl top pods", "read"),
+    ("gh run watch 123", "poll"),
+    ("gh run list --limit 1", "poll"),  # a CI run's status, looked at again until it is done
+    ("gh pr checks 5 --watch", "poll"),
+    ("gh pr view 5", "read"),
+    ("helm status web", "read"),
 ]
 
 

@@ -40,7 +40,8 @@ BOUNDS: dict[str, tuple[int, int, int]] = {
 }
 CAPTURE_BOUNDS: dict[str, tuple[int, int, int]] = {
     # capture level: the same three bounds over every family (``FIGURES.md``'s second section)
-    "arguments": (22, 9, 86),
+    "arguments": (22, 9, 85),  # 86 when a healthy CI-status poll (gh run list) counted as the
+    # catch of a loop 160 calls before it
     "none": (39, 6, 45),
 }
 

@@ -35,7 +35,11 @@ _READS: Final = _each("read", """
     docker images, docker logs, docker inspect, docker compose ps, docker compose logs,
     docker compose config, docker compose images, docker compose ls, docker compose top,
     docker-compose ps, docker-compose logs, docker-compose config, docker-compose images,
-    docker-compose top, kubectl get, kubectl describe, kubectl logs,
+    docker-compose top, kubectl get, kubectl describe, kubectl logs, kubectl top, kubectl explain,
+    kubectl version, kubectl api-resources, kubectl cluster-info, kubectl config view,
+    kubectl rollout history, helm list, helm ls, helm status, helm history, helm get,
+    gh pr view, gh pr list, gh pr diff, gh issue view, gh issue list, gh repo view,
+    gh release view, gh release list,
     terraform plan, terraform show, terraform validate, terraform output, go env, go version,
     go list, gofmt, cargo tree, cargo metadata, open, goto, scroll_up, scroll_down, find_file,
     search_dir, search_file, tar -t, tar --list
@@ -121,8 +125,12 @@ _GIT: Final = {
 }
 """git: the history-reading subcommands look, the others change the repository."""
 
-_POLLS: Final = _each("poll", "sleep, watch, wait, tail -f, tail -F, tail --follow")
-"""Waiting, then looking again: what a long job's poll loop runs."""
+_POLLS: Final = _each("poll", """
+    sleep, watch, wait, tail -f, tail -F, tail --follow, kubectl rollout status, kubectl wait,
+    gh run watch, gh run list, gh run view, gh pr checks, gh pr status
+""")
+"""Waiting, then looking again: what a long job's poll loop runs (a rollout's or a CI run's
+status until it is done)."""
 
 DEFAULT_COMMAND_KINDS: Final[Mapping[str, str]] = MappingProxyType(
     {**_READS, **_WRITES, **_PACKAGES, **_GIT, **_POLLS})
