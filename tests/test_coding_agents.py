@@ -187,6 +187,21 @@ def test_a_failed_execution_span_counts_in_a_later_batch_than_its_tool_span(
     assert not agents._failed  # each remembered failure was taken by its parent
 
 
+def test_an_agents_own_traces_are_not_runs_of_their_own() -> None:
+    """Claude Code's received traces hold no call the adapters read (their calls are filed
+    under the session): each was also reported as a run of 0 tool calls, one per trace. A trace
+    with no tool call, model turn or handoff is no agent's run; a trace with one still is."""
+    run = sessions()[0]
+    agents = AgentRecords()
+    spans = _claude_spans(run, error="")
+    reports = list(Checker().run(agents.from_events(_events(run)) + spans
+                                 + agents.from_spans(spans)))
+    assert [r.run_id for r in reports] == [f"claude-code:{run.session_id}"]
+    lone = SpanRecord("ab" * 16, "cd" * 8, None, "execute_tool search", 1, 2,
+                      {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search"})
+    assert [r.tool_calls for r in Checker().run([lone])] == [1]
+
+
 def test_a_call_sent_both_ways_is_read_whole_whichever_copy_comes_first() -> None:
     """Claude Code's beta span of a call carries no tool_input: when it arrived before the
     event, the poorer copy was kept and the event's dropped, so the same session gave other

@@ -40,7 +40,8 @@ def _padded_request(size: int, trace: int = 1, *, root: bool = False) -> bytes:
         span.parent_span_id = b"\xee" * 8
     span.name = "execute_tool search"
     span.start_time_unix_nano, span.end_time_unix_nano = 1, 2
-    for key, value in (("gen_ai.tool.name", "search"), ("gen_ai.tool.call.result", "x" * size)):
+    for key, value in (("gen_ai.operation.name", "execute_tool"), ("gen_ai.tool.name", "search"),
+                       ("gen_ai.tool.call.result", "x" * size)):
         attribute = span.attributes.add()
         attribute.key, attribute.value.string_value = key, value
     return request.SerializeToString()
