@@ -275,9 +275,9 @@ class Checker:
                 isinstance(item.event, ModelTurn) for item in items)
         self._feed(state, report, assembled, items)
         if not conversation and not session:
-            closed = self._close_run(run_id)
+            finished = self._close_run(run_id)
             if items:  # a trace with no tool call, model turn or handoff is no agent's run
-                yield closed  # (a service's own spans; a coding agent's, filed by session)
+                yield finished  # (a service's own spans; a coding agent's, filed by session)
             return
         while len(self._runs) > self.config.max_runs:
             yield self._close_run(next(iter(self._runs)))
