@@ -418,6 +418,28 @@ class TestDashboardStructure:
                     assert f"{{{{{label}}}}}" in target.get("legendFormat", ""), \
                         f"panel {panel['id']} {target['refId']}: no {{{{{label}}}}} in legend"
 
+    def test_ratios_drop_points_with_nothing_to_divide_by(self, dashboard: dict[str, Any]) -> None:
+        """A share or a per-run ratio divides by `(... > 0)`: a run is counted at its first tool
+        call and flagged later, so a window can hold findings of a run and no run, and `x / 0`
+        is `+Inf`, drawn as a 100 % share."""
+        ratios = 0
+        for panel in iter_panels(dashboard["panels"]):
+            for target in panel.get("targets", []):
+                expr = target["expr"]
+                if " / " not in expr:
+                    continue
+                ratios += 1
+                denominator = expr.split(" / ", 1)[1]
+                assert denominator.startswith("(sum by ("), (panel["title"], denominator[:60])
+                depth, end = 0, 0
+                while True:  # the parenthesised denominator: up to its closing parenthesis
+                    depth += {"(": 1, ")": -1}.get(denominator[end], 0)
+                    end += 1
+                    if depth == 0:
+                        break
+                assert denominator[:end].endswith(" > 0)"), panel["title"]
+        assert ratios >= 6
+
     def test_ranges_use_grafana_macros(self, dashboard: dict[str, Any]) -> None:
         """Every range selector uses `$__rate_interval` or `$__range`, never a hard-coded window."""
         for name, expr in dashboard_exprs(dashboard):
