@@ -45,19 +45,22 @@ class ToolCallScope:
     """One guarded call: record its result (or error) on the span."""
 
     def __init__(self, span: Span, decision: Decision, blocked: LoopDetectedResult | None,
-                 capture: bool) -> None:
-        """Wrap the call's span."""
+                 capture: bool, supply: Callable[[str], None] | None = None) -> None:
+        """Wrap the call's span; ``supply``: hand the encoded result to the engine instead."""
         self.span = span
         self.decision = decision
         """The precheck decision for this call."""
         self.blocked = blocked
         """In hint mode: the synthetic result to return instead of running the tool."""
         self._capture = capture
+        self._supply = supply
 
     def set_result(self, result: Any) -> None:
         """Record the tool's result (``gen_ai.tool.call.result``) on the span."""
         if self._capture:
             self.span.set_attribute("gen_ai.tool.call.result", _encode(result))
+        elif self._supply is not None:
+            self._supply(_encode(result))
 
 
 _JSON_TYPES: Final = frozenset({str, int, float, bool, type(None), list, dict, tuple})
@@ -232,11 +235,28 @@ class ToolGuard:
             decision = Decision(action=Action.CONTINUE, tool=host.tool) if verdict is None \
                 else verdict.decision
             blocked = verdict.hint_result() if verdict is not None and verdict.blocked else None
-            yield ToolCallScope(host.span, decision, blocked, capture=False)
+            supply = None
+            if host.arguments is None and blocked is None:
+                supply = self._supplier(host.span, forms[-1])
+            yield ToolCallScope(host.span, decision, blocked, capture=False, supply=supply)
         finally:
             host.leave(token)
             if verdict is not None:
                 verdict.finish(self.processor)
+
+    def _supplier(self, span: Any, arguments: Any) -> Callable[[str], None]:
+        """Hand the engine the arguments of a call whose host span records none yet.
+
+        Its instrumentation's content capture is off, or it writes them when the call ends
+        (Google ADK). Returns the function that hands the engine the result. The span itself
+        is left as configured: the engine needs both to tell one call from another, or the
+        guard stops nothing; each is used only where the span lacks it.
+        """
+        key = format(span.get_span_context().span_id, "016x")
+        supply = self.processor.supply
+        if arguments is not None:
+            supply(key, arguments=arguments)
+        return lambda result: supply(key, result=result)
 
     def _check(self, span: Span, tool: str, arguments: Any) -> GuardVerdict | None:
         if not span.is_recording():  # no SDK provider: nothing records, nothing is guarded

@@ -15,6 +15,7 @@ instead, a ``loopguard.loop_detected`` log event through the OpenTelemetry Logs 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence, Sized
 from typing import Any, Final
@@ -138,6 +139,8 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, GuardRuns, DeferredTur
         self._ended_agents = {}
         self._other_names = set()
         self._warned_unparented = False
+        self._supplied = {}
+        self._supplied_lock = threading.Lock()
         self._closed = False
         """Whether ``shutdown`` was called: spans that end from then on are passed on unchecked."""
         self._hand_on_to(downstream, background, max_queue_size)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext
@@ -29,6 +30,10 @@ __all__ = ["ToolCallChecks"]
 
 logger = logging.getLogger(__name__)
 
+_MAX_SUPPLIED: Final = 4096
+"""Guarded calls whose content waits for their span to end (``ToolCallChecks.supply``)."""
+_UNSET: Final = object()
+
 
 class ToolCallChecks(ModelTurns):
     """``LoopGuardSpanProcessor``'s check of an ended span: a model turn, tool call or handoff.
@@ -39,6 +44,41 @@ class ToolCallChecks(ModelTurns):
     adapters: tuple[SpanAdapter, ...]
     _multiprocess: bool
     _warned_unparented: bool
+    _supplied: dict[str, list[Any]]
+    _supplied_lock: threading.Lock
+
+    def supply(self, span_id: str, *, arguments: Any = _UNSET, result: Any = _UNSET) -> None:
+        """Give the engine a guarded call's arguments or result that its span will not carry.
+
+        A guard checks a call in a framework's tool span (``enforce._host``); with the
+        framework's content capture off, that span records neither, and calls whose arguments
+        and results are unknown are never the same call, so nothing is stopped. The guard has
+        both: they reach the engine here, by the span's id (16 hex digits), and never the span,
+        which exports what the user configured. Used only for what the span lacks; at most
+        ``_MAX_SUPPLIED`` calls wait (the oldest dropped), each until its span ends.
+        """
+        with self._supplied_lock:
+            entry = self._supplied.get(span_id)
+            if entry is None:
+                if len(self._supplied) >= _MAX_SUPPLIED:
+                    del self._supplied[next(iter(self._supplied))]
+                entry = self._supplied[span_id] = [_UNSET, _UNSET]
+            if arguments is not _UNSET:
+                entry[0] = arguments
+            if result is not _UNSET:
+                entry[1] = result
+
+    def _with_supplied(self, call: ToolCall) -> ToolCall:
+        """Complete ``call`` (fresh from its span) with what a guard supplied for it."""
+        with self._supplied_lock:
+            entry = self._supplied.pop(call.span_id, None)
+        if entry is not None:
+            arguments, result = entry
+            if call.arguments is None and arguments is not _UNSET:
+                call.arguments = arguments
+            if not call.has_result and result is not _UNSET:
+                call.result, call.has_result = result, True
+        return call
 
     def _candidate(self, span: ReadableSpan, attrs: Mapping[str, Any], name: str,
                    context: SpanContext, parent: SpanContext | None) -> ReadableSpan | None:
@@ -54,7 +94,11 @@ class ToolCallChecks(ModelTurns):
         if self.adapters is DEFAULT_ADAPTERS and not may_be_event(name, attrs):
             return None  # an agent, chain or other span: no record to build
         event = to_event(span_record_from_readable(span), self.adapters)
-        return None if event is None else self._event_span(span, attrs, event, context[0])
+        if event is None:
+            return None
+        if self._supplied and type(event) is ToolCall:
+            event = self._with_supplied(event)
+        return self._event_span(span, attrs, event, context[0])
 
     def _event_span(self, span: ReadableSpan, attrs: Mapping[str, Any],
                     event: ToolCall | Handoff, trace_id: int) -> ReadableSpan | None:
