@@ -14,10 +14,13 @@ from typing import Final
 __all__ = ["UNSAFE", "escape_unsafe"]
 
 UNSAFE: Final = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
-    "\ufeff\ufff9-\ufffb\ufffe\uffff\ud800-\udfff]")
+    "[\x00-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028\u2029\u202a-\u202e"
+    "\u2060-\u2064\u2066-\u2069\ufeff\ufff9-\ufffb\ufffe\uffff\ud800-\udfff"
+    "\U000e0000-\U000e007f]")
 """C0 and C1 controls (newlines and ESC included), bidirectional marks and overrides, line and
-paragraph separators, BOM, interlinear annotations, non-characters and lone surrogates."""
+paragraph separators, BOM, interlinear annotations, non-characters and lone surrogates, and the
+invisible ones (zero-width spaces and joiners, word joiner, soft hyphen, tag characters), which
+make two different values read the same."""
 
 
 def escape_unsafe(text: str) -> str:
@@ -33,4 +36,6 @@ def escape_unsafe(text: str) -> str:
 
 def _escape(match: re.Match[str]) -> str:
     code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"

@@ -686,3 +686,18 @@ class TestExemplars:
     @pytest.mark.parametrize("run_id", ["claude-code:" + "s" * 120, "codex:abc", "xyz" * 11])
     def test_a_session_run_has_none(self, run_id: str) -> None:
         assert self._exemplars(run_id) == []
+
+
+@pytest.mark.parametrize("invisible", ["\u200b", "\u200c", "\u200d", "\u2060", "\xad",
+                                       "\U000e0041"],
+                         ids=["zwsp", "zwnj", "zwj", "word-joiner", "soft-hyphen", "tag"])
+def test_an_invisible_character_in_a_label_is_spelled_out(invisible: str) -> None:
+    """``search`` and ``search`` with a zero-width character were two series that read the
+    same on a dashboard; the character is now written out, as a bidi override is."""
+    from otel_loopguard.metrics._labels import clean_label
+
+    label = clean_label("search" + invisible)
+    assert label != "search" and invisible not in label
+    assert label == "search" + (f"\\x{ord(invisible):02x}" if ord(invisible) < 0x100
+                                else f"\\u{ord(invisible):04x}" if ord(invisible) < 0x10000
+                                else f"\\U{ord(invisible):08x}")
