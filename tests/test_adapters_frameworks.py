@@ -25,6 +25,7 @@ LINES = {
     "pydantic-ai": BASE,
     "google-adk": [*BASE, "parallel", "handoff", "there_and_back"],
     "strands": BASE,
+    "strands-default": BASE,  # without its opt-in: arguments and results in span events
     "agent-framework": BASE,
     "smolagents": BASE,
     "llama-index": [*BASE, "handoff", "there_and_back"],

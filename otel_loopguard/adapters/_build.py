@@ -54,6 +54,9 @@ def build_tool_call(span: SpanRecord, tool: Any, args_key: str, result_key: str,
     raw_result = attrs.get(result_key, _MISSING)
     if raw_result == REDACTED:  # hidden: as if not captured
         raw_result = _MISSING
+    raw_args = attrs.get(args_key)
+    if (raw_result is _MISSING or raw_args is None) and span.events:
+        raw_args, raw_result = _event_content(span.events, raw_args, raw_result)
     has_result = raw_result is not _MISSING
     result, envelope_error = unwrap_result(raw_result) if has_result else (None, False)
     if span.status_code == STATUS_ERROR or k.ERROR_TYPE in attrs \
@@ -64,11 +67,29 @@ def build_tool_call(span: SpanRecord, tool: Any, args_key: str, result_key: str,
     if envelope_error and not message:
         message = str(result)[:500]
     # Positional, in field order: every tool span read builds one (``ToolCall.in_context``).
-    raw_args = attrs.get(args_key)
     return ToolCall(str(tool), unwrap_arguments(None if raw_args == REDACTED else raw_args),
                     result, has_result,
                     failed, message, str(agent) if agent else None, span.span_id,
                     span.trace_id, span.start_time_ns, span.end_time_ns, turn)
+
+
+def _event_content(events: Any, raw_args: Any, raw_result: Any) -> tuple[Any, Any]:
+    """Return the arguments and result a span's events give where its attributes give none.
+
+    The GenAI conventions' events, as Strands writes them without the
+    ``gen_ai_latest_experimental`` opt-in: ``gen_ai.tool.message`` with the arguments as its
+    ``content``, ``gen_ai.choice`` with the result as its ``message``.
+    """
+    for name, event_attrs in events:
+        if name == _TOOL_MESSAGE_EVENT and raw_args is None:
+            raw_args = event_attrs.get("content")
+        elif name == _CHOICE_EVENT and raw_result is _MISSING and "message" in event_attrs:
+            raw_result = event_attrs["message"]
+    return raw_args, raw_result
+
+
+_TOOL_MESSAGE_EVENT: Final = "gen_ai.tool.message"
+_CHOICE_EVENT: Final = "gen_ai.choice"
 
 
 def build_handoff(span: SpanRecord, tool: Any, args_key: str, agent: Any = None) -> Handoff:

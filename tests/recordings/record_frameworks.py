@@ -1,7 +1,7 @@
 """Record span shapes of eight more frameworks (see tests/frameworks/scripted_agents.py).
 
 Usage:
-    python tests/recordings/record_frameworks.py <framework> <outdir>
+    python tests/recordings/record_frameworks.py <framework>[-default] <outdir>
 
 Writes ``<outdir>/<framework>.jsonl``: one OTLP/JSON ``ExportTraceServiceRequest`` per line,
 one line per scenario, in the order of the framework's ``scenarios`` (README.md in this
@@ -24,9 +24,14 @@ from scripted_agents import FRAMEWORKS  # noqa: E402
 
 
 def record(name: str, outdir: str) -> str:
-    """Run every scenario of framework ``name`` and write its traces."""
-    framework = FRAMEWORKS[name]
-    for key, value in framework.env.items():
+    """Run every scenario of framework ``name`` and write its traces.
+
+    ``<framework>-default``: the framework as installed, without the environment its entry
+    sets (Strands without its content opt-in: arguments and results in span events).
+    """
+    default = name.endswith("-default")
+    framework = FRAMEWORKS[name.removesuffix("-default")]
+    for key, value in ({} if default else framework.env).items():
         os.environ.setdefault(key, value)
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
@@ -59,8 +64,8 @@ def record(name: str, outdir: str) -> str:
 
 def main(argv: list[str]) -> int:
     """Entry point: ``record_frameworks.py <framework> <outdir>``."""
-    if len(argv) != 3 or argv[1] not in FRAMEWORKS:
-        print(f"usage: {argv[0]} <{'|'.join(FRAMEWORKS)}> <outdir>", file=sys.stderr)
+    if len(argv) != 3 or argv[1].removesuffix("-default") not in FRAMEWORKS:
+        print(f"usage: {argv[0]} <{'|'.join(FRAMEWORKS)}>[-default] <outdir>", file=sys.stderr)
         return 2
     record(argv[1], argv[2])
     return 0
