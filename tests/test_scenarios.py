@@ -505,7 +505,7 @@ LOOPS: dict[str, Scenario] = {
         {3: "replan"}, 3, frozenset({"near_duplicate"})),
     "F13-budget": Scenario(_one_run(_each([
         ("tool_" + str(i % 9), {"n": i}, f"r{i}") for i in range(60)])), {50: "warn"}, 50,
-        frozenset({"budget"})),
+        frozenset({"budget"}), run_action="continue"),  # budgets are not loops
     "F14-stuck-poll": Scenario(_one_run(_each([("poll_job", {"id": 123}, "pending")] * 10)),
                                {5: "warn", 10: "stop"}, 5, frozenset({"stagnation"})),
     "F15-exempt": Scenario(_one_run(_each([("heartbeat", {}, "ok")] * 10)),
