@@ -65,9 +65,8 @@ class IdleTurnsDetector(DetectorBase):
     same notice or error again, is not new). A turn that breaks the repetition (a user's new
     reply, a new answer) starts a new streak, so an agent answering its user turn after turn
     is not idle, whatever it answers, and turns without content never reach the threshold.
-    Warns at
-    ``idle_turns_warn`` (4) repeating idle turns in a row and at every one after it, never more
-    than warn (a model turn cannot be blocked).
+    Warns at ``idle_turns_warn`` (4) repeating idle turns in a row and at every one after it,
+    never more than warn (a model turn cannot be blocked).
 
     Not a tool-call ``Detector``: the engine calls ``observe_turn`` once per model turn, under
     the run's lock.

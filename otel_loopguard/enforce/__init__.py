@@ -56,7 +56,10 @@ class ToolCallScope:
         self._supply = supply
 
     def set_result(self, result: Any) -> None:
-        """Record the tool's result (``gen_ai.tool.call.result``) on the span."""
+        """Record the tool's result (``gen_ai.tool.call.result``) on the span.
+
+        In a framework's span without content, hand it to the engine instead (``supply``).
+        """
         if self._capture:
             self.span.set_attribute("gen_ai.tool.call.result", _encode(result))
         elif self._supply is not None:
