@@ -307,7 +307,8 @@ class TestPrometheusAndKubernetes:
         assert result.returncode == 0, result.stdout + result.stderr
 
     def test_kubernetes_manifest(self) -> None:
-        """The headless service and pods expose 4317/4318 and probe /healthz and /readyz."""
+        """The headless service and pods expose 4317/4318 and probe /healthz: readiness too,
+        since /readyz flips under backpressure and a pod out of the trace-id ring splits traces."""
         docs = _kubernetes()
         service = docs["Service"]["spec"]
         assert service["clusterIP"] == "None"
@@ -315,7 +316,7 @@ class TestPrometheusAndKubernetes:
         (container,) = docs["Deployment"]["spec"]["template"]["spec"]["containers"]
         assert container["args"][:2] == ["--listen", "0.0.0.0"]  # entry point: serve
         assert {p["containerPort"] for p in container["ports"]} == {GRPC_PORT, HTTP_PORT}
-        assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": HTTP_PORT}
+        assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": HTTP_PORT}
         assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": HTTP_PORT}
         resources = {r["resources"][0] for r in docs["Role"]["rules"]}
         assert resources == {"endpointslices", "endpoints"}  # newer and older Collectors

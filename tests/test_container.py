@@ -64,8 +64,11 @@ class TestDockerfile:
         bases = [args.split()[0] for key, args in instructions() if key == "FROM"]
         assert bases and all(base.endswith("-slim") for base in bases)
         assert _last("USER").isdigit() and _last("USER") != "0"
-        assert _exec_form("ENTRYPOINT") == ["otel-loopguard", "serve"]
-        assert _exec_form("CMD") == ["--listen", "0.0.0.0"]
+        # --listen in the entry point: arguments after the image name add to it (a token
+        # file, ports) instead of replacing it, which left serve on 127.0.0.1, unreachable
+        # through -p and still healthy; a later --listen wins
+        assert _exec_form("ENTRYPOINT") == ["otel-loopguard", "serve", "--listen", "0.0.0.0"]
+        assert _exec_form("CMD") == []
         assert "/healthz" in " ".join(_exec_form("HEALTHCHECK"))
         assert set(_last("EXPOSE").split()) == {"4317", "4318"}
 
@@ -86,7 +89,9 @@ class TestDockerfile:
         (container,) = docs["Deployment"]["spec"]["template"]["spec"]["containers"]
         assert container["image"] == TAG
         assert "command" not in container
-        assert container["args"][:2] == _exec_form("CMD")
+        words = _exec_form("ENTRYPOINT") + container["args"]
+        listen = [w for i, w in enumerate(words) if i and words[i - 1] == "--listen"]
+        assert listen[-1] == "0.0.0.0"  # reachable from the Collector: the last --listen wins
         assert container["securityContext"]["runAsNonRoot"] is True
 
 
