@@ -22,6 +22,7 @@ from typing import Any, Final, ParamSpec, TypeVar, cast, overload
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
+from otel_loopguard.adapters._build import REDACTED
 from otel_loopguard.enforce._host import ToolHost, tool_host
 from otel_loopguard.enforce._verdict import (
     BLOCKED,
@@ -239,7 +240,7 @@ class ToolGuard:
                 else verdict.decision
             blocked = verdict.hint_result() if verdict is not None and verdict.blocked else None
             supply = None
-            if host.arguments is None and blocked is None:
+            if host.arguments in (None, REDACTED) and blocked is None:
                 supply = self._supplier(host.span, forms[-1])
             yield ToolCallScope(host.span, decision, blocked, capture=False, supply=supply)
         finally:

@@ -17,14 +17,15 @@ from otel_loopguard.enforce._host import (
     OWN_SCOPE,
     is_instrumentation_tool_span,
     observed,
+    records_arguments,
     scope_name,
     span_attributes,
 )
 from otel_loopguard.enforce._verdict import GuardVerdict, annotate
 from otel_loopguard.processor import LoopGuardSpanProcessor
 
-__all__ = ["OWN_SCOPE", "finished", "is_instrumentation_tool_span", "observed", "scope_name",
-           "span_attributes"]
+__all__ = ["OWN_SCOPE", "finished", "is_instrumentation_tool_span", "observed",
+           "records_arguments", "scope_name", "span_attributes"]
 
 _log = logging.getLogger("otel_loopguard.integrations")
 

@@ -68,6 +68,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Status, StatusCode
 
+from otel_loopguard.enforce import _encode
 from otel_loopguard.enforce._verdict import GuardVerdict, annotate, check, warning
 from otel_loopguard.exceptions import ToolLoopError
 from otel_loopguard.integrations._common import (
@@ -76,6 +77,7 @@ from otel_loopguard.integrations._common import (
     is_instrumentation_tool_span,
     observed,
     record_result,
+    records_arguments,
     release_run,
     synthetic_context,
     tool_span_attributes,
@@ -113,11 +115,14 @@ def _require_sdk() -> None:
 
 
 class _Pending:
-    __slots__ = ("span", "verdict")
+    __slots__ = ("span", "supplied", "verdict")
 
-    def __init__(self, verdict: GuardVerdict, span: Any) -> None:
+    def __init__(self, verdict: GuardVerdict, span: Any, supplied: str | None = None) -> None:
         self.verdict = verdict
         self.span = span
+        self.supplied = supplied
+        """The instrumentation span's id when it records no content: the result goes to the
+        engine (``LoopGuardSpanProcessor.supply``), as the arguments did."""
 
 
 class LoopGuardToolGuardrails:
@@ -196,7 +201,13 @@ class LoopGuardToolGuardrails:
             # Instrumented: the instrumentation's tool span is current and records the call.
             verdict = check(self.processor, current, tool, [arguments])
             annotate(current, verdict)
-            self._remember(ctx, _Pending(verdict, None))
+            supplied = None
+            if not verdict.blocked and not records_arguments(self.processor, current):
+                # its content capture is off: the engine gets the call's own arguments and
+                # result, or calls of unknown outcome are never the same and nothing stops
+                supplied = format(current.get_span_context().span_id, "016x")
+                self.processor.supply(supplied, arguments=arguments)
+            self._remember(ctx, _Pending(verdict, None, supplied))
             return verdict
         span = self._tracer.start_span(
             f"execute_tool {tool}", context=self._parent_context(ctx),
@@ -231,6 +242,9 @@ class LoopGuardToolGuardrails:
                 pending.span.end()
             except Exception as exc:
                 self.processor.guard.handle("enforce", exc)
+        if pending.supplied is not None:
+            self.processor.supply(pending.supplied, result=output if isinstance(output, str)
+                                  else _encode(output))
         finished(self.processor, pending.verdict)  # if its span's end has not already
         suffix = warning(pending.verdict, self.config)
         if suffix is not None and isinstance(output, str):

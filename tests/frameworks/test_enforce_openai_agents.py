@@ -77,6 +77,11 @@ INSTRUMENTATIONS = {
 }
 _GENAI_ENV = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY",
               "OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental"}
+_NO_CONTENT_ENV = {"openinference": {"OPENINFERENCE_HIDE_INPUTS": "true",
+                                     "OPENINFERENCE_HIDE_OUTPUTS": "true"},
+                   "traceloop": {"TRACELOOP_TRACE_CONTENT": "false"},
+                   "otel-genai": {}}  # its default: no content unless _GENAI_ENV
+"""Each instrumentation with its content capture off (``<name>:no-content``)."""
 
 
 # ----------------------------------------------------------------------------- harness
@@ -441,9 +446,15 @@ class _Slot(SpanProcessor):
 
 
 def _scenarios(instrumentation: str) -> dict[str, Any]:
-    """Run hint, abort and observe under ``instrumentation``; return what was seen (JSON)."""
+    """Run hint, abort and observe under ``instrumentation``; return what was seen (JSON).
+
+    ``<name>:no-content``: with its content capture off.
+    """
+    instrumentation, _, variant = instrumentation.partition(":")
     module, name = INSTRUMENTATIONS[instrumentation]
-    if instrumentation == "otel-genai":
+    if variant == "no-content":
+        os.environ.update(_NO_CONTENT_ENV[instrumentation])
+    elif instrumentation == "otel-genai":
         os.environ.update(_GENAI_ENV)
     slot = _Slot()
     provider = TracerProvider()
@@ -493,13 +504,21 @@ def _installed(module: str) -> bool:
 
 @pytest.fixture(scope="module", params=sorted(INSTRUMENTATIONS))
 def instrumented(request: pytest.FixtureRequest) -> dict[str, Any]:
-    instrumentation = request.param
+    return _instrumented(request.param)
+
+
+@pytest.fixture(scope="module", params=sorted(INSTRUMENTATIONS))
+def instrumented_without_content(request: pytest.FixtureRequest) -> dict[str, Any]:
+    return _instrumented(request.param, ":no-content")
+
+
+def _instrumented(instrumentation: str, variant: str = "") -> dict[str, Any]:
     module = INSTRUMENTATIONS[instrumentation][0]
     if not _installed(module):
         if f"agents-{instrumentation}" == FAMILY:
             pytest.fail(f"{module} is missing in the {FAMILY} venv")
         pytest.skip(f"{module} not installed")
-    proc = subprocess.run([sys.executable, str(Path(__file__)), instrumentation],
+    proc = subprocess.run([sys.executable, str(Path(__file__)), instrumentation + variant],
                           capture_output=True, text=True, timeout=300, check=False,
                           env={**os.environ, "OPENAI_API_KEY": ""})
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -549,6 +568,18 @@ def test_instrumented_hint_on_warn_still_stops_the_loop(instrumented: dict[str, 
     assert all(o.startswith("[loop-detected] ") for o in outputs[3:])
     assert warn["verdicts"] == ["continue", "warn", "replan", "stop", "stop"]
     assert warn["tool_calls"] == 3 and warn["enforced"] == 2
+
+
+def test_instrumented_without_content_still_stops_the_loop(
+        instrumented_without_content: dict[str, Any]) -> None:
+    """With the instrumentation's content capture off, its tool spans carry no arguments and
+    no results, so the calls could never be told the same and nothing was stopped (the tool
+    ran every time); the guardrails hand the engine the call's own arguments and result."""
+    hint = instrumented_without_content["hint"]
+    assert hint["executions"] == 2
+    assert hint["outputs"][:2] == [LOOP_RESULT] * 2
+    assert all(o.startswith("[loop-detected] ") for o in hint["outputs"][2:])
+    assert hint["blocked"] == 2 and hint["tool_calls"] == 2
 
 
 if __name__ == "__main__":  # the subprocess of the ``instrumented`` fixture
