@@ -243,8 +243,11 @@ class LoopGuardToolGuardrails:
             except Exception as exc:
                 self.processor.guard.handle("enforce", exc)
         if pending.supplied is not None:
-            self.processor.supply(pending.supplied, result=output if isinstance(output, str)
-                                  else _encode(output))
+            try:
+                self.processor.supply(pending.supplied, result=output if isinstance(output, str)
+                                      else _encode(output))
+            except Exception as exc:
+                self.processor.guard.handle("enforce", exc)
         finished(self.processor, pending.verdict)  # if its span's end has not already
         suffix = warning(pending.verdict, self.config)
         if suffix is not None and isinstance(output, str):
