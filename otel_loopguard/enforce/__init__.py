@@ -23,7 +23,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span
 
 from otel_loopguard.adapters._build import REDACTED
-from otel_loopguard.enforce._host import ToolHost, tool_host
+from otel_loopguard.enforce._host import ToolHost, supplier, tool_host
 from otel_loopguard.enforce._verdict import (
     BLOCKED,
     GuardVerdict,
@@ -241,26 +241,12 @@ class ToolGuard:
             blocked = verdict.hint_result() if verdict is not None and verdict.blocked else None
             supply = None
             if host.arguments in (None, REDACTED) and blocked is None:
-                supply = self._supplier(host.span, forms[-1])
+                supply = supplier(self.processor, host.span, forms[-1])
             yield ToolCallScope(host.span, decision, blocked, capture=False, supply=supply)
         finally:
             host.leave(token)
             if verdict is not None:
                 verdict.finish(self.processor)
-
-    def _supplier(self, span: Any, arguments: Any) -> Callable[[str], None]:
-        """Hand the engine the arguments of a call whose host span records none yet.
-
-        Its instrumentation's content capture is off, or it writes them when the call ends
-        (Google ADK). Returns the function that hands the engine the result. The span itself
-        is left as configured: the engine needs both to tell one call from another, or the
-        guard stops nothing; each is used only where the span lacks it.
-        """
-        key = format(span.get_span_context().span_id, "016x")
-        supply = self.processor.supply
-        if arguments is not None:
-            supply(key, arguments=arguments)
-        return lambda result: supply(key, result=result)
 
     def _check(self, span: Span, tool: str, arguments: Any) -> GuardVerdict | None:
         if not span.is_recording():  # no SDK provider: nothing records, nothing is guarded

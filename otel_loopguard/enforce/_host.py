@@ -8,7 +8,7 @@ No framework is imported here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import Any, Final
 
@@ -18,7 +18,8 @@ from otel_loopguard.adapters._build import HANDOFF, REDACTED
 from otel_loopguard.processor import LoopGuardSpanProcessor
 
 __all__ = ["OWN_SCOPE", "ToolHost", "is_instrumentation_tool_span", "observed",
-           "records_arguments", "scope_name", "span_attributes", "tool_host"]
+           "records_arguments", "scope_name", "span_attributes", "span_key", "supplier",
+           "tool_host"]
 
 OWN_SCOPE: Final = "otel_loopguard.enforce"
 """Instrumentation scope of the spans loopguard opens itself (the same as ``ToolGuard``'s)."""
@@ -117,6 +118,31 @@ def tool_host(processor: LoopGuardSpanProcessor, tool: str) -> ToolHost | None:
     if host.tool != tool or not observed(processor, span):
         return None
     return host
+
+
+def span_key(span: Any) -> str:
+    """Return a span's id as 16 hex digits, the key of a guarded call running in it.
+
+    The run counts the call under it (``LoopEngine.call_started``), and the engine is handed
+    the call's content under it (``supply``).
+    """
+    return format(span.get_span_context().span_id, "016x")
+
+
+def supplier(processor: LoopGuardSpanProcessor, span: Any,
+             arguments: Any) -> Callable[[str], None]:
+    """Hand the engine the arguments of a call whose host span records none yet.
+
+    Its instrumentation's content capture is off, or hides them, or it writes them when the
+    call ends (Google ADK). Returns the function that hands the engine the call's result, as
+    text. The span itself is left as configured: the engine needs both to tell one call from
+    another, or the guard stops nothing; each is used only where the span lacks it.
+    """
+    key = span_key(span)
+    supply = processor.supply
+    if arguments is not None:
+        supply(key, arguments=arguments)
+    return lambda result: supply(key, result=result)
 
 
 def records_arguments(processor: LoopGuardSpanProcessor, span: Any) -> bool:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from opentelemetry.trace import Status, StatusCode
 
+from otel_loopguard.enforce._host import span_key
 from otel_loopguard.evidence import evidence_attributes
 from otel_loopguard.exceptions import ToolLoopError
 from otel_loopguard.processor import LoopGuardSpanProcessor
@@ -115,7 +116,7 @@ def check(processor: LoopGuardSpanProcessor, run_span: Any, tool: str,
     """
     config = processor.config
     run_id, entry = processor.run_for_span(run_span)
-    key = format(run_span.get_span_context().span_id, "016x")
+    key = span_key(run_span)
     previous = Action.CONTINUE
     with entry.state.lock:
         decisions = [processor.engine.precheck(entry.state, tool, args) for args in arguments]

@@ -20,12 +20,13 @@ from otel_loopguard.enforce._host import (
     records_arguments,
     scope_name,
     span_attributes,
+    supplier,
 )
 from otel_loopguard.enforce._verdict import GuardVerdict, annotate
 from otel_loopguard.processor import LoopGuardSpanProcessor
 
 __all__ = ["OWN_SCOPE", "finished", "is_instrumentation_tool_span", "observed",
-           "records_arguments", "scope_name", "span_attributes"]
+           "records_arguments", "scope_name", "span_attributes", "supplier"]
 
 _log = logging.getLogger("otel_loopguard.integrations")
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import random
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, Final
 
@@ -79,6 +79,7 @@ from otel_loopguard.integrations._common import (
     record_result,
     records_arguments,
     release_run,
+    supplier,
     synthetic_context,
     tool_span_attributes,
     warn_once,
@@ -115,14 +116,15 @@ def _require_sdk() -> None:
 
 
 class _Pending:
-    __slots__ = ("span", "supplied", "verdict")
+    __slots__ = ("span", "supply", "verdict")
 
-    def __init__(self, verdict: GuardVerdict, span: Any, supplied: str | None = None) -> None:
+    def __init__(self, verdict: GuardVerdict, span: Any,
+                 supply: Callable[[str], None] | None = None) -> None:
         self.verdict = verdict
         self.span = span
-        self.supplied = supplied
-        """The instrumentation span's id when it records no content: the result goes to the
-        engine (``LoopGuardSpanProcessor.supply``), as the arguments did."""
+        self.supply = supply
+        """Hands the engine the result when the instrumentation's span records no content
+        (``enforce._host.supplier``), as the arguments were."""
 
 
 class LoopGuardToolGuardrails:
@@ -201,13 +203,12 @@ class LoopGuardToolGuardrails:
             # Instrumented: the instrumentation's tool span is current and records the call.
             verdict = check(self.processor, current, tool, [arguments])
             annotate(current, verdict)
-            supplied = None
+            supply = None
             if not verdict.blocked and not records_arguments(self.processor, current):
                 # its content capture is off: the engine gets the call's own arguments and
                 # result, or calls of unknown outcome are never the same and nothing stops
-                supplied = format(current.get_span_context().span_id, "016x")
-                self.processor.supply(supplied, arguments=arguments)
-            self._remember(ctx, _Pending(verdict, None, supplied))
+                supply = supplier(self.processor, current, arguments)
+            self._remember(ctx, _Pending(verdict, None, supply))
             return verdict
         span = self._tracer.start_span(
             f"execute_tool {tool}", context=self._parent_context(ctx),
@@ -242,12 +243,8 @@ class LoopGuardToolGuardrails:
                 pending.span.end()
             except Exception as exc:
                 self.processor.guard.handle("enforce", exc)
-        if pending.supplied is not None:
-            try:
-                self.processor.supply(pending.supplied, result=output if isinstance(output, str)
-                                      else _encode(output))
-            except Exception as exc:
-                self.processor.guard.handle("enforce", exc)
+        if pending.supply is not None:
+            pending.supply(_encode(output))  # never raises: text as it is, else JSON or repr
         finished(self.processor, pending.verdict)  # if its span's end has not already
         suffix = warning(pending.verdict, self.config)
         if suffix is not None and isinstance(output, str):
