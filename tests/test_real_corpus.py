@@ -88,6 +88,19 @@ def test_every_run_is_whole_labelled_and_traced_to_its_source(stored) -> None:
             assert label["borderline"] or "no call" in label["reason"], run["id"]
 
 
+def test_the_index_holds_every_label_as_the_files_of_record_say(stored) -> None:
+    index = json.loads(replay.INDEX.read_text())
+    assert replay.INDEX.read_text() == replay.labels_index(), \
+        "labels.json is stale: python tests/corpus/replay.py --index"
+    labels = replay.load_labels()
+    assert set(index) == set(labels) == {run["id"] for run in stored}
+    family = {run["id"]: run["family"] for run in stored}
+    for run_id, entry in index.items():
+        assert entry["family"] == family[run_id]
+        assert (entry["label"], entry["loop_start"], entry["loop_end"]) == (
+            labels[run_id]["label"], labels[run_id]["loop_start"], labels[run_id]["loop_end"])
+
+
 def test_a_second_reader_labelled_one_run_in_five_of_each_family(stored) -> None:
     second = replay.load_second_reader()
     first = replay.load_labels()

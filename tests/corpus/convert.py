@@ -67,7 +67,7 @@ from corpus._shell_words import COMMAND_KEYS, KEYWORDS, MODULE_RUNNERS, WRAPPERS
 HERE = Path(__file__).resolve().parent
 EXTRACTS = HERE / "extracts"
 OUTPUT = HERE / "runs.jsonl.gz"
-LABELS = HERE / "labels.json"
+LABELS = EXTRACTS / "labels.json"
 
 _STEP_NS = 1_000_000_000  # one second per span: ordering is what matters, not durations
 _RESULT_RE = re.compile(
@@ -503,7 +503,7 @@ def write_runs(runs: Iterable[Run], out: Path) -> int:
 
 
 def labels_json(runs: Iterable[Run]) -> str:
-    """Return ``labels.json``: per run its label, reason, provenance and trace id."""
+    """Return ``extracts/labels.json``: per excerpt its label, reason, provenance and trace id."""
     table = {run.run_id: {**{key: run.meta[key] for key in _HEADER_KEYS if key != "run"},
                           "trace_id": trace_id_of(run.run_id), "tool_calls": run.tool_calls}
              for run in runs}

@@ -12,8 +12,8 @@ and compares each run's outcome with its label:
 
 Precision is caught / (caught + healthy flagged), recall caught / loops, per family and
 overall. ``excerpt_figures()`` does the same for the tokenised issue-thread excerpts
-(``runs.jsonl.gz``, ``labels.json``), which are reported apart and, having no labelled start,
-count a loop as caught when it is flagged anywhere.
+(``runs.jsonl.gz``, ``extracts/labels.json``), which are reported apart and, having no labelled
+start, count a loop as caught when it is flagged anywhere.
 
 ``python tests/corpus/figures.py`` prints both tables and writes ``FIGURES.md``.
 """
@@ -39,7 +39,7 @@ from otel_loopguard.types import Action
 
 HERE = Path(__file__).resolve().parent
 EXCERPTS = HERE / "runs.jsonl.gz"
-EXCERPT_LABELS = HERE / "labels.json"
+EXCERPT_LABELS = HERE / "extracts" / "labels.json"
 TABLE = HERE / "FIGURES.md"
 
 __all__ = ["CorpusFigures", "RunOutcome", "corpus_figures", "excerpt_figures", "format_table",

@@ -37,12 +37,15 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 RUNS = HERE / "runs"
 LABELS = HERE / "labels"
+INDEX = HERE / "labels.json"
+"""Every whole run's label in one file, written from ``labels/`` by ``labels_index``."""
 SECOND_READER = LABELS / "second_reader"
 """The second reader's blind labels of a sample of each family (one file per reading)."""
 FAMILIES = ("shell", "function", "ide", "conversation", "multi_agent", "browsing")
 """The families of agents, in the order the figures list them."""
 
 _STEP_NS = 1_000_000_000  # one second per span: ordering is what matters, not durations
+_INDEXED = ("label", "borderline", "loop_start", "loop_end")
 _TEXT_CAP = 4_000
 """Model text longer than this is cut on a chat span (tool results are capped at storage)."""
 
@@ -57,16 +60,33 @@ def iter_runs(root: Path = RUNS) -> Iterator[dict[str, Any]]:
                         yield json.loads(line)
 
 
-def load_labels(root: Path = LABELS) -> dict[str, dict[str, Any]]:
-    """The first reader's labels of every run, keyed by run id."""
+def load_labels(root: Path = LABELS,
+                families: Iterable[str] = FAMILIES) -> dict[str, dict[str, Any]]:
+    """The first reader's labels of every run (of ``families``), keyed by run id."""
     labels: dict[str, dict[str, Any]] = {}
-    for family in FAMILIES:
+    for family in families:
         for path in sorted((root / family).glob("*.json")):
             for run_id, label in json.loads(path.read_text()).items():
                 if run_id in labels:
                     raise ValueError(f"{path}: run {run_id} is labelled twice")
                 labels[run_id] = label
     return labels
+
+
+def labels_index(root: Path = LABELS) -> str:
+    """Return ``labels.json``: every whole run's family and label, a line per run, by run id.
+
+    The files of record are ``labels/<family>/``; this index puts their verdicts in one place
+    (``label``, ``borderline`` and where the loop starts and ends), and a test keeps it current.
+    Write it with ``python tests/corpus/replay.py --index``.
+    """
+    entries = {}
+    for family in FAMILIES:
+        for run_id, label in load_labels(root, (family,)).items():
+            entries[run_id] = {"family": family, **{key: label[key] for key in _INDEXED}}
+    lines = [f"{json.dumps(run_id)}: {json.dumps(entry, sort_keys=True)}"
+             for run_id, entry in sorted(entries.items())]
+    return "{\n" + ",\n".join(lines) + "\n}\n"
 
 
 def load_second_reader(root: Path = SECOND_READER) -> dict[str, dict[str, Any]]:
@@ -246,3 +266,12 @@ def write_otlp(runs: Iterable[dict[str, Any]], out: Path, capture: str = "full")
             handle.write(json.dumps(run_to_otlp(run, count, capture), separators=(",", ":"))
                          + "\n")
     return count
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] != ["--index"]:
+        sys.exit("usage: python tests/corpus/replay.py --index  (rewrites labels.json)")
+    INDEX.write_text(labels_index())
+    print(f"wrote {INDEX.name}")
