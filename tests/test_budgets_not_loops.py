@@ -177,7 +177,8 @@ class TestCheck:
         assert "  - stop at call 6 (BUDGET_EXHAUSTED, budget): search - call 6" in out
         assert "stop at call 5" not in out  # a stop budget of 5 lets 5 calls run
         assert "wasted after" not in out
-        assert out.rstrip().endswith("2 runs, 9 tool calls; 0 flagged; 1 over budget")
+        assert out.rstrip().endswith("2 runs, 9 tool calls; 0 flagged; 1 over budget; "
+                                     "1 failing the check")
 
     @pytest.mark.parametrize(("args", "code"), [
         ((), 1), (("--fail-on-budget", "never"), 0), (("--fail-on", "warn"), 1),

@@ -38,7 +38,11 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 def _runs(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[Any], str]:
     code = main(["check", "--format", "json", *argv])
     captured = capsys.readouterr()
-    return code, json.loads(captured.out)["runs"], captured.err
+    runs = json.loads(captured.out)["runs"]
+    for run in runs:  # the same runs, whatever file they were read from
+        run.pop("file", None)
+        run.pop("line", None)
+    return code, runs, captured.err
 
 
 def _framed(*messages: bytes) -> bytes:
@@ -101,9 +105,12 @@ class TestZstd:
         path.write_bytes(zstandard.ZstdCompressor().compress(_both()))
         monkeypatch.setitem(sys.modules, "zstandard", None)
         assert main(["check", str(path)]) == 2
-        assert capsys.readouterr().err == (
+        assert capsys.readouterr().err.splitlines()[0] == (
             f"otel-loopguard: {path}: reading .zst needs the zstd extra: "
-            "pip install 'zstandard>=0.22'\n")
+            "pip install 'zstandard>=0.22'")
+        code, runs, err = _runs(capsys, str(path), str(LOOPING))  # the other files are read
+        assert (code, [run["action"] for run in runs]) == (2, ["stop"])
+        assert "needs the zstd extra" in err
 
 
 def _loop(agent: AgentScript) -> None:
@@ -121,6 +128,17 @@ class TestDecompressionCap:
         assert code == 2
         assert err.splitlines()[0] == (f"otel-loopguard: {path}: too large: decompressed size "
                                        "exceeds the limit of 64 KiB")
+
+    def test_the_lines_within_the_cap_are_read(self, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+        """The lines that end before the cap are checked, though the read that crossed it
+        held them (they were dropped with the rest of that read)."""
+        path = tmp_path / "big.jsonl.gz"
+        within = _both()
+        path.write_bytes(gzip.compress(within + LOOPING.read_bytes() * 40))
+        code, runs, err = _runs(capsys, "--max-decompressed", str(len(within) + 100), str(path))
+        assert (code, [run["action"] for run in runs]) == (2, ["continue", "stop"])
+        assert "too large" in err
 
     def test_under_the_cap(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         path = tmp_path / "ok.jsonl.gz"
@@ -167,12 +185,19 @@ class TestDecompressionCap:
     def test_sizes(self, text: str, size: int) -> None:
         assert parse_size(text) == size
 
-    @pytest.mark.parametrize("text", ["0", "-1", "1.5G", "lots", "1T"])
-    def test_bad_sizes(self, text: str, capsys: pytest.CaptureFixture[str]) -> None:
-        with pytest.raises(SystemExit) as info:
-            main(["check", "--max-decompressed", text, str(LOOPING)])
-        assert info.value.code == 2
-        assert "not a size in bytes" in capsys.readouterr().err
+    @pytest.mark.parametrize(("text", "reason"), [
+        ("-1", "not a size in bytes"), ("1.5G", "not a size in bytes"),
+        ("lots", "not a size in bytes"), ("1T", "not a size in bytes"),
+        ("0", "a size must be more than 0 and at most 1024GiB: '0'"),
+        ("0k", "more than 0"), ("1025G", "at most 1024GiB"),
+        ("99999999999999999999G", "at most 1024GiB")])
+    def test_bad_sizes(self, text: str, reason: str, capsys: pytest.CaptureFixture[str]) -> None:
+        for option in ("--max-decompressed", "--max-line-bytes"):
+            with pytest.raises(SystemExit) as info:
+                main(["check", option, text, str(LOOPING)])
+            assert info.value.code == 2
+            err = capsys.readouterr().err
+            assert reason in err and option in err and "Traceback" not in err
 
     def test_format_bytes(self) -> None:
         assert [format_bytes(n) for n in (1 << 30, 1536 << 10, 1000)] == [

@@ -366,7 +366,8 @@ class TestGithub:
                                   "[support_triage@v3]: 7 tool calls")
         assert message.splitlines()[0] == ("warn at call 3 (STAGNANT_RESULT, stagnation): "
                                            "search_kb - calls 1, 2, 3")
-        assert out.endswith("\n2 runs, 13 tool calls; 1 flagged; " + WASTE + "\n")
+        assert out.endswith("\n2 runs, 13 tool calls; 1 flagged; " + WASTE
+                            + "; 1 bad input record skipped\n")
 
     def test_below_fail_on_is_a_warning(self, capsys: pytest.CaptureFixture[str]) -> None:
         _, out = _output(capsys, "--format", "github", "--fail-on", "warn", LOOPING)
@@ -633,6 +634,17 @@ class TestText:
         monkeypatch.delenv("FORCE_COLOR")
         monkeypatch.setenv("NO_COLOR", "1")
         assert "\x1b[1;31mSTOP" in _output(capsys, "--color", "always", LOOPING)[1]
+
+
+    def test_a_report_file_is_coloured_only_when_asked(self, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+        """FORCE_COLOR colours a pipe or CI log, not a report file; --color always does."""
+        monkeypatch.setenv("FORCE_COLOR", "1")
+        report = tmp_path / "report.txt"
+        assert main(["check", "-o", str(report), LOOPING]) == 1
+        assert "\x1b" not in report.read_text(encoding="utf-8")
+        assert main(["check", "--color", "always", "-o", str(report), LOOPING]) == 1
+        assert report.read_text(encoding="utf-8").startswith("\x1b[1;31mSTOP")
 
 
 class TestJson:

@@ -159,7 +159,8 @@ class TestNothingToCheck:
         path.write_bytes(content)
         assert main(["check", str(path)]) == 2
         captured = capsys.readouterr()
-        assert captured.out == "\n0 runs, 0 tool calls; 0 flagged\n"
+        assert captured.out == "0 runs, 0 tool calls; 0 flagged" + (
+            "; 1 bad input record skipped" if reason else "") + "\n"
         errors = captured.err.splitlines()
         assert errors[-1] == (f"otel-loopguard: {NO_SPANS} {path} (--allow-empty accepts "
                               "empty input)")
@@ -246,6 +247,36 @@ class TestPartlyBadInput:
         assert [r["action"] for r in doc["runs"]] == ["continue", "stop"]
         assert err.startswith(f"otel-loopguard: {path}:")
         assert err.endswith("otel-loopguard: 1 bad input record skipped\n")
+
+    @pytest.mark.parametrize("second", [b"cut", b"{}", b"array", b"metrics"])
+    def test_a_cut_first_line_then_another_bad_one(self, tmp_path: Path, second: bytes,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+        """A cut first line followed by a line that is no trace request (cut too, an empty
+        object, a request in an array, a metrics request) is still JSON Lines when a whole
+        request follows within a few lines: the good lines are read (the whole file was read
+        as one document that did not parse, every run lost)."""
+        head, looping = HEALTHY.read_bytes(), LOOPING.read_bytes()
+        line = {b"cut": looping[:300], b"{}": b"{}", b"array": b"[" + head.strip() + b"]",
+                b"metrics": b'{"resourceMetrics": []}'}[second]
+        path = tmp_path / "cut.jsonl"
+        path.write_bytes(head[:300] + b"\n" + line + b"\n" + head + looping)
+        code, doc, err = _check_json(capsys, str(path))
+        assert code == 2
+        assert [r["action"] for r in doc["runs"]] == ["continue", "stop"]
+        assert err.startswith(f"otel-loopguard: {path}:1: invalid JSON")
+
+    @pytest.mark.parametrize("damage", [bytes(70_000), b"\x89PNG\x01" * 25_000],
+                             ids=["zero-bytes", "binary"])
+    def test_a_long_damaged_first_line(self, tmp_path: Path, damage: bytes,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+        """However long the damaged first line (past the first 64 KiB looked at), the good
+        lines after it are read."""
+        path = tmp_path / "damaged.jsonl"
+        path.write_bytes(damage + b"\n" + HEALTHY.read_bytes() + LOOPING.read_bytes())
+        code, doc, err = _check_json(capsys, str(path))
+        assert code == 2
+        assert [r["action"] for r in doc["runs"]] == ["continue", "stop"]
+        assert err.startswith(f"otel-loopguard: {path}:1: ")
 
     @pytest.mark.parametrize("newline", [b"\n", b"\r\n"])
     def test_a_line_cut_after_a_comma_is_named_by_its_own_line(

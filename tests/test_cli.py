@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 HEALTHY = str(ROOT / "examples" / "traces" / "healthy_agent.jsonl")
 LOOPING = str(ROOT / "examples" / "traces" / "looping_agent.jsonl")
 
-RUN_KEYS = {"run_id", "trace_ids", "prompt_template", "tool_calls", "action", "budget",
-            "waste", "findings"}
+RUN_KEYS = {"run_id", "file", "line", "trace_ids", "prompt_template", "tool_calls", "action",
+            "budget", "waste", "findings"}
 NO_WASTE = {"tool_calls": 0, "model_turns": 0, "input_tokens": 0, "output_tokens": 0,
             "tool_seconds": 0.0, "cost": {}}
 FINDING_KEYS = {"detector", "code", "action", "tool", "call_index", "span_id", "hint",
@@ -145,7 +145,7 @@ class TestJsonOutput:
         _, doc = _json(capsys, [HEALTHY, LOOPING])
         runs = {r["run_id"]: r for r in doc["runs"]}
         assert runs["3ca5fe047262230b8092163bef8e409a"] == {
-            "run_id": "3ca5fe047262230b8092163bef8e409a",
+            "run_id": "3ca5fe047262230b8092163bef8e409a", "file": HEALTHY, "line": 1,
             "trace_ids": ["3ca5fe047262230b8092163bef8e409a"],
             "prompt_template": "order_status@v1", "tool_calls": 6, "action": "continue",
             "budget": "continue", "waste": NO_WASTE, "findings": []}
@@ -161,12 +161,31 @@ class TestJsonOutput:
     def test_summary_counts(self, capsys: pytest.CaptureFixture[str]) -> None:
         """The summary counts runs, tool calls and runs by highest action."""
         _, doc = _json(capsys, [HEALTHY, LOOPING])
-        assert doc["summary"] == {"runs": 2, "tool_calls": 13, "actions": {
-            "continue": 1, "warn": 0, "replan": 0, "stop": 1},
+        assert doc["summary"] == {
+            "runs": 2, "tool_calls": 13, "failed": 1, "fail_on": "stop",
+            "fail_on_budget": "stop", "actions": {"continue": 1, "warn": 0, "replan": 0, "stop": 1},
             "over_budget": {"warn": 0, "stop": 0}, "spans": 27,
             "duplicate_spans": 0, "bad_records": 0, "bad_input": [],
             "waste": {"tool_calls": 3, "model_turns": 3, "input_tokens": 0, "output_tokens": 0,
                       "tool_seconds": 0.03, "cost": {}}}
+
+    def test_the_summary_says_what_fails_the_check(self,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+        """A warn below --fail-on is flagged but does not fail: the summary says which count
+        the exit code follows, and under which settings."""
+        code, doc = _json(capsys, ["--fail-on", "warn", "--fail-on-budget", "never", LOOPING])
+        assert (code, doc["summary"]["failed"], doc["summary"]["fail_on"],
+                doc["summary"]["fail_on_budget"]) == (1, 1, "warn", "never")
+        assert main(["check", "-q", LOOPING, HEALTHY]) == 1
+        assert capsys.readouterr().out.endswith("1 flagged; wasted 3 tool calls, 3 model turns, "
+                                                "0.03 s in tools\n")  # all that fail flagged
+
+    def test_a_run_read_from_standard_input_names_no_file(
+            self, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+        with open(LOOPING, "rb") as handle:
+            monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(handle.read())))
+        _, doc = _json(capsys, ["-"])
+        assert [set(run) for run in doc["runs"]] == [RUN_KEYS - {"file", "line"}]
 
     def test_evidence_holds_no_payloads(self, capsys: pytest.CaptureFixture[str]) -> None:
         """Arguments and results never appear in the output, only digests and counts."""
@@ -243,6 +262,25 @@ class TestInputErrors:
         assert captured.out == ""
         assert captured.err == f"otel-loopguard: {path}:3: invalid JSON: Expecting value at " \
                                "column 1\n"
+
+    def test_strict_removes_an_earlier_report(self, one_bad_line: str, tmp_path: Path) -> None:
+        """A stopped check leaves no report of an earlier one for a CI step to publish."""
+        report = tmp_path / "report.xml"
+        report.write_text("<testsuites/>", encoding="utf-8")
+        assert main(["check", "--strict", "--format", "junit", "-o", str(report),
+                     one_bad_line]) == 2
+        assert not report.exists()
+        assert main(["check", "--format", "junit", "-o", str(report), one_bad_line]) == 2
+        assert "<error" in report.read_text(encoding="utf-8")  # without --strict: written
+
+    def test_paths_after_a_double_dash(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+        """``--`` ends the flags, first or after paths: a file named like a flag is read."""
+        monkeypatch.chdir(tmp_path)
+        Path("-q.jsonl").write_bytes(Path(LOOPING).read_bytes())
+        for argv in (["--", "-q.jsonl"], [HEALTHY, "--", "-q.jsonl"]):
+            code, doc = _json(capsys, argv)
+            assert (code, doc["runs"][-1]["file"]) == (1, "-q.jsonl")
 
     def test_strict_on_clean_input(self) -> None:
         """``--strict`` changes nothing on clean input."""

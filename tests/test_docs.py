@@ -157,7 +157,8 @@ def test_named_panels_exist(page: Path) -> None:
     assert named - _panel_titles() == set()
 
 
-def test_cli_json_example_is_real_output(capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_json_example_is_real_output(capsys: pytest.CaptureFixture[str],
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """cli.md's JSON example is what ``check --format json`` prints for the example traces,
     each run's findings trimmed to the first and last, as the page says."""
     import json
@@ -168,9 +169,9 @@ def test_cli_json_example_is_real_output(capsys: pytest.CaptureFixture[str]) -> 
     after = page[page.index("A real\noutput"):]
     start = after.index("```json") + len("```json")
     shown = json.loads(after[start:after.index("```", start)])
-    traces = ROOT / "examples" / "traces"
-    assert main(["check", "--format", "json", str(traces / "looping_agent.jsonl"),
-                 str(traces / "healthy_agent.jsonl")]) == 1
+    monkeypatch.chdir(ROOT)  # the page names the files as a checkout's root names them
+    assert main(["check", "--format", "json", "examples/traces/looping_agent.jsonl",
+                 "examples/traces/healthy_agent.jsonl"]) == 1
     actual = json.loads(capsys.readouterr().out)
     for run in actual["runs"]:
         run["findings"] = run["findings"][:1] + run["findings"][1:][-1:]

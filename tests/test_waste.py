@@ -501,7 +501,7 @@ class TestEndToEnd:
         # the second call of each parallel pair ends 0.25 s after the first (0.5 s long)
         assert out.rstrip().endswith("; 5 flagged; wasted 13 tool calls, 11 model turns, "
                                      "14,000 input and 550 output tokens, 4 s in tools, "
-                                     "0.0405 USD")
+                                     "0.0405 USD; 4 failing the check")
 
     @pytest.mark.parametrize("fmt", ["junit", "sarif", "github"])
     def test_ci_formats_show_the_waste(self, fmt: str, trace_file: Path, tmp_path: Path,

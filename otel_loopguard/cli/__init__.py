@@ -72,12 +72,25 @@ def _parse(parser: _Parser, argv: Sequence[str]) -> argparse.Namespace:
     argument (argparse reads positionals only up to the first flag), and word a mistyped flag
     (``check --fial-on``) as its own error, with its ``COMMAND ...`` usage. The command's parser,
     asked for intermixed arguments, reads paths on both sides of a flag, and an error names the
-    command and shows the flags it takes.
+    command and shows the flags it takes. Words after ``--`` are positional
+    (``check -- -traces.jsonl``): each goes through the parser as a stand-in that cannot read
+    as a flag, and is put back.
     """
     command = parser.commands.get(argv[0]) if argv else None
     if command is None:
         return parser.parse_args(argv)
-    args = command.parse_intermixed_args(argv[1:])
+    words, after = list(argv[1:]), []
+    if "--" in words:  # what follows is positional; intermixed parsing fails on a leading --
+        cut = words.index("--")
+        words, after = words[:cut], words[cut + 1:]
+    stand_ins = {f"\0{index}": word for index, word in enumerate(after)}
+    args = command.parse_intermixed_args([*words, *stand_ins])
+    for name, value in vars(args).items():
+        if isinstance(value, list) and stand_ins:
+            setattr(args, name, [stand_ins.get(v, v) if isinstance(v, str) else v
+                                 for v in value])
+        elif isinstance(value, str) and value in stand_ins:
+            setattr(args, name, stand_ins[value])
     args.command, args.version = argv[0], False
     return args
 

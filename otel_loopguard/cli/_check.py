@@ -40,6 +40,7 @@ _FORMATS: Final[dict[str, type[Reporter] | tuple[str, str]]] = {
 imported when chosen (the XML escaping of junit alone imports ``urllib.request``)."""
 _SIZE_RE: Final = re.compile(r"\s*(\d+)\s*([kmg]i?b?|b)?\s*", re.IGNORECASE)
 _SHIFTS: Final = {"": 0, "b": 0, "k": 10, "m": 20, "g": 30}
+_MAX_SIZE: Final = 1 << 40
 
 
 def run_key_default() -> str:
@@ -101,10 +102,13 @@ def add_parser(commands: Any) -> None:
 def parse_size(text: str) -> int:
     """Return a size in bytes from ``1073741824``, ``512MiB``, ``1G`` or ``64k`` (binary units)."""
     match = _SIZE_RE.fullmatch(text)
-    if match is None or int(match.group(1)) <= 0:
+    if match is None:
         raise argparse.ArgumentTypeError(f"not a size in bytes (e.g. 512MiB, 1GiB): {text!r}")
-    unit = (match.group(2) or "")[:1].lower()
-    return int(match.group(1)) << _SHIFTS[unit]
+    size = int(match.group(1)) << _SHIFTS[(match.group(2) or "")[:1].lower()]
+    if not 0 < size <= _MAX_SIZE:
+        raise argparse.ArgumentTypeError(
+            f"a size must be more than 0 and at most 1024GiB: {text!r}")
+    return size
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -125,7 +129,8 @@ def run_check(args: argparse.Namespace) -> int:
     # with --output FILE the report is written all the same: a CI step that collects it (a
     # JUnit test report) finds the missing input there as an error, not a missing file
     with _output(args.output, hold=args.strict) as out:
-        color = use_color(args.color, sys.stdout if to_stdout else out)
+        # a report file is coloured only when asked (--color always), not by the environment
+        color = use_color(args.color, sys.stdout) if to_stdout else args.color == "always"
         reporter = _reporter(args.format)(out, fail_on=fail_on, fail_on_budget=fail_on_budget,
                                           quiet=args.quiet, color=color)
 
@@ -300,6 +305,8 @@ def _output(path: str | None, *, hold: bool = False) -> Iterator[TextIO]:
     except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(handle.name)
+            if hold and isinstance(exc, LoopGuardError) and os.path.isfile(target):
+                os.unlink(target)  # --strict stopped: no earlier run's report left to publish
         if isinstance(exc, OSError) and not isinstance(exc, BrokenPipeError):
             raise _unwritable(path, exc) from None
         raise

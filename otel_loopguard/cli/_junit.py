@@ -59,7 +59,7 @@ class JunitReporter(Reporter):
         """Spool the test case of one run."""
         attrs = {"classname": clean(report.prompt_template or NO_TEMPLATE),
                  "name": run_title(report)}
-        if where is not None:
+        if where is not None and where.path != "-":  # standard input: no file to name
             attrs["file"] = clean(where.path)
             if where.line:
                 attrs["line"] = str(where.line)

@@ -155,6 +155,10 @@ def summary_line(summary: Summary) -> str:
         line += f"; wasted {waste_text(summary.waste)}"
     if summary.duplicate_spans:
         line += f"; {plural(summary.duplicate_spans, 'duplicate span')} dropped"
+    if summary.bad_records:
+        line += f"; {plural(summary.bad_records, 'bad input record')} skipped"
+    if summary.failed != summary.flagged:  # flagged below --fail-on, or failed by a budget
+        line += f"; {summary.failed} failing the check"
     return line
 
 

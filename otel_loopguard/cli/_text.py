@@ -69,7 +69,9 @@ class TextReporter(Reporter):
             if not self.quiet:
                 label = self._paint("ok   ", Action.CONTINUE)
                 self.out.write(f"{label} {run_title(report)}: {calls}, no loop\n")
+                self.written += 1
             return
+        self.written += 1
         if report.action is Action.CONTINUE:  # over budget, but not looping
             label = self._paint("budget", report.budget)
             self.out.write(f"{label} {run_title(report)}: {calls}, no loop, {budget}\n")
@@ -85,8 +87,8 @@ class TextReporter(Reporter):
                            f"{waste_text(report.waste)}\n")
 
     def finish(self, summary: Summary) -> None:
-        """Write the totals line."""
-        self.out.write(f"\n{summary_line(summary)}\n")
+        """Write the totals line (after a blank line, when runs were written)."""
+        self.out.write(f"{chr(10) if self.written else ''}{summary_line(summary)}\n")
 
     def _paint(self, text: str, action: Action) -> str:
         return f"\x1b[{_COLORS[action]}m{text}\x1b[0m" if self.color else text
@@ -103,13 +105,19 @@ class JsonReporter(Reporter):
 
     def run(self, report: RunReport, where: Where | None) -> None:
         """Write one run of the ``runs`` array."""
-        text = indented_json(report_to_json(report)).replace("\n", "\n    ")
+        doc = report_to_json(report)
+        if where is not None and where.path != "-":  # standard input: no file to name
+            doc = {"run_id": doc.pop("run_id"), "file": where.path, "line": where.line, **doc}
+        text = indented_json(doc).replace("\n", "\n    ")
         self.out.write(('{\n  "runs": [' if not self.written else ",") + "\n    " + text)
         self.written += 1
 
     def finish(self, summary: Summary) -> None:
         """Close the ``runs`` array and write the summary."""
         doc = {"runs": summary.runs, "tool_calls": summary.tool_calls,
+               "failed": summary.failed, "fail_on": summary.fail_on.label,
+               "fail_on_budget": "never" if summary.fail_on_budget is None
+               else summary.fail_on_budget.label,
                "actions": summary.actions, "over_budget": summary.over_budget,
                "spans": summary.spans,
                "duplicate_spans": summary.duplicate_spans, "bad_records": summary.bad_records,

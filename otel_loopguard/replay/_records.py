@@ -9,6 +9,7 @@ decode.
 from __future__ import annotations
 
 import io
+import itertools
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, BinaryIO, NamedTuple
 
@@ -43,6 +44,21 @@ from otel_loopguard.replay._source import (
 __all__ = ["ContentRecords"]
 
 
+_LOOK_AHEAD_LINES = 16
+"""Lines read after a first line that leaves a document open, to tell JSON Lines cut short."""
+
+
+def _joined(lines: list[tuple[int, bytes]]) -> bytes:
+    """Return numbered lines (each with its newline) as text again, blank lines put back.
+
+    So the line numbers of a document's errors hold.
+    """
+    parts = [lines[0][1]]
+    for (before, _), (number, line) in itertools.pairwise(lines):
+        parts += (b"\n" * (number - before - 1), line)
+    return b"".join(parts)
+
+
 class _Record(NamedTuple):
     line: int
     data: bytes
@@ -74,7 +90,7 @@ class ContentRecords:
         if not head:
             return
         if needs_wide_look(head):
-            head = content.prefetch(WIDE_SNIFF_BYTES)
+            head = self._wide_look(content)
         stream = io.BufferedReader(content, _CHUNK_BYTES)
         found = content_of(head)
         if found is Content.JSON:
@@ -88,29 +104,50 @@ class ContentRecords:
         else:
             self._fail(0, unrecognised(head))
 
+    def _wide_look(self, content: _Source) -> bytes:
+        """Return the first bytes of content whose first line is long and not recognised.
+
+        Up to ``WIDE_SNIFF_BYTES``, then, while no later line is seen to start a JSON value,
+        eight times more up to ``max_line`` (a longer damaged first line is skipped as a JSON
+        line is), so the length of the damage does not decide whether the good lines after it
+        are read.
+        """
+        size = WIDE_SNIFF_BYTES
+        head = content.prefetch(size)
+        while content_of(head) is Content.UNKNOWN and len(head) == size < self._max_line:
+            size = min(8 * size, self._max_line + 1)
+            head = content.prefetch(size)
+        return head
+
     def _json_records(self, stream: BinaryIO) -> Iterator[_Record]:
-        """Yield each non-blank line, or the whole document if the first line leaves it open."""
+        """Yield each non-blank line, or the whole document if the first line leaves it open.
+
+        A first line that leaves a document open is JSON Lines cut short when one of the next
+        ``_LOOK_AHEAD_LINES`` lines is a whole OTLP request (no line of a pretty-printed
+        object is one): then every line is read on its own, the damaged ones reported one by
+        one.
+        """
         reader = _LineReader(stream, self._max_line)
         self._line = 1
         lines = reader.lines(self)
         first = next(lines, None)
         if first is None:
             return
-        line_no, line = first
-        if _opens_document(line):
-            second = next(lines, None)
-            if second is None or not _is_request_line(line, second[1]):
-                head = line if second is None else (
-                    line + b"\n" * (second[0] - line_no - 1) + second[1])  # errors' lines hold
+        read = [first]
+        if _opens_document(first[1]):
+            for later in lines:
+                read.append(later)
+                if _is_request_line(first[1], later[1]) or len(read) > _LOOK_AHEAD_LINES:
+                    break
+            if not _is_request_line(first[1], read[-1][1]):
+                head = _joined(read)
                 document = self._whole(head + reader.rest(self._max_line + 1 - len(head)),
                                        "JSON document")
                 if document is not None:
-                    yield _Record(line_no, document, is_json=True)
+                    yield _Record(first[0], document, is_json=True)
                 return
-            # JSON Lines whose first line was cut short (it ends where a value goes on)
+        for line_no, line in read:
             yield _Record(line_no, line, is_json=True, located=True)
-            line_no, line = second
-        yield _Record(line_no, line, is_json=True, located=True)
         for line_no, line in lines:
             yield _Record(line_no, line, is_json=True, located=True)
 

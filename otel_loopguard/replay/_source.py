@@ -35,8 +35,9 @@ class _ByteSource(Protocol):
 class _Source(io.RawIOBase):
     """Raw stream over ``source`` that counts bytes read and can prefetch without consuming.
 
-    Read failures of any kind (I/O, gzip, zlib, zstd) surface as ``_ReadError``; reading more
-    than ``limit`` bytes raises ``TooLarge``.
+    Read failures of any kind (I/O, gzip, zlib, zstd) surface as ``_ReadError``; reading past
+    ``limit`` bytes raises ``TooLarge``, after the bytes within it were handed on (so the lines
+    that end before the limit are read).
     """
 
     def __init__(self, source: _ByteSource, limit: int | None = None) -> None:
@@ -44,8 +45,10 @@ class _Source(io.RawIOBase):
         self._read_some: Callable[[int], bytes | None] = getattr(source, "read1", source.read)
         self._pending = b""
         self._limit = limit
+        self._over = False
+        """True once ``source`` gave more than ``limit`` bytes: the next read raises."""
         self.count = 0
-        """Bytes read from ``source`` so far."""
+        """Bytes read from ``source`` so far (at most ``limit``)."""
 
     def readable(self) -> bool:
         """Return True: this stream is readable."""
@@ -71,13 +74,18 @@ class _Source(io.RawIOBase):
         return len(data)
 
     def _read(self, size: int) -> bytes:
+        if self._over:
+            raise TooLarge(self._limit or 0)
         try:
             data = self._read_some(size) or b""
         except _READ_ERRORS as exc:
             raise _ReadError(str(exc) or type(exc).__name__) from exc
+        if self._limit is not None and self.count + len(data) > self._limit:
+            self._over = True
+            data = data[:self._limit - self.count]  # the part within the limit, handed on
+            if not data:
+                raise TooLarge(self._limit)
         self.count += len(data)
-        if self._limit is not None and self.count > self._limit:
-            raise TooLarge(self._limit)
         return data
 
 

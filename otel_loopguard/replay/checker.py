@@ -165,6 +165,8 @@ class Checker:
         ``add`` without its generator per span: a trace is due only now and then, and while
         the spans of one trace follow each other, not before ``_due_at``.
         """
+        if isinstance(spans, str | bytes):
+            raise TypeError("Checker.run takes span records, e.g. iter_spans(path), not a path")
         take, due = self._take, self._due
         for span in spans:
             if take(span) and self._seen >= self._due_at and due():

@@ -94,7 +94,8 @@ def iter_spans(
         progress: called with the number of (compressed) bytes consumed so far, about every
             1 MiB and once at the end, to drive a progress bar.
         max_decompressed_bytes: a compressed file (or message) that expands to more than this
-            is reported as too large (line 0) and reading it stops there; default 1 GiB.
+            is reported as too large (line 0) and reading it stops there, after the lines
+            within it; default 1 GiB.
         max_line_bytes: a longer line or framed message is reported and skipped (reading goes
             on with the next one), a longer JSON document or single protobuf message is
             reported and reading the file stops; never held whole. Default 64 MiB.
@@ -203,8 +204,8 @@ class _TraceReader(ContentRecords):
                 self._fail(self._line, f"cannot read: {exc}")
             except TooLarge:  # the limit is per file, whatever part of it was left
                 self._fail(0, f"too large: {TooLarge(self._limit)}")
-            except ImportError as exc:  # zstd support is missing
-                raise TraceFileError(self._path, 0, str(exc)) from None
+            except ImportError as exc:  # zstd support is missing: this file is not read
+                self._fail(0, str(exc))
             if self._progress is not None:
                 self._progress(source.count)
 
