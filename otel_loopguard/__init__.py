@@ -6,7 +6,7 @@ import importlib
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from otel_loopguard.config import LoopGuardConfig, ToolOverride
+    from otel_loopguard.config import LoopGuardConfig, ModelPrice, ToolOverride
     from otel_loopguard.detectors import make_default_detectors
     from otel_loopguard.enforce import LoopDetectedResult, ToolGuard
     from otel_loopguard.engine import LoopEngine, RunState
@@ -36,6 +36,7 @@ __all__ = [
     "LoopGuardError",
     "LoopGuardMetrics",
     "LoopGuardSpanProcessor",
+    "ModelPrice",
     "Policy",
     "RunReport",
     "RunState",
@@ -54,7 +55,7 @@ __all__ = [
 
 _SOURCES: Final = {
     "otel_loopguard.replay.checker": ("Checker", "RunReport"),
-    "otel_loopguard.config": ("LoopGuardConfig", "ToolOverride"),
+    "otel_loopguard.config": ("LoopGuardConfig", "ModelPrice", "ToolOverride"),
     "otel_loopguard.detectors": ("make_default_detectors",),
     "otel_loopguard.enforce": ("LoopDetectedResult", "ToolGuard"),
     "otel_loopguard.engine": ("LoopEngine", "RunState"),

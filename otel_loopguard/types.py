@@ -41,6 +41,14 @@ class Action(enum.IntEnum):
         """Return the lower-case name used in JSON, metrics and span attributes."""
         return self.name.lower()
 
+    def __str__(self) -> str:
+        """Return the label (``print(decision.action)`` says ``stop``, not ``3``)."""
+        return self.name.lower()
+
+    def __format__(self, spec: str) -> str:
+        """Format as the label (``f"{action}"``); with a format spec, as the number."""
+        return self.name.lower() if not spec else format(self.value, spec)
+
     @classmethod
     def parse(cls, value: str) -> Action:
         """Return the action named ``value`` (case-insensitive).

@@ -1402,12 +1402,18 @@ class TestToolOverrides:
 
 
 class TestDetectorSelection:
-    @pytest.mark.parametrize("enabled", [["repeat"], ["stagnation", "cycle"], []],
-                             ids=["one", "two", "none"])
+    @pytest.mark.parametrize("enabled", [["repeat"], ["stagnation", "cycle"]],
+                             ids=["one", "two"])
     def test_only_enabled_detectors_run(self, enabled: list[str]) -> None:
         """``detectors=[...]`` decides which detectors the engine builds."""
         config = LoopGuardConfig.create(detectors=enabled)
         assert [d.name for d in make_default_detectors(config)] == enabled
+
+    def test_no_detector_at_all_is_a_config_error(self) -> None:
+        """An empty list turned detection off without a word (a CI gate passed every loop),
+        where the variable that names nothing (``LOOPGUARD_DETECTORS=,``) is an error."""
+        with pytest.raises(ConfigError, match=r"^detectors: names no detector"):
+            LoopGuardConfig.create(detectors=[])
 
     def test_disabled_detector_is_silent(self) -> None:
         """With stagnation off, five identical (call, result) pairs are not flagged by it."""

@@ -22,6 +22,7 @@ PUBLIC_API = [
     "LoopGuardError",
     "LoopGuardMetrics",
     "LoopGuardSpanProcessor",
+    "ModelPrice",
     "Policy",
     "RunReport",
     "RunState",

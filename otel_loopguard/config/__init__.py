@@ -90,7 +90,8 @@ class LoopGuardConfig:
         try:
             return object.__getattribute__(self, "values")[name]
         except KeyError:
-            raise AttributeError(name) from None
+            raise AttributeError(f"{type(self).__name__} has no setting {name!r}; known "
+                                 "settings are listed in docs/configuration.md") from None
 
     @classmethod
     def create(cls, *, tools: Mapping[str, ToolOverride | Mapping[str, Any]] | None = None,
@@ -103,9 +104,9 @@ class LoopGuardConfig:
         ``{"coding-agent": {"max_tool_calls_warn": 150}}``; ``prices`` a model's name to its
         token prices, e.g. ``{"gpt-4o": {"input_per_million": 2.5, "output_per_million": 10}}``.
         """
-        return cls(values=values, tools=dict(tools or {}),  # type: ignore[arg-type]  # validated
-                   templates=dict(templates or {}),
-                   prices=dict(prices or {}))  # type: ignore[arg-type]  # validated
+        return cls(values=values, tools=_table("tools", tools, "tool name -> settings"),
+                   templates=_table("templates", templates, "prompt template name -> budgets"),
+                   prices=_table("prices", prices, "model name -> prices"))
 
     def replace(self, **values: Any) -> LoopGuardConfig:
         """Return a copy with some settings changed."""
@@ -269,3 +270,11 @@ def field_rules() -> Mapping[str, FieldRule]:
     """Return the rule (type, default, range, doc) of every setting; used by the docs test."""
     return FIELDS
 
+
+def _table(name: str, value: Any, shape: str) -> dict[Any, Any]:
+    """Return ``create``'s ``tools``, ``templates`` or ``prices`` as a dict; else raise."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{name} must be a mapping of {shape}, got {type(value).__name__}")
+    return dict(value)

@@ -158,9 +158,14 @@ def parse_env_value(var: str, rule: FieldRule, raw: str) -> Any:
             pairs = [p.partition("=") for p in text.split(",") if p.strip()]
             if any(not sep for _, sep, _ in pairs):
                 raise ValueError
-            return {key.strip(): kind.strip() for key, _, kind in pairs}
+            keys = [key.strip() for key, _, _ in pairs]
+            repeated = next((k for i, k in enumerate(keys) if k in keys[:i]), None)
+            if repeated is None:
+                return {key: kind.strip() for key, (_, _, kind) in zip(keys, pairs, strict=True)}
     except ValueError:
         raise ConfigError(f"{var} must be {rule.allowed()}, got {raw!r}") from None
+    if rule.kind == "table":
+        raise ConfigError(f"{var}: {repeated!r} is given twice")
     return text
 
 

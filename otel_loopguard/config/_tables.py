@@ -129,6 +129,10 @@ def check_form(name: str, value: Any, where: str) -> Any:
     names the source in the message: the setting, or its environment variable.
     """
     if name == "detectors":
+        if not value:
+            raise ConfigError(f"{where}: names no detector, which turns detection off; list "
+                              f"some of {', '.join(FIELDS['detectors'].default)} (all by "
+                              "default)")
         unknown = sorted(set(value) - set(FIELDS["detectors"].default))
         if unknown:
             raise ConfigError(f"{where}: unknown detector {unknown[0]!r}; known detectors are "
@@ -180,6 +184,8 @@ def check_ladders(values: dict[str, Any], prefix: str = "",
 
 
 def validate_tool(tool: str, value: Any) -> ToolOverride:
+    if not tool.strip():
+        raise ConfigError("tools: a tool name must not be empty")
     if isinstance(value, ToolOverride):
         kind, thresholds = value.kind, dict(value.thresholds)
         flags = {"shell": value.shell, "editor": value.editor}
@@ -288,5 +294,7 @@ def env_tools(environ: Mapping[str, str]) -> dict[str, ToolOverride]:
         if not sep or not tool.strip() or kind.strip() not in _TOOL_KINDS:
             raise ConfigError(f"LOOPGUARD_TOOL_KINDS entries must look like tool=kind with kind "
                               f"one of {_TOOL_KINDS}, got {item!r}")
+        if tool.strip() in tools:
+            raise ConfigError(f"LOOPGUARD_TOOL_KINDS: {tool.strip()!r} is given twice")
         tools[tool.strip()] = ToolOverride(kind=kind.strip())  # type: ignore[arg-type]  # checked
     return tools
