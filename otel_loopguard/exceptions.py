@@ -151,9 +151,12 @@ class InternalErrorGuard:
         with self._lock:
             self.errors += 1
             first = kind not in self._logged
-            if first and len(self._logged) < _MAX_KINDS:
+            if first and len(self._logged) >= _MAX_KINDS:  # past the cap: counted under other,
+                kind = f"{where}:other"  # logged once as it, not once per occurrence
+                first = kind not in self._logged
+            if first:
                 self._logged.add(kind)
-            counted = kind if kind in self._logged else f"{where}:other"
+            counted = kind
         if self._count is not None:
             with contextlib.suppress(Exception):  # counting must not fail the app either
                 self._count(counted)

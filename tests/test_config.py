@@ -551,3 +551,50 @@ class TestValuesTheRangesMiss:
         config = LoopGuardConfig.create(tools={"search": {"stagnation_warn": 2,
                                                           "stagnation_replan": 2}})
         assert config.threshold("search", "stagnation_replan") == 2
+
+
+class TestWhatTheAuditFound:
+    """Values that slipped past validation, or failed with an error that named nothing."""
+
+    @pytest.mark.parametrize(("variable", "value", "message"), [
+        ("LOOPGUARD_TOOL_KINDS", "a=poll,a=read", "LOOPGUARD_TOOL_KINDS: 'a' is given twice"),
+        ("LOOPGUARD_COMMAND_KINDS", "make=read, make =mutating",
+         "LOOPGUARD_COMMAND_KINDS: 'make' is given twice")])
+    def test_a_key_given_twice_in_a_variable(self, variable: str, value: str,
+                                             message: str) -> None:
+        with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
+            LoopGuardConfig.from_env({variable: value})
+
+    @pytest.mark.parametrize(("table", "shape"), [
+        ("tools", "tool name -> settings"), ("templates", "prompt template name -> budgets"),
+        ("prices", "model name -> prices")])
+    def test_a_table_that_is_no_mapping(self, table: str, shape: str) -> None:
+        with pytest.raises(ConfigError, match=f"^{table} must be a mapping of {shape}, got list$"):
+            LoopGuardConfig.create(**{table: [1]})
+
+    def test_an_empty_tool_name(self) -> None:
+        with pytest.raises(ConfigError, match=r"^tools: a tool name must not be empty$"):
+            LoopGuardConfig.create(tools={" ": {"kind": "poll"}})
+
+    def test_a_mistyped_setting_read_as_an_attribute(self) -> None:
+        with pytest.raises(AttributeError, match="no setting 'stagnaton_warn'; known settings"):
+            _ = LoopGuardConfig().stagnaton_warn
+
+    def test_an_action_prints_as_its_label(self) -> None:
+        from otel_loopguard import Action
+
+        assert (str(Action.STOP), f"{Action.WARN}", f"{Action.REPLAN:d}") == ("stop", "warn", "2")
+        assert Action.STOP == 3 and Action.STOP > Action.WARN
+
+    def test_wrong_objects_for_the_entry_points_are_type_errors(self) -> None:
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        from otel_loopguard import Checker, LoopGuardSpanProcessor, ToolGuard
+
+        with pytest.raises(TypeError, match=r"config must be a LoopGuardConfig.*downstream="):
+            LoopGuardSpanProcessor(SimpleSpanProcessor(InMemorySpanExporter()))  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="processor must be the LoopGuardSpanProcessor"):
+            ToolGuard(None)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="iter_spans"):
+            list(Checker().run("traces.jsonl"))  # type: ignore[arg-type]

@@ -133,6 +133,26 @@ def test_abort_raises_tool_loop_error_before_the_body_runs(make: Any) -> None:
     assert error.decision.hint in setup.tool_spans()[4].attributes["loopguard.hint"]
 
 
+@pytest.mark.parametrize("failing", ["record_enforcement", "record_decision"])
+def test_a_failing_metric_stops_nothing_less(make: Any, failing: str,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counting the stop fails (a multiprocess directory removed under a worker): the call is
+    stopped all the same, the error contained. The tool ran all 7 times."""
+    setup = make(mode="enforce", enforcement="abort")
+    setup.processor.guard.raise_errors = False
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise OSError("metrics directory gone")
+
+    target = setup.processor if failing == "record_enforcement" else setup.processor.metrics
+    monkeypatch.setattr(target, failing, broken)
+    with setup.run():
+        out = _calls(setup, 7)
+    assert setup.executions == 4
+    assert all(isinstance(o, ToolLoopError) for o in out[4:])
+    assert setup.processor.guard.errors >= 1
+
+
 def _abort_in_this_process() -> None:
     """A looping run that ends with ``ToolLoopError``, in a process pool's worker."""
     setup = Setup(mode="enforce", enforcement="abort")

@@ -362,17 +362,19 @@ class TestRunStore:
 
     @pytest.mark.skipif(sys.platform == "win32", reason="fork")
     def test_locks_held_at_a_fork_are_free_in_the_child(self, setup: Setup) -> None:
-        """The error guard's and the label caps' locks, and the shared metrics' one, held by
-        another thread at the fork (a contained error, a new tool label), were copied held:
-        the child's first contained error or new label hung it."""
+        """The error guard's and the label caps' locks, the shared metrics' one and the one of
+        the guards' supplied content, held by another thread at the fork (a contained error, a
+        new tool label, a guard's hand-over), were copied held: the child's first contained
+        error, new label or tool span hung it. The child starts with no supplied content."""
         from otel_loopguard import metrics as metrics_module
         from otel_loopguard.metrics import _otel
 
         processor = setup.processor
         caps = [cap for cap in vars(processor.metrics).values() if hasattr(cap, "limit")]
+        processor.supply("00000000000000aa", arguments="{}")  # a guarded call waiting
         held = [processor.guard._lock, _otel._BUILT_LOCK, metrics_module._SHARED_LOCK,
-                *(cap._lock for cap in caps)]
-        assert len(held) >= 4
+                processor._supplied_lock, *(cap._lock for cap in caps)]
+        assert len(held) >= 5
         read, write = os.pipe()
         for lock in held:
             lock.acquire()
@@ -380,8 +382,8 @@ class TestRunStore:
             pid = os.fork()
             if pid == 0:  # pragma: no cover - child
                 states = [processor.guard._lock.locked(), _otel._BUILT_LOCK.locked(),
-                          metrics_module._SHARED_LOCK.locked(),
-                          *(cap._lock.locked() for cap in caps)]
+                          metrics_module._SHARED_LOCK.locked(), processor._supplied_lock.locked(),
+                          bool(processor._supplied), *(cap._lock.locked() for cap in caps)]
                 os.write(write, str(sum(states)).encode())
                 os._exit(0)
         finally:

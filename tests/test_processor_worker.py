@@ -499,3 +499,41 @@ def test_a_span_that_ends_after_shutdown_is_not_checked_when_spans_end_inside_sp
     assert registry.get_sample_value("loopguard_skipped_spans_total",
                                      {"reason": "shutdown"}) == 5  # the agent span needs no check
     assert len(processor.store) == 0
+
+
+def test_a_callback_raising_a_base_exception_loses_no_span() -> None:
+    """An ``on_decision`` that raises what is no ``Exception`` (``GeneratorExit``, a green
+    thread's or a task's cancellation) still lets every span reach the exporter: the flagged
+    spans were dropped, silently, in background mode."""
+    exporter = InMemorySpanExporter()
+
+    def on_decision(decision: Any) -> None:
+        raise GeneratorExit
+
+    provider = TracerProvider()
+    provider.add_span_processor(LoopGuardSpanProcessor(
+        LoopGuardConfig(), downstream=BatchSpanProcessor(exporter), registry=CollectorRegistry(),
+        on_decision=on_decision))
+    for _ in range(3):
+        _loop(provider, 6)  # flagged from the 3rd call on
+    provider.force_flush()
+    assert len(exporter.get_finished_spans()) == 3 * 7
+    provider.shutdown()
+
+
+def test_errors_of_more_kinds_than_the_cap_are_logged_once_more(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Past 64 kinds of error, a new kind is counted and logged as ``where:other``, once: it
+    was logged with its traceback at every occurrence."""
+    from otel_loopguard.exceptions import InternalErrorGuard
+
+    counted: list[str] = []
+    guard = InternalErrorGuard(counted.append)
+    kinds = [type(f"Error{n}", (Exception,), {}) for n in range(70)]
+    with caplog.at_level(logging.ERROR, logger="otel_loopguard"):
+        for kind in kinds:
+            guard.handle("on_end", kind())
+        for _ in range(100):
+            guard.handle("on_end", kinds[-1]())
+    assert len(caplog.records) == 65
+    assert counted[-1] == "on_end:other" and counted[0] == "on_end:Error0"

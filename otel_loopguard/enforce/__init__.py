@@ -173,6 +173,9 @@ class ToolGuard:
                  tracer_provider: trace.TracerProvider | None = None,
                  capture_content: bool = True) -> None:
         """Bind the guard to ``processor``."""
+        if not isinstance(processor, LoopGuardSpanProcessor):
+            raise TypeError(f"ToolGuard: processor must be the LoopGuardSpanProcessor installed "
+                            f"on the tracer provider, got {type(processor).__name__}")
         self.processor = processor
         self.config = processor.config
         self._tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer(

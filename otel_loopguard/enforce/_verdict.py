@@ -135,8 +135,11 @@ def check(processor: LoopGuardSpanProcessor, run_span: Any, tool: str,
             processor.engine.notify(entry.state, decision)
             previous = entry.note_loop(decision)
     if enforcement is not None:
-        processor.record_enforcement(entry, enforcement)
-        _count_stop(processor, entry.template, decision, previous, run_span)
+        try:  # the verdict stands whatever counting it does: a failing metric stops nothing less
+            processor.record_enforcement(entry, enforcement)
+            _count_stop(processor, entry.template, decision, previous, run_span)
+        except Exception as exc:
+            processor.guard.handle("enforce", exc)
         return GuardVerdict(decision, config.mode, enforcement, run_id)
     return GuardVerdict(decision, config.mode, enforcement, run_id, key, entry)
 

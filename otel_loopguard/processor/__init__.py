@@ -52,7 +52,7 @@ from otel_loopguard.processor._live import LiveSpans
 from otel_loopguard.processor._report import with_evidence
 from otel_loopguard.processor._runs import SpanRuns
 from otel_loopguard.processor._worker import _SHUTDOWN_SECONDS, SpanWorker
-from otel_loopguard.state import InMemoryRunStateStore
+from otel_loopguard.state import InMemoryRunStateStore, after_fork_in_child
 from otel_loopguard.types import Decision, SpanAdapter
 
 __all__ = ["LoopGuardSpanProcessor", "evidence_attributes", "install"]
@@ -119,6 +119,11 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, GuardRuns, DeferredTur
                  max_queue_size: int = _DEFAULT_MAX_QUEUE_SIZE, meter_provider: Any = None,
                  logger_provider: Any = None) -> None:
         """Build the processor (see the class docstring for each argument)."""
+        if config is not None and not isinstance(config, LoopGuardConfig):
+            raise TypeError(f"LoopGuardSpanProcessor: config must be a LoopGuardConfig (e.g. "
+                            f"LoopGuardConfig.create(mode='enforce')), got "
+                            f"{type(config).__name__}; a span processor to hand spans to goes "
+                            "in downstream=")
         self.config = config or LoopGuardConfig.load()
         self.engine = engine or LoopEngine(self.config, on_decision=on_decision)
         self.metrics = metrics if metrics is not None else self._default_metrics(
@@ -141,6 +146,7 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, GuardRuns, DeferredTur
         self._warned_unparented = False
         self._supplied = {}
         self._supplied_lock = threading.Lock()
+        after_fork_in_child(self._forget_supplied)
         self._closed = False
         """Whether ``shutdown`` was called: spans that end from then on are passed on unchecked."""
         self._hand_on_to(downstream, background, max_queue_size)
@@ -394,8 +400,14 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, GuardRuns, DeferredTur
                     self._release(context[0])
         except Exception as exc:
             self.guard.handle("on_end", exc)
-        if self.downstream is not None and hand_on:
-            self.downstream.on_end(out)
+        finally:  # handed on even past a BaseException of a callback (GeneratorExit, a cancel)
+            if self.downstream is not None and hand_on:
+                self.downstream.on_end(out)
+
+    def _forget_supplied(self) -> None:
+        """In a forked child: a new lock (another thread may have held it), no waiting calls."""
+        self._supplied = {}
+        self._supplied_lock = threading.Lock()
 
     # --- internals -------------------------------------------------------------------------
     def _release(self, trace_id: int) -> None:
