@@ -36,14 +36,16 @@ _MAX_OUTPUTS = 256
 
 
 class _HandoffState:
-    __slots__ = ("agents", "said", "span_ids")
+    __slots__ = ("agents", "said", "size", "span_ids")
 
     def __init__(self, window: int) -> None:
         self.said: dict[str, None] = {}
         """Digests of the model outputs the run has produced (bounded): a new one is work."""
-        self.agents: deque[str] = deque(maxlen=window + 1)
-        """Agents in control, oldest first, no agent twice in a row."""
-        self.span_ids: deque[str] = deque(maxlen=window + 1)
+        self.size = window + 1
+        self.agents: deque[str] | tuple[str, ...] = ()
+        """Agents in control, oldest first, no agent twice in a row; a deque from the run's
+        first handoff (most runs have none, and an empty deque holds ~0.75 KB)."""
+        self.span_ids: deque[str] | tuple[str, ...] = ()
         """Span id of the handoff that reached each agent (``""`` for the first)."""
 
 
@@ -65,22 +67,27 @@ class HandoffDetector(DetectorBase):
         agents, source, target = state.agents, step.from_agent, step.to_agent
         if not target or (agents and target == agents[-1]):
             return None  # an agent following itself
+        if not isinstance(agents, deque):
+            agents = state.agents = deque(maxlen=state.size)
+            state.span_ids = deque(maxlen=state.size)
+        span_ids = state.span_ids
+        assert isinstance(span_ids, deque)  # made with agents
         if step.note:  # what it hands over: new, it is work done (a draft, new feedback)
             self.said(state, step.note)
         if source and agents and source != agents[-1]:
             agents.clear()  # control came back to the source by a path we did not see
-            state.span_ids.clear()
+            span_ids.clear()
         if not agents and source and source != target:
             agents.append(source)
-            state.span_ids.append("")
+            span_ids.append("")
         agents.append(target)
-        state.span_ids.append(step.span_id)
+        span_ids.append(step.span_id)
         period, closures = self._closures(agents)
         if not period:
             return None
         action = Action.STOP if closures >= self.config.handoff_stop else Action.CONTINUE
         cycle = list(agents)[-period - 1:]
-        spans = [s for s in list(state.span_ids)[-period * closures:] if s]
+        spans = [s for s in list(span_ids)[-period * closures:] if s]
         return self.evidence("HANDOFF_LOOP", action, "handoff", closures, {
             "cycle": cycle, "cycles": closures, "repeats_span_ids": spans})
 
@@ -92,12 +99,13 @@ class HandoffDetector(DetectorBase):
         an orchestrator that delegates to one agent and then another, each doing new work, is
         delegation, however often control comes back. The agent in control stays.
         """
-        if len(state.agents) > 1:
-            last_agent, last_span = state.agents[-1], state.span_ids[-1]
-            state.agents.clear()
-            state.span_ids.clear()
-            state.agents.append(last_agent)
-            state.span_ids.append(last_span)
+        agents, span_ids = state.agents, state.span_ids
+        if len(agents) > 1 and isinstance(agents, deque) and isinstance(span_ids, deque):
+            last_agent, last_span = agents[-1], span_ids[-1]
+            agents.clear()
+            span_ids.clear()
+            agents.append(last_agent)
+            span_ids.append(last_span)
 
     def said(self, state: _HandoffState, output_sig: str) -> None:
         """Note a model turn's output; something new said is work done.
