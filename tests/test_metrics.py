@@ -446,7 +446,9 @@ class TestMultiprocess:
             "open_after": 0.0,
             "tool_calls_after": 300.0,
         }
-        assert len(list(tmp_path.glob("counter_*.db"))) == 3  # one file per worker process
+        # one file per worker process, and the parent's: its series of known label values,
+        # made at 0 when the metrics were (a worker writes its own values to its own file)
+        assert len(list(tmp_path.glob("counter_*.db"))) == 4
 
 
     def test_a_removed_directory_cannot_lose_the_spans_at_shutdown(self, tmp_path: Path) -> None:
@@ -701,3 +703,29 @@ def test_an_invisible_character_in_a_label_is_spelled_out(invisible: str) -> Non
     assert label == "search" + (f"\\x{ord(invisible):02x}" if ord(invisible) < 0x100
                                 else f"\\u{ord(invisible):04x}" if ord(invisible) < 0x10000
                                 else f"\\U{ord(invisible):08x}")
+
+
+def test_series_of_known_label_values_exist_before_their_first_increment() -> None:
+    """A labelled series first scraped at n reads as no increase to rate() and increase(): the
+    series of the label values a panel or alert reads are exposed at 0 from the start."""
+    registry = CollectorRegistry()
+    LoopGuardMetrics(registry=registry, service_label=True)
+    zero = {
+        ("loopguard_evicted_runs_total", "reason", "ttl"),
+        ("loopguard_evicted_runs_total", "reason", "capacity"),
+        ("loopguard_skipped_spans_total", "reason", "queue_full"),
+        ("loopguard_unparented_tool_calls_total", "run_key", "conversation"),
+        ("loopguard_label_overflow_total", "label", "service_name")}
+    for name, label, value in zero:
+        assert registry.get_sample_value(name, {label: value}) == 0.0, (name, value)
+
+
+def test_serve_counts_each_outcome_from_its_start() -> None:
+    """serve's span and request outcomes that alerts read exist at 0 before the first one."""
+    from otel_loopguard.receiver._counters import ReceiverCounters
+
+    registry = CollectorRegistry()
+    ReceiverCounters(registry, forwarding=False)
+    assert registry.get_sample_value("loopguard_receiver_spans_total", {"outcome": "rejected"}) == 0
+    assert registry.get_sample_value("loopguard_receiver_requests_total",
+                                     {"protocol": "grpc", "outcome": "throttled"}) == 0

@@ -138,8 +138,9 @@ class LoopGuardMetrics:
                                "ended.", ["reason"], registry=reg)
         self.internal_errors = Counter(_base(INTERNAL_ERRORS), "Errors inside loopguard that "
                                        "were contained.", ["kind"], registry=reg)
-        self.label_overflow = Counter(_base(LABEL_OVERFLOW), "Label values folded into 'other' "
-                                      "because the cap was reached.", ["label"], registry=reg)
+        self.label_overflow = Counter(_base(LABEL_OVERFLOW), "Counter updates whose label "
+                                      "value was folded into 'other' because the label's cap "
+                                      "was full.", ["label"], registry=reg)
         self.skipped = Counter(_base(SKIPPED_SPANS), "Ended spans passed on unchecked.",
                                ["reason"], registry=reg)
         self.unparented = Counter(_base(UNPARENTED_TOOL_CALLS), "Tool calls with no parent span "
@@ -158,6 +159,16 @@ class LoopGuardMetrics:
                                    "issued wasted tool calls cost, for models with configured "
                                    "prices.", [*tpl, "currency"], registry=reg)
         self._build_info(reg)
+        # The series of known label values exist from the start, at 0: one first seen at n reads
+        # as no increase to rate() and increase(), so a panel missed the first burst.
+        for reason in ("capacity", "ttl"):
+            self.evicted.labels(reason)
+        for reason in ("queue_full", "shutdown"):
+            self.skipped.labels(reason)
+        for run_key in ("trace", "conversation", "agent"):
+            self.unparented.labels(run_key)
+        for label in ("prompt_template", "tool", *(("service_name",) if service_label else ())):
+            self.label_overflow.labels(label)
         self._sizes: list[Callable[[], int]] = []
         self._open_gauge: Gauge | None = None
         if self.multiprocess:

@@ -46,6 +46,12 @@ class QueueCollector(Collector):
                                 value=self._size())
 
 
+SPAN_OUTCOMES: Final = ("accepted", "rejected", "late", "duplicate", "lost")
+REQUEST_OUTCOMES: Final = ("ok", "partial", "invalid", "unauthenticated", "too_large",
+                           "unsupported", "throttled")
+"""The outcomes of a request an alert or panel reads (the rarer server errors: when they come)."""
+
+
 class ReceiverCounters:
     """The receiver's counters in ``registry`` (None: counted nowhere)."""
 
@@ -66,6 +72,13 @@ class ReceiverCounters:
         self._log_forward_failures = Counter(
             LOG_FORWARD_FAILURES[:-6], "Log records not forwarded, by reason (export_failed, "
             "queue_full).", ["reason"], registry=registry)
+        # Every series of a known label value from the start, at 0: one first seen at n reads
+        # as no increase to rate() and increase(), so a panel or alert missed the first burst.
+        for outcome in SPAN_OUTCOMES:
+            self.spans.labels(outcome)
+        for protocol in ("http", "grpc"):
+            for outcome in REQUEST_OUTCOMES:
+                self.requests.labels(protocol, outcome)
         if forwarding:
             for reason in FORWARD_REASONS:  # a series per reason from the start, for rate()
                 self._forward_failures.labels(reason)
