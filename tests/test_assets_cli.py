@@ -96,6 +96,16 @@ class TestAssets:
         assert err.startswith(f"otel-loopguard: cannot write to {blocker / 'sub'}")
         assert err.count("\n") == 1
 
+    def test_a_file_as_the_directory(self, tmp_path: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+        """-o naming a file says it is not a directory (it said "File exists")."""
+        target = tmp_path / "passwd"
+        target.write_text("root:x:0:0\n")
+        assert main(["assets", "-o", str(target)]) == 2
+        assert capsys.readouterr().err == (f"otel-loopguard: {target}: not a directory (-o names "
+                                           "the directory to write the files in)\n")
+        assert target.read_text() == "root:x:0:0\n"
+
     def test_needs_output_or_list(self, capsys: pytest.CaptureFixture[str]) -> None:
         """Without ``--output`` or ``--list`` it is a usage error (exit 2)."""
         with pytest.raises(SystemExit) as exc:

@@ -78,6 +78,9 @@ def run_assets(args: argparse.Namespace) -> int:
         print("\n".join(contents))
         return 0
     output = Path(args.output)
+    if output.exists() and not output.is_dir():
+        raise LoopGuardError(f"{output}: not a directory (-o names the directory to write the "
+                             "files in)")
     current = {name for name, data in contents.items()
                if (output / name).is_file() and (output / name).read_bytes() == data}
     clashes = [name for name in contents if name not in current and (output / name).exists()]

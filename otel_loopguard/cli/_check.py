@@ -305,7 +305,8 @@ def _output(path: str | None, *, hold: bool = False) -> Iterator[TextIO]:
     except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(handle.name)
-            if hold and isinstance(exc, LoopGuardError) and os.path.isfile(target):
+        if hold and isinstance(exc, LoopGuardError) and os.path.isfile(target):
+            with contextlib.suppress(OSError):
                 os.unlink(target)  # --strict stopped: no earlier run's report left to publish
         if isinstance(exc, OSError) and not isinstance(exc, BrokenPipeError):
             raise _unwritable(path, exc) from None

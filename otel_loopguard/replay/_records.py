@@ -135,11 +135,13 @@ class ContentRecords:
             return
         read = [first]
         if _opens_document(first[1]):
+            lines_cut_short = False
             for later in lines:
                 read.append(later)
-                if _is_request_line(first[1], later[1]) or len(read) > _LOOK_AHEAD_LINES:
+                lines_cut_short = _is_request_line(first[1], later[1])
+                if lines_cut_short or len(read) > _LOOK_AHEAD_LINES:
                     break
-            if not _is_request_line(first[1], read[-1][1]):
+            if not lines_cut_short:
                 head = _joined(read)
                 document = self._whole(head + reader.rest(self._max_line + 1 - len(head)),
                                        "JSON document")
