@@ -47,9 +47,8 @@ fetch tool, named ``owner+name/repo``); writes tests/corpus/runs/ide/specstory.j
 NAME.jsonl.gz beside it. Standard library only.
 
 ``specstory2``: the same selection on the repositories found later (a search for
-``.specstory/.what-is-this.md``), those whose ``HEAD`` holds sessions with tool calls:
-hpm27/agente-bsc-rag, maloneype/yposfgold-community-platform, ahostwin/shellbale and
-tr3stanley/autogenerate-site-test-1. The others found (minsky, politipo, uubed-py,
+``.specstory/.what-is-this.md``), those whose ``HEAD`` holds sessions with tool calls and are not
+held out (``HELD_OUT``): ahostwin/shellbale and tr3stanley/autogenerate-site-test-1. The others found (minsky, politipo, uubed-py,
 process-xbrl, odyash-dev.to, seraphine-hybrid-v1, glpi_dashboard_cau, valorant, nextra-codemods,
 shadcn-ui-sidebar-08-admin-dev, tins and two work repositories) hold none; octopulse could not
 be read.
@@ -556,8 +555,19 @@ def harness_of(session: str | None, models: Counter, tools: set[str]) -> str:
     return "Cursor"
 
 
+HELD_OUT = frozenset({
+    "edobry/minsky", "DEBAGanov/magicvetov12", "DEBAGanov/PizzaNatWeb",
+    "maloneype/yposfgold-community-platform", "DanCard/cal-date-widget", "hpm27/agente-bsc-rag",
+    "Ai-Whisperers/Relocation-Business", "Borewit/listFix", "ArjunDivecha/qscreen-strategy-screener",
+    "ChrisGVE/MunsellSpace", "Darrenthinker/forwarder-system"})
+"""Repositories whose sessions are held out (the project is judged on them): never converted."""
+
+
 def convert_repo(repo: Path) -> list[dict]:
     owner_name = repo.parent.name.replace("+", "/", 1)
+    if owner_name.lower() in {name.lower() for name in HELD_OUT}:
+        print(f"{owner_name}: held out, not converted", file=sys.stderr)
+        return []
     commit = git(repo, "rev-parse", "HEAD").decode().strip()
     licence = licence_of(repo)
     files = sorted(
