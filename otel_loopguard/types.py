@@ -43,11 +43,11 @@ class Action(enum.IntEnum):
 
     def __str__(self) -> str:
         """Return the label (``print(decision.action)`` says ``stop``, not ``3``)."""
-        return self.name.lower()
+        return self.label
 
     def __format__(self, spec: str) -> str:
         """Format as the label (``f"{action}"``); with a format spec, as the number."""
-        return self.name.lower() if not spec else format(self.value, spec)
+        return self.label if not spec else format(self.value, spec)
 
     @classmethod
     def parse(cls, value: str) -> Action:

@@ -154,19 +154,24 @@ def parse_env_value(var: str, rule: FieldRule, raw: str) -> Any:
             if text and not items:
                 raise ValueError
             return items
-        if rule.kind == "table":
-            pairs = [p.partition("=") for p in text.split(",") if p.strip()]
-            if any(not sep for _, sep, _ in pairs):
-                raise ValueError
-            keys = [key.strip() for key, _, _ in pairs]
-            repeated = next((k for i, k in enumerate(keys) if k in keys[:i]), None)
-            if repeated is None:
-                return {key: kind.strip() for key, (_, _, kind) in zip(keys, pairs, strict=True)}
     except ValueError:
         raise ConfigError(f"{var} must be {rule.allowed()}, got {raw!r}") from None
     if rule.kind == "table":
-        raise ConfigError(f"{var}: {repeated!r} is given twice")
+        return _env_table(var, rule, raw, text)
     return text
+
+
+def _env_table(var: str, rule: FieldRule, raw: str, text: str) -> dict[str, str]:
+    """Return the ``key=kind`` pairs of a table variable; each key once."""
+    pairs = [p.partition("=") for p in text.split(",") if p.strip()]
+    if any(not sep for _, sep, _ in pairs):
+        raise ConfigError(f"{var} must be {rule.allowed()}, got {raw!r}")
+    table: dict[str, str] = {}
+    for key, _, kind in pairs:
+        if key.strip() in table:
+            raise ConfigError(f"{var}: {key.strip()!r} is given twice")
+        table[key.strip()] = kind.strip()
+    return table
 
 
 def _int(default: int | None, doc: str, minimum: int = 1, maximum: int | None = None,
