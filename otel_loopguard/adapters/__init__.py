@@ -242,6 +242,26 @@ def agent_of(name: str, attributes: Mapping[str, Any]) -> str | None:
         return str(found) if found else name.removesuffix(".agent")
     if name.startswith(k.LOGFIRE_AGENT_PREFIX):
         return agent_run_name(name, attributes)
+    if attributes.get(k.TL_SPAN_KIND) == "task":
+        return _subgraph_agent(attributes)
+    return None
+
+
+def _subgraph_agent(attributes: Mapping[str, Any]) -> str | None:
+    """Return the agent of an OpenLLMetry task span that runs a graph as its node, or None.
+
+    A LangGraph agent made a node of another graph (``create_agent(..., name="triage")`` as
+    node ``triage`` of a ``StateGraph``) runs as a task span named like the node, under it
+    (``traceloop.entity.path`` ends with its own name). OpenLLMetry writes that agent's
+    ``invoke_agent triage`` span beside the node's spans, not above its calls: without this the
+    calls, and a ``transfer_to_<agent>`` handoff between two such agents, read as the outer
+    graph's.
+    """
+    entity = attributes.get(k.TL_ENTITY_NAME)
+    path = attributes.get(k.TL_ENTITY_PATH)
+    if isinstance(entity, str) and entity and isinstance(path, str) \
+            and path.rpartition(".")[2] == entity:
+        return entity
     return None
 
 
@@ -256,7 +276,7 @@ def roles_of(name: str, attributes: Mapping[str, Any]) -> tuple[str | None, bool
     oi_kind = attributes.get(_OI_KIND)
     tl_kind = attributes.get(_TL_KIND)
     agent = agent_of(name, attributes) if (  # only a span with one of its markers is one
-        op in _AGENT_OPERATIONS or oi_kind == "AGENT" or tl_kind == "agent"
+        op in _AGENT_OPERATIONS or oi_kind == "AGENT" or tl_kind in ("agent", "task")
         or name.startswith(k.LOGFIRE_AGENT_PREFIX)) else None
     if op in k.MODEL_OPERATIONS or oi_kind == "LLM" or tl_kind == "llm":  # is_model_turn
         return agent, True, False

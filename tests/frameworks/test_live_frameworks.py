@@ -661,3 +661,80 @@ def test_langchain_transfer_tool_leaves_from_the_agent_the_instrumentation_names
     source = "" if live.family.name == "langchain-openinference" else "triage"
     assert handoffs == [(source, "billing")] * 2
     assert live.internal_errors() == 0
+
+
+def _ping_pong_graph(round_trips: int) -> Any:
+    """Two ``create_agent`` agents, nodes of a ``StateGraph``, handing the conversation back
+    and forth ``round_trips`` times with swarm-style ``transfer_to_<agent>`` tools."""
+    from typing import Annotated
+
+    from langchain.agents import create_agent
+    from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+    from langchain_core.messages import AIMessage, ToolMessage
+    from langchain_core.tools import InjectedToolCallId, tool
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.types import Command
+
+    class ScriptedChat(FakeMessagesListChatModel):
+        def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChat:
+            return self
+
+    def transfer(to: str) -> Any:
+        def hand_over(tool_call_id: str) -> Command:
+            """Hand the conversation over."""
+            return Command(goto=to, graph=Command.PARENT, update={"messages": [
+                ToolMessage(f"Transferred to {to}", tool_call_id=tool_call_id)]})
+
+        # the objects, not this module's postponed strings, which name a local import
+        hand_over.__annotations__ = {"tool_call_id": Annotated[str, InjectedToolCallId],
+                                     "return": Command}
+        return tool(f"transfer_to_{to}")(hand_over)
+
+    def agent(name: str, to: str, answer: bool) -> Any:
+        responses: list[Any] = [AIMessage(content="", tool_calls=[{
+            "name": f"transfer_to_{to}", "args": {}, "id": f"call_{name}_{i}",
+            "type": "tool_call"}]) for i in range(round_trips)]
+        responses += [AIMessage("Done.")] if answer else []
+        return create_agent(ScriptedChat(responses=responses), tools=[transfer(to)], name=name,
+                            system_prompt=f"You are {name}.")
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("triage", agent("triage", "billing", True), destinations=("billing",))
+    graph.add_node("billing", agent("billing", "triage", False), destinations=("triage",))
+    graph.add_edge(START, "triage")
+    return graph.compile()
+
+
+@pytest.mark.parametrize("live", LANGCHAIN, indirect=True)
+def test_langgraph_agents_as_nodes_hand_off_from_their_own_agent(live: Live,
+                                                                tmp_path: Path) -> None:
+    """Two agents as nodes of a graph of one's own, handing the task back and forth: each
+    handoff leaves from the agent whose node runs it, so the ping-pong stops at the 4th handoff
+    live and in check (under OpenLLMetry, whose agent span sits beside the node's spans, every
+    handoff left from the outer graph and none was flagged); OpenInference names no source
+    agent, so its cycle closes one handoff later."""
+    from otel_loopguard.types import Handoff
+
+    out = _ping_pong_graph(3).invoke({"messages": [("user", "I want a refund")]},
+                                     {"recursion_limit": 80})
+    assert out["messages"][-1].content == "Done."
+    live.provider.force_flush()
+    spans = sorted(live.exporter.get_finished_spans(), key=lambda s: s.start_time or 0)
+    actions = [_loopguard_attrs(s).get("loopguard.action") for s in spans
+               if s.name.startswith("execute_tool transfer_to_") or (s.attributes or {}).get(
+                   "openinference.span.kind") == "TOOL"]
+    first = 4 if live.family.name != "langchain-openinference" else 5
+    assert actions[first - 1] == "stop" and None not in actions[first - 1:], \
+        _describe(spans)
+    assert set(actions[:first - 1]) == {None}, _describe(spans)
+    path = tmp_path / "spans.jsonl"
+    path.write_text("".join(line + "\n" for line in to_otlp_json_lines(list(spans))))
+    records = list(iter_spans(str(path), strict=True))
+    handoffs = [(e.event.from_agent, e.event.to_agent)
+                for t in dict.fromkeys(r.trace_id for r in records)
+                for e in assemble_trace(t, [r for r in records if r.trace_id == t],
+                                        LoopGuardConfig()).events
+                if isinstance(e.event, Handoff) and e.event.explicit]  # not a sibling's start
+    if live.family.name != "langchain-openinference":
+        assert handoffs == [("triage", "billing"), ("billing", "triage")] * 3
+    assert live.internal_errors() == 0
