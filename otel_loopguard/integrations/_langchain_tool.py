@@ -9,12 +9,13 @@ from typing import Any, Final
 
 from opentelemetry import trace
 
-from otel_loopguard.enforce import ToolCallScope, ToolGuard, _model_arguments
+from otel_loopguard.enforce import ToolCallScope, ToolGuard, _encode, _model_arguments
 from otel_loopguard.enforce._verdict import GuardVerdict, annotate, check, warning
 from otel_loopguard.integrations._common import (
     finished,
     is_instrumentation_tool_span,
     observed,
+    supplier,
     warn_once,
 )
 from otel_loopguard.integrations._langchain_common import (
@@ -116,8 +117,14 @@ class _ToolFunctionGuard:
             bound = {"args": list(args), **kwargs}
         return _model_arguments({k: v for k, v in bound.items() if k not in injected})
 
-    def precheck(self, arguments: Any) -> GuardVerdict | None:
-        """Return the verdict when an instrumentation's tool span is current, else None."""
+    def precheck(self, arguments: Any) -> tuple[GuardVerdict, Callable[[str], None] | None] | None:
+        """Return the verdict when an instrumentation's tool span is current, else None.
+
+        With it, the function that hands the engine the call's result, for when that span
+        records no content (its capture is off): the call's arguments are handed over at once
+        (``enforce._host.supplier``), or calls of unknown content would never be the same and
+        nothing would be stopped.
+        """
         current = trace.get_current_span()
         span = current if is_instrumentation_tool_span(current) else _openinference_span()
         if span is not None and not observed(self.processor, span):
@@ -132,10 +139,21 @@ class _ToolFunctionGuard:
         try:
             verdict = check(self.processor, span, self.name, _argument_forms(arguments))
             annotate(span, verdict)
+            # OpenInference writes its span's attributes when the call ends: whether it will
+            # hold the content is not known yet (the engine uses what it supplies only where
+            # the span lacks it)
+            supply = None if verdict.blocked else supplier(self.processor, span,
+                                                           _encode(arguments))
         except Exception as exc:
             self.processor.guard.handle("enforce", exc)
             return None
-        return verdict
+        return verdict, supply
+
+    def supplied(self, supply: Callable[[str], None] | None, result: Any) -> Any:
+        """Hand ``result`` (without its artifact) to the engine by ``supply``; return it."""
+        if supply is not None:
+            supply(_encode(result[0] if self.artifact and isinstance(result, tuple) else result))
+        return result
 
     def blocked_result(self, verdict: GuardVerdict) -> Any:
         if verdict.enforcement == "abort":
@@ -162,12 +180,13 @@ class _ToolFunctionGuard:
         @functools.wraps(func)
         def guarded(*args: Any, **kwargs: Any) -> Any:
             arguments = self.arguments(func, args, kwargs, injected)
-            verdict = self.precheck(arguments)
-            if verdict is not None:
+            prechecked = self.precheck(arguments)
+            if prechecked is not None:
+                verdict, supply = prechecked
                 if verdict.blocked:
                     return self.blocked_result(verdict)
                 try:
-                    return self.finish(verdict, func(*args, **kwargs))
+                    return self.finish(verdict, self.supplied(supply, func(*args, **kwargs)))
                 finally:
                     finished(self.processor, verdict)
             with self._guard.call(self.name, arguments) as scope:
@@ -186,12 +205,14 @@ class _ToolFunctionGuard:
         @functools.wraps(func)
         async def guarded(*args: Any, **kwargs: Any) -> Any:
             arguments = self.arguments(func, args, kwargs, injected)
-            verdict = self.precheck(arguments)
-            if verdict is not None:
+            prechecked = self.precheck(arguments)
+            if prechecked is not None:
+                verdict, supply = prechecked
                 if verdict.blocked:
                     return self.blocked_result(verdict)
                 try:
-                    return self.finish(verdict, await func(*args, **kwargs))
+                    return self.finish(verdict,
+                                       self.supplied(supply, await func(*args, **kwargs)))
                 finally:
                     finished(self.processor, verdict)
             with self._guard.call(self.name, arguments) as scope:

@@ -671,24 +671,38 @@ def _is_search_span(span: ReadableSpan) -> bool:
         attrs.get("openinference.span.kind") == "TOOL" and span.name == "search")
 
 
-def _scenarios(instrumentation: str) -> dict[str, Any]:
-    """Run hint, abort and observe under ``instrumentation``; return what was seen (JSON)."""
+_NO_CONTENT_ENV = {"openinference": {"OPENINFERENCE_HIDE_INPUTS": "true",
+                                      "OPENINFERENCE_HIDE_OUTPUTS": "true"},
+                   "traceloop": {"TRACELOOP_TRACE_CONTENT": "false"},
+                   "otel-genai": {}}  # its default: no content unless _GENAI_ENV
+"""Each instrumentation with its content capture off (the ``no-content`` subprocess)."""
+
+
+def _scenarios(instrumentation: str, content: bool = True) -> dict[str, Any]:
+    """Run hint, abort and observe under ``instrumentation``; return what was seen (JSON).
+
+    Without ``content``, only ``guard_tool``'s hint, with the instrumentation's content capture
+    off.
+    """
     module, name = INSTRUMENTATIONS[instrumentation]
-    if instrumentation == "otel-genai":
+    if not content:
+        os.environ.update(_NO_CONTENT_ENV[instrumentation])
+    elif instrumentation == "otel-genai":
         os.environ.update(_GENAI_ENV)
     slot = _Slot()
     provider = TracerProvider()
     provider.add_span_processor(slot)
     getattr(importlib.import_module(module), name)().instrument(tracer_provider=provider)
     out: dict[str, Any] = {}
-    for scenario, how, config in (
-            ("hint", "middleware", {"mode": "enforce", "enforcement": "hint"}),
-            ("hint_tool", "guard_tool", {"mode": "enforce", "enforcement": "hint"}),
-            ("abort", "middleware", {"mode": "enforce", "enforcement": "abort"}),
-            ("abort_tool", "guard_tool", {"mode": "enforce", "enforcement": "abort"}),
-            ("observe", "middleware", {"mode": "observe"}),
-            ("warn", "middleware", WARN_ON),
-            ("warn_tool", "guard_tool", WARN_ON)):
+    scenarios = (
+        ("hint", "middleware", {"mode": "enforce", "enforcement": "hint"}),
+        ("hint_tool", "guard_tool", {"mode": "enforce", "enforcement": "hint"}),
+        ("abort", "middleware", {"mode": "enforce", "enforcement": "abort"}),
+        ("abort_tool", "guard_tool", {"mode": "enforce", "enforcement": "abort"}),
+        ("observe", "middleware", {"mode": "observe"}),
+        ("warn", "middleware", WARN_ON),
+        ("warn_tool", "guard_tool", WARN_ON))
+    for scenario, how, config in scenarios if content else scenarios[1:2]:
         h = Harness(provider, **{**STOP_AT_3, **config})
         slot.target = h.processor
         seen: dict[str, Any] = {}
@@ -819,6 +833,20 @@ def test_instrumented_hint_on_warn_still_stops_the_loop(instrumented: dict[str, 
     assert warn["tool_calls"] == 3 and warn["enforced"] == 2
 
 
+@pytest.mark.parametrize("instrumentation", sorted(INSTRUMENTATIONS))
+def test_guard_tool_stops_the_loop_with_the_instrumentation_content_off(
+        instrumentation: str) -> None:
+    """With its content capture off, the instrumentation's tool spans carry no arguments and no
+    results: calls of unknown content are never the same, and nothing was stopped (the tool ran
+    every time). ``guard_tool`` runs inside that span and hands the engine the call's own
+    arguments and result by its span id, the exported span untouched."""
+    hint = _in_subprocess(instrumentation, "no-content")["hint_tool"]
+    assert hint["executions"] == 2
+    assert hint["contents"][:2] == [LOOP_RESULT] * 2
+    assert all(c.startswith("[loop-detected] ") for c in hint["contents"][2:])
+    assert hint["tool_calls"] == 2 and hint["blocked"] == 2
+
+
 if __name__ == "__main__":  # the subprocess of ``_in_subprocess``
     print(json.dumps(_turn_scenarios(sys.argv[1]) if sys.argv[2:] == ["turns"]
-                     else _scenarios(sys.argv[1])))
+                     else _scenarios(sys.argv[1], content=sys.argv[2:] != ["no-content"])))
