@@ -29,7 +29,7 @@ from otel_loopguard.processor import LoopGuardSpanProcessor
 if _HAVE_LANGCHAIN:
     from otel_loopguard.integrations._langchain_common import BaseTool, StructuredTool, Tool
 
-__all__ = ["guard_tool"]
+__all__ = ["guard_tool", "supplying_tool"]
 
 _INJECTED: Final = frozenset({"config", "callbacks", "run_manager"})
 """Parameters LangChain injects into a tool function: never part of the call's arguments."""
@@ -62,11 +62,32 @@ def guard_tool(tool: BaseTool, processor: LoopGuardSpanProcessor, *,
                         f"{type(tool).__name__}; use LoopGuardMiddleware or "
                         "LoopGuardToolCallWrapper instead")
     guard = _ToolFunctionGuard(processor, tool, tracer_provider, capture_content)
+    return _copy(tool, guard.wrap, guard.wrap_async)
+
+
+def supplying_tool(tool: BaseTool, processor: LoopGuardSpanProcessor) -> BaseTool:
+    """Return a copy of ``tool`` that hands the engine each call's content, or ``tool`` itself.
+
+    For ``LoopGuardToolCallWrapper``, which prechecks a call outside the instrumentation's tool
+    span (it starts inside the tool node): inside that span, the copy's function hands the
+    engine the call's arguments and result by the span's id, for when the span records
+    neither (content capture off). No precheck of its own. A tool of another kind is returned
+    as it is.
+    """
+    if not isinstance(tool, StructuredTool | Tool):
+        return tool
+    guard = _ToolFunctionGuard(processor, tool, None, True)
+    return _copy(tool, guard.wrap_supplying, guard.wrap_supplying_async)
+
+
+def _copy(tool: StructuredTool | Tool, wrap: Callable[[Any], Any],
+          wrap_async: Callable[[Any], Any]) -> BaseTool:
+    """Return a copy of ``tool`` whose function and coroutine are wrapped."""
     update: dict[str, Any] = {}
     if tool.func is not None:
-        update["func"] = guard.wrap(tool.func)
+        update["func"] = wrap(tool.func)
     if tool.coroutine is not None:
-        update["coroutine"] = guard.wrap_async(tool.coroutine)
+        update["coroutine"] = wrap_async(tool.coroutine)
     return tool.model_copy(update=update)
 
 
@@ -126,9 +147,7 @@ class _ToolFunctionGuard:
         nothing would be stopped.
         """
         current = trace.get_current_span()
-        span = current if is_instrumentation_tool_span(current) else _openinference_span()
-        if span is not None and not observed(self.processor, span):
-            span = None  # an instrumentation on another provider: record the call ourselves
+        span = self.instrumentation_span(current)
         if span is None:
             if not current.get_span_context().is_valid:
                 warn_once(self._warned, "run", (
@@ -148,6 +167,48 @@ class _ToolFunctionGuard:
             self.processor.guard.handle("enforce", exc)
             return None
         return verdict, supply
+
+    def instrumentation_span(self, current: Any) -> Any:
+        """Return the instrumentation's tool span of this call, when the processor sees it.
+
+        The current span (OpenLLMetry, GenAI), or OpenInference's, which it does not make
+        current. None for an instrumentation on another provider: the guard records the call.
+        """
+        span = current if is_instrumentation_tool_span(current) else _openinference_span()
+        return span if span is not None and observed(self.processor, span) else None
+
+    def supplier_here(self, arguments: Any) -> Callable[[str], None] | None:
+        """Hand the engine ``arguments`` for the instrumentation's tool span, if any.
+
+        Returns the function that hands it the result; None outside such a span.
+        """
+        try:
+            span = self.instrumentation_span(trace.get_current_span())
+            return None if span is None else supplier(self.processor, span, _encode(arguments))
+        except Exception as exc:
+            self.processor.guard.handle("enforce", exc)
+            return None
+
+    def wrap_supplying(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        injected = self.injected(func)
+
+        @functools.wraps(func)
+        def supplying(*args: Any, **kwargs: Any) -> Any:
+            supply = self.supplier_here(self.arguments(func, args, kwargs, injected))
+            return self.supplied(supply, func(*args, **kwargs))
+
+        return supplying
+
+    def wrap_supplying_async(self, func: Callable[..., Awaitable[Any]]
+                             ) -> Callable[..., Awaitable[Any]]:
+        injected = self.injected(func)
+
+        @functools.wraps(func)
+        async def supplying(*args: Any, **kwargs: Any) -> Any:
+            supply = self.supplier_here(self.arguments(func, args, kwargs, injected))
+            return self.supplied(supply, await func(*args, **kwargs))
+
+        return supplying
 
     def supplied(self, supply: Callable[[str], None] | None, result: Any) -> Any:
         """Hand ``result`` (without its artifact) to the engine by ``supply``; return it."""

@@ -63,7 +63,7 @@ from otel_loopguard.integrations._langchain_common import (
     _response_message,
     _turn_attributes,
 )
-from otel_loopguard.integrations._langchain_tool import guard_tool
+from otel_loopguard.integrations._langchain_tool import guard_tool, supplying_tool
 from otel_loopguard.integrations._turns import ModelCallTurn
 from otel_loopguard.processor import LoopGuardSpanProcessor
 from otel_loopguard.types import Action, Decision
@@ -183,6 +183,8 @@ class LoopGuardToolCallWrapper:
         self._guard = ToolGuard(processor, tracer_provider=provider,
                                 capture_content=capture_content)
         self._warned: set[str] = set()
+        self._supplying_tools: dict[int, tuple[Any, Any]] = {}
+        """id of a tool → (the tool, its copy that hands the engine each call's content)."""
 
     # --- ToolNode / middleware entry points --------------------------------------------------
     def __call__(self, request: Any, handler: Callable[[Any], Any]) -> Any:
@@ -193,7 +195,7 @@ class LoopGuardToolCallWrapper:
             if blocked is not None:
                 return blocked
             try:
-                return self._finish(plan, handler(request))
+                return self._finish(plan, handler(self._supplying(request)))
             finally:
                 finished(self.processor, plan.verdict)
         with _attached(plan.parent), self._guard.call(plan.tool, plan.arguments) as scope:
@@ -209,7 +211,7 @@ class LoopGuardToolCallWrapper:
             if blocked is not None:
                 return blocked
             try:
-                return self._finish(plan, await handler(request))
+                return self._finish(plan, await handler(self._supplying(request)))
             finally:
                 finished(self.processor, plan.verdict)
         with _attached(plan.parent), self._guard.call(plan.tool, plan.arguments) as scope:
@@ -308,6 +310,29 @@ class LoopGuardToolCallWrapper:
             return current
         span = _openinference_span()
         return span if span is not None and observed(self.processor, span) else None
+
+    def _supplying(self, request: Any) -> Any:
+        """Return ``request`` with its tool replaced by a copy that hands over its calls' content.
+
+        The copy (``supplying_tool``) hands the engine each call's content from inside the
+        instrumentation's tool span, which starts inside the tool node, where this wrapper does
+        not run: with its content capture off that span records neither arguments nor result,
+        calls of unknown content are never the same, and nothing would be stopped. One copy
+        per tool.
+        """
+        tool = getattr(request, "tool", None)
+        override = getattr(request, "override", None)
+        if tool is None or override is None:
+            return request
+        try:
+            copy = self._supplying_tools.get(id(tool))
+            if copy is None or copy[0] is not tool:
+                copy = self._supplying_tools[id(tool)] = (tool, supplying_tool(tool,
+                                                                               self.processor))
+            return override(tool=copy[1])
+        except Exception as exc:  # a request or tool of an unknown shape: as it came
+            self.processor.guard.handle("enforce", exc)
+            return request
 
     def _enforce(self, plan: _Plan, request: Any) -> Any:
         verdict = plan.verdict

@@ -681,8 +681,8 @@ _NO_CONTENT_ENV = {"openinference": {"OPENINFERENCE_HIDE_INPUTS": "true",
 def _scenarios(instrumentation: str, content: bool = True) -> dict[str, Any]:
     """Run hint, abort and observe under ``instrumentation``; return what was seen (JSON).
 
-    Without ``content``, only ``guard_tool``'s hint, with the instrumentation's content capture
-    off.
+    Without ``content``, only the hints (the middleware's and ``guard_tool``'s), with the
+    instrumentation's content capture off.
     """
     module, name = INSTRUMENTATIONS[instrumentation]
     if not content:
@@ -702,7 +702,7 @@ def _scenarios(instrumentation: str, content: bool = True) -> dict[str, Any]:
         ("observe", "middleware", {"mode": "observe"}),
         ("warn", "middleware", WARN_ON),
         ("warn_tool", "guard_tool", WARN_ON))
-    for scenario, how, config in scenarios if content else scenarios[1:2]:
+    for scenario, how, config in scenarios if content else scenarios[:2]:
         h = Harness(provider, **{**STOP_AT_3, **config})
         slot.target = h.processor
         seen: dict[str, Any] = {}
@@ -834,17 +834,19 @@ def test_instrumented_hint_on_warn_still_stops_the_loop(instrumented: dict[str, 
 
 
 @pytest.mark.parametrize("instrumentation", sorted(INSTRUMENTATIONS))
-def test_guard_tool_stops_the_loop_with_the_instrumentation_content_off(
-        instrumentation: str) -> None:
+@pytest.mark.parametrize("scenario", ["hint", "hint_tool"])
+def test_the_loop_is_stopped_with_the_instrumentation_content_off(instrumentation: str,
+                                                                  scenario: str) -> None:
     """With its content capture off, the instrumentation's tool spans carry no arguments and no
     results: calls of unknown content are never the same, and nothing was stopped (the tool ran
-    every time). ``guard_tool`` runs inside that span and hands the engine the call's own
-    arguments and result by its span id, the exported span untouched."""
-    hint = _in_subprocess(instrumentation, "no-content")["hint_tool"]
+    every time). Inside that span, ``guard_tool`` and the middleware's copy of the tool hand
+    the engine the call's own arguments and result by its span id, the exported span
+    untouched."""
+    hint = _in_subprocess(instrumentation, "no-content")[scenario]
     assert hint["executions"] == 2
     assert hint["contents"][:2] == [LOOP_RESULT] * 2
     assert all(c.startswith("[loop-detected] ") for c in hint["contents"][2:])
-    assert hint["tool_calls"] == 2 and hint["blocked"] == 2
+    assert hint["tool_calls"] == 2 and hint["enforced"] == 2
 
 
 if __name__ == "__main__":  # the subprocess of ``_in_subprocess``
