@@ -118,12 +118,13 @@ class AgentScript:
 
     @contextmanager
     def agent(self, name: str) -> Iterator[AgentScript]:
-        """Open a nested ``invoke_agent`` span and script tools under it."""
+        """Open a nested ``invoke_agent`` span, current inside, and script tools under it."""
         span = self._tracer.start_span(f"invoke_agent {name}", context=self._ctx(), attributes={
             "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name},
             start_time=self._clock())
         try:
-            yield AgentScript(self._tracer, self._clock, span)
+            with trace.use_span(span, end_on_exit=False):
+                yield AgentScript(self._tracer, self._clock, span)
         finally:
             span.end(end_time=self._clock.advance(0.001))
 
@@ -147,7 +148,11 @@ class LoopGuardHarness:
     def run(self, agent: str = "agent", *, conversation: str | None = None,
             prompt: str | None = None, attributes: dict[str, Any] | None = None,
             ) -> Iterator[AgentScript]:
-        """Open a root ``invoke_agent`` span (a new trace) and script the run inside it."""
+        """Open a root ``invoke_agent`` span (a new trace) and script the run inside it.
+
+        The span is current inside, so an agent's own code, instrumented on ``provider``, calls
+        its tools in this run too.
+        """
         attrs: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent",
                                  "gen_ai.agent.name": agent, **(attributes or {})}
         if conversation:
@@ -157,7 +162,8 @@ class LoopGuardHarness:
         root = self.tracer.start_span(f"invoke_agent {agent}", context=Context(),
                                       attributes=attrs, start_time=self.clock())
         try:
-            yield AgentScript(self.tracer, self.clock, root)
+            with trace.use_span(root, end_on_exit=False):
+                yield AgentScript(self.tracer, self.clock, root)
         finally:
             root.end(end_time=self.clock.advance(0.001))
 

@@ -117,6 +117,37 @@ class TestOpentelemetryInstrument:
         assert done.stderr.splitlines() == [message]
         assert self._agent_events(done.stdout) == []
 
+    def test_the_line_reaches_stderr_under_the_sdk_s_logging_handler(self,
+                                                                    tmp_path: Path) -> None:
+        """With the SDK's logging handler on the root logger and its logs going nowhere,
+        Python no longer prints a lone warning on stderr: the line was lost, and loopguard
+        silently absent."""
+        done = self._start(tmp_path, LOOPGUARD_STAGNATION_WARN="abc",
+                           OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED="true")
+        assert ("otel-loopguard: not installed: LOOPGUARD_STAGNATION_WARN must be an integer "
+                ">= 2, got 'abc'") in done.stderr.splitlines()
+
+    def test_nothing_is_installed_with_the_sdk_disabled(self, tmp_path: Path) -> None:
+        """OTEL_SDK_DISABLED=true: no processor and no /metrics port (whose zeros would read
+        as "no loops" on a dashboard), nothing said."""
+        script = tmp_path / "app.py"
+        script.write_text(textwrap.dedent("""
+            import threading
+            from opentelemetry import trace
+            provider = trace.get_tracer_provider()
+            print("PROCESSORS", [type(p).__name__ for p in getattr(
+                getattr(provider, "_active_span_processor", None), "_span_processors", ())])
+            print("THREADS", sorted(t.name for t in threading.enumerate()
+                                    if t.name.startswith("loopguard")))
+        """))
+        environ = {**os.environ, "OTEL_SDK_DISABLED": "true", "OTEL_TRACES_EXPORTER": "none",
+                   "OTEL_METRICS_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "none",
+                   "LOOPGUARD_METRICS_PORT": "0"}
+        done = subprocess.run([_instrument() or "", sys.executable, str(script)], env=environ,
+                              capture_output=True, text=True, timeout=60, check=True)
+        assert done.stdout.splitlines() == ["PROCESSORS []", "THREADS []"], done.stdout
+        assert done.stderr == ""
+
     def test_busy_metrics_port_keeps_detection(self, tmp_path: Path) -> None:
         """A metrics port already in use logs one line; detection still runs and the spans are
         still exported."""

@@ -121,3 +121,27 @@ class TestPlugin:
         listed = pytester.runpytest("-p", "no:cacheprovider", "--fixtures")
         assert listed.ret == 0, listed.stdout.str()
         listed.stdout.fnmatch_lines(["loopguard_harness -- *"])
+
+
+def test_an_agent_s_own_calls_inside_a_scripted_run_belong_to_it() -> None:
+    """The run's root span, and a nested agent's, are current inside: an agent's own code,
+    instrumented on the harness's provider, calls its tools in that run (they were three runs
+    of one call each, and the loop a test meant to catch passed)."""
+    import json
+
+    from otel_loopguard.testing import LoopGuardHarness
+
+    harness = LoopGuardHarness()
+    tracer = harness.provider.get_tracer("my_agent")
+    with harness.run(prompt="triage@v1") as run, run.agent("billing"):
+        for _ in range(3):
+            with tracer.start_as_current_span("execute_tool search", attributes={
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search",
+                    "gen_ai.tool.call.arguments": json.dumps({"q": 1}),
+                    "gen_ai.tool.call.result": "none"}):
+                pass
+    (report,) = harness.check()
+    assert (report.tool_calls, report.prompt_template, report.action.label) == (
+        3, "triage@v1", "warn")
+    assert [d.code for d in report.findings] == ["STAGNANT_RESULT"]
+    harness.shutdown()

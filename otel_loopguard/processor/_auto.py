@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -43,9 +44,9 @@ def post_instrument() -> None:
     try:
         _install()
     except ConfigError as exc:
-        logger.error("otel-loopguard: not installed: %s", exc)
+        _say(logging.ERROR, f"otel-loopguard: not installed: {exc}")
     except Exception as exc:  # the app must start whatever goes wrong here
-        logger.error("otel-loopguard: not installed: %s: %s", type(exc).__name__, exc)
+        _say(logging.ERROR, f"otel-loopguard: not installed: {type(exc).__name__}: {exc}")
         logger.debug("otel-loopguard: install failure", exc_info=True)
 
 
@@ -53,10 +54,13 @@ def _install() -> None:
     raw = os.environ.get(LOOPGUARD_ENABLED)
     if raw is not None and not parse_env_value(LOOPGUARD_ENABLED, _ENABLED_RULE, raw):
         return
+    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return  # the SDK is off: no spans to watch, and no /metrics that reads "no loops"
     provider = trace.get_tracer_provider()
     if not isinstance(provider, TracerProvider):
-        logger.warning("otel-loopguard: the global tracer provider is %s, not the SDK's; "
-                       "loopguard was not installed", type(provider).__name__)
+        _say(logging.WARNING, f"otel-loopguard: the global tracer provider is "
+                              f"{type(provider).__name__}, not the SDK's; loopguard was not "
+                              "installed")
         return
     from otel_loopguard.processor import install
 
@@ -64,4 +68,24 @@ def _install() -> None:
     try:
         install(config, tracer_provider=provider)
     except OSError as exc:  # install() adds the processor before it starts the metrics server
-        logger.error("otel-loopguard: %s; loop detection runs without it", exc.strerror or exc)
+        _say(logging.ERROR, f"otel-loopguard: {exc.strerror or exc}; loop detection runs "
+                            "without it")
+
+
+def _say(level: int, message: str) -> None:
+    """Log ``message``, and print it on stderr when no handler would show it there.
+
+    Once the SDK's logging handler is on the root logger (``OTEL_PYTHON_LOGGING_AUTO_
+    INSTRUMENTATION_ENABLED``), Python's last-resort output to stderr no longer runs, and with
+    ``OTEL_LOGS_EXPORTER=none`` the line went nowhere: loopguard was silently absent.
+    """
+    logger.log(level, message)
+    handlers = []
+    current: logging.Logger | None = logger
+    while current is not None:
+        handlers += current.handlers
+        current = current.parent if current.propagate else None
+    if handlers and not any(isinstance(h, logging.StreamHandler)
+                            and getattr(h, "stream", None) in (sys.stderr, sys.stdout)
+                            for h in handlers):
+        print(message, file=sys.stderr)
