@@ -696,6 +696,25 @@ def test_install_serves_the_registry_the_processor_counts_into() -> None:
     provider.shutdown()
 
 
+def test_the_metrics_server_of_install_stops_with_the_processor() -> None:
+    """``install()``'s ``/metrics`` server could not be stopped: after the provider's shutdown
+    its port stayed bound, and a second ``install()`` on it failed. It is the processor's now
+    (``metrics_server``, port 0 picks one), stopped by its shutdown."""
+    import socket
+
+    from otel_loopguard.processor import install
+
+    provider = TracerProvider()
+    processor = install(LoopGuardConfig.create(metrics_port=0), tracer_provider=provider,
+                        registry=CollectorRegistry())
+    port = processor.metrics_server.server_port
+    assert port > 0
+    provider.shutdown()
+    assert processor.metrics_server is None
+    with socket.socket() as again:
+        again.bind(("127.0.0.1", port))  # free again
+
+
 def test_a_busy_metrics_port_is_named_by_install_and_start_metrics_server() -> None:
     """``install()`` with ``LOOPGUARD_METRICS_PORT`` on a busy port, and
     ``start_metrics_server`` on one, raise an ``OSError`` naming the address, not only the

@@ -147,6 +147,9 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, GuardRuns, DeferredTur
         self._supplied = {}
         self._supplied_lock = threading.Lock()
         after_fork_in_child(self._forget_supplied)
+        self.metrics_server: Any = None
+        """The ``/metrics`` server ``install()`` started for this processor (None: none);
+        ``shutdown`` stops it, so its port is free again."""
         self._closed = False
         """Whether ``shutdown`` was called: spans that end from then on are passed on unchecked."""
         self._hand_on_to(downstream, background, max_queue_size)
@@ -343,6 +346,13 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, GuardRuns, DeferredTur
         if worker is not None and not worker.shutdown(_SHUTDOWN_SECONDS):
             logger.warning("otel-loopguard: %d spans were still queued at shutdown", len(worker))
         self._shut_down_downstream()
+        server, self.metrics_server = self.metrics_server, None
+        if server is not None:
+            try:
+                server.shutdown()
+                server.server_close()
+            except Exception as exc:  # the spans are handed on already; only the port is left
+                self.guard.handle("shutdown", exc)
 
     def _shut_down_downstream(self) -> None:
         """Stop counting this processor's runs as open; shut the downstream processor down."""
@@ -470,7 +480,10 @@ def install(config: LoopGuardConfig | None = None, *,
 
         # the registry the processor counts into (registry= or metrics=), else the global one
         registry = getattr(processor.metrics, "registry", None) or REGISTRY
-        start_metrics_server(cfg.metrics_port, cfg.metrics_addr, registry)
+        server = start_metrics_server(cfg.metrics_port, cfg.metrics_addr, registry)
+        processor.metrics_server = server  # stopped with the processor
+        logger.info("otel-loopguard: serving /metrics on %s:%d", cfg.metrics_addr,
+                    server.server_port)
     return processor
 
 
