@@ -73,6 +73,8 @@ if _HAVE_LANGCHAIN:
 
 __all__ = ["GuardVerdict", "LoopGuardMiddleware", "LoopGuardToolCallWrapper", "guard_tool"]
 
+_MAX_TOOL_COPIES: Final = 256
+"""Tools whose copy ``LoopGuardToolCallWrapper`` keeps (``_supplying``)."""
 RUN_KEY: Final = "loopguard_run_id"
 """Agent-state key where ``LoopGuardMiddleware`` keeps the id of the current invocation."""
 
@@ -325,10 +327,12 @@ class LoopGuardToolCallWrapper:
         if tool is None or override is None:
             return request
         try:
-            copy = self._supplying_tools.get(id(tool))
+            copies = self._supplying_tools
+            copy = copies.get(id(tool))
             if copy is None or copy[0] is not tool:
-                copy = self._supplying_tools[id(tool)] = (tool, supplying_tool(tool,
-                                                                               self.processor))
+                if len(copies) >= _MAX_TOOL_COPIES:  # tools made per invocation: start over
+                    copies.clear()
+                copy = copies[id(tool)] = (tool, supplying_tool(tool, self.processor))
             return override(tool=copy[1])
         except Exception as exc:  # a request or tool of an unknown shape: as it came
             self.processor.guard.handle("enforce", exc)
