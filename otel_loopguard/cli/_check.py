@@ -228,6 +228,9 @@ def _in_place(path: str) -> Iterator[TextIO]:
 
 def _unwritable(path: str, exc: OSError) -> LoopGuardError:
     """Return the one-line error of a report that cannot be written to ``path``."""
+    if exc.errno == errno.ENOENT:  # worded as a missing input is
+        return LoopGuardError(f"{path}: cannot write the report: no such directory "
+                              f"{os.path.dirname(path) or '.'}")
     return LoopGuardError(f"{path}: cannot write the report: {exc.strerror or exc}")
 
 
