@@ -684,3 +684,55 @@ class TestJson:
             f"{bad}:1: not an OTLP trace request: no resourceSpans (keys: 'foo')"]
         assert len(summary["bad_input"]) == 100
         assert _json(capsys, LOOPING)["summary"]["bad_input"] == []
+
+
+def test_a_file_that_cannot_be_opened_loses_nothing_else(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A path that is a socket (or was removed after the listing) is one bad input: the other
+    files are still read and reported, and the exit code is 2."""
+    import socket
+
+    path = tmp_path / "s"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    try:
+        code = main(["check", "--format", "json", LOOPING, str(path), HEALTHY])
+    finally:
+        server.close()
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    assert code == 2
+    assert doc["summary"]["runs"] == 2 and doc["summary"]["bad_records"] == 1
+    assert str(path) in captured.err
+
+
+def test_sarif_from_standard_input_names_an_artifact(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """GitHub code scanning rejects a result without a physical location."""
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(Path(LOOPING).read_bytes())))
+    main(["check", "--format", "sarif", "-"])
+    results = json.loads(capsys.readouterr().out)["runs"][0]["results"]
+    assert results
+    for result in results:
+        (location,) = result["locations"]
+        assert location["physicalLocation"]["artifactLocation"]["uri"] == "stdin"
+
+
+def test_json_names_a_file_whose_name_is_not_utf8(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A lone surrogate escape (``\\udcff``) in the document breaks strict JSON parsers."""
+    import orjson
+
+    path = os.path.join(os.fsencode(tmp_path), b"bad\xffname.jsonl")
+    with open(path, "wb") as out:
+        out.write(Path(LOOPING).read_bytes())
+    main(["check", "--format", "json", os.fsdecode(path)])
+    doc = orjson.loads(capsys.readouterr().out.encode("utf-8", "surrogateescape"))
+    assert doc["runs"][0]["file"].endswith("name.jsonl")
+
+
+def test_every_finding_code_has_a_sarif_rule() -> None:
+    """Each code the policy words a hint for is a described rule, not just its code."""
+    from otel_loopguard.policy import _TEMPLATES
+
+    assert set(_TEMPLATES) <= set(_sarif._RULES), sorted(set(_TEMPLATES) - set(_sarif._RULES))

@@ -168,18 +168,23 @@ class Inputs:
         progress = self._progress
         where = self._where
         for index, path in enumerate(self.files):
-            for line, spans in iter_span_batches(
-                    path, strict=self.strict, on_error=self.on_error,
-                    progress=progress.file(index, path),
-                    max_decompressed_bytes=self.max_decompressed_bytes,
-                    max_line_bytes=self.max_line_bytes, agents=self._agents):
-                self.spans_read += len(spans)
-                for trace_id in {span.trace_id: None for span in spans}:  # in order, once each
-                    if trace_id not in where:
-                        where[trace_id] = Where(path, line)
-                        if len(where) > _MAX_REMEMBERED_TRACES:
-                            where.popitem(last=False)
-                yield spans
+            try:
+                for line, spans in iter_span_batches(
+                        path, strict=self.strict, on_error=self.on_error,
+                        progress=progress.file(index, path),
+                        max_decompressed_bytes=self.max_decompressed_bytes,
+                        max_line_bytes=self.max_line_bytes, agents=self._agents):
+                    self.spans_read += len(spans)
+                    for trace_id in {span.trace_id: None for span in spans}:  # in order, once
+                        if trace_id not in where:
+                            where[trace_id] = Where(path, line)
+                            if len(where) > _MAX_REMEMBERED_TRACES:
+                                where.popitem(last=False)
+                    yield spans
+            except TraceFileError as error:  # a file that cannot be opened (gone since the
+                if self.strict:              # listing, a socket): named, the others still read
+                    raise
+                self.on_error(error)
         progress.done(self.spans_read)
 
     def where(self, report: RunReport) -> Where | None:

@@ -42,6 +42,10 @@ __all__ = ["MAX_RESULTS", "SarifReporter"]
 MAX_RESULTS: Final = 25_000
 """Results written at most: GitHub code scanning rejects a SARIF run with more."""
 _SCHEMA: Final = "https://json.schemastore.org/sarif-2.1.0.json"
+_STDIN_URI: Final = "stdin"
+"""The artifact of a result read from standard input (there is no file to name)."""
+_UNKNOWN_URI: Final = "unknown"
+"""The artifact of a result whose first trace is no longer remembered."""
 _RULES: Final = {
     "STAGNANT_RESULT": "The same call keeps returning the same result",
     "STALLED_RESULT": "Different calls in a row keep returning the same result",
@@ -55,6 +59,9 @@ _RULES: Final = {
     "REPEATED_BATCH": "The same set of parallel tool calls is repeated",
     "HANDOFF_LOOP": "Agents hand off to each other in a cycle",
     "NEAR_DUPLICATE": "Near-identical calls of one tool with no progress",
+    "NO_EFFECT": "A call keeps returning the same result whatever changes between",
+    "REPEATED_BLOCK": "A block of tool calls comes back identically, other calls between",
+    "IDLE_TURNS": "Model turns in a row call no tool and repeat",
     "BUDGET_WARNING": "A run is close to its budget",
     "BUDGET_EXHAUSTED": "A run exceeded its budget",
 }
@@ -158,6 +165,9 @@ class SarifReporter(Reporter):
         location: dict[str, Any] = {"logicalLocations": [logical]}
         if where is not None and where.path != "-":
             location.update(_location(where))
+        else:  # GitHub code scanning rejects a result without a physical location
+            location["physicalLocation"] = {"artifactLocation": {
+                "uri": _STDIN_URI if where is not None else _UNKNOWN_URI}}
         fingerprint = hashlib.sha256("\x00".join(
             (template, decision.tool, rule, decision.action.label)).encode()).hexdigest()
         return {

@@ -107,7 +107,10 @@ class JsonReporter(Reporter):
         """Write one run of the ``runs`` array."""
         doc = report_to_json(report)
         if where is not None and where.path != "-":  # standard input: no file to name
-            doc = {"run_id": doc.pop("run_id"), "file": where.path, "line": where.line, **doc}
+            # cleaned as every format names it: a file name that is not UTF-8 would be a lone
+            # surrogate escape (\udcff), which strict JSON parsers reject with the document
+            doc = {"run_id": doc.pop("run_id"), "file": clean(where.path), "line": where.line,
+                   **doc}
         text = indented_json(doc).replace("\n", "\n    ")
         self.out.write(('{\n  "runs": [' if not self.written else ",") + "\n    " + text)
         self.written += 1
