@@ -193,3 +193,16 @@ class TestDemoMetrics:
         assert _total(samples, RUNS, prompt_template=HEALTHY) > 0
         assert _total(samples, RUNS_FLAGGED, prompt_template=HEALTHY, action="replan") == 0
         capsys.readouterr()
+
+
+def test_a_taken_metrics_port_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    """As docs/metrics.md says: another process has the port, demo names it and exits 2."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code = main(["demo", "--duration", "0.2", "--quiet", "--metrics-port", str(port)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err == (f"otel-loopguard: cannot serve /metrics on 127.0.0.1:{port} "
+                   "(Address already in use)\n")

@@ -333,7 +333,8 @@ def add_parser(commands: Any) -> None:
         description="Run simulated agents (one broken prompt template among healthy ones) "
                     "through a real TracerProvider with LoopGuardSpanProcessor, serve the "
                     "metrics on /metrics and print a per-template summary. LOOPGUARD_* "
-                    "variables apply. Exit 0.")
+                    "variables apply. Exit 0; 2 for a bad flag, or when /metrics cannot be "
+                    "served (the port is taken).")
     parser.add_argument("--duration", type=_positive_float, default=_DEFAULT_DURATION_SECONDS,
                         metavar="SECONDS", help="how long to run (default: 5)")
     parser.add_argument("--metrics-port", type=_int_in(0, 65535), default=_DEFAULT_PORT,
