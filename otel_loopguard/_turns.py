@@ -120,10 +120,19 @@ class Turns:
         run.answered = answered
         return True
 
-    def _agent_change(self, run: RunState, call: ToolCall) -> Evidence | None:
+    def _agent_change(self, run: RunState, call: ToolCall,
+                      prior_end: int = -1) -> Evidence | None:
+        """Infer a handoff from the agent of the previous call to this call's agent.
+
+        Not when this call started before an earlier call of the run ended (``prior_end``):
+        the two ran one inside the other (a sub-agent called as a tool, its calls inside the
+        orchestrator's) or side by side, which is delegation or parallel work, not control
+        passed on.
+        """
         previous, run.last_agent = run.last_agent, call.agent
         if (previous is None or previous == call.agent or run.explicit_handoffs
-                or self.handoffs is None or call.agent is None):
+                or self.handoffs is None or call.agent is None
+                or 0 < call.start_time_ns < prior_end):
             return None
         handoff = Handoff(from_agent=previous, to_agent=call.agent, span_id=call.span_id,
                           end_time_ns=call.end_time_ns, explicit=False)

@@ -117,20 +117,39 @@ class SiblingAgents:
     __slots__ = ("_latest",)
 
     def __init__(self) -> None:
-        self._latest: dict[str | None, str] = {}
-        """Parent span id → the agent of the latest agent span started under it."""
+        self._latest: dict[str | None, tuple[str, Any, bool]] = {}
+        """Parent span id → the agent of the latest agent span started under it, that span
+        (when given), and whether it started while its previous sibling still ran."""
 
     def started(self, parent: str | None, agent: str, span_id: str,
-                start_time_ns: int) -> Handoff | None:
-        """Take an agent span that started; return the handoff it implies, if any."""
+                start_time_ns: int, span: Any = None) -> Handoff | None:
+        """Take an agent span that started; return the handoff it implies, if any.
+
+        ``span``: the agent span itself (an SDK span live, a ``SpanRecord`` in ``check``). A
+        sibling still running when this one starts is parallel work (sub-agents fanned out
+        together), not control passed on: no handoff, and none from the last agent of such a
+        group to the next span either (control came back to the parent).
+        """
         previous = self._latest.get(parent)
-        self._latest[parent] = agent
+        parallel = previous is not None and previous[1] is not None \
+            and _ran_until(previous[1], start_time_ns)
+        self._latest[parent] = (agent, span, parallel)
         if len(self._latest) > _MAX_PARENTS:
             del self._latest[next(iter(self._latest))]
-        if previous is None or previous == agent:
+        if previous is None or previous[0] == agent or parallel or previous[2]:
             return None
-        return Handoff(from_agent=previous, to_agent=agent, span_id=span_id,
+        return Handoff(from_agent=previous[0], to_agent=agent, span_id=span_id,
                        end_time_ns=start_time_ns, explicit=False)
+
+
+def _ran_until(span: Any, start_time_ns: int) -> bool:
+    """Return whether ``span`` was still open at ``start_time_ns`` (its end unknown: no)."""
+    end = getattr(span, "end_time_ns", None)
+    if end is None:
+        end = getattr(span, "end_time", None)
+        if end is None:  # a live SDK span not yet ended
+            return True
+    return bool(end) and end > start_time_ns
 
 
 @dataclass(slots=True)
@@ -381,7 +400,7 @@ def _add_sibling_handoffs(out: AssembledTrace, agent_spans: Sequence[SpanRecord]
     inferred: list[tuple[int, TraceEvent]] = []
     for span in sorted((s for s in agent_spans if may_name_agent(s.name)), key=_START):
         handoff = siblings.started(span.parent_span_id, agents[span.span_id], span.span_id,
-                                   span.start_time_ns)
+                                   span.start_time_ns, span)
         if handoff is not None:
             inferred.append((span.start_time_ns, TraceEvent(handoff, span.parent_span_id)))
     if inferred:

@@ -232,11 +232,12 @@ class LoopEngine(Prechecks, Turns, Callbacks):
             check_reentry(run)
         if run.in_flight.calls:
             run.in_flight.remove(call.span_id)
+        prior_end = run.last_end_ns  # the latest end among the run's earlier calls
         step, repeat = self._step(run, call)
         waste = run.waste
         evidence: list[Evidence] = []
         if call.agent and call.agent != run.last_agent:
-            implicit = self._agent_change(run, call)
+            implicit = self._agent_change(run, call, prior_end)
             if implicit is not None:
                 evidence.append(implicit)
         if self.handoffs is not None and len(run.handoff_state.agents) > 1 and not repeat \

@@ -27,7 +27,9 @@ tool name                target                                seen from
 ``transfer_back_to_<a>`` the name's suffix                     LangGraph supervisor
 =======================  ====================================  ==============================
 
-``transfer_to_human...`` (a customer-service agent handing its user to people) stays a tool call.
+``transfer_to_human...`` (a customer-service agent handing its user to people) stays a tool call,
+and so does a ``transfer_to_<x>`` called with arguments of its own (``transfer_to_savings(amount=
+100)``, an application's tool): a handoff tool carries only what LangGraph injects and the task.
 
 The agent handing off is the span's agent attribute when it has one, else the agent of the
 enclosing agent span (Strands writes none on its tool spans), else unknown (``""``): the
@@ -85,7 +87,8 @@ def is_handoff_tool(tool: Any, arguments: Any) -> bool:
     if key is not None:
         return bool(_argument(arguments, key))
     return (tool.startswith(_TARGET_PREFIXES) and tool != "transfer_to_agent"
-            and not handoff_target(tool, arguments).startswith(_HUMAN))
+            and not handoff_target(tool, arguments).startswith(_HUMAN)
+            and _no_call_arguments(arguments))
 
 
 def handoff_target(tool: str, arguments: Any) -> str:
@@ -116,6 +119,24 @@ def handoff_note(tool: str, arguments: Any) -> str:
         return ""
     # its canonical form: volatile text masked (LlamaIndex's ``ctx`` holds a fresh address)
     return digest(canonical_args(rest)[1])
+
+
+_HANDOFF_PAYLOAD: Final = frozenset({"tool_call_id", "state", "runtime", "config", "store",
+                                      "messages", "task_description"})
+"""What a LangGraph ``transfer_to_<agent>`` tool may carry: what LangGraph injects (the call
+id, the graph's state, LangChain 1.x's ``ToolRuntime``, the config, the store, the messages)
+and the task it hands over. A ``transfer_to_<x>`` tool called with other arguments
+(``transfer_to_savings(amount=100)``) is a tool of the application, not a handoff."""
+
+
+def _no_call_arguments(arguments: Any) -> bool:
+    """Return whether a ``transfer_to_<x>`` call carries no argument of an ordinary tool."""
+    value = unwrap_arguments(arguments)
+    if isinstance(value, str):
+        value = parse_maybe_json(value)
+    if not isinstance(value, Mapping):
+        return True  # not captured (or not a mapping): read by its name, as before
+    return all(k in _HANDOFF_PAYLOAD for k in value)
 
 
 def _argument(arguments: Any, key: str) -> str:

@@ -60,5 +60,7 @@ class OpenInferenceAdapter(PlannedAdapter):
         if not target or target == REDACTED:
             target = span.name.removeprefix(_HANDOFF_PREFIX)
         source = attrs.get(k.OI_INPUT_VALUE)
-        return Handoff(from_agent="" if source == REDACTED else str(source), to_agent=str(target),
+        if source == REDACTED:  # hidden: it leaves from the agent span it runs in
+            source = agent or ""
+        return Handoff(from_agent=str(source), to_agent=str(target),
                        span_id=span.span_id, end_time_ns=span.end_time_ns)

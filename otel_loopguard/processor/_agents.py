@@ -78,7 +78,7 @@ class AgentStarts(FindingReports):
         """Infer a handoff when a sibling agent span with another name starts.
 
         The handoff belongs to the run of the agent span's parent, as ``check`` places it: the
-        trace's, the conversation's, or with ``run_key = "agent"`` the parent invocation's.
+        trace's or the conversation's (none with ``run_key = "agent"``).
         """
         attrs = raw_attributes(span)
         name = agent_of(span.name, attrs)
@@ -86,20 +86,18 @@ class AgentStarts(FindingReports):
             # Google ADK sets the attributes (operation, agent name) after starting the span:
             # its name names the agent, as gen_ai.agent.name will when check reads it.
             name = span.name.removeprefix(_INVOKE_AGENT).strip() or None
-        if name is None or span.parent is None:
+        if name is None or span.parent is None or self.config.run_key == "agent":
+            # a run per agent invocation: control passing between invocations crosses runs,
+            # whose work (the progress that tells delegation from ping-pong) it cannot see
             return
-        if self.config.run_key == "agent":
-            run_id = self._runs.trace(span.context.trace_id).note(
-                f"{span.context.trace_id:032x}/{span.parent.span_id:016x}")
-        else:
-            run_id = self._runs.run_id(span, attrs, span.context.trace_id)
+        run_id = self._runs.run_id(span, attrs, span.context.trace_id)
         entry, _ = self.store.get_or_create(run_id)
         if entry.state.notifying and entry.state.in_callback():
             return  # started inside this run's on_decision, which holds its lock
         with entry.state.lock:
             handoff = entry.siblings.started(format(span.parent.span_id, "016x"), name,
                                              format(span.context.span_id, "016x"),
-                                             span.start_time or 0)
+                                             span.start_time or 0, span)
             if handoff is None or not self.engine.counts_inferred_handoff(entry.state):
                 return
             decision = self.engine.process_handoff(entry.state, handoff)

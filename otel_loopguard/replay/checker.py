@@ -23,7 +23,15 @@ from otel_loopguard.coding_agents._records import fill_copy, is_session_run
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.engine import LoopEngine, RunState
 from otel_loopguard.replay._dedupe import SpanDeduplicator
-from otel_loopguard.types import Action, Decision, ModelTurn, SpanAdapter, SpanRecord, ToolCall
+from otel_loopguard.types import (
+    Action,
+    Decision,
+    Handoff,
+    ModelTurn,
+    SpanAdapter,
+    SpanRecord,
+    ToolCall,
+)
 from otel_loopguard.waste import RunWaste, Waste
 
 __all__ = ["Checker", "RunReport", "report_to_json"]
@@ -287,6 +295,8 @@ class Checker:
     def _per_agent(self, assembled: AssembledTrace) -> Iterator[RunReport]:
         groups: dict[str, list[Any]] = {}
         for item in assembled.events:
+            if isinstance(item.event, Handoff) and not item.event.explicit:
+                continue  # a sibling's start crosses invocations: no run of its own sees it
             groups.setdefault(item.agent_span_id or "", []).append(item)
         for owner, items in groups.items():
             run_id = f"{assembled.trace_id}/{owner}" if owner else assembled.trace_id
