@@ -187,6 +187,8 @@ class LoopGuardToolGuardrails:
         except Exception as exc:
             self.processor.guard.handle("enforce", exc)
             return ToolGuardrailFunctionOutput.allow()
+        if verdict is None:  # loopguard's span is not recorded: nothing can be guarded
+            return ToolGuardrailFunctionOutput.allow()
         if verdict.enforcement == "abort":
             return ToolGuardrailFunctionOutput.raise_exception(output_info=verdict)
         if verdict.enforcement == "hint":
@@ -194,7 +196,7 @@ class LoopGuardToolGuardrails:
                                                               output_info=verdict)
         return ToolGuardrailFunctionOutput.allow(output_info=verdict)
 
-    def _precheck(self, data: ToolInputGuardrailData) -> GuardVerdict:
+    def _precheck(self, data: ToolInputGuardrailData) -> GuardVerdict | None:
         ctx = data.context
         tool, arguments = ctx.tool_name, ctx.tool_arguments
         current = trace.get_current_span()
@@ -211,6 +213,13 @@ class LoopGuardToolGuardrails:
         span = self._tracer.start_span(
             f"execute_tool {tool}", context=self._parent_context(ctx),
             attributes=tool_span_attributes(tool, arguments, self._capture))
+        if not span.is_recording():  # no SDK provider: nothing records, nothing is guarded
+            warn_once(self._warned, "unrecorded", (
+                f"otel-loopguard: the span loopguard opens for {tool!r} is not recorded, so no "
+                "call is guarded: its tracer provider is not an SDK TracerProvider (pass "
+                "tracer_provider=, the provider the processor is on, or set it globally "
+                "first)"))
+            return None
         try:
             verdict = check(self.processor, span, tool, [arguments])
             annotate(span, verdict)

@@ -398,6 +398,21 @@ def test_input_guardrail_alone_warns_when_it_cannot_see_results(
     assert "output guardrail is not attached" in caplog.text
 
 
+def test_a_provider_that_records_nothing_guards_nothing_and_says_so_once(
+        make: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """guard_tools on a provider that is not an SDK TracerProvider (none set globally): every
+    call runs, one warning names the fix, and no internal error is raised."""
+    from opentelemetry.trace import NoOpTracerProvider
+
+    h = make(mode="enforce", enforcement="abort", **STOP_AT_3)
+    tools = guard_tools([h.search_tool()], h.processor, tracer_provider=NoOpTracerProvider())
+    result = h.run([LOOP_QUERY] * 5, tools=tools, guard=False)
+    assert result.final_output == "Done."
+    assert len(h.executions) == 5
+    warnings = [r.getMessage() for r in caplog.records if "is not recorded" in r.getMessage()]
+    assert len(warnings) == 1 and "tracer_provider=" in warnings[0]
+
+
 def test_guardrails_attach_once_and_keep_the_tools_own(make: Any) -> None:
     h = make(mode="enforce")
     search = h.search_tool()
