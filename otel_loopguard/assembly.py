@@ -20,6 +20,7 @@ The rules, shared by the live processor (spans as they start and end), ``check``
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -125,7 +126,8 @@ class SiblingAgents:
                 start_time_ns: int, span: Any = None) -> Handoff | None:
         """Take an agent span that started; return the handoff it implies, if any.
 
-        ``span``: the agent span itself (an SDK span live, a ``SpanRecord`` in ``check``). A
+        ``span``: the agent span itself (a weak reference to the SDK span live, so that an
+        ended span is not kept from being freed; a ``SpanRecord`` in ``check``). A
         sibling still running when this one starts is parallel work (sub-agents fanned out
         together), not control passed on: no handoff, and none from the last agent of such a
         group to the next span either (control came back to the parent).
@@ -144,6 +146,10 @@ class SiblingAgents:
 
 def _ran_until(span: Any, start_time_ns: int) -> bool:
     """Return whether ``span`` was still open at ``start_time_ns`` (its end unknown: no)."""
+    if isinstance(span, weakref.ref):
+        span = span()
+        if span is None:  # freed: it ended (and was exported) long ago
+            return False
     end = getattr(span, "end_time_ns", None)
     if end is None:
         end = getattr(span, "end_time", None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Any, Final
 
 from opentelemetry.sdk.trace import Span
@@ -97,7 +98,7 @@ class AgentStarts(FindingReports):
         with entry.state.lock:
             handoff = entry.siblings.started(format(span.parent.span_id, "016x"), name,
                                              format(span.context.span_id, "016x"),
-                                             span.start_time or 0, span)
+                                             span.start_time or 0, weakref.ref(span))
             if handoff is None or not self.engine.counts_inferred_handoff(entry.state):
                 return
             decision = self.engine.process_handoff(entry.state, handoff)
