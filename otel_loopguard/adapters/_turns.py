@@ -395,6 +395,10 @@ def _last_prompt(attributes: Mapping[str, Any]) -> tuple[str, bool]:
     return "", False
 
 
+_MAX_INDEX_DIGITS: Final = 9
+"""Longest message index read from a flattened key (no span has a billion messages)."""
+
+
 def _prompt_messages(attributes: Mapping[str, Any]) -> tuple[dict[int, list[Any]], ...]:
     """Return OpenLLMetry's and OpenInference's flattened prompts, in that order.
 
@@ -407,7 +411,8 @@ def _prompt_messages(attributes: Mapping[str, Any]) -> tuple[dict[int, list[Any]
             continue
         at = 0 if key.startswith(_GENAI_PROMPTS) else 1
         index, dot, field = key[len(_CONTENT_PREFIXES[at]):].partition(".")
-        if not dot or not index.isdecimal():  # isdigit: '²' too, int() refuses it
+        if not dot or not index.isdecimal() or len(index) > _MAX_INDEX_DIGITS:  # isdigit: '²'
+            # too, int() refuses it; a 4,301-digit index makes int() raise ValueError
             continue
         role_field, content_field = _PROMPT_FIELDS[at]
         if field == content_field:
@@ -416,7 +421,7 @@ def _prompt_messages(attributes: Mapping[str, Any]) -> tuple[dict[int, list[Any]
             found[at].setdefault(int(index), [None, None, None])[0] = value
         elif at and field.startswith(_OI_CONTENTS) and field.endswith(_OI_CONTENT_TEXT):
             part = field[len(_OI_CONTENTS):-len(_OI_CONTENT_TEXT)]
-            if part.isdecimal():
+            if part.isdecimal() and len(part) <= _MAX_INDEX_DIGITS:
                 entry = found[at].setdefault(int(index), [None, None, None])
                 if entry[2] is None:
                     entry[2] = {}

@@ -16,6 +16,8 @@ _OUTPUT_KEYS: Final = (k.GEN_AI_USAGE_OUTPUT_TOKENS, k.GEN_AI_USAGE_COMPLETION_T
 _MODEL_KEYS: Final = (k.GEN_AI_RESPONSE_MODEL, k.GEN_AI_REQUEST_MODEL, k.OI_MODEL_NAME)
 _MAX_TOKENS: Final = 1 << 40
 """Larger counts are not a model turn's (a corrupt attribute): they count as not recorded."""
+_MAX_TOKEN_DIGITS: Final = len(str(_MAX_TOKENS))
+"""Longer digit strings are over ``_MAX_TOKENS`` (and int() refuses those over 4,300 digits)."""
 _MAX_MODEL_CHARS: Final = 256
 
 TokenUsage = tuple[int, int, tuple[str, ...]]
@@ -58,8 +60,8 @@ def _count(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> int:
             return value if 0 <= value <= _MAX_TOKENS else 0
         if isinstance(value, str):
             value = value.strip()
-            if not value.isdecimal():  # isdigit: '²' too, which int() refuses
-                return 0
+            if not value.isdecimal() or len(value) > _MAX_TOKEN_DIGITS:  # isdigit: '²' too,
+                return 0  # which int() refuses; past 4,300 digits int() raises ValueError
             value = int(value)
         elif isinstance(value, float) and value.is_integer():
             value = int(value)

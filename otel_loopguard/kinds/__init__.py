@@ -141,7 +141,7 @@ class CallKindClassifier:
         mode = self._modes.get(tool, _UNSET)
         if mode is _UNSET:
             mode = self._mode_of(tool)
-            if len(self._modes) < _MODE_CACHE_MAX:
+            if len(self._modes) < _MODE_CACHE_MAX and len(tool) <= _MAX_KEY_CHARS:
                 self._modes[tool] = mode
         return mode  # type: ignore[no-any-return]  # _UNSET replaced above
 

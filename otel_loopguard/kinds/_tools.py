@@ -50,6 +50,8 @@ NO_ARGUMENTS: Final[Any] = object()
 """``arguments`` not given: the kind of the tool's calls in general (``kind``)."""
 _MAX_CACHED_TOOLS: Final = 4096
 """Tools whose kind the cache keeps (later ones are inferred at each call)."""
+_MAX_CACHED_CHARS: Final = 256
+"""Longest tool name the caches keep: 4,096 names of megabytes each would hold gigabytes."""
 
 
 class ToolKinds:
@@ -75,10 +77,11 @@ class ToolKinds:
         kind = self.cache.get(tool)
         if kind is None:
             kind = PER_CALL if self._classifier.mode(tool) else self._infer(tool)
-            if self.asks_user(tool) and len(self.ask_tools) < _MAX_CACHED_TOOLS:
-                self.ask_tools.add(tool)
-            if len(self.cache) < _MAX_CACHED_TOOLS:
-                self.cache[tool] = kind
+            if len(tool) <= _MAX_CACHED_CHARS:  # a longer name is classified at each call
+                if self.asks_user(tool) and len(self.ask_tools) < _MAX_CACHED_TOOLS:
+                    self.ask_tools.add(tool)
+                if len(self.cache) < _MAX_CACHED_TOOLS:
+                    self.cache[tool] = kind
         if kind is PER_CALL:
             per_call = None if arguments is NO_ARGUMENTS else \
                 self._classifier.kind(tool, arguments)
@@ -150,7 +153,7 @@ def is_browser_action(tool: str) -> bool:
         found = name in _PAGE_ACTIONS or name in _SCREEN_TOOLS or (
             name.startswith(_BROWSER_PREFIXES)
             and name.split("_", 1)[1].startswith(_BROWSER_ACTIONS))
-        if len(_browser_names) < _MAX_BROWSER_NAMES:
+        if len(_browser_names) < _MAX_BROWSER_NAMES and len(tool) <= _MAX_CACHED_CHARS:
             _browser_names[tool] = found
     return found
 

@@ -20,7 +20,7 @@ from typing import Any, Final
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 
 from otel_loopguard._findings import budget_part, loop_action, loop_detector
-from otel_loopguard.metrics._labels import OTHER, LabelCap, uncapped_label
+from otel_loopguard.metrics._labels import MAX_LABEL_CHARS, OTHER, LabelCap, uncapped_label
 from otel_loopguard.metrics._names import (
     BUDGET_EXCEEDED,
     BUDGETS,
@@ -274,7 +274,8 @@ class LoopGuardMetrics:
         raws = (*(template, service)[:len(key)], tool)
         folded = any(label == OTHER != raw
                      for label, raw in zip((*key, tool_label), raws, strict=True))
-        if not folded and len(self._calls) < _MAX_CACHED:
+        if not folded and len(self._calls) < _MAX_CACHED and len(tool) <= MAX_LABEL_CHARS \
+                and len(template or "") <= MAX_LABEL_CHARS:  # keys keep the raw values
             self._calls[(template, tool, service)] = cached
         return cached
 

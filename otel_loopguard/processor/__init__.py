@@ -408,6 +408,10 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, GuardRuns, DeferredTur
                     out = with_evidence(out, self._ended_agents.pop(context[1]))
                 if parent is None or parent[2]:
                     self._release(context[0])
+                elif context[0] in self._runs.ended and parent[1] not in self._open:
+                    # its trace's root (and its parent) ended before it: the run its check
+                    # opened has no root left to release it
+                    self._release(context[0])
         except Exception as exc:
             self.guard.handle("on_end", exc)
         finally:  # handed on even past a BaseException of a callback (GeneratorExit, a cancel)
@@ -424,8 +428,11 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, GuardRuns, DeferredTur
         """Drop the runs of a trace whose root span ended; never raises.
 
         Only a trace noted by ``SpanRuns.run_id`` has any: the roots of other traces (HTTP
-        requests, jobs) end here with one lookup, however many runs are open elsewhere.
+        requests, jobs) end here with one lookup, however many runs are open elsewhere, and
+        one note that the root ended (``SpanRuns.root_ended``: a span of the trace that ends
+        later, its parent gone too, releases the run its check opened).
         """
+        self._runs.root_ended(trace_id)
         if trace_id not in self._traces:
             return
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -11,6 +12,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.processor._live import LiveSpans
+from otel_loopguard.signature import digest
 from otel_loopguard.state import after_fork_in_child
 
 __all__ = ["SpanRuns"]
@@ -19,6 +21,11 @@ _MAX_TRACE_RUNS: Final = 1024
 """Runs a trace keeps noted for its root's end to drop, the newest: a trace whose root stays
 open through more agent invocations than this (``run_key = "agent"``: a batch job running an
 agent per item) forgets the oldest, whose runs the run TTL or the run store's LRU ends."""
+_MAX_RUN_KEY_CHARS: Final = 256
+"""Longest conversation id kept as it is in a run id (the run store's key, ``loopguard.run_id``)."""
+_MAX_ENDED: Final = 4096
+"""Traces whose root span ended, the newest: a span of one that ends later (its parent ended
+too) opens a run that no root's end will release (``SpanRuns.root_ended``)."""
 
 
 class SpanRuns:
@@ -39,6 +46,8 @@ class SpanRuns:
         self.traces: OrderedDict[int, _TraceRuns] = OrderedDict()
         """The traces with a run open, so a root's end finds its own runs (at most max_runs)."""
         self.lock = threading.Lock()
+        self.ended: OrderedDict[int, None] = OrderedDict()
+        """Traces whose root span ended (the newest ``_MAX_ENDED``): ``root_ended``."""
         after_fork_in_child(self.forget)
 
     def run_id(self, span: ReadableSpan, attrs: Mapping[str, Any], trace_id: int) -> str:
@@ -100,19 +109,33 @@ class SpanRuns:
             for key in keys:
                 value = source.get(key)
                 if value:
-                    return str(value)
+                    text = str(value)  # a run key: a long id keeps its start and a hash
+                    return text if len(text) <= _MAX_RUN_KEY_CHARS else \
+                        f"{text[:_MAX_RUN_KEY_CHARS - 17]}~{digest(text)}"
         return None
 
     def forget(self) -> None:
         """In a forked child: no trace has a run (the store starts empty), a new lock."""
         self.lock = threading.Lock()
         self.traces.clear()
+        self.ended.clear()
 
     def pop(self, trace_id: int) -> list[str]:
         """Forget a trace whose root span ended; return the runs its end drops."""
         with self.lock:
             trace = self.traces.pop(trace_id, None)
         return list(trace.runs) if trace is not None else []
+
+    def root_ended(self, trace_id: int) -> None:
+        """Note that a root span of ``trace_id`` ended (the newest ``_MAX_ENDED``).
+
+        No lock: an ``OrderedDict``'s store and ``popitem`` are each atomic.
+        """
+        ended = self.ended
+        ended[trace_id] = None
+        if len(ended) > _MAX_ENDED:
+            with contextlib.suppress(KeyError):
+                ended.popitem(last=False)
 
 
 class _TraceRuns:

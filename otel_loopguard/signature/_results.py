@@ -49,6 +49,10 @@ lines alone (exit code, working directory, interpreter), Claude Code's ``(No con
 AutoGen's code executor with no ``Code output``. Empty, as ``""`` is: different searches that
 all find nothing are not the same result returned again."""
 _SAYS_NO_OUTPUT: Final = _NO_OUTPUT.match
+_MAX_FORM_CHARS: Final = 1 << 20
+"""Longer plain-text results are signed by their raw text, not their canonical form (whose
+masking costs 10 to 40 ns per character, and up to four copies of the text, in span.end())."""
+_JSON_HEADS: Final = ("{", "[")
 _NO_OUTPUT_MAX: Final = 512
 """Longer results are not one of ``_NO_OUTPUT`` (its longest: a path in SWE-agent's lines).
 Read from the raw text on either path (C or Python), whatever ``max_value_chars`` is."""
@@ -72,7 +76,7 @@ class ResultInfo:
     """True when the result carries nothing (empty, ``null``, ``"no results"``...)."""
 
 
-def analyze_result(
+def analyze_result(  # noqa: PLR0911 - one exit per way a result is read, cheapest first
     result: Any,
     volatile: VolatileMatcher,
     *,
@@ -80,6 +84,11 @@ def analyze_result(
 ) -> ResultInfo:
     """Return the signature and structured facts of a tool result; never raises."""
     try:
+        if type(result) is str and len(result) > _MAX_FORM_CHARS \
+                and result[:64].lstrip()[:1] not in _JSON_HEADS:
+            # a text this long is no short status and rarely repeats but for its timestamps:
+            # its raw digest, not its canonical form, keeps span.end()'s cost and memory small
+            return ResultInfo(digest=digest("\x00long:" + digest(result)))
         if _SIGN is not None and type(result) is str:  # most results: read whole in C
             signed = _SIGN(result, volatile, max_value_chars, ResultInfo, _xxh3_hex)
             if signed is not None:
