@@ -92,16 +92,23 @@ def test_a_huge_token_count_loses_no_tool_call() -> None:
     provider.shutdown()
 
 
-def test_a_flattened_prompt_index_of_5000_digits_keeps_the_turn() -> None:
+def _conversation(conversation: str, name: str, attributes: dict[str, str],
+                  ) -> tuple[TracerProvider, LoopGuardSpanProcessor, CollectorRegistry]:
+    """One span ``name`` under an agent span of ``conversation``, runs keyed by conversation."""
     provider, processor, registry = _setup(LoopGuardConfig.create(run_key="conversation"),
                                            background=False)
     tracer = provider.get_tracer("t")
     with tracer.start_as_current_span("invoke_agent a", attributes={
-            **AGENT, "gen_ai.conversation.id": "c1"}), \
-            tracer.start_as_current_span("chat", attributes={
-                "traceloop.span.kind": "llm", "gen_ai.prompt.0.role": "user",
-                "gen_ai.prompt.{}.content".format("1" * 5000): "hi"}):
+            **AGENT, "gen_ai.conversation.id": conversation}), \
+            tracer.start_as_current_span(name, attributes=attributes):
         pass
+    return provider, processor, registry
+
+
+def test_a_flattened_prompt_index_of_5000_digits_keeps_the_turn() -> None:
+    provider, processor, registry = _conversation("c1", "chat", {
+        "traceloop.span.kind": "llm", "gen_ai.prompt.0.role": "user",
+        "gen_ai.prompt.{}.content".format("1" * 5000): "hi"})
     entry = processor.store.get("c1")
     assert entry is not None and entry.model_turns == 1
     assert _total(registry, "loopguard_internal_errors_total") == 0
@@ -125,13 +132,7 @@ def test_a_long_tool_name_is_not_kept_after_its_trace_ends() -> None:
 
 
 def test_a_long_conversation_id_is_not_a_run_key_as_it_is() -> None:
-    provider, processor, _ = _setup(LoopGuardConfig.create(run_key="conversation"),
-                                    background=False)
-    tracer = provider.get_tracer("t")
-    with tracer.start_as_current_span("invoke_agent a", attributes={
-            **AGENT, "gen_ai.conversation.id": "c" * 100_000}), \
-            tracer.start_as_current_span("execute_tool", attributes=TOOL):
-        pass
+    provider, processor, _ = _conversation("c" * 100_000, "execute_tool", TOOL)
     assert processor.store._runs and all(len(run_id) <= 256 for run_id in processor.store._runs)
     provider.shutdown()
 
