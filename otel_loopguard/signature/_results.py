@@ -84,18 +84,20 @@ def analyze_result(  # noqa: PLR0911 - one exit per way a result is read, cheape
 ) -> ResultInfo:
     """Return the signature and structured facts of a tool result; never raises."""
     try:
-        if type(result) is str and len(result) > _MAX_FORM_CHARS \
-                and result[:64].lstrip()[:1] not in _JSON_HEADS:
-            # a text this long is no short status and rarely repeats but for its timestamps:
-            # its raw digest, not its canonical form, keeps span.end()'s cost and memory small
-            return ResultInfo(digest=digest("\x00long:" + digest(result)))
-        if _SIGN is not None and type(result) is str:  # most results: read whole in C
-            signed = _SIGN(result, volatile, max_value_chars, ResultInfo, _xxh3_hex)
-            if signed is not None:
-                if not isinstance(signed, ResultInfo):
-                    return _signed_info(result, signed, volatile)
-                return _emptied(signed) if len(result) < _NO_OUTPUT_MAX \
-                    and not signed.empty and _SAYS_NO_OUTPUT(result) is not None else signed
+        if type(result) is str:  # most results
+            size = len(result)
+            if size > _MAX_FORM_CHARS and result[:64].lstrip()[:1] not in _JSON_HEADS:
+                # a text this long is no short status and rarely repeats but for its
+                # timestamps: its raw digest, not its canonical form, keeps span.end()'s cost
+                # and memory small
+                return ResultInfo(digest=digest("\x00long:" + digest(result)))
+            if _SIGN is not None:  # read whole in C
+                signed = _SIGN(result, volatile, max_value_chars, ResultInfo, _xxh3_hex)
+                if signed is not None:
+                    if not isinstance(signed, ResultInfo):
+                        return _signed_info(result, signed, volatile)
+                    return _emptied(signed) if size < _NO_OUTPUT_MAX and not signed.empty \
+                        and _SAYS_NO_OUTPUT(result) is not None else signed
         text = _json_text(result, max_value_chars)
         fast = _fast_json(text, volatile, max_value_chars) if text is not None else _NOT_JSON
         if isinstance(fast, tuple):
