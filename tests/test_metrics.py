@@ -729,3 +729,19 @@ def test_serve_counts_each_outcome_from_its_start() -> None:
     assert registry.get_sample_value("loopguard_receiver_spans_total", {"outcome": "rejected"}) == 0
     assert registry.get_sample_value("loopguard_receiver_requests_total",
                                      {"protocol": "grpc", "outcome": "throttled"}) == 0
+
+
+def test_a_name_taken_on_the_registry_registers_none_and_says_why() -> None:
+    """All of loopguard's metrics or none: a collision used to leave the metrics before it
+    registered, so a second try failed on another name."""
+    from prometheus_client import Counter as PromCounter
+
+    registry = CollectorRegistry()
+    taken = PromCounter("loopguard_runs", "an application's own", registry=registry)
+    for _ in range(2):  # the same error each time: nothing was left behind
+        with pytest.raises(ValueError, match=r"loopguard_runs_total.*LoopGuardMetrics\.shared"):
+            LoopGuardMetrics(registry)
+    assert [m.name for m in registry.collect()] == ["loopguard_runs"]
+    registry.unregister(taken)
+    LoopGuardMetrics(registry)
+    assert "loopguard_runs" in {m.name for m in registry.collect()}

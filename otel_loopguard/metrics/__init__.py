@@ -108,8 +108,29 @@ class LoopGuardMetrics:
                  max_prompt_templates: int = 200, max_tools: int = 200,
                  meter_provider: Any = None, service_label: bool = False,
                  max_services: int = 200) -> None:
-        """Create and register every metric."""
-        reg = registry
+        """Create and register every metric: all of them, or none.
+
+        Raises:
+            ValueError: when a metric of the same name is already on ``registry`` (another
+                ``LoopGuardMetrics`` there: share one with :meth:`shared`); the metrics
+                registered before it are removed again.
+        """
+        reg: Any = None if registry is None else _Registering(registry)
+        try:
+            self._create(reg, registry, max_prompt_templates=max_prompt_templates,
+                         max_tools=max_tools, meter_provider=meter_provider,
+                         service_label=service_label, max_services=max_services)
+        except ValueError as exc:
+            if reg is not None:
+                reg.undo()
+                raise ValueError(f"otel-loopguard cannot register its metrics on this "
+                                 f"registry: {exc} (is another LoopGuardMetrics on it? share "
+                                 f"one with LoopGuardMetrics.shared(registry))") from exc
+            raise
+
+    def _create(self, reg: Any, registry: CollectorRegistry | None, *,
+                max_prompt_templates: int, max_tools: int, meter_provider: Any,
+                service_label: bool, max_services: int) -> None:
         self.registry = registry
         """The Prometheus registry the metrics are on (None: the metrics API only)."""
         self.multiprocess = multiprocess_mode()
@@ -187,7 +208,7 @@ class LoopGuardMetrics:
         if meter_provider is not None:
             self.export_to(meter_provider)
 
-    def _build_info(self, registry: CollectorRegistry | None) -> None:
+    def _build_info(self, registry: Any) -> None:
         """Set ``loopguard_build_info{version, python}`` to 1 (dashboards count the versions)."""
         import otel_loopguard
 
@@ -419,3 +440,22 @@ def start_metrics_server(port: int = 9464, addr: str = "127.0.0.1",
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]  # untyped upstream
     return serve_metrics(port, addr, registry)
+
+
+class _Registering:
+    """A registry's ``register`` that remembers what it registered, to undo it as a whole."""
+
+    __slots__ = ("done", "registry")
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.done: list[Any] = []
+
+    def register(self, collector: Any) -> None:
+        self.registry.register(collector)
+        self.done.append(collector)
+
+    def undo(self) -> None:
+        for collector in reversed(self.done):
+            self.registry.unregister(collector)
+        self.done.clear()
