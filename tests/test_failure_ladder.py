@@ -306,3 +306,18 @@ def test_a_duration_in_an_error_is_volatile(error: str) -> None:
     ladder counts it, warn at 3 and stop at 5, as with identical texts."""
     calls = [call("fetch", {"id": 1}, error=error.format(n=n)) for n in range(1, 6)]
     assert by(run(calls), "failure") == {3: "warn", 4: "warn", 5: "stop"}
+
+
+def test_lost_argument_edit_failures_end_on_a_later_success_of_the_tool() -> None:
+    """Edits whose arguments an export lost (``{}`` where the run sent edit_file arguments
+    before) fail 'File has not been read yet'; each is followed by a read and a successful
+    edit: four different mistakes, each corrected, are no streak (a real Claude Code session
+    was stopped at the 4th). Back to back with no success between, they still count."""
+    first = call("edit_file", {"path": "z.py", "old": "x", "new": "y"}, "ok")
+    lost = call("edit_file", {}, None, error="File has not been read yet. Read it first.")
+    calls = [first]
+    for n in range(4):
+        calls += [lost, call("read_file", {"path": f"f{n}.py"}, f"content {n}"),
+                  call("edit_file", {"path": f"f{n}.py", "old": "a", "new": "b"}, "ok")]
+    assert by(run(calls), "mutating_failure") == {}
+    assert by(run([first, *[lost] * 4]), "mutating_failure") == {4: "warn", 5: "stop"}

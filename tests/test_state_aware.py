@@ -130,6 +130,7 @@ class TestNoEffect:
 
     @pytest.mark.parametrize("result", [
         "EXIT:0", "===== 5 passed in 0.21s =====", "Build succeeded. 0 Warning(s) 0 Error(s)",
+        "> docs@0.1.0 lint\n> next lint\n\n\x1b[32m✔ No ESLint warnings or errors\x1b[39m\n",
         "sha256:371671f3ab6eab6c5926a92c5e112d67d0a8185eb0a587367f1ce22a9a15842e",
         {"passed": True, "output": "5 passed"}])
     def test_a_check_that_keeps_passing_is_not_without_effect(self, result: Any) -> None:

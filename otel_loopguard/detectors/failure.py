@@ -380,6 +380,8 @@ class MutatingFailureDetector(DetectorBase):
             state.pop(key, None)
             for other in [other for other in state if _same_target(other, key)]:
                 del state[other]  # the same file by another name: a success on it too
+            # a failure whose arguments were lost may have been on this target: it ends too
+            state.pop("\x00any:" + step.tool, None)
             return None
         previous = state.pop(key, None)
         if previous is None and state:
@@ -441,8 +443,9 @@ def _streak_key(step: Step) -> str:
     """Return what a mutating call's failures are counted on: its target, else the call.
 
     A call whose arguments were not captured names no target, and may be on any: its failures
-    are counted on its tool, and a success of that tool without arguments ends them (absent is
-    not the same: it may have been on the failing target).
+    are counted on its tool, and any success of that tool ends them (absent is not the same:
+    the failing call may have been on the target that now succeeded, whether or not the
+    success's own arguments were captured).
     """
     if step.target is not None:
         return step.target
