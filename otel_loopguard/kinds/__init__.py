@@ -98,8 +98,6 @@ _NOT_COMMAND_TOOLS: Final = frozenset({
 """Command words too common as plain tool names, or interpreters whose arguments are code."""
 _PATCH_FILE: Final = re.compile(
     r"^(?:\*\*\* (?:Update|Add|Delete) File: |\+\+\+ (?:b/)?)(\S+)", re.MULTILINE)
-_TAGGED_FILE: Final = re.compile(r"<file>\s*([^<\s]+)\s*</file>")
-"""The file of an AutoCodeRover ``write_patch`` modification (``<file>a.py</file>``)."""
 _MAX_TARGET_CHARS: Final = 512
 _LINE_EDIT: Final = re.compile(r"edit\s+(\d+)\s*:\s*\d+\s*\n")
 
@@ -348,20 +346,11 @@ def _line_edit_target(arguments: Any) -> str | None:
 
 
 def _patch_target(arguments: Any) -> str | None:
-    """Return the first file a patch text in the arguments touches.
-
-    ``*** Update File: f``, ``+++ b/f``, or AutoCodeRover's ``<file>f</file>``.
-    """
+    """Return the first file a patch text in the arguments touches (``*** Update File: f``)."""
     values = arguments.values() if isinstance(arguments, Mapping) else (arguments,)
     for value in values:
-        if not isinstance(value, str):
-            continue
-        if "*** " in value or "+++ " in value:
+        if isinstance(value, str) and ("*** " in value or "+++ " in value):
             match = _PATCH_FILE.search(value[:MAX_COMMAND_CHARS])
-            if match:
-                return match.group(1)
-        if "<file>" in value:
-            match = _TAGGED_FILE.search(value[:MAX_COMMAND_CHARS])
             if match:
                 return match.group(1)
     return None
