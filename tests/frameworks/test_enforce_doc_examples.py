@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.util._once import Once
 
+sys.path.insert(0, str(Path(__file__).parent))  # _langchain_chat, imported where LangChain is
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "enforce.md"
 FAMILY = os.environ.get("LOOPGUARD_FRAMEWORK_FAMILY", "")
 MODEL = "gpt-4.1-mini"
@@ -191,19 +193,8 @@ def _langchain_model(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     the list of the models made (each remembers the messages of each call)."""
     _require("langchain.agents", "langchain-")
     import langchain.agents.factory as factory
-    from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
-    from langchain_core.messages import AIMessage, BaseMessage
-    from pydantic import Field
-
-    class ScriptedChat(FakeMessagesListChatModel):
-        received: list[list[BaseMessage]] = Field(default_factory=list)
-
-        def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChat:
-            return self
-
-        def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
-            self.received.append(list(messages))
-            return super()._generate(messages, *args, **kwargs)
+    from _langchain_chat import ScriptedChat  # the enforce tests' looping model
+    from langchain_core.messages import AIMessage
 
     made: list[Any] = []
 

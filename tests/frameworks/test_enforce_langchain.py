@@ -42,9 +42,6 @@ else:
 from langchain.agents import create_agent  # noqa: E402
 from langchain.agents.middleware import ToolErrorMiddleware  # noqa: E402
 from langchain.tools import InjectedState, ToolRuntime  # noqa: E402
-from langchain_core.language_models.fake_chat_models import (  # noqa: E402
-    FakeMessagesListChatModel,
-)
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage  # noqa: E402
 from langchain_core.tools import BaseTool, InjectedToolCallId, tool  # noqa: E402
 from opentelemetry.context import Context  # noqa: E402
@@ -54,7 +51,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
     InMemorySpanExporter,
 )
 from prometheus_client import CollectorRegistry  # noqa: E402
-from pydantic import Field  # noqa: E402
 
 from otel_loopguard import Action, LoopGuardConfig, LoopGuardSpanProcessor, ToolLoopError  # noqa: E402
 from otel_loopguard.integrations.langchain import (  # noqa: E402
@@ -63,6 +59,9 @@ from otel_loopguard.integrations.langchain import (  # noqa: E402
     LoopGuardToolCallWrapper,
     guard_tool,
 )
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _langchain_chat import ScriptedChat  # noqa: E402
 
 LOOP_QUERY = {"query": "refund policy"}
 LOOP_RESULT = json.dumps({"results": [], "note": "no results"})
@@ -78,19 +77,6 @@ INSTRUMENTATIONS = {
 }
 _GENAI_ENV = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY",
               "OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental"}
-
-
-class ScriptedChat(FakeMessagesListChatModel):
-    """FakeMessagesListChatModel that accepts bind_tools and remembers what it was sent."""
-
-    received: list[list[BaseMessage]] = Field(default_factory=list)
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChat:
-        return self
-
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
-        self.received.append(list(messages))
-        return super()._generate(messages, *args, **kwargs)
 
 
 # ----------------------------------------------------------------------------- harness
