@@ -108,9 +108,7 @@ def handoff_note(tool: str, arguments: Any) -> str:
     Strands' ``handoff_to_agent(agent_name, message, context)``: the message and context
     handed over. ADK's ``transfer_to_agent(agent_name)`` carries nothing else.
     """
-    value = unwrap_arguments(arguments)
-    if isinstance(value, str):
-        value = parse_maybe_json(value)
+    value = _parsed(arguments)
     if not isinstance(value, Mapping):
         return ""
     key = _TARGET_ARGUMENT.get(tool)
@@ -131,17 +129,19 @@ and the task it hands over. A ``transfer_to_<x>`` tool called with other argumen
 
 def _no_call_arguments(arguments: Any) -> bool:
     """Return whether a ``transfer_to_<x>`` call carries no argument of an ordinary tool."""
-    value = unwrap_arguments(arguments)
-    if isinstance(value, str):
-        value = parse_maybe_json(value)
+    value = _parsed(arguments)
     if not isinstance(value, Mapping):
         return True  # not captured (or not a mapping): read by its name, as before
     return all(k in _HANDOFF_PAYLOAD for k in value)
 
 
-def _argument(arguments: Any, key: str) -> str:
+def _parsed(arguments: Any) -> Any:
+    """Return a tool span's arguments out of their envelope, a JSON text parsed."""
     value = unwrap_arguments(arguments)
-    if isinstance(value, str):
-        value = parse_maybe_json(value)
+    return parse_maybe_json(value) if isinstance(value, str) else value
+
+
+def _argument(arguments: Any, key: str) -> str:
+    value = _parsed(arguments)
     found = value.get(key) if isinstance(value, Mapping) else None
     return found if isinstance(found, str) else ""
