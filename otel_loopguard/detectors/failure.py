@@ -381,7 +381,7 @@ class MutatingFailureDetector(DetectorBase):
             for other in [other for other in state if _same_target(other, key)]:
                 del state[other]  # the same file by another name: a success on it too
             # a failure whose arguments were lost may have been on this target: it ends too
-            state.pop("\x00any:" + step.tool, None)
+            state.pop(_lost_key(step.tool), None)
             return None
         previous = state.pop(key, None)
         if previous is None and state:
@@ -449,5 +449,10 @@ def _streak_key(step: Step) -> str:
     """
     if step.target is not None:
         return step.target
-    return step.call_sig if step.arguments_captured else "\x00any:" + step.tool
+    return step.call_sig if step.arguments_captured else _lost_key(step.tool)
+
+
+def _lost_key(tool: str) -> str:
+    """The streak key of ``tool``'s failures whose arguments were lost (``_streak_key``)."""
+    return "\x00any:" + tool
 
