@@ -507,6 +507,7 @@ class TestMetricContract:
             "LoopGuardLoopSpike",
             "LoopGuardWastefulPromptTemplate",
             "LoopGuardBudgetExhausted",
+            "LoopGuardLabelOverflow",
             "LoopGuardInternalErrors",
             "LoopGuardServeDown",
             "LoopGuardServeAbsent",

@@ -79,6 +79,7 @@ EXPECTED_ZERO_PANELS = {
 """Targets whose series exist from the start at 0 (so a first burst shows): every value 0."""
 EXPECTED_EMPTY_RULES = {
     "LoopGuardInternalErrors": "no internal errors happen",
+    "LoopGuardLabelOverflow": "4 templates and 14 tools stay under the caps of 200",
     "LoopGuardLoopSpike": "every template's hint rate is steady, never 3x its own baseline",
     "LoopGuardServeDown": "the demo's target is up",
     "LoopGuardServeAbsent": "the demo is scraped as job loopguard",

@@ -116,7 +116,7 @@ class TestRunningPrometheus:
 
         groups = wait_until(prom.rules, rules_evaluated, timeout=30.0, what="rules evaluated")
         assert [g["name"] for g in groups] == ["otel-loopguard", "otel-loopguard-serve"]
-        assert [len(g["rules"]) for g in groups] == [12, 5]
+        assert [len(g["rules"]) for g in groups] == [13, 5]
 
     def test_internal_error_alert_fires(self, prom: PrometheusServer) -> None:
         """A counter created by its first internal error makes LoopGuardInternalErrors fire."""
