@@ -11,7 +11,10 @@ bounds a slow or hostile client cannot get around:
   and when every connection is busy with a request the new one gets 503;
 * **memory**: the token is checked, and the body's share of ``max_bytes_in_flight`` taken,
   before the body is read; a larger ``Content-Length`` than ``max_request_bytes`` is refused
-  unread, and the connection is closed whenever a body is left unread.
+  unread, and the connection is closed whenever a body is left unread. A chunked body (as
+  OpenTelemetry JS and Java exporters send) has no length up front: it takes
+  ``max_request_bytes`` of the bytes in flight while it is read, and is refused as soon as its
+  chunks pass that cap.
 """
 
 from __future__ import annotations
@@ -54,6 +57,9 @@ LOGS_PATH: Final = "/v1/logs"
 _PROTOBUF: Final = "application/x-protobuf"
 _JSON: Final = "application/json"
 _MAX_LENGTH_DIGITS: Final = 18
+_MAX_CHUNK_LINE: Final = 4096
+"""Longest chunk-size line (with its extensions) or trailer line of a chunked body."""
+_MAX_TRAILER_LINES: Final = 64
 _FULL: Final = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
                 b"Content-Length: 22\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
                 b"too many connections\r\n")
@@ -305,8 +311,13 @@ class _Handler(BaseHTTPRequestHandler):
         receiver = self.server.receiver
         limit = receiver.options.max_request_bytes
         length = self._content_length(limit)
-        reserve(length)
-        body = self._read_body(length)
+        if length is None:  # chunked: its length is known once read
+            reserve(limit)
+            body = self._read_chunked(limit)
+            reserve(len(body) - limit)  # give back what it did not take
+        else:
+            reserve(length)
+            body = self._read_body(length)
         self.server.set_state(self.request, _BUSY)
         encoding = self.headers.get("Content-Encoding", "")
         if encoding.strip().lower() not in ("", "identity"):
@@ -321,16 +332,25 @@ class _Handler(BaseHTTPRequestHandler):
         return decode_json(body, payloads=forwarding) if media == _JSON \
             else decode_protobuf(body, payloads=forwarding)
 
-    def _content_length(self, limit: int) -> int:
-        """Return the one ``Content-Length`` given, as plain decimal digits.
+    def _content_length(self, limit: int) -> int | None:
+        """Return the one ``Content-Length`` given, as plain decimal digits; None: chunked.
 
         Raises:
-            RequestError: 411 without it (or with a ``Transfer-Encoding``), 400 when it is
-                given twice or is not plain digits, 413 when it is over ``limit``.
+            RequestError: 411 with neither, 400 when it is given twice, is not plain digits or
+                comes with a ``Transfer-Encoding`` (RFC 9112 lets a server refuse both, the
+                framing of request smuggling), 501 for a transfer coding other than
+                ``chunked`` alone, 413 when it is over ``limit``.
         """
-        if self.headers.get("Transfer-Encoding") is not None:
-            raise RequestError(411, "INVALID_ARGUMENT", "Transfer-Encoding is not supported; "
-                               "send the body with a Content-Length")
+        codings = self.headers.get_all("Transfer-Encoding")
+        if codings is not None:
+            named = [c.strip().lower() for value in codings for c in value.split(",")]
+            if named != ["chunked"]:
+                raise RequestError(501, "UNIMPLEMENTED",
+                                   f"Transfer-Encoding {', '.join(codings)!r} is not supported; "
+                                   "send the body chunked or with a Content-Length")
+            if self.headers.get("Content-Length") is not None:
+                raise invalid("both Content-Length and Transfer-Encoding given")
+            return None
         values = self.headers.get_all("Content-Length") or []
         if not values:
             raise RequestError(411, "INVALID_ARGUMENT", "Content-Length is required")
@@ -359,6 +379,61 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             raise invalid(f"body ended after {len(body)} of {length} bytes")
         return body
+
+    def _read_chunked(self, limit: int) -> bytes:
+        """Read a chunked body (RFC 9112 7.1) of at most ``limit`` bytes; trailers are dropped.
+
+        Raises:
+            RequestError: 413 as soon as the chunks pass ``limit`` (the rest is left unread and
+                the connection closed), 408 past the deadline, 400 for broken framing.
+        """
+        self._reader.deadline = time.monotonic() + self.server.timeout_seconds
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            while True:
+                line = self._chunk_line("chunk size")
+                field = line.split(b";", 1)[0].strip(b" \t\r\n")
+                if not field or len(field) > 16 or field.strip(b"0123456789abcdefABCDEF"):
+                    raise invalid(f"bad chunk size {field[:32]!r}")
+                length = int(field, 16)
+                if length == 0:
+                    break
+                size += length
+                if size > limit:
+                    raise RequestError(413, "RESOURCE_EXHAUSTED",
+                                       f"chunked body exceeds the {limit}-byte limit")
+                data = self.rfile.read(length)
+                if len(data) < length:
+                    raise invalid("chunked body ended inside a chunk, after "
+                                  f"{size - length + len(data)} bytes")
+                chunks.append(data)
+                if self._chunk_line("chunk end").strip(b"\r\n"):
+                    raise invalid("chunk longer than its size")
+            for _ in range(_MAX_TRAILER_LINES):
+                if not self._chunk_line("trailer").strip(b"\r\n"):
+                    break
+            else:
+                raise invalid(f"more than {_MAX_TRAILER_LINES} trailer lines")
+        except TimeoutError:
+            raise RequestError(408, "DEADLINE_EXCEEDED", "the body did not arrive within "
+                               f"{self.server.timeout_seconds:g} s") from None
+        except OSError:
+            raise invalid(f"chunked body ended after {size} bytes") from None
+        self._body_read = True
+        return b"".join(chunks)
+
+    def _chunk_line(self, what: str) -> bytes:
+        """Return the next line of a chunked body's framing, its line end included.
+
+        Raises:
+            RequestError: 400 when the body ends first or the line is too long.
+        """
+        line = self.rfile.readline(_MAX_CHUNK_LINE + 1)
+        if not line.endswith(b"\n"):
+            raise invalid(f"{what} line over {_MAX_CHUNK_LINE} bytes" if len(line) > _MAX_CHUNK_LINE
+                          else f"chunked body ended before its {what} line")
+        return line
 
     def _send(self, status: int, body: bytes, content_type: str,
               headers: dict[str, str] | None = None) -> None:
