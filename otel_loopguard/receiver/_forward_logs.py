@@ -8,23 +8,30 @@ the ``loopguard.*`` attributes of the finding and the session id and call id it 
 
 One daemon thread sends, from a bounded queue (a full queue drops the newest request and
 says so in the log): over OTLP/HTTP (``/v1/logs``) or OTLP/gRPC (``LogsService/Export``), with
-the headers of ``OTEL_EXPORTER_OTLP_LOGS_HEADERS`` or ``OTEL_EXPORTER_OTLP_HEADERS``.
+the settings the SDK's span exporter takes for the spans: headers, CA certificate, client key
+and certificate (mTLS), compression and timeout from the ``OTEL_EXPORTER_OTLP_LOGS_*``
+variables, else the ``OTEL_EXPORTER_OTLP_*`` ones (the timeout in seconds, as the Python SDK
+reads it).
 """
 
 from __future__ import annotations
 
+import gzip
 import logging
 import os
 import queue
+import ssl
 import threading
 import time
 import urllib.request
+import zlib
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Literal
 from urllib.parse import unquote, urlsplit
 
 from otel_loopguard.coding_agents import AGENT_KEY, CALL_ID_KEY
 from otel_loopguard.evidence import EVENT_NAME, LOGGER_NAME
+from otel_loopguard.exceptions import ConfigError
 from otel_loopguard.receiver._stream import ClosedTrace
 
 __all__ = ["LogForwarder", "findings_request"]
@@ -145,9 +152,61 @@ class LogForwarder:
                 self._on_outcome("exported", records)
 
 
+def _setting(name: str) -> str:
+    """Return ``OTEL_EXPORTER_OTLP_LOGS_<name>``, else ``OTEL_EXPORTER_OTLP_<name>``, else ""."""
+    return os.environ.get(_variable(name), "").strip()
+
+
+def _variable(name: str) -> str:
+    """Return the variable that sets ``name`` for the logs: the signal's own when set."""
+    own = f"OTEL_EXPORTER_OTLP_LOGS_{name}"
+    return own if os.environ.get(own) else f"OTEL_EXPORTER_OTLP_{name}"
+
+
+def _file(name: str) -> tuple[str, bytes] | None:
+    """Return the path and bytes of the file a ``*_CERTIFICATE`` or ``*_CLIENT_KEY`` names.
+
+    Raises:
+        ConfigError: when it cannot be read (at start, not at the first export).
+    """
+    path = _setting(name)
+    if not path:
+        return None
+    try:
+        with open(path, "rb") as handle:
+            return path, handle.read()
+    except OSError as exc:
+        raise ConfigError(f"{_variable(name)}: {exc.strerror}: {path}") from None
+
+
+def _timeout() -> float:
+    raw = _setting("TIMEOUT")
+    try:
+        seconds = float(raw) if raw else _TIMEOUT_SECONDS
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        logger.warning("otel-loopguard: %s %r is not a positive number of seconds; "
+                       "forwarding logs with %g s", _variable("TIMEOUT"), raw, _TIMEOUT_SECONDS)
+        return _TIMEOUT_SECONDS
+    return seconds
+
+
+def _compression() -> str:
+    """Return ``gzip``, ``deflate`` or "" (``none`` or unset), as the SDK's exporters take them.
+
+    Raises:
+        ConfigError: for any other compression.
+    """
+    raw = _setting("COMPRESSION").lower()
+    if raw not in ("", "none", "gzip", "deflate"):
+        raise ConfigError(f"{_variable('COMPRESSION')} {raw!r}: forwarding logs takes gzip, "
+                          "deflate or none")
+    return "" if raw == "none" else raw
+
+
 def _headers() -> dict[str, str]:
-    raw = os.environ.get("OTEL_EXPORTER_OTLP_LOGS_HEADERS") or \
-        os.environ.get("OTEL_EXPORTER_OTLP_HEADERS", "")
+    raw = _setting("HEADERS")
     out = {}
     for pair in raw.split(","):
         key, sep, value = pair.partition("=")
@@ -163,13 +222,42 @@ def _http_sender(endpoint: str) -> Callable[[bytes], None]:
         else path
     url = parts._replace(path=path).geturl()
     headers = {"Content-Type": "application/x-protobuf", **_headers()}
+    compression, timeout = _compression(), _timeout()
+    if compression:
+        headers["Content-Encoding"] = compression
+    context = _ssl_context() if parts.scheme == "https" else None
 
     def send(body: bytes) -> None:
-        request = urllib.request.Request(url, data=body, headers=headers, method="POST")
-        with urllib.request.urlopen(request, timeout=_TIMEOUT_SECONDS) as response:
+        data = body if not compression else gzip.compress(body) if compression == "gzip" \
+            else zlib.compress(body)
+        request = urllib.request.Request(url, data=data, headers=headers, method="POST")
+        with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
             response.read()
 
     return send
+
+
+def _ssl_context() -> ssl.SSLContext:
+    """Return the TLS context of ``*_CERTIFICATE`` (the CA) and the client's key and certificate.
+
+    Raises:
+        ConfigError: when a file cannot be read or is not what it should be.
+    """
+    ca, key, chain = _file("CERTIFICATE"), _file("CLIENT_KEY"), _file("CLIENT_CERTIFICATE")
+    try:
+        context = ssl.create_default_context(
+            cadata=ca[1].decode("ascii", "replace") if ca is not None else None)
+    except ssl.SSLError as exc:
+        where = ca[0] if ca is not None else "the system's certificate store"
+        raise ConfigError(f"{_variable('CERTIFICATE')}: no PEM certificate in {where}: "
+                          f"{exc.reason}") from None
+    if chain is not None:
+        try:
+            context.load_cert_chain(chain[0], key[0] if key is not None else None)
+        except ssl.SSLError as exc:
+            raise ConfigError("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and _CLIENT_KEY: "
+                              f"not a matching PEM certificate and key: {exc.reason}") from None
+    return context
 
 
 def _grpc_sender(endpoint: str) -> Callable[[bytes], None]:
@@ -177,13 +265,21 @@ def _grpc_sender(endpoint: str) -> Callable[[bytes], None]:
 
     parts = urlsplit(endpoint if "://" in endpoint else f"//{endpoint}")
     target = parts.netloc or endpoint
-    channel = grpc.insecure_channel(target) if endpoint.startswith("http://") \
-        else grpc.secure_channel(target, grpc.ssl_channel_credentials())
+    compression = {"gzip": grpc.Compression.Gzip, "deflate": grpc.Compression.Deflate}.get(
+        _compression())
+    if endpoint.startswith("http://"):
+        channel = grpc.insecure_channel(target, compression=compression)
+    else:
+        ca, key, chain = _file("CERTIFICATE"), _file("CLIENT_KEY"), _file("CLIENT_CERTIFICATE")
+        channel = grpc.secure_channel(target, grpc.ssl_channel_credentials(
+            root_certificates=ca[1] if ca else None, private_key=key[1] if key else None,
+            certificate_chain=chain[1] if chain else None), compression=compression)
     export = channel.unary_unary(_METHOD)  # raw bytes in and out: the request is serialized
     metadata = tuple(_headers().items())
+    timeout = _timeout()
 
     def send(body: bytes) -> None:
-        export(body, timeout=_TIMEOUT_SECONDS, metadata=metadata)
+        export(body, timeout=timeout, metadata=metadata)
 
     return send
 
