@@ -152,6 +152,9 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, GuardRuns, DeferredTur
         ``shutdown`` stops it, so its port is free again."""
         self._closed = False
         """Whether ``shutdown`` was called: spans that end from then on are passed on unchecked."""
+        self._twice = False
+        """Whether this processor was seen added to a provider twice (``_added_twice``)."""
+        self._last_ended = threading.local()
         self._hand_on_to(downstream, background, max_queue_size)
 
     def _make_runs(self, clock: Callable[[], int]) -> None:
@@ -169,6 +172,11 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, GuardRuns, DeferredTur
     def _hand_on_to(self, downstream: SpanProcessor | None, background: bool | None,
                     max_queue_size: int) -> None:
         """Set up where checked spans go: to ``downstream``, from the worker or not."""
+        if downstream is not None and not callable(getattr(downstream, "on_end", None)):
+            kind = "the exporter" if callable(getattr(downstream, "export", None)) else "a"
+            raise TypeError(f"downstream= takes a span processor, got {kind} "
+                            f"{type(downstream).__name__}: wrap an exporter, as in "
+                            "downstream=BatchSpanProcessor(exporter)")
         self.downstream = downstream
         self._downstream_start = None if downstream is None or (
             type(downstream).on_start in _NO_OP_STARTS) else downstream.on_start
@@ -209,8 +217,12 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, GuardRuns, DeferredTur
             except AttributeError:
                 span_id, name = span.context.span_id, span.name
             spans = self._open  # the open-span table's one writer (see LiveSpans)
+            size = len(spans)
             spans[span_id] = span
-            if len(spans) > self.live.limit:
+            if len(spans) == size:  # this span again: the processor is on the provider twice
+                self._added_twice()
+                return  # its downstream had it too
+            if size >= self.live.limit:
                 self.live.bound()
             if name not in self._other_names:  # one lookup: span names repeat
                 self._maybe_agent_started(span, name)
@@ -221,6 +233,8 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, GuardRuns, DeferredTur
 
     def on_end(self, span: ReadableSpan) -> None:
         """Finish a span the worker need not check; queue any other, or check it here."""
+        if self._twice and self._ended_again(span):
+            return
         # While the worker has nothing queued, a span no adapter reads, or reads only as an
         # ancestor (an agent or chain span), is finished here, without a thread switch, and
         # so is a model span without content of a trace with no run (``DeferredTurns``). With
@@ -257,6 +271,31 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, GuardRuns, DeferredTur
             self._kept_first(span)
         if not worker.submit(span):
             self._pass_on(span, "shutdown" if worker.stopped else "queue_full")
+
+    def _added_twice(self) -> None:
+        """Note that a span started twice here: the processor is on its provider twice.
+
+        A setup that runs twice (a notebook cell run again, ``add_span_processor`` and
+        ``install()`` both) would have every call counted twice, and healthy repetition stopped
+        as a loop. From here on each span is handled once, and the setup is named once.
+        """
+        if not self._twice:
+            self._twice = True
+            logger.warning("otel-loopguard: this LoopGuardSpanProcessor was added to a tracer "
+                           "provider twice; each span is handled once. Add it once.")
+
+    def _ended_again(self, span: ReadableSpan) -> bool:
+        """Return whether ``span`` is the span this thread just ended.
+
+        That is the second call of a processor on its provider twice: the provider calls its
+        processors one after another, on the thread that ends the span.
+        """
+        last = self._last_ended
+        if getattr(last, "span", None) is span:
+            last.span = None
+            return True
+        last.span = span
+        return False
 
     def _finishes_here(self, context: Any) -> bool:
         """Return whether an agent or chain span (``OTHER``) needs nothing of the worker.
