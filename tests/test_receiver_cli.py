@@ -81,6 +81,17 @@ class TestUsage:
         assert capsys.readouterr().err.endswith(
             f"otel-loopguard serve: error: argument {flag}: {message}\n")
 
+    @pytest.mark.parametrize("value", ["", "  "])
+    def test_empty_listen_address(self, capsys: pytest.CaptureFixture[str], value: str) -> None:
+        """An empty ``--listen`` is a usage error naming the flag, before anything binds (it
+        reached grpcio, which printed a line of its C core's log before loopguard's)."""
+        with pytest.raises(SystemExit) as exited:
+            main(["serve", "--grpc-port", "0", "--http-port", "0", "--listen", value])
+        assert exited.value.code == 2
+        assert capsys.readouterr().err.endswith(
+            "otel-loopguard serve: error: argument --listen: must not be empty (0.0.0.0 binds "
+            "every address)\n")
+
     def test_state_file_in_a_missing_folder(self, tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
         """A state file that cannot be created is named by its flag."""

@@ -70,7 +70,7 @@ def add_parser(commands: Any) -> None:
                     "lines. Exit 0 after a clean shutdown (SIGTERM/SIGINT), 2 on bad usage or "
                     "when a port cannot be bound.")
     listen = parser.add_argument_group("listening")
-    listen.add_argument("--listen", default="127.0.0.1", metavar="ADDR",
+    listen.add_argument("--listen", type=_address, default="127.0.0.1", metavar="ADDR",
                         help="address to bind (default 127.0.0.1; 0.0.0.0 exposes it)")
     listen.add_argument("--grpc-port", type=_port, default=4317, metavar="PORT",
                         help="OTLP/gRPC port (default 4317; 0 picks a free port)")
@@ -155,6 +155,13 @@ def _config(args: argparse.Namespace) -> LoopGuardConfig:
 def _flag_names(message: str) -> str:
     """Return ``message`` with the options it names spelt as the flags that set them."""
     return _NAME_RE.sub(lambda match: _FLAGS[match.group(1)], message)
+
+
+def _address(text: str) -> str:
+    """Return a host to bind (argparse reports an empty one, naming the flag)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty (0.0.0.0 binds every address)")
+    return text.strip()
 
 
 def _port(text: str) -> int:
