@@ -97,6 +97,30 @@ class TestGrpcBytesInFlight:
         assert held == 0
         assert not ExportTraceServiceResponse.FromString(reply).HasField("partial_success")
 
+    def test_a_message_grpcio_refuses_as_too_large_is_counted(self) -> None:
+        """grpcio refuses a message over max_request_bytes before serve reads it, and ends the
+        call without saying why: it is counted as ``cancelled`` (before, it was counted nowhere,
+        and LoopGuardServeRejectingSpans could not see a Collector's batches being refused)."""
+        served = Served(max_request_bytes=64 * 1024)
+        with served.receiver as receiver:
+            channel = grpc.insecure_channel(f"127.0.0.1:{receiver.grpc_port}")
+            for _ in range(3):
+                with pytest.raises(grpc.RpcError) as refused:
+                    channel.unary_unary(EXPORT)(_padded_request(100_000), timeout=10)
+                assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            channel.close()
+
+            def counted() -> float:
+                return sum(served.value("loopguard_receiver_requests_total", protocol="grpc",
+                                        outcome=outcome) for outcome in ("cancelled", "invalid"))
+
+            deadline = time.monotonic() + 10  # the calls' ends reach the server after the client
+            while counted() < 3 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert counted() == 3
+            assert served.value("loopguard_receiver_requests_total", protocol="grpc",
+                                outcome="cancelled") >= 1
+
     def test_concurrent_big_messages_are_refused_before_they_are_held(self) -> None:
         """24 concurrent 1 MiB messages with room for 3: the bytes in flight never pass the
         limit, the refused calls get RESOURCE_EXHAUSTED, and every accepted span is taken."""

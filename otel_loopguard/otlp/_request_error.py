@@ -12,7 +12,7 @@ from typing import Final
 
 __all__ = ["GRPC_CODES", "RequestError", "error_body", "invalid"]
 
-GRPC_CODES: Final = {"INVALID_ARGUMENT": 3, "DEADLINE_EXCEEDED": 4, "NOT_FOUND": 5,
+GRPC_CODES: Final = {"CANCELLED": 1, "INVALID_ARGUMENT": 3, "DEADLINE_EXCEEDED": 4, "NOT_FOUND": 5,
                      "RESOURCE_EXHAUSTED": 8,
                      "UNIMPLEMENTED": 12, "INTERNAL": 13, "UNAVAILABLE": 14,
                      "UNAUTHENTICATED": 16}

@@ -53,7 +53,7 @@ class QueueCollector(Collector):
 SPAN_OUTCOMES: Final = ("accepted", "rejected", "late", "duplicate", "lost")
 LOG_RECORD_OUTCOMES: Final = ("accepted", "rejected")
 REQUEST_OUTCOMES: Final = ("ok", "partial", "invalid", "unauthenticated", "too_large",
-                           "unsupported", "throttled")
+                           "unsupported", "throttled", "cancelled")
 """The outcomes of a request an alert or panel reads (the rarer server errors: when they come)."""
 
 

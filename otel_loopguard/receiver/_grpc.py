@@ -52,6 +52,8 @@ __all__ = ["start_grpc_server"]
 SERVICE: Final = "opentelemetry.proto.collector.trace.v1.TraceService"
 LOGS_SERVICE: Final = "opentelemetry.proto.collector.logs.v1.LogsService"
 _STOP_SECONDS: Final = 30.0
+_CANCELLED: Final = RequestError(499, "CANCELLED", "the call ended before its message was read")
+"""How a call grpcio ended before its message was read is counted (``cancelled``): never sent."""
 
 
 def start_grpc_server(receiver: LoopGuardReceiver, host: str, port: int,
@@ -225,6 +227,9 @@ class _Export:
             self._resize(held, len(message))
         except asyncio.CancelledError:
             held.release()
+            # grpcio ended the call before its message was read: it refused a message over
+            # max_request_bytes, or the client cancelled; it does not say which
+            self.receiver.refused("grpc", _CANCELLED)
             raise
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.pool, partial(

@@ -22,7 +22,7 @@ __all__ = ["RequestIntake"]
 
 _OUTCOMES: Final = {400: "invalid", 401: "unauthenticated", 408: "timeout", 411: "invalid",
                     413: "too_large", 415: "unsupported", 429: "throttled", 500: "internal",
-                    501: "unsupported", 503: "unavailable"}
+                    499: "cancelled", 501: "unsupported", 503: "unavailable"}
 
 
 class RequestIntake(ReceiverState):
