@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pytest
+from _agent_sessions import proto_messages, sessions
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan
 from test_receiver import LIMIT, PROTOBUF, Served, _expected, _fleet, status_message, to_json_doc  # noqa: F401 - the fixtures
@@ -77,6 +78,19 @@ class TestChunkedBodies:
         assert served.results() == expected
         assert served.value("loopguard_receiver_spans_total", outcome="accepted") == len(fleet)
         assert served.receiver.bytes_in_flight == 0
+
+    def test_coding_agents_logs_in_chunks(self, served: Served) -> None:
+        """Coding agents' log events sent chunked, as Gemini CLI's ``http`` protocol and Claude
+        Code 2.1.191 to 2.1.211 send them: each loop is flagged under its agent, each healthy
+        session stays quiet."""
+        runs = sessions()
+        for body in proto_messages(runs):
+            status, answer = post_chunked(served.receiver.http_port, _pieces(body, 512),
+                                          PROTOBUF, path="/v1/logs")
+            assert status == 200, answer
+        assert served.receiver.flush(30)
+        flagged = {r.run_id: bool(r.findings) for r in served.reports}
+        assert flagged == {f"{run.agent}:{run.session_id}": run.loops for run in runs}
 
     def test_json_with_extensions_and_trailers(self, served: Served,
                                                fleet: tuple[ReadableSpan, ...],
