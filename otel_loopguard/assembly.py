@@ -10,8 +10,10 @@ The rules, shared by the live processor (spans as they start and end), ``check``
   when a sibling ``generate_content`` model span (``may_name_model``) started before it and
   ends after it (Google ADK's stays open over the calls it requested): the call is that
   span's; the parallel calls of one turn form a batch;
-* **prompt template**: the first span of the run that names one (``template_in``): the tool
-  span, its ancestors or a model span;
+* **prompt template**: the first event or model span of the run, in end order, that names one
+  (``template_in``): a tool (or handoff) span or its nearest ancestor naming one, or a model
+  span; never another span of the trace (an MCP server's ``prompts/get`` span names the prompt
+  it served, not the run's template);
 * **sibling handoffs**: consecutive sibling agent spans with different agents (spans named as
   agents, ``may_name_agent``), counted until the run reports a handoff span of its own
   (``SiblingAgents``, ``LoopEngine.counts_inferred_handoff``).
@@ -203,7 +205,8 @@ def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuard
     turns = 0
     template_roots = _key_roots(tuple(config.prompt_name_keys))
     conversation_keys = frozenset(config.conversation_keys)
-    template = conversation = None
+    conversation = None
+    naming: list[tuple[SpanRecord, bool]] = []  # (span, its ancestors too) that may name one
     agent_spans: list[SpanRecord] = []
     for s in ordered:
         attributes = s.attributes
@@ -217,19 +220,19 @@ def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuard
                 open_models.setdefault(s.parent_span_id, []).append(s)
             if model_turns:
                 pending.append((s, -turns))  # negative: the span is model turn number -n
+            naming.append((s, False))
         elif (maybe_event or every) and not attributes.get(_BLOCKED):
             pending.append((s, turns))  # a blocked call never ran: the live processor skips it
-        # Only spans holding one of the keys can name a template or a conversation.
-        if template is None and not template_roots.isdisjoint(attributes):
-            template = _template_in(attributes, config, template_roots)
+            naming.append((s, True))
+        # Only spans holding one of the keys can name a conversation.
         if conversation is None and not conversation_keys.isdisjoint(attributes):
             conversation = conversation_of(attributes, config.conversation_keys) or None
     out = AssembledTrace(trace_id=trace_id,
                          first_start_ns=min(map(_START, ordered), default=0))
-    out.prompt_template = template
     out.conversation = conversation
     out.service_name = _service_name(spans)
-    by_id = dict(zip(map(_SPAN_ID, ordered), ordered, strict=True)) if pending else {}
+    by_id = dict(zip(map(_SPAN_ID, ordered), ordered, strict=True)) if naming else {}
+    out.prompt_template = _run_template(naming, by_id, config, template_roots)
     opened = _in_open_models(pending, open_models) if open_models else frozenset()
     out.events, lone = _events(pending, by_id, agents, adapters, opened,
                                tool_requests=tool_requests)
@@ -237,6 +240,32 @@ def assemble_trace(trace_id: str, spans: Sequence[SpanRecord], config: LoopGuard
         out.unparented_tool_calls = lone
     _add_sibling_handoffs(out, agent_spans, agents)  # they count until the run reports its own
     return out
+
+
+def _run_template(naming: Sequence[tuple[SpanRecord, bool]], by_id: Mapping[str, SpanRecord],
+                  config: LoopGuardConfig, roots: frozenset[str]) -> str | None:
+    """Return the template of the first of ``naming`` that names one, as the processor does.
+
+    A model span names it by its own attributes, an event by its own or its nearest ancestor's
+    naming one (the live processor's ``_ancestry``). Only spans holding one of the keys' roots
+    can name a template. An ancestor already read without one is not read again, nor are its
+    own ancestors.
+    """
+    if not roots:
+        return None
+    walked: set[str] = set()  # read, and their ancestors too
+    for span, with_ancestors in naming:
+        node: SpanRecord | None = span
+        while node is not None and node.span_id not in walked:
+            if not roots.isdisjoint(node.attributes):
+                template = _template_in(node.attributes, config, roots)
+                if template is not None:
+                    return template
+            if not with_ancestors:
+                break
+            walked.add(node.span_id)
+            node = by_id.get(node.parent_span_id) if node.parent_span_id else None
+    return None
 
 
 def _service_name(spans: Sequence[SpanRecord]) -> str | None:
