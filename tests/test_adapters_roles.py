@@ -17,6 +17,8 @@ SPANS: list[tuple[str, dict[str, Any]]] = [
     ("execute_tool search", {"gen_ai.operation.name": "execute_tool"}),
     ("handoff", {"gen_ai.operation.name": "handoff"}),
     ("Agent", {"openinference.span.kind": "AGENT", "agent.name": "triage"}),
+    ("triage.I want a refund.execute", {"openinference.span.kind": "AGENT",
+                                        "graph.node.id": "triage"}),
     ("ChatOpenAI", {"openinference.span.kind": "LLM"}),
     ("search", {"openinference.span.kind": "TOOL"}),
     ("chain", {"openinference.span.kind": "CHAIN"}),
@@ -51,3 +53,15 @@ def test_roles_of_answers_agent_of_is_model_turn_and_may_be_event(
     expected = (agent_of(name, attributes), model,
                 False if model else may_be_event(name, attributes))
     assert roles_of(name, attributes) == expected
+
+
+def test_a_crewai_agent_is_its_role_not_its_task() -> None:
+    """OpenInference's CrewAI agent span is named ``<role>.<task description>.execute`` and has
+    no ``agent.name``: its agent is the role of ``graph.node.id``, so one agent doing two tasks
+    is one agent (it was the span's name, the user's task text in it)."""
+    tasks = [f"triage.{task}.execute" for task in ("I want a refund", "Where is my order?")]
+    agents = {agent_of(name, {"openinference.span.kind": "AGENT", "graph.node.id": "triage",
+                              "input.value": "..."}) for name in tasks}
+    assert agents == {"triage"}
+    assert agent_of("triage.I want a refund.execute",
+                    {"openinference.span.kind": "AGENT"}) == "triage.I want a refund.execute"

@@ -234,8 +234,9 @@ def agent_of(name: str, attributes: Mapping[str, Any]) -> str | None:
     if op in _AGENT_OPERATIONS:
         found = attributes.get(k.GEN_AI_AGENT_NAME)
         return str(found) if found else name.removeprefix("invoke_agent").strip() or "agent"
-    if attributes.get(k.OI_SPAN_KIND) == "AGENT":
-        found = attributes.get(k.OI_AGENT_NAME) or attributes.get(k.GEN_AI_AGENT_NAME)
+    if attributes.get(k.OI_SPAN_KIND) == "AGENT":  # CrewAI's: only the node id is the role
+        found = attributes.get(k.OI_AGENT_NAME) or attributes.get(k.GEN_AI_AGENT_NAME) \
+            or attributes.get(k.OI_GRAPH_NODE_ID)
         return str(found) if found else name
     if attributes.get(k.TL_SPAN_KIND) == "agent":
         found = attributes.get(k.GEN_AI_AGENT_NAME) or attributes.get(k.TL_ENTITY_NAME)
