@@ -101,8 +101,9 @@ LOOPGUARD_CONFIG_FILE: Final = "LOOPGUARD_CONFIG_FILE"
 """Path of a TOML config file, read by ``LoopGuardConfig.load`` when no ``config_file`` is given.
 
 The file holds a ``[loopguard]`` table (or the settings at top level) and optional
-``[loopguard.tools.<name>]`` tables. Default: unset (no file). Allowed: a path to a readable TOML
-file; a missing file or invalid TOML raises ``ConfigError``.
+``[loopguard.tools.<name>]`` tables. Default: unset (no file; a blank value counts as unset).
+Allowed: a path to a readable TOML file (UTF-8, a leading byte-order mark skipped); a missing
+file or invalid TOML raises ``ConfigError``.
 """
 
 LOOPGUARD_ENABLED: Final = "LOOPGUARD_ENABLED"

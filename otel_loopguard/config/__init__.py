@@ -196,7 +196,8 @@ class LoopGuardConfig:
             **overrides: explicit settings, which win over everything else.
         """
         env = os.environ if environ is None else environ
-        path = config_file or env.get(_env.LOOPGUARD_CONFIG_FILE) or None
+        named = env.get(_env.LOOPGUARD_CONFIG_FILE, "")
+        path = config_file or (named if named.strip() else None)  # blank counts as unset
         # The file's parts are merged before they are validated together: its ladders and its
         # tools' and templates' tables are checked against the merged values, not its own.
         file_values, file_tools, file_templates, file_prices = (

@@ -8,6 +8,7 @@ A tool's overrides, a model's prices, a template's budgets; the TOML file and th
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 import sys
@@ -96,7 +97,9 @@ def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
         if len(raw) > MAX_CONFIG_BYTES:
             raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES >> 20} MiB, too large for "
                               "a config file (is it the right file?)")
-        data: dict[str, Any] = tomllib.loads(raw.decode("utf-8"))
+        # Windows Notepad and PowerShell's ``Out-File -Encoding utf8`` start a file with a
+        # byte-order mark, which TOML does not allow (the parser sees a stray character).
+        data: dict[str, Any] = tomllib.loads(raw.removeprefix(codecs.BOM_UTF8).decode("utf-8"))
         return data
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found") from None
