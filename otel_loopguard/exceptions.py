@@ -32,6 +32,16 @@ class ConfigError(LoopGuardError, ValueError):
     """A configuration value is unknown, malformed or out of range; the message names it."""
 
 
+class UnknownSettingError(ConfigError, KeyError):
+    """A setting asked for by name (``config.threshold(tool, name)``) does not exist.
+
+    A ``ConfigError`` that is also the ``KeyError`` these lookups raised before they named the
+    setting; ``str()`` is the message, not its repr.
+    """
+
+    __str__ = ValueError.__str__
+
+
 class TraceFileError(LoopGuardError):
     """A trace file (or one line of it) cannot be read.
 

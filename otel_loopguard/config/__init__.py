@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from otel_loopguard import environment_variables as _env
-from otel_loopguard.config._fields import FIELDS, FieldRule
+from otel_loopguard.config._fields import FIELDS, TOOL_THRESHOLDS, FieldRule
 from otel_loopguard.config._tables import (
     ModelPrice,
     ToolKind,
@@ -28,7 +28,7 @@ from otel_loopguard.config._tables import (
     validate_template,
     validate_tool,
 )
-from otel_loopguard.exceptions import ConfigError
+from otel_loopguard.exceptions import ConfigError, UnknownSettingError
 
 __all__ = ["LoopGuardConfig", "ModelPrice", "ToolKind", "ToolOverride"]
 
@@ -66,21 +66,24 @@ class LoopGuardConfig:
 
     def __post_init__(self) -> None:
         """Validate every value and fill in defaults."""
+        # None is no table; a list or a number is refused, naming the table
+        tables = {name: _table(name, getattr(self, name), shape)
+                  for name, shape in _TABLES.items()}
         merged = _defaults()
-        for name, value in self.values.items():
+        for name, value in _table("values", self.values, "setting name -> value").items():
             merged[name] = validate(name, value)
         check_ladders(merged)
-        tools = {str(k): validate_tool(str(k), v) for k, v in self.tools.items()}
+        tools = {str(k): validate_tool(str(k), v) for k, v in tables["tools"].items()}
         for tool, override in tools.items():  # a tool's ladders, with its overrides in place
             if override.thresholds:
                 check_ladders({**merged, **override.thresholds}, f"tools.{tool}.",
                                set(override.thresholds))
         templates = {str(k): validate_template(str(k), v, merged)
-                     for k, v in self.templates.items()}
+                     for k, v in tables["templates"].items()}
         object.__setattr__(self, "values", MappingProxyType(merged))
         object.__setattr__(self, "tools", MappingProxyType(tools))
         object.__setattr__(self, "templates", MappingProxyType(templates))
-        prices = {str(k): validate_price(str(k), v) for k, v in self.prices.items()}
+        prices = {str(k): validate_price(str(k), v) for k, v in tables["prices"].items()}
         object.__setattr__(self, "prices", MappingProxyType(prices))
         for name, value in merged.items():  # plain attributes: read on every tool call
             object.__setattr__(self, name, value)
@@ -104,12 +107,12 @@ class LoopGuardConfig:
         ``{"coding-agent": {"max_tool_calls_warn": 150}}``; ``prices`` a model's name to its
         token prices, e.g. ``{"gpt-4o": {"input_per_million": 2.5, "output_per_million": 10}}``.
         """
-        return cls(values=values, tools=_table("tools", tools, "tool name -> settings"),
-                   templates=_table("templates", templates, "prompt template name -> budgets"),
-                   prices=_table("prices", prices, "model name -> prices"))
+        return cls(values=values, tools=_table("tools", tools, _TABLES["tools"]),
+                   templates=_table("templates", templates, _TABLES["templates"]),
+                   prices=_table("prices", prices, _TABLES["prices"]))
 
     def replace(self, **values: Any) -> LoopGuardConfig:
-        """Return a copy with some settings changed."""
+        """Return a copy with some settings changed (``tools=None`` and the like drop a table)."""
         tools = values.pop("tools", self.tools)
         templates = values.pop("templates", self.templates)
         prices = values.pop("prices", self.prices)
@@ -117,12 +120,20 @@ class LoopGuardConfig:
                                templates=templates, prices=prices)
 
     def threshold(self, tool: str, name: str) -> Any:
-        """Return threshold ``name`` for ``tool``, honouring per-tool overrides."""
+        """Return threshold ``name`` for ``tool``, honouring per-tool overrides.
+
+        Raises:
+            ConfigError: (also a ``KeyError``) when ``name`` is no setting; the message lists
+                the per-tool thresholds.
+        """
         if self.tools:
             override = self.tools.get(tool)
             if override is not None and name in override.thresholds:
                 return override.thresholds[name]
-        return self.values[name]
+        try:
+            return self.values[name]
+        except KeyError:
+            raise _unknown_threshold(name) from None
 
     def template_budgets(self, template: str | None) -> Mapping[str, Any]:
         """Return the budgets set for prompt template ``template`` (empty when none are).
@@ -152,7 +163,10 @@ class LoopGuardConfig:
             override = self.tools.get(tool)
             if override is not None and name in override.thresholds:
                 return override.thresholds[name]
-        return self.template_budgets(template).get(name, self.values[name])
+        try:
+            return self.template_budgets(template).get(name, self.values[name])
+        except KeyError:
+            raise _unknown_threshold(name) from None
 
     def price(self, models: tuple[str, ...]) -> ModelPrice | None:
         """Return the prices of the first of ``models`` that ``prices`` lists, or None."""
@@ -202,17 +216,18 @@ class LoopGuardConfig:
         # tools' and templates' tables are checked against the merged values, not its own.
         file_values, file_tools, file_templates, file_prices = (
             _file_parts(read_toml(path), str(path)) if path else ({}, {}, {}, {}))
-        values = {**file_values, **env_values(env), **overrides}
         kept_tools = {str(k): validate_tool(str(k), v) for k, v in file_tools.items()}
         tools: dict[str, Any] = dict(kept_tools)
         for tool, override in env_tools(env).items():  # env sets the kind, keeps the rest
             kept = kept_tools.get(tool)
             tools[tool] = replace(kept, kind=override.kind) if kept else override
-        tools.update(overrides.pop("tools", {}))
-        values.pop("tools", None)
-        templates = {**file_templates, **values.pop("templates", {})}
-        prices = {**file_prices, **values.pop("prices", {})}
-        return cls(values=values, tools=tools, templates=templates, prices=prices)
+        tables = {name: _table(name, overrides.pop(name, None), shape)
+                  for name, shape in _TABLES.items()}
+        values = {**file_values, **env_values(env), **overrides}
+        tools.update(tables["tools"])
+        return cls(values=values, tools=tools,
+                   templates={**file_templates, **tables["templates"]},
+                   prices={**file_prices, **tables["prices"]})
 
 
 def _file_parts(data: Mapping[str, Any], source: str) -> tuple[
@@ -224,6 +239,9 @@ def _file_parts(data: Mapping[str, Any], source: str) -> tuple[
     the templates' budgets against the global ones) is checked by the ``LoopGuardConfig`` they
     go into, merged with the environment and arguments.
     """
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source} must be a mapping of setting name -> value, shaped like "
+                          f"the TOML file, got {type(data).__name__}")
     if "loopguard" in data:
         extra = sorted(set(data) - {"loopguard"})
         if extra:
@@ -272,10 +290,26 @@ def field_rules() -> Mapping[str, FieldRule]:
     return FIELDS
 
 
+_TABLES: Final = {"tools": "tool name -> settings",
+                   "templates": "prompt template name -> budgets",
+                   "prices": "model name -> prices"}
+"""The tables a config takes beside its settings, and what each maps, for error messages."""
+
+
 def _table(name: str, value: Any, shape: str) -> dict[Any, Any]:
-    """Return ``create``'s ``tools``, ``templates`` or ``prices`` as a dict; else raise."""
+    """Return a ``tools``, ``templates`` or ``prices`` argument as a dict (None: empty).
+
+    Raises:
+        ConfigError: naming the table, when ``value`` is no mapping.
+    """
     if value is None:
         return {}
     if not isinstance(value, Mapping):
         raise ConfigError(f"{name} must be a mapping of {shape}, got {type(value).__name__}")
     return dict(value)
+
+
+def _unknown_threshold(name: str) -> UnknownSettingError:
+    """Return the error for ``threshold(tool, name)`` or ``budget`` of no setting's name."""
+    return UnknownSettingError(f"unknown threshold {name!r}; the per-tool thresholds are "
+                               f"{', '.join(sorted(TOOL_THRESHOLDS))}")
