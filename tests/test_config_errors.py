@@ -3,6 +3,7 @@ the setting, where its value came from, and what to do."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,41 @@ class TestThresholdByName:
             getattr(config, lookup)(*args)
         assert isinstance(info.value, KeyError)
         assert str(info.value).startswith("unknown")  # the message, not KeyError's repr
+
+
+class TestBudgetLadders:
+    @pytest.mark.parametrize(("settings", "message"), [
+        ({"max_tool_calls_warn": 100, "max_tool_calls_stop": 50},
+         "max_tool_calls_stop must be >= max_tool_calls_warn (100), got 50"),
+        ({"max_steps_warn": 9, "max_steps_stop": 8},
+         "max_steps_stop must be >= max_steps_warn (9), got 8"),
+        ({"max_run_seconds_warn": 600, "max_run_seconds_stop": 60},
+         "max_run_seconds_stop must be >= max_run_seconds_warn (600.0), got 60.0"),
+        ({"max_calls_per_tool_warn": 4, "max_calls_per_tool_stop": 3},
+         "max_calls_per_tool_stop must be >= max_calls_per_tool_warn (4), got 3"),
+    ], ids=["tool-calls", "steps", "seconds", "calls-per-tool"])
+    def test_a_global_budget_warn_above_its_stop_is_refused(self, settings: dict[str, object],
+                                                            message: str) -> None:
+        """A global budget's warn above its stop is refused, naming both, as a template's is."""
+        with pytest.raises(ConfigError, match=f"^{re.escape(message)}"):
+            LoopGuardConfig.create(**settings)
+
+    def test_a_stop_alone_under_the_default_warn_is_refused(self) -> None:
+        """``max_tool_calls_stop = 30`` alone is below the default warn of 50: refused, and
+        accepted once the warn is set at or below it, or off."""
+        with pytest.raises(ConfigError, match=r"max_tool_calls_stop.*max_tool_calls_warn"):
+            LoopGuardConfig.create(max_tool_calls_stop=30)
+        assert LoopGuardConfig.create(max_tool_calls_warn=30, max_tool_calls_stop=30)
+        assert LoopGuardConfig.create(max_tool_calls_warn=None, max_tool_calls_stop=30)
+
+    def test_a_tools_budget_warn_above_its_stop_is_refused(self) -> None:
+        """A tool table's ``max_calls_per_tool_warn`` above its stop is refused, naming the
+        tool; a tool's stop under a global warn says the warn is the global one."""
+        with pytest.raises(ConfigError, match=r"^tools\.search\.max_calls_per_tool_stop must "
+                                              r"be >= max_calls_per_tool_warn \(100\), got 10"):
+            LoopGuardConfig.create(tools={"search": {"max_calls_per_tool_warn": 100,
+                                                     "max_calls_per_tool_stop": 10}})
+        with pytest.raises(ConfigError, match=r"^tools\.search\.max_calls_per_tool_stop must "
+                                              r"be >= max_calls_per_tool_warn \(20\), got 10"):
+            LoopGuardConfig.create(max_calls_per_tool_warn=20,
+                                   tools={"search": {"max_calls_per_tool_stop": 10}})

@@ -594,7 +594,8 @@ def test_a_stopped_call_counts_as_a_finding_of_its_detector_or_budget(make: Any)
     assert loop.sample("loopguard_runs_flagged_total", prompt_template="unknown",
                        action="stop") == 1
 
-    budget = make(mode="enforce", enforcement="hint", max_tool_calls_stop=3)
+    budget = make(mode="enforce", enforcement="hint", max_tool_calls_warn=None,
+                  max_tool_calls_stop=3)
     with budget.run():
         for topic in ("refunds", "shipping", "returns", "warranty", "billing"):
             budget.search(topic)

@@ -43,7 +43,8 @@ def _guarded(**config: Any) -> tuple[LoopGuardSpanProcessor, ToolGuard, TracerPr
 class TestParallelThreads:
     def test_budget_counts_the_calls_still_running(self) -> None:
         """With max_tool_calls_stop=5, 32 calls of one run started together run 5 bodies."""
-        _, guard, provider = _guarded(enforcement="abort", max_tool_calls_stop=5)
+        _, guard, provider = _guarded(enforcement="abort", max_tool_calls_warn=None,
+                                      max_tool_calls_stop=5)
         release, lock = threading.Event(), threading.Lock()
         started, outcomes = [], []
 
@@ -137,7 +138,8 @@ class TestInFlightCounter:
 
     def test_started_calls_count_until_processed(self) -> None:
         """call_started counts a call; process of its span id, or call_finished, uncounts it."""
-        engine = LoopEngine(LoopGuardConfig.create(max_tool_calls_stop=3))
+        engine = LoopEngine(LoopGuardConfig.create(max_tool_calls_warn=None,
+                                                   max_tool_calls_stop=3))
         run = engine.new_run()
         engine.call_started(run, "t", {"a": 1}, "00000000000000a1")
         engine.call_started(run, "t", {"a": 1}, "00000000000000a2")
@@ -211,7 +213,8 @@ class TestIntegrationsCheck:
         from otel_loopguard.enforce._verdict import check
         from otel_loopguard.integrations._common import finished
 
-        processor, _, provider = _guarded(enforcement="abort", max_tool_calls_stop=3)
+        processor, _, provider = _guarded(enforcement="abort", max_tool_calls_warn=None,
+                                          max_tool_calls_stop=3)
         tracer = provider.get_tracer("langchain.instrumentation")
         with tracer.start_as_current_span("invoke_agent a"), \
                 tracer.start_as_current_span("tools") as chain:

@@ -53,6 +53,8 @@ def _non_default(name: str, rule: FieldRule) -> tuple[str, Any]:
         value = 0.75 if rule.maximum is not None else 42.5
         return str(value), value
     value = (rule.default or int(rule.minimum or 0) or 1) + 1
+    if name == "max_tool_calls_stop":  # at or above the default warn (50), which it must climb
+        value = 60
     if name == "metrics_port":
         value = 9464
     return str(value), value

@@ -91,7 +91,8 @@ _CONFIGS = [
     {"window_size": 4, "stagnation_stop": 4, "repeat_replan": 4, "cycle_max_gap": 1,
      "near_duplicate_window": 3},
     {"stagnation_warn": 2, "reread_warn": 2, "repeat_warn": 2, "batch_warn": 2},
-    {"max_calls_per_tool_warn": 3, "max_steps_warn": 9, "max_tool_calls_stop": 40},
+    {"max_calls_per_tool_warn": 3, "max_steps_warn": 9, "max_tool_calls_warn": 30,
+     "max_tool_calls_stop": 40},
     {"max_run_seconds_warn": 0.0000002, "stagnation_no_effect_warn": 2},
     {"detectors": ["stagnation", "cycle", "batch", "budget"]},
 ]

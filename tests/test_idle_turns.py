@@ -255,7 +255,7 @@ class TestIdleTurnsEngine:
 
     def test_stop_is_not_repeated_on_model_turns(self) -> None:
         """Enforce mode: a stopped run's model turns get no sticky stop (they cannot be blocked)."""
-        feed = Feed(mode="enforce", max_tool_calls_stop=1)
+        feed = Feed(mode="enforce", max_tool_calls_warn=None, max_tool_calls_stop=1)
         assert feed.tool().action.label == "continue"  # a budget of one call lets it run
         assert feed.tool(n=1).action.label == "stop"
         assert feed.turn().action.label == "continue"

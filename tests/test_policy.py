@@ -377,7 +377,8 @@ class TestSignatureHooks:
 class TestSummaryAndReset:
     def test_summary_counts_the_run(self) -> None:
         """Tool calls, distinct calls, highest action and the budget left."""
-        engine = LoopEngine(LoopGuardConfig.create(max_tool_calls_stop=10))
+        engine = LoopEngine(LoopGuardConfig.create(max_tool_calls_warn=None,
+                                                   max_tool_calls_stop=10))
         run = engine.new_run()
         for call in [_STAGNANT] * 3 + [_FAILING]:
             engine.process(run, ToolCall(**call))

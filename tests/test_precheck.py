@@ -105,7 +105,8 @@ class TestPrediction:
 
     def test_an_unseen_call_gets_only_what_does_not_need_its_outcome(self) -> None:
         """A new call's outcome is unknown: a stop budget is predicted, repetition is not."""
-        engine = LoopEngine(LoopGuardConfig.create(max_tool_calls_stop=3))
+        engine = LoopEngine(LoopGuardConfig.create(max_tool_calls_warn=None,
+                                                   max_tool_calls_stop=3))
         state = engine.new_run()
         for index in range(3):
             engine.process(state, tool_call(index, call("search", {"q": index}, "r")))

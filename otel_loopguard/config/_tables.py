@@ -146,6 +146,15 @@ def check_form(name: str, value: Any, where: str) -> Any:
     return value
 
 
+_LADDERS: Final = (
+    ("stagnation_warn", "stagnation_replan"), ("stagnation_replan", "stagnation_stop"),
+    ("repeat_warn", "repeat_replan"), ("cycle_warn", "cycle_stop"), ("poll_warn", "poll_stop"),
+    ("failure_permanent_warn", "failure_permanent_stop"),
+    ("failure_retryable_warn", "failure_retryable_stop"),
+    ("mutating_failure_warn", "mutating_failure_stop"), *BUDGET_LADDERS)
+"""Each (lower, higher) pair of rungs: the higher must not come before the lower (a budget's
+warn, too, must not come after its stop)."""
+
 _WINDOWED: Final = (
     ("stagnation_warn", "window_size"), ("stagnation_replan", "window_size"),
     ("stagnation_stop", "window_size"), ("repeat_warn", "window_size"),
@@ -160,12 +169,7 @@ def check_ladders(values: dict[str, Any], prefix: str = "",
     ``prefix`` and ``own`` are for a tool's table: its name, and the settings it sets itself
     (the others are the global values, which the message then says).
     """
-    for low, high in (("stagnation_warn", "stagnation_replan"), ("stagnation_replan",
-                      "stagnation_stop"), ("repeat_warn", "repeat_replan"),
-                      ("cycle_warn", "cycle_stop"), ("poll_warn", "poll_stop"),
-                      ("failure_permanent_warn", "failure_permanent_stop"),
-                      ("failure_retryable_warn", "failure_retryable_stop"),
-                      ("mutating_failure_warn", "mutating_failure_stop")):
+    for low, high in _LADDERS:
         lo, hi = values[low], values[high]
         if lo is not None and hi is not None and hi < lo:
             inherited = own is not None and high not in own
