@@ -365,7 +365,9 @@ class TestLoadPrecedence:
     def test_ladders_checked_on_the_merged_result(self, tmp_path: Path) -> None:
         """A file and an environment that are each valid but disagree fail together."""
         path = _write(tmp_path, "[loopguard]\nstagnation_warn = 4\n")
-        with pytest.raises(ConfigError, match="stagnation_replan must be >= stagnation_warn"):
+        with pytest.raises(ConfigError, match=r"^stagnation_warn = 4 \(from .*c\.toml\) is "
+                                              r"above stagnation_replan = 3 \(from "
+                                              r"LOOPGUARD_STAGNATION_REPLAN\)$"):
             LoopGuardConfig.load(path, environ={"LOOPGUARD_STAGNATION_REPLAN": "3"})
 
     def test_a_file_completed_by_the_environment_is_valid(self, tmp_path: Path) -> None:
@@ -377,7 +379,8 @@ class TestLoadPrecedence:
             6, 7, 8)
         config = LoopGuardConfig.load(path, environ={}, stagnation_replan=7, stagnation_stop=8)
         assert config.stagnation_replan == 7
-        with pytest.raises(ConfigError, match="stagnation_replan must be >= stagnation_warn"):
+        with pytest.raises(ConfigError, match=r"is above stagnation_replan = 4 \(the "
+                                              r"default\): set stagnation_replan too$"):
             LoopGuardConfig.load(path, environ={})  # the file alone still fails
 
     def test_file_tables_are_checked_against_the_merged_values(self, tmp_path: Path) -> None:

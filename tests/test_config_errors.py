@@ -117,3 +117,58 @@ class TestBudgetLadders:
                                               r"be >= max_calls_per_tool_warn \(20\), got 10"):
             LoopGuardConfig.create(max_calls_per_tool_warn=20,
                                    tools={"search": {"max_calls_per_tool_stop": 10}})
+
+
+class TestLadderSources:
+    """A misordered ladder says where each of its values came from, and which to set."""
+
+    def test_a_file_value_above_a_default(self, tmp_path: Path) -> None:
+        """A file's ``stagnation_warn = 6`` over the default replan names the file and the
+        default, and says to set the replan too."""
+        path = tmp_path / "cfg.toml"
+        path.write_text("[loopguard]\nstagnation_warn = 6\n", encoding="utf-8")
+        message = (f"stagnation_warn = 6 (from {path}) is above stagnation_replan = 4 (the "
+                   "default): set stagnation_replan too")
+        for build in (lambda: LoopGuardConfig.from_file(path),
+                      lambda: LoopGuardConfig.load(path, environ={}),
+                      lambda: LoopGuardConfig.load(environ={"LOOPGUARD_CONFIG_FILE": str(path)})):
+            with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
+                build()
+
+    def test_a_variable_above_a_default(self) -> None:
+        """``LOOPGUARD_STAGNATION_WARN=6`` is named as the variable, from ``from_env`` and
+        ``load``."""
+        message = ("stagnation_warn = 6 (from LOOPGUARD_STAGNATION_WARN) is above "
+                   "stagnation_replan = 4 (the default): set stagnation_replan too")
+        env = {"LOOPGUARD_STAGNATION_WARN": "6"}
+        for build in (LoopGuardConfig.from_env, lambda e: LoopGuardConfig.load(environ=e)):
+            with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
+                build(env)
+
+    def test_a_default_above_a_variable(self) -> None:
+        """A stop set below the default warn says to set the warn."""
+        with pytest.raises(ConfigError, match=re.escape(
+                "max_tool_calls_warn = 50 (the default) is above max_tool_calls_stop = 30 "
+                "(from LOOPGUARD_MAX_TOOL_CALLS_STOP): set max_tool_calls_warn too")):
+            LoopGuardConfig.load(environ={"LOOPGUARD_MAX_TOOL_CALLS_STOP": "30"})
+
+    def test_both_rungs_from_one_file(self, tmp_path: Path) -> None:
+        """Both rungs set in one file name it once."""
+        path = tmp_path / "cfg.toml"
+        path.write_text("stagnation_warn = 4\nstagnation_replan = 3\n", encoding="utf-8")
+        with pytest.raises(ConfigError, match=re.escape(
+                f"stagnation_warn = 4 is above stagnation_replan = 3 (both from {path})")):
+            LoopGuardConfig.from_file(path)
+
+    def test_a_setting_in_code_above_a_default(self) -> None:
+        """A value given in code is not blamed on a source; the default rung still is named."""
+        with pytest.raises(ConfigError, match=re.escape(
+                "stagnation_warn = 6 is above stagnation_replan = 4 (the default): set "
+                "stagnation_replan too")):
+            LoopGuardConfig.create(stagnation_warn=6)
+
+    def test_both_rungs_in_code_keep_the_short_message(self) -> None:
+        """Both rungs given in code: the message the docs' table shows."""
+        with pytest.raises(ConfigError, match=r"^stagnation_replan must be >= stagnation_warn "
+                                              r"\(4\), got 3$"):
+            LoopGuardConfig.create(stagnation_warn=4, stagnation_replan=3)

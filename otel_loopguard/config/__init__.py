@@ -15,6 +15,7 @@ from typing import Any, Final
 from otel_loopguard import environment_variables as _env
 from otel_loopguard.config._fields import FIELDS, TOOL_THRESHOLDS, FieldRule
 from otel_loopguard.config._tables import (
+    DEFAULT_ORIGIN,
     ModelPrice,
     ToolKind,
     ToolOverride,
@@ -27,6 +28,7 @@ from otel_loopguard.config._tables import (
     validate_price,
     validate_template,
     validate_tool,
+    variable,
 )
 from otel_loopguard.exceptions import ConfigError, UnknownSettingError
 
@@ -69,10 +71,11 @@ class LoopGuardConfig:
         # None is no table; a list or a number is refused, naming the table
         tables = {name: _table(name, getattr(self, name), shape)
                   for name, shape in _TABLES.items()}
+        given = _table("values", self.values, "setting name -> value")
         merged = _defaults()
-        for name, value in _table("values", self.values, "setting name -> value").items():
+        for name, value in given.items():
             merged[name] = validate(name, value)
-        check_ladders(merged)
+        check_ladders(merged, origins=_unset(given))
         tools = {str(k): validate_tool(str(k), v) for k, v in tables["tools"].items()}
         for tool, override in tools.items():  # a tool's ladders, with its overrides in place
             if override.thresholds:
@@ -186,6 +189,7 @@ class LoopGuardConfig:
     def from_mapping(cls, data: Mapping[str, Any], *, source: str = "config") -> LoopGuardConfig:
         """Return a config from a mapping shaped like the TOML file."""
         values, tools, templates, prices = _file_parts(data, source)
+        _check_ladders_from(values, {name: f"from {source}" for name in values})
         return cls(values=values, tools=tools, templates=templates, prices=prices)
 
     @classmethod
@@ -196,8 +200,10 @@ class LoopGuardConfig:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> LoopGuardConfig:
         """Return a config from ``LOOPGUARD_*`` variables only (defaults elsewhere)."""
-        return cls(values=env_values(os.environ if environ is None else environ),
-                   tools=env_tools(os.environ if environ is None else environ))
+        env = os.environ if environ is None else environ
+        values = env_values(env)
+        _check_ladders_from(values, {name: f"from {variable(name)}" for name in values})
+        return cls(values=values, tools=env_tools(env))
 
     @classmethod
     def load(cls, config_file: str | os.PathLike[str] | None = None,
@@ -223,7 +229,10 @@ class LoopGuardConfig:
             tools[tool] = replace(kept, kind=override.kind) if kept else override
         tables = {name: _table(name, overrides.pop(name, None), shape)
                   for name, shape in _TABLES.items()}
-        values = {**file_values, **env_values(env), **overrides}
+        from_env = env_values(env)
+        values = {**file_values, **from_env, **overrides}
+        _check_ladders_from(values, {**{name: f"from {path}" for name in file_values},
+                                     **{name: f"from {variable(name)}" for name in from_env}})
         tools.update(tables["tools"])
         return cls(values=values, tools=tools,
                    templates={**file_templates, **tables["templates"]},
@@ -283,6 +292,23 @@ def _check_each(values: Mapping[str, Any], tools: Mapping[str, Any],
         check_template_table(str(template), budgets)
     for model, price in prices.items():
         validate_price(str(model), price)
+
+
+def _unset(given: Mapping[str, Any]) -> dict[str, str]:
+    """Return ``DEFAULT_ORIGIN`` for each setting that ``given`` leaves out."""
+    return {name: DEFAULT_ORIGIN for name in FIELDS if name not in given}
+
+
+def _check_ladders_from(values: Mapping[str, Any], origins: Mapping[str, str]) -> None:
+    """Check the ladders of settings read from a file or variables, before the config is built.
+
+    So that a misordered ladder's message says where each of its values came from (``origins``
+    by setting; what ``values`` leaves out is the default). The config built from them checks
+    the same ladders again, and finds them in order.
+    """
+    merged = _defaults()
+    merged.update((name, validate(name, value)) for name, value in values.items())
+    check_ladders(merged, origins={**_unset(values), **origins})
 
 
 def field_rules() -> Mapping[str, FieldRule]:

@@ -28,9 +28,9 @@ from otel_loopguard.config._fields import (
 )
 from otel_loopguard.exceptions import ConfigError
 
-__all__ = ["ModelPrice", "ToolKind", "ToolOverride", "check_ladders", "check_template_table",
-           "env_tools", "env_values", "read_toml", "validate", "validate_price",
-           "validate_template", "validate_tool"]
+__all__ = ["DEFAULT_ORIGIN", "ModelPrice", "ToolKind", "ToolOverride", "check_ladders",
+           "check_template_table", "env_tools", "env_values", "read_toml", "validate",
+           "validate_price", "validate_template", "validate_tool", "variable"]
 
 ToolKind = Literal["read", "mutating", "poll", "exempt", "default"]
 _TOOL_KINDS: Final = TOOL_KINDS
@@ -162,20 +162,23 @@ _WINDOWED: Final = (
 """Counts a detector reaches only within its window of recent calls, and that window."""
 
 
-def check_ladders(values: dict[str, Any], prefix: str = "",
-                   own: set[str] | None = None) -> None:
+DEFAULT_ORIGIN: Final = "the default"
+"""Where a setting nothing set comes from, in ``check_ladders``' ``origins``."""
+
+
+def check_ladders(values: dict[str, Any], prefix: str = "", own: set[str] | None = None,
+                  origins: Mapping[str, str] | None = None) -> None:
     """Reject a ladder whose higher step comes before its lower one, or outside its window.
 
     ``prefix`` and ``own`` are for a tool's table: its name, and the settings it sets itself
-    (the others are the global values, which the message then says).
+    (the others are the global values, which the message then says). ``origins`` is for the
+    global values: where each came from (``from loopguard.toml``, ``from LOOPGUARD_...``,
+    ``DEFAULT_ORIGIN``); a setting it leaves out was given in code.
     """
     for low, high in _LADDERS:
         lo, hi = values[low], values[high]
         if lo is not None and hi is not None and hi < lo:
-            inherited = own is not None and high not in own
-            raise ConfigError(f"{prefix}{high} must be >= {low} ({lo}), got {hi}"
-                              + (f" (the global {high}; set it for this tool too)"
-                                 if inherited else ""))
+            raise ConfigError(_misordered(prefix, (low, lo), (high, hi), own, origins or {}))
     for name, window in _WINDOWED:
         count, size = values[name], values[window]
         if count is not None and count > size:
@@ -188,6 +191,26 @@ def check_ladders(values: dict[str, Any], prefix: str = "",
                           f"({handoffs // 2}), got {stop}: each closed cycle takes at least 2 of "
                           "the last handoff_window handoffs, so it would never be reached; "
                           "raise handoff_window too")
+
+
+def _misordered(prefix: str, low: tuple[str, Any], high: tuple[str, Any],
+                own: set[str] | None, origins: Mapping[str, str]) -> str:
+    """Return the message for rung ``high`` set below rung ``low`` (each a name and value).
+
+    When either value came from a file, a variable or the default, the message says so for
+    both, and which one to set when the other was never set.
+    """
+    (low_name, lo), (high_name, hi) = low, high
+    if own is not None or not (origins.get(low_name) or origins.get(high_name)):
+        inherited = own is not None and high_name not in own
+        return (f"{prefix}{high_name} must be >= {low_name} ({lo}), got {hi}"
+                + (f" (the global {high_name}; set it for this tool too)" if inherited else ""))
+    if origins.get(low_name) == origins.get(high_name):  # both from one file or variable
+        return f"{low_name} = {lo} is above {high_name} = {hi} (both {origins[low_name]})"
+    sides = [f"{name} = {value}" + (f" ({origins[name]})" if origins.get(name) else "")
+             for name, value in (low, high)]
+    unset = [name for name in (high_name, low_name) if origins.get(name) == DEFAULT_ORIGIN]
+    return f"{sides[0]} is above {sides[1]}" + (f": set {unset[0]} too" if unset else "")
 
 
 def validate_tool(tool: str, value: Any) -> ToolOverride:
@@ -281,12 +304,17 @@ def validate_price(model: str, value: Any) -> ModelPrice:
     return ModelPrice(currency=currency, **amounts)
 
 
+def variable(name: str) -> str:
+    """Return the environment variable of setting ``name`` (``LOOPGUARD_<NAME>``)."""
+    return _ENV_PREFIX + name.upper()
+
+
 def env_values(environ: Mapping[str, str]) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for name, rule in FIELDS.items():
-        raw = environ.get(_ENV_PREFIX + name.upper())
+        var = variable(name)
+        raw = environ.get(var)
         if raw is not None and raw.strip() != "":
-            var = _ENV_PREFIX + name.upper()
             values[name] = check_form(name, rule.check(var, parse_env_value(var, rule, raw)),
                                       var)
     return values
