@@ -13,8 +13,9 @@ optional limit off; booleans are ``true``/``false`` (also ``1``/``0``, ``yes``/`
 ``on``/``off``); lists are comma-separated (``read_file,read_many_files``); the command table is
 ``command=kind`` pairs, comma-separated (``terraform apply=mutating``). An empty variable
 counts as unset. A malformed value raises ``ConfigError`` at start-up; it is never silently
-defaulted. ``docs/configuration.md`` has the same list as a table, checked by
-``tests/test_environment_variables.py``.
+defaulted. A ``LOOPGUARD_*`` variable that is none of these is ignored; one close to one of
+these (a typo) is logged once as a warning. ``docs/configuration.md`` has the same list as a
+table, checked by ``tests/test_environment_variables.py``.
 """
 
 from __future__ import annotations

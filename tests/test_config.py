@@ -424,8 +424,9 @@ class TestValidation:
         ({"detectors": ["cycle", "repeat", "cycle"]}, "detectors: 'cycle' is listed twice"),
         ({"metrics_port": 70000}, "metrics_port must be an integer >= 0 and <= 65535 "
                                   "(or \"off\"), got 70000"),
-        ({"stagnaton_warn": 3}, "unknown setting 'stagnaton_warn'; known settings are listed "
-                                "in docs/configuration.md"),
+        ({"stagnaton_warn": 3}, "unknown setting 'stagnaton_warn' (did you mean "
+                                "'stagnation_warn'?); known settings are listed in "
+                                "docs/configuration.md"),
     ], ids=["choice", "below-min", "above-max", "float-above-max", "float-below-min",
             "fractional-int", "bool-for-int", "str-for-int", "str-for-bool", "str-for-list",
             "mixed-list", "blank-in-list", "repeated-detector", "port-range", "unknown"])
@@ -580,7 +581,8 @@ class TestWhatTheAuditFound:
             LoopGuardConfig.create(tools={" ": {"kind": "poll"}})
 
     def test_a_mistyped_setting_read_as_an_attribute(self) -> None:
-        with pytest.raises(AttributeError, match="no setting 'stagnaton_warn'; known settings"):
+        with pytest.raises(AttributeError, match="no setting 'stagnaton_warn' \\(did you mean "
+                                                 "'stagnation_warn'\\?\\); known settings"):
             _ = LoopGuardConfig().stagnaton_warn
 
     def test_an_action_prints_as_its_label(self) -> None:

@@ -3,6 +3,7 @@ the setting, where its value came from, and what to do."""
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 
@@ -73,7 +74,8 @@ class TestThresholdByName:
         the per-tool thresholds; it is still the ``KeyError`` it was."""
         config = LoopGuardConfig.create(tools={"a": {"kind": "poll"}})
         args = ("a", "stagnaton_warn") if lookup == "threshold" else (None, "stagnaton_warn")
-        with pytest.raises(ConfigError, match=r"^unknown threshold 'stagnaton_warn'; the "
+        with pytest.raises(ConfigError, match=r"^unknown threshold 'stagnaton_warn' \(did "
+                                              r"you mean 'stagnation_warn'\?\); the "
                                               r"per-tool thresholds are batch_warn, .*, "
                                               r"stagnation_warn$") as info:
             getattr(config, lookup)(*args)
@@ -172,3 +174,53 @@ class TestLadderSources:
         with pytest.raises(ConfigError, match=r"^stagnation_replan must be >= stagnation_warn "
                                               r"\(4\), got 3$"):
             LoopGuardConfig.create(stagnation_warn=4, stagnation_replan=3)
+
+
+class TestMisspeltNames:
+    def test_a_misspelt_keyword_gets_the_closest_setting(self) -> None:
+        """``create(stagnaton_warn=3)`` suggests ``stagnation_warn``."""
+        with pytest.raises(ConfigError, match=re.escape(
+                "unknown setting 'stagnaton_warn' (did you mean 'stagnation_warn'?); known "
+                "settings are listed in docs/configuration.md")):
+            LoopGuardConfig.create(stagnaton_warn=3)
+
+    def test_a_misspelt_file_setting_gets_the_closest_setting(self, tmp_path: Path) -> None:
+        """A file's ``max_tool_call_warn`` suggests ``max_tool_calls_warn``, naming the file."""
+        path = tmp_path / "loopguard.toml"
+        path.write_text("[loopguard]\nmax_tool_call_warn = 80\n", encoding="utf-8")
+        with pytest.raises(ConfigError, match=re.escape(
+                f"{path}: unknown setting 'max_tool_call_warn' (did you mean "
+                "'max_tool_calls_warn'?)")):
+            LoopGuardConfig.from_file(path)
+
+    def test_a_misspelt_mapping_key_gets_the_closest_setting(self) -> None:
+        """``from_mapping`` suggests too."""
+        with pytest.raises(ConfigError, match=re.escape("(did you mean 'window_size'?)")):
+            LoopGuardConfig.from_mapping({"windw_size": 3})
+
+    @pytest.mark.parametrize(("table", "key", "close"), [
+        ("tools", "pol_stop", "poll_stop"), ("templates", "max_tool_calls_stp",
+                                             "max_tool_calls_stop"),
+        ("prices", "input_per_milion", "input_per_million")])
+    def test_a_misspelt_key_in_a_table_gets_the_closest(self, table: str, key: str,
+                                                         close: str) -> None:
+        """A tool's, template's or price's misspelt key suggests the closest of that table."""
+        with pytest.raises(ConfigError, match=re.escape(f"(did you mean {close!r}?)")):
+            LoopGuardConfig.create(**{table: {"x": {key: 3}}})
+
+    def test_no_suggestion_when_nothing_is_close(self) -> None:
+        """A name close to no setting gets no suggestion."""
+        with pytest.raises(ConfigError, match=r"^unknown setting 'qqqq'; known settings"):
+            LoopGuardConfig.create(qqqq=3)
+
+    def test_a_misspelt_variable_is_logged_once_and_ignored(
+            self, caplog: pytest.LogCaptureFixture) -> None:
+        """``LOOPGUARD_STAGNATON_WARN`` is ignored, with one warning that suggests the real
+        variable; a ``LOOPGUARD_*`` name close to none of ours is not logged."""
+        env = {"LOOPGUARD_STAGNATON_WARN_T": "9", "LOOPGUARD_FRAMEWORK_FAMILY": "x"}
+        with caplog.at_level(logging.WARNING, logger="otel_loopguard.config"):
+            assert LoopGuardConfig.from_env(env) == LoopGuardConfig()
+            assert LoopGuardConfig.load(environ=env) == LoopGuardConfig()
+        assert [r.getMessage() for r in caplog.records] == [
+            "LOOPGUARD_STAGNATON_WARN_T is not a loopguard variable and is ignored (did you "
+            "mean LOOPGUARD_STAGNATION_WARN?)"]

@@ -285,8 +285,9 @@ class TestUsageAndPrices:
          "prices.gpt-4o.output_per_million must be a number >= 0, got nan"),
         ({"gpt-4o": {"input_per_million": True}},
          "prices.gpt-4o.input_per_million must be a number >= 0, got True"),
-        ({"gpt-4o": {"input_per_mil": 2}}, "prices.gpt-4o: unknown setting 'input_per_mil'; a "
-         "price table takes input_per_million, output_per_million, currency"),
+        ({"gpt-4o": {"input_per_mil": 2}}, "prices.gpt-4o: unknown setting 'input_per_mil' "
+         "(did you mean 'input_per_million'?); a price table takes input_per_million, "
+         "output_per_million, currency"),
         ({"gpt-4o": {"currency": "US Dollar"}}, "prices.gpt-4o.currency must be a currency "
          "code of letters, digits and _ (e.g. USD), at most 16 characters, got 'US Dollar'"),
         ({"gpt-4o": 3}, "prices.gpt-4o must be a table of input_per_million, "

@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from otel_loopguard import environment_variables as _env
-from otel_loopguard.config._fields import FIELDS, TOOL_THRESHOLDS, FieldRule
+from otel_loopguard.config._fields import FIELDS, TOOL_THRESHOLDS, FieldRule, did_you_mean
 from otel_loopguard.config._tables import (
     DEFAULT_ORIGIN,
     ModelPrice,
@@ -24,6 +24,7 @@ from otel_loopguard.config._tables import (
     env_tools,
     env_values,
     read_toml,
+    unknown_setting,
     validate,
     validate_price,
     validate_template,
@@ -96,8 +97,9 @@ class LoopGuardConfig:
         try:
             return object.__getattribute__(self, "values")[name]
         except KeyError:
-            raise AttributeError(f"{type(self).__name__} has no setting {name!r}; known "
-                                 "settings are listed in docs/configuration.md") from None
+            raise AttributeError(f"{type(self).__name__} has no setting {name!r}"
+                                 f"{did_you_mean(name, FIELDS)}; known settings are listed "
+                                 "in docs/configuration.md") from None
 
     @classmethod
     def create(cls, *, tools: Mapping[str, ToolOverride | Mapping[str, Any]] | None = None,
@@ -272,8 +274,7 @@ def _file_parts(data: Mapping[str, Any], source: str) -> tuple[
         raise ConfigError(f"{source}: prices must be a table of model name -> prices")
     unknown = sorted(set(data) - set(FIELDS))
     if unknown:
-        raise ConfigError(f"{source}: unknown setting {unknown[0]!r}; known settings are "
-                          "listed in docs/configuration.md")
+        raise ConfigError(f"{source}: {unknown_setting(unknown[0])}")
     try:
         _check_each(data, raw_tools, raw_templates, raw_prices)
     except ConfigError as exc:
@@ -337,5 +338,5 @@ def _table(name: str, value: Any, shape: str) -> dict[Any, Any]:
 
 def _unknown_threshold(name: str) -> UnknownSettingError:
     """Return the error for ``threshold(tool, name)`` or ``budget`` of no setting's name."""
-    return UnknownSettingError(f"unknown threshold {name!r}; the per-tool thresholds are "
-                               f"{', '.join(sorted(TOOL_THRESHOLDS))}")
+    return UnknownSettingError(f"unknown threshold {name!r}{did_you_mean(name, FIELDS)}; the "
+                               f"per-tool thresholds are {', '.join(sorted(TOOL_THRESHOLDS))}")

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
@@ -123,6 +124,12 @@ class FieldRule:
         if self.maximum is not None and value > self.maximum:
             raise bad
         return int(value) if self.kind == "int" else float(value)
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """Return `` (did you mean 'x'?)`` for the known name closest to ``name``, else ``""``."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _is_off(kind: str, value: Any) -> bool:

@@ -9,6 +9,8 @@ A tool's overrides, a model's prices, a template's budgets; the TOML file and th
 from __future__ import annotations
 
 import codecs
+import difflib
+import logging
 import os
 import re
 import sys
@@ -24,13 +26,16 @@ from otel_loopguard.config._fields import (
     TEMPLATE_THRESHOLDS,
     TOOL_KINDS,
     TOOL_THRESHOLDS,
+    did_you_mean,
     parse_env_value,
 )
 from otel_loopguard.exceptions import ConfigError
 
+logger = logging.getLogger("otel_loopguard.config")
+
 __all__ = ["DEFAULT_ORIGIN", "ModelPrice", "ToolKind", "ToolOverride", "check_ladders",
-           "check_template_table", "env_tools", "env_values", "read_toml", "validate",
-           "validate_price", "validate_template", "validate_tool", "variable"]
+           "check_template_table", "env_tools", "env_values", "read_toml", "unknown_setting",
+           "validate", "validate_price", "validate_template", "validate_tool", "variable"]
 
 ToolKind = Literal["read", "mutating", "poll", "exempt", "default"]
 _TOOL_KINDS: Final = TOOL_KINDS
@@ -39,6 +44,10 @@ _ENV_PREFIX: Final = "LOOPGUARD_"
 _CURRENCY: Final = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,15}")
 """A currency code (``USD``, ``EUR``, ``credits``): it becomes a metric label value."""
 _PRICE_KEYS: Final = ("input_per_million", "output_per_million", "currency")
+_KNOWN_VARIABLES: Final = frozenset(_env.__all__)
+_KNOWN_NAMES: Final = sorted(var[len(_ENV_PREFIX):] for var in _KNOWN_VARIABLES)
+_WARNED: set[str] = set()
+"""Misspelt ``LOOPGUARD_*`` variables already logged (each is logged once per process)."""
 _IMPORT_PATH: Final = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 """``module:function`` (dotted names on both sides), the form of ``near_duplicate_embedder``."""
 
@@ -117,11 +126,16 @@ def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ConfigError(f"{path}: invalid TOML: nested too deeply") from None
 
 
+def unknown_setting(name: str) -> str:
+    """Return the message for setting ``name`` that does not exist, with the closest one."""
+    return (f"unknown setting {name!r}{did_you_mean(name, FIELDS)}; known settings are listed "
+            "in docs/configuration.md")
+
+
 def validate(name: str, value: Any) -> Any:
     rule = FIELDS.get(name)
     if rule is None:
-        raise ConfigError(f"unknown setting {name!r}; known settings are listed in "
-                          "docs/configuration.md")
+        raise ConfigError(unknown_setting(name))
     return check_form(name, rule.check(name, value), name)
 
 
@@ -244,7 +258,8 @@ def _checked(where: str, values: Mapping[str, Any], allowed: frozenset[str],
     checked: dict[str, Any] = {}
     for name, item in values.items():
         if name not in allowed:
-            raise ConfigError(f"{where}: unknown setting {name!r}; {known}")
+            raise ConfigError(f"{where}: unknown setting {name!r}"
+                              f"{did_you_mean(str(name), allowed)}; {known}")
         checked[name] = FIELDS[name].check(f"{where}.{name}", item)
     return checked
 
@@ -288,7 +303,8 @@ def validate_price(model: str, value: Any) -> ModelPrice:
                           f"and currency, got {type(value).__name__}")
     unknown = sorted(set(value) - set(_PRICE_KEYS))
     if unknown:
-        raise ConfigError(f"{where}: unknown setting {unknown[0]!r}; a price table takes "
+        raise ConfigError(f"{where}: unknown setting {unknown[0]!r}"
+                          f"{did_you_mean(str(unknown[0]), _PRICE_KEYS)}; a price table takes "
                           f"{', '.join(_PRICE_KEYS)}")
     amounts = {}
     for name in _PRICE_KEYS[:2]:
@@ -310,6 +326,7 @@ def variable(name: str) -> str:
 
 
 def env_values(environ: Mapping[str, str]) -> dict[str, Any]:
+    _warn_misspelt(environ)
     values: dict[str, Any] = {}
     for name, rule in FIELDS.items():
         var = variable(name)
@@ -318,6 +335,23 @@ def env_values(environ: Mapping[str, str]) -> dict[str, Any]:
             values[name] = check_form(name, rule.check(var, parse_env_value(var, rule, raw)),
                                       var)
     return values
+
+
+def _warn_misspelt(environ: Mapping[str, str]) -> None:
+    """Log once each ``LOOPGUARD_*`` variable that is none of ours but close to one of ours.
+
+    Such a variable is ignored (other programs may use the prefix too), so a typo would
+    silently leave its setting at the default. Only a near miss is logged, not every unknown
+    name, and never raised: an unrelated ``LOOPGUARD_*`` variable must not stop a process.
+    """
+    for var in environ:
+        if var.startswith(_ENV_PREFIX) and var not in _KNOWN_VARIABLES and var not in _WARNED:
+            # the names after the prefix: the shared prefix alone would make every name close
+            close = difflib.get_close_matches(var[len(_ENV_PREFIX):], _KNOWN_NAMES, n=1)
+            if close:
+                _WARNED.add(var)
+                logger.warning("%s is not a loopguard variable and is ignored (did you mean "
+                               "%s%s?)", var, _ENV_PREFIX, close[0])
 
 
 def env_tools(environ: Mapping[str, str]) -> dict[str, ToolOverride]:
