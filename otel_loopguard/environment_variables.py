@@ -416,15 +416,15 @@ turns it off.
 LOOPGUARD_MAX_RUN_SECONDS_WARN: Final = "LOOPGUARD_MAX_RUN_SECONDS_WARN"
 """Wall-clock seconds per run: warn.
 
-Setting ``max_run_seconds_warn``. Default: unset (off). Allowed: a number >= 0; ``off`` or
-``none`` turns it off.
+Setting ``max_run_seconds_warn``. Default: unset (off). Allowed: a number >= 0 and <= 31536000
+(one year); ``off`` or ``none`` turns it off.
 """
 
 LOOPGUARD_MAX_RUN_SECONDS_STOP: Final = "LOOPGUARD_MAX_RUN_SECONDS_STOP"
 """Wall-clock seconds per run: stop past it.
 
-Setting ``max_run_seconds_stop``. Default: unset (off). Allowed: a number >= 0; ``off`` or
-``none`` turns it off.
+Setting ``max_run_seconds_stop``. Default: unset (off). Allowed: a number >= 0 and <= 31536000
+(one year); ``off`` or ``none`` turns it off.
 """
 
 LOOPGUARD_IDLE_TURNS_WARN: Final = "LOOPGUARD_IDLE_TURNS_WARN"
@@ -528,7 +528,8 @@ Setting ``max_runs``. Default: ``10000``. Allowed: an integer >= 1.
 LOOPGUARD_RUN_TTL_SECONDS: Final = "LOOPGUARD_RUN_TTL_SECONDS"
 """Idle seconds before a run is dropped.
 
-Setting ``run_ttl_seconds``. Default: ``3600.0``. Allowed: a number >= 1.
+Setting ``run_ttl_seconds``. Default: ``3600.0``. Allowed: a number >= 1 and <= 31536000 (one
+year).
 """
 
 LOOPGUARD_PROMPT_NAME_KEYS: Final = "LOOPGUARD_PROMPT_NAME_KEYS"

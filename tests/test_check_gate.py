@@ -381,11 +381,18 @@ class TestNeverATraceback:
         assert main(["check", "--config", str(config), str(LOOPING)]) == 2
         assert capsys.readouterr().err == f"otel-loopguard: config error: {config}: {message}\n"
 
-    def test_huge_durations_do_not_overflow(self, tmp_path: Path) -> None:
-        """``1e300`` seconds in a config is accepted and means "never", where it overflowed
-        the conversion to nanoseconds (serve, the live processor)."""
+    def test_huge_durations_are_refused_or_do_not_overflow(
+            self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """``1e300`` seconds in a config is refused in one line (a year at most); the longest
+        accepted TTL, and a huge window given to the stream in code, do not overflow the
+        conversion to nanoseconds (serve, the live processor)."""
         config = tmp_path / "c.toml"
         config.write_text("[loopguard]\nrun_ttl_seconds = 1e300\n", encoding="utf-8")
+        assert main(["check", "--config", str(config), str(LOOPING)]) == 2
+        assert capsys.readouterr().err == (f"otel-loopguard: config error: {config}: "
+                                           "run_ttl_seconds must be a number >= 1 and <= "
+                                           "31536000, got 1e+300\n")
+        config.write_text("[loopguard]\nrun_ttl_seconds = 31536000\n", encoding="utf-8")
         loaded = LoopGuardConfig.load(config)
         StreamingChecker(loaded, reorder_window_seconds=1e300)
         LoopGuardSpanProcessor(loaded).shutdown()

@@ -224,3 +224,51 @@ class TestMisspeltNames:
         assert [r.getMessage() for r in caplog.records] == [
             "LOOPGUARD_STAGNATON_WARN_T is not a loopguard variable and is ignored (did you "
             "mean LOOPGUARD_STAGNATION_WARN?)"]
+
+
+class TestDurationBounds:
+    """Seconds settings and flags stop at a year: ``1e10`` overflowed a socket timeout in
+    ``serve`` (every request got an empty reply), ``1e300`` a conversion at start."""
+
+    @pytest.mark.parametrize("name", ["run_ttl_seconds", "max_run_seconds_warn",
+                                      "max_run_seconds_stop"])
+    @pytest.mark.parametrize("value", [1e10, 1e300, 31_536_001])
+    def test_a_seconds_setting_over_a_year_is_refused(self, name: str, value: float) -> None:
+        """A seconds setting over a year is refused, naming the bound."""
+        with pytest.raises(ConfigError, match=f"^{name} must be a number >= [01] and <= "
+                                              "31536000"):
+            LoopGuardConfig.create(**{name: value})
+
+    def test_a_year_is_accepted(self) -> None:
+        """Exactly a year is accepted."""
+        config = LoopGuardConfig.create(run_ttl_seconds=31_536_000,
+                                        max_run_seconds_stop=31_536_000)
+        assert config.run_ttl_seconds == 31_536_000.0
+
+    def test_a_variable_over_a_year_is_refused(self) -> None:
+        """``LOOPGUARD_RUN_TTL_SECONDS=1e300`` is refused under the variable's name."""
+        with pytest.raises(ConfigError, match=r"^LOOPGUARD_RUN_TTL_SECONDS must be a number "
+                                              r">= 1 and <= 31536000, got 1e\+300$"):
+            LoopGuardConfig.load(environ={"LOOPGUARD_RUN_TTL_SECONDS": "1e300"})
+
+    @pytest.mark.parametrize("name", ["request_timeout_seconds", "reorder_window_seconds"])
+    def test_receiver_durations_over_a_year_are_refused(self, name: str) -> None:
+        """``ReceiverOptions`` refuses a request timeout or reorder window over a year."""
+        from otel_loopguard.receiver import ReceiverOptions
+
+        with pytest.raises(ValueError, match=f"^{name} must be .*<= 31536000 \\(one year\\), "
+                                             "got 10000000000.0$"):
+            ReceiverOptions(**{name: 1e10})  # type: ignore[arg-type]
+
+    @pytest.mark.parametrize("flag", ["--request-timeout", "--reorder-window", "--run-ttl"])
+    def test_serve_flags_over_a_year_are_usage_errors(
+            self, flag: str, capsys: pytest.CaptureFixture[str]) -> None:
+        """``serve --request-timeout 1e10`` is a usage error (exit 2) naming the flag and the
+        bound, before anything listens."""
+        from otel_loopguard.cli import _build_parser
+
+        with pytest.raises(SystemExit) as exited:
+            _build_parser().parse_args(["serve", flag, "1e10"])
+        assert exited.value.code == 2
+        assert (f"argument {flag}: must be a finite number >= 0 and <= 31536000 (one year), "
+                "got '1e10'") in capsys.readouterr().err

@@ -50,7 +50,7 @@ def _non_default(name: str, rule: FieldRule) -> tuple[str, Any]:
         return ("terraform apply=mutating, make = default",
                 {"terraform apply": "mutating", "make": "default"})
     if rule.kind == "float":
-        value = 0.75 if rule.maximum is not None else 42.5
+        value = 0.75 if rule.maximum is not None and rule.maximum <= 1 else 42.5
         return str(value), value
     value = (rule.default or int(rule.minimum or 0) or 1) + 1
     if name == "max_tool_calls_stop":  # at or above the default warn (50), which it must climb

@@ -44,11 +44,12 @@ class TestUsage:
 
     @pytest.mark.parametrize(("args", "message"), [
         (["--max-queue", "0"], "--max-queue must be >= 1, got 0"),
-        (["--request-timeout", "0"], "--request-timeout must be > 0, got 0.0"),
+        (["--request-timeout", "0"],
+         "--request-timeout must be > 0 and <= 31536000 (one year), got 0.0"),
         (["--max-request-bytes", "9MiB", "--max-bytes-in-flight", "8MiB"],
          "--max-bytes-in-flight (8388608) must be >= --max-request-bytes (9437184)"),
         (["--max-runs", "0"], "--max-runs must be an integer >= 1, got 0"),
-        (["--run-ttl", "0"], "--run-ttl must be a number >= 1, got 0.0"),
+        (["--run-ttl", "0"], "--run-ttl must be a number >= 1 and <= 31536000, got 0.0"),
     ])
     def test_bad_limit(self, capsys: pytest.CaptureFixture[str], args: list[str],
                        message: str) -> None:
@@ -200,7 +201,7 @@ def test_collects_garbage_less_often_while_serving() -> None:
     assert gc.get_threshold() == before and gc.get_freeze_count() == 0
 
 
-@pytest.mark.parametrize("flag", ["--run-ttl", "--reorder-window"])
+@pytest.mark.parametrize("flag", ["--run-ttl", "--reorder-window", "--request-timeout"])
 @pytest.mark.parametrize("value", ["nan", "inf", "-1", "soon"])
 def test_seconds_flags_reject_what_is_not_a_duration(
         flag: str, value: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -229,7 +229,7 @@ class TestConfig:
          "templates.t.max_tool_calls_warn must be an integer >= 1 (or \"off\"), "
          "got 0"),
         ({"t": {"max_run_seconds_warn": "soon"}},
-         "templates.t.max_run_seconds_warn must be a number >= 0 (or \"off\"), "
+         "templates.t.max_run_seconds_warn must be a number >= 0 and <= 31536000 (or \"off\"), "
          "got 'soon'"),
         ({"t": {"max_tool_calls_warn": 200, "max_tool_calls_stop": 100}},
          "templates.t.max_tool_calls_stop must be >= max_tool_calls_warn (200), got 100"),

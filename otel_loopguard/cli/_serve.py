@@ -12,7 +12,6 @@ import argparse
 import gc
 import json
 import logging
-import math
 import os
 import re
 import signal
@@ -27,6 +26,7 @@ from otel_loopguard.cli._check import CONFIG_HELP, parse_size, run_key_default
 from otel_loopguard.cli._gc import fewer_collections
 from otel_loopguard.cli._logs import LEVELS, configure_logging
 from otel_loopguard.config import LoopGuardConfig
+from otel_loopguard.config._fields import MAX_SECONDS
 from otel_loopguard.environment_variables import LOOPGUARD_SERVE_TOKEN
 from otel_loopguard.exceptions import ConfigError
 from otel_loopguard.receiver import LoopGuardReceiver, ReceiverOptions
@@ -189,13 +189,14 @@ def _token(args: argparse.Namespace) -> str | None:
 
 
 def _seconds(text: str) -> float:
-    """Return a finite, non-negative number of seconds (argparse reports anything else)."""
+    """Return a number of seconds from 0 to a year (argparse reports anything else)."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    if not 0 <= value <= MAX_SECONDS:  # NaN fails it too
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0 and <= {MAX_SECONDS} "
+                                         f"(one year), got {text!r}")
     return value
 
 

@@ -32,6 +32,12 @@ _DETECTORS: Final = ("stagnation", "repeat", "cycle", "failure", "mutating_failu
                      "batch", "handoff", "near_duplicate", "budget", "idle_turns")
 
 
+MAX_SECONDS: Final = 365 * 24 * 3600
+"""The longest duration any seconds setting or flag takes: one year. No deployment needs a run,
+a request or a wait longer, and a larger number (``1e10``) overflows a socket timeout or a
+nanosecond count later, where the error would name nothing."""
+
+
 @dataclass(frozen=True, slots=True)
 class FieldRule:
     """How one setting is typed, bounded and documented."""
@@ -53,7 +59,7 @@ class FieldRule:
         if self.kind == "choice":
             return f"one of {self.choices}"
         if self.kind in ("int", "float"):
-            top = "" if self.maximum is None else f" and <= {self.maximum:g}"
+            top = "" if self.maximum is None else f" and <= {self.maximum:.15g}"
             off = ' (or "off")' if self.optional else ""
             return f"a number >= {self.minimum:g}{top}{off}" if self.kind == "float" else (
                 f"an integer >= {self.minimum:g}{top}{off}")
@@ -258,9 +264,9 @@ FIELDS: Final[dict[str, FieldRule]] = {
     "max_steps_stop": _int(None, "Steps per run (tool calls and model turns): stop past it",
                            optional=True),
     "max_run_seconds_warn": FieldRule("float", None, "Wall-clock seconds per run: warn", 0.0,
-                                      optional=True),
+                                      MAX_SECONDS, optional=True),
     "max_run_seconds_stop": FieldRule("float", None, "Wall-clock seconds per run: stop past it",
-                                      0.0, optional=True),
+                                      0.0, MAX_SECONDS, optional=True),
     "idle_turns_warn": _int(4, "Model turns in a row that call no tool, in one agent "
                             "invocation: warn", 2, optional=True),
     # tool kinds
@@ -296,7 +302,8 @@ FIELDS: Final[dict[str, FieldRule]] = {
     "max_value_chars": _int(4096, "Strings longer than this are hashed in signatures", 64),
     # runs and memory
     "max_runs": _int(10_000, "Open runs kept in memory (least recently used evicted)", 1),
-    "run_ttl_seconds": FieldRule("float", 3600.0, "Idle seconds before a run is dropped", 1.0),
+    "run_ttl_seconds": FieldRule("float", 3600.0, "Idle seconds before a run is dropped", 1.0,
+                                 MAX_SECONDS),
     # prompt templates and conversations
     "prompt_name_keys": FieldRule("list", ("gen_ai.prompt.name", "langfuse.observation.prompt.name",
                                            "traceloop.prompt.key", "metadata.prompt_name",

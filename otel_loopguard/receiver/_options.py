@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Final, Literal
 from urllib.parse import urlsplit
+
+from otel_loopguard.config._fields import MAX_SECONDS
 
 __all__ = ["ReceiverOptions"]
 
@@ -80,16 +81,16 @@ class ReceiverOptions:
         if self.max_bytes_in_flight < self.max_request_bytes:
             raise ValueError(f"max_bytes_in_flight ({self.max_bytes_in_flight}) must be >= "
                              f"max_request_bytes ({self.max_request_bytes})")
-        if not 0 < self.request_timeout_seconds < math.inf:
-            raise ValueError("request_timeout_seconds must be > 0, "
-                             f"got {self.request_timeout_seconds}")
+        if not 0 < self.request_timeout_seconds <= MAX_SECONDS:  # a socket timeout overflows
+            raise ValueError(f"request_timeout_seconds must be > 0 and <= {MAX_SECONDS} (one "
+                             f"year), got {self.request_timeout_seconds}")
         for name in ("grpc_port", "http_port"):
             port = getattr(self, name)
             if port is not None and not 0 <= port <= 65535:
                 raise ValueError(f"{name} must be 0-65535 or None, got {port}")
-        if self.reorder_window_seconds < 0:
-            raise ValueError("reorder_window_seconds must be >= 0, "
-                             f"got {self.reorder_window_seconds}")
+        if not 0 <= self.reorder_window_seconds <= MAX_SECONDS:
+            raise ValueError(f"reorder_window_seconds must be >= 0 and <= {MAX_SECONDS} (one "
+                             f"year), got {self.reorder_window_seconds}")
         if self.token is not None and not self.token:
             raise ValueError("token must not be empty")
         if self.forward_endpoint is not None:
