@@ -288,3 +288,20 @@ def test_a_handoff_tools_note_is_what_it_hands_over_besides_its_target() -> None
     assert handoff_note("transfer_to_billing", "{}") == ""
     assert handoff_note("handoff_to_agent", "not json") == ""
 
+
+
+@pytest.mark.parametrize(("metadata", "agent"), [
+    ('{"ls_integration": "langchain_create_agent", "lc_agent_name": "triage"}', "triage"),
+    ('{"lc_agent_name": ""}', None),
+    ('{"lc_agent_name": 3}', None),
+    ('{"lc_agent_name": "triage"', None),  # cut short: no agent, no error
+    ('{"prompt_name": "support"}', None),
+])
+def test_an_openinference_langchain_call_is_its_agents(metadata: str, agent: str | None) -> None:
+    """OpenInference writes no agent span for LangChain; the agent of ``create_agent(...,
+    name=...)`` is ``lc_agent_name`` in the ``metadata`` it copies onto the tool span."""
+    event = to_event(_span({"openinference.span.kind": "TOOL", "tool.name": "search",
+                            "input.value": '{"q": "refund"}', "output.value": "none",
+                            "metadata": metadata}, name="search"))
+    assert isinstance(event, ToolCall)
+    assert event.agent == agent

@@ -102,6 +102,8 @@ OI_AGENT_NAME: Final = "agent.name"
 OI_GRAPH_NODE_ID: Final = "graph.node.id"
 """OpenInference: a graph node's id; on an agent span without ``agent.name``, its agent (CrewAI
 names the span ``<role>.<task description>.execute`` and puts the role here)."""
+OI_METADATA: Final = "metadata"
+"""OpenInference: the run's metadata as a JSON object (LangChain's ``lc_agent_name`` among it)."""
 OI_SESSION_ID: Final = "session.id"
 """OpenInference / Langfuse: session id."""
 OI_OUTPUT_MESSAGES_PREFIX: Final = "llm.output_messages."

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from otel_loopguard.adapters import _keys as k
 from otel_loopguard.adapters._build import (
@@ -21,8 +22,28 @@ __all__ = ["OpenInferenceAdapter"]
 _HANDOFF_PREFIX = "handoff to "
 
 
+_LC_AGENT: Final = '"lc_agent_name"'
+"""LangChain's agent name (``create_agent(..., name=...)``), inside the JSON of ``metadata``."""
+_MAX_METADATA: Final = 65536
+
+
 def _agent(attrs: Mapping[str, Any]) -> Any:
-    return attrs.get(k.OI_AGENT_NAME)
+    """Return the call's agent: ``agent.name``, else LangChain's ``lc_agent_name``.
+
+    OpenInference writes no agent span for LangChain; it copies the run's ``metadata`` onto
+    each span, with the agent's name (``create_agent(..., name=...)``) in it.
+    """
+    found = attrs.get(k.OI_AGENT_NAME)
+    if found is None:
+        metadata = attrs.get(k.OI_METADATA)
+        if type(metadata) is str and _LC_AGENT in metadata and len(metadata) <= _MAX_METADATA:
+            try:
+                parsed = json.loads(metadata)
+            except (ValueError, RecursionError):
+                return None
+            found = parsed.get("lc_agent_name") if type(parsed) is dict else None
+            return found if type(found) is str and found else None
+    return found
 
 
 class OpenInferenceAdapter(PlannedAdapter):
