@@ -162,11 +162,13 @@ class TestNothingToCheck:
         assert captured.out == "0 runs, 0 tool calls; 0 flagged" + (
             "; 1 bad input record skipped" if reason else "") + "\n"
         errors = captured.err.splitlines()
-        assert errors[-1] == (f"otel-loopguard: {NO_SPANS} {path} (--allow-empty accepts "
-                              "empty input)")
-        if reason is not None:
+        if reason is None:  # empty: --allow-empty would accept it
+            assert errors == [f"otel-loopguard: {NO_SPANS} {path} (--allow-empty accepts "
+                              "empty input)"]
+        else:  # bad: --allow-empty would not help, and is not offered
             assert errors[0].startswith(f"otel-loopguard: {path}{reason}")
-            assert len(errors) <= 3  # the reason, the count of bad records, nothing to check
+            skipped = "1 bad input record" if reason.startswith(":1:") else "1 input"  # whole
+            assert errors[1:] == [f"otel-loopguard: {skipped} skipped"]
         assert "Traceback" not in captured.err
 
     def test_allow_empty(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

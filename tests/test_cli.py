@@ -214,7 +214,13 @@ class TestInputErrors:
         assert main(["check", "--format", "junit", "--output", str(report), str(missing)]) == 2
         errors = ET.parse(report).getroot().iter("error")
         assert [e.text for e in errors] == [f"{missing}: no such file"]
-        assert f"otel-loopguard: {missing}: no such file" in capsys.readouterr().err
+        assert capsys.readouterr().err == (f"otel-loopguard: {missing}: no such file\n"
+                                           "otel-loopguard: 1 input skipped\n")
+        # --allow-empty accepts empty input, not a missing one: it is not offered (it was,
+        # as "nothing to check ... (--allow-empty accepts empty input)"), and does not help
+        assert main(["check", "--allow-empty", "--format", "junit", "--output", str(report),
+                     str(missing)]) == 2
+        assert "--allow-empty" not in capsys.readouterr().err
 
     @pytest.fixture(name="one_bad_line")
     def _one_bad_line(self, tmp_path: Path) -> str:

@@ -134,9 +134,13 @@ def run_check(args: argparse.Namespace) -> int:
         reporter = _reporter(args.format)(out, fail_on=fail_on, fail_on_budget=fail_on_budget,
                                           quiet=args.quiet, color=color)
 
+        unread: list[TraceFileError] = []  # whole inputs that could not be read
+
         def on_error(error: TraceFileError) -> None:
             inputs.clear_progress()  # on a terminal, the message must not extend its line
             summary.problem(str(error))
+            if not error.line:
+                unread.append(error)
             if summary.bad_records <= MAX_PROBLEMS_LISTED:
                 _say(clean(str(error)))
             elif summary.bad_records == MAX_PROBLEMS_LISTED + 1:
@@ -161,7 +165,10 @@ def run_check(args: argparse.Namespace) -> int:
                 reporter.run(report, inputs.where(report))
             summary.spans = inputs.spans_read
             summary.duplicate_spans = checker.duplicate_spans
-            summary.empty = summary.spans == 0 and not args.allow_empty
+            # input without spans, and nothing bad in it: --allow-empty accepts it (bad input
+            # is never accepted, so its reports do not offer the flag)
+            summary.empty = summary.spans == 0 and not args.allow_empty \
+                and not summary.bad_records
             reporter.finish(summary)
         except BaseException:  # its one line on stderr (--strict's bad record) starts clean
             inputs.clear_progress()
@@ -177,7 +184,7 @@ def run_check(args: argparse.Namespace) -> int:
              "pieces is not seen (a trace is checked once 10,000 spans have passed without "
              f"one of its own, or when more than max_runs = {config.max_runs:,} traces are "
              "open: raise max_runs, or check such traces in a file of their own)")
-    return _verdict(summary, args.paths)
+    return _verdict(summary, args.paths, len(unread))
 
 
 def _isatty(stream: TextIO) -> bool:
@@ -194,11 +201,18 @@ def _reporter(name: str) -> type[Reporter]:
     return cast(type[Reporter], found)
 
 
-def _verdict(summary: Summary, paths: list[str]) -> int:
-    """Say what is wrong with the input, if anything; return the exit code."""
+def _verdict(summary: Summary, paths: list[str], unread: int = 0) -> int:
+    """Say what is wrong with the input, if anything; return the exit code.
+
+    ``unread``: the bad records that are whole inputs that could not be read (each named on
+    stderr already).
+    """
     code = 1 if summary.failing else 0
     if summary.bad_records:
-        _say(f"{plural(summary.bad_records, 'bad input record')} skipped")
+        records = summary.bad_records - unread
+        _say(", ".join(part for part in (
+            f"{plural(unread, 'input')} skipped" if unread else "",
+            f"{plural(records, 'bad input record')} skipped" if records else "") if part))
         code = 2
     if summary.empty:
         where = clean(paths[0]) if len(paths) == 1 else f"the {plural(len(paths), 'input')}"
