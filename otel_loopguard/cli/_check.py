@@ -134,13 +134,9 @@ def run_check(args: argparse.Namespace) -> int:
         reporter = _reporter(args.format)(out, fail_on=fail_on, fail_on_budget=fail_on_budget,
                                           quiet=args.quiet, color=color)
 
-        unread: list[TraceFileError] = []  # whole inputs that could not be read
-
         def on_error(error: TraceFileError) -> None:
             inputs.clear_progress()  # on a terminal, the message must not extend its line
-            summary.problem(str(error))
-            if not error.line:
-                unread.append(error)
+            summary.problem(str(error), whole_input=not error.line)
             if summary.bad_records <= MAX_PROBLEMS_LISTED:
                 _say(clean(str(error)))
             elif summary.bad_records == MAX_PROBLEMS_LISTED + 1:
@@ -184,7 +180,7 @@ def run_check(args: argparse.Namespace) -> int:
              "pieces is not seen (a trace is checked once 10,000 spans have passed without "
              f"one of its own, or when more than max_runs = {config.max_runs:,} traces are "
              "open: raise max_runs, or check such traces in a file of their own)")
-    return _verdict(summary, args.paths, len(unread))
+    return _verdict(summary, args.paths)
 
 
 def _isatty(stream: TextIO) -> bool:
@@ -201,14 +197,11 @@ def _reporter(name: str) -> type[Reporter]:
     return cast(type[Reporter], found)
 
 
-def _verdict(summary: Summary, paths: list[str], unread: int = 0) -> int:
-    """Say what is wrong with the input, if anything; return the exit code.
-
-    ``unread``: the bad records that are whole inputs that could not be read (each named on
-    stderr already).
-    """
+def _verdict(summary: Summary, paths: list[str]) -> int:
+    """Say what is wrong with the input, if anything; return the exit code."""
     code = 1 if summary.failing else 0
     if summary.bad_records:
+        unread = summary.skipped_inputs
         records = summary.bad_records - unread
         _say(", ".join(part for part in (
             f"{plural(unread, 'input')} skipped" if unread else "",

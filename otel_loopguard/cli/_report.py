@@ -105,6 +105,8 @@ class Summary:
     """Spans read, copies included."""
     duplicate_spans: int = 0
     bad_records: int = 0
+    skipped_inputs: int = 0
+    """Of ``bad_records``, the whole inputs that could not be read (missing, unreadable)."""
     problems: list[str] = field(default_factory=list)
     """The first input problems (``file:line: reason``), at most ``MAX_PROBLEMS_LISTED``."""
     empty: bool = False
@@ -128,9 +130,13 @@ class Summary:
         if fails(report, self.fail_on, self.fail_on_budget):
             self.failed += 1
 
-    def problem(self, message: str) -> None:
-        """Count one input problem, keeping its message if few are kept so far."""
+    def problem(self, message: str, *, whole_input: bool = False) -> None:
+        """Count one input problem, keeping its message if few are kept so far.
+
+        ``whole_input``: a whole input that could not be read, rather than one record of it.
+        """
         self.bad_records += 1
+        self.skipped_inputs += whole_input
         if len(self.problems) < MAX_PROBLEMS_LISTED:
             self.problems.append(message)
 
