@@ -330,7 +330,8 @@ def add_parser(commands: Any) -> None:
     """Register ``demo`` on the subcommand parser."""
     parser = commands.add_parser(
         "demo", help="simulate an agent fleet and serve live loopguard metrics",
-        description="Run simulated agents (one broken prompt template among healthy ones) "
+        description="Run simulated agents (one broken prompt template, two with occasional "
+                    "real loops, one healthy) "
                     "through a real TracerProvider with LoopGuardSpanProcessor, serve the "
                     "metrics on /metrics and print a per-template summary. LOOPGUARD_* "
                     "variables apply. Exit 0; 2 for a bad flag, or when /metrics cannot be "

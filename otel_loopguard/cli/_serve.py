@@ -75,7 +75,8 @@ def add_parser(commands: Any) -> None:
     listen.add_argument("--grpc-port", type=_port, default=4317, metavar="PORT",
                         help="OTLP/gRPC port (default 4317; 0 picks a free port)")
     listen.add_argument("--http-port", type=_port, default=4318, metavar="PORT",
-                        help="OTLP/HTTP, /metrics, /healthz, /readyz port (default 4318)")
+                        help="OTLP/HTTP, /metrics, /healthz, /readyz port (default 4318; "
+                             "0 picks a free port)")
     listen.add_argument("--no-grpc", action="store_true", help="do not serve OTLP/gRPC")
     listen.add_argument("--no-http", action="store_true",
                         help="do not serve OTLP/HTTP (nor /metrics)")
