@@ -8,6 +8,7 @@ running, so that 32 parallel calls meet the budgets and the ladders as 32 calls.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
 from otel_loopguard._run_state import RunState, check_reentry
@@ -65,7 +66,7 @@ class Prechecks:
         """
         if run.notifying:
             check_reentry(run)
-        running = list(run.in_flight.steps()) if run.in_flight.calls else []
+        running = self._running(run)
         step = self._hypothetical(run, tool, arguments, running)
         if step.kind == "exempt":
             return self.policy.decide((), tool=tool, call_index=step.index, span_id="")
@@ -105,10 +106,35 @@ class Prechecks:
                 saw around it.
             captured: whether the call's result will be recorded.
         """
-        running = list(run.in_flight.steps()) if run.in_flight.calls else []
+        running = self._running(run)
         step = self._hypothetical(run, tool, arguments, running, captured=captured)
         step.arguments = None  # kept for as long as the call runs: only its digests
         run.in_flight.add(key, step)
+
+    @staticmethod
+    def _running(run: RunState) -> list[Step]:
+        """Return the predicted steps of the calls still running, as the run now stands.
+
+        A call that started before any identical call had ended was predicted with a result
+        not known yet (``_RUNNING_RESULT``); once one of them has ended, the others repeat its
+        outcome. Kept as predicted, they differed from it, so each call that ended restarted
+        the count: with 32 threads, 4 or 5 identical calls ran where ``stagnation_stop = 4``
+        lets 3.
+        """
+        if not run.in_flight.calls:
+            return []
+        running = list(run.in_flight.steps())
+        outcomes = run.outcomes
+        for at, step in enumerate(running):
+            if step.result_sig is _RUNNING_RESULT and step.call_sig in outcomes:
+                result, error, kind, empty, _unchanged, _seen_in = outcomes[step.call_sig]
+                error_class, reason = classify_error(error) if error else (None, "")
+                key = step.call_sig + ":" + result if result else step.call_sig
+                running[at] = replace(step, kind=kind, has_result=bool(result),
+                                      result_sig=result, error=error, error_class=error_class,
+                                      error_reason=reason, empty=empty,
+                                      pair=in_world(key, step.version), outcome=key)
+        return running
 
     @staticmethod
     def call_finished(run: RunState, key: str) -> None:

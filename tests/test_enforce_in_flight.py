@@ -157,6 +157,24 @@ class TestInFlightCounter:
         assert engine.precheck(run, "t", {"a": 2}).action is Action.CONTINUE
 
 
+    def test_calls_started_before_the_first_ended_repeat_its_outcome(self) -> None:
+        """Three identical calls start before any has ended (their result not known yet); once
+        the first has ended, the two still running are predicted to repeat its outcome, so a
+        fourth meets ``stagnation_stop = 4``. They kept the unknown result, and the count
+        restarted: with 32 threads, 4 or 5 identical calls ran where 3 should."""
+        engine = LoopEngine(LoopGuardConfig.create(mode="enforce", stagnation_stop=4))
+        run = engine.new_run()
+        keys = [f"00000000000000b{i}" for i in range(3)]
+        for key in keys:  # the third is warned, as the third identical call is
+            assert engine.precheck(run, "search", {"q": "same"}).action < Action.STOP
+            engine.call_started(run, "search", {"q": "same"}, key)
+        assert engine.precheck(run, "search", {"q": "same"}).action is Action.STOP
+        engine.process(run, ToolCall(tool="search", arguments={"q": "same"}, span_id=keys[0],
+                                     result="same-result", has_result=True))
+        decision = engine.precheck(run, "search", {"q": "same"})
+        assert (decision.action, decision.code) == (Action.STOP, "STAGNANT_RESULT")
+
+
 class TestOnDecisionAndOtherThreads:
     def test_a_call_of_the_run_on_another_thread_waits_for_the_callback(self) -> None:
         """on_decision runs under its run's lock: a guarded call of that run on another thread
