@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -134,6 +133,8 @@ class FieldRule:
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:
     """Return `` (did you mean 'x'?)`` for the known name closest to ``name``, else ``""``."""
+    import difflib  # only when a name is wrong: not on every start-up
+
     close = difflib.get_close_matches(name, list(known), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
 

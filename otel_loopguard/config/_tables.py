@@ -9,7 +9,6 @@ A tool's overrides, a model's prices, a template's budgets; the TOML file and th
 from __future__ import annotations
 
 import codecs
-import difflib
 import logging
 import os
 import re
@@ -347,6 +346,8 @@ def _warn_misspelt(environ: Mapping[str, str]) -> None:
     for var in environ:
         if var.startswith(_ENV_PREFIX) and var not in _KNOWN_VARIABLES and var not in _WARNED:
             # the names after the prefix: the shared prefix alone would make every name close
+            import difflib  # only for a variable none of ours: not on every start-up
+
             close = difflib.get_close_matches(var[len(_ENV_PREFIX):], _KNOWN_NAMES, n=1)
             if close:
                 _WARNED.add(var)
