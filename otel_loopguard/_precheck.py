@@ -127,13 +127,8 @@ class Prechecks:
         outcomes = run.outcomes
         for at, step in enumerate(running):
             if step.result_sig is _RUNNING_RESULT and step.call_sig in outcomes:
-                result, error, kind, empty, _unchanged, _seen_in = outcomes[step.call_sig]
-                error_class, reason = classify_error(error) if error else (None, "")
-                key = step.call_sig + ":" + result if result else step.call_sig
-                running[at] = replace(step, kind=kind, has_result=bool(result),
-                                      result_sig=result, error=error, error_class=error_class,
-                                      error_reason=reason, empty=empty,
-                                      pair=in_world(key, step.version), outcome=key)
+                running[at] = replace(step, **_repeat_of(step.call_sig, outcomes[step.call_sig],
+                                                         step.version))
         return running
 
     @staticmethod
@@ -173,11 +168,17 @@ class Prechecks:
                         error_class=None, error_reason="", empty=False,
                         pair=in_world(key, version), outcome=key)
         # a repeat: the same outcome, and so no new state change
-        result, error, kind, empty, unchanged, seen_in = outcome
-        error_class, reason = classify_error(error) if error else (None, "")
-        key = call_sig + ":" + result if result else call_sig
-        return Step(**common, kind=kind, has_result=bool(result), result_sig=result, error=error,
-                    error_class=error_class, error_reason=reason, empty=empty,
-                    pair=in_world(key, version), outcome=key,
+        _, error, kind, _, unchanged, seen_in = outcome
+        return Step(**common, **_repeat_of(call_sig, outcome, version),
                     target=self._tool_kinds.target(tool, kind, error, args, arguments),
                     unchanged=unchanged + (seen_in != version))
+
+
+def _repeat_of(call_sig: str, outcome: tuple[Any, ...], version: int) -> dict[str, Any]:
+    """Return the fields of a step that repeats ``outcome``, the latest of ``call_sig``."""
+    result, error, kind, empty, _, _ = outcome
+    error_class, reason = classify_error(error) if error else (None, "")
+    key = call_sig + ":" + result if result else call_sig
+    return {"kind": kind, "has_result": bool(result), "result_sig": result, "error": error,
+            "error_class": error_class, "error_reason": reason, "empty": empty,
+            "pair": in_world(key, version), "outcome": key}
