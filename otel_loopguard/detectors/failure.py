@@ -378,8 +378,8 @@ class MutatingFailureDetector(DetectorBase):
         key = _streak_key(step)
         if step.error is None:
             state.pop(key, None)
-            for other in [other for other in state if _same_target(other, key)]:
-                del state[other]  # the same file by another name: a success on it too
+            for other in [other for other in state if _same_target(other, key, any_tool=True)]:
+                del state[other]  # the same file by another name or tool: a success on it too
             # a failure whose arguments were lost may have been on this target: it ends too
             state.pop(_lost_key(step.tool), None)
             return None
@@ -420,20 +420,43 @@ def _streak_error(step: Step) -> str:
     return step.error or ""  # a failure's (the callers ask for nothing else)
 
 
-def _same_target(one: str, other: str) -> bool:
+def _same_target(one: str, other: str, *, any_tool: bool = False) -> bool:
     """Whether two streak keys name one file: the same, or a relative path and one ending in it.
 
     A command's relative path (``environment.yml``, ``pkg/a.py``) is resolved where its line
     says (``cd /app && ...``, ``kinds``) but not where the harness runs a bare command:
     ``/app/environment.yml`` and ``environment.yml`` of one tool are one file. Only paths
-    (a ``/`` or a ``.`` in them) are matched so; a call's own key never is.
+    (a ``/`` or a ``.`` in them) are matched so; a call's own key never is. With ``any_tool``,
+    the keys of two tools name one file too when their paths do (an ``apply_patch`` rejected,
+    then a ``shell`` script that writes the file): a success on a file is one whatever wrote it.
     """
     if one == other:
         return True
     tool, _, path = one.partition("\x00")
     other_tool, _, other_path = other.partition("\x00")
-    if tool != other_tool or not path or not other_path or "\x00" in path + other_path:
+    if not path or not other_path or "\x00" in path + other_path:
         return False
+    if tool != other_tool:
+        if not any_tool:
+            return False
+        path, other_path = _file_of(path), _file_of(other_path)
+        if "/" not in path or "/" not in other_path:
+            return False  # across tools, file paths only (an id names a record of its tool's)
+    return path == other_path or _suffix_path(path, other_path)
+
+
+def _file_of(target: str) -> str:
+    """Return the path a target names.
+
+    ``/a.py`` for a shell command's ``/a.py`` and for a function tool's ``path=/a.py``
+    (``call_target``'s ``name=value``).
+    """
+    name, equals, value = target.partition("=")
+    return value if equals and name.isidentifier() else target
+
+
+def _suffix_path(path: str, other_path: str) -> bool:
+    """Whether one of two paths is relative and the other ends in it (``a/b.py``, ``/x/a/b.py``)."""
     shorter, longer = sorted((path, other_path), key=len)
     return ("/" in shorter or "." in shorter) and not shorter.startswith("/") \
         and longer.endswith("/" + shorter.removeprefix("./"))

@@ -19,6 +19,7 @@ from typing import Final
 from otel_loopguard.kinds._lexer import segments, strip_heredocs
 from otel_loopguard.kinds._runners import RUN_WORDS, PackageRunners
 from otel_loopguard.kinds._runners import command_name as _name
+from otel_loopguard.kinds._scripts import code_outcome, stdin_scripts
 from otel_loopguard.kinds._table import (
     DEFAULT_COMMAND_KINDS,
     IGNORED_WORDS,
@@ -197,6 +198,7 @@ class ShellReader(PackageRunners):
         waits = False
         cwd: str | None = None  # where the line's last ``cd`` went; None: not known
         prepared = False  # the line's changes so far only made directories or set modes
+        scripts = iter(stdin_scripts(text)) if "<<" in text and "python" in text else None
         for words, writes in segments(strip_heredocs(text)):
             kind: str | None
             target: str | None
@@ -206,7 +208,7 @@ class ShellReader(PackageRunners):
                 cwd = _changed_directory(cwd, words)
                 continue
             else:
-                kind, target = self._command(words, depth)
+                kind, target = self._command(words, depth, scripts)
                 if kind is None or kind == _WAIT:
                     waits = waits or kind == _WAIT
                     continue
@@ -230,7 +232,13 @@ class ShellReader(PackageRunners):
                 best_target = target if cwd is None else _in_directory(cwd, target)
         return _outcome(best_kind, best_rank, best_target, waits)
 
-    def _command(self, words: list[str], depth: int) -> Outcome:
+    def _command(self, words: list[str], depth: int,
+                 scripts: Iterator[Outcome | None] | None = None) -> Outcome:
+        """Return the outcome of one simple command.
+
+        ``scripts``: the outcomes of the line's Python heredocs still to be read
+        (``kinds._scripts.stdin_scripts``).
+        """
         start = 0
         for word in words:  # keywords and assignments before the command
             if word in KEYWORDS or ("=" in word and _ASSIGNMENT.match(word)):
@@ -262,7 +270,8 @@ class ShellReader(PackageRunners):
                 name = _name(word)
             else:
                 break
-        return self._simple(name, word, args, depth)
+        written = _python_writes(args, scripts) if name == "python" else None
+        return written if written is not None else self._simple(name, word, args, depth)
 
     def _simple(self, name: str, word: str, args: list[str], depth: int) -> Outcome:
         if name in _SPECIAL_NAMES or (len(args) == 1 and args[0] in _VERSION_WORDS):
@@ -333,6 +342,22 @@ class ShellReader(PackageRunners):
                 continue
             return kind, len(subs)
         return None
+
+
+def _python_writes(args: list[str],
+                   scripts: Iterator[Outcome | None] | None) -> Outcome | None:
+    """Return the outcome of a Python interpreter's inline script that writes a file, or None.
+
+    The script of ``-c``, or, when the interpreter reads its standard input (no script file,
+    or ``-``), the line's next Python heredoc (``scripts``, in order); see ``kinds._scripts``.
+    """
+    if "-c" in args:
+        index = args.index("-c")
+        return code_outcome(args[index + 1]) if index + 1 < len(args) else None
+    if scripts is not None and all(arg == "-" or (arg[:1] == "-" and arg != "-m")
+                                   for arg in args):
+        return next(scripts, None)
+    return None
 
 
 def _first_path(words: Iterable[str]) -> str | None:
