@@ -46,6 +46,7 @@ import orjson
 
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.kinds._browser import _PAGE_ACTIONS
+from otel_loopguard.kinds._powershell import is_powershell, powershell_script, read_powershell
 from otel_loopguard.kinds._shell import Index, ShellReader, all_rules, compile_rules, default_rules
 from otel_loopguard.kinds._table import (
     DEFAULT_COMMAND_KINDS,
@@ -83,6 +84,8 @@ _MODE_CACHE_MAX: Final = 4096
 _MAX_JSON_CHARS: Final = 1 << 20
 """JSON argument texts longer than this are not parsed (the call keeps its tool's kind)."""
 _UNSET: Final[Any] = object()
+_POWERSHELL: Final = "\x00powershell\x00"
+"""Marks the script of a ``powershell``/``pwsh`` argv: PowerShell, whatever it starts with."""
 _COMMAND_KEYS: Final = ("command", "cmd", "script", "code", "input", "commands", "command_line")
 _SUBCOMMAND_KEYS: Final = ("command", "action", "operation", "mode", "subcommand")
 _EDITOR_READS: Final = frozenset({"view", "read", "show", "list", "open", "cat", "get", "find",
@@ -225,11 +228,20 @@ class CallKindClassifier:
         text = text[:MAX_COMMAND_CHARS]
         outcome = self._outcomes.get(text)
         if outcome is None:
-            outcome = self._reader.analyze(text)
+            if text.startswith(_POWERSHELL) or is_powershell(text):
+                outcome = read_powershell(text.removeprefix(_POWERSHELL), self._program)
+            else:
+                outcome = self._reader.analyze(text)
             if len(self._outcomes) >= _CACHE_MAX:
                 self._outcomes.clear()  # cheaper than LRU bookkeeping; a loop refills it
             self._outcomes[text] = outcome
         return outcome
+
+
+    def _program(self, words: list[str]) -> tuple[str | None, str | None]:
+        """Return the outcome of a native program's words in a PowerShell line (``git status``)."""
+        kind, target = self._reader._command(words, 0)  # one reader, two syntaxes
+        return ("exempt", None) if kind == "wait" else (kind, target)
 
 
 def _command_words(rules: Mapping[str, Index]) -> frozenset[str]:
@@ -293,6 +305,9 @@ def _argv_text(argv: list[Any] | tuple[Any, ...]) -> str | None:
     """Return an argv list as a command line (``["bash", "-lc", S]`` → ``S``)."""
     if not argv or not all(isinstance(a, str) for a in argv):
         return None
+    script = powershell_script(argv)
+    if script is not None:
+        return _POWERSHELL + script
     if len(argv) >= 3 and argv[0].rsplit("/", 1)[-1] in SHELLS and argv[1].startswith("-") \
             and "c" in argv[1]:
         return str(argv[2])
