@@ -4,7 +4,7 @@ The development corpus (``tests/corpus``, see its README and FORMAT.md) holds wh
 families of agents, converted from public trajectories and labelled by reading them before any
 detector ran. The test replays every run through the engine of ``otel-loopguard check`` at
 default settings and fails on any drop, per family: more healthy runs flagged by a loop
-detector, more at replan or stop, fewer loops caught at or after their labelled start. The
+detector, more at replan or stop, fewer loops caught inside their labelled stretch. The
 bounds are the current figures, with no slack: re-tighten them after a change that improves
 them (the printed table says where they are).
 """
@@ -42,15 +42,15 @@ BOUNDS: dict[str, tuple[int, int, int]] = {
     # family: (most healthy runs flagged, most healthy runs at replan or stop, fewest caught)
     "shell": (2, 0, 42),
     "function": (0, 0, 28),
-    "ide": (2, 0, 7),
+    "ide": (2, 0, 5),
     "conversation": (3, 3, 5),
     "multi_agent": (0, 0, 13),
-    "browsing": (0, 0, 19),
+    "browsing": (0, 0, 18),
 }
 CAPTURE_BOUNDS: dict[str, tuple[int, int, int]] = {
     # capture level: the same three bounds over every family (``FIGURES.md``'s second section)
-    "arguments": (18, 7, 64),
-    "none": (35, 6, 32),
+    "arguments": (18, 7, 62),
+    "none": (35, 6, 29),
 }
 
 
@@ -181,19 +181,25 @@ def _run(run_id: str, calls: list[dict]) -> dict:
                       for call in calls]}
 
 
-def test_a_loop_counts_as_caught_only_at_or_after_its_start(tmp_path) -> None:
+def test_a_loop_counts_as_caught_only_inside_its_stretch(tmp_path) -> None:
+    """Flags at calls 3 to 5: a loop labelled 8-11 is flagged only before it, one labelled 1-1
+    only three calls after it ended (neither is caught); one labelled 2-5 is, and so is one
+    labelled 1-2 (the call after a loop's end still counts: a model turn's finding sits
+    before the next call)."""
     same = {"tool": "bash", "args": {"command": "cat a.py"}, "result": "x", "error": None}
     other = [{"tool": "bash", "args": {"command": f"echo {i}"}, "result": str(i), "error": None}
              for i in range(6)]
-    runs = [_run("shell-early", [same] * 5 + other), _run("shell-late", [same] * 5 + other)]
-    labels = {"shell-early": {"label": "loop", "loop_start": 8, "loop_end": 11, "reason": "r"},
-              "shell-late": {"label": "loop", "loop_start": 2, "loop_end": 5, "reason": "r"}}
+    stretches = {"shell-early": (8, 11), "shell-late": (2, 5), "shell-after": (1, 1),
+                 "shell-next": (1, 2)}
+    runs = [_run(name, [same] * 5 + other) for name in stretches]
+    labels = {name: {"label": "loop", "loop_start": start, "loop_end": end, "reason": "r"}
+              for name, (start, end) in stretches.items()}
     _write_corpus(tmp_path, runs, labels)
     figures = corpus_figures(runs=tmp_path / "runs", labels=tmp_path / "labels")
-    early, late = figures.outcomes
-    assert early.flagged and not early.caught and early.first_call is not None
-    assert late.caught and late.caught_at is not None and late.caught_at >= 2
-    assert figures.counts("shell")["caught"] == 1
+    caught = {o.run: (o.flagged, o.caught, o.first_call, o.caught_at) for o in figures.outcomes}
+    assert caught == {"shell-early": (True, False, 3, None), "shell-late": (True, True, 3, 3),
+                      "shell-after": (True, False, 3, None), "shell-next": (True, True, 3, 3)}
+    assert figures.counts("shell")["caught"] == 2
 
 
 def test_a_run_becomes_genai_spans_with_content(tmp_path) -> None:

@@ -5,8 +5,9 @@
 and compares each run's outcome with its label:
 
 - a **loop** run is *caught* when a loop detector (any detector but ``budget``) reaches at
-  least ``warn`` on a call at or after the labelled start of the loop; a flag before the start
-  alone does not catch it;
+  least ``warn`` on a call inside the labelled stretch of the loop, from its start to the call
+  after its end (a model turn's finding sits before the next call); a flag before the start, or
+  only long after the loop ended, does not catch it;
 - a **healthy** run is *flagged* when a loop detector reaches at least ``warn`` anywhere in it;
   runs that only a budget flagged are counted apart (``budget only``): budgets are not loops.
 
@@ -26,7 +27,7 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 if __name__ == "__main__":  # run as a script: the corpus package lives in tests/
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -46,6 +47,10 @@ __all__ = ["CorpusFigures", "RunOutcome", "corpus_figures", "excerpt_figures", "
            "replay_file"]
 
 
+LOOP_SLACK: Final = 1
+"""Calls past a loop's labelled end where a flag still catches it: a model turn's finding sits
+before the next tool call (an idle turn ending the loop is flagged at the call after it)."""
+
 @dataclass(slots=True)
 class RunOutcome:
     """What the detectors did on one labelled run."""
@@ -56,13 +61,14 @@ class RunOutcome:
     label: str
     tool_calls: int
     loop_start: int | None = None
+    loop_end: int | None = None
     borderline: str = ""
     detectors: dict[str, str] = field(default_factory=dict)
     """Loop detector -> the highest action it reached on the run."""
     first_call: int | None = None
     """Position of the first call a loop detector flagged (1-based)."""
     caught_at: int | None = None
-    """Position of the first flag at or after the loop's start."""
+    """Position of the first flag inside the loop's stretch (``LOOP_SLACK`` past its end)."""
     budget: bool = False
     action: str = "continue"
     """Highest action any loop detector reached."""
@@ -74,7 +80,7 @@ class RunOutcome:
 
     @property
     def caught(self) -> bool:
-        """A loop flagged at or after its labelled start."""
+        """A loop flagged inside its labelled stretch."""
         return self.label == "loop" and self.caught_at is not None
 
 
@@ -113,7 +119,7 @@ class CorpusFigures:
 
     @property
     def missed(self) -> list[RunOutcome]:
-        """Loop runs no loop detector flagged at or after the loop's start."""
+        """Loop runs no loop detector flagged inside the loop's stretch."""
         return [o for o in self.outcomes if o.label == "loop" and not o.caught]
 
 
@@ -125,6 +131,7 @@ def replay_file(otlp: Path, runs: dict[str, dict[str, Any]],
         seed = runs[report.run_id]
         outcome = RunOutcome(run=seed["run"], group=seed["group"], label=seed["label"],
                              tool_calls=report.tool_calls, loop_start=seed.get("loop_start"),
+                             loop_end=seed.get("loop_end"),
                              borderline=seed.get("borderline") or "")
         for decision in report.findings:
             # a model turn's finding (tool "") sits before the run's next tool call
@@ -141,7 +148,8 @@ def replay_file(otlp: Path, runs: dict[str, dict[str, Any]],
                 if outcome.first_call is None:
                     outcome.first_call = position
                 start = outcome.loop_start or 1
-                if outcome.caught_at is None and position >= start:
+                end = outcome.loop_end + LOOP_SLACK if outcome.loop_end else position
+                if outcome.caught_at is None and start <= position <= end:
                     outcome.caught_at = position
         loop_actions = [Action.parse(a) for a in outcome.detectors.values()]
         outcome.action = max(loop_actions).label if loop_actions else "continue"
@@ -163,6 +171,7 @@ def corpus_figures(config: LoopGuardConfig | None = None, *, runs: Path = replay
     seeds = {replay.trace_id_of(run["id"]): {
         "run": run["id"], "group": run["family"], "label": known[run["id"]]["label"],
         "loop_start": known[run["id"]].get("loop_start"),
+        "loop_end": known[run["id"]].get("loop_end"),
         "borderline": known[run["id"]].get("borderline")} for run in stored}
     with tempfile.TemporaryDirectory() as tmp:
         otlp = Path(tmp) / "corpus.jsonl"
@@ -205,9 +214,9 @@ def format_table(figures: CorpusFigures, heading: str = "family") -> str:
               + f", first at call {o.first_call}"
               + (f" (borderline: {o.borderline})" if o.borderline else "")
               for o in figures.false_positives] or ["- none"]
-    lines += ["", "Loops missed (no flag at or after the loop's start):", ""]
+    lines += ["", "Loops missed (no flag inside the loop's stretch):", ""]
     lines += [f"- `{o.run}` ({o.tool_calls} calls, loop from call {o.loop_start})"
-              + (f": flagged only before it, at call {o.first_call}" if o.flagged else "")
+              + (f": flagged only outside it, first at call {o.first_call}" if o.flagged else "")
               + (f" (borderline: {o.borderline})" if o.borderline else "")
               for o in figures.missed] or ["- none"]
     return "\n".join(lines) + "\n"
@@ -251,8 +260,9 @@ def main() -> int:
     TABLE.write_text(
         "# Loop detectors on real agents (default settings)\n\n"
         "Generated by `python tests/corpus/figures.py`. A loop is caught when a loop detector\n"
-        "flags it at or after the labelled start of the loop; budget findings are not loop\n"
-        "findings.\n\n## The development corpus: whole runs, by family of agents\n\n" + corpus
+        "flags it inside the labelled stretch of the loop (from its start to the call after its\n"
+        "end); budget findings are not loop findings.\n\n"
+        "## The development corpus: whole runs, by family of agents\n\n" + corpus
         + "\n" + captured
         + "\n## Issue-thread excerpts (tokenised, reported apart)\n\n" + excerpts
         + "\n" + agents)
