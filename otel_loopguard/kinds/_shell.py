@@ -16,13 +16,18 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Final
 
-from otel_loopguard.kinds._lexer import segments, strip_heredocs
-from otel_loopguard.kinds._runners import RUN_WORDS, PackageRunners
+from otel_loopguard._native import load
+from otel_loopguard.kinds._lexer import _MAX_NESTING, _WRITES, segments, strip_heredocs
+from otel_loopguard.kinds._runners import RUN_WORDS, RUNNERS, PackageRunners
 from otel_loopguard.kinds._runners import command_name as _name
 from otel_loopguard.kinds._table import (
     DEFAULT_COMMAND_KINDS,
     IGNORED_WORDS,
     KEYWORDS,
+    MODULE_RUNNERS,
+    PYTHON_FLAGS,
+    PYTHON_VALUE_OPTIONS,
+    RUNNER_GLOBAL_OPTIONS,
     SHELLS,
     WRAPPER_VALUE_OPTIONS,
     WRAPPERS,
@@ -71,6 +76,23 @@ _MAX_DEPTH: Final = 2
 
 Outcome = tuple[str | None, str | None]
 """(kind or None when nothing runs, target or None)."""
+
+_NATIVE: Final = load("otel_loopguard.kinds._reader")
+"""The optional C reader (``kinds/_reader.c``): :meth:`ShellReader.analyze` of most command
+lines, None for those it leaves to the Python code here, which stays the definition."""
+_NATIVE_TABLES: Final[dict[str, object]] = {
+    "keywords": KEYWORDS, "not_commands": _NOT_COMMANDS, "wrappers": WRAPPERS,
+    "wrapper_value_options": dict(WRAPPER_VALUE_OPTIONS), "run_words": RUN_WORDS,
+    "module_runners": MODULE_RUNNERS, "runners": dict(RUNNERS),
+    "runner_global_options": dict(RUNNER_GLOBAL_OPTIONS),
+    "python_value_options": PYTHON_VALUE_OPTIONS, "python_flags": PYTHON_FLAGS,
+    "shells": SHELLS, "special_names": _SPECIAL_NAMES, "version_words": _VERSION_WORDS,
+    "exec_options": _EXEC_OPTIONS, "global_value_options": dict(_GLOBAL_VALUE_OPTIONS),
+    "waits": _WAITS, "preparations": _PREPARATIONS, "rank": dict(RANK), "writes": _WRITES,
+    "strip_heredocs": strip_heredocs, "normpath": posixpath.normpath,
+    "max_depth": _MAX_DEPTH, "max_nesting": _MAX_NESTING,
+}
+"""The constants the C reader reads, handed over from here (none of them is repeated in C)."""
 
 
 Index = dict[str, list[Rule]]
@@ -178,6 +200,9 @@ class ShellReader(PackageRunners):
     def __init__(self, rules: Mapping[str, Index]) -> None:
         """Bind to ``rules`` (from :func:`compile_rules`)."""
         self._rules = rules
+        self._native = _NATIVE.Reader(rules, _NATIVE_TABLES).analyze \
+            if _NATIVE is not None and type(rules) is dict and type(self) is ShellReader else None
+        """The C reader of ``rules`` (a plain ShellReader's, of a dict), or None."""
 
     def analyze(self, text: str, depth: int = 0) -> Outcome:
         """Return the (kind, target) of a command line; kind None when it has no words.
@@ -188,7 +213,18 @@ class ShellReader(PackageRunners):
         ``sed -i ... a.py && pytest``) keeps its kind but names no target: the line's exit
         status is the program's, so its failure is not the change's. A read after it
         (``&& cat a.py``) leaves the target as it is.
+
+        The C reader answers first where it is built; None from it means the text is read here.
         """
+        native = self._native
+        if native is not None:
+            outcome: Outcome | None = native(text, depth)
+            if outcome is not None:
+                return outcome
+        return self._analyze(text, depth)
+
+    def _analyze(self, text: str, depth: int) -> Outcome:
+        """:meth:`analyze` in Python: the definition."""
         if not text or text.isspace():
             return None, None
         best_kind: str | None = None
