@@ -194,6 +194,8 @@ def test_long_and_deep_texts(native: ModuleType) -> None:
         "cd /a && " * 1000 + "cat ../b/./c",
         "cat <<EOF\n" + "x\n" * 3000 + "EOF\nrm y",
         "echo " + "a" * 5000 + " > " + "b" * 2000,
+        *(f"cat {'a' * size}" for size in (1023, 1024, 1025)),  # _PATH_LIKE: 1,024 at most
+        *(f"cd /{'d' * size} && rm {'a' * size}/./b" for size in (1022, 1023, 1024)),
         " \t\n\r\f\v\x1c",
         "\u3000\u2028",
         "",

@@ -563,6 +563,10 @@ lex(Ctx *c, const unsigned char *s, Py_ssize_t n, Segs *out)
                 break;
             }
         }
+        if (end == start) {   /* cannot be (every other character starts a token) */
+            rc = BAIL;
+            goto done;
+        }
         {
             Py_ssize_t len = unquote_into(s + start, end - start, scratch);
             word = ascii_str(scratch, len);
