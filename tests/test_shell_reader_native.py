@@ -141,7 +141,7 @@ def test_a_configured_table_reads_as_in_python(native: ModuleType) -> None:
 
 
 _PIECES = (
-    *"abcxyz019 \t\n\r\f\v'\"\\;&|()<>=-/.#$`{}[]*+@~!:_,", "\x00", "\x1c", "\x7f",
+    *"abcxyz019 \t\n\r\f\v'\"\\;&|()<>=-/.#$`{}[]*+@~!:_,", "\x00", "\x1c", "\x1d", "\x1e", "\x1f", "\x7f",
     *"é中\u00a0\u2003\u2028\U0001f600", "café",
     "<<EOF", "EOF", "<<'X'", "X", '<<"E"', "<<-", "<<<", "<<''", "$(", ")", "2>&1", ">&", "&>",
     "&>>", ">>", ">|", "<>", "<&", "&&", "||", ";;", ";&", "|&", "\\\n", "'a b'", '"a\\"b"',
@@ -208,11 +208,12 @@ def test_long_and_deep_texts(native: ModuleType) -> None:
 
 def test_what_the_reader_leaves_to_python(native: ModuleType) -> None:
     reader = native.Reader(default_rules(), shell_module._NATIVE_TABLES)
-    for text in ("case $x in a) rm f;; esac", "echo é > f", "ls\x1cx", "a ;& b"):
+    for text in ("case $x in a) rm f;; esac", "echo é > f", "a ;& b", "ls\u2003x"):
         assert reader.analyze(text) is None, text
     assert reader.analyze("rm a.py", -1) is None  # a negative depth
     assert reader.analyze(b"rm a.py") is None  # type: ignore[arg-type]
     assert reader.analyze("cat <<EOF > out.py\né\nEOF") == ("mutating", "out.py")
+    assert reader.analyze("ls\x1csrc\x1f'a\x1cb' >\x1d\x1eout") == ("mutating", "out")
     assert reader.analyze("cd /app && sed -i s/a/b/ src/x.py") == ("mutating", "/app/src/x.py")
     with pytest.raises(TypeError):
         native.Reader(default_rules(), {**shell_module._NATIVE_TABLES, "keywords": ["if"]})

@@ -7,9 +7,9 @@
    definition (``tests/test_shell_reader_native.py`` compares both on every command of the
    committed corpora and on random texts). It leaves to Python:
 
-   * a text (once its heredoc bodies are stripped by the Python ``strip_heredocs``) with a
-     character past ASCII or one of the separators U+001C..U+001F (where ``re``'s ``\s`` and
-     ``str.isspace`` need Unicode tables);
+   * a text with a character past ASCII once its heredoc bodies are stripped (by the Python
+     ``strip_heredocs``), where ``re``'s ``\s`` and ``\w`` and ``str.isspace`` would need
+     Unicode tables;
    * a ``case`` statement (``case WORD in`` and the ``;;``, ``;&``, ``;;&`` operators);
    * a table that is not what ``compile_rules`` makes (a rule that is not a tuple of a tuple
      of str, a tuple of str and a str; an index without its ``""`` entry), a kind missing
@@ -109,12 +109,13 @@ eq(PyObject *a, PyObject *b)   /* two str objects */
 }
 
 static int
-eq_lit(PyObject *s, const char *lit)   /* a str equal to an ASCII literal */
+eq_litn(PyObject *s, const char *lit, size_t n)   /* a str equal to an ASCII literal */
 {
-    size_t n = strlen(lit);
-    return PyUnicode_IS_ASCII(s) && (size_t)PyUnicode_GET_LENGTH(s) == n
+    return (size_t)PyUnicode_GET_LENGTH(s) == n && PyUnicode_IS_ASCII(s)
            && memcmp(PyUnicode_1BYTE_DATA(s), lit, n) == 0;
 }
+
+#define eq_lit(s, lit) eq_litn((s), "" lit, sizeof(lit) - 1)
 
 static int
 starts_lit(PyObject *s, const char *lit)
@@ -352,19 +353,28 @@ new_seg(Ctx *c, Seg *seg)
     return keep(c, seg->writes);
 }
 
-static int
-special_char(unsigned char ch)   /* [\s'"\\;&|()<>] */
+enum { C_SPACE = 1, C_OPERATOR = 2, C_QUOTE = 4, C_BLANK = 8 };
+static unsigned char char_class[128];   /* ASCII character -> C_* bits (set at import) */
+
+static void
+init_classes(void)
 {
-    return re_space(ch) || ch == '\'' || ch == '"' || ch == '\\' || ch == ';' || ch == '&'
-           || ch == '|' || ch == '(' || ch == ')' || ch == '<' || ch == '>';
+    for (int ch = 0; ch < 128; ch++) {
+        unsigned char bits = 0;
+        if (re_space((Py_UCS4)ch))
+            bits |= C_SPACE | C_OPERATOR;   /* \s */
+        if (ch && strchr(";&|()<>", ch))
+            bits |= C_OPERATOR;            /* [\s;&|()<>] */
+        if (ch && strchr("'\"\\", ch))
+            bits |= C_QUOTE;
+        if (ch && strchr(" \t\r\f\v", ch))
+            bits |= C_BLANK;               /* _TOKEN's blanks before a token */
+        char_class[ch] = bits;
+    }
 }
 
-static int
-operator_char(unsigned char ch)   /* [\s;&|()<>] */
-{
-    return re_space(ch) || ch == ';' || ch == '&' || ch == '|' || ch == '(' || ch == ')'
-           || ch == '<' || ch == '>';
-}
+#define special_char(ch) (char_class[(ch)] & (C_OPERATOR | C_QUOTE))   /* [\s'"\\;&|()<>] */
+#define operator_char(ch) (char_class[(ch)] & C_OPERATOR)              /* [\s;&|()<>] */
 
 /* unquote(word) of s[0:n] into out (at most n characters); returns the length. */
 static Py_ssize_t
@@ -432,7 +442,7 @@ writes_file(const unsigned char *s, Py_ssize_t rs, Py_ssize_t re_, PyObject *wor
            && !eq_lit(word, "-");
 }
 
-/* The segments of s[0:n] (an ASCII text without U+001C..U+001F): 0, BAIL or -1. */
+/* The segments of s[0:n] (an ASCII text): 0, BAIL or -1. */
 static int
 lex(Ctx *c, const unsigned char *s, Py_ssize_t n, Segs *out)
 {
@@ -449,12 +459,15 @@ lex(Ctx *c, const unsigned char *s, Py_ssize_t n, Segs *out)
     if (new_seg(c, &cur) < 0)
         goto done;
     for (;;) {
-        while (pos < n && (s[pos] == ' ' || s[pos] == '\t' || s[pos] == '\r' || s[pos] == '\f'
-                           || s[pos] == '\v'))
+        while (pos < n && (char_class[s[pos]] & C_BLANK))
             pos++;
         if (pos >= n)
             break;
         unsigned char ch = s[pos];
+        if (ch >= 28 && ch <= 31) {   /* \s, but no blank: _TOKEN matches nothing here */
+            pos++;
+            continue;
+        }
         Py_ssize_t start = pos, end;
         PyObject *word = NULL;
         if (ch == '#') {   /* a comment */
@@ -1358,18 +1371,32 @@ analyze(Ctx *c, PyObject *text, long depth, Outcome *out)
         return 0;
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
-    int blank = 1, heredoc = 0;
-    Py_UCS4 prev = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_UCS4 ch = PyUnicode_READ(kind, data, i);
-        if (blank && !(ch < 128 ? re_space(ch) : Py_UNICODE_ISSPACE(ch)))
-            blank = 0;
-        if (ch == '<' && prev == '<')
-            heredoc = 1;
-        prev = ch;
+    Py_ssize_t i = 0;   /* text.isspace() */
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const unsigned char *d = data;
+        while (i < n && (d[i] < 128 ? re_space(d[i]) : Py_UNICODE_ISSPACE(d[i])))
+            i++;
+    } else {
+        while (i < n && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, i)))
+            i++;
     }
-    if (blank)
+    if (i == n)
         return 0;
+    int heredoc = 0;   /* "<<" in text */
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const unsigned char *d = data, *at = d, *end = d + n - 1;
+        while (at < end && (at = memchr(at, '<', (size_t)(end - at))) != NULL) {
+            if (at[1] == '<') {
+                heredoc = 1;
+                break;
+            }
+            at += 2;   /* at[1] is not '<' */
+        }
+    } else {
+        for (i = 0; i + 1 < n && !heredoc; i++)
+            heredoc = PyUnicode_READ(kind, data, i) == '<'
+                      && PyUnicode_READ(kind, data, i + 1) == '<';
+    }
     if (heredoc) {
         PyObject *stripped = PyObject_CallOneArg(c->r->strip_heredocs, text);
         if (keep(c, stripped) < 0)
@@ -1382,9 +1409,6 @@ analyze(Ctx *c, PyObject *text, long depth, Outcome *out)
     if (!PyUnicode_IS_ASCII(text))
         return BAIL;
     const unsigned char *s = PyUnicode_1BYTE_DATA(text);
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (s[i] >= 28 && s[i] <= 31)
-            return BAIL;
     Segs segs = {NULL, 0, 0};
     int rc = lex(c, s, n, &segs);
     if (rc != 0)
@@ -1740,6 +1764,7 @@ PyInit__reader(void)
         if (*strings[i].slot == NULL
                 && (*strings[i].slot = PyUnicode_InternFromString(strings[i].text)) == NULL)
             return NULL;
+    init_classes();
     if (PyType_Ready(&ReaderType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
