@@ -24,6 +24,7 @@ from _compiled import compiled, memory_grown
 
 from otel_loopguard.kinds import CallKindClassifier
 from otel_loopguard.kinds import _shell as shell_module
+from otel_loopguard.kinds._lexer import strip_heredocs
 from otel_loopguard.kinds._shell import ShellReader, compile_rules, default_rules
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -141,7 +142,8 @@ def test_a_configured_table_reads_as_in_python(native: ModuleType) -> None:
 
 
 _PIECES = (
-    *"abcxyz019 \t\n\r\f\v'\"\\;&|()<>=-/.#$`{}[]*+@~!:_,", "\x00", "\x1c", "\x1d", "\x1e", "\x1f", "\x7f",
+    *"abcxyz019 \t\n\r\f\v'\"\\;&|()<>=-/.#$`{}[]*+@~!:_,", "\x00", "\x1c", "\x1d", "\x1e",
+    "\x1f", "\x7f",
     *"é中\u00a0\u2003\u2028\U0001f600", "café",
     "<<EOF", "EOF", "<<'X'", "X", '<<"E"', "<<-", "<<<", "<<''", "$(", ")", "2>&1", ">&", "&>",
     "&>>", ">>", ">|", "<>", "<&", "&&", "||", ";;", ";&", "|&", "\\\n", "'a b'", '"a\\"b"',
@@ -179,6 +181,38 @@ def test_random_texts_read_as_in_python_or_left_to_it(native: ModuleType) -> Non
     differ, bails = _differences(native, texts)
     assert not differ, f"{len(differ)} differ, first: {differ[:3]!r}"
     assert bails < 0.6 * len(texts)  # the pieces past ASCII make many texts Python's
+
+
+_HEREDOC_PIECES = (
+    "<<", "<<-", "<<<", "<", "-", " ", "\t", "\n", "\n", "\n", "'", '"', "\\", "EOF", "E", "X",
+    "x.y-z", "'EOF'", '"EOF"', "\\EOF", "''", "cat ", " > f", "rm a", "  EOF  ", "\tEOF", "EOF\n",
+    "\nEOF\n", "X\n", "<<'A b'", "A b", "\r", "\x0b", "\x1c", "é", "\u2003", "\xa0", "a", "#",
+    ";", "(", "$(cat <<E\n", ")")
+
+
+def test_heredocs_are_stripped_as_in_python(native: ModuleType) -> None:
+    """The C ``strip_heredocs`` on the corpora's command lines and on random heredocs:
+    ``_lexer.strip_heredocs``'s text, or None (a line opening a heredoc past ASCII)."""
+    rng = random.Random(3)
+    texts = [*labelled_texts(), *corpus_texts(),
+             *("".join(rng.choice(_HEREDOC_PIECES) for _ in range(rng.randrange(0, 40)))
+               for _ in range(30_000))]
+    differ, bails = [], 0
+    for text in texts:
+        found = native.strip_heredocs(text)
+        if found is None:
+            bails += 1
+        elif found != strip_heredocs(text):
+            differ.append(text)
+    assert not differ, f"{len(differ)} differ, first: {differ[:3]!r}"
+    assert bails < 0.5 * len(texts)
+    with_heredoc = [text for text in corpus_texts() if "<<" in text]
+    assert len(with_heredoc) > 1000
+    assert sum(native.strip_heredocs(text) is None for text in with_heredoc) < 20
+    differ_outcome, _ = _differences(native, texts[-30_000:])
+    assert not differ_outcome, f"{len(differ_outcome)} differ, first: {differ_outcome[:3]!r}"
+    with pytest.raises(TypeError):
+        native.strip_heredocs(b"cat <<EOF")
 
 
 def test_long_and_deep_texts(native: ModuleType) -> None:

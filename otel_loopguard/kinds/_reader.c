@@ -1,22 +1,24 @@
 /* Optional C accelerator of the shell reader: ``ShellReader.analyze`` (``kinds/_shell.py``).
 
    ``Reader(rules, tables)`` binds a compiled command table (``compile_rules``) and the
-   reader's constants, all defined in Python (``_shell._native_tables``): nothing of the table
+   reader's constants, all defined in Python (``_shell._NATIVE_TABLES``): nothing of the table
    is repeated here. ``Reader.analyze(text, depth)`` returns the (kind, target) that the Python
    code returns for ``text``, or None for any text it leaves to that code, which stays the
    definition (``tests/test_shell_reader_native.py`` compares both on every command of the
    committed corpora and on random texts). It leaves to Python:
 
-   * a text with a character past ASCII once its heredoc bodies are stripped (by the Python
-     ``strip_heredocs``), where ``re``'s ``\s`` and ``\w`` and ``str.isspace`` would need
-     Unicode tables;
+   * a text with a character past ASCII once its heredoc bodies are stripped (``re``'s ``\s``
+     and ``\w`` and ``str.isspace`` would need Unicode tables there), or whose line opening a
+     heredoc has one (a body may hold any character: ``strip_heredocs`` is done here too);
    * a ``case`` statement (``case WORD in`` and the ``;;``, ``;&``, ``;;&`` operators);
    * a table that is not what ``compile_rules`` makes (a rule that is not a tuple of a tuple
      of str, a tuple of str and a str; an index without its ``""`` entry), a kind missing
      from ``RANK``, a negative depth, ``find -exec`` nested more than 64 deep.
 
-   The lexer is ``_lexer._TOKEN`` read by hand: blanks, a comment, a plain word, a
-   redirection, an operator or any other word (plain runs and quoted parts), in that order,
+   The lexer is ``_lexer.strip_heredocs`` (``str.find`` and ``str.strip`` over the text, the
+   ``_HEREDOC`` pattern over a line opening a heredoc), then ``_lexer._TOKEN`` read by hand:
+   blanks, a comment, a plain word, a redirection, an operator or any other word (plain runs
+   and quoted parts), in that order,
    then ``unquote`` (``_UNQUOTE`` and ``_DQ_ESCAPE``). Every word is a str object of the
    text's characters; the objects made while reading a text are held in one list until its
    outcome is made, so the functions below pass borrowed references. No buffer has a fixed
@@ -36,7 +38,7 @@ typedef struct {
     PyObject *keywords, *not_commands, *wrappers, *wrapper_value_options, *run_words;
     PyObject *module_runners, *runners, *runner_global_options, *python_value_options;
     PyObject *shells, *special_names, *version_words, *exec_options, *global_value_options;
-    PyObject *waits, *preparations, *rank, *writes, *strip_heredocs, *normpath;
+    PyObject *waits, *preparations, *rank, *writes, *normpath;
     long max_depth, max_nesting;
     unsigned char python_flags[128];
 } Reader;
@@ -52,7 +54,7 @@ typedef struct {
 } Ctx;
 
 static PyObject *s_mutating, *s_read, *s_poll, *s_default, *s_exempt, *s_wait, *s_empty;
-static PyObject *s_python, *s_pip, *s_pypy;
+static PyObject *s_python, *s_pip, *s_pypy, *s_heredoc, *s_newline;
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -1362,6 +1364,208 @@ in_directory(Ctx *c, PyObject *cwd, PyObject *target, PyObject **out)
     return 0;
 }
 
+/* ---------------------------------------------------------------- heredocs */
+
+/* _lexer.strip_heredocs, over a text of any kind (a heredoc body may hold any character);
+   only a line that opens a heredoc is read character by character, and it must be ASCII. */
+
+static int
+heredoc_delimiters(PyObject *text, Py_ssize_t ls, Py_ssize_t le, PyObject *found)
+{   /* _heredoc_delimiters(text[ls:le]) appended to found: 0, BAIL (not ASCII), -1 */
+    PyObject *line = PyUnicode_Substring(text, ls, le);
+    if (line == NULL)
+        return -1;
+    int rc = -1;
+    if (!PyUnicode_IS_ASCII(line)) {
+        rc = BAIL;
+        goto done;
+    }
+    const unsigned char *s = PyUnicode_1BYTE_DATA(line);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(line), p = 0, counted = 0;
+    int singles = 0, doubles = 0;   /* odd counts */
+    while (p + 1 < n) {   /* _HEREDOC.finditer */
+        if (s[p] != '<' || s[p + 1] != '<' || (p >= 1 && s[p - 1] == '<')
+                || (p + 2 < n && s[p + 2] == '<')) {
+            p++;
+            continue;
+        }
+        Py_ssize_t starts[2], count = 0, d_start = -1, d_end = -1, end = -1;
+        if (p + 2 < n && s[p + 2] == '-')
+            starts[count++] = p + 3;   /* with the dash, then without it */
+        starts[count++] = p + 2;
+        for (Py_ssize_t k = 0; k < count && end < 0; k++) {
+            Py_ssize_t r = starts[k];
+            while (r < n && (s[r] == ' ' || s[r] == '\t'))
+                r++;
+            if (r < n && (s[r] == '\'' || s[r] == '"')) {
+                Py_ssize_t close = r + 1;
+                while (close < n && s[close] != s[r])
+                    close++;
+                if (close < n) {
+                    d_start = r + 1;
+                    d_end = close;
+                    end = close + 1;
+                }
+                continue;
+            }
+            for (int backslash = r < n && s[r] == '\\'; backslash >= 0 && end < 0; backslash--) {
+                Py_ssize_t w = r + backslash;
+                while (w < n && (is_word(s[w]) || s[w] == '.' || s[w] == '-'))
+                    w++;
+                if (w > r + backslash) {
+                    d_start = r + backslash;
+                    d_end = w;
+                    end = w;
+                }
+            }
+        }
+        if (end < 0) {
+            p++;
+            continue;
+        }
+        for (; counted < p; counted++) {   /* the quotes of line[:p] */
+            singles ^= s[counted] == '\'';
+            doubles ^= s[counted] == '"';
+        }
+        if (!singles && !doubles) {   /* else inside quotes: not a heredoc */
+            PyObject *delimiter = ascii_str(s + d_start, d_end - d_start);
+            if (delimiter == NULL)
+                goto done;
+            int appended = PyList_Append(found, delimiter);
+            Py_DECREF(delimiter);
+            if (appended < 0)
+                goto done;
+        }
+        p = end;
+    }
+    rc = 0;
+done:
+    Py_DECREF(line);
+    return rc;
+}
+
+static int
+stripped_equals(PyObject *text, Py_ssize_t a, Py_ssize_t b, PyObject *delimiter)
+{   /* text[a:b].strip() == delimiter (an ASCII str) */
+    int kind = PyUnicode_KIND(text);
+    const void *d = PyUnicode_DATA(text);
+    while (a < b && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, d, a)))
+        a++;
+    while (b > a && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, d, b - 1)))
+        b--;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(delimiter);
+    if (b - a != n)
+        return 0;
+    const unsigned char *t = PyUnicode_1BYTE_DATA(delimiter);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (PyUnicode_READ(kind, d, a + i) != t[i])
+            return 0;
+    return 1;
+}
+
+static Py_ssize_t
+line_end_of(PyObject *text, Py_ssize_t from, Py_ssize_t size)   /* -2 on error */
+{
+    Py_ssize_t end = from <= size ? PyUnicode_FindChar(text, '\n', from, size, 1) : -1;
+    return end == -1 ? size : end;
+}
+
+static Py_ssize_t
+body_end(PyObject *text, Py_ssize_t position, PyObject *delimiter)   /* _body_end; -2: error */
+{
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text);
+    if (PyUnicode_GET_LENGTH(delimiter) == 0) {
+        while (position <= size) {
+            Py_ssize_t end = line_end_of(text, position, size);
+            if (end == -2)
+                return -2;
+            if (stripped_equals(text, position, end, delimiter))
+                return end + 1;
+            position = end + 1;
+        }
+        return size + 1;
+    }
+    Py_ssize_t found = position <= size ? PyUnicode_Find(text, delimiter, position, size, 1) : -1;
+    while (found >= 0) {
+        Py_ssize_t start = PyUnicode_FindChar(text, '\n', position, found, -1);
+        if (start == -2)
+            return -2;
+        start = start + 1 ? start + 1 : position;
+        Py_ssize_t end = line_end_of(text, found, size);
+        if (end == -2)
+            return -2;
+        if (stripped_equals(text, start, end, delimiter))
+            return end + 1;
+        found = PyUnicode_Find(text, delimiter, end, size, 1);
+    }
+    return found == -2 ? -2 : size + 1;
+}
+
+static int
+strip_heredocs(Ctx *c, PyObject *text, Py_ssize_t start, PyObject **out)
+{   /* strip_heredocs(text), the first "<<" at start: 0 (*out borrowed), BAIL, -1 */
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text), position = 0;
+    PyObject *kept = PyList_New(0), *delimiters = NULL;
+    int rc = -1;
+    if (keep(c, kept) < 0)
+        return -1;
+    while (start >= 0) {
+        Py_ssize_t line_start = PyUnicode_FindChar(text, '\n', position, start, -1);
+        if (line_start == -2)
+            goto done;
+        line_start = line_start + 1 ? line_start + 1 : position;
+        Py_ssize_t line_end = line_end_of(text, start, size);
+        if (line_end == -2)
+            goto done;
+        Py_XSETREF(delimiters, PyList_New(0));
+        if (delimiters == NULL)
+            goto done;
+        int found = heredoc_delimiters(text, line_start, line_end, delimiters);
+        if (found != 0) {
+            rc = found;
+            goto done;
+        }
+        if (PyList_GET_SIZE(delimiters) == 0) {
+            start = line_end <= size ? PyUnicode_Find(text, s_heredoc, line_end, size, 1) : -1;
+            if (start == -2)
+                goto done;
+            continue;
+        }
+        PyObject *part = PyUnicode_Substring(text, position, line_end);
+        if (part == NULL || PyList_Append(kept, part) < 0) {
+            Py_XDECREF(part);
+            goto done;
+        }
+        Py_DECREF(part);
+        position = line_end + 1;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(delimiters); i++) {
+            position = body_end(text, position, PyList_GET_ITEM(delimiters, i));
+            if (position == -2)
+                goto done;
+        }
+        if (position > size)
+            break;
+        start = PyUnicode_Find(text, s_heredoc, position, size, 1);
+        if (start == -2)
+            goto done;
+    }
+    if (position <= size) {
+        PyObject *part = PyUnicode_Substring(text, position, size);
+        if (part == NULL || PyList_Append(kept, part) < 0) {
+            Py_XDECREF(part);
+            goto done;
+        }
+        Py_DECREF(part);
+    }
+    *out = PyUnicode_Join(s_newline, kept);
+    if (keep(c, *out) < 0)
+        goto done;
+    rc = 0;
+done:
+    Py_XDECREF(delimiters);
+    return rc;
+}
+
 static int
 analyze(Ctx *c, PyObject *text, long depth, Outcome *out)
 {
@@ -1382,28 +1586,25 @@ analyze(Ctx *c, PyObject *text, long depth, Outcome *out)
     }
     if (i == n)
         return 0;
-    int heredoc = 0;   /* "<<" in text */
+    Py_ssize_t heredoc = -1;   /* text.find("<<") */
     if (kind == PyUnicode_1BYTE_KIND) {
         const unsigned char *d = data, *at = d, *end = d + n - 1;
         while (at < end && (at = memchr(at, '<', (size_t)(end - at))) != NULL) {
             if (at[1] == '<') {
-                heredoc = 1;
+                heredoc = at - d;
                 break;
             }
             at += 2;   /* at[1] is not '<' */
         }
     } else {
-        for (i = 0; i + 1 < n && !heredoc; i++)
-            heredoc = PyUnicode_READ(kind, data, i) == '<'
-                      && PyUnicode_READ(kind, data, i + 1) == '<';
+        for (i = 0; i + 1 < n && heredoc < 0; i++)
+            if (PyUnicode_READ(kind, data, i) == '<' && PyUnicode_READ(kind, data, i + 1) == '<')
+                heredoc = i;
     }
-    if (heredoc) {
-        PyObject *stripped = PyObject_CallOneArg(c->r->strip_heredocs, text);
-        if (keep(c, stripped) < 0)
-            return -1;
-        if (!PyUnicode_CheckExact(stripped))
-            return BAIL;
-        text = stripped;
+    if (heredoc >= 0) {
+        int rc = strip_heredocs(c, text, heredoc, &text);
+        if (rc != 0)
+            return rc;
         n = PyUnicode_GET_LENGTH(text);
     }
     if (!PyUnicode_IS_ASCII(text))
@@ -1580,6 +1781,28 @@ Reader_analyze(Reader *self, PyObject *const *args, Py_ssize_t nargs)
     return result;
 }
 
+static PyObject *
+module_strip_heredocs(PyObject *module, PyObject *text)
+{   /* _lexer.strip_heredocs(text), or None where analyze leaves the text to Python */
+    if (!PyUnicode_CheckExact(text)) {
+        PyErr_SetString(PyExc_TypeError, "strip_heredocs takes a str");
+        return NULL;
+    }
+    Py_ssize_t start = PyUnicode_Find(text, s_heredoc, 0, PyUnicode_GET_LENGTH(text), 1);
+    if (start == -2)
+        return NULL;
+    if (start == -1)
+        return Py_NewRef(text);
+    Ctx c = {NULL, PyList_New(0), NULL, 0, 0, 0};
+    if (c.keep == NULL)
+        return NULL;
+    PyObject *out = NULL;
+    int rc = strip_heredocs(&c, text, start, &out);
+    PyObject *result = rc == 0 ? Py_NewRef(out) : rc == BAIL ? Py_NewRef(Py_None) : NULL;
+    Py_DECREF(c.keep);
+    return result;
+}
+
 static int
 take(PyObject *tables, const char *key, PyObject **slot, PyTypeObject *type1,
      PyTypeObject *type2)
@@ -1633,7 +1856,6 @@ Reader_init(Reader *self, PyObject *args, PyObject *kwds)
         {"preparations", &self->preparations, &PySet_Type, &PyFrozenSet_Type},
         {"rank", &self->rank, &PyDict_Type, NULL},
         {"writes", &self->writes, &PySet_Type, &PyFrozenSet_Type},
-        {"strip_heredocs", &self->strip_heredocs, NULL, NULL},
         {"normpath", &self->normpath, NULL, NULL},
     };
     for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); i++)
@@ -1721,7 +1943,7 @@ Reader_dealloc(Reader *self)
         &self->runner_global_options, &self->python_value_options, &self->shells,
         &self->special_names, &self->version_words, &self->exec_options,
         &self->global_value_options, &self->waits, &self->preparations, &self->rank,
-        &self->writes, &self->strip_heredocs, &self->normpath};
+        &self->writes, &self->normpath};
     for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); i++)
         Py_CLEAR(*slots[i]);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -1746,10 +1968,17 @@ static PyTypeObject ReaderType = {
     .tp_methods = Reader_methods,
 };
 
+static PyMethodDef module_methods[] = {
+    {"strip_heredocs", module_strip_heredocs, METH_O,
+     "strip_heredocs(text): _lexer.strip_heredocs(text) as the reader does it, or None where "
+     "it leaves the text to Python (a line that opens a heredoc past ASCII)."},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_reader",
     "Optional C accelerator of the shell reader (ShellReader.analyze).", -1,
-    NULL, NULL, NULL, NULL, NULL,
+    module_methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC
@@ -1758,7 +1987,8 @@ PyInit__reader(void)
     struct { PyObject **slot; const char *text; } strings[] = {
         {&s_mutating, "mutating"}, {&s_read, "read"}, {&s_poll, "poll"},
         {&s_default, "default"}, {&s_exempt, "exempt"}, {&s_wait, "wait"}, {&s_empty, ""},
-        {&s_python, "python"}, {&s_pip, "pip"}, {&s_pypy, "pypy"},
+        {&s_python, "python"}, {&s_pip, "pip"}, {&s_pypy, "pypy"}, {&s_heredoc, "<<"},
+        {&s_newline, "\n"},
     };
     for (size_t i = 0; i < sizeof(strings) / sizeof(strings[0]); i++)
         if (*strings[i].slot == NULL

@@ -89,7 +89,7 @@ _NATIVE_TABLES: Final[dict[str, object]] = {
     "shells": SHELLS, "special_names": _SPECIAL_NAMES, "version_words": _VERSION_WORDS,
     "exec_options": _EXEC_OPTIONS, "global_value_options": dict(_GLOBAL_VALUE_OPTIONS),
     "waits": _WAITS, "preparations": _PREPARATIONS, "rank": dict(RANK), "writes": _WRITES,
-    "strip_heredocs": strip_heredocs, "normpath": posixpath.normpath,
+    "normpath": posixpath.normpath,
     "max_depth": _MAX_DEPTH, "max_nesting": _MAX_NESTING,
 }
 """The constants the C reader reads, handed over from here (none of them is repeated in C)."""
