@@ -80,6 +80,8 @@ Outcome = tuple[str | None, str | None]
 _NATIVE: Final = load("otel_loopguard.kinds._reader")
 """The optional C reader (``kinds/_reader.c``): :meth:`ShellReader.analyze` of most command
 lines, None for those it leaves to the Python code here, which stays the definition."""
+ACCELERATED: Final = _NATIVE is not None
+"""Whether the C reader is in use (``otel-loopguard --version``)."""
 _NATIVE_TABLES: Final[dict[str, object]] = {
     "keywords": KEYWORDS, "not_commands": _NOT_COMMANDS, "wrappers": WRAPPERS,
     "wrapper_value_options": dict(WRAPPER_VALUE_OPTIONS), "run_words": RUN_WORDS,
