@@ -253,6 +253,13 @@ def test_what_the_reader_leaves_to_python(native: ModuleType) -> None:
         native.Reader(default_rules(), {**shell_module._NATIVE_TABLES, "keywords": ["if"]})
     with pytest.raises(KeyError):
         native.Reader(default_rules(), {})
+    with pytest.raises(TypeError, match="__init__"):
+        native.Reader.__new__(native.Reader).analyze("rm a")
+    half = native.Reader(default_rules(), shell_module._NATIVE_TABLES)
+    with pytest.raises(TypeError):  # a table of the wrong shape: the reader is not used
+        half.__init__(default_rules(), {**shell_module._NATIVE_TABLES, "runners": {"npx": 1}})
+    with pytest.raises(TypeError, match="__init__"):
+        half.analyze("rm a")
 
 
 def test_a_table_not_made_by_compile_rules_is_left_to_python(native: ModuleType) -> None:

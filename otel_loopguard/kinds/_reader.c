@@ -41,6 +41,7 @@ typedef struct {
     PyObject *waits, *preparations, *rank, *writes, *normpath;
     long max_depth, max_nesting;
     unsigned char python_flags[128];
+    int ready;                       /* __init__ completed: every table checked */
 } Reader;
 
 typedef struct { PyObject **v; Py_ssize_t n; } Args;   /* borrowed words */
@@ -1759,6 +1760,10 @@ Reader_analyze(Reader *self, PyObject *const *args, Py_ssize_t nargs)
         if (overflow)
             Py_RETURN_NONE;
     }
+    if (!self->ready) {
+        PyErr_SetString(PyExc_TypeError, "Reader.__init__ was not called");
+        return NULL;
+    }
     if (!PyUnicode_CheckExact(text) || depth < 0)
         Py_RETURN_NONE;
     Ctx c = {self, PyList_New(0), NULL, 0, 0, 0};
@@ -1833,6 +1838,7 @@ static int
 Reader_init(Reader *self, PyObject *args, PyObject *kwds)
 {
     PyObject *rules, *tables;
+    self->ready = 0;
     if (!PyArg_ParseTuple(args, "O!O!:Reader", &PyDict_Type, &rules, &PyDict_Type, &tables))
         return -1;
     Py_INCREF(rules);
@@ -1928,7 +1934,10 @@ Reader_init(Reader *self, PyObject *args, PyObject *kwds)
     }
     self->max_depth = PyLong_AsLong(v);
     self->max_nesting = PyLong_AsLong(w);
-    return PyErr_Occurred() ? -1 : 0;
+    if (PyErr_Occurred())
+        return -1;
+    self->ready = 1;
+    return 0;
 bad_runners:
     PyErr_SetString(PyExc_TypeError, "runners: tuples of (subcommands, options or None)");
     return -1;
