@@ -5,7 +5,9 @@ commands (at ``;``, ``&&``, ``||``, ``|``, ``&``, parentheses and newlines, outs
 drops heredoc bodies and comments, and notes output redirections into files; the reader here
 looks each command up in the command table, unwraps wrappers (``sudo``, ``env``, ``timeout``)
 and package runners (``npx``, ``uv run``, ``python -m``), and reads the scripts of ``bash -c``.
-The caller bounds the text it passes (``kinds.MAX_COMMAND_CHARS``).
+The caller bounds the text it passes (``kinds.MAX_COMMAND_CHARS``). Where the optional C module
+``kinds/_reader.c`` is built, it reads most lines with the same outcome and leaves the others to
+the code here, which stays the definition (``tests/test_shell_reader_native.py``).
 """
 
 from __future__ import annotations
