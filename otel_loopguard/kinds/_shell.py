@@ -96,7 +96,8 @@ _NATIVE_TABLES: Final[dict[str, object]] = {
     "normpath": posixpath.normpath,
     "max_depth": _MAX_DEPTH, "max_nesting": _MAX_NESTING,
 }
-"""The constants the C reader reads, handed over from here (none of them is repeated in C)."""
+"""The tables the C reader reads, handed over from here: C repeats none of them, only the words
+this module's code names itself (the kinds, ``cd``, ``tar``, ``find``, ``tee``, ``-delete``...)."""
 
 
 Index = dict[str, list[Rule]]
