@@ -5,7 +5,9 @@ results and arguments (see ``otel_loopguard/signature/_native.py``), ``otel_loop
 decodes OTLP protobuf trace requests (see ``otel_loopguard/otlp/_proto.py``) and makes the span
 records of OTLP/JSON ones (``otel_loopguard/otlp/_json.py``), and ``otel_loopguard/_span_end.c``
 does the live processor's reading of each span that ends and keeps blank model spans aside
-(``otel_loopguard/adapters/__init__.py``, ``otel_loopguard/processor/_deferred.py``). The package is
+(``otel_loopguard/adapters/__init__.py``, ``otel_loopguard/processor/_deferred.py``), and
+``otel_loopguard/kinds/_reader.c`` reads shell command lines (``ShellReader.analyze`` in
+``otel_loopguard/kinds/_shell.py``). The package is
 complete without them: each one that cannot be built (no C compiler, no Python headers, a compiler
 error) is left out with a one-line notice and its Python path is used; with none built, or with
 ``LOOPGUARD_PURE_PYTHON=1`` set, or on Windows, the wheel is pure Python. Editable installs
@@ -25,7 +27,8 @@ from typing import Any
 
 EXTENSIONS: tuple[Path, ...] = (Path("otel_loopguard/signature/_accel.c"),
                                Path("otel_loopguard/otlp/_wire.c"),
-                               Path("otel_loopguard/_span_end.c"))
+                               Path("otel_loopguard/_span_end.c"),
+                               Path("otel_loopguard/kinds/_reader.c"))
 """The C sources, each compiled into the extension module of its name next to it."""
 
 

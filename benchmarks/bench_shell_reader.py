@@ -109,10 +109,17 @@ def _instructions(tree: str, texts_path: str, passes: int) -> int:
 
 def instructions_per_text(tree: str, texts: list[str]) -> float:
     """Return the instructions one ``analyze`` costs in ``tree``, averaged over ``texts``."""
+    return per_text(texts, lambda path, passes: _instructions(tree, path, passes))
+
+
+def per_text(texts: list[str], count: Any) -> float:
+    """Return the instructions of one pass over ``texts``, per text: ``count(path, passes)``
+    counts a child reading the texts (written as JSON to ``path``) ``passes`` times, once with
+    one pass and once with three; the difference over two passes leaves start-up out."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
         json.dump(texts, handle)
     try:
-        one, three = (_instructions(tree, handle.name, n) for n in (1, 3))
+        one, three = (count(handle.name, n) for n in (1, 3))
     finally:
         os.unlink(handle.name)
     return (three - one) / 2 / len(texts)
@@ -139,20 +146,28 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, Any] = {
         "texts": len(texts), "median_chars": statistics.median(map(len, texts)),
         "rounds": args.rounds, "cpu_us_per_text": compare_cpu(trees, texts, args.rounds)}
-    cpu = out["cpu_us_per_text"]
     print(f"{len(texts):,} command lines, median {out['median_chars']:.0f} characters")
-    print(f"CPU µs per analyze: before {cpu['before']:.2f}, after {cpu['after']:.2f}, "
-          f"after/before {cpu['after'] / cpu['before']:.3f}", flush=True)
-    if args.instructions:
-        counts = out["instructions_per_text"] = {
-            name: instructions_per_text(tree, texts) for name, tree in trees.items()}
-        print(f"instructions per analyze: before {counts['before']:,.0f}, "
-              f"after {counts['after']:,.0f}, after/before "
-              f"{counts['after'] / counts['before']:.3f}")
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump(out, handle, indent=2)
+    report(out, ("before", "after"), lambda name: instructions_per_text(trees[name], texts)
+           if args.instructions else None, args.json)
     return 0
+
+
+def report(out: dict[str, Any], names: tuple[str, str], count: Any, path: str | None) -> None:
+    """Print ``out``'s CPU per text of the two ``names`` (and their instructions, counted by
+    ``count(name)`` unless it gives None), second/first; write ``out`` as JSON to ``path``."""
+    first, second = names
+    cpu = out["cpu_us_per_text"]
+    print(f"CPU µs per analyze: {first} {cpu[first]:.2f}, {second} {cpu[second]:.2f}, "
+          f"{second}/{first} {cpu[second] / cpu[first]:.3f}", flush=True)
+    counts = {name: count(name) for name in names}
+    if None not in counts.values():
+        out["instructions_per_text"] = counts
+        print(f"instructions per analyze: {first} {counts[first]:,.0f}, "
+              f"{second} {counts[second]:,.0f}, {second}/{first} "
+              f"{counts[second] / counts[first]:.3f}")
+    if path:
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(out, handle, indent=2)
 
 
 if __name__ == "__main__":

@@ -221,3 +221,17 @@ def test_bench_json_decode_runs(tmp_path: Any, capsys: pytest.CaptureFixture[str
     counts = bench_check.generate(path, 0.05)
     assert bench_json_decode.main([path, "--rounds", "1"]) == 0
     assert f"{counts['spans']:,} spans (0 left to Python)" in capsys.readouterr().out
+
+
+def test_bench_shell_reader_native_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """bench_shell_reader_native.py reads the labelled commands with the C reader and without
+    it, and the C reader gives the Python outcome of each line it reads."""
+    import bench_shell_reader_native
+
+    from otel_loopguard.kinds import _shell
+
+    if not _shell.ACCELERATED:
+        pytest.skip("the C shell reader is not built here")
+    assert bench_shell_reader_native.main(["--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "353 command lines, median" in out and "native/python" in out

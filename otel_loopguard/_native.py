@@ -2,8 +2,9 @@
 
 Each is an extension module next to the Python code it speeds up, which stays the definition:
 ``signature/_accel`` (result and argument signatures), ``otlp/_wire`` (OTLP protobuf trace
-requests, and the span records of OTLP/JSON ones) and ``_span_end`` (the live processor's work
-in ``span.end()`` of a span: how it reads it, and a blank model span kept aside). A module that
+requests, and the span records of OTLP/JSON ones), ``_span_end`` (the live processor's work
+in ``span.end()`` of a span: how it reads it, and a blank model span kept aside) and
+``kinds/_reader`` (what a shell command line reads, changes or runs). A module that
 is not built is simply absent; ``LOOPGUARD_PURE_PYTHON=1`` in the environment turns them all off
 (``OTEL_LOOPGUARD_PURE_PYTHON``, the older spelling, too).
 """

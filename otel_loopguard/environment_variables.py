@@ -115,11 +115,11 @@ error and leaves loopguard out.
 """
 
 LOOPGUARD_PURE_PYTHON: Final = "LOOPGUARD_PURE_PYTHON"
-"""Turn the optional C accelerators off: the signatures' module and the OTLP decoder (at
-import, and when ``pip install`` builds the package: a pure-Python wheel). Default: unset (the
-accelerators are used where they are built). Allowed: any value but ``0`` turns them off. The
-findings are the same either way. The older spelling ``OTEL_LOOPGUARD_PURE_PYTHON`` is read
-too.
+"""Turn the optional C accelerators off: the signatures' module, the OTLP decoder, the span
+processor's and the shell reader's (at import, and when ``pip install`` builds the package: a
+pure-Python wheel). Default: unset (the accelerators are used where they are built). Allowed:
+any value but ``0`` turns them off. The findings are the same either way. The older spelling
+``OTEL_LOOPGUARD_PURE_PYTHON`` is read too.
 """
 
 LOOPGUARD_SERVE_TOKEN: Final = "LOOPGUARD_SERVE_TOKEN"

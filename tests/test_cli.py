@@ -114,12 +114,14 @@ class TestExitCodes:
         out = capsys.readouterr().out
         assert out.startswith("otel-loopguard ")
         from otel_loopguard.adapters import accelerated
+        from otel_loopguard.kinds._shell import ACCELERATED as SHELL_READER
         from otel_loopguard.otlp._proto import WIRE
         from otel_loopguard.signature import ACCELERATED
 
         assert f"(C accelerators: signatures {'on' if ACCELERATED else 'off'}, " \
             f"OTLP decoder {'on' if WIRE else 'off'}, " \
-            f"span processor {'on' if accelerated() else 'off'})" in out
+            f"span processor {'on' if accelerated() else 'off'}, " \
+            f"shell reader {'on' if SHELL_READER else 'off'})" in out
 
 
 class TestJsonOutput:

@@ -235,6 +235,6 @@ def test_a_pure_python_wheel_without_the_accelerator(tmp_path: Path, env: dict[s
     (wheel,) = out.glob("otel_loopguard-*.whl")
     assert wheel.name.endswith("-py3-none-any.whl")
     if "CC" in env:  # one notice per accelerator
-        for name in ("_accel", "_wire", "_span_end"):
+        for name in ("_accel", "_wire", "_span_end", "_reader"):
             assert f"C accelerator {name} not built, its Python path is used (/nonexistent/cc:" \
                 in done.stdout + done.stderr

@@ -103,12 +103,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.version:
         from otel_loopguard import __version__
         from otel_loopguard.adapters import accelerated as span_end
+        from otel_loopguard.kinds._shell import ACCELERATED as SHELL_READER
         from otel_loopguard.otlp._proto import WIRE
         from otel_loopguard.signature import ACCELERATED
 
         print(f"otel-loopguard {__version__} (C accelerators: signatures "
               f"{'on' if ACCELERATED else 'off'}, OTLP decoder {'on' if WIRE else 'off'}, "
-              f"span processor {'on' if span_end() else 'off'})")
+              f"span processor {'on' if span_end() else 'off'}, "
+              f"shell reader {'on' if SHELL_READER else 'off'})")
         return EXIT_OK
     if args.command is None:
         parser.print_help(sys.stderr)

@@ -15,22 +15,25 @@ when the script names several, or builds its paths).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Final
 
 from otel_loopguard.kinds._lexer import _body_end as body_end
 
-__all__ = ["code_outcome", "stdin_scripts"]
+__all__ = ["code_outcome", "script_writes", "stdin_scripts"]
 
 _STDIN_HEREDOC: Final = re.compile(
-    r"(?:^|[\s;&|(])(?:[\w./-]*/)?python[0-9.]*(?:[ \t]+-[A-Za-z]+)*(?:[ \t]+-)?[ \t]*<<-?"
+    r"python[0-9.]*(?:[ \t]+-[A-Za-z]+)*(?:[ \t]+-)?[ \t]*<<-?"
     r"[ \t]*(?:'([^'\n]*)'|\"([^\"\n]*)\"|\\?([\w.-]+))")
 """A Python interpreter reading its script from a heredoc on the same line (``python3 -
-<<'PY'``, ``python <<EOF``), with its delimiter."""
-_WRITES: Final = re.compile(
-    r"""\.write_(?:text|bytes)\(|\.open\(\s*['"][rbt]*[wax+]"""
-    r"""|\bopen\([^()\n]*,\s*(?:mode\s*=\s*)?['"][rbt]*[wax+]""")
-"""A call that writes a file: ``p.write_text(…)``, ``p.open("w")``, ``open(f, "a")``."""
-_PATHS: Final = re.compile(r"""\b(?:Path|open)\(\s*[rRuU]?(['"])([^'"\n]{1,1024})\1""")
+<<'PY'``, ``/usr/bin/python <<EOF``), with its delimiter; matched where ``python`` starts a word
+or follows a ``/``."""
+_OPEN_WRITE: Final = re.compile(
+    r"""open\((?:[^()\n]*,\s*(?:mode\s*=\s*)?['"][rbt]*[wax+])""")
+"""``open(f, "w")``, ``open(f, mode="a")``: ``open`` with a writing mode."""
+_DOT_OPEN_WRITE: Final = re.compile(r"""open\(\s*['"][rbt]*[wax+]""")
+"""``p.open("w")``: a path's ``open`` with a writing mode."""
+_PATH_LITERAL: Final = re.compile(r"""(?:Path|open)\(\s*[rRuU]?(['"])([^'"\n]{1,1024})\1""")
 """A path literal given to ``Path(…)`` or ``open(…)``."""
 _PATH_LIKE: Final = re.compile(r"[^\s-]\S{0,1023}")
 
@@ -41,7 +44,10 @@ def stdin_scripts(text: str) -> list[tuple[str, str | None] | None]:
     Each is ``code_outcome``'s: None for a script that writes no file.
     """
     found: list[tuple[str, str | None] | None] = []
-    for match in _STDIN_HEREDOC.finditer(text):
+    for start in _starts(text, "python", ".-"):
+        match = _STDIN_HEREDOC.match(text, start)
+        if match is None:
+            continue
         line_end = text.find("\n", match.end())
         if line_end < 0:
             break
@@ -50,12 +56,40 @@ def stdin_scripts(text: str) -> list[tuple[str, str | None] | None]:
     return found
 
 
+def script_writes(text: str) -> bool:
+    """Whether ``text`` holds a call that writes a file, as a script would make it."""
+    if ".write_text(" in text or ".write_bytes(" in text:
+        return True
+    for start in _starts(text, "open("):
+        if _OPEN_WRITE.match(text, start) or (
+                text[start - 1:start] == "." and _DOT_OPEN_WRITE.match(text, start)):
+            return True
+    return False
+
+
 def code_outcome(code: str) -> tuple[str, str | None] | None:
     """Return ``("mutating", target)`` when the Python ``code`` writes a file, else None."""
-    if _WRITES.search(code) is None:
+    if not script_writes(code):
         return None
-    paths = {found.group(2) for found in _PATHS.finditer(code)}
+    paths = {found.group(2) for word in ("Path(", "open(") for start in _starts(code, word)
+             if (found := _PATH_LITERAL.match(code, start)) is not None}
     target = paths.pop() if len(paths) == 1 else None
     if target is not None and (_PATH_LIKE.fullmatch(target) is None or target.isdigit()):
         target = None
     return "mutating", target
+
+
+def _starts(text: str, word: str, after: str = "") -> Iterator[int]:
+    """Yield where ``word`` starts a word in ``text``.
+
+    At the start of ``text``, or after a character that is not a letter, digit or ``_``, nor
+    one of ``after``. ``str.find`` from one to the next: a regular expression that must look
+    behind its match would be tried at every position of a multi-KB heredoc (+56k
+    instructions per coding agent's command line on average, against +5k so).
+    """
+    start = text.find(word)
+    while start >= 0:
+        before = text[start - 1:start]
+        if not before or not (before.isalnum() or before == "_" or before in after):
+            yield start
+        start = text.find(word, start + 1)

@@ -5,7 +5,9 @@ commands (at ``;``, ``&&``, ``||``, ``|``, ``&``, parentheses and newlines, outs
 drops heredoc bodies and comments, and notes output redirections into files; the reader here
 looks each command up in the command table, unwraps wrappers (``sudo``, ``env``, ``timeout``)
 and package runners (``npx``, ``uv run``, ``python -m``), and reads the scripts of ``bash -c``.
-The caller bounds the text it passes (``kinds.MAX_COMMAND_CHARS``).
+The caller bounds the text it passes (``kinds.MAX_COMMAND_CHARS``). Where the optional C module
+``kinds/_reader.c`` is built, it reads most lines with the same outcome and leaves the others to
+the code here, which stays the definition (``tests/test_shell_reader_native.py``).
 """
 
 from __future__ import annotations
@@ -16,14 +18,19 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Final
 
-from otel_loopguard.kinds._lexer import segments, strip_heredocs
-from otel_loopguard.kinds._runners import RUN_WORDS, PackageRunners
+from otel_loopguard._native import load
+from otel_loopguard.kinds._lexer import _MAX_NESTING, _WRITES, segments, strip_heredocs
+from otel_loopguard.kinds._runners import RUN_WORDS, RUNNERS, PackageRunners
 from otel_loopguard.kinds._runners import command_name as _name
-from otel_loopguard.kinds._scripts import code_outcome, stdin_scripts
+from otel_loopguard.kinds._scripts import code_outcome, script_writes, stdin_scripts
 from otel_loopguard.kinds._table import (
     DEFAULT_COMMAND_KINDS,
     IGNORED_WORDS,
     KEYWORDS,
+    MODULE_RUNNERS,
+    PYTHON_FLAGS,
+    PYTHON_VALUE_OPTIONS,
+    RUNNER_GLOBAL_OPTIONS,
     SHELLS,
     WRAPPER_VALUE_OPTIONS,
     WRAPPERS,
@@ -67,11 +74,34 @@ _WAITS: Final = frozenset({"sleep", "wait"})
 """Commands that only let time pass: their (empty) output never reports a state."""
 _WAIT: Final = "wait"
 """The outcome of a wait command inside :meth:`ShellReader.analyze` (never returned)."""
+_PYTHON_SCRIPT: Final = re.compile(r"python[0-9.]*(?:\.exe)?[^\n;&|]*?(?:\s-[A-Za-z]*c|<<)")
+"""A Python interpreter given its script inline (``python -c``, ``python3 - <<'PY'``) on a
+line: ``kinds._scripts`` reads such scripts, the C reader does not (``native_reads``)."""
 _MAX_DEPTH: Final = 2
 """``bash -c '…'`` inside ``bash -c '…'`` is read; deeper scripts count as running a program."""
 
 Outcome = tuple[str | None, str | None]
 """(kind or None when nothing runs, target or None)."""
+
+_NATIVE: Final = load("otel_loopguard.kinds._reader")
+"""The optional C reader (``kinds/_reader.c``): :meth:`ShellReader.analyze` of most command
+lines, None for those it leaves to the Python code here, which stays the definition."""
+ACCELERATED: Final = _NATIVE is not None
+"""Whether the C reader is in use (``otel-loopguard --version``)."""
+_NATIVE_TABLES: Final[dict[str, object]] = {
+    "keywords": KEYWORDS, "not_commands": _NOT_COMMANDS, "wrappers": WRAPPERS,
+    "wrapper_value_options": dict(WRAPPER_VALUE_OPTIONS), "run_words": RUN_WORDS,
+    "module_runners": MODULE_RUNNERS, "runners": dict(RUNNERS),
+    "runner_global_options": dict(RUNNER_GLOBAL_OPTIONS),
+    "python_value_options": PYTHON_VALUE_OPTIONS, "python_flags": PYTHON_FLAGS,
+    "shells": SHELLS, "special_names": _SPECIAL_NAMES, "version_words": _VERSION_WORDS,
+    "exec_options": _EXEC_OPTIONS, "global_value_options": dict(_GLOBAL_VALUE_OPTIONS),
+    "waits": _WAITS, "preparations": _PREPARATIONS, "rank": dict(RANK), "writes": _WRITES,
+    "normpath": posixpath.normpath,
+    "max_depth": _MAX_DEPTH, "max_nesting": _MAX_NESTING,
+}
+"""The tables the C reader reads, handed over from here: C repeats none of them, only the words
+this module's code names itself (the kinds, ``cd``, ``tar``, ``find``, ``tee``, ``-delete``...)."""
 
 
 Index = dict[str, list[Rule]]
@@ -179,6 +209,9 @@ class ShellReader(PackageRunners):
     def __init__(self, rules: Mapping[str, Index]) -> None:
         """Bind to ``rules`` (from :func:`compile_rules`)."""
         self._rules = rules
+        self._native = _NATIVE.Reader(rules, _NATIVE_TABLES).analyze \
+            if _NATIVE is not None and type(rules) is dict and type(self) is ShellReader else None
+        """The C reader of ``rules`` (a plain ShellReader's, of a dict), or None."""
 
     def analyze(self, text: str, depth: int = 0) -> Outcome:
         """Return the (kind, target) of a command line; kind None when it has no words.
@@ -189,7 +222,20 @@ class ShellReader(PackageRunners):
         ``sed -i ... a.py && pytest``) keeps its kind but names no target: the line's exit
         status is the program's, so its failure is not the change's. A read after it
         (``&& cat a.py``) leaves the target as it is.
+
+        The C reader answers first where it is built; None from it means the text is read here.
+        It does not read Python scripts (``kinds._scripts``): a line that may give one to an
+        interpreter is read here.
         """
+        native = self._native
+        if native is not None and native_reads(text):
+            outcome: Outcome | None = native(text, depth)
+            if outcome is not None:
+                return outcome
+        return self._analyze(text, depth)
+
+    def _analyze(self, text: str, depth: int) -> Outcome:
+        """:meth:`analyze` in Python: the definition."""
         if not text or text.isspace():
             return None, None
         best_kind: str | None = None
@@ -358,6 +404,16 @@ def _python_writes(args: list[str],
                                    for arg in args):
         return next(scripts, None)
     return None
+
+
+def native_reads(text: str) -> bool:
+    """Whether the C reader may read ``text``: not a line giving Python a script that writes.
+
+    ``kinds._scripts`` reads such scripts; a script that writes no file reads as the C reader
+    reads its line.
+    """
+    return "python" not in text or _PYTHON_SCRIPT.search(text) is None \
+        or not script_writes(text)
 
 
 def _first_path(words: Iterable[str]) -> str | None:
