@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.detectors._base import DetectorBase, ladder, lowest, occurrence_details
@@ -156,8 +156,17 @@ class StagnationDetector(DetectorBase):
             streak, call=step.call_sig[:8], result=step.result_sig[:8], poll=True))
 
 
+_RANGE_KEYS: Final = frozenset({
+    "offset", "limit", "start_line", "end_line", "line_range", "view_range", "lines", "range",
+    "start_line_one_indexed", "end_line_one_indexed_inclusive", "page", "cursor", "from", "to",
+    "start", "end"})
+"""Argument keys that say which part of a file or listing a read returns (``Read``'s
+``offset`` and ``limit``): a tool whose calls send them is not one whose export drops them."""
+_MAX_RANGED: Final = 256
+
+
 class _RepeatState:
-    __slots__ = ("last", "seen", "since", "streak", "window")
+    __slots__ = ("last", "ranged", "seen", "since", "streak", "window")
 
     def __init__(self, size: int) -> None:
         self.window = CountingWindow(size)
@@ -170,6 +179,8 @@ class _RepeatState:
         """The call signature of the latest call when it was a successful mutation."""
         self.streak: list[tuple[int, str]] = []
         """Its back-to-back identical occurrences (the latest ten)."""
+        self.ranged: set[str] = set()
+        """Read tools whose calls without a result named a range (``_RANGE_KEYS``)."""
 
 
 class RepeatDetector(DetectorBase):
@@ -201,6 +212,7 @@ class RepeatDetector(DetectorBase):
         if step.has_result and step.result_sig in state.seen:
             other.seen[step.result_sig] = None
         other.last, other.streak, other.since = state.last, state.streak, state.since
+        other.ranged = set(state.ranged)  # a prediction does not note the tool
         return other
 
     def observe(self, state: _RepeatState, step: Step) -> Evidence | None:
@@ -216,8 +228,10 @@ class RepeatDetector(DetectorBase):
         if step.kind == "mutating" and step.error is None:
             return self._mutation(state, step, new)
         state.last = ""
-        if step.has_result or step.error is not None or step.kind in ("exempt", "poll", "read"):
+        if step.kind == "read" and self._unranged(state, step):
             return None  # a read without its content may be another page: reread's part
+        if step.has_result or step.error is not None or step.kind in ("exempt", "poll"):
+            return None
         occ = state.window.push(step.call_key, step.index, step.span_id)
         if len(occ) < self._floor:
             return None
@@ -226,6 +240,22 @@ class RepeatDetector(DetectorBase):
         if len(occ) < self._floor:
             return None
         return self._report(step, occ, window=self.config.window_size)
+
+    @staticmethod
+    def _unranged(state: _RepeatState, step: Step) -> bool:
+        """Whether a read may be another page than the same call before it.
+
+        An exporter may drop a read's range (``offset``, ``limit``), making two pages of a
+        file the same call. A read tool whose calls without a result in this run named a range
+        does not lose it: its calls with the same arguments read the same part, and count
+        (Claude Code's ``Read`` of one file, eleven times, results not captured). Arguments
+        are known only with the ``near_duplicate`` detector on (``Step.arguments``).
+        """
+        args = step.arguments
+        if type(args) is dict and not _RANGE_KEYS.isdisjoint(args) \
+                and len(state.ranged) < _MAX_RANGED:
+            state.ranged.add(step.tool)
+        return step.tool not in state.ranged
 
     def _mutation(self, state: _RepeatState, step: Step, new: bool) -> Evidence | None:
         """Restart the count, and extend or restart the back-to-back streak of this change.
