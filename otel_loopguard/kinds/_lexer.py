@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 from typing import Final
 
-__all__ = ["Segment", "segments", "strip_heredocs", "unquote"]
+__all__ = ["Segment", "path_like", "segments", "strip_heredocs", "unquote"]
 
 _TOKEN: Final = re.compile(r"""
     [ \t\r\f\v]*+                      # blanks before a token are part of its match
@@ -42,6 +42,7 @@ _HEREDOC: Final = re.compile(
 """A heredoc's start: ``<<`` not part of ``<<<``, an optional ``-``, the delimiter word. Written
 to start with the literal ``<<`` (the ``<<<`` check after it), which ``re`` then searches for
 directly instead of trying the pattern at every position of a line."""
+_PATH_LIKE: Final = re.compile(r"[^\s-]\S{0,1023}")
 _WRITES: Final = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
 _MAX_NESTING: Final = 32
 """Open parentheses tracked; deeper ones just split commands."""
@@ -204,6 +205,11 @@ def _skip_patterns(tokens: Iterator[tuple[str, str, str, str]]) -> str:
         elif plain == "esac" or (other and unquote(other) == "esac"):
             return redirect
     return redirect
+
+
+def path_like(word: str) -> bool:
+    """Return True for a word that can name a file, URL or id (not an option, a count, text)."""
+    return _PATH_LIKE.fullmatch(word) is not None and not word.isdigit()
 
 
 def _writes_file(redirect: str, word: str) -> bool:

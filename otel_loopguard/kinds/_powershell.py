@@ -31,13 +31,14 @@ import re
 from collections.abc import Callable
 from typing import Final
 
-from otel_loopguard.kinds._lexer import segments
+from otel_loopguard.kinds._lexer import path_like, segments
+from otel_loopguard.kinds._shell import RANK
+from otel_loopguard.kinds._shell import _outcome as line_outcome
 
 __all__ = ["is_powershell", "powershell_script", "read_powershell"]
 
 Outcome = tuple[str | None, str | None]
 
-_RANK: Final = {"exempt": 0, "read": 1, "poll": 2, "default": 3, "mutating": 4}
 _READS: Final = frozenset({
     "get-content", "get-childitem", "get-item", "get-itemproperty", "test-path",
     "select-string", "select-object", "get-location", "resolve-path", "get-filehash",
@@ -82,7 +83,6 @@ _STARTS_AS_POWERSHELL: Final = re.compile(
     r"\s*(?:\$[A-Za-z_][\w:]*\s*=|[A-Z][a-z]+-[A-Z][A-Za-z]+(?:\s|$)"
     r"|(?:if|foreach|while|switch)\s*\(|try\s*\{)")
 _POWERSHELLS: Final = frozenset({"powershell", "pwsh", "powershell.exe", "pwsh.exe"})
-_PATH_LIKE: Final = re.compile(r"[^\s-]\S{0,1023}")
 
 
 def powershell_script(argv: list[str] | tuple[str, ...]) -> str | None:
@@ -125,16 +125,12 @@ def read_powershell(text: str, program: Callable[[list[str]], Outcome]) -> Outco
         if kind is None or kind == "exempt":
             waits = waits or kind == "exempt"
             continue
-        rank = _RANK.get(kind, 3)
+        rank = RANK.get(kind, 3)
         if rank > best_rank:
             best, best_rank = (kind, target), rank
         elif kind == best[0] and best[1] is None and target is not None:
             best = (kind, target)
-    if best[0] is None:
-        return ("exempt", None) if waits else ("read", None)
-    if waits and best_rank < _RANK["poll"]:
-        return "poll", best[1]
-    return best
+    return line_outcome(best[0], best_rank, best[1], waits)  # as a POSIX line combines
 
 
 def _statement(words: list[str], variables: dict[str, str]) -> list[str]:
@@ -197,6 +193,4 @@ def _target(args: list[str], variables: dict[str, str], change: bool) -> str | N
         found = positional[0]
     if found is not None and found[:1] == "$":
         found = variables.get(found.lower())
-    if found is None or _PATH_LIKE.fullmatch(found) is None or found.isdigit():
-        return None
-    return found
+    return found if found is not None and path_like(found) else None

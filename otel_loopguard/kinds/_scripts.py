@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from typing import Final
 
 from otel_loopguard.kinds._lexer import _body_end as body_end
+from otel_loopguard.kinds._lexer import path_like
 
 __all__ = ["code_outcome", "script_writes", "stdin_scripts"]
 
@@ -35,7 +36,6 @@ _DOT_OPEN_WRITE: Final = re.compile(r"""open\(\s*['"][rbt]*[wax+]""")
 """``p.open("w")``: a path's ``open`` with a writing mode."""
 _PATH_LITERAL: Final = re.compile(r"""(?:Path|open)\(\s*[rRuU]?(['"])([^'"\n]{1,1024})\1""")
 """A path literal given to ``Path(…)`` or ``open(…)``."""
-_PATH_LIKE: Final = re.compile(r"[^\s-]\S{0,1023}")
 
 
 def stdin_scripts(text: str) -> list[tuple[str, str | None] | None]:
@@ -74,9 +74,7 @@ def code_outcome(code: str) -> tuple[str, str | None] | None:
     paths = {found.group(2) for word in ("Path(", "open(") for start in _starts(code, word)
              if (found := _PATH_LITERAL.match(code, start)) is not None}
     target = paths.pop() if len(paths) == 1 else None
-    if target is not None and (_PATH_LIKE.fullmatch(target) is None or target.isdigit()):
-        target = None
-    return "mutating", target
+    return "mutating", target if target is not None and path_like(target) else None
 
 
 def _starts(text: str, word: str, after: str = "") -> Iterator[int]:

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Final
 
 from otel_loopguard._native import load
-from otel_loopguard.kinds._lexer import _MAX_NESTING, _WRITES, segments, strip_heredocs
+from otel_loopguard.kinds._lexer import _MAX_NESTING, _WRITES, path_like, segments, strip_heredocs
 from otel_loopguard.kinds._runners import RUN_WORDS, RUNNERS, PackageRunners
 from otel_loopguard.kinds._runners import command_name as _name
 from otel_loopguard.kinds._scripts import code_outcome, script_writes, stdin_scripts
@@ -46,7 +46,6 @@ Rule = tuple[tuple[str, ...], tuple[str, ...], str]
 
 _ASSIGNMENT: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^]]*\])?\+?=")
 _SHORT_GROUP: Final = re.compile(r"-[A-Za-z]+")
-_PATH_LIKE: Final = re.compile(r"[^\s-]\S{0,1023}")
 _RUNS: Final = frozenset({"default", "poll"})
 """Kinds of a command that runs a program (a test, a build, a script) whose failure is its own."""
 _PREPARATIONS: Final = frozenset({"mkdir", "chmod"})
@@ -198,10 +197,6 @@ def _has_options(args: list[str], options: tuple[str, ...]) -> bool:
     return True
 
 
-def _path_like(word: str) -> bool:
-    """Return True for a word that can name a file, URL or id (not an option, a count, text)."""
-    return _PATH_LIKE.fullmatch(word) is not None and not word.isdigit()
-
 
 class ShellReader(PackageRunners):
     """Classifies command lines with a compiled command table. Thread-safe (no mutable state)."""
@@ -347,7 +342,7 @@ class ShellReader(PackageRunners):
         if name == "find":
             return self._find(args, depth)
         if name == "tee":
-            files = [a for a in args if _path_like(a) and not a.startswith("/dev/")]
+            files = [a for a in args if path_like(a) and not a.startswith("/dev/")]
             return ("mutating", files[0]) if files else ("read", None)
         return ("read", None) if len(args) == 1 and args[0] in _VERSION_WORDS else None
 
@@ -363,7 +358,7 @@ class ShellReader(PackageRunners):
                 found, _ = self._command(inner, depth)
                 if found is not None and found in RANK and RANK[found] > RANK[kind]:
                     kind = found
-        paths = [a for a in args if _path_like(a) and not a.startswith("-")]
+        paths = [a for a in args if path_like(a) and not a.startswith("-")]
         return kind, paths[0] if paths else None
 
     def _match(self, name: str, args: list[str], positional: list[str] | None = None,
@@ -419,7 +414,7 @@ def native_reads(text: str) -> bool:
 def _first_path(words: Iterable[str]) -> str | None:
     """Return the first of ``words`` that can name a file, URL or id, or None."""
     for word in words:
-        if _path_like(word):
+        if path_like(word):
             return word
     return None
 
