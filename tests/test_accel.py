@@ -175,7 +175,9 @@ def test_text_results_signed_in_c_get_the_python_signature_and_facts(accel: Modu
 
     texts = [*_random_texts(20_000, 9), *_random_texts(5_000, 10, _UNICODE_PIECES),
              "Pending", "  running job 12 ", "In progress...", "waiting", "No results.",
-             " none ", "nothing found!", "", "   ", "x" * 5000, "queued " * 700]
+             " none ", "nothing found!", "", "   ", "x" * 5000, "queued " * 700,
+             "No files found", "no matches found.", "No matches found!!", "no files found x",
+             '{"output": "No files found"}', '["No matches found"]']
     signed = 0
     for text in texts:
         info = _sign(accel, text)

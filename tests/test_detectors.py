@@ -136,8 +136,9 @@ class TestStagnationDetector:
         "", "no results", "[]",
         "Your command ran successfully and did not produce any output.\n"
         "(Open file: /repo/src/Main.java)\n(Current directory: /repo)\nbash-$",
-        "<returncode>0</returncode>\n<output>\n</output>"],
-        ids=["blank", "no-results", "empty-list", "swe-agent", "mini-swe-agent"])
+        "<returncode>0</returncode>\n<output>\n</output>", "No files found", "No matches found."],
+        ids=["blank", "no-results", "empty-list", "swe-agent", "mini-swe-agent", "no-files",
+             "no-matches"])
     def test_stalled_result_ignores_empty_results(self, output: str) -> None:
         """Different greps all empty (H29) are healthy, however many, also where the harness
         says so in its own words."""

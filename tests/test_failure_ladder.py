@@ -38,6 +38,36 @@ class TestLadders:
     def test_ladder(self, calls: list[dict[str, Any]], expected: dict[int, str]) -> None:
         assert by(run(calls), "failure") == expected
 
+    def test_an_edit_rejected_again_verbatim_is_not_stopped_at_the_second(self) -> None:
+        """Two identical rejected edits and then another approach are ordinary (Crush's
+        ``edit`` with one extra space in ``old_string``, which signatures fold): no 404 asked
+        again. The edit counts on its file's ladder, as ``mutating_failure`` does: the third
+        warns, the fourth stops. Before, the second stopped the run. A read asked again
+        verbatim after a "not found" still stops at the second."""
+        rejected = _fail("edit", {"file_path": "app/route.ts", "old_string": "  return x;",
+                                  "new_string": "  return y;"},
+                         "old_string not found in file. Make sure it matches exactly")
+        decisions = run([rejected] * 2)
+        assert by(decisions, "failure") == {}
+        assert by(run([rejected] * 4), "failure") == {3: "warn", 4: "stop"}
+        details = run([rejected] * 3)[2].evidence[0].details
+        assert (details["ladder"], details["same_arguments"]) == ("same_target", 3)
+        missing = _fail("read_file", {"path": "a.py"}, "File not found: a.py")
+        assert by(run([missing] * 2), "failure") == {2: "stop"}
+
+    def test_a_go_decoding_error_is_permanent(self) -> None:
+        """``json: cannot unmarshal string into Go struct field ... of type bool`` (a Go tool
+        given an argument of the wrong type, Crush's grep) fails again however the string is
+        varied: permanent, so five such failures warn on the other-targets ladder. Before, it
+        was an unclassified retryable error, and varied arguments never counted."""
+        error = ("error parsing parameters: json: cannot unmarshal string into Go struct "
+                 "field GrepParams.literal_text of type bool")
+        calls = [_fail("grep", {"pattern": "pytest", "literal_text": text}, error)
+                 for text in ("True", "true", "False", "0", "1")]
+        decisions = run(calls)
+        assert by(decisions, "failure") == {5: "warn"}
+        assert decisions[4].evidence[0].details["error_class"] == "permanent"
+
     def test_without_captured_arguments_no_stop_at_the_second_failure(self) -> None:
         """Arguments not captured (Claude Code's and Gemini CLI's default telemetry, an
         instrumentation without content capture): two reads of missing files may be two files.

@@ -184,6 +184,18 @@ class TestIdleTurnsEngine:
             assert feed.turn(True).action.label == "continue"
             feed.tool(n=n)
 
+    def test_a_request_for_tools_after_the_warning_is_not_warned_again(self) -> None:
+        """Four idle turns warn; the next turn asks for a tool, which runs: that turn was never
+        idle, so it gets no second warning repeating the first one's turns (a Crush session
+        where the user typed "continue" to a failing provider, then the agent edited).
+        Before, it warned again with the same four turns."""
+        feed = Feed()
+        feed.tool()
+        assert feed.idle(4) == ["continue"] * 3 + ["warn"]
+        assert feed.turn(True).action.label == "continue"
+        feed.tool(n=1)
+        assert feed.turn(True).action.label == "continue"
+
     def test_no_model_turns_no_finding(self) -> None:
         """Without model spans the detector sees nothing: a run of tool calls stays quiet."""
         feed = Feed()
@@ -645,7 +657,8 @@ class TestLiveProcessor:
     def test_chat_spans_with_finish_reasons_only_judged_as_check_judges_them(self) -> None:
         """Live: chat spans that carry finish reasons but no content (most instrumentations'
         default) go the blank way, except a request for tools while the streak warns or a
-        turn is pending: the live decisions are check's, span for span."""
+        turn is pending: the live decisions are check's, span for span. The request for tools
+        while the streak warns is no idle turn (yet): it is not warned again."""
         harness = LoopGuardHarness()
         decisions: list[Decision] = []
         harness.provider.add_span_processor(LoopGuardSpanProcessor(
@@ -666,7 +679,7 @@ class TestLiveProcessor:
                 for d in decisions] == \
             [(d.code, d.span_id, d.evidence[0].details["turn_span_ids"]) for d in checked]
         chats = [s.span_id for s in harness.spans() if s.name == "chat model"]
-        assert [d.span_id for d in checked] == chats[4:6]  # again on the request for tools
+        assert [d.span_id for d in checked] == chats[4:5]  # not on the request for tools
         harness.shutdown()
 
     def test_tool_call_after_each_chat_span_keeps_it_quiet(self) -> None:

@@ -43,13 +43,13 @@ BOUNDS: dict[str, tuple[int, int, int]] = {
     "shell": (2, 0, 42),
     "function": (0, 0, 28),
     "ide": (2, 0, 5),
-    "conversation": (3, 3, 5),
+    "conversation": (3, 2, 5),
     "multi_agent": (0, 0, 13),
     "browsing": (0, 0, 18),
 }
 CAPTURE_BOUNDS: dict[str, tuple[int, int, int]] = {
     # capture level: the same three bounds over every family (``FIGURES.md``'s second section)
-    "arguments": (18, 7, 62),
+    "arguments": (18, 6, 62),
     "none": (35, 6, 29),
 }
 

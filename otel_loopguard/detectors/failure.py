@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Final
 
 from otel_loopguard.detectors._base import DetectorBase, ladder, occurrence_details
 from otel_loopguard.detectors._step import Step
-from otel_loopguard.types import Evidence
+from otel_loopguard.types import Action, Evidence
 
 __all__ = ["DECLINED", "FailureDetector", "MutatingFailureDetector", "classify_error",
            "unchanged_words"]
@@ -42,7 +42,7 @@ _PERMANENT: Final = (
     ("not[ _]?found", "found"), ("no[ _]?such[ _]?file", "such"), ("unknown[ _]?tool", "unknown"),
     ("does[ _]?not[ _]?exist", "exist"),
     ("bad[ _]?request", "bad"), ("not[ _]?allowed", "allowed"), ("key[ _]?error", "key"),
-    ("type[ _]?error", "type"), ("value[ _]?error", "value"))
+    ("type[ _]?error", "type"), ("value[ _]?error", "value"), ("cannot unmarshal", "unmarshal"))
 """Phrases of permanent errors, in order of precedence, each with a word every match contains."""
 _RETRYABLE: Final = (
     ("rate.?limit", "limit"), ("too[ _]?many[ _]?requests", "many"), ("time.?out", "time"),
@@ -322,11 +322,20 @@ class FailureDetector(DetectorBase):
 
     def _permanent(self, step: Step, count: int, same_call: int,
                    same_target: int, details: dict[str, Any]) -> Evidence | None:
-        """Return the strongest of the three permanent ladders, with the count that reached it."""
+        """Return the strongest of the three permanent ladders, with the count that reached it.
+
+        A mutating call's resubmissions have no stop at 2: an edit rejected again verbatim
+        ("old_string not found") is no 404 asked again, and two identical rejected edits followed
+        by another approach are ordinary. They count on the target's ladder (warn at 3, stop at
+        4), as in ``mutating_failure``.
+        """
         cfg, tool = self.config, step.tool
+        mutating = step.kind == "mutating"
+        if mutating:
+            same_target = max(same_target, same_call)
         found = [(ladder(same_call, None, None,
-                         cfg.threshold(tool, "failure_permanent_same_args_stop")), same_call,
-                  "same_arguments"),
+                         cfg.threshold(tool, "failure_permanent_same_args_stop"))
+                  if not mutating else Action.CONTINUE, same_call, "same_arguments"),
                  (ladder(same_target, cfg.threshold(tool, "failure_permanent_warn"), None,
                          cfg.threshold(tool, "failure_permanent_stop")), same_target,
                   "same_target"),

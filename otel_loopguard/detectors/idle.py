@@ -93,6 +93,7 @@ class IdleTurnsDetector(DetectorBase):
         if acted == state.acted and 0 < turn.start_time_ns < state.end_ns:
             state.end_ns = max(state.end_ns, turn.end_time_ns)
             return None
+        counted = state.count
         state.end_ns = turn.end_time_ns
         if acted != state.acted or (turn.agent_span_id is not None
                                     and turn.agent_span_id != state.agent):
@@ -109,7 +110,8 @@ class IdleTurnsDetector(DetectorBase):
             state.pending = turn
         else:  # asked for none, or the span does not say: idle until a tool call follows
             self._add(state, turn)
-        if not state.armed or self.warn is None or state.count < self.warn:
+        if not state.armed or self.warn is None or state.count < self.warn \
+                or state.count == counted:  # a turn that waits adds nothing to report yet
             return None
         return self.evidence("IDLE_TURNS", Action.WARN, "", state.count, {
             "idle_turns": state.count,
@@ -131,8 +133,8 @@ class IdleTurnsDetector(DetectorBase):
         turn to show whether a call followed, and then restarts the streak all the same; in
         the meantime it leaves the streak as it was. So it is a blank turn unless that streak
         still matters: a turn before it is pending (it would count now), or the streak already
-        warns (it would warn again on this turn). Then nothing is changed and False returned:
-        ``observe_turn`` takes the turn.
+        warns (it waits, as a turn with content would). Then nothing is changed and False
+        returned: ``observe_turn`` takes the turn.
         """
         if acted == state.acted and 0 < start_ns < state.end_ns:  # the same call seen twice
             state.end_ns = max(state.end_ns, end_ns)

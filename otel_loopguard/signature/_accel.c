@@ -1513,7 +1513,8 @@ static inline int read_string(parse_t *p, span_t *out) {
 
 static const char *const empty_texts[] = {
     "", "none", "null", "no results", "no result", "no results found", "nothing found",
-    "not found", "0 results", "no matches", "no match", "no data", "empty", "[]", "{}", NULL};
+    "not found", "0 results", "no matches", "no match", "no data", "empty", "[]", "{}",
+    "no files found", "no matches found", NULL};
 #define EMPTY_TEXT_MAX 16 /* the longest of them */
 
 static inline int stripped(Py_UCS4 c) { return c == ' ' || c == '.' || c == '!'; }

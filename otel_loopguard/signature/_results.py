@@ -31,6 +31,7 @@ _IN_PROGRESS_WORDS: Final = tuple(sorted(_IN_PROGRESS))
 _EMPTY_TEXTS: Final = frozenset({
     "", "none", "null", "no results", "no result", "no results found", "nothing found",
     "not found", "0 results", "no matches", "no match", "no data", "empty", "[]", "{}",
+    "no files found", "no matches found",
 })
 
 _NO_OUTPUT: Final = re.compile(
