@@ -236,6 +236,21 @@ class TestArgumentsNotCaptured:
         assert by(run(calls), "mutating_failure") == {5: "warn", 7: "stop"}
 
 
+class TestPatchesThroughTheShell:
+    def test_rejected_patches_of_one_file_count_on_it(self) -> None:
+        """Codex CLI applies its edits through its shell tool (``["apply_patch", PATCH]``):
+        three different patches of one file, each rejected, with reads between, are one file's
+        rejected edits, as when the patch is ``apply_patch``'s own argument. Before, such a
+        call had no target, and the rejections counted nowhere."""
+        def patch(n: int) -> dict[str, Any]:
+            text = f"*** Begin Patch\n*** Update File: src/App.tsx\n@@\n-old {n}\n+new {n}\n"
+            return call("shell", {"command": ["apply_patch", text + "*** End Patch\n"]},
+                        error="apply_patch verification failed: Failed to find expected lines")
+        read = call("shell", {"command": ["bash", "-lc", "sed -n 1,80p src/App.tsx"]}, "x")
+        calls = [patch(1), read, patch(2), read, patch(3)]
+        assert by(run(calls), "mutating_failure") == {5: "warn"}
+
+
 class TestAskTheUser:
     """A tool that asks the user returns the user's reply: a new message from the user."""
 

@@ -513,6 +513,14 @@ class TestTargets:
         ("Edit", {"file_path": "b.py", "old_string": "x"}, "file_path=b.py"),
         ("apply_patch", {"input": "*** Begin Patch\n*** Update File: src/m.py\n@@\n-x\n+y"},
          "src/m.py"),
+        # Codex CLI's edits through its shell tool: the patch's file, as for the tool
+        ("shell", {"command": ["apply_patch", "*** Begin Patch\n*** Update File: src/m.py\n"
+                                              "@@\n-x\n+y\n*** End Patch\n"]}, "src/m.py"),
+        ("shell", {"command": ["bash", "-lc", "apply_patch <<'EOF'\n*** Begin Patch\n"
+                                              "*** Add File: b.py\n+x = 1\n*** End Patch\nEOF"]},
+         "b.py"),
+        ("bash", {"command": "git apply <<'EOF'\n--- a/c.py\n+++ b/c.py\n@@\n-x\n+y\nEOF"},
+         "c.py"),
         ("fetch", {"url": "https://example.com/a"}, "url=https://example.com/a"),
         ("get_order", {"order_id": 42, "verbose": True}, "order_id=42"),
         ("pay", {"order_id": 7, "payment_method_id": "gc_1"}, "order_id=7, payment_method_id=gc_1"),

@@ -232,6 +232,13 @@ class CallKindClassifier:
                 outcome = read_powershell(text.removeprefix(_POWERSHELL), self._program)
             else:
                 outcome = self._reader.analyze(text)
+            if outcome[0] == "mutating" and outcome[1] is None \
+                    and ("*** " in text or "+++ " in text):
+                # a patch applied through the shell (Codex's ["apply_patch", PATCH] or
+                # apply_patch <<'EOF'): its file, as when the patch is a tool's own argument
+                patched = _patch_target(text)
+                if patched is not None:
+                    outcome = ("mutating", patched)
             if len(self._outcomes) >= _CACHE_MAX:
                 self._outcomes.clear()  # cheaper than LRU bookkeeping; a loop refills it
             self._outcomes[text] = outcome
