@@ -65,6 +65,25 @@ def test_a_span_ending_after_its_root_leaves_no_run_open(background: bool) -> No
     provider.shutdown()
 
 
+def test_the_note_of_ended_roots_is_bounded_and_keeps_the_newest() -> None:
+    """Every root span's end is noted for late spans; the note keeps at least the newest
+    ``_MAX_ENDED`` roots and at most twice that, however many roots end."""
+    from otel_loopguard.processor._runs import _MAX_ENDED
+
+    provider, processor, _ = _setup(background=False)
+    tracer = provider.get_tracer("t")
+    ids = []
+    for _ in range(3 * _MAX_ENDED + 5):
+        root = tracer.start_span("GET /health")
+        root.end()
+        ids.append(root.get_span_context().trace_id)
+    runs = processor._runs
+    assert _MAX_ENDED <= len(runs.ended) + len(runs.ended_before) <= 2 * _MAX_ENDED
+    assert all(runs.root_has_ended(t) for t in ids[-_MAX_ENDED:])
+    assert not any(runs.root_has_ended(t) for t in ids[:_MAX_ENDED])
+    provider.shutdown()
+
+
 def test_a_token_count_of_5000_digits_counts_as_not_recorded() -> None:
     """int() refuses more than 4,300 digits: such a count is corrupt, not an error."""
     assert usage_of({"gen_ai.usage.input_tokens": "9" * 5000}) == (0, 0, ())

@@ -447,7 +447,7 @@ class LoopGuardSpanProcessor(ToolCallChecks, AgentStarts, GuardRuns, DeferredTur
                     out = with_evidence(out, self._ended_agents.pop(context[1]))
                 if parent is None or parent[2]:
                     self._release(context[0])
-                elif context[0] in self._runs.ended and parent[1] not in self._open:
+                elif self._runs.root_has_ended(context[0]) and parent[1] not in self._open:
                     # its trace's root (and its parent) ended before it: the run its check
                     # opened has no root left to release it
                     self._release(context[0])
