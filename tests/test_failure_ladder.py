@@ -84,6 +84,18 @@ class TestLadders:
         busy = _fail("fetch", None, "HTTP 429 Too Many Requests")
         assert by(run([busy] * 5), "failure") == {3: "warn", 4: "warn", 5: "stop"}
 
+    def test_without_captured_arguments_timeouts_are_not_one_calls_retries(self) -> None:
+        """Any command may reach its time limit, a long build again and again: without its
+        arguments, a timeout says no more of the call than "exit code 1", and counts as on
+        other targets (warn at 5, never a stop). Before, four shell timeouts in a healthy
+        build session were one call retried (warn at 3, stop at 5). With the arguments, the
+        same command timing out again keeps the retry ladder."""
+        timeout = _fail("bash", None, "Exited due to timeout")
+        assert by(run([timeout] * 4), "failure") == {}
+        assert by(run([timeout] * 6), "failure") == {5: "warn", 6: "warn"}
+        same = _fail("bash", {"command": "make -j2"}, "Exited due to timeout")
+        assert by(run([same] * 5), "failure") == {3: "warn", 4: "warn", 5: "stop"}
+
     def test_an_unclassified_error_is_told_apart_by_its_output(self) -> None:
         """"exit code 1" says nothing: a script fixed for its indentation that then misses its
         data file fails another way (Who&When's captain-088, healthy). Before, three failures

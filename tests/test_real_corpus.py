@@ -50,7 +50,9 @@ BOUNDS: dict[str, tuple[int, int, int]] = {
 CAPTURE_BOUNDS: dict[str, tuple[int, int, int]] = {
     # capture level: the same three bounds over every family (``FIGURES.md``'s second section)
     "arguments": (18, 6, 62),
-    "none": (35, 6, 29),
+    # 29 caught, then 27: two build loops were caught by timeouts counted as one call's
+    # retries, which also flagged 8 healthy runs (one stopped) without arguments
+    "none": (27, 5, 27),
 }
 
 

@@ -303,9 +303,11 @@ class FailureDetector(DetectorBase):
                    details: dict[str, Any]) -> Evidence | None:
         """Return the retryable ladder's evidence: identical arguments, else by target."""
         cfg, tool = self.config, step.tool
-        if not step.arguments_captured and step.error_reason in _UNTOLD:
+        if not step.arguments_captured and (step.error_reason in _UNTOLD
+                                            or _timed_out(step.error_reason)):
             # identical arguments cannot be known, and a message no code or phrase classifies
-            # ("exit code 1", a refusal) says nothing of the call either:
+            # ("exit code 1", a refusal) says nothing of the call either, nor does a timeout
+            # (any command may reach its time limit, a long one again and again):
             # the tool's same error counts as on other targets (warn at 5, never a stop)
             details["ladder"] = "any_target"
             return self.evidence("REPEATED_FAILURE", ladder(
