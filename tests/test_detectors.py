@@ -37,6 +37,7 @@ from otel_loopguard.detectors import NearDuplicateDetector, RepeatDetector, Rere
 from otel_loopguard.detectors._step import CountingWindow
 from otel_loopguard.detectors.cycle import PeriodMatcher
 from otel_loopguard.detectors.failure import classify_error
+from otel_loopguard.types import ModelTurn
 
 _OLD_PERMANENT = (
     r"unauthori[sz]ed|unauthenticated|authenticat|\bauth\b|forbidden|permission[ _]?denied|"
@@ -143,6 +144,44 @@ class TestStagnationDetector:
         """Different greps all empty (H29) are healthy, however many, also where the harness
         says so in its own words."""
         assert _by(_run(self._greps(8, output)), "stagnation") == {}
+
+    @staticmethod
+    def _thoughts(count: int) -> list[dict[str, Any]]:
+        """``count`` reworded ``think`` calls, each returning nothing (tau-bench's tool)."""
+        return [_call("think", {"thought": f"I need to ask the user for the user id ({i})."}, "")
+                for i in range(count)]
+
+    def test_thoughts_in_a_row_stall_at_the_fourth(self) -> None:
+        """An agent that keeps rewording one thought instead of acting (a small model's
+        tau-bench run: twelve `think` calls, then a transfer) learns nothing new: warn at the
+        4th in a row, never more. Before, reworded thoughts were different calls returning an
+        empty result, and nothing fired."""
+        decisions = _run(self._thoughts(6))
+        assert _by(decisions, "stagnation") == {4: "warn", 5: "warn", 6: "warn"}
+        assert {d.code for d in decisions if d.action > Action.CONTINUE} == {"STALLED_RESULT"}
+        assert _by(_run(self._thoughts(3)), "stagnation") == {}
+
+    def test_thoughts_broken_by_an_action_or_the_user_start_again(self) -> None:
+        """A call between thoughts, or a user's message (a new world version), is progress."""
+        thoughts = self._thoughts(6)
+        lookup = _call("get_user_details", {"user_id": "u1"}, '{"name": "A"}')
+        assert _by(_run([*thoughts[:3], lookup, *thoughts[3:5]]), "stagnation") == {}
+        engine = LoopEngine()
+        found = {}
+        for says in (False, True):
+            run = engine.new_run()
+            engine.process_model_turn(run, ModelTurn(  # the task: the run's first message
+                "t0", 0, 1, True, None, input_sig="user: change my flight", user_input=True))
+            codes = []
+            for i, fields in enumerate(thoughts[:5]):
+                if i == 3 and says:  # the user says something new before the 4th thought
+                    engine.process_model_turn(run, ModelTurn(
+                        "t1", 10 * i, 10 * i + 1, True, None, input_sig="user: it is u2",
+                        user_input=True))
+                codes.append(engine.process(run, tool_call(i, fields)).code)
+            found[says] = codes
+        assert found[False][3:] == ["STALLED_RESULT"] * 2
+        assert "STALLED_RESULT" not in found[True]
 
     def test_stalled_result_ignores_writes_with_a_constant_result(self) -> None:
         """A constant success result of a write is its success (H19, H20)."""

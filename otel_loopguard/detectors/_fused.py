@@ -26,10 +26,12 @@ from otel_loopguard.detectors.failure import FailureDetector, MutatingFailureDet
 from otel_loopguard.detectors.near_duplicate import NearDuplicateDetector
 from otel_loopguard.detectors.repetition import (
     _MAX_TRACKED,
+    THINK_TOOLS,
     BatchDetector,
     RepeatDetector,
     RereadDetector,
     StagnationDetector,
+    think_key,
 )
 from otel_loopguard.kinds._tools import is_browser_action
 from otel_loopguard.types import Detector, Evidence
@@ -116,6 +118,11 @@ class BuiltinDetectors:
                         found = self.stagnation_stall(state, step)
                         if found is not None:
                             evidence.append(found)
+                elif step.tool in THINK_TOOLS:  # a thought: StagnationDetector.observe
+                    found = self.stagnation_stall(state, step,
+                                                  think_key(result, step.version))
+                    if found is not None:
+                        evidence.append(found)
             else:
                 found = self.detectors[position].observe(states[position], step)
                 if found is not None:

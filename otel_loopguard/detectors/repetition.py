@@ -21,6 +21,19 @@ STALL_WARN = 4
 (``STALLED_RESULT``)."""
 _STALL_LISTED = 10
 """Occurrences of a stalled result the state keeps (what ``occurrence_details`` lists)."""
+THINK_TOOLS: Final = frozenset({"think", "Think"})
+"""Tools that only record the agent's reasoning and return nothing (tau-bench's ``think``, the
+"think" tool of Anthropic's guide): such calls in a row, reworded, with nothing said or done
+between them, are an agent deliberating instead of acting (``STALLED_RESULT``)."""
+
+
+def think_key(result: str, version: int) -> str:
+    """The stall key of a ``THINK_TOOLS`` call: its result in the run's world version.
+
+    A user's message or a change between two thoughts (a new world version) is new input, and
+    starts the run again.
+    """
+    return f"{result}@{version}"
 
 Stall = tuple[str, str, bool, int, tuple[tuple[int, str], ...]]
 """The latest run of identical results: (result, first call, other calls among them, count,
@@ -53,7 +66,8 @@ class StagnationDetector(DetectorBase):
     alternation order changes, the same output each time) learn nothing either: at the 4th read
     in a row (``STALL_WARN``; no other call between, the parallel calls of a batch in order)
     with the same non-empty, successful result, at least two of them different calls, a
-    ``STALLED_RESULT`` warn, never more by itself. Only ``read`` calls count: mutating calls (a
+    ``STALLED_RESULT`` warn, never more by itself. Only ``read`` calls count, and the calls of a
+    ``THINK_TOOLS`` tool, empty results included, in one world version: mutating calls (a
     constant result is their success), plain calls (a click or a script's constant answer),
     empty results, polls, failures and uncaptured results never do, and end the run.
     """
@@ -93,7 +107,9 @@ class StagnationDetector(DetectorBase):
             return None  # its (empty or constant) result is its success, never nothing new
         if step.kind == "poll":
             return self._poll(state, step)
-        stalled = self.stall(state, step) if step.kind == "read" and not step.empty else None
+        stalled = self.stall(state, step) if step.kind == "read" and not step.empty else \
+            self.stall(state, step, think_key(step.result_sig, step.version)) \
+            if step.tool in THINK_TOOLS else None
         occ = state.window.push(step.pair, step.index, step.span_id)
         if len(occ) >= self._floor:
             cfg, tool = self.config, step.tool
@@ -109,15 +125,16 @@ class StagnationDetector(DetectorBase):
             return self._no_effect(step) or stalled
         return stalled
 
-    def stall(self, state: _PollState, step: Step) -> Evidence | None:
-        """Count a non-empty result of a successful read (``STALLED_RESULT``).
+    def stall(self, state: _PollState, step: Step, key: str | None = None) -> Evidence | None:
+        """Count a non-empty result of a successful read, or a thought (``STALLED_RESULT``).
 
         One comparison with the previous such call's result on a call that returns another.
+        ``key``: what a ``THINK_TOOLS`` call is compared by (``think_key``); a read's result.
         """
         stall = state.stall
-        if step.result_sig != stall[0] or step.index != stall[4][-1][0] + 1:
-            state.stall = (step.result_sig, step.call_sig, False, 1,
-                           ((step.index, step.span_id),))
+        key = step.result_sig if key is None else key
+        if key != stall[0] or step.index != stall[4][-1][0] + 1:
+            state.stall = (key, step.call_sig, False, 1, ((step.index, step.span_id),))
             return None
         count, mixed = stall[3] + 1, stall[2] or step.call_sig != stall[1]
         occ = (*stall[4][1 - _STALL_LISTED:], (step.index, step.span_id))
