@@ -107,9 +107,11 @@ class StagnationDetector(DetectorBase):
             return None  # its (empty or constant) result is its success, never nothing new
         if step.kind == "poll":
             return self._poll(state, step)
-        stalled = self.stall(state, step) if step.kind == "read" and not step.empty else \
-            self.stall(state, step, think_key(step.result_sig, step.version)) \
-            if step.tool in THINK_TOOLS else None
+        stalled = None
+        if step.kind == "read" and not step.empty:
+            stalled = self.stall(state, step)
+        elif step.tool in THINK_TOOLS:
+            stalled = self.stall(state, step, think_key(step.result_sig, step.version))
         occ = state.window.push(step.pair, step.index, step.span_id)
         if len(occ) >= self._floor:
             cfg, tool = self.config, step.tool
