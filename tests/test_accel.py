@@ -443,7 +443,7 @@ def test_json_results_that_orjson_reads_otherwise_are_left_to_python(accel: Modu
     for text in ('{"a":1,"a":2}', '{"a": 12345678901234567890}', '{"a": 1e400}', '{"a": NaN}',
                  '{"a": 1} x', '{"a": 1,}', '{"a": "\\x"}', '{"a": "\\ud800"}',
                  '{"a": "\\udc00x"}', '{"a": "b\x01"}', '{"a\\n": 1}', '[01]', '[1.]',
-                 '{"s": "<obj at 0x7fff1234>"}', '{"a": "' + "x" * 5000 + '"}',
+                 '{"<obj at 0x7fff1234>": 1}', '{"a": "' + "x" * 5000 + '"}',
                  "[" * 40 + "]" * 40, '{"a": "\u20ac"}', "\x0c[1]", '{"a" 1}', "[tru]"):
         assert _sign(accel, text) is None, text
         assert _python_result(text) is not None
@@ -459,10 +459,13 @@ def test_strings_read_8_bytes_at_a_time_get_the_walks_form(accel: ModuleType) ->
                 for lead in ("", " "):
                     body = lead + "a" * offset + piece + "b" * tail
                     _assert_signed_as_walked(accel, '{"k": "' + body + '", "n": [0.5, -0.0]}')
-    for text in ('{"s": "<obj at 0x7fff1234>"}', '{"<a at 0x1234>": 1}',
-                 '{"a": {"b": ["ok", "<C at 0x7f3a5c1d>"]}}', '["x", "a at 0x12"]'):
+    for text in ('{"<a at 0x1234>": 1}', '["x", "a at 0x12"]'):
         assert _sign(accel, text) is None, text
         assert _python_result(text) is not None
+    # in a result's string of several words the address is a volatile token of its text form,
+    # masked before the walk looks for one: read in C
+    for text in ('{"s": "<obj at 0x7fff1234>"}', '{"a": {"b": ["ok", "<C at 0x7f3a5c1d>"]}}'):
+        assert _assert_signed_as_walked(accel, text), text
 
 
 def test_the_facts_of_json_results_read_from_their_text(accel: ModuleType) -> None:

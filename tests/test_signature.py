@@ -497,6 +497,34 @@ class TestVolatileText:
         volatile = VolatileMatcher()
         assert _sig(first, volatile) != _sig(second, volatile)
 
+    @pytest.mark.parametrize("path", ["accelerated", "pure-python"])
+    def test_text_inside_a_json_result_is_masked_as_text(
+            self, path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A JSON result's string of several words is text: an API answer wrapped in an
+        envelope (ToolBench's ``{"error": "", "response": "..."}``) returned again with a new
+        timestamp is the same answer, on the C and the Python path alike."""
+        if path == "pure-python":
+            from otel_loopguard.signature import _form, _results, _text
+
+            for module, name in ((_text, "_SCAN"), (_results, "_SIGN"), (_form, "_CANON")):
+                monkeypatch.setattr(module, name, None)
+        volatile = VolatileMatcher()
+
+        def envelope(response: str) -> str:
+            return json.dumps({"error": "", "response": response})
+
+        answer = "{'status': 403, 'message': 'Account expired.', 'timestamp': %d}"
+        first, second = (_sig(envelope(answer % stamp), volatile)
+                         for stamp in (1713634632036, 1713634634116))
+        assert first == second
+        assert first != _sig(envelope(answer.replace("403", "404") % 1713634632036), volatile)
+        run = '[{"log": "tests ran in %s", "job": "%s"}]'
+        assert _sig(run % ("0.41s", "a1"), volatile) == _sig(run % ("0.39s", "a1"), volatile)
+        # a string of one word is data (an id, a digest); keys are not masked
+        assert _sig(run % ("0.41s", "123456789012345"), volatile) != _sig(
+            run % ("0.41s", "123456789012346"), volatile)
+        assert _sig('{"took 0.41s": 1}', volatile) != _sig('{"took 0.39s": 1}', volatile)
+
     def test_long_text_is_masked_before_it_is_hashed(self) -> None:
         """A text longer than ``max_value_chars`` is masked, then hashed."""
         volatile, body = VolatileMatcher(), "x" * 5000
@@ -571,11 +599,15 @@ class TestScreenshotTranscription:
         first, second = (f"grep found: {_OCR} {text}" for text in _READINGS)
         assert _sig(first, volatile) != _sig(second, volatile)
 
-    def test_json_keeps_a_reading_inside_its_strings(self, signing: str) -> None:
+    def test_a_json_result_reads_its_text_values_as_text(self, signing: str) -> None:
+        """A JSON envelope around the surfer's text (an MCP client's) changes nothing."""
         volatile = VolatileMatcher()
         first, second = (json.dumps({"content": _surfer(text), "is_error": False})
                          for text in _READINGS)
-        assert _sig(first, volatile) != _sig(second, volatile)
+        assert _sig(first, volatile) == _sig(second, volatile)
+        assert _sig(first, volatile) != _sig(
+            json.dumps({"content": _surfer(_READINGS[0], title="WordReference Forums | Log in"),
+                        "is_error": False}), volatile)
 
     def test_the_same_click_on_the_same_screen_three_times_is_stagnation(self) -> None:
         """Magentic-One clicking one link again and again, each screenshot read anew."""

@@ -831,6 +831,93 @@ static inline int put_string(walk_t *w, buf_t *b, PyObject *str) {
     return put_span(w, b, &s);
 }
 
+/* Whether ASCII s[0:n] holds a digit, '-' or '\n', 8 bytes at a time: every volatile token
+ * has a digit but a UUID's (which has '-'), and a screenshot's transcription follows a '\n'.
+ * Most strings of words have none of them and are not scanned further. */
+static int may_hold_token(const unsigned char *s, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    while (SWAR && i + 8 <= n) {
+        uint64_t x;
+        memcpy(&x, s + i, 8);
+        if (ascii_between(x, '0', '9') | ascii_between(x, '-', '-') | ascii_between(x, '\n', '\n'))
+            return 1;
+        i += 8;
+    }
+    for (; i < n; i++)
+        if ((cls[s[i]] & C_DIGIT) || s[i] == '-' || s[i] == '\n') return 1;
+    return 0;
+}
+
+/* Whether canonical_text changes text t beyond its whitespace: it has several words and a
+ * volatile token, or a screenshot's transcription. Tested at each character as canonical_text
+ * tests it, so the first token found is one canonical_text masks. */
+static int has_volatile_text(const text_t *t, int ascii) {
+    if (ascii) { /* as ascii_form finds a token: where one may start, the rest of a word skipped */
+        const unsigned char *s = t->data;
+        const Py_ssize_t n = t->n;
+        if (!may_hold_token(s, n)) return 0;
+        Py_ssize_t i = 0; /* several words (several_words, for ASCII) */
+        while (i < n && (cls[s[i]] & C_SPACE)) i++;
+        while (i < n && !(cls[s[i]] & C_SPACE)) i++;
+        while (i < n && (cls[s[i]] & C_SPACE)) i++;
+        if (i == n) return 0;
+        for (i = 0; i < n;) {
+            unsigned char c = s[i], f = cls[c];
+            if (f & C_DIGIT) {
+                if (digit_may_start(s, n, i) && token_at(t, i) > i) return 1;
+                i++;
+            } else if (f & C_LETTER) {
+                if ((f & C_HEX) && !(i > 0 && (cls[s[i - 1]] & C_WORD))
+                    && hex_run(s, n, i, 8) == 8 && token_at(t, i) > i)
+                    return 1;
+                i++; /* the letters after a word character start no token: 8 at a time */
+                while (SWAR && i + 8 <= n) {
+                    uint64_t x;
+                    memcpy(&x, s + i, 8);
+                    uint64_t other = ~ascii_between(x | 0x2020202020202020ULL, 'a', 'z') & HIGHS;
+                    if (other) {
+                        i += first_byte(other);
+                        break;
+                    }
+                    i += 8;
+                }
+                while (i < n && (cls[s[i]] & C_LETTER)) i++;
+            } else {
+                if (c == '\n' && screen_text_at(t, i + 1)) return 1;
+                i++;
+            }
+        }
+        return 0;
+    }
+    if (!several_words(t)) return 0;
+    for (Py_ssize_t i = 0; i < t->n; i++) {
+        Py_UCS4 c = ch(t, i);
+        if (c == '\n') {
+            if (screen_text_at(t, i + 1)) return 1;
+        } else if (char_is(c, C_HEX | C_DIGIT) && token_at(t, i) > i) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Write a result's string value s in its text form when that masks something (as
+ * _form._text_values reads a string of several words: canonical_text). Returns 1 when s needs
+ * no masking (the caller writes it as it is), 0 when written, -1 on an error. */
+static int put_form(walk_t *w, buf_t *b, const span_t *s) {
+    text_t t = {s->data, s->kind, s->n};
+    if (!w->result || !has_volatile_text(&t, s->ascii && s->kind == PyUnicode_1BYTE_KIND))
+        return 1;
+    PyObject *str = PyUnicode_FromKindAndData(s->kind, s->data, s->n);
+    if (str == NULL) return -1;
+    PyObject *form = canonical_text(NULL, str);
+    Py_DECREF(str);
+    if (form == NULL) return -1;
+    int rc = put_string(w, b, form);
+    Py_DECREF(form);
+    return rc;
+}
+
 static int put_value(walk_t *w, buf_t *b, PyObject *value, int depth);
 
 static inline int has_datetime_str(PyObject *str) {
@@ -967,6 +1054,11 @@ static int put_value(walk_t *w, buf_t *b, PyObject *value, int depth) {
         if (PyUnicode_GET_LENGTH(value) > w->max_chars) {
             w->bail = 1;
             return 0;
+        }
+        if (w->result) {
+            span_t s = span_of(value);
+            int rc = put_form(w, b, &s);
+            return rc == 1 ? put_span(w, b, &s) : rc;
         }
         return put_string(w, b, value);
     }
@@ -1843,7 +1935,8 @@ static int parse_object(parse_t *p, buf_t *b, int depth, int *empty) {
             else if (value.n > p->w.max_chars) p->w.bail = 1;
             else {
                 rc = put_key(p, b, &m[n - 1]);
-                if (rc == 0 && !p->w.bail) rc = put_span(&p->w, b, &value);
+                if (rc == 0 && !p->w.bail && (rc = put_form(&p->w, b, &value)) == 1)
+                    rc = put_span(&p->w, b, &value);
                 item_empty = string_empty(&value);
             }
         } else {
@@ -1916,6 +2009,7 @@ static int parse_value(parse_t *p, buf_t *b, int depth, int in_mapping, int *emp
             return 0;
         }
         *empty = string_empty(&s);
+        if (p->w.result && (rc = put_form(&p->w, b, &s)) != 1) return rc;
         return s.plain ? put_plain(&p->w, b, s.data, s.n, p->s + p->n - (const unsigned char *)s.data)
                        : put_span(&p->w, b, &s);
     }

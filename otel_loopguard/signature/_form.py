@@ -26,6 +26,7 @@ from otel_loopguard.signature._bounds import (
     _MAX_ITEMS,
 )
 from otel_loopguard.signature._native import NATIVE
+from otel_loopguard.signature._text import text_form
 
 if TYPE_CHECKING:
     from otel_loopguard.signature._volatile import VolatileMatcher
@@ -204,15 +205,18 @@ def _canonical(normalized: Any, *, result: bool = False) -> str:
 
     Compact JSON has whitespace only inside strings, so folding runs the text once: runs of
     whitespace (raw, or escaped as ``\\n``, ``\\t``...) become one space, and a space next to a
-    string's opening or closing quote is dropped. For results, ISO date-time strings are
-    masked. The memory address of an object repr (``<… object at 0x7f…>``) is masked in
-    arguments and results alike. Both the JSON-text fast path and the object path end here,
-    so they agree.
+    string's opening or closing quote is dropped. For results, a string of several words is
+    read as text (``_text_values``: its volatile tokens masked) and a string that is a whole
+    ISO date-time is masked. The memory address of an object repr (``<… object at 0x7f…>``)
+    is masked in arguments and results alike. Both the JSON-text fast path and the object
+    path end here, so they agree.
     """
     if _CANON is not None:  # as the fast path writes it, when built: the two paths agree
         canonical = _CANON(normalized, None, None, sys.maxsize, result)
         if canonical is not None:
             return canonical
+    if result:
+        normalized = _text_values(normalized)
     try:
         text = orjson.dumps(normalized, option=orjson.OPT_SORT_KEYS).decode()
     except TypeError:  # lone surrogates, non-string keys, values orjson does not write
@@ -227,6 +231,24 @@ def _canonical(normalized: Any, *, result: bool = False) -> str:
     if result and _DATETIME_PREFIX_RE.search(text) is not None:
         text = _DATETIME_IN_JSON_RE.sub('"' + _DATETIME_TOKEN + '"', text)
     return text
+
+
+def _text_values(value: Any) -> Any:
+    """Return a result's value with each string of several words in its text form.
+
+    A string of several words (a message, a log line, an answer an API wraps in a JSON
+    envelope) is text, so its volatile tokens are masked as in a plain-text result
+    (``text_form``): ``{"response": "... 'timestamp': 1713634632036}"`` returned again with
+    another timestamp is the same answer. A string of one word (an id, a digest, a path) is
+    data and stays as it is. Keys stay as they are.
+    """
+    if type(value) is str:
+        return text_form(value) if len(value.split(None, 1)) > 1 else value
+    if type(value) is dict:
+        return {key: _text_values(item) for key, item in value.items()}
+    if type(value) is list:
+        return [_text_values(item) for item in value]
+    return value
 
 
 _ESCAPED_WS: Final = ("\\n", "\\r", "\\t", "\\f", "\\u000b", "\\u001c", "\\u001d",

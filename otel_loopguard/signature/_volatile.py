@@ -64,7 +64,7 @@ def mask_volatile_text(text: str) -> str:
     (``3 failed, 2 passed``), line numbers and other short numbers are data and stay, and so
     does a text of one word (``job:3f2a9c1b7d4e``, a digest): an id returned alone is the
     answer (a new ticket, a new job), not noise around it. One precompiled pattern, one pass;
-    only for results that are text, not JSON.
+    for results that are text, and the strings of several words in JSON results.
     """
     if len(text.split(None, 1)) < 2:
         return text
