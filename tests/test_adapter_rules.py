@@ -81,6 +81,9 @@ class TestResultEnvelopes:
          False),
         (json.dumps({"content": [{"type": "text", "text": "no"}], "isError": True}), "no", True),
         (json.dumps({"content": [{"type": "text", "text": INNER}]}), INNER, False),
+        (json.dumps({"_meta": None, "content": [{"type": "text", "text": "Unknown tool: x",
+                                                 "annotations": None, "_meta": None}],
+                     "structuredContent": None, "isError": True}), "Unknown tool: x", True),
         (json.dumps({"blocks": [{"text": INNER}], "tool_name": "s", "raw_input": {},
                      "raw_output": INNER, "is_error": False}), INNER, False),
         (INNER + "\n\n\nYou ONLY have access to the following tools, and should NEVER", INNER,
@@ -91,8 +94,9 @@ class TestResultEnvelopes:
                                               "status": "success"}}), INNER, False),
         (json.dumps({"result": "boom" + WARNED, "is_error": True}), "boom", True),
     ], ids=["adk", "openllmetry-mcp-error", "strands", "strands-two", "mcp", "mcp-error",
-            "mcp-no-is-error", "llama-index", "crewai-reminder", "loop-warning",
-            "loop-warning-multiline", "loop-warning-in-tool-message", "loop-warning-in-object"])
+            "mcp-no-is-error", "mcp-python-sdk-error", "llama-index", "crewai-reminder",
+            "loop-warning", "loop-warning-multiline", "loop-warning-in-tool-message",
+            "loop-warning-in-object"])
     def test_envelopes(self, raw: str, expected: Any, failed: bool) -> None:
         """Each envelope opens to the tool's own answer and its failure flag."""
         assert unwrap_result(raw) == (expected, failed)

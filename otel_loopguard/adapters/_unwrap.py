@@ -74,7 +74,9 @@ _RESULT_OBJECT: Final = frozenset({"result", "is_error"})
 _MCP_RESULT: Final = frozenset({"content", "isError", "structuredContent", "meta", "_meta"})
 _TOOL_OUTPUT: Final = frozenset({"blocks", "content", "tool_name", "raw_input", "raw_output",
                                  "is_error"})
-_TEXT_BLOCK: Final = frozenset({"text", "type"})
+_TEXT_BLOCK: Final = frozenset({"text", "type", "annotations", "_meta", "meta"})
+"""The keys of a text block: MCP's ``TextContent`` has ``annotations`` and ``_meta`` besides its
+text (its Python SDK writes them, ``null`` when unset), which say who it is for, not what."""
 _TOOL_REMINDER: Final = "\nYou ONLY have access to the following tools"
 """How CrewAI's reminder of the tool list, appended to some observations, begins."""
 _LOOP_WARNING: Final = "\n\n[loop-warning] "
