@@ -55,6 +55,17 @@ class TestLadders:
         missing = _fail("read_file", {"path": "a.py"}, "File not found: a.py")
         assert by(run([missing] * 2), "failure") == {2: "stop"}
 
+    @pytest.mark.parametrize("error", [
+        "search_jokes is not a valid action, try one of [jokes_random, jokes_search].",
+        "No such function name: get_odds", "Unknown function: get_odds"],
+        ids=["langchain-not-a-valid-action", "toolbench-no-such-function", "unknown-function"])
+    def test_a_tool_that_does_not_exist_is_permanent(self, error: str) -> None:
+        """Harnesses word an unknown tool in their own way (ToolAlpaca's LangChain agent,
+        ToolBench): the same call sent again fails again, so the second stops, as an
+        ``unknown tool`` does. Before, these were unclassified retryable errors: no finding."""
+        call = _fail("jokes_search", {"query": "chuck"}, error)
+        assert by(run([call] * 2), "failure") == {2: "stop"}
+
     def test_a_go_decoding_error_is_permanent(self) -> None:
         """``json: cannot unmarshal string into Go struct field ... of type bool`` (a Go tool
         given an argument of the wrong type, Crush's grep) fails again however the string is

@@ -39,7 +39,8 @@ _PERMANENT: Final = (
     ("permission[ _]?error", "permission"), ("access[ _]?denied", "acces"), ("eacces", "acces"),
     ("eperm", "eperm"), ("enoent", "enoent"), ("invalid", "invalid"), ("schema", "schema"),
     ("validation[ _]?error", "validation"), ("unprocessable", "unprocessable"),
-    ("not[ _]?found", "found"), ("no[ _]?such[ _]?file", "such"), ("unknown[ _]?tool", "unknown"),
+    ("not[ _]?found", "found"), ("no[ _]?such[ _]?(?:file|function|tool|action|method)", "such"),
+    ("unknown[ _]?(?:tool|function|action)", "unknown"), ("not[ _]?a[ _]?valid", "valid"),
     ("does[ _]?not[ _]?exist", "exist"),
     ("bad[ _]?request", "bad"), ("not[ _]?allowed", "allowed"), ("key[ _]?error", "key"),
     ("type[ _]?error", "type"), ("value[ _]?error", "value"), ("cannot unmarshal", "unmarshal"))
