@@ -53,7 +53,9 @@ class Prechecks:
         copies of their states with that hypothetical call, so the prediction is what detection
         would decide: a call whose next identical outcome would reach a threshold gets that
         action now, and a guard can block the call that would be one too many. Budgets count
-        this call. Does not change the run's state.
+        this call. Does not change the run's state. The call is taken to be of the model turn
+        of the run's latest call: a call issued with a failing one, in the same reply, is no
+        retry of it (``failure``); that a new turn has begun is not known before its calls.
 
         Calls still running (``call_started``) count as if they had ended first, as predicted:
         identical ones as repeats of the same outcome (of a repeated result, when none is known

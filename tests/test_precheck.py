@@ -76,7 +76,11 @@ class TestPrediction:
             before = _run_state(state)
             predicted = engine.precheck(state, fields["tool"], fields["arguments"])
             assert _run_state(state) == before
-            decided = engine.process(state, tool_call(index, {**fields, "turn": index}))
+            # no model turns: the precheck takes a call to be of the latest call's turn (it
+            # cannot know one began), so a call in a turn of its own after two failing calls
+            # of one tool would be predicted as a sibling of the last (no retry) and decided
+            # as a retry; calls one after another, each its own batch, are predicted as decided
+            decided = engine.process(state, tool_call(index, fields))
             assert predicted.call_index == decided.call_index
             if pick in seen:
                 assert (predicted.action, predicted.code) == (decided.action, decided.code)
