@@ -248,15 +248,23 @@ class TestArgumentsNotCaptured:
                  for i in range(9)]
         assert by(run(calls), "mutating_failure") == {}
 
-    def test_the_same_failure_back_to_back_still_counts(self) -> None:
-        """Nothing between the failures: warn at 3, stop at 4, as with a known target."""
-        calls = [call("write_file", error="Error")] * 4
-        assert by(run(calls), "mutating_failure") == {3: "warn", 4: "stop"}
+    def test_the_same_failure_back_to_back_counts_on_the_other_targets_ladder(self) -> None:
+        """Nothing between the failures, but they may be on as many files (absent is not the
+        same): warn at 5, never a stop. Before, they were one file's streak and stopped at 4
+        (on the development corpus without content: 4 healthy runs stopped, one of them a
+        user's cancelled edits of several files). The same edits of one captured file still
+        stop at 4."""
+        error = "Failed to edit, could not find the string to replace."
+        assert by(run([call("replace", None, error=error)] * 6), "mutating_failure") == {
+            5: "warn", 6: "warn"}
+        seen = [call("replace", {"file_path": "a.md", "old_string": f"x{n}", "new_string": "y"},
+                     error=error) for n in range(4)]
+        assert by(run(seen), "mutating_failure") == {3: "warn", 4: "stop"}
 
     def test_a_read_between_failures_does_not_end_them(self) -> None:
         """Only a success of a mutating call of that tool could have changed the file."""
-        calls = [call("write_file", error="Error"), call("read_file")] * 4
-        assert by(run(calls), "mutating_failure") == {5: "warn", 7: "stop"}
+        calls = [call("write_file", error="Error"), call("read_file")] * 5
+        assert by(run(calls), "mutating_failure") == {9: "warn"}
 
 
 class TestPatchesThroughTheShell:
@@ -380,7 +388,8 @@ def test_lost_argument_edit_failures_end_on_a_later_success_of_the_tool() -> Non
     """Edits whose arguments an export lost (``{}`` where the run sent edit_file arguments
     before) fail 'File has not been read yet'; each is followed by a read and a successful
     edit: four different mistakes, each corrected, are no streak (a real Claude Code session
-    was stopped at the 4th). Back to back with no success between, they still count."""
+    was stopped at the 4th). Back to back with no success between, they still count, on the
+    other-targets ladder (no target is known: warn at 5, no stop)."""
     first = call("edit_file", {"path": "z.py", "old": "x", "new": "y"}, "ok")
     lost = call("edit_file", {}, None, error="File has not been read yet. Read it first.")
     calls = [first]
@@ -388,4 +397,5 @@ def test_lost_argument_edit_failures_end_on_a_later_success_of_the_tool() -> Non
         calls += [lost, call("read_file", {"path": f"f{n}.py"}, f"content {n}"),
                   call("edit_file", {"path": f"f{n}.py", "old": "a", "new": "b"}, "ok")]
     assert by(run(calls), "mutating_failure") == {}
-    assert by(run([first, *[lost] * 4]), "mutating_failure") == {4: "warn", 5: "stop"}
+    assert by(run([first, *[lost] * 6]), "mutating_failure") == {6: "warn", 7: "warn"}
+

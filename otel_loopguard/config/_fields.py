@@ -229,8 +229,9 @@ FIELDS: Final[dict[str, FieldRule]] = {
     "failure_permanent_stop": _int(4, "Same permanent error, other arguments, same target: "
                                    "stop", 2),
     "failure_permanent_any_target_warn": _int(
-        5, "Same permanent error on other targets, or the same unclassified error of a tool "
-        "whose arguments are not captured: warn (never stops by itself)", 2, optional=True),
+        5, "Same permanent error on other targets, or the same unclassified error (or a "
+        "mutating call's same error) of a tool whose arguments are not captured: warn (never "
+        "stops by itself)", 2, optional=True),
     "failure_retryable_warn": _int(3, "Same retryable error, identical arguments: warn at this "
                                    "count", 2),
     "failure_retryable_stop": _int(5, "Same retryable error, identical arguments: stop at this "

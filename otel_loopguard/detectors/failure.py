@@ -361,7 +361,9 @@ class MutatingFailureDetector(DetectorBase):
     re-indented each time and rejected each time is the same mistake). A success on that target
     ends its streak; a success elsewhere does not. Warns at ``mutating_failure_warn`` (3), stops
     at ``mutating_failure_stop`` (4): two rejected attempts followed by a change of approach
-    are ordinary.
+    are ordinary. Failures whose arguments were not captured name no target (absent is not
+    the same): they count on their tool, on ``failure``'s other-targets ladder (warn at
+    ``failure_permanent_any_target_warn``, 5, never a stop by itself).
     """
 
     name: ClassVar[str] = "mutating_failure"
@@ -413,8 +415,11 @@ class MutatingFailureDetector(DetectorBase):
         if len(state) > 256:
             del state[next(iter(state))]
         cfg, tool = self.config, step.tool
-        action = ladder(count + 1, cfg.threshold(tool, "mutating_failure_warn"), None,
-                        cfg.threshold(tool, "mutating_failure_stop"))
+        if key == _lost_key(tool):  # no target known: the other-targets ladder, no stop
+            action = ladder(count + 1, cfg.threshold(tool, "failure_permanent_any_target_warn"))
+        else:
+            action = ladder(count + 1, cfg.threshold(tool, "mutating_failure_warn"), None,
+                            cfg.threshold(tool, "mutating_failure_stop"))
         return self.evidence("MUTATING_FAILURE", action, tool, count + 1, occurrence_details(
             streak, error_class=step.error_class, error_reason=step.error_reason))
 
