@@ -9,6 +9,7 @@ import math
 from typing import Any
 
 import pytest
+from _calls import by, call, run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -524,6 +525,22 @@ class TestVolatileText:
         assert _sig(run % ("0.41s", "123456789012345"), volatile) != _sig(
             run % ("0.41s", "123456789012346"), volatile)
         assert _sig('{"took 0.41s": 1}', volatile) != _sig('{"took 0.39s": 1}', volatile)
+
+    def test_codex_chunk_id_is_volatile(self) -> None:
+        """Codex CLI heads each command's output with a fresh ``Chunk ID`` (six hex digits,
+        too short for the mask of ids): the same output again is the same result, and a
+        rerun of a failing command fails the same way."""
+        volatile = VolatileMatcher()
+        output = ("Chunk ID: {chunk}\nWall time: {wall} seconds\nProcess exited with code 1\n"
+                  "Original token count: 40\nOutput:\nF\ntest_a.py:3: AssertionError\n")
+        first, second = (output.format(chunk=chunk, wall=wall)
+                         for chunk, wall in (("064955", "0.4696"), ("c921fa", "0.1409")))
+        assert _sig(first, volatile) == _sig(second, volatile)
+        assert _sig(first, volatile) != _sig(first.replace("test_a.py:3", "test_a.py:4"),
+                                             volatile)
+        decisions = run([call("exec_command", {"cmd": "pytest -q"}, output.format(
+            chunk=f"{n:06x}", wall=f"0.{n}"), error="exit code 1") for n in range(3)])
+        assert by(decisions, "failure") == {3: "warn"}
 
     def test_long_text_is_masked_before_it_is_hashed(self) -> None:
         """A text longer than ``max_value_chars`` is masked, then hashed."""

@@ -2128,9 +2128,25 @@ static PyObject *result_info(PyObject *info_type, PyObject *hexdigest, const cha
 #define TEXT_PREFIX "\0text:" /* what _results._text_info hashes before the form */
 #define TEXT_PREFIX_LEN 6
 
+/* The length of the "Chunk ID: 3f2a9c\n" line that heads Codex CLI's output of a command (a
+ * fresh id on every call), or 0: _text.without_chunk_id's line ([0-9A-Za-z]{1,64}, \r?\n). */
+static Py_ssize_t chunk_line(const unsigned char *s, Py_ssize_t n) {
+    static const char head[] = "Chunk ID: ";
+    const Py_ssize_t k = (Py_ssize_t)(sizeof head - 1);
+    if (n <= k || memcmp(s, head, (size_t)k) != 0) return 0;
+    Py_ssize_t j = k;
+    while (j < n && j - k < 64 && (cls[s[j]] & C_WORD) && s[j] != '_') j++;
+    if (j == k) return 0;
+    if (j < n && s[j] == '\r') j++;
+    return j < n && s[j] == '\n' ? j + 1 : 0;
+}
+
 static PyObject *sign_text(PyObject *text, Py_ssize_t max_chars, PyObject *info_type,
                            PyObject *hexdigest) {
     text_t t = {PyUnicode_DATA(text), PyUnicode_KIND(text), PyUnicode_GET_LENGTH(text)};
+    Py_ssize_t skip = chunk_line(t.data, t.n); /* left out, as _results.analyze_result does */
+    t.data = (const unsigned char *)t.data + skip;
+    t.n -= skip;
     char stack[4096];
     size_t size = (size_t)t.n + TEXT_PREFIX_LEN + 8;
     char *buf = size <= sizeof stack ? stack : PyMem_Malloc(size);

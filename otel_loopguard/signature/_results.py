@@ -21,7 +21,7 @@ from otel_loopguard.signature._form import (
     normalize_value,
 )
 from otel_loopguard.signature._native import NATIVE
-from otel_loopguard.signature._text import text_form
+from otel_loopguard.signature._text import CHUNK_ID, text_form, without_chunk_id
 from otel_loopguard.signature._volatile import VolatileMatcher
 
 _IN_PROGRESS: Final = frozenset({"pending", "queued", "running", "in_progress", "in progress",
@@ -99,6 +99,8 @@ def analyze_result(  # noqa: PLR0911 - one exit per way a result is read, cheape
                         return _signed_info(result, signed, volatile)
                     return _emptied(signed) if size < _NO_OUTPUT_MAX and not signed.empty \
                         and _SAYS_NO_OUTPUT(result) is not None else signed
+        if type(result) is str and result.startswith(CHUNK_ID):  # Codex CLI's command output
+            result = without_chunk_id(result)  # (the C reading leaves its first line out too)
         text = _json_text(result, max_value_chars)
         fast = _fast_json(text, volatile, max_value_chars) if text is not None else _NOT_JSON
         if isinstance(fast, tuple):
