@@ -182,7 +182,8 @@ def test_text_results_signed_in_c_get_the_python_signature_and_facts(accel: Modu
              "Chunk ID: 3f2a9c\nWall time: 0.4 seconds\nOutput:\nok", "Chunk ID: 3f2a9c\r\nok",
              "Chunk ID: \nok", "Chunk ID: 3f2a9c", "Chunk ID: 3f_2a\nok", "Chunk ID: 3f 2a\nok",
              "Chunk ID: " + "a" * 64 + "\nok", "Chunk ID: " + "a" * 65 + "\nok",
-             "chunk ID: 3f2a9c\nok", " Chunk ID: 3f2a9c\nok"]
+             "chunk ID: 3f2a9c\nok", " Chunk ID: 3f2a9c\nok", 'Chunk ID: ab\n{"a": 1}',
+             "Chunk ID: ab\n(No content)", "Chunk ID: ab\nNo results."]
     signed = 0
     for text in texts:
         info = _sign(accel, text)

@@ -99,8 +99,6 @@ def analyze_result(  # noqa: PLR0911 - one exit per way a result is read, cheape
                         return _signed_info(result, signed, volatile)
                     return _emptied(signed) if size < _NO_OUTPUT_MAX and not signed.empty \
                         and _SAYS_NO_OUTPUT(result) is not None else signed
-        if type(result) is str and result.startswith(CHUNK_ID):  # Codex CLI's command output
-            result = without_chunk_id(result)  # (the C reading leaves its first line out too)
         text = _json_text(result, max_value_chars)
         fast = _fast_json(text, volatile, max_value_chars) if text is not None else _NOT_JSON
         if isinstance(fast, tuple):
@@ -111,7 +109,9 @@ def analyze_result(  # noqa: PLR0911 - one exit per way a result is read, cheape
         elif isinstance(result, bytes | bytearray) and len(result) <= max_value_chars * 16:
             parsed = _parse_json_text(bytes(result).decode("utf-8", "replace"))
         if isinstance(parsed, str):  # plain text: mask what changes between identical runs
-            info = _text_info(parsed, max_value_chars)
+            # (Codex CLI's command output: its first line left out, as the C reading does)
+            info = _text_info(without_chunk_id(parsed) if parsed.startswith(CHUNK_ID)
+                              else parsed, max_value_chars)
             return _emptied(info) if len(parsed) < _NO_OUTPUT_MAX and not info.empty \
                 and _SAYS_NO_OUTPUT(parsed) is not None else info
         normalized = normalize_value(parsed, volatile=volatile, max_value_chars=max_value_chars)
