@@ -519,11 +519,11 @@ class TestVolatileText:
                          for stamp in (1713634632036, 1713634634116))
         assert first == second
         assert first != _sig(envelope(answer.replace("403", "404") % 1713634632036), volatile)
-        run = '[{"log": "tests ran in %s", "job": "%s"}]'
-        assert _sig(run % ("0.41s", "a1"), volatile) == _sig(run % ("0.39s", "a1"), volatile)
+        rows = '[{"log": "tests ran in %s", "job": "%s"}]'
+        assert _sig(rows % ("0.41s", "a1"), volatile) == _sig(rows % ("0.39s", "a1"), volatile)
         # a string of one word is data (an id, a digest); keys are not masked
-        assert _sig(run % ("0.41s", "123456789012345"), volatile) != _sig(
-            run % ("0.41s", "123456789012346"), volatile)
+        assert _sig(rows % ("0.41s", "123456789012345"), volatile) != _sig(
+            rows % ("0.41s", "123456789012346"), volatile)
         assert _sig('{"took 0.41s": 1}', volatile) != _sig('{"took 0.39s": 1}', volatile)
 
     def test_codex_chunk_id_is_volatile(self) -> None:
