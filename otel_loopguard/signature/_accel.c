@@ -290,10 +290,7 @@ static inline Py_ssize_t hex_run(const unsigned char *s, Py_ssize_t n, Py_ssize_
  * most one space, an address's 0 by x; a UUID or a hex id starts with 8 hex digits or more.
  * Most numbers of a text (a line's number, a count) are none of these: token_at, which reads
  * the text through its kind, is not called for them. */
-/* Always inlined: ascii_form, the canonical form of every text result, reads best with it
- * inline, and the compiler stops inlining a function of two callers on its own. */
-static inline __attribute__((always_inline)) int digit_may_start(const unsigned char *s,
-                                                                 Py_ssize_t n, Py_ssize_t i) {
+static inline int digit_may_start(const unsigned char *s, Py_ssize_t n, Py_ssize_t i) {
     Py_ssize_t d = i;
     while (d < n && (cls[s[d]] & C_DIGIT)) d++;
     unsigned char next = d < n ? s[d] : 0, after = d + 1 < n ? s[d + 1] : 0;
@@ -858,33 +855,18 @@ static int has_volatile_text(const text_t *t, int ascii) {
     if (ascii) { /* as ascii_form finds a token: where one may start, the rest of a word skipped */
         const unsigned char *s = t->data;
         const Py_ssize_t n = t->n;
-        if (!may_hold_token(s, n)) return 0;
-        Py_ssize_t i = 0; /* several words (several_words, for ASCII) */
-        while (i < n && (cls[s[i]] & C_SPACE)) i++;
-        while (i < n && !(cls[s[i]] & C_SPACE)) i++;
-        while (i < n && (cls[s[i]] & C_SPACE)) i++;
-        if (i == n) return 0;
-        for (i = 0; i < n;) {
+        if (!may_hold_token(s, n) || !several_words(t)) return 0;
+        for (Py_ssize_t i = 0; i < n;) {
             unsigned char c = s[i], f = cls[c];
             if (f & C_DIGIT) {
-                if (digit_may_start(s, n, i) && token_at(t, i) > i) return 1;
+                if (token_at(t, i) > i) return 1;
                 i++;
             } else if (f & C_LETTER) {
                 if ((f & C_HEX) && !(i > 0 && (cls[s[i - 1]] & C_WORD))
                     && hex_run(s, n, i, 8) == 8 && token_at(t, i) > i)
                     return 1;
-                i++; /* the letters after a word character start no token: 8 at a time */
-                while (SWAR && i + 8 <= n) {
-                    uint64_t x;
-                    memcpy(&x, s + i, 8);
-                    uint64_t other = ~ascii_between(x | 0x2020202020202020ULL, 'a', 'z') & HIGHS;
-                    if (other) {
-                        i += first_byte(other);
-                        break;
-                    }
-                    i += 8;
-                }
-                while (i < n && (cls[s[i]] & C_LETTER)) i++;
+                do i++; /* the letters after a word character start no token */
+                while (i < n && (cls[s[i]] & C_LETTER));
             } else {
                 if (c == '\n' && screen_text_at(t, i + 1)) return 1;
                 i++;
