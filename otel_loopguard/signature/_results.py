@@ -21,7 +21,7 @@ from otel_loopguard.signature._form import (
     normalize_value,
 )
 from otel_loopguard.signature._native import NATIVE
-from otel_loopguard.signature._text import CHUNK_ID, text_form, without_chunk_id
+from otel_loopguard.signature._text import text_form, without_chunk_id
 from otel_loopguard.signature._volatile import VolatileMatcher
 
 _IN_PROGRESS: Final = frozenset({"pending", "queued", "running", "in_progress", "in progress",
@@ -110,8 +110,7 @@ def analyze_result(  # noqa: PLR0911 - one exit per way a result is read, cheape
             parsed = _parse_json_text(bytes(result).decode("utf-8", "replace"))
         if isinstance(parsed, str):  # plain text: mask what changes between identical runs
             # (Codex CLI's command output: its first line left out, as the C reading does)
-            info = _text_info(without_chunk_id(parsed) if parsed.startswith(CHUNK_ID)
-                              else parsed, max_value_chars)
+            info = _text_info(without_chunk_id(parsed), max_value_chars)
             return _emptied(info) if len(parsed) < _NO_OUTPUT_MAX and not info.empty \
                 and _SAYS_NO_OUTPUT(parsed) is not None else info
         normalized = normalize_value(parsed, volatile=volatile, max_value_chars=max_value_chars)

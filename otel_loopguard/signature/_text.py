@@ -44,14 +44,13 @@ def without_screen_text(text: str) -> str:
     return text if at < 0 else text[:at + len(_SCREEN_LINE)]
 
 
-CHUNK_ID: Final = "Chunk ID: "
+_CHUNK_LINE: Final = re.compile(r"Chunk ID: [0-9A-Za-z]{1,64}\r?\n")
 """How Codex CLI's output of a command begins: ``Chunk ID: 3f2a9c``, a fresh id on every call,
 then ``Wall time: 0.47 seconds``, the exit code, the output's size in tokens and the output."""
-_CHUNK_LINE: Final = re.compile(r"Chunk ID: [0-9A-Za-z]{1,64}\r?\n")
 
 
 def without_chunk_id(text: str) -> str:
-    """Return a result without the ``Chunk ID`` line that heads it (``CHUNK_ID``), if any.
+    """Return a result without the ``Chunk ID`` line that heads it (``_CHUNK_LINE``), if any.
 
     Codex's id of a command's output chunk is a new one every time (six hex digits, too short
     for the mask of ids), so without this each rerun of a command with the same output would be
