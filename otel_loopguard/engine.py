@@ -91,15 +91,24 @@ def _argued(run: RunState, tool: str) -> bool:
     return True
 
 
-def _known(run: RunState, tool: str, kind: str, args: Any, has_result: bool) -> bool:
+def _lost(run: RunState, tool: str, kinds: ToolKinds) -> bool:
+    """Whether an empty arguments object of ``tool`` lost what the call had.
+
+    So when the run called that tool with arguments before, or when the tool never goes without
+    them: a shell's command, an editor's file (``ToolKinds.takes_arguments``).
+    """
+    return tool in run.argued or kinds.takes_arguments(tool)
+
+
+def _known(run: RunState, tool: str, kind: str, args: Any, has_result: bool, *,
+           kinds: ToolKinds) -> bool:
     """Whether a call without a non-empty dict of arguments was captured whole enough to compare.
 
     ``_step`` judges a non-empty dict itself. An empty arguments object is a tool that takes
-    none, unless the run called that tool with arguments before: then an export or
-    instrumentation lost them, and with no result either the call equals no other (absent is
-    not the same).
+    none, unless it lost them (``_lost``): then with no result either the call equals no other
+    (absent is not the same).
     """
-    if args == {} and not has_result and tool in run.argued:
+    if args == {} and not has_result and _lost(run, tool, kinds):
         return False
     return (args is not None or has_result) and arguments_known(kind, args, tool)
 
@@ -332,7 +341,8 @@ class LoopEngine(Prechecks, Turns, Callbacks):
         known = ((tool in run.argued or _argued(run, tool)) and (
             (kind != "mutating" and QUERY_KEYS.isdisjoint(args))
             or arguments_known(kind, args, tool))
-            if type(args) is dict and args else _known(run, tool, kind, args, has_result)
+            if type(args) is dict and args
+            else _known(run, tool, kind, args, has_result, kinds=self._tool_kinds)
         ) or error is not None
         if not known:
             call_sig = digest(call_sig + "\x00opaque:" + str(index))
@@ -364,10 +374,10 @@ class LoopEngine(Prechecks, Turns, Callbacks):
                 and has_result and self._no_effect_near(tool, unchanged) \
                 and not reads_as_failure(result):
             unchanged = restart_unchanged(run, call_sig)  # passing output: not without effect
-        # arguments captured: not when none were sent, nor an empty object where the run sent
-        # this tool's arguments before (an export lost them, as ``_known`` reads it)
+        # arguments captured: not when none were sent, nor an empty object that lost them (an
+        # export lost them, as ``_known`` reads it)
         captured = True if args else call.arguments is not None \
-            and not (args == {} and tool in run.argued)
+            and not (args == {} and _lost(run, tool, self._tool_kinds))
         # Positional, in Step's field order: with keyword arguments, building it costs about
         # 2 us more in CPython 3.11 (benchmarks/bench_step.py).
         return _NEW_STEP(index, tool, kind, call_sig, has_result, result_sig,

@@ -151,12 +151,25 @@ def _rank(evidence: Evidence) -> tuple[int, int]:
     return -int(evidence.action), order
 
 
+def _escalates(evidence: Evidence) -> bool:
+    """Whether ``evidence`` may take part in an escalation.
+
+    Not a ``STALLED_RESULT`` (a warn only, its different calls are themselves the pattern), nor
+    ``repeat``'s streak of one change applied back to back: the only such calls whose results
+    ``stagnation`` also counts are browser actions (a scroll answered by the same
+    acknowledgement each time), and then both count the same calls and the same outcome, one
+    piece of evidence twice (as ``reread`` and ``batch`` are for ``stagnation``).
+    """
+    if evidence.code == "STALLED_RESULT":
+        return False
+    return not (evidence.detector == "repeat" and evidence.details.get("back_to_back"))
+
+
 class Policy:
     """Combines evidence into a decision for one call.
 
     The strongest action wins, escalated one level when a repeating pattern and no progress are
-    seen on the same call (a ``STALLED_RESULT`` of ``stagnation`` never escalates: it is a warn
-    only, and its different calls are themselves the pattern).
+    seen on the same call (``_escalates`` says which evidence does not count for it).
 
     Thread-safe: stateless.
     """
@@ -170,7 +183,7 @@ class Policy:
                             span_id=span_id)
         ranked = tuple(sorted(evidence, key=_rank))
         action = ranked[0].action
-        detectors = {e.detector for e in ranked if e.code != "STALLED_RESULT"}
+        detectors = {e.detector for e in ranked if _escalates(e)}
         escalated = bool(detectors & PATTERN_DETECTORS and detectors & NO_PROGRESS_DETECTORS
                          and action < Action.STOP)
         if escalated:

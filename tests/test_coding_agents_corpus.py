@@ -115,6 +115,25 @@ def test_tools_are_named_and_shaped_as_each_agent_calls_them(
     assert native_agents.native_call(agent, tool, args) == expected
 
 
+def test_codex_reads_whose_range_the_source_lost_carry_no_command() -> None:
+    """A source whose reads never name a range dropped them: Codex's read names the part it
+    reads in its command, so the call goes with its arguments lost, not as a ``cat`` of the
+    whole file; where the run's reads keep ranges, a read without one is the whole file."""
+    read = {"target_file": "src/a.py"}
+    assert native_agents.native_call("codex", "read_file", read, ranges_kept=False) == \
+        ("shell", {})
+    assert native_agents.native_call("codex", "read_file", read) == \
+        ("shell", {"command": ["bash", "-lc", "cat src/a.py"], "workdir": "/repo"})
+
+    def run(*reads: dict) -> dict:
+        return {"id": "ide-x", "turns": [{"calls": [
+            {"tool": "read_file", "args": args, "result": None, "error": None}
+            for args in reads]}]}
+
+    assert not native_agents.keeps_ranges(run(read, read))
+    assert native_agents.keeps_ranges(run(read, {"target_file": "b.py", "offset": 40}))
+
+
 def test_claude_code_sends_arguments_cut_and_mcp_calls_as_mcp_tool() -> None:
     """Claude Code's tool_input cuts values at 512 characters; MCP calls are ``mcp_tool``."""
     run = {"id": "ide-x", "model": "m", "turns": [{"input": None, "output": None, "calls": [

@@ -124,6 +124,18 @@ class TestPolicy:
         assert decision.action is Action.WARN
         assert not decision.escalated
 
+    def test_a_change_repeated_back_to_back_does_not_escalate_stagnation(
+            self, policy: Policy) -> None:
+        """``repeat``'s streak of one change back to back counts the calls whose unchanged
+        result ``stagnation`` counts (a browser action): one piece of evidence, no escalation.
+        The same ``repeat`` of calls without results still escalates with another call's
+        stagnation evidence."""
+        decision = _decide(policy, _ev("repeat", Action.WARN, back_to_back=True),
+                           _ev("stagnation", Action.WARN))
+        assert decision.action is Action.WARN and not decision.escalated
+        decision = _decide(policy, _ev("repeat", Action.WARN), _ev("stagnation", Action.WARN))
+        assert decision.action is Action.REPLAN and decision.escalated
+
     @pytest.mark.parametrize("evidence", [
         ("repeat", "cycle"), ("stagnation", "failure"), ("budget", "stagnation"),
         ("handoff", "repeat"), ("near_duplicate",), ("mutating_failure",),
@@ -221,6 +233,16 @@ class TestEngineEscalation:
         decisions = _calls(LoopEngine(), [read] * 3)
         assert {e.detector for e in decisions[-1].evidence} == {"reread", "stagnation"}
         assert decisions[-1].action is Action.WARN and not decisions[-1].escalated
+
+    def test_a_scroll_acknowledged_alike_three_times_is_a_warn(self) -> None:
+        """browser-use answers every scroll with the same line ("Scrolled down the page by 2.0
+        pages"): paging down a long page three times warns (the result did not change), and is
+        not told to replan because the same three calls were also a change back to back."""
+        scroll = {"tool": "scroll", "arguments": {"down": True, "num_pages": 2.0},
+                  "result": "Scrolled down the page by 2.0 pages", "has_result": True}
+        last = _calls(LoopEngine(), [scroll] * 3)[-1]
+        assert {e.detector for e in last.evidence} == {"repeat", "stagnation"}
+        assert last.action is Action.WARN and not last.escalated
 
     def test_retryable_failure_ladder_without_results(self) -> None:
         """A 429 five times without captured results follows the failure ladder: warn 3, stop 5."""

@@ -8,6 +8,7 @@ content may be another page (an IDE export that dropped the offsets), and is lef
 
 from __future__ import annotations
 
+import pytest
 from _calls import by, call, run
 
 from otel_loopguard import LoopGuardConfig
@@ -50,3 +51,42 @@ def test_without_the_near_duplicate_detector_reads_are_left_alone() -> None:
     ranged = call("Read", {"file_path": FILE, "offset": 331})
     same = call("Read", {"file_path": FILE})
     assert by(run([ranged, *[same] * 5], config), "repeat") == {}
+
+
+def test_a_shell_read_carries_its_range_in_its_command_line() -> None:
+    """``grep -n x f`` or ``sed -n 10,20p f`` names what it reads in the command itself: the same
+    command line reads the same part, and counts as a plain call does (a mini-swe-agent
+    grepping one file ten times, results not captured). Another command, or a change of the
+    file between, does not."""
+    grep = call("bash", {"command": 'grep -n "NdarrayMixin" astropy/table/table.py'})
+    assert by(run([grep] * 5), "repeat") == {3: "warn", 4: "warn", 5: "replan"}
+    pages = [call("bash", {"command": f"sed -n {n},{n + 40}p astropy/table/table.py"})
+             for n in range(1, 200, 40)]
+    assert by(run(pages), "repeat") == {}
+    edit = call("bash", {"command": "sed -i 's/a/b/' astropy/table/table.py"})
+    assert by(run([grep, grep, edit, grep, grep, edit, grep]), "repeat") == {}
+
+
+@pytest.mark.parametrize("command", ["ls", "git status", "git diff", "docker ps -a"])
+def test_a_shell_read_that_names_nothing_reads_the_working_directory(command: str) -> None:
+    """``ls`` or ``git status`` names no file: what it reads changes with the working directory
+    (a ``cd``, a build), which no mutating call announces; left alone as before."""
+    bare = call("bash", {"command": command})
+    assert by(run([bare] * 5), "repeat") == {}
+
+
+def test_a_shell_read_is_still_no_repeat_where_its_result_was_captured() -> None:
+    """With the output captured the outcome decides (``stagnation``), not the call alone."""
+    grep = call("bash", {"command": "grep -n x a.py"}, "12: x = 1")
+    assert by(run([grep] * 5), "repeat") == {}
+
+
+@pytest.mark.parametrize("tool", ["bash", "str_replace_editor", "Edit"])
+def test_an_empty_arguments_object_of_a_shell_or_editor_lost_them(tool: str) -> None:
+    """A shell always sends a command, an editor a file: ``{}`` from one of them is an export
+    that lost the arguments (Cursor's ``Edit {}``), so no two such calls are the same call,
+    even as the run's first calls. A tool that takes no arguments repeats as before."""
+    assert by(run([call(tool, {})] * 5), "repeat") == {}
+    rejected = call(tool, {}, error="rejected by the user")
+    assert by(run([rejected] * 3), "failure") == {}
+    assert by(run([call("list_tables", {})] * 3), "repeat") == {3: "warn"}

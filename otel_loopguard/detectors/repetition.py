@@ -7,6 +7,7 @@ from typing import Any, ClassVar, Final
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.detectors._base import DetectorBase, ladder, lowest, occurrence_details
 from otel_loopguard.detectors._step import CountingWindow, Step, sequence_key
+from otel_loopguard.kinds import CallKindClassifier
 from otel_loopguard.kinds._tools import is_browser_action
 from otel_loopguard.types import Action, Evidence
 
@@ -219,6 +220,9 @@ class RepeatDetector(DetectorBase):
         """Bind to ``config``; counts below every threshold return at once."""
         super().__init__(config)
         self._floor = lowest(self.config, "repeat_warn", "repeat_replan")
+        self._shell_tools = frozenset(t.lower() for t in self.config.shell_tools)
+        self._classifier: CallKindClassifier | None = None
+        """What a shell read names (``_names_what_it_reads``), built at its first need."""
 
     def new_state(self) -> _RepeatState:
         """Return the run's window of recent calls without results, and what restarts it."""
@@ -260,21 +264,33 @@ class RepeatDetector(DetectorBase):
             return None
         return self._report(step, occ, window=self.config.window_size)
 
-    @staticmethod
-    def _unranged(state: _RepeatState, step: Step) -> bool:
+    def _unranged(self, state: _RepeatState, step: Step) -> bool:
         """Whether a read may be another page than the same call before it.
 
         An exporter may drop a read's range (``offset``, ``limit``), making two pages of a
         file the same call. A read tool whose calls without a result in this run named a range
         does not lose it: its calls with the same arguments read the same part, and count
-        (Claude Code's ``Read`` of one file, eleven times, results not captured). Arguments
-        are known only with the ``near_duplicate`` detector on (``Step.arguments``).
+        (Claude Code's ``Read`` of one file, eleven times, results not captured). A shell read
+        names its part in its command line (``grep -n x a.py``, ``sed -n 10,20p a.py``), which
+        no export drops: it counts when it names what it reads; one that names nothing (``ls``,
+        ``git status``) reads the working directory, which calls of no mutating kind change
+        (``cd``, a build). Arguments are known only with the ``near_duplicate`` detector on
+        (``Step.arguments``).
         """
         args = step.arguments
+        if step.tool.lower() in self._shell_tools:
+            return not (type(args) is dict and self._names_what_it_reads(step.tool, args))
         if type(args) is dict and not _RANGE_KEYS.isdisjoint(args) \
                 and len(state.ranged) < _MAX_RANGED:
             state.ranged.add(step.tool)
         return step.tool not in state.ranged
+
+    def _names_what_it_reads(self, tool: str, arguments: dict[str, Any]) -> bool:
+        """Whether a shell call's command line names the file or directory it reads."""
+        classifier = self._classifier
+        if classifier is None:
+            classifier = self._classifier = CallKindClassifier(self.config)
+        return classifier.target(tool, arguments) is not None
 
     def _mutation(self, state: _RepeatState, step: Step, new: bool) -> Evidence | None:
         """Restart the count, and extend or restart the back-to-back streak of this change.

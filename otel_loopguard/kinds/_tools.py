@@ -111,6 +111,14 @@ class ToolKinds:
             return "poll"
         return "default"
 
+    def takes_arguments(self, tool: str) -> bool:
+        """Return whether every call of ``tool`` has arguments.
+
+        A shell sends a command line, an editor a file: an empty arguments object of one lost
+        them.
+        """
+        return self._classifier.mode(tool) in ("shell", "editor")
+
     def asks_user(self, tool: str) -> bool:
         """Return whether ``tool`` asks the user: its result is the user's reply.
 

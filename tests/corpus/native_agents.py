@@ -29,7 +29,10 @@ the agents' documentation and code, ``docs/coding-agents.md``):
   about 4K) and ``tool_parameters`` with ``OTEL_LOG_TOOL_DETAILS=1``; Codex ``arguments``
   always; Gemini CLI ``function_args`` with ``logPrompts`` on. Where the source kept only the
   file of an edit (IDE exports often drop the edit), the call carries only that file, as the
-  span replay does: content is never invented;
+  span replay does: content is never invented; where a run's reads never name a range (an
+  export that drops ``offset`` and ``limit``), Codex's read of such a call, whose command
+  would name the part it reads, is sent with its arguments lost (``{}``), not as a ``cat`` of
+  the whole file that the agent did not run;
 - a call the source says its user turned down (``User rejected ...``, ``cancelled``) carries
   the agent's decision: Claude Code logs a ``tool_decision`` ``reject`` in place of its
   ``tool_result`` (none is logged for a rejected call; the arguments only in
@@ -185,6 +188,8 @@ class _Call:
 
     role: str
     args: dict[str, Any]
+    ranges_kept: bool = True
+    """Whether the source keeps a read's range (one of its run's reads names one)."""
 
     def path(self) -> Any:
         return _pick(self.args, *_PATH_KEYS)
@@ -268,6 +273,8 @@ def _codex_args(call: _Call) -> dict[str, Any]:
     if call.role in ("grep", "glob") and call.pattern() == "":
         # the export dropped the search term: no command can say so; send what is known
         return _clean({"pattern": "", "path": call.directory()})
+    if call.role == "read" and not call.ranges_kept and call.lines() == (None, None):
+        return {}  # the part it read is lost: no command can say which
     if call.role in ("shell", "read", "grep", "glob", "list"):
         command = _codex_command(call)
         if command is None:  # the source dropped what the command needs
@@ -354,8 +361,12 @@ def declined(error: str | None) -> bool:
     return bool(error) and _DECLINED.search(error) is not None
 
 
-def native_call(agent: str, tool: str, args: Any) -> tuple[str, Any]:
-    """Return (tool name, arguments) of one source call as ``agent`` would make it."""
+def native_call(agent: str, tool: str, args: Any, *,
+                ranges_kept: bool = True) -> tuple[str, Any]:
+    """Return (tool name, arguments) of one source call as ``agent`` would make it.
+
+    ``ranges_kept``: the source keeps a read's range (``keeps_ranges``).
+    """
     mapping = args if isinstance(args, dict) else {}
     mcp = mcp_parts(tool)
     if mcp is not None:
@@ -369,7 +380,7 @@ def native_call(agent: str, tool: str, args: Any) -> tuple[str, Any]:
         return tool, args
     if native == tool or role in _SAME_ARGUMENTS:  # the agent's own call, or no shape to map
         return native, args
-    call = _Call(role, mapping)
+    call = _Call(role, mapping, ranges_kept)
     shaped = {"claude-code": _claude_args, "codex": _codex_args,
               "gemini-cli": _gemini_args}[agent](call)
     return native, shaped
@@ -413,6 +424,7 @@ class _Session:
     run: dict[str, Any]
     records: list[tuple[int, Any, dict[str, Any]]]
     clock: int
+    ranges_kept: bool = True
     prompt: int = 0
     sequence: int = 0
 
@@ -476,7 +488,8 @@ class _Session:
 
     def tool_event(self, index: int, call: dict[str, Any]) -> None:
         agent = self.level.agent
-        tool, args = native_call(agent, call["tool"], call["args"])
+        tool, args = native_call(agent, call["tool"], call["args"],
+                                 ranges_kept=self.ranges_kept)
         failed = bool(call["error"])
         digest = hashlib.sha256(f"{self.run['id']}:{index}".encode()).hexdigest()
         if agent == "claude-code":
@@ -556,10 +569,19 @@ RESOURCES = {
 """Resource and scope (logger) of each agent, as ``tests/_agent_sessions.py`` has them."""
 
 
+def keeps_ranges(run: dict[str, Any]) -> bool:
+    """Whether one of the run's reads names the part of the file it reads (its export keeps
+    ranges, so a read without one read the whole file)."""
+    return any(ROLE_OF.get(base_name(call["tool"])) == "read" and isinstance(call["args"], dict)
+               and _Call("read", call["args"]).lines() != (None, None)
+               for call in replay.calls_of(run))
+
+
 def session_records(run: dict[str, Any], level: Level,
                     index: int) -> list[tuple[int, Any, dict[str, Any]]]:
     """Return the log records of one run as ``level``'s agent sends them, in order."""
-    session = _Session(level, run, [], _START_NS + index * 100_000 * _STEP_NS)
+    session = _Session(level, run, [], _START_NS + index * 100_000 * _STEP_NS,
+                       keeps_ranges(run))
     session.prompt_event()
     position = 0
     for turn in run["turns"]:
