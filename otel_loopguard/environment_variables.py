@@ -486,8 +486,8 @@ Setting ``editor_tools``. Default: ``str_replace_editor``, ``str_replace_based_e
 ``search_replace``, ``apply_patch``, ``file_editor``, ``replace_string_in_file``,
 ``multi_replace_string_in_file``, ``insert_edit_into_file``, ``edit_notebook_file``,
 ``edit_notebook``, ``apply_diff``, ``insert_content``, ``search_and_replace``,
-``replace_file_content``, ``multi_replace_file_content``. Allowed: a comma-separated list
-(compared in lower case).
+``replace_file_content``, ``multi_replace_file_content``, ``replace_file_str``. Allowed: a
+comma-separated list (compared in lower case).
 """
 
 LOOPGUARD_COMMAND_KINDS: Final = "LOOPGUARD_COMMAND_KINDS"

@@ -488,6 +488,8 @@ class TestEditor:
         ("replace_string_in_file", {"filePath": "a.py", "oldString": "x"}, "mutating"),
         ("apply_diff", {"path": "a.py", "diff": "x"}, "mutating"),
         ("replace_file_content", {"TargetFile": "a.py"}, "mutating"),
+        ("replace_file_str", {"file_name": "a.md", "old_str": "x", "new_str": "y"},
+         "mutating"),  # browser-use
         ("str_replace_editor", {"command": "frobnicate"}, "mutating"),
         ("str_replace_editor", None, "mutating"),
     ])

@@ -90,3 +90,15 @@ def test_an_empty_arguments_object_of_a_shell_or_editor_lost_them(tool: str) -> 
     rejected = call(tool, {}, error="rejected by the user")
     assert by(run([rejected] * 3), "failure") == {}
     assert by(run([call("list_tables", {})] * 3), "repeat") == {3: "warn"}
+
+
+def test_browser_use_edits_its_files_with_replace_file_str() -> None:
+    """browser-use's ``replace_file_str`` changes the file it names: the same read after each
+    edit is a new observation, not a re-read (its log's "Read from file" acknowledgement)."""
+    read = call("read_file", {"file_name": "notes.md"}, "Read from file notes.md.")
+    calls = [read]
+    for old, new in (("x", "y"), ("y", "z")):
+        calls += [call("replace_file_str", {"file_name": "notes.md", "old_str": old,
+                                             "new_str": new}, "Successfully replaced"), read]
+    decisions = run(calls)
+    assert by(decisions, "reread") == {} and by(decisions, "stagnation") == {}

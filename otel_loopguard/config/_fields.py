@@ -22,11 +22,13 @@ _EDITOR_TOOLS: Final = ("str_replace_editor", "str_replace_based_edit_tool", "te
                         "edit", "multiedit", "write", "read", "view", "view_file", "edit_file",
                         "write_file", "write_to_file", "create_file", "replace_in_file",
                         "search_replace", "apply_patch",
-                        # OpenHands SDK; GitHub Copilot; Cursor; Roo Code and Kilo Code; Windsurf
+                        # OpenHands SDK; GitHub Copilot; Cursor; Roo Code and Kilo Code; Windsurf;
+                        # browser-use
                         "file_editor", "replace_string_in_file", "multi_replace_string_in_file",
                         "insert_edit_into_file", "edit_notebook_file", "edit_notebook",
                         "apply_diff", "insert_content", "search_and_replace",
-                        "replace_file_content", "multi_replace_file_content")
+                        "replace_file_content", "multi_replace_file_content",
+                        "replace_file_str")
 _DETECTORS: Final = ("stagnation", "repeat", "cycle", "failure", "mutating_failure", "reread",
                      "batch", "handoff", "near_duplicate", "budget", "idle_turns")
 
