@@ -59,6 +59,12 @@ from otel_loopguard.kinds._tools import (
     ("mcp__chrome-devtools__take_snapshot", False),
     ("mcp__chrome-devtools__take_screenshot", False),
     ("mcp__chrome-devtools__list_console_messages", False),
+    ("swipe", True),  # phone agents' (AndroidWorld's JSONAction, AppAgent, Mobile-Agent)
+    ("tap", True),
+    ("long_press", True),
+    ("navigate_back", True),
+    ("open_app", True),
+    ("get_screenshot", False),
     ("web_search", False),
     ("summarize_page", False),
     ("click_counter", False),
@@ -104,6 +110,14 @@ def test_a_screenshot_after_each_action_is_no_repeat_without_results() -> None:
     assert by(run(calls), "repeat") == {}
     # the same screenshots with nothing between them are still a repeat
     assert by(run([_shot()] * 5), "repeat") == {3: "warn", 4: "warn", 5: "replan"}
+
+
+def test_a_phone_agent_swiping_down_a_list_and_looking_after_each_swipe() -> None:
+    """An AndroidWorld agent swipes down a long list, a screenshot after each swipe, results
+    absent: each swipe changes the screen, so neither the swipes nor the looks repeat."""
+    swipe = call("swipe", {"direction": "down"})
+    look = call("get_screenshot", {})
+    assert by(run([swipe, look] * 4), "repeat") == {}
 
 
 def test_the_same_action_back_to_back_is_still_a_loop() -> None:

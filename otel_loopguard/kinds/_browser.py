@@ -27,12 +27,16 @@ _PAGE_ACTIONS: Final = frozenset({
     "scroll_down", "goto", "visit_url", "navigate", "go_back", "go_forward", "history_back",
     "new_tab", "tab_focus", "tab_close", "close_tab",
     "drag", "fill_form", "press_key", "handle_dialog", "navigate_page", "new_page", "select_page",
-    "close_page", "evaluate_script"})
+    "close_page", "evaluate_script",
+    "tap", "double_tap", "long_press", "swipe", "navigate_home", "navigate_back",
+    "keyboard_enter", "open_app"})
 """The actions of web agents whose tools are a browser's actions by name: BrowserGym's and
 WebArena's (``click``, ``fill``, ``select_option``, ``scroll``, ``goto``, ``go_back``,
 ``tab_focus``), Magentic-One's web surfer (``input_text``, ``visit_url``, ``history_back``),
 the Chrome DevTools MCP server (``navigate_page``, ``new_page``, ``fill_form``, ``press_key``,
-``evaluate_script``; its ``take_snapshot`` and ``take_screenshot`` only look). Not
+``evaluate_script``; its ``take_snapshot`` and ``take_screenshot`` only look), and phone agents'
+(AndroidWorld's ``JSONAction``: ``long_press``, ``swipe``, ``navigate_home``, ``navigate_back``,
+``keyboard_enter``, ``open_app``; AppAgent's and Mobile-Agent's ``tap``). Not
 Magentic-One's ``page_down`` and ``page_up``: they take no arguments, so as actions they would
 equal no other call, and the page read again and again at its bottom would go unseen; as plain
 calls they page through, as a search's pages do (a new part is progress, the same one
