@@ -438,8 +438,8 @@ LOOPGUARD_MUTATING_TOOLS: Final = "LOOPGUARD_MUTATING_TOOLS"
 """Tools that change the world, whatever their arguments (MCP names ending in __<name> too).
 
 Setting ``mutating_tools``. Default: ``edit_file``, ``write_file``, ``delete_file``, ``patch``,
-``apply_patch``, ``replace``, ``NotebookEdit``, ``KillShell``, ``save_memory``. Allowed: a
-comma-separated list. A tool listed here is ``mutating`` for every call, even a shell or editor
+``apply_patch``, ``replace``, ``NotebookEdit``, ``KillShell``, ``save_memory``, ``create``,
+``insert``, ``append``. Allowed: a comma-separated list. A tool listed here is ``mutating`` for every call, even a shell or editor
 tool.
 """
 

@@ -276,7 +276,7 @@ FIELDS: Final[dict[str, FieldRule]] = {
     # tool kinds
     "mutating_tools": FieldRule("list", ("edit_file", "write_file", "delete_file", "patch",
                                          "apply_patch", "replace", "NotebookEdit", "KillShell",
-                                         "save_memory"),
+                                         "save_memory", "create", "insert", "append"),
                                 "Tools that change the world, whatever their arguments (MCP "
                                 "names ending in __<name> too)"),
     "read_tools": FieldRule("list", ("read_file", "read_many_files", "Glob",
