@@ -27,6 +27,7 @@ from otel_loopguard._run_state import (
     restart_unchanged,
 )
 from otel_loopguard._turns import Turns
+from otel_loopguard.adapters._rules import is_plain_tool
 from otel_loopguard.config import LoopGuardConfig, ToolKind
 from otel_loopguard.detectors import HandoffDetector, make_default_detectors
 from otel_loopguard.detectors._base import DetectorBase, declared, deep_fork
@@ -250,8 +251,13 @@ class LoopEngine(Prechecks, Turns, Callbacks):
             if implicit is not None:
                 evidence.append(implicit)
         if self.handoffs is not None and len(run.handoff_state.agents) > 1 and not repeat \
-                and step.error is None and (step.has_result or step.kind == "mutating"):
-            self.handoffs.progress(run.handoff_state)  # something done: no ping-pong
+                and step.error is None and (step.has_result or step.kind == "mutating"
+                                            or is_plain_tool(call.tool)):
+            # something done, or a call whose result is unknown (absent is not the same): a
+            # call not made before may have done new work, so no ping-pong is known; not a
+            # call of a handoff tool (ADK's transfer_to_agent without its arguments), which
+            # only hands control over
+            self.handoffs.progress(run.handoff_state)
         states = run.states
         if self._builtins is not None:
             self._builtins.observe(states, step, run.failed, evidence)

@@ -439,8 +439,8 @@ LOOPGUARD_MUTATING_TOOLS: Final = "LOOPGUARD_MUTATING_TOOLS"
 
 Setting ``mutating_tools``. Default: ``edit_file``, ``write_file``, ``delete_file``, ``patch``,
 ``apply_patch``, ``replace``, ``NotebookEdit``, ``KillShell``, ``save_memory``, ``create``,
-``insert``, ``append``. Allowed: a comma-separated list. A tool listed here is ``mutating`` for every call, even a shell or editor
-tool.
+``insert``, ``append``. Allowed: a comma-separated list. A tool listed here is ``mutating``
+for every call, even a shell or editor tool.
 """
 
 LOOPGUARD_READ_TOOLS: Final = "LOOPGUARD_READ_TOOLS"

@@ -104,14 +104,19 @@ def test_sub_agent_called_as_a_tool_is_no_handoff() -> None:
 
 
 def test_agent_change_between_sequential_calls_still_hands_off() -> None:
-    """Calls of two agents one after another, nothing new: a ping-pong, stopped as before."""
-    engine = LoopEngine(LoopGuardConfig())
-    run = engine.new_run()
-    decisions = [engine.process(run, ToolCall("lookup", agent=("triage", "billing")[i % 2],
-                                              span_id=f"{i + 1:016x}",
-                                              start_time_ns=100 * i, end_time_ns=100 * i + 50))
-                 for i in range(5)]
-    assert decisions[-1].action.label == "stop"
+    """Calls of two agents one after another, the same call each time (nothing new): a
+    ping-pong, stopped as before. Calls whose arguments and results were both not captured
+    may each have done new work (absent is not the same): no ping-pong is known."""
+    def actions(arguments: dict[str, Any] | None) -> list[str]:
+        engine = LoopEngine(LoopGuardConfig())
+        run = engine.new_run()
+        return [engine.process(run, ToolCall(
+            "lookup", arguments=arguments, agent=("triage", "billing")[i % 2],
+            span_id=f"{i + 1:016x}", start_time_ns=100 * i,
+            end_time_ns=100 * i + 50)).action.label for i in range(5)]
+
+    assert actions({"q": "card 4411"})[-1] == "stop"
+    assert set(actions(None)) == {"continue"}
 
 
 def test_transfer_named_business_tool_is_a_tool_call() -> None:
@@ -148,3 +153,39 @@ def test_run_key_agent_counts_no_handoff_across_invocations() -> None:
                                         "gen_ai.tool.call.result": f"result {i}"}))
     reports = list(Checker(LoopGuardConfig.create(run_key="agent")).run(iter(spans)))
     assert not [f for r in reports for f in r.findings]
+
+
+def _delegations(worker_calls: list[ToolCall | None]) -> list[str]:
+    """A manager handing a task to its worker and taking it back, the worker's call between;
+    return the handoff decisions' actions."""
+    engine = LoopEngine(LoopGuardConfig())
+    run = engine.new_run()
+    actions = []
+    for n, work in enumerate(worker_calls):
+        t = 100 * n
+        actions.append(engine.process_handoff(run, Handoff(
+            "manager", "researcher", f"{t + 1:016x}", t + 1)).action.label)
+        if work is not None:
+            engine.process(run, ToolCall(work.tool, arguments=work.arguments,
+                                         agent="researcher", span_id=f"{t + 2:016x}",
+                                         start_time_ns=t + 2, end_time_ns=t + 3))
+        actions.append(engine.process_handoff(run, Handoff(
+            "researcher", "manager", f"{t + 4:016x}", t + 4)).action.label)
+    return actions
+
+
+def test_a_worker_reading_other_pages_without_results_is_delegation() -> None:
+    """A hierarchical crew at ``arguments`` capture: each delegation the worker reads another
+    page, its result not captured. Absent is not the same: a call not made before may have
+    done new work, so control coming back is no ping-pong (a stop on 4 healthy crews in an
+    unseen CrewAI audit)."""
+    pages = [ToolCall(tool="read_website", arguments={"url": f"https://example.com/{n}"})
+             for n in range(4)]
+    assert set(_delegations(pages)) == {"continue"}
+
+
+def test_handing_back_and_forth_with_nothing_new_between_is_still_a_loop() -> None:
+    """No call between, or the same call again each time (nothing new): stopped (F11)."""
+    assert "stop" in _delegations([None] * 3)
+    same = ToolCall(tool="read_website", arguments={"url": "https://example.com/a"})
+    assert "stop" in _delegations([same] * 4)
