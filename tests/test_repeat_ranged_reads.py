@@ -4,6 +4,8 @@ Claude Code's ``Read`` of one file eleven times back to back, results not captur
 arguments only): the run's earlier ``Read`` with an ``offset`` shows that the export keeps the
 range, so the same call again reads the same part. Without such a call a read without its
 content may be another page (an IDE export that dropped the offsets), and is left to ``reread``.
+A shell read keeps its range in its command line. Also here: what an export lost (a shell's or
+an editor's ``{}``) and an edit tool that changes what the reads around it return.
 """
 
 from __future__ import annotations
