@@ -250,13 +250,15 @@ class LoopEngine(Prechecks, Turns, Callbacks):
             implicit = self._agent_change(run, call, prior_end)
             if implicit is not None:
                 evidence.append(implicit)
-        if self.handoffs is not None and len(run.handoff_state.agents) > 1 and not repeat \
-                and step.error is None and (step.has_result or step.kind == "mutating"
+        if self.handoffs is not None and len(run.handoff_state.agents) > 1 \
+                and step.error is None and (not repeat if step.has_result
+                                            else step.kind == "mutating"
                                             or is_plain_tool(call.tool)):
-            # something done, or a call whose result is unknown (absent is not the same): a
-            # call not made before may have done new work, so no ping-pong is known; not a
-            # call of a handoff tool (ADK's transfer_to_agent without its arguments), which
-            # only hands control over
+            # something done: a result its call had not returned before, a successful change,
+            # or a call whose result is unknown (absent is not the same: even the same call
+            # again may have brought something new), so no ping-pong is known; not a call of
+            # a handoff tool (ADK's transfer_to_agent without its arguments), which only hands
+            # control over
             self.handoffs.progress(run.handoff_state)
         states = run.states
         if self._builtins is not None:

@@ -104,19 +104,21 @@ def test_sub_agent_called_as_a_tool_is_no_handoff() -> None:
 
 
 def test_agent_change_between_sequential_calls_still_hands_off() -> None:
-    """Calls of two agents one after another, the same call each time (nothing new): a
-    ping-pong, stopped as before. Calls whose arguments and results were both not captured
-    may each have done new work (absent is not the same): no ping-pong is known."""
-    def actions(arguments: dict[str, Any] | None) -> list[str]:
+    """Calls of two agents one after another, the same call with the same result each time
+    (nothing new): a ping-pong, stopped. Results not captured, each call may have brought
+    something new (absent is not the same): no ping-pong is known, and the same call again is
+    ``repeat``'s, which never stops by itself."""
+    def actions(arguments: dict[str, Any] | None, result: str | None) -> list[str]:
         engine = LoopEngine(LoopGuardConfig())
         run = engine.new_run()
         return [engine.process(run, ToolCall(
-            "lookup", arguments=arguments, agent=("triage", "billing")[i % 2],
-            span_id=f"{i + 1:016x}", start_time_ns=100 * i,
-            end_time_ns=100 * i + 50)).action.label for i in range(5)]
+            "lookup", arguments=arguments, result=result, has_result=result is not None,
+            agent=("triage", "billing")[i % 2], span_id=f"{i + 1:016x}",
+            start_time_ns=100 * i, end_time_ns=100 * i + 50)).action.label for i in range(5)]
 
-    assert actions({"q": "card 4411"})[-1] == "stop"
-    assert set(actions(None)) == {"continue"}
+    assert actions({"q": "card 4411"}, "no card 4411")[-1] == "stop"
+    assert actions({"q": "card 4411"}, None) == ["continue", "continue", "warn", "warn", "replan"]
+    assert set(actions(None, None)) == {"continue"}
 
 
 def test_transfer_named_business_tool_is_a_tool_call() -> None:
@@ -167,6 +169,7 @@ def _delegations(worker_calls: list[ToolCall | None]) -> list[str]:
             "manager", "researcher", f"{t + 1:016x}", t + 1)).action.label)
         if work is not None:
             engine.process(run, ToolCall(work.tool, arguments=work.arguments,
+                                         result=work.result, has_result=work.has_result,
                                          agent="researcher", span_id=f"{t + 2:016x}",
                                          start_time_ns=t + 2, end_time_ns=t + 3))
         actions.append(engine.process_handoff(run, Handoff(
@@ -185,7 +188,18 @@ def test_a_worker_reading_other_pages_without_results_is_delegation() -> None:
 
 
 def test_handing_back_and_forth_with_nothing_new_between_is_still_a_loop() -> None:
-    """No call between, or the same call again each time (nothing new): stopped (F11)."""
+    """No call between, or the same call with the same result each time (nothing new):
+    stopped (F11)."""
     assert "stop" in _delegations([None] * 3)
-    same = ToolCall(tool="read_website", arguments={"url": "https://example.com/a"})
+    same = ToolCall(tool="read_website", arguments={"url": "https://example.com/a"},
+                    result="the same page", has_result=True)
     assert "stop" in _delegations([same] * 4)
+
+
+def test_the_same_call_between_handoffs_without_its_result_may_be_new_work() -> None:
+    """Two agents taking turns at arguments capture (a game-playing harness: one agent sends
+    the move, the other reads the game's recent turns with the same arguments each time): the
+    reader's result is not captured, and the game moved on since its last call, so it may be
+    new (absent is not the same). A stop on 4 healthy runs of an unseen audit."""
+    reads = ToolCall(tool="get_recent_turns", arguments={"n": 5})
+    assert "stop" not in _delegations([reads] * 5)
