@@ -43,6 +43,14 @@ to-do list again and again as it works, which is neither a loop nor a change of 
 they are ``exempt`` unless configured otherwise."""
 _CAMEL_HUMP: Final = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 """Where a camelCase name's words meet (``readFile``: ``read|File``)."""
+_NAME_WORD: Final = re.compile(r"[a-z0-9]+")
+_FILE_OBJECTS: Final = frozenset({"file", "files", "dir", "directory", "directories", "folder",
+                                  "folders", "script", "notebook"})
+"""Words of a tool's name that say it acts on files (``move_file``, ``Edit Script (AI)``)."""
+_FILE_CHANGES: Final = frozenset({"write", "edit", "create", "delete", "remove", "move",
+                                  "rename", "copy", "append", "insert", "replace", "update",
+                                  "modify", "save", "undo", "patch", "overwrite"})
+"""Words of a tool's name that say it changes what it acts on."""
 _NO_RESULT: Final = ResultInfo(digest="")
 PER_CALL: Final = "\x00per-call"
 """Cached kind of a tool whose every call is classified on its own (shell and editor tools)."""
@@ -109,7 +117,7 @@ class ToolKinds:
             return "exempt"
         if any(fnmatch.fnmatchcase(lowered, p) for p in cfg.poll_tool_patterns):
             return "poll"
-        return "default"
+        return "mutating" if changes_files(tool) else "default"
 
     def takes_arguments(self, tool: str) -> bool:
         """Return whether every call of ``tool`` has arguments.
@@ -203,3 +211,15 @@ def _holds_content(arguments: dict[Any, Any], targets: bool = False) -> bool:
         if (targets or key not in _TARGET_KEYS) and value not in (None, "", [], {}):
             return True
     return False
+
+
+def changes_files(tool: str) -> bool:
+    """Return whether a tool's name says it changes files: a file word and a change word.
+
+    The MCP filesystem server's ``move_file`` and ``create_directory``, MLAgentBench's ``Edit
+    Script (AI)`` and ``Copy File``, a harness's ``write_file_pentest``: words of the name
+    (camelCase humps, spaces and punctuation split it; an MCP name by its part after ``__``)
+    holding one of ``_FILE_OBJECTS`` and one of ``_FILE_CHANGES``.
+    """
+    words = set(_NAME_WORD.findall(_CAMEL_HUMP.sub("_", tool.rsplit("__", 1)[-1]).lower()))
+    return not words.isdisjoint(_FILE_OBJECTS) and not words.isdisjoint(_FILE_CHANGES)

@@ -1,0 +1,46 @@
+"""A tool whose name says it changes files is ``mutating``: a rerun after it is new.
+
+MLAgentBench's research agents edit with ``Edit Script (AI)`` and copy with ``Copy File``; the
+MCP filesystem server moves with ``move_file`` and makes directories with ``create_directory``.
+None is in ``mutating_tools``, so at ``arguments`` capture a script run after each of three
+different edits read as the same call three times (an unseen audit's research-agent run).
+"""
+
+from __future__ import annotations
+
+from _calls import by, call, run
+
+from otel_loopguard import LoopEngine, LoopGuardConfig
+
+
+def test_names_with_a_file_word_and_a_change_word_are_mutating() -> None:
+    engine = LoopEngine()
+    for tool in ("Edit Script (AI)", "Undo Edit Script", "Copy File", "move_file",
+                 "create_directory", "filesystem__move_file", "MoveFile",
+                 "write_file_pentest"):
+        assert engine.tool_kind(tool) == "mutating", tool
+
+
+def test_names_that_only_look_or_run_stay_as_they_were() -> None:
+    engine = LoopEngine()
+    for tool in ("Execute Script", "Inspect Script Lines", "List Files", "get_file_info",
+                 "search_files", "directory_tree", "create_ticket", "update_record"):
+        assert engine.tool_kind(tool) == "default", tool
+    assert engine.tool_kind("update_file_status") == "poll"  # the poll globs come first
+
+
+def test_a_configured_kind_wins() -> None:
+    config = LoopGuardConfig.from_mapping({"tools": {"Copy File": {"kind": "read"}}})
+    assert LoopEngine(config).tool_kind("Copy File") == "read"
+
+
+def test_a_script_run_after_each_edit_is_no_repeat() -> None:
+    """Results not captured: each run of the script after a different edit is new."""
+    calls = []
+    for n in range(3):
+        calls.append(call("Edit Script (AI)", {"script_name": "train.py",
+                                               "edit_instruction": f"change {n}"}))
+        calls.append(call("Execute Script", {"script_name": "train.py"}))
+    assert by(run(calls), "repeat") == {}
+    runs_alone = [call("Execute Script", {"script_name": "train.py"})] * 3
+    assert by(run(runs_alone), "repeat") == {3: "warn"}
