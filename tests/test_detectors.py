@@ -1183,6 +1183,21 @@ class TestNearDuplicateDetector:
             ("weather in Paris", "Paris weather", "paris weather today"), results, strict=True)]
         assert (_by(_run(calls), "near_duplicate") == {3: "replan"}) is fires
 
+    def test_progress_restarts_the_count(self) -> None:
+        """A rewording that brought a new answer starts the group anew: three rewordings that
+        each get that answer again are a loop, whatever came before it (an unseen audit: four
+        rewordings of one search, the second finding one page more, the last two nothing new).
+        Two after the new answer are not yet."""
+        queries = ("australia venture capital investment 2019",
+                   "venture capital investment australia 2019 dealroom",
+                   "dealroom venture capital australia 2019",
+                   "australia 2019 dealroom venture capital investment")
+        results = ("page 13", "pages 13 and 29", "pages 13 and 29", "pages 13 and 29")
+        calls = [_call("search_knowledge_base", {"query": q}, r)
+                 for q, r in zip(queries, results, strict=True)]
+        assert _by(_run(calls), "near_duplicate") == {4: "replan"}
+        assert _by(_run(calls[:3]), "near_duplicate") == {}
+
     def test_a_failed_call_is_in_no_group(self) -> None:
         """A search that failed, then the same search and a case variant that find nothing,
         are one failure and two tries: the failure ladders' (a file looked for in the wrong

@@ -217,7 +217,7 @@ class NearDuplicateDetector(DetectorBase):
         if step.kind == "mutating" or step.tool.lower() in self._shell_tools:
             arguments = None  # no arguments kept: never in a group
         # A call with a result none of the recent calls returned, not empty, is progress of its
-        # own (``_no_progress`` fails at once on it): one lookup, and no group is looked for.
+        # own (``_since_progress`` starts a group at it): one lookup, and no group is looked for.
         if arguments is not None and (step.empty or step.result_sig in state.results):
             return self._judge(state, step)
         state.entries.append([step, None, arguments])  # featured later, if ever needed
@@ -236,7 +236,7 @@ class NearDuplicateDetector(DetectorBase):
         minimum = self.config.threshold(tool, "near_duplicate_min")
         # Features only when this call can complete a group that fires: enough calls of the
         # tool, and (with a result) no progress of its own: an empty result, or one a call of
-        # the tool already returned (``_no_progress`` fails at once on a new result).
+        # the tool already returned (``_since_progress`` starts a group at a new result).
         if (len(same_tool) + 1 < minimum or step.error is not None or not step.has_result
                 or step.kind in ("exempt", "poll")
                 or (not step.empty
@@ -247,11 +247,10 @@ class NearDuplicateDetector(DetectorBase):
         group = [entry[0] for entry in same_tool if self._near(features, _features(entry))]
         state.keep(step, features, None)
         group.append(step)
+        group = self._since_progress(group)
         if len(group) < minimum:
             return None
         if len({s.call_sig for s in group}) < 2:
-            return None
-        if not self._no_progress(group):
             return None
         return self.evidence("NEAR_DUPLICATE", Action.REPLAN, step.tool, len(group),
                              occurrence_details(((s.index, s.span_id) for s in group),
@@ -259,20 +258,24 @@ class NearDuplicateDetector(DetectorBase):
                                                                         for s in group})))
 
     @staticmethod
-    def _no_progress(group: list[Step]) -> bool:
-        """Return True when no rewording after the group's first call brought anything new.
+    def _since_progress(group: list[Step]) -> list[Step]:
+        """Return the members of ``group`` from the last one that brought something new.
 
-        The first call's result is what the group started from, empty or not; each later one
-        must be empty or a result an earlier member returned (the spec's "counts a repeat only
-        if its outcome did not change"). So rewordings that get the same real answer again are
-        a loop, and one that gets a new answer is progress.
+        The first call's result is what the group started from, empty or not; a later one
+        brings something new unless it is empty or a result an earlier member returned (the
+        spec's "counts a repeat only if its outcome did not change"). So rewordings that get
+        the same real answer again are a loop, one that gets a new answer is progress, and
+        progress restarts the count: three rewordings returning what the fourth-last one
+        found are a loop, whatever the rewordings before it brought.
         """
         seen = {group[0].result_sig}
-        for member in group[1:]:
+        start = 0
+        for index in range(1, len(group)):
+            member = group[index]
             if not (member.empty or member.result_sig in seen):
-                return False
+                start = index
             seen.add(member.result_sig)
-        return True
+        return group[start:] if start else group
 
     def _near(self, left: dict[str, Feature], right: dict[str, Feature]) -> bool:
         if left.keys() != right.keys():
