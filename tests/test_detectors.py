@@ -67,6 +67,20 @@ class TestStagnationDetector:
         calls = [same, *_filler(gap, 0), same, *_filler(gap, 100), same]
         assert _by(_run(calls), "stagnation") == expected
 
+    def test_a_new_result_of_the_call_restarts_its_count(self) -> None:
+        """A job's output read with one call: "no output yet", a new line, "no output yet"...
+        Each new line is progress, so the third "no output yet" is no stagnation (an unseen
+        audit's agent polling a background script warned at the 5th read, replanned at the
+        7th). Two results taking turns, each seen before, still count."""
+        wait = "Returning control to agent after 90 seconds with no output."
+        reads = []
+        for n in range(4):
+            reads += [_call("code_execution_tool", {"runtime": "output"}, wait),
+                      _call("code_execution_tool", {"runtime": "output"}, f"post {n} done")]
+        assert _by(_run(reads), "stagnation") == {}
+        toggle = [_call("flag", {"id": 1}, result) for result in "ABABABAB"]
+        assert _by(_run(toggle), "stagnation") == {6: "warn", 7: "warn", 8: "replan"}
+
     def test_failed_calls_are_left_to_failure(self) -> None:
         """The same failing call with the same output is never stagnation."""
         calls = [_call("fetch", {"id": 1}, "Too Many Requests", error="HTTP 429")] * 5
@@ -423,6 +437,28 @@ class TestCountingWindowReference:
         stored = sum(len(occurrences) for generation in (window._members, window._previous)
                      for occurrences in generation.values())
         assert stored <= 3 * size  # bounded, however many keys came and went
+
+
+    @given(st.lists(st.tuples(st.sampled_from(["x:a", "x:b", "x:c", "y:a"]), st.integers(1, 4)),
+                    max_size=80),
+           st.sampled_from([2, 3, 6, 12]), st.integers(0, 40))
+    def test_first_since_matches_the_reference(self, pushes: list[tuple[str, int]], size: int,
+                                               after: int) -> None:
+        """The latest first occurrence in the window, after ``after``, of another key with the
+        prefix; and the occurrences of a key in the window."""
+        window, index, seen = CountingWindow(size), 0, []
+        for key, step in pushes:
+            index += step
+            seen.append((key, index))
+            window.push(key, index, f"s{index}")
+            firsts = [min(i for k, i in seen if k == other and i > index - size)
+                      for other in {k for k, _ in seen}
+                      if other != key and other.startswith("x:")
+                      and any(k == other and i > index - size for k, i in seen)]
+            expected = max([i for i in firsts if i > after], default=0)
+            assert window.first_since("x:", key, after, index) == expected
+            assert window.occurrences(key, index) == [
+                (i, f"s{i}") for k, i in seen if k == key and i > index - size]
 
 
 class TestResultCache:

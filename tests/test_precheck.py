@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, ClassVar
 
+import pytest
 from _calls import NO_RESULT, call, tool_call
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -86,6 +87,20 @@ class TestPrediction:
                 assert (predicted.action, predicted.code) == (decided.action, decided.code)
                 assert all(e.details.get("predicted") for e in predicted.evidence)
             seen.add(pick)
+
+    @pytest.mark.parametrize("results", ["ABACA", "ABABA", "AXAA", "AA"])
+    def test_a_new_result_between_repeats_is_predicted(self, results: str) -> None:
+        """The call's latest result once more: predicted as decided, the stagnation count
+        restarting after a result of the call new to the window (a poll's new output)."""
+        engine = LoopEngine(CONFIG)
+        state = engine.new_run()
+        for index, result in enumerate(results):
+            engine.process(state, tool_call(index, call("t", {"q": 1}, result)))
+        predicted = engine.precheck(state, "t", {"q": 1})
+        decided = engine.process(state, tool_call(len(results), call("t", {"q": 1},
+                                                                     results[-1])))
+        assert (predicted.action, predicted.code) == (decided.action, decided.code)
+        assert decided.action.label == ("continue" if results == "ABACA" else "warn")
 
     def test_a_cycle_stop_is_predicted(self) -> None:
         """The call that would complete a third repetition of A B is blocked beforehand."""

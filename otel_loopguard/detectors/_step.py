@@ -146,15 +146,43 @@ class CountingWindow:
         other._expiry = self._expiry
         return other
 
-    def only(self, key: str) -> CountingWindow:
+    def only(self, key: str, after: int = 0) -> CountingWindow:
         """Return an independent window holding only the occurrences of ``key``.
 
         ``push(key, ...)`` on it returns what it would return on this window: the other keys
         never change the occurrences of ``key`` (positions, not entries, bound the window).
+        With ``after``, only the occurrences after that position.
         """
         other = CountingWindow(self._size)
         occurrences = self._members.get(key) or self._previous.get(key)
         if occurrences:
-            other._members = {key: occurrences.copy()}
+            other._members = {key: [item for item in occurrences if item[0] > after]
+                                   if after else occurrences.copy()}
         other._expiry = self._expiry
         return other
+
+    def occurrences(self, key: str, index: int) -> list[tuple[int, str]]:
+        """Return the occurrences of ``key`` in the window that ends at ``index`` (a copy)."""
+        limit = index - self._size
+        found = self._members.get(key) or self._previous.get(key) or ()
+        return [item for item in found if item[0] > limit]
+
+    def first_since(self, prefix: str, key: str, after: int, index: int) -> int:
+        """Return the latest first occurrence after ``after`` of a key starting with ``prefix``.
+
+        Keys other than ``key`` only, first occurrences within the window that ends at
+        ``index``; 0 when there is none. A loop over the window's keys: for a count that
+        reached a threshold, not for every push.
+        """
+        limit = index - self._size
+        latest = 0
+        for table in (self._members, self._previous):
+            for name, occurrences in table.items():
+                if name == key or not name.startswith(prefix):
+                    continue
+                for position, _ in occurrences:
+                    if position > limit:  # the first one still in the window
+                        if position > after and position > latest:
+                            latest = position
+                        break
+        return latest

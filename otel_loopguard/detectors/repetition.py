@@ -52,6 +52,11 @@ class _PollState:
         """The run of calls in a row that returned the same non-empty result (see Stall)."""
 
 
+def _results_of(step: Step) -> str:
+    """Return the prefix of every window key of ``step``'s call with a result (``Step.pair``)."""
+    return step.call_sig + ":"
+
+
 class StagnationDetector(DetectorBase):
     """The same call returning the same result (volatile fields stripped), in the same world.
 
@@ -93,7 +98,13 @@ class StagnationDetector(DetectorBase):
     def fork(self, state: _PollState, step: Step) -> _PollState:
         """Return a copy for one hypothetical step: its pair's window, its poll streak."""
         other = _PollState(1)
-        other.window = state.window.only(step.pair)
+        window = state.window
+        kept = window.occurrences(step.pair, step.index)
+        # the count as observe restarts it (a new result of the call since the first of them),
+        # found here only when the step may reach a threshold: the copy holds its pair alone
+        restart = window.first_since(_results_of(step), step.pair, kept[0][0], step.index) \
+            if kept and len(kept) + 1 >= self._floor else 0
+        other.window = window.only(step.pair, restart)
         other.stall = state.stall  # replaced, never changed in place: shared safely
         last = state.last.get(step.call_key)
         if last is not None:
@@ -114,6 +125,13 @@ class StagnationDetector(DetectorBase):
         elif step.tool in THINK_TOOLS:
             stalled = self.stall(state, step, think_key(step.result_sig, step.version))
         occ = state.window.push(step.pair, step.index, step.span_id)
+        if len(occ) >= self._floor:
+            # a result of the same call new to the window since the first of these is
+            # progress (a poll's new output between its "no output yet"s): the count restarts
+            restart = state.window.first_since(_results_of(step), step.pair, occ[0][0],
+                                               step.index)
+            if restart:
+                occ = [item for item in occ if item[0] > restart]
         if len(occ) >= self._floor:
             cfg, tool = self.config, step.tool
             action = ladder(len(occ), cfg.threshold(tool, "stagnation_warn"),
