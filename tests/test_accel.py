@@ -183,6 +183,8 @@ def test_text_results_signed_in_c_get_the_python_signature_and_facts(accel: Modu
              " none ", "nothing found!", "", "   ", "x" * 5000, "queued " * 700,
              "No files found", "no matches found.", "No matches found!!", "no files found x",
              '{"output": "No files found"}', '["No matches found"]',
+             "No files matched the pattern.", "no files matched the patterns",
+             '{"output": "No matching files found."}', "NO MATCHING FILES",
              # Codex CLI's first line, and texts that only look like it
              "Chunk ID: 3f2a9c\nWall time: 0.4 seconds\nOutput:\nok", "Chunk ID: 3f2a9c\r\nok",
              "Chunk ID: \nok", "Chunk ID: 3f2a9c", "Chunk ID: 3f_2a\nok", "Chunk ID: 3f 2a\nok",

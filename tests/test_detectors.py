@@ -81,6 +81,15 @@ class TestStagnationDetector:
         toggle = [_call("flag", {"id": 1}, result) for result in "ABABABAB"]
         assert _by(_run(toggle), "stagnation") == {6: "warn", 7: "warn", 8: "replan"}
 
+    def test_globs_that_all_match_nothing_are_a_search_going_on(self) -> None:
+        """GitHub Copilot CLI's glob answers "No files matched the pattern." for each of an
+        ``/init`` sweep's globs: empty, as "No files found" is, so different globs that all
+        find nothing are not the same result read again (12 warns on one healthy run of an
+        unseen audit)."""
+        globs = [_call("glob", {"pattern": f"**/*.{ext}"}, "No files matched the pattern.")
+                 for ext in ("ts", "tsx", "js", "vue", "svelte", "astro")]
+        assert _by(_run(globs), "stagnation") == {}
+
     def test_failed_calls_are_left_to_failure(self) -> None:
         """The same failing call with the same output is never stagnation."""
         calls = [_call("fetch", {"id": 1}, "Too Many Requests", error="HTTP 429")] * 5
@@ -759,6 +768,17 @@ class TestDeclinedCalls:
 
 
 class TestMutatingFailureDetector:
+    def test_a_server_check_writing_to_dev_null_changes_nothing(self) -> None:
+        """``curl -s -o /dev/null -w "%{http_code}" URL`` failing while a server restarts is
+        a check, not a failing write to the URL (a mutating_failure warn on a healthy run of
+        an unseen audit); ``-o`` into a file is still a write."""
+        check = 'curl -s -o /dev/null -w "%{http_code}" http://localhost:3000/api/auth/me'
+        calls = [_call("bash", {"command": check}, "000", error="exit code 7")] * 3
+        assert _by(_run(calls), "mutating_failure") == {}
+        fetch = "curl -s -o me.json http://localhost:3000/api/auth/me"
+        calls = [_call("bash", {"command": fetch}, "", error="exit code 7")] * 3
+        assert _by(_run(calls), "mutating_failure") == {3: "warn"}
+
     def test_mcp_suffix_is_mutating(self) -> None:
         """An MCP tool whose name ends in ``__edit_file`` is mutating."""
         calls = [_call("fs__edit_file", {"path": "a"}, error="old_text not in file")] * 4

@@ -149,6 +149,20 @@ starts_with(PyObject *s, PyObject *prefix)   /* s.startswith(prefix), both str *
 }
 
 static int
+starts_lit_at(PyObject *s, Py_ssize_t at, const char *lit)   /* s[at:].startswith(lit) */
+{
+    size_t n = strlen(lit);
+    if (PyUnicode_GET_LENGTH(s) < at + (Py_ssize_t)n)
+        return 0;
+    int kind = PyUnicode_KIND(s);
+    const void *d = PyUnicode_DATA(s);
+    for (size_t i = 0; i < n; i++)
+        if (PyUnicode_READ(kind, d, at + (Py_ssize_t)i) != (Py_UCS4)(unsigned char)lit[i])
+            return 0;
+    return 1;
+}
+
+static int
 has_char(PyObject *s, Py_UCS4 ch)
 {
     int kind = PyUnicode_KIND(s);
@@ -1131,6 +1145,43 @@ find(Ctx *c, Args args, long depth, Outcome *out)
     return 0;
 }
 
+/* _curl_to_devices: 1 (and the outcome) when every output option of a curl names a device. */
+static int
+curl_to_devices(Args args, Outcome *out)
+{
+    int devices = 0;
+    for (Py_ssize_t i = 0; i < args.n; i++) {
+        PyObject *arg = args.v[i], *value;
+        Py_ssize_t at = 0;
+        int group = short_group(arg);
+        if (eq_lit(arg, "--remote-name") || eq_lit(arg, "--remote-name-all")
+            || (group && has_char(arg, 'O')))
+            return 0;
+        if (eq_lit(arg, "--output") || (group && WDATA(arg)[WLEN(arg) - 1] == 'o'))
+            value = i + 1 < args.n ? args.v[i + 1] : s_empty;
+        else if (starts_lit(arg, "--output="))
+            value = arg, at = 9;
+        else if (starts_lit(arg, "-o") && !group)
+            value = arg, at = 2;
+        else
+            continue;
+        if (!starts_lit_at(value, at, "/dev/"))
+            return 0;
+        devices = 1;
+    }
+    if (!devices)
+        return 0;
+    out->kind = s_default;
+    out->target = NULL;
+    for (Py_ssize_t i = args.n - 1; i >= 0; i--)
+        if (first_char(args.v[i]) != '-' && !starts_lit(args.v[i], "/dev/")
+            && path_like(args.v[i])) {
+            out->target = args.v[i];
+            break;
+        }
+    return 1;
+}
+
 /* _special: *found 0 when it returns None. */
 static int
 special(Ctx *c, PyObject *name, Args args, long depth, Outcome *out, int *found)
@@ -1171,6 +1222,8 @@ special(Ctx *c, PyObject *name, Args args, long depth, Outcome *out, int *found)
             }
         return 0;
     }
+    if (eq_lit(name, "curl") && curl_to_devices(args, out))
+        return 0;
     if (args.n == 1) {
         in = contains(c->r->version_words, args.v[0]);
         if (in < 0)

@@ -59,7 +59,7 @@ _NOT_COMMANDS: Final = _HEADERS | IGNORED_WORDS
 _VERSION_WORDS: Final = frozenset({"--version", "-V", "-v", "--help", "-h"})
 """The one argument that makes any command only print about itself (``python --version``)."""
 _EXEC_OPTIONS: Final = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
-_SPECIAL_NAMES: Final = SHELLS | {"find", "tee"}
+_SPECIAL_NAMES: Final = SHELLS | {"find", "tee", "curl"}
 """Commands read by :meth:`ShellReader._special` rather than by the table alone."""
 _GLOBAL_VALUE_OPTIONS: Final[Mapping[str, frozenset[str]]] = {
     "git": frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace"}),
@@ -344,6 +344,10 @@ class ShellReader(PackageRunners):
         if name == "tee":
             files = [a for a in args if path_like(a) and not a.startswith("/dev/")]
             return ("mutating", files[0]) if files else ("read", None)
+        if name == "curl":
+            found = _curl_to_devices(args)
+            if found is not None:
+                return found
         return ("read", None) if len(args) == 1 and args[0] in _VERSION_WORDS else None
 
     def _find(self, args: list[str], depth: int) -> Outcome:
@@ -409,6 +413,37 @@ def native_reads(text: str) -> bool:
     """
     return "python" not in text or _PYTHON_SCRIPT.search(text) is None \
         or not script_writes(text)
+
+
+def _curl_to_devices(args: list[str]) -> Outcome | None:
+    """Return the outcome of a ``curl`` whose every output option names a device, else None.
+
+    ``curl -s -o /dev/null -w "%{http_code}" URL``, a server check, writes nothing, as a
+    redirection to ``/dev/null`` does not: it is the plain ``curl`` (its URL, the last
+    path-like word, the target). Output options: ``-o``, ``--output`` and a short group
+    ending in ``o`` (``-so``) with the next word, ``--output=F`` and ``-oF``. A ``-O`` (the
+    remote file's name) writes a file: None, and the table decides.
+    """
+    found = False
+    for index, arg in enumerate(args):
+        group = _SHORT_GROUP.fullmatch(arg) is not None
+        if arg in ("--remote-name", "--remote-name-all") or (group and "O" in arg):
+            return None
+        if arg == "--output" or (group and arg.endswith("o")):
+            value = args[index + 1] if index + 1 < len(args) else ""
+        elif arg.startswith("--output="):
+            value = arg[9:]
+        elif arg.startswith("-o") and not group:
+            value = arg[2:]
+        else:
+            continue
+        if not value.startswith("/dev/"):
+            return None
+        found = True
+    if not found:
+        return None
+    urls = [a for a in args if a[:1] != "-" and not a.startswith("/dev/") and path_like(a)]
+    return "default", urls[-1] if urls else None
 
 
 def _first_path(words: Iterable[str]) -> str | None:

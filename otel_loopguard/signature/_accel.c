@@ -1613,8 +1613,9 @@ static inline int read_string(parse_t *p, span_t *out) {
 static const char *const empty_texts[] = {
     "", "none", "null", "no results", "no result", "no results found", "nothing found",
     "not found", "0 results", "no matches", "no match", "no data", "empty", "[]", "{}",
-    "no files found", "no matches found", NULL};
-#define EMPTY_TEXT_MAX 16 /* the longest of them */
+    "no files found", "no matches found", "no files matched", "no files matched the pattern",
+    "no matching files", "no matching files found", NULL};
+#define EMPTY_TEXT_MAX 28 /* the longest of them */
 
 static inline int stripped(Py_UCS4 c) { return c == ' ' || c == '.' || c == '!'; }
 

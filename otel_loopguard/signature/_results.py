@@ -31,7 +31,8 @@ _IN_PROGRESS_WORDS: Final = tuple(sorted(_IN_PROGRESS))
 _EMPTY_TEXTS: Final = frozenset({
     "", "none", "null", "no results", "no result", "no results found", "nothing found",
     "not found", "0 results", "no matches", "no match", "no data", "empty", "[]", "{}",
-    "no files found", "no matches found",
+    "no files found", "no matches found", "no files matched", "no files matched the pattern",
+    "no matching files", "no matching files found",
 })
 
 _NO_OUTPUT: Final = re.compile(
