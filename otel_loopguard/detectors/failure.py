@@ -43,7 +43,9 @@ _PERMANENT: Final = (
     ("unknown[ _]?(?:tool|function|action)", "unknown"), ("not[ _]?a[ _]?valid", "valid"),
     ("does[ _]?not[ _]?exist", "exist"),
     ("bad[ _]?request", "bad"), ("not[ _]?allowed", "allowed"), ("key[ _]?error", "key"),
-    ("type[ _]?error", "type"), ("value[ _]?error", "value"), ("cannot unmarshal", "unmarshal"))
+    ("type[ _]?error", "type"), ("value[ _]?error", "value"), ("cannot unmarshal", "unmarshal"),
+    (r"api[ _-]?key (?:is )?(?:required|missing|not (?:set|provided|configured))"
+     r"|(?:missing|no) api[ _-]?key", "api"))
 """Phrases of permanent errors, in order of precedence, each with a word every match contains."""
 _RETRYABLE: Final = (
     ("rate.?limit", "limit"), ("too[ _]?many[ _]?requests", "many"), ("time.?out", "time"),

@@ -68,6 +68,23 @@ MAX_COMMAND_CHARS: Final = 4096
 _VERSION_SUFFIX: Final = re.compile(r"[_-]v\d+$")
 
 
+_RUN_WORDS: Final = frozenset({"run", "execute", "exec"})
+_SHELL_WORDS: Final = frozenset({"shell", "bash", "terminal", "zsh", "powershell", "pwsh"})
+_NAME_WORD: Final = re.compile(r"[a-z0-9]+")
+_HUMP: Final = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def named_as_shell(name: str) -> bool:
+    """Return whether a tool's name says it runs shell commands: a run word and a shell word.
+
+    UFO2's ``run_shell``, a harness's ``execute_bash_pentest``, ``ExecuteShellCommand``: the
+    words of the name (split at ``_``, spaces, punctuation and camelCase humps) hold one of
+    ``_RUN_WORDS`` and one of ``_SHELL_WORDS``. Names in ``shell_tools`` need no such test.
+    """
+    words = set(_NAME_WORD.findall(_HUMP.sub("_", name).lower()))
+    return not words.isdisjoint(_RUN_WORDS) and not words.isdisjoint(_SHELL_WORDS)
+
+
 def tool_base_name(tool: str) -> str:
     """Return the name a tool's kind is looked up by.
 
@@ -160,7 +177,7 @@ class CallKindClassifier:
         shell_on = override is None or override.shell is not False
         editor_on = override is None or override.editor is not False
         modes: tuple[tuple[CallMode, bool], ...] = (
-            ("shell", shell_on and name in self._shell_tools),
+            ("shell", shell_on and (name in self._shell_tools or named_as_shell(base))),
             ("editor", editor_on and name in self._editor_tools),
             ("command", shell_on and name in self._command_words))
         return next((mode for mode, found in modes if found), None)
