@@ -74,14 +74,23 @@ _NAME_WORD: Final = re.compile(r"[a-z0-9]+")
 _HUMP: Final = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 
+def name_words(name: str) -> set[str]:
+    """Return the lower-cased words of a tool's name.
+
+    Split at ``_``, spaces, punctuation and camelCase humps (``ExecuteShellCommand``: execute,
+    shell, command); an MCP name's server part stays, callers pass the part after ``__``.
+    """
+    return set(_NAME_WORD.findall(_HUMP.sub("_", name).lower()))
+
+
 def named_as_shell(name: str) -> bool:
     """Return whether a tool's name says it runs shell commands: a run word and a shell word.
 
     UFO2's ``run_shell``, a harness's ``execute_bash_pentest``, ``ExecuteShellCommand``: the
-    words of the name (split at ``_``, spaces, punctuation and camelCase humps) hold one of
-    ``_RUN_WORDS`` and one of ``_SHELL_WORDS``. Names in ``shell_tools`` need no such test.
+    words of the name (``name_words``) hold one of ``_RUN_WORDS`` and one of
+    ``_SHELL_WORDS``. Names in ``shell_tools`` need no such test.
     """
-    words = set(_NAME_WORD.findall(_HUMP.sub("_", name).lower()))
+    words = name_words(name)
     return not words.isdisjoint(_RUN_WORDS) and not words.isdisjoint(_SHELL_WORDS)
 
 

@@ -13,7 +13,7 @@ import re
 from typing import Any, Final
 
 from otel_loopguard.config import LoopGuardConfig
-from otel_loopguard.kinds import CallKindClassifier, tool_base_name
+from otel_loopguard.kinds import CallKindClassifier, name_words, tool_base_name
 from otel_loopguard.kinds._browser import (
     _BROWSER_ACTIONS,
     _BROWSER_PREFIXES,
@@ -43,7 +43,6 @@ to-do list again and again as it works, which is neither a loop nor a change of 
 they are ``exempt`` unless configured otherwise."""
 _CAMEL_HUMP: Final = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 """Where a camelCase name's words meet (``readFile``: ``read|File``)."""
-_NAME_WORD: Final = re.compile(r"[a-z0-9]+")
 _FILE_OBJECTS: Final = frozenset({"file", "files", "dir", "directory", "directories", "folder",
                                   "folders", "script", "notebook"})
 """Words of a tool's name that say it acts on files (``move_file``, ``Edit Script (AI)``)."""
@@ -218,8 +217,8 @@ def changes_files(tool: str) -> bool:
 
     The MCP filesystem server's ``move_file`` and ``create_directory``, MLAgentBench's ``Edit
     Script (AI)`` and ``Copy File``, a harness's ``write_file_pentest``: words of the name
-    (camelCase humps, spaces and punctuation split it; an MCP name by its part after ``__``)
-    holding one of ``_FILE_OBJECTS`` and one of ``_FILE_CHANGES``.
+    (``name_words``; an MCP name by its part after ``__``) holding one of ``_FILE_OBJECTS``
+    and one of ``_FILE_CHANGES``.
     """
-    words = set(_NAME_WORD.findall(_CAMEL_HUMP.sub("_", tool.rsplit("__", 1)[-1]).lower()))
+    words = name_words(tool.rsplit("__", 1)[-1])
     return not words.isdisjoint(_FILE_OBJECTS) and not words.isdisjoint(_FILE_CHANGES)
