@@ -142,6 +142,25 @@ def test_a_configured_table_reads_as_in_python(native: ModuleType) -> None:
     assert bails <= MAX_LABELLED_BAIL * len(texts)
 
 
+def test_curl_output_options_read_as_in_python(native: ModuleType) -> None:
+    """A curl whose every output option names a device writes nothing (a server check), in
+    both readers; ``-O`` or an output file still writes."""
+    expected = {
+        'curl -s -o /dev/null -w "%{http_code}" http://localhost:3000/api/auth/me':
+            ("default", "http://localhost:3000/api/auth/me"),
+        "curl -sSo /dev/null http://localhost:8080/health": ("default", "http://localhost:8080/health"),
+        "curl --output=/dev/null --silent http://127.0.0.1:5000/": ("default", "http://127.0.0.1:5000/"),
+        "curl -o/dev/null -s http://x.test/a": ("default", "http://x.test/a"),
+        "curl -sL -o install.sh https://example.com/install.sh": ("mutating", "https://example.com/install.sh"),
+        "curl -o /dev/null -O https://example.com/data.tgz": ("mutating", "https://example.com/data.tgz"),
+        "curl -o": ("mutating", None),
+    }
+    python = ShellReader(default_rules())
+    assert {text: python._analyze(text, 0) for text in expected} == expected
+    differ, bails = _differences(native, list(expected))
+    assert not differ and not bails, differ
+
+
 _PIECES = (
     *"abcxyz019 \t\n\r\f\v'\"\\;&|()<>=-/.#$`{}[]*+@~!:_,", "\x00", "\x1c", "\x1d", "\x1e",
     "\x1f", "\x7f",
@@ -159,6 +178,7 @@ _PIECES = (
     "git -C x diff ", "git status", "git ", "commit -m ", "sed -i ", "sed -ni ",
     "sed --in-place=.b ",
     "rm -rf ", "cat ", "tee ", "tee -a ", "/dev/null", "/dev/stderr", "find . -exec ",
+    "curl ", "-o ", "-so ", "-O ", "--output ", "--output=", "-o/dev/null ",
     "find -execdir ", " \\;", " ';' ", " + ", "-delete", "tar xzf ", "tar -tf ", "tar ",
     "mkdir -p out", "chmod 700 x", "cargo test", "sleep 1", "wait", "watch ls",
     "case x in", "case", "in", "esac", "if ", "then ", "fi", "for i in 1 2", "do ", "done",
