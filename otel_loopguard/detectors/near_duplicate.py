@@ -275,7 +275,7 @@ class NearDuplicateDetector(DetectorBase):
             if not (member.empty or member.result_sig in seen):
                 start = index
             seen.add(member.result_sig)
-        return group[start:] if start else group
+        return group[start:]
 
     def _near(self, left: dict[str, Feature], right: dict[str, Feature]) -> bool:
         if left.keys() != right.keys():

@@ -71,7 +71,8 @@ _VERSION_SUFFIX: Final = re.compile(r"[_-]v\d+$")
 _RUN_WORDS: Final = frozenset({"run", "execute", "exec"})
 _SHELL_WORDS: Final = frozenset({"shell", "bash", "terminal", "zsh", "powershell", "pwsh"})
 _NAME_WORD: Final = re.compile(r"[a-z0-9]+")
-_HUMP: Final = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+CAMEL_HUMP: Final = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+"""Where a camelCase name's words meet (``readFile``: ``read|File``)."""
 
 
 def name_words(name: str) -> set[str]:
@@ -80,7 +81,7 @@ def name_words(name: str) -> set[str]:
     Split at ``_``, spaces, punctuation and camelCase humps (``ExecuteShellCommand``: execute,
     shell, command); an MCP name's server part stays, callers pass the part after ``__``.
     """
-    return set(_NAME_WORD.findall(_HUMP.sub("_", name).lower()))
+    return set(_NAME_WORD.findall(CAMEL_HUMP.sub("_", name).lower()))
 
 
 def named_as_shell(name: str) -> bool:

@@ -9,11 +9,10 @@ whose arguments an export dropped, which equals no other call.
 from __future__ import annotations
 
 import fnmatch
-import re
 from typing import Any, Final
 
 from otel_loopguard.config import LoopGuardConfig
-from otel_loopguard.kinds import CallKindClassifier, name_words, tool_base_name
+from otel_loopguard.kinds import CAMEL_HUMP, CallKindClassifier, name_words, tool_base_name
 from otel_loopguard.kinds._browser import (
     _BROWSER_ACTIONS,
     _BROWSER_PREFIXES,
@@ -41,8 +40,6 @@ _PLAN_TOOL_PATTERNS: Final = ("*todo*",)
 """Planning tools (``TodoWrite``, ``todo_write``, ``update_todo_list``): an agent updates its
 to-do list again and again as it works, which is neither a loop nor a change of the world, so
 they are ``exempt`` unless configured otherwise."""
-_CAMEL_HUMP: Final = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-"""Where a camelCase name's words meet (``readFile``: ``read|File``)."""
 _FILE_OBJECTS: Final = frozenset({"file", "files", "dir", "directory", "directories", "folder",
                                   "folders", "script", "notebook"})
 """Words of a tool's name that say it acts on files (``move_file``, ``Edit Script (AI)``)."""
@@ -105,7 +102,7 @@ class ToolKinds:
             return configured
         own = tool.rsplit("__", 1)[-1]
         # readFile and ReadFile (TypeScript MCP servers) are read_file, as EditFile is edit_file
-        names = {tool, own, tool_base_name(tool), tool_base_name(_CAMEL_HUMP.sub("_", own))}
+        names = {tool, own, tool_base_name(tool), tool_base_name(CAMEL_HUMP.sub("_", own))}
         if not names.isdisjoint(cfg.mutating_tools) or (  # a browser action unless listed a read
                 is_browser_action(tool) and names.isdisjoint(cfg.read_tools)):
             return "mutating"
