@@ -177,11 +177,19 @@ class ModelTurn:
     input_sig: str = ""
     """Digest of the turn's last input message, what reached the model since its previous turn
     (a tool result, the harness's feedback, a user's reply); ``""`` when content is not
-    captured."""
+    captured. A user's message of a few words (``y``, ``next``, ``go on``) has the prefix
+    ``REPLY_MARK``: an answer to the model, not a harness's feedback."""
     output_sig: str = ""
     """Digest of the turn's output messages; ``""`` when content is not captured."""
     user_input: bool = False
     """True when the turn's last input message is the user's (a reply in a conversation)."""
+
+
+REPLY_MARK: Final = "reply:"
+"""Prefix of a ``ModelTurn.input_sig`` that is a user's reply of a few words (``y``, ``next``,
+``go on``). A harness that rejects an answer says what is wrong (a format error, an
+instruction); three words or fewer from the user answer the model, so the same short reply
+each time is no repeated feedback (``idle_turns``)."""
 
 
 BUDGET_DETECTOR: Final = "budget"

@@ -25,7 +25,7 @@ from otel_loopguard.adapters._turns import (
 from otel_loopguard.processor import LoopGuardSpanProcessor
 from otel_loopguard.receiver._stream import StreamingChecker
 from otel_loopguard.testing import AgentScript, LoopGuardHarness
-from otel_loopguard.types import Decision, Handoff, ModelTurn
+from otel_loopguard.types import REPLY_MARK, Decision, Handoff, ModelTurn
 
 AGENT = "a" * 16
 REJECTED = {"gen_ai.input.messages": json.dumps([{"role": "user", "parts": [
@@ -601,6 +601,16 @@ class TestThroughSpans:
         harness.shutdown()
 
 
+def _deciding(harness: LoopGuardHarness) -> list[Decision]:
+    """Add a live processor to ``harness`` and return the list its decisions go to."""
+    decisions: list[Decision] = []
+    harness.provider.add_span_processor(LoopGuardSpanProcessor(
+        harness.config, downstream=SimpleSpanProcessor(InMemorySpanExporter()),
+        registry=CollectorRegistry(), clock=harness.clock, raise_internal_errors=True,
+        on_decision=decisions.append))
+    return decisions
+
+
 class TestLiveProcessor:
     """The LoopGuardSpanProcessor on the harness's real TracerProvider, exporting through
     ``downstream=`` to its own exporter."""
@@ -635,11 +645,7 @@ class TestLiveProcessor:
         """Live: a chat span without content, then three rejected ones: the warn lists the
         blank span's id first, as check's finding does."""
         harness = LoopGuardHarness()
-        decisions: list[Decision] = []
-        harness.provider.add_span_processor(LoopGuardSpanProcessor(
-            harness.config, downstream=SimpleSpanProcessor(InMemorySpanExporter()),
-            registry=CollectorRegistry(), clock=harness.clock, raise_internal_errors=True,
-            on_decision=decisions.append))
+        decisions = _deciding(harness)
         with harness.run() as agent:
             agent.turn(finish_reasons=["tool_calls"])
             agent.tool("read_file", {"path": "a.py"}, "print('a')")
@@ -660,11 +666,7 @@ class TestLiveProcessor:
         turn is pending: the live decisions are check's, span for span. The request for tools
         while the streak warns is no idle turn (yet): it is not warned again."""
         harness = LoopGuardHarness()
-        decisions: list[Decision] = []
-        harness.provider.add_span_processor(LoopGuardSpanProcessor(
-            harness.config, downstream=SimpleSpanProcessor(InMemorySpanExporter()),
-            registry=CollectorRegistry(), clock=harness.clock, raise_internal_errors=True,
-            on_decision=decisions.append))
+        decisions = _deciding(harness)
         with harness.run() as agent:
             _f21(agent)  # warns at the 4th rejected turn
             agent.turn(finish_reasons=["tool_calls"])  # asks for tools while the streak warns
@@ -905,3 +907,74 @@ def test_tool_call_ids_are_not_content() -> None:
               for n in (1, 2)]
     assert len({turn_input_of({"gen_ai.input.messages": json.dumps([m])})[0]
                 for m in legacy}) == 1
+
+
+def _answered(reply: str, answer: str) -> dict[str, str]:
+    """A chat span's content: the user's ``reply`` as its last input, ``answer`` as output."""
+    return {**_user(reply), "gen_ai.output.messages": json.dumps(
+        [{"role": "assistant", "parts": [{"type": "text", "content": answer}],
+          "finish_reason": "stop"}])}
+
+
+class TestShortReplies:
+    """A user who answers each step with the same word (``y``, ``next``) answers the model; a
+    harness that rejects an answer says what is wrong. Both arrive as a user's message."""
+
+    @staticmethod
+    def _steps(harness: LoopGuardHarness, reply: str, answers: Sequence[str]) -> None:
+        with harness.run() as agent:
+            agent.turn(finish_reasons=["tool_calls"])
+            agent.tool("read_file", {"path": "workflow.yaml"}, "steps: [1, 2, 3, 4]")
+            for answer in answers:
+                agent.turn(finish_reasons=["stop"], attributes=_answered(reply, answer))
+
+    @pytest.mark.parametrize("reply", ["y", "next", "go on", "  yes  please "])
+    def test_the_same_short_reply_to_new_answers_is_quiet(self, reply: str) -> None:
+        """Five steps, each answered "y" and each answer new: no finding, in check and live
+        (two audited healthy runs warned from the 4th step)."""
+        harness = LoopGuardHarness()
+        decisions = _deciding(harness)
+        self._steps(harness, reply, [f"Step {n} done. Continue? (y/n)" for n in range(5)])
+        harness.provider.force_flush()
+        assert harness.check()[0].findings == []
+        assert decisions == []
+        harness.shutdown()
+
+    def test_the_same_answer_to_the_same_short_reply_still_repeats(self) -> None:
+        """The same reply and the same answer each time repeat: warn at the 4th."""
+        harness = LoopGuardHarness()
+        self._steps(harness, "y", ["I cannot continue."] * 4)
+        assert [d.code for d in harness.check()[0].findings] == ["IDLE_TURNS"]
+        harness.shutdown()
+
+    @pytest.mark.parametrize("feedback", [
+        "Please make a move.", "No tool calls found in the response.",
+        "continue, and call a tool this time please"])
+    def test_feedback_of_more_words_is_the_same_feedback(self, feedback: str) -> None:
+        """Four words or more (a harness's instruction or error), new answers: warn at the
+        4th, as F21."""
+        harness = LoopGuardHarness()
+        self._steps(harness, feedback, [f"attempt {n}" for n in range(4)])
+        assert [d.code for d in harness.check()[0].findings] == ["IDLE_TURNS"]
+        harness.shutdown()
+
+    @pytest.mark.parametrize(("message", "marked"), [
+        ({"role": "user", "parts": [{"type": "text", "content": "y"}]}, True),
+        ({"role": "user", "content": "go on then"}, True),
+        ({"role": "user", "content": "please go on then"}, False),
+        ({"role": "user", "content": "x" * 33}, False),
+        ({"role": "user", "content": ""}, False),
+        ({"role": "tool", "content": "y"}, False),
+        ({"role": "user", "parts": [{"type": "tool_call_response", "response": "y"}]}, False),
+    ], ids=["part", "content", "four-words", "long-word", "empty", "tool", "function-response"])
+    def test_only_a_users_short_text_is_marked(self, message: dict[str, Any],
+                                               marked: bool) -> None:
+        digest, _ = turn_input_of({"gen_ai.input.messages": json.dumps([message])})
+        assert digest.startswith(REPLY_MARK) is marked
+
+    def test_flattened_prompts_are_marked_too(self) -> None:
+        """OpenLLMetry's flattened prompt: a user's "next" is a reply, an assistant's is not."""
+        user = {"gen_ai.prompt.0.role": "user", "gen_ai.prompt.0.content": "next"}
+        assistant = {"gen_ai.prompt.0.role": "assistant", "gen_ai.prompt.0.content": "next"}
+        assert turn_input_of(user)[0].startswith(REPLY_MARK)
+        assert not turn_input_of(assistant)[0].startswith(REPLY_MARK)

@@ -10,6 +10,7 @@ import orjson
 
 from otel_loopguard.adapters import _keys as k
 from otel_loopguard.signature import digest
+from otel_loopguard.types import REPLY_MARK
 
 __all__ = ["NO_TURN", "asks_by_reason", "has_content", "not_from_user", "tool_request_of",
            "turn_content_of", "turn_input_of", "turn_of", "turn_output_of", "user_input_of"]
@@ -277,8 +278,23 @@ def turn_input_of(attributes: Mapping[str, Any]) -> tuple[str, bool]:
             message = parsed[-1]
             if len(parsed) > 1:
                 message = _unquoted(message, parsed)
-            return _digest_of(_without_call_ids(message)), _from_user(message)
+            if not _from_user(message):
+                return _digest_of(_without_call_ids(message)), False
+            return _user_digest(_without_call_ids(message), _text_of(message)), True
     return _last_prompt(attributes) if _has_prompts(attributes) else ("", False)
+
+
+_REPLY_WORDS: Final = 3
+_REPLY_CHARS: Final = 32
+"""A user's message of at most this many words and characters is a reply (``REPLY_MARK``)."""
+
+
+def _user_digest(message: Any, text: str) -> str:
+    """Return the digest of a user's message whose text is ``text``, marked if a short reply."""
+    found = _digest_of(message)
+    if found and len(text) <= _REPLY_CHARS and 0 < len(text.split()) <= _REPLY_WORDS:
+        return REPLY_MARK + found
+    return found
 
 
 _MIN_QUOTED_CHARS: Final = 32
@@ -391,7 +407,9 @@ def _last_prompt(attributes: Mapping[str, Any]) -> tuple[str, bool]:
                        if index < last and entry[0] == "assistant"), "")
         if role != "assistant" and isinstance(content, str) and len(answer) >= _MIN_QUOTED_CHARS:
             content = _without(content, answer)
-        return _digest_of(content), role == "user"
+        if role != "user":
+            return _digest_of(content), False
+        return _user_digest(content, content if isinstance(content, str) else ""), True
     return "", False
 
 

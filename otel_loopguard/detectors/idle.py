@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.detectors._base import _MAX_LISTED, DetectorBase
-from otel_loopguard.types import Action, Evidence, ModelTurn
+from otel_loopguard.types import REPLY_MARK, Action, Evidence, ModelTurn
 
 __all__ = ["IdleTurnsDetector"]
 
@@ -158,7 +158,10 @@ class IdleTurnsDetector(DetectorBase):
         """Add an idle turn to the streak if it repeats it, else start a new streak with it."""
         if state.count == 1:
             state.feedback = turn.input_sig
-            state.same_feedback = bool(turn.input_sig)
+            # a user's short reply (``y``, ``next``) answers the model: the same one again is
+            # no harness repeating its feedback
+            state.same_feedback = bool(turn.input_sig) and not turn.input_sig.startswith(
+                REPLY_MARK)
         elif state.count:
             state.same_feedback = state.same_feedback and turn.input_sig == state.feedback
         if state.count:  # an answer in words repeats only when what reached the model is
