@@ -480,8 +480,13 @@ class TestVolatileText:
          "Cell In[4], line 1\n----> 1 f()\nNameError: name 'f' is not defined"),
         ("File <ipython-input-3-a4c5f5c6c8b3>:1 in <module>\nNameError",
          "File <ipython-input-12-9e8d7c6b5a4f>:1 in <module>\nNameError"),
+        ("[INFO] Total time:  01:58 min\n[INFO] BUILD FAILURE",
+         "[INFO] Total time:  02:03 min\n[INFO] BUILD FAILURE"),
+        ("FAIL\texample.com/pkg\t1m2.512s", "FAIL\texample.com/pkg\t0m59.87s"),
+        ("BUILD FAILED in 1m 23s\n3 actionable tasks", "BUILD FAILED in 2m 5s\n3 actionable tasks"),
     ], ids=["duration-s", "duration-ms", "took-seconds", "iso", "time-of-day", "address",
-            "uuid", "hex-id", "decimal-id", "ipython-cell", "ipython-input"])
+            "uuid", "hex-id", "decimal-id", "ipython-cell", "ipython-input", "maven-clock",
+            "go-minutes", "gradle-minutes"])
     def test_volatile_tokens_are_masked(self, first: str, second: str) -> None:
         """Plain-text results that differ only in a volatile token have one signature."""
         volatile = VolatileMatcher()
@@ -496,8 +501,10 @@ class TestVolatileText:
         ("3f2a9c1b7d4e5f60", "9e8d7c6b5a4f3e21"),
         ("sha256:3f2a9c1b7d4e5f60", "sha256:9e8d7c6b5a4f3e21"),
         ("Cell In[3], line 1\nNameError", "Cell In[3], line 2\nNameError"),
+        ("loaded 5m rows", "loaded 6m rows"),
+        ("range 12:12 seen", "range 12:13 seen"),
     ], ids=["counts", "line-numbers", "short-numbers", "line-column", "11-digit-number",
-            "an-id-alone", "one-word", "a-cell-line"])
+            "an-id-alone", "one-word", "a-cell-line", "millions", "line-column-words"])
     def test_data_stays(self, first: str, second: str) -> None:
         """Counts, line numbers and short numbers are data: they keep results apart."""
         volatile = VolatileMatcher()

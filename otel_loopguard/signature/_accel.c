@@ -204,11 +204,11 @@ static Py_ssize_t unit_at(const text_t *t, Py_ssize_t p) {
     return -1;
 }
 
-/* \b\d+(?:[.,]\d+)?\s?(?:units)\b: \d+ takes the whole run (a shorter one is followed by a
- * digit, which nothing after it matches), then the optional parts, longest first. */
-static Py_ssize_t duration(const text_t *t, Py_ssize_t i) {
-    if (!starts_word(t, i)) return -1;
-    Py_ssize_t p = run_of(t, i, C_DIGIT);
+/* (?:\d{1,2}:\d\d|\d+)(?:[.,]\d+)?\s?(?:units)\b for the digits from start to p: a clock
+ * (Maven's "02:55 min") when there are one or two and ':' and two digits follow (nothing else
+ * after the digits can be ':'); then the optional parts, longest first. */
+static Py_ssize_t duration_from(const text_t *t, Py_ssize_t start, Py_ssize_t p) {
+    if (p - start <= 2 && at(t, p, ':') && digits(t, p + 1, 2)) p += 3;
     Py_ssize_t starts[2];
     int count = 0;
     if ((at(t, p, '.') || at(t, p, ',')) && is(t, p + 1, C_DIGIT))
@@ -224,6 +224,22 @@ static Py_ssize_t duration(const text_t *t, Py_ssize_t i) {
         if (e >= 0) return e;
     }
     return -1;
+}
+
+/* \b(?:\d+m\s?)?(?:\d{1,2}:\d\d|\d+)(?:[.,]\d+)?\s?(?:units)\b: \d+ takes the whole run (a shorter
+ * one is followed by a digit, which nothing after it matches); minutes first (Go's and
+ * Gradle's "1m2.5s", "1m 23s"), else the duration from the digits. */
+static Py_ssize_t duration(const text_t *t, Py_ssize_t i) {
+    if (!starts_word(t, i)) return -1;
+    Py_ssize_t p = run_of(t, i, C_DIGIT);
+    if (p < t->n && letter(ch(t, p), 'm')) {
+        Py_ssize_t q = p + 1 + is(t, p + 1, C_SPACE);
+        if (is(t, q, C_DIGIT)) {
+            Py_ssize_t e = duration_from(t, q, run_of(t, q, C_DIGIT));
+            if (e >= 0) return e;
+        }
+    }
+    return duration_from(t, i, p);
 }
 
 /* \b0[xX][0-9a-fA-F]{4,}\b */

@@ -31,7 +31,9 @@ _CAMEL_RE: Final = re.compile(r"(?<=[a-z0-9])([A-Z])")
 _VOLATILE_TEXT_RE: Final = re.compile(
     r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?"  # ISO
     r"|\b\d{1,2}:\d\d:\d\d(?:[.,]\d+)?\b"  # a time of day (hh:mm alone may be a line:column)
-    r"|\b\d+(?:[.,]\d+)?\s?(?:ms|µs|us|ns|s|secs?|seconds?|mins?|minutes?|h|hrs?|hours?)\b"
+    # a duration: 0.41s, 12 ms; Go's and Gradle's 1m2.5s, 1m 23s; Maven's 02:55 min
+    r"|\b(?:\d+m\s?)?(?:\d{1,2}:\d\d|\d+)(?:[.,]\d+)?\s?"
+    r"(?:ms|µs|us|ns|s|secs?|seconds?|mins?|minutes?|h|hrs?|hours?)\b"
     r"|\b0x[0-9a-f]{4,}\b"  # a memory address
     r"|\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"  # a UUID
     r"|\b(?=[a-f]*\d)[0-9a-f]{12,}\b"  # a hex or decimal id of 12+ characters
@@ -42,7 +44,8 @@ _VOLATILE_ASCII_RE: Final = re.compile(
     r"(?:(?=\d)|\b(?=[a-fA-F][0-9a-fA-F]{7}))(?:"  # where a match may start: a digit, or 8 hex
     r"\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:[zZ]|[+-]\d\d:?\d\d)?"
     r"|\b\d{1,2}:\d\d:\d\d(?:[.,]\d+)?\b"
-    r"|\b\d+(?:[.,]\d+)?[ \t\n\r\f\v\x1c-\x1f]?(?:[mM][sS]|[uU][sS]|[nN][sS]|[sS]"
+    r"|\b(?:\d+[mM][ \t\n\r\f\v\x1c-\x1f]?)?(?:\d{1,2}:\d\d|\d+)(?:[.,]\d+)?"
+    r"[ \t\n\r\f\v\x1c-\x1f]?(?:[mM][sS]|[uU][sS]|[nN][sS]|[sS]"
     r"|[sS][eE][cC][sS]?|[sS][eE][cC][oO][nN][dD][sS]?|[mM][iI][nN][sS]?"
     r"|[mM][iI][nN][uU][tT][eE][sS]?|[hH]|[hH][rR][sS]?|[hH][oO][uU][rR][sS]?)\b"
     r"|\b0[xX][0-9a-fA-F]{4,}\b"
@@ -59,11 +62,12 @@ text, and a first test that fails fast where no token can start (most places in 
 def mask_volatile_text(text: str) -> str:
     """Return plain-text ``text`` with the tokens that change between identical runs masked.
 
-    Durations (``in 0.53s``, ``12 ms``, ``took 3.2 seconds``), ISO date-times and times of day,
-    memory addresses (``0x7f3a...``), UUIDs, hex or decimal ids of 12 or more characters and an
-    IPython traceback's execution counter (``Cell In[12]``, ``ipython-input-12-``) each become
-    ``#``, as volatile keys are dropped from JSON results: a test suite rerun with
-    nothing changed returns the same result though its timing line differs. Counts
+    Durations (``in 0.53s``, ``12 ms``, ``took 3.2 seconds``, ``1m2.5s``, ``02:55 min``), ISO
+    date-times and times of day, memory addresses (``0x7f3a...``), UUIDs, hex or decimal ids of
+    12 or more characters and an IPython traceback's execution counter (``Cell In[12]``,
+    ``ipython-input-12-``) each become ``#``, as volatile keys are dropped from JSON results: a
+    test suite rerun with nothing changed returns the same result though its timing line
+    differs. Counts
     (``3 failed, 2 passed``), line numbers and other short numbers are data and stay, and so
     does a text of one word (``job:3f2a9c1b7d4e``, a digest): an id returned alone is the
     answer (a new ticket, a new job), not noise around it. One precompiled pattern, one pass;
