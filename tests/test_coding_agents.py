@@ -122,6 +122,12 @@ def test_without_tool_details_claude_code_calls_have_no_arguments_and_only_failu
     assert all("gen_ai.tool.call.arguments" not in r.attributes for r in calls)
     reports = list(Checker().run(records))
     assert reports[0].findings, "identical failures are still seen without arguments"
+    assert {d.detector for d in reports[0].findings} == {"failure"}
+    # without the error message either (the default): "ShellError" names nothing of the call
+    for record in run.records:
+        record["attributes"].pop("error", None)
+    bare = list(Checker().run(AgentRecords().from_events(_events(run))))
+    assert bare[0].tool_calls == 6 and not bare[0].findings
 
 
 @pytest.mark.parametrize(("params", "expected"), [
@@ -174,7 +180,8 @@ def test_a_failed_execution_span_counts_in_a_later_batch_than_its_tool_span(
     failing command read as the same call succeeding). It is remembered for its parent's
     batch: the same findings as when both come together."""
     run = sessions()[0]
-    spans = _claude_spans(run, error="")
+    # with the call's input (``OTEL_LOG_TOOL_CONTENT``): a bare failure of one call six times
+    spans = _claude_spans(run, error="", extra={"tool_input": '{"command": "npm test"}'})
     children = [s for s in spans if s.name == "claude_code.tool.execution"]
     tools = [s for s in spans if s.name == "claude_code.tool"]
     agents = AgentRecords()
@@ -332,9 +339,9 @@ def test_codex_tool_results_sent_as_span_events_are_read_and_counted_once(
     alone = _check_runs([traces], capsys)
     stuck, fine = alone[f"codex:{looping.session_id}"], alone[f"codex:{healthy.session_id}"]
     assert stuck["tool_calls"] == fine["tool_calls"] == 6
-    # no arguments in the trace copy: the same unclassified failure warns from the 5th call
-    assert stuck["findings"] and stuck["findings"][0]["span_id"] == "call_L004"
-    assert not fine["findings"]
+    # no arguments and no output in the trace copy: a bare failure names nothing of the call,
+    # so six of them are not known to be one call failing six times
+    assert not stuck["findings"] and not fine["findings"]
     # with its log events too, each call is counted once, with what the events carry
     logs = _write(tmp_path, [looping, healthy])
     events_only = _check_runs([logs], capsys)

@@ -107,6 +107,23 @@ class TestLadders:
         same = _fail("bash", {"command": "make -j2"}, "Exited due to timeout")
         assert by(run([same] * 5), "failure") == {3: "warn", 4: "warn", 5: "stop"}
 
+    @pytest.mark.parametrize(("error", "expected"), [
+        ("exit code 1", {}), ("Error", {}), ("NameError", {}), ("user declined", {}),
+        ("Error: Could not find exact match in src/app.py", {5: "warn", 6: "warn"}),
+        ("accessibility tree don't have this element_id", {5: "warn", 6: "warn"}),
+    ], ids=["exit-code", "error", "class-name", "declined", "names-a-file", "names-an-element"])
+    def test_without_arguments_an_error_of_few_words_names_nothing(
+            self, error: str, expected: dict[int, str]) -> None:
+        """Six failures of a tool with no arguments captured: an unclassified error of three
+        words or fewer may be any call's (a shell agent's setup fails with ``exit code 1``
+        again and again, another command each time: 10 healthy runs of the corpus flagged
+        that way with no content captured), so it is not counted; one that names something
+        counts as on other targets (warn at 5). With the arguments, the same call failing
+        with ``exit code 1`` keeps its ladder."""
+        assert by(run([_fail("bash", None, error)] * 6), "failure") == expected
+        same = _fail("bash", {"command": "make"}, "exit code 1")
+        assert by(run([same] * 3), "failure") == {3: "warn"}
+
     def test_an_unclassified_error_is_told_apart_by_its_output(self) -> None:
         """"exit code 1" says nothing: a script fixed for its indentation that then misses its
         data file fails another way (Who&When's captain-088, healthy). Before, three failures

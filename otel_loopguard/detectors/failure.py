@@ -310,8 +310,11 @@ class FailureDetector(DetectorBase):
                                             or _timed_out(step.error_reason)):
             # identical arguments cannot be known, and a message no code or phrase classifies
             # ("exit code 1", a refusal) says nothing of the call either, nor does a timeout
-            # (any command may reach its time limit, a long one again and again):
-            # the tool's same error counts as on other targets (warn at 5, never a stop)
+            # (any command may reach its time limit, a long one again and again): the tool's
+            # same error counts as on other targets (warn at 5, never a stop), if it says
+            # something of the call at all
+            if _names_nothing(step.error):
+                return None
             details["ladder"] = "any_target"
             return self.evidence("REPEATED_FAILURE", ladder(
                 same_call, cfg.threshold(tool, "failure_permanent_any_target_warn")),
@@ -424,6 +427,22 @@ class MutatingFailureDetector(DetectorBase):
                             cfg.threshold(tool, "mutating_failure_stop"))
         return self.evidence("MUTATING_FAILURE", action, tool, count + 1, occurrence_details(
             streak, error_class=step.error_class, error_reason=step.error_reason))
+
+
+_FEW_WORDS: Final = 3
+"""An error of this many words or fewer names nothing of the call (``_names_nothing``)."""
+
+
+def _names_nothing(error: str | None) -> bool:
+    """Whether an error text is too short to tell one call's failure from another's.
+
+    ``exit code 1``, ``Error``, ``NameError``, ``prover error``, ``user declined``: any call of
+    the tool may fail that way. Without the calls' arguments, the same such error five times
+    is not known to be the same failure five times (absent is not the same): a shell agent
+    setting up a project fails that way again and again with other commands each time. A
+    longer error names something (a file it could not find, an element, the tool's message).
+    """
+    return not error or len(error.split(None, _FEW_WORDS)) <= _FEW_WORDS
 
 
 def _streak_error(step: Step) -> str:
