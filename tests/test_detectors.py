@@ -315,6 +315,16 @@ class TestRepeatDetector:
         real = _call("edit_file_v2", {"diff": "-x = 1\n+x = 2"})
         assert _by(_run([real] * 4), "repeat") == {3: "warn", 4: "warn"}
 
+    def test_a_diff_of_markers_and_blanks_is_no_edit_content(self) -> None:
+        """Cursor's export of an edit whose content it lost, with no file named: ``- \n+  \n``,
+        the same for five new files in a row (two healthy sessions replanned at the 5th, as
+        F24's same change back to back). A diff of markers and blanks alone says nothing; one
+        line with content in it is compared."""
+        lost = _call("edit_file", {"diff": "- \n+  \n"})
+        assert _by(_run([lost] * 5), "repeat") == {}
+        blank = _call("edit_file", {"diff": "- \n+ x\n"})
+        assert _by(_run([blank] * 5), "repeat") == {3: "warn", 4: "warn", 5: "replan"}
+
     def test_tool_names_with_a_version_suffix_keep_their_kind(self) -> None:
         """``edit_file_v2`` is an edit: a read after it is a new observation; a to-do list
         tool is exempt (updating the plan again and again is not a loop)."""

@@ -191,6 +191,8 @@ def arguments_known(kind: str, arguments: Any, tool: str = "") -> bool:
 
 
 _DIFF_KEYS: Final = frozenset({"diff", "patch"})
+_DIFF_MARKS: Final = "+- \t\r\n"
+"""What a diff's lines hold besides their content: a diff of these alone says nothing."""
 
 
 def _holds_content(arguments: dict[Any, Any], targets: bool = False) -> bool:
@@ -198,11 +200,14 @@ def _holds_content(arguments: dict[Any, Any], targets: bool = False) -> bool:
 
     A diff or patch of one line is none: a diff spans lines, and an IDE export that lost the
     edit puts a status or its error there instead (``Status: **loading**``, "The string to
-    replace was not found in the file"), the same for every lost edit. ``targets``: a value
-    under a target key says it too (a browser's ``url``).
+    replace was not found in the file"), the same for every lost edit; nor is one whose lines
+    hold only their ``+`` and ``-`` and blanks (Cursor's export of an edit it lost: two lines,
+    ``-`` and ``+`` with spaces, the same for every file). ``targets``: a value under a target
+    key says it too (a browser's ``url``).
     """
     for key, value in arguments.items():
-        if key in _DIFF_KEYS and type(value) is str and "\n" not in value:
+        if key in _DIFF_KEYS and type(value) is str and (
+                "\n" not in value or not value.strip(_DIFF_MARKS)):
             continue
         if (targets or key not in _TARGET_KEYS) and value not in (None, "", [], {}):
             return True
