@@ -368,6 +368,8 @@ class TestArguments:
         ({"code": "ls"}, "read"),
         ({"input": "touch x"}, "mutating"),
         ({"command_line": "git status"}, "read"),
+        ({"bash_command": "sed -i s/a/b/ core.py"}, "mutating"),  # a harness's own key
+        ({"shell_command": "head -40 core.py"}, "read"),
         ({"commands": ["cd x", "git diff"]}, "read"),
         ({"commands": ["git diff", "git commit -m x"]}, "mutating"),
         ('{"command": "sed -i s/a/b/ f", "timeout": 10}', "mutating"),
