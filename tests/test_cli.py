@@ -402,7 +402,8 @@ def test_an_idle_turns_finding_says_it_fell_at_a_model_turn(
     def body(agent: AgentScript) -> None:
         agent.turn(finish_reasons=["tool_calls"])
         agent.tool("bash", {"command": "ls"}, "a.py")
-        rejected = {"gen_ai.input.messages": json.dumps([{"role": "user", "content": "bad"}])}
+        rejected = {"gen_ai.input.messages": json.dumps(
+            [{"role": "user", "content": "Your answer was not formatted correctly."}])}
         for _ in range(4):
             agent.turn(finish_reasons=["stop"], attributes=rejected)
 

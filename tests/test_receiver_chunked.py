@@ -13,6 +13,7 @@ import gzip
 import http.client
 import json
 import socket
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -118,6 +119,23 @@ class TestChunkedBodies:
         assert served.value("loopguard_receiver_requests_total", protocol="http",
                             outcome="too_large") == 1.0
         assert served.receiver.bytes_in_flight == 0
+
+    def test_a_body_refused_unread_still_gets_its_answer(self, served: Served) -> None:
+        """A Content-Length over the limit is refused before the body is read; the body the
+        client still sends (here 1.5 MiB past it) is drained before the connection closes, so
+        the client reads the 413 instead of a reset connection, which exporters retry."""
+        size = LIMIT + 3 * (1 << 19)
+        with socket.create_connection(("127.0.0.1", served.receiver.http_port), timeout=10) \
+                as sock:
+            sock.sendall(_head(f"Content-Length: {size}\r\n").encode("latin-1"))
+            time.sleep(0.3)  # the answer is written, and the connection closing, before the body
+            sock.sendall(b"\x00" * size)
+            sock.shutdown(socket.SHUT_WR)
+            answer = b""
+            while chunk := sock.recv(65536):
+                answer += chunk
+        assert int(answer.split(b" ", 2)[1]) == 413
+        assert f"exceeds the {LIMIT}-byte limit" in status_message(answer.split(b"\r\n\r\n", 1)[1])
 
     @pytest.mark.parametrize(("head", "body", "status", "message"), [
         ("Transfer-Encoding: chunked\r\n", b"zz\r\nab\r\n0\r\n\r\n", 400, "bad chunk size"),

@@ -78,6 +78,24 @@ class _Slot:
         self.since = time.monotonic()
 
 
+_LINGER_SECONDS: Final = 1.0
+_LINGER_BYTES: Final = 1 << 22
+"""How long, and how much, an unread request body is drained before its connection closes."""
+
+
+def _drain(sock: socket.socket) -> None:
+    """Stop sending on ``sock`` and read what the client still sends, for a bounded time."""
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_WR)
+        sock.settimeout(_LINGER_SECONDS)
+        deadline, drained = time.monotonic() + _LINGER_SECONDS, 0
+        while drained < _LINGER_BYTES and time.monotonic() < deadline:
+            data = sock.recv(65536)
+            if not data:
+                break
+            drained += len(data)
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 128
@@ -207,6 +225,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.set_state(self.request, _READING)
         self._reader.deadline = time.monotonic() + self.server.timeout_seconds
         super().handle_one_request()
+
+    def finish(self) -> None:
+        """Send what is left of the answer; then, if a request's body was left unread, drain it.
+
+        A connection closed with unread bytes in it is reset, and a reset can reach the client
+        before the answer it has not read yet: a 413 for a body over the limit would read as a
+        dropped connection, which an exporter retries, instead of a refusal it does not.
+        """
+        super().finish()
+        if self.command == "POST" and not getattr(self, "_body_read", True):
+            _drain(self.connection)
 
     # --- routes --------------------------------------------------------------------------------
     def do_GET(self) -> None:
