@@ -484,9 +484,11 @@ class TestVolatileText:
          "[INFO] Total time:  02:03 min\n[INFO] BUILD FAILURE"),
         ("FAIL\texample.com/pkg\t1m2.512s", "FAIL\texample.com/pkg\t0m59.87s"),
         ("BUILD FAILED in 1m 23s\n3 actionable tasks", "BUILD FAILED in 2m 5s\n3 actionable tasks"),
+        ("Stderr: error at line 45\nExit Code: 1\nProcess Group PGID: 60302",
+         "Stderr: error at line 45\nExit Code: 1\nProcess Group PGID: 61477"),
     ], ids=["duration-s", "duration-ms", "took-seconds", "iso", "time-of-day", "address",
             "uuid", "hex-id", "decimal-id", "ipython-cell", "ipython-input", "maven-clock",
-            "go-minutes", "gradle-minutes"])
+            "go-minutes", "gradle-minutes", "gemini-cli-pgid"])
     def test_volatile_tokens_are_masked(self, first: str, second: str) -> None:
         """Plain-text results that differ only in a volatile token have one signature."""
         volatile = VolatileMatcher()

@@ -284,11 +284,13 @@ static int preceded_by(const text_t *t, Py_ssize_t i, const char *s, Py_ssize_t 
 }
 
 /* (?<=Cell In\[)\d+(?=\])|(?<=ipython-input-)\d+(?=-): an IPython traceback's execution
- * counter (the last alternative of _volatile's patterns), case-sensitive. */
+ * counter; (?<=Process Group PGID: )\d+: the process group Gemini CLI's shell tool ran a
+ * command in (the last alternatives of _volatile's patterns), case-sensitive. */
 static Py_ssize_t cell_counter(const text_t *t, Py_ssize_t i) {
     Py_ssize_t e = run_of(t, i, C_DIGIT);
     if (at(t, e, ']') && preceded_by(t, i, "Cell In[", 8)) return e;
     if (at(t, e, '-') && preceded_by(t, i, "ipython-input-", 14)) return e;
+    if (preceded_by(t, i, "Process Group PGID: ", 20)) return e;
     return -1;
 }
 
@@ -337,7 +339,8 @@ static inline int digit_may_start(const unsigned char *s, Py_ssize_t n, Py_ssize
         || ((cls[next] & C_SPACE) && (cls[after] & C_UNIT))
         || (d - i == 1 && s[i] == '0' && (next == 'x' || next == 'X'))
         || (next == ']' && i >= 8 && memcmp(s + i - 8, "Cell In[", 8) == 0)
-        || (next == '-' && i >= 14 && memcmp(s + i - 14, "ipython-input-", 14) == 0))
+        || (next == '-' && i >= 14 && memcmp(s + i - 14, "ipython-input-", 14) == 0)
+        || (i >= 20 && s[i - 2] == ':' && memcmp(s + i - 20, "Process Group PGID: ", 20) == 0))
         return 1;
     return hex_run(s, n, i, 8) == 8;
 }

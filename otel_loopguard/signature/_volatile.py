@@ -37,7 +37,8 @@ _VOLATILE_TEXT_RE: Final = re.compile(
     r"|\b0x[0-9a-f]{4,}\b"  # a memory address
     r"|\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"  # a UUID
     r"|\b(?=[a-f]*\d)[0-9a-f]{12,}\b"  # a hex or decimal id of 12+ characters
-    r"|(?-i:(?<=Cell In\[)\d+(?=\])|(?<=ipython-input-)\d+(?=-))",  # an IPython counter
+    r"|(?-i:(?<=Cell In\[)\d+(?=\])|(?<=ipython-input-)\d+(?=-))"  # an IPython counter
+    r"|(?-i:(?<=Process Group PGID: )\d+)",  # Gemini CLI's shell: the command's process group
     re.IGNORECASE)
 """Tokens of plain text that change between identical runs (see ``mask_volatile_text``)."""
 _VOLATILE_ASCII_RE: Final = re.compile(
@@ -51,7 +52,8 @@ _VOLATILE_ASCII_RE: Final = re.compile(
     r"|\b0[xX][0-9a-fA-F]{4,}\b"
     r"|\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
     r"|\b(?=[a-fA-F]*\d)[0-9a-fA-F]{12,}\b"
-    r"|(?<=Cell In\[)\d+(?=\])|(?<=ipython-input-)\d+(?=-))",
+    r"|(?<=Cell In\[)\d+(?=\])|(?<=ipython-input-)\d+(?=-)"
+    r"|(?<=Process Group PGID: )\d+)",
     re.ASCII)
 """``_VOLATILE_TEXT_RE`` for ASCII text, matching the same tokens three times faster: cases
 spelled out (no case folding per character), ``\\s`` as the characters it matches in ASCII
@@ -64,8 +66,9 @@ def mask_volatile_text(text: str) -> str:
 
     Durations (``in 0.53s``, ``12 ms``, ``took 3.2 seconds``, ``1m2.5s``, ``02:55 min``), ISO
     date-times and times of day, memory addresses (``0x7f3a...``), UUIDs, hex or decimal ids of
-    12 or more characters and an IPython traceback's execution counter (``Cell In[12]``,
-    ``ipython-input-12-``) each become ``#``, as volatile keys are dropped from JSON results: a
+    12 or more characters, an IPython traceback's execution counter (``Cell In[12]``,
+    ``ipython-input-12-``) and the process group of Gemini CLI's shell tool (``Process Group
+    PGID: 60302``) each become ``#``, as volatile keys are dropped from JSON results: a
     test suite rerun with nothing changed returns the same result though its timing line
     differs. Counts
     (``3 failed, 2 passed``), line numbers and other short numbers are data and stay, and so
