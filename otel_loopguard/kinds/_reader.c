@@ -121,17 +121,23 @@ eq_litn(PyObject *s, const char *lit, size_t n)   /* a str equal to an ASCII lit
 #define eq_lit(s, lit) eq_litn((s), "" lit, sizeof(lit) - 1)
 
 static int
-starts_lit(PyObject *s, const char *lit)
+starts_lit_at(PyObject *s, Py_ssize_t at, const char *lit)   /* s[at:].startswith(lit) */
 {
     size_t n = strlen(lit);
-    if ((size_t)PyUnicode_GET_LENGTH(s) < n)
+    if (PyUnicode_GET_LENGTH(s) < at + (Py_ssize_t)n)
         return 0;
     int kind = PyUnicode_KIND(s);
     const void *d = PyUnicode_DATA(s);
     for (size_t i = 0; i < n; i++)
-        if (PyUnicode_READ(kind, d, i) != (Py_UCS4)(unsigned char)lit[i])
+        if (PyUnicode_READ(kind, d, at + (Py_ssize_t)i) != (Py_UCS4)(unsigned char)lit[i])
             return 0;
     return 1;
+}
+
+static int
+starts_lit(PyObject *s, const char *lit)
+{
+    return starts_lit_at(s, 0, lit);
 }
 
 static int
@@ -144,20 +150,6 @@ starts_with(PyObject *s, PyObject *prefix)   /* s.startswith(prefix), both str *
     const void *ds = PyUnicode_DATA(s), *dp = PyUnicode_DATA(prefix);
     for (Py_ssize_t i = 0; i < n; i++)
         if (PyUnicode_READ(ks, ds, i) != PyUnicode_READ(kp, dp, i))
-            return 0;
-    return 1;
-}
-
-static int
-starts_lit_at(PyObject *s, Py_ssize_t at, const char *lit)   /* s[at:].startswith(lit) */
-{
-    size_t n = strlen(lit);
-    if (PyUnicode_GET_LENGTH(s) < at + (Py_ssize_t)n)
-        return 0;
-    int kind = PyUnicode_KIND(s);
-    const void *d = PyUnicode_DATA(s);
-    for (size_t i = 0; i < n; i++)
-        if (PyUnicode_READ(kind, d, at + (Py_ssize_t)i) != (Py_UCS4)(unsigned char)lit[i])
             return 0;
     return 1;
 }
