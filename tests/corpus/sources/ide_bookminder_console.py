@@ -47,10 +47,11 @@ How the console maps to turns and calls:
   Gemini CLI's ``Found 8 matching file(s)`` and ``Listed 5 item(s).``, a fetch's ``Received
   1.2MB (200 OK)``, a sub-agent's ``Done (4 tool uses · 12.1k tokens · 1m 2.5s)``) was not
   captured: the model saw the file, the listing or the report, the console its size (``SIZE_ONLY``);
-  it is null. ``Found 0 files`` is what the search found, and stays. A Gemini CLI command the
-  box cut at its width (its status line ends with ``…``) is not what the model sent: its
-  arguments are not captured (``{}``), so two commands cut to the same text are not the same
-  call. Results over 4,000
+  it is null. ``Found 0 files`` is what the search found, and stays. A call the console cut
+  at its width (a Gemini CLI status line, or the text inside a Claude Code call's parentheses,
+  ending with ``…``; a Gemini edit's change excepted, which is partial by design) is not what
+  the model sent: its arguments are not captured (``{}``), so two commands cut to the same
+  text are not the same call. Results over 4,000
   characters are capped as FORMAT.md says.
 
 Usage: ``python tests/corpus/sources/ide_bookminder_console.py REPO`` where REPO is a local clone
@@ -251,8 +252,10 @@ def parse_session(agent: str, lines: list[str]) -> _Session:
                 else None
             if result is None:
                 end = at
-            current.call(tool, _claude_args(tool, head), result,
-                         _claude_error(result) if result else None)
+            args = _claude_args(tool, head)
+            if any(value.rstrip().endswith("…") for value in args.values()):
+                args = {}  # cut at the console's width: not what the model sent
+            current.call(tool, args, result, _claude_error(result) if result else None)
             at = end
             continue
         match = _CLAUDE_TEXT.match(line)
@@ -289,7 +292,7 @@ def parse_session(agent: str, lines: list[str]) -> _Session:
             if name == "Shell":  # the console adds the model's description: `cmd (Does x.)`
                 head = re.sub(r" \([A-Z][^()]*\)$", "", head.strip())
             args: dict[str, Any] = {key: head.strip()}
-            if name == "Shell" and head.rstrip().endswith("…"):  # cut at the box's width
+            if name != "Edit" and head.rstrip().endswith("…"):  # cut at the box's width
                 args = {}
             if name == "Edit" and ": " in head:
                 path, change = head.split(": ", 1)
