@@ -370,6 +370,11 @@ class TestArguments:
         ({"command_line": "git status"}, "read"),
         ({"bash_command": "sed -i s/a/b/ core.py"}, "mutating"),  # a harness's own key
         ({"shell_command": "head -40 core.py"}, "read"),
+        # Terminal-Bench's Terminus: keys typed into a tmux pane, Enter as a newline
+        ({"keystrokes": "cat > run.sh << 'EOF'\necho hi\nEOF\n", "is_blocking": True,
+          "timeout_sec": 5}, "mutating"),
+        ({"keystrokes": "ls -la\n", "is_blocking": True}, "read"),
+        ({"keystrokes": "C-c", "is_blocking": False}, "default"),
         ({"commands": ["cd x", "git diff"]}, "read"),
         ({"commands": ["git diff", "git commit -m x"]}, "mutating"),
         ('{"command": "sed -i s/a/b/ f", "timeout": 10}', "mutating"),

@@ -114,7 +114,7 @@ _UNSET: Final[Any] = object()
 _POWERSHELL: Final = "\x00powershell\x00"
 """Marks the script of a ``powershell``/``pwsh`` argv: PowerShell, whatever it starts with."""
 _COMMAND_KEYS: Final = ("command", "cmd", "script", "code", "input", "commands", "command_line",
-                         "bash_command", "shell_command")
+                         "bash_command", "shell_command", "keystrokes")
 _SUBCOMMAND_KEYS: Final = ("command", "action", "operation", "mode", "subcommand")
 _EDITOR_READS: Final = frozenset({"view", "read", "show", "list", "open", "cat", "get", "find",
                                   "search", "view_range"})
