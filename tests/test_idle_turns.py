@@ -132,6 +132,22 @@ class TestIdleTurnsEngine:
                   for f in ["x", "fb", "fb", "user", "fb", "fb", "fb"]]
         assert labels == ["continue"] * 6 + ["warn"]
 
+    def test_the_same_few_feedbacks_in_turn_repeat(self) -> None:
+        """A harness that sends its request again after each rejection (AutoCodeRover's patch
+        step: "Write a patch...", "Your edit could not be applied...", the request again):
+        the feedbacks alternate but bring nothing the streak had not seen, so the 4th idle
+        turn warns. A message the streak has not seen still breaks it."""
+        feed = Feed()
+        feed.tool()
+        labels = [feed.turn(feedback=f).action.label
+                  for f in ["request", "rejected", "request", "rejected", "rejected"]]
+        assert labels == ["continue"] * 3 + ["warn"] * 2
+        feed = Feed()
+        feed.tool()
+        labels = [feed.turn(feedback=f).action.label
+                  for f in ["request", "rejected", "request", "new", "rejected", "request"]]
+        assert labels == ["continue"] * 6
+
     def test_f21_warns_at_the_fourth_idle_turn(self) -> None:
         """Four turns in a row that answer in text (the harness rejecting each): warn at the 4th."""
         feed = Feed()

@@ -26,12 +26,15 @@ class _IdleState:
         the number of a blank turn's (``observe_blank``), formatted only if a finding lists it."""
         self.pending: ModelTurn | None = None
         """The latest turn when it asked for tools and none has run yet."""
-        self.feedback = ""
-        """The input digest of the streak's second turn: the feedback to its first."""
+        self.feedback: set[str] = set()
+        """The input digests of the streak's turns (at most ``_MAX_INPUTS``), while
+        ``same_feedback``: its first turn's input and the feedback to each of its turns."""
         self.output = ""
         """The output digest of the streak's first turn."""
         self.same_feedback = False
-        """Every turn after the streak's first got the same captured feedback."""
+        """Every turn after the streak's first got captured feedback the streak had seen: the
+        same message each time, or the same few in turn (a harness that sends its request
+        again after each rejection of the answer)."""
         self.same_output = False
         """Every turn of the streak gave the same captured output."""
         self.inputs: set[str] = set()
@@ -151,19 +154,21 @@ class IdleTurnsDetector(DetectorBase):
         state.armed = state.armed or requested or acted > 0 or agent_span_id is not None
         state.count, state.span_ids = 1, [span_id]
         state.output, state.same_output = "", False
+        state.feedback.clear()
         return True
 
     @staticmethod
     def _add(state: _IdleState, turn: ModelTurn) -> None:
         """Add an idle turn to the streak if it repeats it, else start a new streak with it."""
+        feedback = turn.input_sig
         if state.count == 1:
-            state.feedback = turn.input_sig
             # a user's short reply (``y``, ``next``) answers the model: the same one again is
             # no harness repeating its feedback
-            state.same_feedback = bool(turn.input_sig) and not turn.input_sig.startswith(
-                REPLY_MARK)
+            state.same_feedback = bool(feedback) and not feedback.startswith(REPLY_MARK)
+            if not state.same_feedback:
+                state.feedback.clear()
         elif state.count:
-            state.same_feedback = state.same_feedback and turn.input_sig == state.feedback
+            state.same_feedback = state.same_feedback and feedback in state.feedback
         if state.count:  # an answer in words repeats only when what reached the model is
             # known: without its input, a user's new message may have come (absent is not the
             # same); a request for tools that never ran repeats whatever came; and after the
@@ -177,8 +182,12 @@ class IdleTurnsDetector(DetectorBase):
             state.count, state.span_ids = 0, []
             state.output, state.same_output = turn.output_sig, bool(turn.output_sig)
             state.inputs.clear()
+            state.feedback.clear()
         if state.same_output and len(state.inputs) < _MAX_INPUTS:
             state.inputs.add(turn.input_sig)
+        if (state.same_feedback or not state.count) and feedback \
+                and not feedback.startswith(REPLY_MARK) and len(state.feedback) < _MAX_INPUTS:
+            state.feedback.add(feedback)
         state.count += 1
         state.span_ids.append(turn.span_id)
         if len(state.span_ids) > _MAX_LISTED:
