@@ -142,6 +142,17 @@ def test_paging_down_a_document_and_stuck_at_its_bottom() -> None:
     assert by(run([*parts, bottom, bottom, bottom]), "stagnation") == {8: "warn"}
 
 
+@pytest.mark.parametrize("tool", ["page_down", "next_page_action", "load_more"])
+def test_paging_on_without_its_parts_captured_is_no_repeat(tool: str) -> None:
+    """A page turn that takes no argument (TapeAgents' ``next_page_action {}`` ten times through
+    a Wikipedia article, Magentic-One's ``page_down``), its parts not captured: each call may
+    show another part, so ``repeat`` does not count it (it replanned at the 5th). Any other
+    call without arguments or results still does (F3)."""
+    assert by(run([call(tool, {})] * 10), "repeat") == {}
+    assert by(run([call("get_page_text", {})] * 5), "repeat") == {
+        3: "warn", 4: "warn", 5: "replan"}
+
+
 def test_the_same_action_on_the_same_page_is_a_loop() -> None:
     """A click that leaves the page as it was, back to back: warn at the third."""
     click = call("click", {"bid": "a51"}, "- button 'Order now' [disabled]")

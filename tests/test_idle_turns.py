@@ -133,19 +133,19 @@ class TestIdleTurnsEngine:
         assert labels == ["continue"] * 6 + ["warn"]
 
     def test_the_same_few_feedbacks_in_turn_repeat(self) -> None:
-        """A harness that sends its request again after each rejection (AutoCodeRover's patch
-        step: "Write a patch...", "Your edit could not be applied...", the request again):
-        the feedbacks alternate but bring nothing the streak had not seen, so the 4th idle
-        turn warns. A message the streak has not seen still breaks it."""
+        """A harness that rejects answers with one of a few messages (smolagents' two code
+        parsing errors, by what the answer held, in turn): the feedbacks alternate but bring
+        nothing the streak had not seen, so the 4th idle turn warns. A message the streak has
+        not seen still breaks it."""
         feed = Feed()
         feed.tool()
         labels = [feed.turn(feedback=f).action.label
-                  for f in ["request", "rejected", "request", "rejected", "rejected"]]
+                  for f in ["no code", "no answer", "no code", "no answer", "no answer"]]
         assert labels == ["continue"] * 3 + ["warn"] * 2
         feed = Feed()
         feed.tool()
         labels = [feed.turn(feedback=f).action.label
-                  for f in ["request", "rejected", "request", "new", "rejected", "request"]]
+                  for f in ["no code", "no answer", "no code", "new", "no answer", "no code"]]
         assert labels == ["continue"] * 6
 
     def test_f21_warns_at_the_fourth_idle_turn(self) -> None:

@@ -8,7 +8,7 @@ from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.detectors._base import DetectorBase, ladder, lowest, occurrence_details
 from otel_loopguard.detectors._step import CountingWindow, Step, sequence_key
 from otel_loopguard.kinds import CallKindClassifier
-from otel_loopguard.kinds._tools import is_browser_action
+from otel_loopguard.kinds._tools import is_browser_action, is_page_turn
 from otel_loopguard.types import Action, Evidence
 
 __all__ = ["BatchDetector", "RepeatDetector", "RereadDetector", "StagnationDetector"]
@@ -271,7 +271,8 @@ class RepeatDetector(DetectorBase):
         state.last = ""
         if step.kind == "read" and self._unranged(state, step):
             return None  # a read without its content may be another page: reread's part
-        if step.has_result or step.error is not None or step.kind in ("exempt", "poll"):
+        if step.has_result or step.error is not None or step.kind in ("exempt", "poll") \
+                or is_page_turn(step.tool):  # the next page, not captured: maybe another
             return None
         occ = state.window.push(step.call_key, step.index, step.span_id)
         if len(occ) < self._floor:

@@ -48,3 +48,9 @@ _SCREEN_TOOLS: Final = frozenset({"computer", "computer_use", "computer_use_prev
 whose ``action`` clicks, types, scrolls or takes a screenshot. Each call counts as an action: a
 screenshot between two clicks is a look at a changed screen, the same screenshot again and again
 with nothing done between is still a repeat, and the same screen after it is still stagnant."""
+_PAGE_TURNS: Final = frozenset({
+    "scroll", "scroll_up", "scroll_down", "scroll_page", "page_up", "page_down", "next_page",
+    "previous_page", "prev_page", "load_more"})
+"""Calls that move through what the agent looks at (a page, a document, a list) by the tool's
+own position, not by an argument: Magentic-One's ``page_down``, TapeAgents'
+``next_page_action`` (``is_page_turn``)."""

@@ -17,13 +17,14 @@ from otel_loopguard.kinds._browser import (
     _BROWSER_ACTIONS,
     _BROWSER_PREFIXES,
     _PAGE_ACTIONS,
+    _PAGE_TURNS,
     _SCREEN_TOOLS,
 )
 from otel_loopguard.kinds._target import call_target
 from otel_loopguard.signature import ResultInfo
 
 __all__ = ["NO_ARGUMENTS", "PER_CALL", "QUERY_KEYS", "ToolKinds", "arguments_known",
-           "is_browser_action"]
+           "is_browser_action", "is_page_turn"]
 
 _TARGET_KEYS: Final = frozenset({
     "path", "file", "file_path", "filepath", "filename", "target_file", "target",
@@ -36,6 +37,8 @@ QUERY_KEYS: Final = frozenset({"query", "pattern", "glob", "glob_pattern", "q", 
 _MAX_BROWSER_NAMES: Final = 4096
 _browser_names: dict[str, bool] = {}
 """Tool name → whether it is a browser action (``is_browser_action``), for the first tools."""
+_page_turns: dict[str, bool] = {}
+"""Tool name → whether it turns pages (``is_page_turn``), for the first tools."""
 _PLAN_TOOL_PATTERNS: Final = ("*todo*",)
 """Planning tools (``TodoWrite``, ``todo_write``, ``update_todo_list``): an agent updates its
 to-do list again and again as it works, which is neither a loop nor a change of the world, so
@@ -167,6 +170,23 @@ def is_browser_action(tool: str) -> bool:
             and name.split("_", 1)[1].startswith(_BROWSER_ACTIONS))
         if len(_browser_names) < _MAX_BROWSER_NAMES and len(tool) <= _MAX_CACHED_CHARS:
             _browser_names[tool] = found
+    return found
+
+
+def is_page_turn(tool: str) -> bool:
+    """Whether ``tool`` moves through a page or a list by its own position (``_PAGE_TURNS``).
+
+    Its base name (``tool_base_name``) without a browser prefix (``browser_scroll``) or an
+    ``_action`` suffix (TapeAgents' ``next_page_action``).
+    """
+    found = _page_turns.get(tool)
+    if found is None:
+        name = tool_base_name(tool)
+        if name.startswith(_BROWSER_PREFIXES):
+            name = name.split("_", 1)[1]
+        found = name.removesuffix("_action") in _PAGE_TURNS
+        if len(_page_turns) < _MAX_BROWSER_NAMES and len(tool) <= _MAX_CACHED_CHARS:
+            _page_turns[tool] = found
     return found
 
 
