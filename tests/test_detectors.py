@@ -184,6 +184,17 @@ class TestStagnationDetector:
         assert {d.code for d in decisions if d.action > Action.CONTINUE} == {"STALLED_RESULT"}
         assert _by(_run(self._thoughts(3)), "stagnation") == {}
 
+    def test_thoughts_stall_without_their_results_captured(self) -> None:
+        """A thought returns nothing by what it is: with results off (arguments captured),
+        reworded thoughts in a row stall all the same (a small model's tau-bench run, six
+        thoughts then a transfer, was missed). Without the arguments, whether they were
+        reworded is not known: nothing; a captured result between them starts again."""
+        unsaid = [_call("think", c["arguments"]) for c in self._thoughts(6)]
+        assert _by(_run(unsaid), "stagnation") == {4: "warn", 5: "warn", 6: "warn"}
+        assert _by(_run([_call("think") for _ in range(6)]), "stagnation") == {}
+        lookup = _call("get_user_details", {"user_id": "u1"}, '{"name": "A"}')
+        assert _by(_run([*unsaid[:3], lookup, *unsaid[3:]]), "stagnation") == {}
+
     def test_thoughts_broken_by_an_action_or_the_user_start_again(self) -> None:
         """A call between thoughts, or a user's message (a new world version), is progress."""
         thoughts = self._thoughts(6)

@@ -27,11 +27,13 @@ from otel_loopguard.detectors.near_duplicate import NearDuplicateDetector
 from otel_loopguard.detectors.repetition import (
     _MAX_TRACKED,
     THINK_TOOLS,
+    UNSAID,
     BatchDetector,
     RepeatDetector,
     RereadDetector,
     StagnationDetector,
     think_key,
+    unsaid_thought,
 )
 from otel_loopguard.kinds._tools import is_browser_action
 from otel_loopguard.types import Detector, Evidence
@@ -127,6 +129,11 @@ class BuiltinDetectors:
                 found = self.detectors[position].observe(states[position], step)
                 if found is not None:
                     evidence.append(found)
+        elif self.stagnation is not None and not has_result and unsaid_thought(step):
+            found = self.stagnation_stall(states[self.stagnation], step,
+                                          think_key(UNSAID, step.version))
+            if found is not None:
+                evidence.append(found)
         if self.repeat is not None:  # a captured result of a call that changes nothing
             position = self.repeat
             state = states[position]

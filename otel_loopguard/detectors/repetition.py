@@ -28,6 +28,11 @@ THINK_TOOLS: Final = frozenset({"think", "Think"})
 between them, are an agent deliberating instead of acting (``STALLED_RESULT``)."""
 
 
+UNSAID: Final = "\x00unsaid"
+"""The result of a ``THINK_TOOLS`` call that was not captured: nothing, as every thought
+returns (``think_key``)."""
+
+
 def think_key(result: str, version: int) -> str:
     """The stall key of a ``THINK_TOOLS`` call: its result in the run's world version.
 
@@ -35,6 +40,17 @@ def think_key(result: str, version: int) -> str:
     starts the run again.
     """
     return f"{result}@{version}"
+
+def unsaid_thought(step: Step) -> bool:
+    """Whether ``step`` is a thought whose (empty) result was not captured, its words known.
+
+    A ``THINK_TOOLS`` call returns nothing by what it is: without results captured, reworded
+    thoughts in a row still stall (``STALLED_RESULT``). Without its arguments, whether a
+    thought was reworded is not known, and none counts.
+    """
+    return not step.has_result and step.error is None and step.arguments_captured \
+        and step.tool in THINK_TOOLS
+
 
 Stall = tuple[str, str, bool, int, tuple[tuple[int, str], ...]]
 """The latest run of identical results: (result, first call, other calls among them, count,
@@ -114,7 +130,8 @@ class StagnationDetector(DetectorBase):
     def observe(self, state: _PollState, step: Step) -> Evidence | None:
         """Count this (call, result) and report the ladder it reached."""
         if not step.has_result or step.error is not None or step.kind == "exempt":
-            return None
+            return self.stall(state, step, think_key(UNSAID, step.version)) \
+                if unsaid_thought(step) else None
         if step.kind == "mutating" and not is_browser_action(step.tool):
             return None  # its (empty or constant) result is its success, never nothing new
         if step.kind == "poll":
