@@ -594,9 +594,11 @@ class TestFailureDetector:
          "try again"),
         ("Tool execution failed. Error details are redacted.", "retryable", "error"),
         ("version 4.0.1 failed", "retryable", "error"),
+        ('ERROR: syntax error at or near "all"', "permanent", "syntax error"),
+        ("SyntaxError: unterminated string literal", "permanent", "syntaxerror"),
     ], ids=["401", "403", "404", "408", "429", "502", "eacces", "validation", "unknown-tool",
             "rate-limit", "timed-out", "temporarily", "unclassified", "agents-sdk-result",
-            "agents-sdk-status", "dotted-number"])
+            "agents-sdk-status", "dotted-number", "sql-syntax", "python-syntax"])
     def test_classification(self, text: str, kind: str, reason: str) -> None:
         """Codes win, then permanent phrases, then retryable ones; the rest is retryable."""
         assert classify_error(text) == (kind, reason)

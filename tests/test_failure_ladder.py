@@ -79,6 +79,20 @@ class TestLadders:
         assert by(decisions, "failure") == {5: "warn"}
         assert decisions[4].evidence[0].details["error_class"] == "permanent"
 
+    def test_a_syntax_error_is_permanent(self) -> None:
+        """A statement the database cannot parse (``syntax error at or near "all"``) fails
+        the same way however often it is sent. An MCP server's SQL tool, its arguments lost
+        after the first call (``{}``), failed 95 times in a row with only a warning at the
+        5th (an unclassified error of calls not known to be the same); now the same permanent
+        error of the tool's calls without arguments counts as on one target: warn at the 3rd
+        of them, stop at the 4th. The same statement sent again verbatim stops at the 2nd, as
+        any permanent error does."""
+        error = 'ERROR: syntax error at or near "all"\nLINE 1: all'
+        first = _fail("execute_sql", {"sql": "INSERT INTO t VALUES (1)"}, error)
+        lost = _fail("execute_sql", {}, error)
+        assert by(run([first, *[lost] * 4]), "failure") == {4: "warn", 5: "stop"}
+        assert by(run([first] * 2), "failure") == {2: "stop"}
+
     def test_without_captured_arguments_no_stop_at_the_second_failure(self) -> None:
         """Arguments not captured (Claude Code's and Gemini CLI's default telemetry, an
         instrumentation without content capture): two reads of missing files may be two files.

@@ -44,6 +44,7 @@ _PERMANENT: Final = (
     ("does[ _]?not[ _]?exist", "exist"),
     ("bad[ _]?request", "bad"), ("not[ _]?allowed", "allowed"), ("key[ _]?error", "key"),
     ("type[ _]?error", "type"), ("value[ _]?error", "value"), ("cannot unmarshal", "unmarshal"),
+    ("syntax[ _]?error", "syntax"),
     (r"api[ _-]?key (?:is )?(?:required|missing|not (?:set|provided|configured))"
      r"|(?:missing|no) api[ _-]?key", "api"))
 """Phrases of permanent errors, in order of precedence, each with a word every match contains."""
