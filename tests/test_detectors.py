@@ -188,10 +188,13 @@ class TestStagnationDetector:
         """A thought returns nothing by what it is: with results off (arguments captured),
         reworded thoughts in a row stall all the same (a small model's tau-bench run, six
         thoughts then a transfer, was missed). Without the arguments, whether they were
-        reworded is not known: nothing; a captured result between them starts again."""
+        reworded is not known: only the 8th in a row warns (small models thinking 28 times
+        before the step limit were missed); a captured result between them starts again."""
         unsaid = [_call("think", c["arguments"]) for c in self._thoughts(6)]
         assert _by(_run(unsaid), "stagnation") == {4: "warn", 5: "warn", 6: "warn"}
-        assert _by(_run([_call("think") for _ in range(6)]), "stagnation") == {}
+        assert _by(_run([_call("think") for _ in range(7)]), "stagnation") == {}
+        assert _by(_run([_call("think") for _ in range(9)]), "stagnation") == {
+            8: "warn", 9: "warn"}
         lookup = _call("get_user_details", {"user_id": "u1"}, '{"name": "A"}')
         assert _by(_run([*unsaid[:3], lookup, *unsaid[3:]]), "stagnation") == {}
 

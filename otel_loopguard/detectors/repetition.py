@@ -41,15 +41,19 @@ def think_key(result: str, version: int) -> str:
     """
     return f"{result}@{version}"
 
-def unsaid_thought(step: Step) -> bool:
-    """Whether ``step`` is a thought whose (empty) result was not captured, its words known.
+UNSEEN_THOUGHTS_WARN: Final = 8
+"""Thoughts in a row whose words were not captured either: warn (``STALLED_RESULT``)."""
 
-    A ``THINK_TOOLS`` call returns nothing by what it is: without results captured, reworded
-    thoughts in a row still stall (``STALLED_RESULT``). Without its arguments, whether a
-    thought was reworded is not known, and none counts.
+
+def unsaid_thought(step: Step) -> bool:
+    """Whether ``step`` is a thought whose (empty) result was not captured.
+
+    A ``THINK_TOOLS`` call returns nothing by what it is: without results captured, thoughts
+    in a row still stall (``STALLED_RESULT``). Without its arguments, whether a thought was
+    reworded is not known: only ``UNSEEN_THOUGHTS_WARN`` of them in a row, nothing done or
+    said between, warn (an agent thinking two or three times before it acts is ordinary).
     """
-    return not step.has_result and step.error is None and step.arguments_captured \
-        and step.tool in THINK_TOOLS
+    return not step.has_result and step.error is None and step.tool in THINK_TOOLS
 
 
 Stall = tuple[str, str, bool, int, tuple[tuple[int, str], ...]]
@@ -177,7 +181,8 @@ class StagnationDetector(DetectorBase):
         count, mixed = stall[3] + 1, stall[2] or step.call_sig != stall[1]
         occ = (*stall[4][1 - _STALL_LISTED:], (step.index, step.span_id))
         state.stall = (stall[0], stall[1], mixed, count, occ)
-        if not mixed or count < STALL_WARN:
+        if not mixed or count < (STALL_WARN if step.arguments_captured
+                                 or step.tool not in THINK_TOOLS else UNSEEN_THOUGHTS_WARN):
             return None
         return self.evidence("STALLED_RESULT", Action.WARN, step.tool, count,
                              occurrence_details(occ, result=step.result_sig[:8]))
