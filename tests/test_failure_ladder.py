@@ -430,3 +430,22 @@ def test_lost_argument_edit_failures_end_on_a_later_success_of_the_tool() -> Non
     assert by(run(calls), "mutating_failure") == {}
     assert by(run([first, *[lost] * 6]), "mutating_failure") == {6: "warn", 7: "warn"}
 
+
+
+def test_a_refusal_with_the_users_words_is_new_input() -> None:
+    """Cline hands the model the user's words with a refused edit (``The user provided the
+    following feedback: <feedback>...</feedback>``): each is new input, as a message of the
+    user's is, so three rewrites refused with new instructions each time are no streak (a
+    Cline task warned at the 3rd). Refusals without words still count: warn at the 3rd."""
+    refused = "The user denied this operation. The file was not updated."
+
+    def write(n: int, feedback: str | None) -> dict[str, Any]:
+        said = f"\nThe user provided the following feedback:\n<feedback>\n{feedback}\n" \
+               "</feedback>" if feedback else ""
+        return call("write_to_file", {"path": "describe.py", "content": f"v{n}"},
+                    refused + said, error=refused)
+
+    told = [write(n, f"the model name is argument {n}") for n in range(4)]
+    assert by(run(told), "mutating_failure") == {}
+    silent = [write(n, None) for n in range(4)]
+    assert by(run(silent), "mutating_failure") == {3: "warn", 4: "stop"}

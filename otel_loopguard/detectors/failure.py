@@ -10,6 +10,7 @@ from otel_loopguard.detectors._step import Step
 from otel_loopguard.types import Action, Evidence
 
 __all__ = ["DECLINED", "FailureDetector", "MutatingFailureDetector", "classify_error",
+           "refusal_with_words",
            "unchanged_words"]
 
 _CODE_RE: Final = re.compile(r"(?<![\d.])([45]\d\d)(?![\d.])")
@@ -131,6 +132,24 @@ _DECLINED_CHARS: Final = 300
 """How much of an error is read for a refusal's words: agents put them first."""
 DECLINED: Final = "declined"
 """The class (and reason) of a call the user declined: the tool did not fail, it did not run."""
+_FEEDBACK_WORDS: Final = ("<feedback>", "the following feedback", "the user said")
+"""How a harness hands the model the user's words with a refusal: Cline's and Roo Code's
+``The user provided the following feedback: <feedback>...</feedback>``, Claude Code's ``To tell
+you how to proceed, the user said: ...``."""
+
+
+def refusal_with_words(result: Any) -> bool:
+    """Whether a refused call's result carries the user's own words (``_FEEDBACK_WORDS``).
+
+    Those words are the user's new input, as a message of theirs would be: the engine hears
+    them (the run's world version advances), so the next refusal is of another attempt.
+    """
+    if not isinstance(result, str):
+        return False
+    lowered = result[:2 * _DECLINED_CHARS].lower()
+    return any(words in lowered for words in _FEEDBACK_WORDS)
+
+
 _UNTOLD: Final = frozenset({UNCLASSIFIED, DECLINED})
 """Reasons that say nothing of the call: its output tells two failures apart (a refusal's result
 holds the user's feedback), and without arguments no two are known to be one call."""
