@@ -16,13 +16,27 @@ from otel_loopguard.detectors.failure import classify_error
 def test_a_run_word_and_a_shell_word_name_a_shell() -> None:
     engine = LoopEngine()
     for tool in ("run_shell", "execute_bash_pentest", "ExecuteShellCommand",
-                 "terminal_execute", "mcp__box__run_shell"):
+                 "terminal_execute", "mcp__box__run_shell", "bash_command", "ShellCmd"):
         assert engine.tool_kind(tool, arguments={"command": "pip install numpy"}) \
             == "mutating", tool
         assert engine.tool_kind(tool, arguments={"command": "cat a.py"}) == "read", tool
     for tool in ("run_shellcheck", "shell_tool", "run_python", "run_sql_command"):
         assert engine.tool_kind(tool, arguments={"command": "pip install numpy"}) \
             == "default", tool
+
+
+def test_terminus_keystrokes_after_a_rewrite_are_new() -> None:
+    """Terminus 2 in Harbor types keys through ``bash_command``: the benchmark binary run
+    again after each heredoc rewrite of its source and a rebuild is a new observation (with
+    results off, it warned at the 3rd run of a healthy trial-and-error run)."""
+    def keys(text: str) -> dict[str, object]:
+        return call("bash_command", {"keystrokes": text, "duration": 1.0})
+
+    calls = []
+    for n in range(3):
+        calls += [keys(f"cat << 'EOF' > target.c\nint main() {{ return {n}; }}\nEOF\n"),
+                  keys("gcc -O2 -o /out/bench target.c\n"), keys("/out/bench\n")]
+    assert by(run(calls), "repeat") == {}
 
 
 def test_turned_off_per_tool() -> None:

@@ -68,7 +68,7 @@ MAX_COMMAND_CHARS: Final = 4096
 _VERSION_SUFFIX: Final = re.compile(r"[_-]v\d+$")
 
 
-_RUN_WORDS: Final = frozenset({"run", "execute", "exec"})
+_RUN_WORDS: Final = frozenset({"run", "execute", "exec", "command", "cmd"})
 _SHELL_WORDS: Final = frozenset({"shell", "bash", "terminal", "zsh", "powershell", "pwsh"})
 _NAME_WORD: Final = re.compile(r"[a-z0-9]+")
 CAMEL_HUMP: Final = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -87,7 +87,8 @@ def name_words(name: str) -> set[str]:
 def named_as_shell(name: str) -> bool:
     """Return whether a tool's name says it runs shell commands: a run word and a shell word.
 
-    UFO2's ``run_shell``, a harness's ``execute_bash_pentest``, ``ExecuteShellCommand``: the
+    UFO2's ``run_shell``, a harness's ``execute_bash_pentest``, ``ExecuteShellCommand``,
+    Terminal-Bench's Terminus 2 in Harbor ``bash_command``: the
     words of the name (``name_words``) hold one of ``_RUN_WORDS`` and one of
     ``_SHELL_WORDS``. Names in ``shell_tools`` need no such test.
     """
