@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 from otel_loopguard.detectors._step import Step
-from otel_loopguard.detectors.failure import classify_error
+from otel_loopguard.detectors.failure import DECLINED, classify_error, refusal_with_words
 from otel_loopguard.exceptions import LoopGuardError
 from otel_loopguard.signature import ResultInfo
 from otel_loopguard.signature._volatile import mask_volatile_text
@@ -274,7 +274,9 @@ def heard(run: RunState, message: str, *, reply: bool = False) -> None:
 def record_failure(run: RunState, call: ToolCall, info: ResultInfo) -> tuple[str, str, str]:
     """Return a failed call's error text (numbers and dates masked), class and reason.
 
-    Marks ``run`` as having a failure (``RunState.failed``).
+    Marks ``run`` as having a failure (``RunState.failed``). A refusal whose result hands the
+    model the user's words (``refusal_with_words``) is heard as the user's reply: the run's
+    world advances, and the next refusal is another attempt's.
     """
     run.failed = True
     if call.error:
@@ -282,7 +284,10 @@ def record_failure(run: RunState, call: ToolCall, info: ResultInfo) -> tuple[str
             "error"
     else:
         text = info.error or ""
-    return _failure_of(text)
+    failure = _failure_of(text)
+    if failure[1] == DECLINED and call.has_result and refusal_with_words(call.result):
+        heard(run, info.digest, reply=True)
+    return failure
 
 
 def record_unchanged(run: RunState, result: str) -> tuple[str, str, str]:

@@ -35,7 +35,7 @@ from otel_loopguard.detectors._failing_text import reads_as_failure
 from otel_loopguard.detectors._fused import BuiltinDetectors
 from otel_loopguard.detectors._step import Step
 from otel_loopguard.detectors.budget import BudgetDetector
-from otel_loopguard.detectors.failure import DECLINED, refusal_with_words, unchanged_words
+from otel_loopguard.detectors.failure import unchanged_words
 from otel_loopguard.detectors.idle import IdleTurnsDetector
 from otel_loopguard.detectors.repetition import StagnationDetector
 from otel_loopguard.kinds._tools import (
@@ -361,8 +361,6 @@ class LoopEngine(Prechecks, Turns, Callbacks):
                 heard(run, "\x00absent:" + str(index), reply=True)
             elif result_sig and not info.empty:
                 heard(run, result_sig, reply=True)  # the user's reply, as a tool's result
-        elif error_class == DECLINED and has_result and refusal_with_words(result):
-            heard(run, result_sig, reply=True)  # the user's words with the refusal
         version = run.version
         if kind == "mutating":
             if error is not None:
