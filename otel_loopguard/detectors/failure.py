@@ -10,8 +10,7 @@ from otel_loopguard.detectors._step import Step
 from otel_loopguard.types import Action, Evidence
 
 __all__ = ["DECLINED", "FailureDetector", "MutatingFailureDetector", "classify_error",
-           "refusal_with_words",
-           "unchanged_words"]
+           "refusal_with_words", "unchanged_words"]
 
 _CODE_RE: Final = re.compile(r"(?<![\d.])([45]\d\d)(?![\d.])")
 _NOT_A_CODE_BEFORE: Final = re.compile(

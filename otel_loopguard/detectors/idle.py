@@ -33,8 +33,8 @@ class _IdleState:
         """The output digest of the streak's first turn."""
         self.same_feedback = False
         """Every turn after the streak's first got captured feedback the streak had seen: the
-        same message each time, or the same few in turn (a harness that sends its request
-        again after each rejection of the answer)."""
+        same message each time, or the same few in turn (a harness that rejects answers with
+        one of a few messages, by what each answer held)."""
         self.same_output = False
         """Every turn of the streak gave the same captured output."""
         self.inputs: set[str] = set()

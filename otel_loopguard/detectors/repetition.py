@@ -41,6 +41,7 @@ def think_key(result: str, version: int) -> str:
     """
     return f"{result}@{version}"
 
+
 UNSEEN_THOUGHTS_WARN: Final = 8
 """Thoughts in a row whose words were not captured either: warn (``STALLED_RESULT``)."""
 
