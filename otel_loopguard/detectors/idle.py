@@ -165,8 +165,6 @@ class IdleTurnsDetector(DetectorBase):
             # a user's short reply (``y``, ``next``) answers the model: the same one again is
             # no harness repeating its feedback
             state.same_feedback = bool(feedback) and not feedback.startswith(REPLY_MARK)
-            if not state.same_feedback:
-                state.feedback.clear()
         elif state.count:
             state.same_feedback = state.same_feedback and feedback in state.feedback
         if state.count:  # an answer in words repeats only when what reached the model is
