@@ -20,6 +20,13 @@ _MAX_TRACKED = 1024
 STALL_WARN = 4
 """Reads in a row, at least two of them different, with one identical non-empty result: warn
 (``STALLED_RESULT``)."""
+UNSEEN_PAGE_TURNS: Final = 2
+"""Back-to-back page turns (``is_page_turn``: ``scroll``, ``page_down``...) whose pages were
+not captured that ``repeat`` lets pass before its thresholds apply (warn at the 5th, replan at
+the 7th by default): reading down a long page takes a few identical turns, and without the
+pages nothing tells them from turns that show nothing new. Four browsing agents scrolling down
+three to five times through itineraries and filter panels were warned at the 3rd; a scroll
+that leads nowhere goes on for longer."""
 _STALL_LISTED = 10
 """Occurrences of a stalled result the state keeps (what ``occurrence_details`` lists)."""
 THINK_TOOLS: Final = frozenset({"think", "Think"})
@@ -351,12 +358,19 @@ class RepeatDetector(DetectorBase):
             state.last, state.streak = step.call_sig, [item]
         if len(state.streak) < self._floor:
             return None
+        if not step.has_result and is_page_turn(step.tool):
+            # the pages not captured: reading down a long page takes a few turns
+            return self._report(step, state.streak, UNSEEN_PAGE_TURNS, back_to_back=True)
         return self._report(step, state.streak, back_to_back=True)
 
-    def _report(self, step: Step, occ: list[tuple[int, str]], **extra: Any) -> Evidence | None:
+    def _report(self, step: Step, occ: list[tuple[int, str]], allowance: int = 0,
+                **extra: Any) -> Evidence | None:
+        """Return the evidence of ``occ``; ``allowance``: occurrences the thresholds let pass."""
         cfg, tool = self.config, step.tool
-        action = ladder(len(occ), cfg.threshold(tool, "repeat_warn"),
+        action = ladder(len(occ) - allowance, cfg.threshold(tool, "repeat_warn"),
                         cfg.threshold(tool, "repeat_replan"))
+        if allowance and action is Action.CONTINUE:
+            return None  # the turns it lets pass find nothing, as counts below the floor
         return self.evidence("REPEATED_CALL", action, tool, len(occ), occurrence_details(
             occ, call=step.call_sig[:8], **extra))
 
