@@ -44,3 +44,19 @@ def test_a_script_run_after_each_edit_is_no_repeat() -> None:
     assert by(run(calls), "repeat") == {}
     runs_alone = [call("Execute Script", {"script_name": "train.py"})] * 3
     assert by(run(runs_alone), "repeat") == {3: "warn"}
+
+
+def test_a_file_change_is_a_change() -> None:
+    """``file_change`` and ``change_file`` name a change of files too (``codex exec --json``'s
+    edits, kept as their paths alone): four edits of one file between reads of new parts of
+    it, results not captured, warned as one call made four times."""
+    engine = LoopEngine()
+    for tool in ("file_change", "change_file", "apply_file_change"):
+        assert engine.tool_kind(tool) == "mutating", tool
+    assert engine.tool_kind("list_file_changes") == "default"
+    edit = call("file_change", {"changes": [{"path": "/src/internal.c", "kind": "update"}]})
+    calls = []
+    for n in range(4):
+        calls.append(edit)
+        calls.append(call("shell", {"command": f"sed -n {100 * n},{100 * n + 60}p internal.c"}))
+    assert by(run(calls), "repeat") == {}

@@ -48,7 +48,7 @@ _FILE_OBJECTS: Final = frozenset({"file", "files", "dir", "directory", "director
 """Words of a tool's name that say it acts on files (``move_file``, ``Edit Script (AI)``)."""
 _FILE_CHANGES: Final = frozenset({"write", "edit", "create", "delete", "remove", "move",
                                   "rename", "copy", "append", "insert", "replace", "update",
-                                  "modify", "save", "undo", "patch", "overwrite"})
+                                  "modify", "save", "undo", "patch", "overwrite", "change"})
 """Words of a tool's name that say it changes what it acts on."""
 _NO_RESULT: Final = ResultInfo(digest="")
 PER_CALL: Final = "\x00per-call"
