@@ -28,6 +28,10 @@ _MAX_MUTATIONS: Final = 1024
 """Distinct successful mutations a run remembers to tell a new state change from a re-applied
 one (the oldest forgotten first)."""
 _NO_MUTATIONS: Final[frozenset[str]] = frozenset()
+_QUOTED_RE: Final = re.compile(r"`[^`]*(?:`|$)")
+"""What an error quotes between backticks (to the end of a text cut in the quote): the call's
+own input echoed back (the editors' ``Multiple occurrences of old_str `...` ``), which says
+nothing of how it failed, and ``classify_error`` reads none of it."""
 _MASK_RE: Final = re.compile(r"\b[0-9a-f]{12,}\b|\d{5,}|\d{4}-\d{2}-\d{2}[T ][\d:.]+\S*",
                              re.IGNORECASE)
 
@@ -301,8 +305,10 @@ def record_unchanged(run: RunState, result: str) -> tuple[str, str, str]:
 
 
 def _failure_of(text: str) -> tuple[str, str, str]:
-    """Return an error's text (numbers and dates masked, whitespace folded), class and reason."""
+    """Return an error's text (numbers, dates, quotes masked; whitespace folded), class, reason."""
     error = " ".join(_MASK_RE.sub("#", mask_volatile_text(text[:500])).split())
+    if "`" in error:
+        error = _QUOTED_RE.sub("`#`", error)
     return (error, *classify_error(error))
 
 

@@ -415,6 +415,18 @@ def test_a_duration_in_an_error_is_volatile(error: str) -> None:
     assert by(run(calls), "failure") == {3: "warn", 4: "warn", 5: "stop"}
 
 
+@pytest.mark.parametrize("tail", ["", " in lines [103, 113]. Please ensure it is unique."])
+def test_what_an_error_quotes_back_is_no_part_of_it(tail: str) -> None:
+    """The editors quote the agent's ``old_str`` back: three edits of one file, each its own
+    ``old_str``, rejected with 'Multiple occurrences' are the same error on the same target
+    (warn at 3, stop at 4), also where the one-line error is cut inside the quote."""
+    calls = [call("str_replace_editor", {"command": "str_replace", "path": "/w/a.py",
+                                         "old_str": f"value = {n}\n    total", "new_str": "x"},
+                  error=f"No replacement was performed. Multiple occurrences of old_str "
+                        f"`value = {n}{'`' + tail if tail else ''}") for n in range(4)]
+    assert by(run(calls), "mutating_failure") == {3: "warn", 4: "stop"}
+
+
 def test_lost_argument_edit_failures_end_on_a_later_success_of_the_tool() -> None:
     """Edits whose arguments an export lost (``{}`` where the run sent edit_file arguments
     before) fail 'File has not been read yet'; each is followed by a read and a successful
