@@ -131,6 +131,7 @@ class TestNoEffect:
     @pytest.mark.parametrize("result", [
         "EXIT:0", "===== 5 passed in 0.21s =====", "Build succeeded. 0 Warning(s) 0 Error(s)",
         "> docs@0.1.0 lint\n> next lint\n\n\x1b[32m✔ No ESLint warnings or errors\x1b[39m\n",
+        "**No lint errors found**", "No linter errors found.", "Found 0 type errors.",
         "sha256:371671f3ab6eab6c5926a92c5e112d67d0a8185eb0a587367f1ce22a9a15842e",
         {"passed": True, "output": "5 passed"}])
     def test_a_check_that_keeps_passing_is_not_without_effect(self, result: Any) -> None:
@@ -148,7 +149,7 @@ class TestNoEffect:
     @pytest.mark.parametrize("result", [
         "src/a.ts(3,4): error TS1005: ';' expected.\nEXIT:2", "Traceback (most recent call "
         "last):\n  File \"a.py\", line 1\nNameError: name 'x' is not defined", "EXIT:1",
-        "Found 3 errors in 1 file."])
+        "Found 3 errors in 1 file.", "No tests ran, 1 error"])
     def test_the_same_failure_after_each_change_is_without_effect(self, result: Any) -> None:
         """Output that reads as a failure keeps counting: ``NO_EFFECT`` at the 6th rerun, and
         ``precheck`` predicts it for the rerun that would reach it."""

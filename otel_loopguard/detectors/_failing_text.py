@@ -23,14 +23,16 @@ _MAX_CHARS: Final = 65_536
 """Longer results are read in their first and last 32K characters (where runners put it)."""
 _FAILURE_RE: Final = re.compile(
     r"(?<![\w-])(?:(0|no|zero|without)\s+"
-    r"(?:[\w.-]+(?:\s+[\w.-]+){0,2}\s+(?:or|and|nor)\s+)?)?"
+    r"(?:[\w.-]+(?:\s+[\w.-]+){0,2}\s+(?:or|and|nor)\s+|(?:[\w.-]+\s+){0,2}))?"
     r"(errors?|fail(?:s|ed|ure|ures|ing)?|traceback|exceptions?|panic(?:ked)?|fatal|"
     r"denied|refused|cannot|can't|could not|unable|\w+(?:error|exception))(?![\w-])"
     r"(?!\"?\s*:\s*(?:null|none|\[\s*\]|\{\s*\}|0\b|false|\"\"))",
     re.IGNORECASE)
-"""A failure word, and the ``0`` or ``no`` that makes it a success (``0 errors``), also when it
-ends a short list the ``no`` opens (``No ESLint warnings or errors``, next lint's passing line);
-not a key whose value is empty (``"error": null``, ``"errors": []``, ``errors: 0``)."""
+"""A failure word, and the ``0`` or ``no`` that makes it a success (``0 errors``), also with up
+to two words between them (``No lint errors found``, Cursor's passing lint check; ``Found 0
+type errors``) or when it ends a short list the ``no`` opens (``No ESLint warnings or errors``,
+next lint's passing line); not a key whose value is empty (``"error": null``, ``"errors": []``,
+``errors: 0``)."""
 _EXIT_RE: Final = re.compile(
     r"(?:exit(?:ed)?[ _]?(?:with )?(?:code|status)?|return[ _]?(?:code|status))"
     r"\W{0,3}(?![23]\d\d\b)-?[1-9]\d*",
