@@ -109,6 +109,17 @@ class TestLadders:
         busy = _fail("fetch", None, "HTTP 429 Too Many Requests")
         assert by(run([busy] * 5), "failure") == {3: "warn", 4: "warn", 5: "stop"}
 
+    @pytest.mark.parametrize("error", [
+        "Error: Could not find exact match in src/_pytest/nodes.py", "No match found for old_str",
+        "Error: no exact match for the search block"])
+    def test_an_edit_that_finds_no_match_is_a_permanent_failure(self, error: str) -> None:
+        """An editor's "could not find" or "no match" fails the same way however often it is
+        resubmitted (a gpt-5-mini agent's ``replace_in_file`` four times with reads between):
+        permanent, so without the arguments it counts as on one target (warn at 3, stop at
+        4), where it counted as on other targets (warn at 5)."""
+        assert by(run([_fail("replace_in_file", None, error)] * 4), "failure") == {
+            3: "warn", 4: "stop"}
+
     def test_without_captured_arguments_timeouts_are_not_one_calls_retries(self) -> None:
         """Any command may reach its time limit, a long build again and again: without its
         arguments, a timeout says no more of the call than "exit code 1", and counts as on
@@ -123,7 +134,7 @@ class TestLadders:
 
     @pytest.mark.parametrize(("error", "expected"), [
         ("exit code 1", {}), ("Error", {}), ("NameError", {}), ("user declined", {}),
-        ("Error: Could not find exact match in src/app.py", {5: "warn", 6: "warn"}),
+        ("Error: hunk 2 was rejected in src/app.py", {5: "warn", 6: "warn"}),
         ("accessibility tree don't have this element_id", {5: "warn", 6: "warn"}),
     ], ids=["exit-code", "error", "class-name", "declined", "names-a-file", "names-an-element"])
     def test_without_arguments_an_error_of_few_words_names_nothing(

@@ -44,7 +44,8 @@ _PERMANENT: Final = (
     ("does[ _]?not[ _]?exist", "exist"),
     ("bad[ _]?request", "bad"), ("not[ _]?allowed", "allowed"), ("key[ _]?error", "key"),
     ("type[ _]?error", "type"), ("value[ _]?error", "value"), ("cannot unmarshal", "unmarshal"),
-    ("syntax[ _]?error", "syntax"),
+    ("syntax[ _]?error", "syntax"), ("could[ _]?not[ _]?find", "find"),
+    (r"\bno[ _]?(?:exact[ _]?)?match", "match"),
     (r"api[ _-]?key (?:is )?(?:required|missing|not (?:set|provided|configured))"
      r"|(?:missing|no) api[ _-]?key", "api"))
 """Phrases of permanent errors, in order of precedence, each with a word every match contains."""
