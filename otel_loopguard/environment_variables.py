@@ -477,7 +477,8 @@ LOOPGUARD_SHELL_TOOLS: Final = "LOOPGUARD_SHELL_TOOLS"
 Setting ``shell_tools``. Default: ``bash``, ``sh``, ``zsh``, ``shell``, ``terminal``, ``cmd``,
 ``command``, ``exec``, ``exec_command``, ``execute_bash``, ``execute_command``, ``local_shell``,
 ``run_bash``, ``run_command``, ``run_in_terminal``, ``run_shell_command``,
-``run_terminal_cmd``, ``run_terminal_command``, ``shell_command``, ``container.exec``.
+``run_terminal_cmd``, ``run_terminal_command``, ``shell_command``, ``command_execution``,
+``container.exec``.
 Allowed: a comma-separated list (compared in lower case; MCP names ending in __<name> too).
 """
 

@@ -60,3 +60,22 @@ def test_a_file_change_is_a_change() -> None:
         calls.append(edit)
         calls.append(call("shell", {"command": f"sed -n {100 * n},{100 * n + 60}p internal.c"}))
     assert by(run(calls), "repeat") == {}
+
+
+def test_codex_exec_json_commands_and_changes() -> None:
+    """``codex exec --json`` logs its commands as ``command_execution`` and its edits as
+    ``file_change`` items that name their files and operations only. Three ``git status`` with
+    an ``rm``, a ``mkdir`` and a heredoc write between them were one read repeated (the
+    command's kind unknown), and three edits of one file back to back one change re-applied."""
+    engine = LoopEngine()
+    rm = {"command": "bash -lc 'rm a.lock'"}
+    assert engine.tool_kind("command_execution", arguments=rm) == "mutating"
+    status = call("command_execution", {"command": "bash -lc 'git status -sb'"}, "## main\n?? out/")
+    calls = [status, call("command_execution", {"command": "bash -lc 'rm package-lock.json'"}, ""),
+             status, call("command_execution", {"command": "mkdir -p out/logs"}, ""), status]
+    assert [d.code for d in run(calls) if d.flagged] == []
+    edit = call("file_change", {"changes": [{"path": "/w/Jenkinsfile", "kind": "update"}]})
+    assert by(run([edit] * 3), "repeat") == {}
+    patch = call("file_change", {"changes": [{"path": "/w/Jenkinsfile", "kind": "update",
+                                              "diff": "@@ -1 +1 @@\n-a\n+b\n"}]})
+    assert by(run([patch] * 3), "repeat") == {3: "warn"}

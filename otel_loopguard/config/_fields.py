@@ -16,7 +16,7 @@ _SHELL_TOOLS: Final = ("bash", "sh", "zsh", "shell", "terminal", "cmd", "command
                        "exec_command",
                        "execute_bash", "execute_command", "local_shell", "run_bash",
                        "run_command", "run_in_terminal", "run_shell_command", "run_terminal_cmd",
-                       "run_terminal_command", "shell_command",
+                       "run_terminal_command", "shell_command", "command_execution",
                        "container.exec")
 _EDITOR_TOOLS: Final = ("str_replace_editor", "str_replace_based_edit_tool", "text_editor",
                         "edit", "multiedit", "write", "read", "view", "view_file", "edit_file",

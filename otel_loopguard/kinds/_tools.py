@@ -229,9 +229,26 @@ def _holds_content(arguments: dict[Any, Any], targets: bool = False) -> bool:
         if key in _DIFF_KEYS and type(value) is str and (
                 "\n" not in value or not value.strip(_DIFF_MARKS)):
             continue
-        if (targets or key not in _TARGET_KEYS) and value not in (None, "", [], {}):
+        if (targets or key not in _TARGET_KEYS) and value not in (None, "", [], {}) \
+                and not _only_named(value):
             return True
     return False
+
+
+_OPERATION_KEYS: Final = frozenset({"kind", "type", "op", "operation"})
+"""Keys of a change's operation (``update``, ``add``, ``delete``): what kind of change, not
+what it is."""
+
+
+def _only_named(value: Any) -> bool:
+    """Whether ``value`` is changes that name only their files and operations.
+
+    ``codex exec --json`` keeps an edit as ``{"changes": [{"path": "a.c", "kind": "update"}]}``,
+    its patch left out: any two edits of one file alike.
+    """
+    return type(value) is list and all(
+        type(item) is dict and item and all(
+            key in _TARGET_KEYS or key in _OPERATION_KEYS for key in item) for item in value)
 
 
 def changes_files(tool: str) -> bool:
