@@ -317,7 +317,7 @@ def test_gemini_cli_tool_spans_do_not_count_its_calls_twice(
     report = reports[f"gemini-cli:{run.session_id}"]
     assert report["tool_calls"] == len(calls) == 6
     first = report["findings"][0]
-    assert first["call_index"] == 3 and first["code"] == "REPEATED_FAILURE"
+    assert first["call_index"] == 3 and first["code"] == "PERMANENT_FAILURE"
 
 
 def _check_runs(paths: list[Path], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:

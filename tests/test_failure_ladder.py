@@ -105,9 +105,12 @@ class TestLadders:
         # captured and identical, the second still stops
         same = _fail("read_file", {"path": "a.py"}, "ENOENT: no such file or directory")
         assert by(run([same] * 2), "failure") == {2: "stop"}
-        # retryable errors keep their ladder: the third warns, the fifth stops
+        # retryable errors warn at the third, and without the arguments never stop: five ids
+        # of a cocktail API asked in turn, each "status_code=500", stopped at the fifth
         busy = _fail("fetch", None, "HTTP 429 Too Many Requests")
-        assert by(run([busy] * 5), "failure") == {3: "warn", 4: "warn", 5: "stop"}
+        assert by(run([busy] * 5), "failure") == {3: "warn", 4: "warn", 5: "warn"}
+        same_busy = _fail("fetch", {"id": 1}, "HTTP 429 Too Many Requests")
+        assert by(run([same_busy] * 5), "failure") == {3: "warn", 4: "warn", 5: "stop"}
 
     @pytest.mark.parametrize("error", [
         "Error: Could not find exact match in src/_pytest/nodes.py", "No match found for old_str",

@@ -190,12 +190,12 @@ class TestHints:
         assert f"{count}th" not in hint
 
     def test_an_unclassified_error_is_not_called_a_service_outage(self) -> None:
-        """An error no code or phrase classifies (an edit whose text is not found) is retried
+        """An error no code or phrase classifies (an edit whose text occurs twice) is retried
         by the lenient ladder, but its hint does not tell the model to wait for a service."""
         engine = LoopEngine()
         hints = {}
-        for tool, message in (("lookup", "Failed to edit, could not find the string to "
-                                          "replace."), ("fetch", "HTTP 429 Too Many Requests")):
+        for tool, message in (("lookup", "Failed to edit, the string to replace occurs "
+                                          "twice."), ("fetch", "HTTP 429 Too Many Requests")):
             run = engine.new_run()
             for i in range(3):
                 decision = engine.process(run, ToolCall(

@@ -339,8 +339,11 @@ class FailureDetector(DetectorBase):
             return self.evidence("REPEATED_FAILURE", ladder(
                 same_call, cfg.threshold(tool, "failure_permanent_any_target_warn")),
                 tool, same_call, details)
+        # the stop is for the same call retried: without its arguments the tool's same error
+        # may be other calls' (get_order(A), (B), (C) -> 503 each), as on the permanent ladder
         action = ladder(same_call, cfg.threshold(tool, "failure_retryable_warn"), None,
-                        cfg.threshold(tool, "failure_retryable_stop"))
+                        cfg.threshold(tool, "failure_retryable_stop")
+                        if step.arguments_captured else None)
         if step.error_reason in _UNTOLD and same_target > same_call:
             by_target = ladder(same_target, cfg.threshold(tool, "failure_retryable_warn"))
             if by_target > action:
