@@ -156,12 +156,14 @@ def test_paging_on_without_its_parts_captured_is_no_repeat(tool: str) -> None:
 def test_scrolling_on_without_the_pages_captured_counts_from_the_fifth() -> None:
     """A scroll by the same amount, its pages not captured (an agent reading an itinerary day
     by day, a filter panel): three in a row were warned as a repeated change; now ``repeat``
-    lets two pass (warn at the 5th, replan at the 7th). A click the same way still warns at
-    the 3rd, and a scroll whose page is captured as before (a new part is progress)."""
+    lets two pass and then only warns (from the 5th: a commit list paged down eleven times
+    replanned at the 7th). A click the same way still warns at the 3rd and replans at the 5th,
+    and a scroll whose page is captured is as before (a new part is progress)."""
     scroll = call("scroll", {"delta_x": 0, "delta_y": 400})
     assert by(run([scroll] * 4), "repeat") == {}
-    assert by(run([scroll] * 8), "repeat") == {5: "warn", 6: "warn", 7: "replan", 8: "replan"}
-    assert by(run([call("click", {"bid": "a51"})] * 3), "repeat") == {3: "warn"}
+    assert by(run([scroll] * 11), "repeat") == {n: "warn" for n in range(5, 12)}
+    assert by(run([call("click", {"bid": "a51"})] * 5), "repeat") == {
+        3: "warn", 4: "warn", 5: "replan"}
     same = call("scroll", {"delta_x": 0, "delta_y": 400}, "- heading 'Day 3'")
     assert by(run([same] * 3), "repeat") == {3: "warn"}
 

@@ -22,11 +22,12 @@ STALL_WARN = 4
 (``STALLED_RESULT``)."""
 UNSEEN_PAGE_TURNS: Final = 2
 """Back-to-back page turns (``is_page_turn``: ``scroll``, ``page_down``...) whose pages were
-not captured that ``repeat`` lets pass before its thresholds apply (warn at the 5th, replan at
-the 7th by default): reading down a long page takes a few identical turns, and without the
-pages nothing tells them from turns that show nothing new. Four browsing agents scrolling down
-three to five times through itineraries and filter panels were warned at the 3rd; a scroll
-that leads nowhere goes on for longer."""
+not captured that ``repeat`` lets pass before its warn (at the 5th by default; never more than
+a warn): reading down a long page takes a few identical turns, and without the pages nothing
+tells them from turns that show nothing new. Four browsing agents scrolling down three to five
+times through itineraries and filter panels were warned at the 3rd, and one paging down a list
+of 2,320 commits eleven times replanned at the 7th; a scroll that leads nowhere goes on for
+longer."""
 _STALL_LISTED = 10
 """Occurrences of a stalled result the state keeps (what ``occurrence_details`` lists)."""
 THINK_TOOLS: Final = frozenset({"think", "Think"})
@@ -365,10 +366,14 @@ class RepeatDetector(DetectorBase):
 
     def _report(self, step: Step, occ: list[tuple[int, str]], allowance: int = 0,
                 **extra: Any) -> Evidence | None:
-        """Return the evidence of ``occ``; ``allowance``: occurrences the thresholds let pass."""
+        """Return the evidence of ``occ``.
+
+        ``allowance``: occurrences the thresholds let pass, and then only a warn (page turns
+        whose pages were not captured: a long list paged down eleven times reads the same).
+        """
         cfg, tool = self.config, step.tool
         action = ladder(len(occ) - allowance, cfg.threshold(tool, "repeat_warn"),
-                        cfg.threshold(tool, "repeat_replan"))
+                        None if allowance else cfg.threshold(tool, "repeat_replan"))
         if allowance and action is Action.CONTINUE:
             return None  # the turns it lets pass find nothing, as counts below the floor
         return self.evidence("REPEATED_CALL", action, tool, len(occ), occurrence_details(
