@@ -441,6 +441,22 @@ def test_what_an_error_quotes_back_is_no_part_of_it(tail: str) -> None:
     assert by(run(calls), "mutating_failure") == {3: "warn", 4: "stop"}
 
 
+def test_a_broken_tool_answering_every_call_alike_warns_at_the_fifth() -> None:
+    """A tool that fails every command with one unclassified message and output (a CLI tool
+    whose dependency broke: ``uname -s``, ``systeminfo``, ``echo $OSTYPE``... each answered
+    with the same traceback) counts as when the arguments are unknown: warn at 5, no stop.
+    Calls that fail alike with other outputs, or with an error that names nothing, do not."""
+    broken = "An error occurred while executing the command: (psutil 5.9.5, Requirement.parse"
+    calls = [call("cli_executor", {"command": f"cmd {n}"}, broken, error=broken)
+             for n in range(6)]
+    assert by(run(calls), "failure") == {5: "warn", 6: "warn"}
+    varied = [call("cli_executor", {"command": f"cmd {n}"}, f"{broken} {n}", error=broken)
+              for n in range(6)]
+    assert by(run(varied), "failure") == {}
+    bare = [call("bash", {"command": f"cmd {n}"}, error="exit code 1") for n in range(6)]
+    assert by(run(bare), "failure") == {}
+
+
 def test_lost_argument_edit_failures_end_on_a_later_success_of_the_tool() -> None:
     """Edits whose arguments an export lost (``{}`` where the run sent edit_file arguments
     before) fail 'File has not been read yet'; each is followed by a read and a successful

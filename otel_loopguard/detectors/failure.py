@@ -320,11 +320,15 @@ class FailureDetector(DetectorBase):
                                      same_target=same_target)
         if step.error_class == "permanent":
             return self._permanent(step, count + 1, same_call, same_target, details)
-        return self._retryable(step, same_call, same_target, details)
+        return self._retryable(step, count + 1, same_call, same_target, details)
 
-    def _retryable(self, step: Step, same_call: int, same_target: int,
+    def _retryable(self, step: Step, count: int, same_call: int, same_target: int,
                    details: dict[str, Any]) -> Evidence | None:
-        """Return the retryable ladder's evidence: identical arguments, else by target."""
+        """Return the retryable ladder's evidence: identical arguments, else by target.
+
+        ``count``: the tool's failures with this error (an unclassified one's with this output
+        too), whatever the arguments, since its last success.
+        """
         cfg, tool = self.config, step.tool
         if not step.arguments_captured and (step.error_reason in _UNTOLD
                                             or _timed_out(step.error_reason)):
@@ -349,6 +353,16 @@ class FailureDetector(DetectorBase):
             if by_target > action:
                 details["ladder"] = "same_target"
                 return self.evidence("REPEATED_FAILURE", by_target, tool, same_target, details)
+        if action is Action.CONTINUE and step.error_reason in _UNTOLD \
+                and count > max(same_call, same_target) \
+                and ((step.has_result and not step.empty) or not _names_nothing(step.error)):
+            # the same unclassified failure and output from calls that all differ (a broken
+            # tool answering every command with one traceback) count as when the arguments
+            # are not known: on other targets, warn at 5, never a stop
+            any_target = ladder(count, cfg.threshold(tool, "failure_permanent_any_target_warn"))
+            if any_target is not Action.CONTINUE:
+                details["ladder"] = "any_target"
+                return self.evidence("REPEATED_FAILURE", any_target, tool, count, details)
         return self.evidence("REPEATED_FAILURE", action, tool, same_call, details)
 
     def _permanent(self, step: Step, count: int, same_call: int,
