@@ -54,7 +54,8 @@ _RETRYABLE: Final = (
     ("timed[ _]?out", "timed"), ("temporar", "temporar"), ("unavailable", "unavailable"),
     ("try[ _]?again", "again"), ("overloaded", "overloaded"),
     ("connection[ _]?(?:reset|refused|error|aborted)", "connection"), ("econnreset", "econnreset"),
-    ("etimedout", "etimedout"), ("busy", "busy"))
+    ("etimedout", "etimedout"), ("busy", "busy"),
+    ("(?:round|step|iteration|turn)s?[ _]limit", "limit"))
 """Phrases of retryable errors, in order of precedence, each with a word every match contains."""
 
 
@@ -156,13 +157,22 @@ holds the user's feedback), and without arguments no two are known to be one cal
 
 
 def _timed_out(reason: str | None) -> bool:
-    """Whether a failure's reason is a timeout (``timeout``, ``timed out``, ``time-out``...).
+    """Whether a failure's reason is a timeout, or a limit of rounds, steps or iterations reached.
 
-    A command killed at its time limit shows how far it got: a long build resumed after each
-    timeout, with fewer targets left each time, fails the same way with another output, and
-    is progress. Its output tells such failures apart, as an unclassified error's does.
+    ``timeout``, ``timed out``, ``time-out``; a sub-agent's ``task not completed within the
+    round limit``, CrewAI's ``Agent stopped due to iteration limit``. A command killed at its
+    time limit shows how far it got: a long build resumed after each timeout, with fewer
+    targets left each time, fails the same way with another output, and is progress. Its
+    output tells such failures apart, as an unclassified error's does.
     """
-    return reason is not None and reason.startswith("time")
+    return reason is not None and (reason.startswith("time") or reason.endswith(
+        _STEP_LIMITS))
+
+
+_STEP_LIMITS: Final = ("round limit", "step limit", "iteration limit", "turn limit",
+                       "rounds limit", "steps limit", "iterations limit", "turns limit",
+                       "round_limit", "step_limit", "iteration_limit", "turn_limit")
+"""The reasons ``_RETRYABLE``'s step-limit phrase gives."""
 
 
 def _status_code(text: str) -> str | None:
