@@ -123,6 +123,16 @@ class TestLadders:
         assert by(run([_fail("replace_in_file", None, error)] * 4), "failure") == {
             3: "warn", 4: "stop"}
 
+    def test_an_edit_while_another_waits_for_review_is_a_permanent_failure(self) -> None:
+        """Cursor refuses any edit of a file whose earlier edit the user has not accepted or
+        rejected ("This file is already being edited in another thread"): resubmitting cannot
+        get past it, so four such refusals of edits whose arguments were lost warn at the 3rd
+        and stop at the 4th, where they reached no ladder (warn at 5)."""
+        error = ("This file is already being edited in another thread, please accept or "
+                 "reject that edit first")
+        assert by(run([_fail("edit_file", None, error)] * 4), "failure") == {
+            3: "warn", 4: "stop"}
+
     def test_without_captured_arguments_timeouts_are_not_one_calls_retries(self) -> None:
         """Any command may reach its time limit, a long build again and again: without its
         arguments, a timeout says no more of the call than "exit code 1", and counts as on

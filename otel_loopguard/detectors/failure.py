@@ -46,6 +46,7 @@ _PERMANENT: Final = (
     ("type[ _]?error", "type"), ("value[ _]?error", "value"), ("cannot unmarshal", "unmarshal"),
     ("syntax[ _]?error", "syntax"), ("could[ _]?not[ _]?find", "find"),
     (r"\bno[ _]?(?:exact[ _]?)?match", "match"),
+    ("already being edited", "edited"),
     (r"api[ _-]?key (?:is )?(?:required|missing|not (?:set|provided|configured))"
      r"|(?:missing|no) api[ _-]?key", "api"))
 """Phrases of permanent errors, in order of precedence, each with a word every match contains."""
