@@ -230,7 +230,7 @@ def _holds_content(arguments: dict[Any, Any], targets: bool = False) -> bool:
                 "\n" not in value or not value.strip(_DIFF_MARKS)):
             continue
         if (targets or key not in _TARGET_KEYS) and value not in (None, "", [], {}) \
-                and not _only_named(value):
+                and not (type(value) is list and _only_named(value)):
             return True
     return False
 
@@ -240,13 +240,13 @@ _OPERATION_KEYS: Final = frozenset({"kind", "type", "op", "operation"})
 what it is."""
 
 
-def _only_named(value: Any) -> bool:
+def _only_named(value: list[Any]) -> bool:
     """Whether ``value`` is changes that name only their files and operations.
 
     ``codex exec --json`` keeps an edit as ``{"changes": [{"path": "a.c", "kind": "update"}]}``,
     its patch left out: any two edits of one file alike.
     """
-    return type(value) is list and all(
+    return all(
         type(item) is dict and item and all(
             key in _TARGET_KEYS or key in _OPERATION_KEYS for key in item) for item in value)
 
