@@ -470,8 +470,9 @@ def test_a_broken_tool_answering_every_call_alike_warns_at_the_fifth() -> None:
 def test_a_step_limit_reached_is_told_apart_by_its_output_as_a_timeout_is() -> None:
     """A sub-agent tool that ran out of rounds (CAMEL's ``browse_url``: "task not completed
     within the round limit") on one site for different tasks, results not captured: no
-    repeated failure of one target, as with a timeout (three of eight such healthy runs warned
-    at the third). The same task again still counts on the retry ladder."""
+    repeated failure of one target, as with a timeout (an audit's healthy runs warned at the
+    third such failure, eight of them). The same task again still counts on the retry
+    ladder."""
     limit = "task not completed within the round limit"
     calls = [call("browse_url", {"start_url": "http://intranet:8092", "task_prompt": f"find {n}"},
                   error=limit) for n in range(4)]
