@@ -50,13 +50,14 @@ _PERMANENT: Final = (
     (r"api[ _-]?key (?:is )?(?:required|missing|not (?:set|provided|configured))"
      r"|(?:missing|no) api[ _-]?key", "api"))
 """Phrases of permanent errors, in order of precedence, each with a word every match contains."""
+_STEP_LIMIT: Final = "(?:round|step|iteration|turn)s?[ _]limit"
+"""A limit of rounds, steps or iterations reached (``_timed_out``)."""
 _RETRYABLE: Final = (
     ("rate.?limit", "limit"), ("too[ _]?many[ _]?requests", "many"), ("time.?out", "time"),
     ("timed[ _]?out", "timed"), ("temporar", "temporar"), ("unavailable", "unavailable"),
     ("try[ _]?again", "again"), ("overloaded", "overloaded"),
     ("connection[ _]?(?:reset|refused|error|aborted)", "connection"), ("econnreset", "econnreset"),
-    ("etimedout", "etimedout"), ("busy", "busy"),
-    ("(?:round|step|iteration|turn)s?[ _]limit", "limit"))
+    ("etimedout", "etimedout"), ("busy", "busy"), (_STEP_LIMIT, "limit"))
 """Phrases of retryable errors, in order of precedence, each with a word every match contains."""
 
 
@@ -166,14 +167,11 @@ def _timed_out(reason: str | None) -> bool:
     targets left each time, fails the same way with another output, and is progress. Its
     output tells such failures apart, as an unclassified error's does.
     """
-    return reason is not None and (reason.startswith("time") or reason.endswith(
-        _STEP_LIMITS))
+    return reason is not None and (reason.startswith("time")
+                                   or _STEP_LIMIT_RE.fullmatch(reason) is not None)
 
 
-_STEP_LIMITS: Final = ("round limit", "step limit", "iteration limit", "turn limit",
-                       "rounds limit", "steps limit", "iterations limit", "turns limit",
-                       "round_limit", "step_limit", "iteration_limit", "turn_limit")
-"""The reasons ``_RETRYABLE``'s step-limit phrase gives."""
+_STEP_LIMIT_RE: Final = re.compile(_STEP_LIMIT, re.IGNORECASE)
 
 
 def _status_code(text: str) -> str | None:

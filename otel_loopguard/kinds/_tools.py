@@ -165,11 +165,10 @@ def is_browser_action(tool: str) -> bool:
     found = _browser_names.get(tool)
     if found is None:
         name = tool_base_name(tool)
-        found = name in _PAGE_ACTIONS or name in _SCREEN_TOOLS or (
+        acts = name in _PAGE_ACTIONS or name in _SCREEN_TOOLS or (
             name.startswith(_BROWSER_PREFIXES)
             and name.split("_", 1)[1].startswith(_BROWSER_ACTIONS))
-        if len(_browser_names) < _MAX_BROWSER_NAMES and len(tool) <= _MAX_CACHED_CHARS:
-            _browser_names[tool] = found
+        found = _remember(_browser_names, tool, acts)
     return found
 
 
@@ -184,9 +183,14 @@ def is_page_turn(tool: str) -> bool:
         name = tool_base_name(tool)
         if name.startswith(_BROWSER_PREFIXES):
             name = name.split("_", 1)[1]
-        found = name.removesuffix("_action") in _PAGE_TURNS
-        if len(_page_turns) < _MAX_BROWSER_NAMES and len(tool) <= _MAX_CACHED_CHARS:
-            _page_turns[tool] = found
+        found = _remember(_page_turns, tool, name.removesuffix("_action") in _PAGE_TURNS)
+    return found
+
+
+def _remember(names: dict[str, bool], tool: str, found: bool) -> bool:
+    """Keep ``found`` for ``tool`` in ``names`` (the first tools, names of bounded length)."""
+    if len(names) < _MAX_BROWSER_NAMES and len(tool) <= _MAX_CACHED_CHARS:
+        names[tool] = found
     return found
 
 
