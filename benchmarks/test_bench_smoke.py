@@ -235,3 +235,18 @@ def test_bench_shell_reader_native_runs(capsys: pytest.CaptureFixture[str]) -> N
     assert bench_shell_reader_native.main(["--rounds", "1"]) == 0
     out = capsys.readouterr().out
     assert "353 command lines, median" in out and "native/python" in out
+
+
+def test_bench_failure_runs(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """bench_failure.py collects the failures the engine reads on the coding corpus and times
+    them in a child process of each tree."""
+    import bench_failure
+
+    out_path = tmp_path / "failure.json"
+    assert bench_failure.main(["--limit", "40", "--rounds", "1", "--repeat", "1",
+                               "--baseline", bench_failure._ROOT, "--json",
+                               str(out_path)]) == 0
+    result = json.loads(out_path.read_text())
+    assert result["failures"] > 0
+    assert result["median_us"]["this"] > 0 and result["median_us"]["baseline"] > 0
+    assert "failures" in capsys.readouterr().out

@@ -32,8 +32,13 @@ _QUOTED_RE: Final = re.compile(r"`[^`]*(?:`|$)")
 """What an error quotes between backticks (to the end of a text cut in the quote): the call's
 own input echoed back (the editors' ``Multiple occurrences of old_str `...` ``), which says
 nothing of how it failed, and ``classify_error`` reads none of it."""
-_MASK_RE: Final = re.compile(r"\b[0-9a-f]{12,}\b|\d{5,}|\d{4}-\d{2}-\d{2}[T ][\d:.]+\S*",
-                             re.IGNORECASE)
+_MASK_RE: Final = re.compile(
+    r"(?=[\da-fA-F])(?:\b[0-9a-fA-F]{12,}\b|\d{5,}|\d{4}-\d{2}-\d{2}[Tt ][\d:.]+\S*)")
+"""Ids (12 or more hex digits), long numbers and date-times in an error. Cases are spelled out
+and a first test fails fast where none can start, as in ``_VOLATILE_ASCII_RE``: under
+``re.IGNORECASE`` every position tried all three alternatives, folding case per character, and
+masking took a third of ``_failure_of``'s time (``benchmarks/bench_failure.py``). No character
+outside ASCII folds to one of these, so the matches are those of the case-insensitive pattern."""
 
 
 _MAX_IN_FLIGHT: Final = 1024

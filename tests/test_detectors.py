@@ -627,6 +627,47 @@ class TestFailureDetector:
 
         assert classify_error(text) == reference(text)
 
+    @given(st.lists(st.sampled_from([
+        "not", "found", " ", "_", "no", "such", "file", "match", "exact", "could", "find",
+        "type", "error", "key", "value", "valid", "in", "a", "auth", "api", "-", "missing",
+        "required", "time", "out", "rate", "limit", "step", "round", "s", "connection", "reset",
+        "user", "by", "the", "cancelled", "Permission", "DENIED", "\u212a", "\u017f", "x"]),
+        max_size=10).map("".join))
+    def test_only_the_phrases_whose_words_are_there_are_searched(self, text: str) -> None:
+        """Searching only the phrases whose words the text holds finds what the whole list,
+        as one case-insensitive alternation in its order, finds first."""
+        from otel_loopguard.detectors.failure import _DECLINED, _PERMANENT, _RETRYABLE
+
+        def first(phrases: tuple[tuple[str, str], ...], text: str) -> str | None:
+            hit = re.search("|".join(p for p, _ in phrases), text, re.IGNORECASE)
+            return None if hit is None else hit.group(0).lower()
+
+        declined = first(_DECLINED, text[:300])
+        permanent = first(_PERMANENT, text)
+        retryable = first(_RETRYABLE, text)
+        kind, reason = classify_error(text)
+        if declined is not None:
+            assert (kind, reason) == ("declined", "declined")
+        elif re.search(r"(?<![\d.])[45]\d\d(?![\d.])", text) is None:
+            expected = ("permanent", permanent) if permanent is not None else \
+                ("retryable", retryable or "error")
+            assert (kind, reason) == expected
+
+    @given(st.lists(st.sampled_from([
+        "0", "1", "9", "a", "F", "f", "g", "\u0661", "\uff11", "\u212a", "-", "T", "t", " ", ":",
+        ".", "Z", "\x1c", "\u00e9", "12345", "2024-01-02", "2024-01-02t1", "0123456789ab",
+        "DEADBEEFcafe"]),
+        max_size=12).map("".join))
+    def test_error_masking_matches_the_case_insensitive_pattern(self, text: str) -> None:
+        """Ids, long numbers and date-times of an error are masked as the case-insensitive
+        pattern masks them, whatever the digits and letters (Arabic-Indic and full-width
+        digits, the Kelvin sign)."""
+        from otel_loopguard._run_state import _MASK_RE
+
+        reference = re.compile(r"\b[0-9a-f]{12,}\b|\d{5,}|\d{4}-\d{2}-\d{2}[T ][\d:.]+\S*",
+                               re.IGNORECASE)
+        assert _MASK_RE.sub("#", text) == reference.sub("#", text)
+
     def test_every_phrase_names_a_word_it_contains(self) -> None:
         """A text without a phrase's word is never searched: each word is literal in its phrase."""
         from otel_loopguard.detectors.failure import _DECLINED, _PERMANENT, _RETRYABLE

@@ -12,7 +12,9 @@ from otel_loopguard.types import Action, Evidence
 __all__ = ["DECLINED", "FailureDetector", "MutatingFailureDetector", "classify_error",
            "refusal_with_words", "unchanged_words"]
 
-_CODE_RE: Final = re.compile(r"(?<![\d.])([45]\d\d)(?![\d.])")
+_CODE_RE: Final = re.compile(r"(?=[45])(?<![\d.])([45]\d\d)(?![\d.])")
+"""A number of three digits that may be an HTTP status; the first test fails fast on the other
+characters, where the look-behind alone was tried at every position."""
 _NOT_A_CODE_BEFORE: Final = re.compile(
     r"(?:\bport\s*[=:]?\s*|\bline\s+|(?:\b[\w-]+\.)+[\w-]+:)\Z", re.IGNORECASE)
 """What stands before a number that is no HTTP status: a port (``port=443``,
@@ -68,18 +70,21 @@ class _Phrases:
     three times slower with ``re.IGNORECASE``: classifying a failure of a few hundred characters
     took ~170 µs, a third of the engine's time per failing call on real coding-agent runs. For
     ASCII text, lower-casing it first and searching without the flag gives the same matches (the
-    case folding of ASCII is ``str.lower``), and a text with none of the phrases' words is not
-    searched at all. Other text takes the case-insensitive search, so Unicode case folding
-    (the Kelvin sign, the long s) is unchanged.
+    case folding of ASCII is ``str.lower``). Each phrase has a word every match of it contains:
+    a phrase whose word is not in the text cannot match, so only the phrases whose words are
+    there are searched, in their order (``_present``), and a text with none is not searched at
+    all. Other text takes the case-insensitive search, so Unicode case folding (the Kelvin
+    sign, the long s) is unchanged.
     """
 
-    __slots__ = ("folded", "lowered", "words")
+    __slots__ = ("by_words", "folded", "phrases", "words")
 
     def __init__(self, phrases: tuple[tuple[str, str], ...]) -> None:
-        pattern = "|".join(phrase for phrase, _ in phrases)
-        self.folded = re.compile(pattern, re.IGNORECASE)
-        self.lowered = re.compile(pattern)
+        self.phrases = phrases
+        self.folded = re.compile("|".join(phrase for phrase, _ in phrases), re.IGNORECASE)
         self.words = tuple(dict.fromkeys(word for _, word in phrases))
+        self.by_words: dict[tuple[str, ...], re.Pattern[str]] = {}
+        """The words found in a text → the search of the phrases holding them (bounded)."""
 
     def search(self, text: str, lowered: str | None) -> str | None:
         """Return the first phrase found in ``text``, lower-cased, or None.
@@ -89,11 +94,31 @@ class _Phrases:
         if lowered is None:
             hit = self.folded.search(text)
             return None if hit is None else hit.group(0).lower()
-        for word in self.words:
-            if word in lowered:
-                hit = self.lowered.search(lowered)
-                return None if hit is None else hit.group(0)
-        return None
+        found = tuple(word for word in self.words if word in lowered)
+        if not found:
+            return None
+        hit = self._present(found).search(lowered)
+        return None if hit is None else hit.group(0)
+
+    def _present(self, words: tuple[str, ...]) -> re.Pattern[str]:
+        """Return the search of the phrases whose words are ``words``, in the phrases' order.
+
+        The leftmost match of an alternation is that of its first alternative matching there;
+        dropping alternatives that cannot match anywhere in the text leaves it the same. On
+        the failures of real coding-agent runs this halves the search
+        (``benchmarks/bench_failure.py``). A few dozen word sets occur; the memo is bounded.
+        """
+        pattern = self.by_words.get(words)
+        if pattern is None:
+            if len(self.by_words) >= _MAX_WORD_SETS:
+                self.by_words.clear()  # a race only compiles a pattern twice
+            present = frozenset(words)
+            pattern = self.by_words[words] = re.compile(
+                "|".join(phrase for phrase, word in self.phrases if word in present))
+        return pattern
+
+
+_MAX_WORD_SETS: Final = 256
 
 
 _DECLINED_PHRASES: Final = _Phrases(_DECLINED)
