@@ -168,6 +168,24 @@ def test_scrolling_on_without_the_pages_captured_counts_from_the_fifth() -> None
     assert by(run([same] * 3), "repeat") == {3: "warn"}
 
 
+def test_a_scroll_whose_result_only_says_it_scrolled_is_a_page_not_captured() -> None:
+    """browser-use's ``scroll`` answers "Scrolled down the page by one page" each time; the page
+    reaches the model in its next prompt. Four such scrolls through an article were a stagnant
+    result replanned at the 4th; now the pages count as not captured (``repeat`` warns from the
+    5th, never more). A scroll that says it could not move, the same three times, is still a
+    stagnant result, and so is a line of the page itself."""
+    scroll = call("scroll", {"down": True, "num_pages": 1.0},
+                  "🔍 Scrolled down the page by one page")
+    assert [d.code for d in run([scroll] * 4) if d.flagged] == []
+    assert by(run([scroll] * 6), "repeat") == {5: "warn", 6: "warn"}
+    assert by(run([scroll] * 6), "stagnation") == {}
+    stuck = call("scroll", {"down": True, "num_pages": 1.0},
+                 "Already at the bottom of the page, cannot scroll further")
+    assert by(run([stuck] * 3), "stagnation") == {3: "warn"}
+    line = call("scroll", {"down": True, "num_pages": 1.0}, "- heading 'Day 3'")
+    assert by(run([line] * 3), "stagnation") == {3: "warn"}
+
+
 def test_the_same_action_on_the_same_page_is_a_loop() -> None:
     """A click that leaves the page as it was, back to back: warn at the third."""
     click = call("click", {"bid": "a51"}, "- button 'Order now' [disabled]")

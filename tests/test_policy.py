@@ -234,15 +234,18 @@ class TestEngineEscalation:
         assert {e.detector for e in decisions[-1].evidence} == {"reread", "stagnation"}
         assert decisions[-1].action is Action.WARN and not decisions[-1].escalated
 
-    def test_a_scroll_acknowledged_alike_three_times_is_a_warn(self) -> None:
+    def test_a_scroll_acknowledged_alike_is_a_page_not_captured(self) -> None:
         """browser-use answers every scroll with the same line ("Scrolled down the page by 2.0
-        pages"): paging down a long page three times warns (the result did not change), and is
-        not told to replan because the same three calls were also a change back to back."""
+        pages"), which holds no page: paging down a long page three times is quiet, and the same
+        scroll from the fifth on only warns (``repeat``, as for pages not captured), never
+        escalated by a stagnation the line cannot show."""
         scroll = {"tool": "scroll", "arguments": {"down": True, "num_pages": 2.0},
                   "result": "Scrolled down the page by 2.0 pages", "has_result": True}
-        last = _calls(LoopEngine(), [scroll] * 3)[-1]
-        assert {e.detector for e in last.evidence} == {"repeat", "stagnation"}
-        assert last.action is Action.WARN and not last.escalated
+        decisions = _calls(LoopEngine(), [scroll] * 6)
+        assert [d.action for d in decisions[:4]] == [Action.CONTINUE] * 4
+        for last in decisions[4:]:
+            assert {e.detector for e in last.evidence} == {"repeat"}
+            assert last.action is Action.WARN and not last.escalated
 
     def test_retryable_failure_ladder_without_results(self) -> None:
         """A 429 five times without captured results follows the failure ladder: warn 3, stop 5."""

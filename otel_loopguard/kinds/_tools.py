@@ -9,6 +9,7 @@ whose arguments an export dropped, which equals no other call.
 from __future__ import annotations
 
 import fnmatch
+import re
 from typing import Any, Final
 
 from otel_loopguard.config import LoopGuardConfig
@@ -24,7 +25,7 @@ from otel_loopguard.kinds._target import call_target
 from otel_loopguard.signature import ResultInfo
 
 __all__ = ["NO_ARGUMENTS", "PER_CALL", "QUERY_KEYS", "ToolKinds", "arguments_known",
-           "is_browser_action", "is_page_turn"]
+           "is_browser_action", "is_page_turn", "turn_acknowledged"]
 
 _TARGET_KEYS: Final = frozenset({
     "path", "file", "file_path", "filepath", "filename", "target_file", "target",
@@ -185,6 +186,34 @@ def is_page_turn(tool: str) -> bool:
             name = name.split("_", 1)[1]
         found = _remember(_page_turns, tool, name.removesuffix("_action") in _PAGE_TURNS)
     return found
+
+
+_MAX_ACKNOWLEDGEMENT_CHARS: Final = 120
+_MOVED_RE: Final = re.compile(r"\bscroll(?:ed|ing)?\b|\bpaged?[ _](?:down|up)\b")
+"""Words of a page turn's result that name the turn itself (``Scrolled down the page``)."""
+_NOT_MOVED_RE: Final = re.compile(
+    r"\b(?:no|not|nothing|more|end|bottom|top|already|cannot|can't|unable|fail\w*|error)\b")
+"""Words of a page turn's result that say where the page stands, not only that it moved:
+``Already at the bottom of the page``, ``No more content``, ``Cannot scroll further``."""
+
+
+def turn_acknowledged(tool: str, result: Any) -> bool:
+    """Whether ``result`` of a call of ``tool`` only says that a page turn was done.
+
+    browser-use's ``scroll`` answers ``🔍 Scrolled down the page by one page`` every time; the
+    page it shows next reaches the model in its next prompt, not in the result. Such a result
+    (one short line that names the turn, ``_MOVED_RE``) is the page not captured
+    (``is_page_turn``): the same line again says nothing of the page, so it is no stagnation,
+    and identical turns count as turns whose pages are unknown. A line of the page itself
+    (``- heading 'Day 3'``) is a result, and so is a turn that could not move and says so
+    (``_NOT_MOVED_RE``): the same "already at the bottom" again is the page read again.
+    """
+    if type(result) is not str or len(result) > 2 * _MAX_ACKNOWLEDGEMENT_CHARS \
+            or not is_page_turn(tool):
+        return False
+    text = result.strip().lower()
+    return len(text) <= _MAX_ACKNOWLEDGEMENT_CHARS and "\n" not in text \
+        and _MOVED_RE.search(text) is not None and _NOT_MOVED_RE.search(text) is None
 
 
 def _remember(names: dict[str, bool], tool: str, found: bool) -> bool:
