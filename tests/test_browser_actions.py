@@ -184,6 +184,10 @@ def test_a_scroll_whose_result_only_says_it_scrolled_is_a_page_not_captured() ->
     assert by(run([stuck] * 3), "stagnation") == {3: "warn"}
     line = call("scroll", {"down": True, "num_pages": 1.0}, "- heading 'Day 3'")
     assert by(run([line] * 3), "stagnation") == {3: "warn"}
+    # browser-use 0.1's scroll_down {} reads the page: three such turns were a stagnant result
+    # and a re-read; its page not captured, it is not counted, as other page turns are not
+    down = call("scroll_down", {}, "🔍  Scrolled down the page by one page")
+    assert [d.code for d in run([down] * 6) if d.flagged] == []
 
 
 def test_the_same_action_on_the_same_page_is_a_loop() -> None:
