@@ -416,6 +416,21 @@ class TestOneTurnIsOneAttempt:
         calls = [self._edit(0, turn=1)] * 4
         assert by(run(calls), "mutating_failure") == {3: "warn", 4: "stop"}
 
+    def test_a_call_failing_again_beside_another_is_still_its_own_retry(self) -> None:
+        """Toolathlon: ``list_courses(term="Intro")`` fails with a 500 in two turns, then again
+        in a turn beside another term failing alike. That third one is a retry of its own
+        failure, not another call of the reply: warn at 3, as in turns of its own (it was
+        passed over as a sibling). Arguments not captured, calls are not known to be the same:
+        the tool's third failing turn warns, and the call beside it is of that turn."""
+        def listing(term: str, turn: int, captured: bool = True) -> dict[str, Any]:
+            return call("list_courses", {"term": term} if captured else None,
+                        error="Canvas API Error (500): An error occurred", turn=turn)
+
+        calls = [listing("Intro", 1), listing("Intro", 2), listing("AI", 3), listing("Intro", 3)]
+        assert by(run(calls), "failure") == {4: "warn"}
+        unknown = [listing("Intro", n, captured=False) for n in (1, 2, 3, 3)]
+        assert by(run(unknown), "failure") == {3: "warn"}
+
     def test_without_turns_overlapping_calls_are_one_batch(self) -> None:
         """No model turns known: calls that overlap in time (started before the others ended)
         are one batch; calls one after another are attempts."""

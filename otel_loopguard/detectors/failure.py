@@ -335,14 +335,18 @@ class FailureDetector(DetectorBase):
         failures.last[key] = (step.index, step.turns, step.call_sig)
         if len(failures.last) > 256:
             del failures.last[next(iter(failures.last))]
-        if last is not None and _sibling(last, step):
-            return None  # issued with that failure, before it was seen: no retry of it
+        call_error = step.call_key + "\x00" + key
+        if last is not None and _sibling(last, step) and not (
+                step.arguments_captured and call_error in failures.by_call):
+            # issued with that failure, before it was seen: no retry of it, unless this very
+            # call failed so before (a retry of its own failure shares a turn with another)
+            return None
         count, occ = failures.by_error.get(key) or (0, [])
         occ = [*occ[-9:], (step.index, step.span_id)]  # a new list: forks share the old one
         failures.by_error[key] = (count + 1, occ)
         if len(failures.by_error) > 256:
             del failures.by_error[next(iter(failures.by_error))]
-        same_call = _bump(failures.by_call, step.call_key + "\x00" + key)
+        same_call = _bump(failures.by_call, call_error)
         same_target = 0 if step.target is None else _bump(failures.by_target,
                                                            step.target + "\x00" + key)
         if not step.arguments_captured and step.error_class == "permanent":
