@@ -341,12 +341,12 @@ class LoopEngine(Prechecks, Turns, Callbacks):
         kind = self._kinds.get(tool)
         if kind is None or kind is PER_CALL or (info.in_progress and kind == "default"):
             kind = self._tool_kinds.kind(tool, info, call.arguments)
-        if kind == "mutating" and error is None and has_result \
-                and unchanged_words(result) is not None:  # an edit that changed nothing failed
-            error, error_class, reason = record_unchanged(run, result)
-        if has_result and error is None and type(result) is str \
-                and len(result) <= ACKNOWLEDGEMENT_CHARS and turn_acknowledged(tool, result):
-            has_result, info = False, _NO_RESULT  # a scroll's "Scrolled down": no page
+        if has_result and kind != "default" and error is None:
+            if kind == "mutating" and unchanged_words(result) is not None:
+                error, error_class, reason = record_unchanged(run, result)  # it changed nothing
+            elif type(result) is str and len(result) <= ACKNOWLEDGEMENT_CHARS \
+                    and turn_acknowledged(tool, result):  # a scroll's "Scrolled down": no page
+                has_result, info = False, _NO_RESULT
         # a call not captured whole equals no other; a failed one keeps its identity, since the
         # failure ladders (and precheck's prediction of them) key on the call and its target
         # (most calls: a dict of arguments naming no query key, of a call that changes nothing,
