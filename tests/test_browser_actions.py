@@ -142,12 +142,14 @@ def test_paging_down_a_document_and_stuck_at_its_bottom() -> None:
     assert by(run([*parts, bottom, bottom, bottom]), "stagnation") == {8: "warn"}
 
 
-@pytest.mark.parametrize("tool", ["page_down", "next_page_action", "load_more"])
+@pytest.mark.parametrize("tool", ["page_down", "next_page_action", "load_more",
+                                  "playwright_with_chunk-browser_snapshot_navigate_to_next_span"])
 def test_paging_on_without_its_parts_captured_is_no_repeat(tool: str) -> None:
     """A page turn that takes no argument (TapeAgents' ``next_page_action {}`` ten times through
-    a Wikipedia article, Magentic-One's ``page_down``), its parts not captured: each call may
-    show another part, so ``repeat`` does not count it (it replanned at the 5th). Any other
-    call without arguments or results still does (F3)."""
+    a Wikipedia article, Magentic-One's ``page_down``, Toolathlon's span pager of a chunked page
+    snapshot, its server's name joined with ``-``), its parts not captured: each call may show
+    another part, so ``repeat`` does not count it (it replanned at the 5th). Any other call
+    without arguments or results still does (F3)."""
     assert by(run([call(tool, {})] * 10), "repeat") == {}
     assert by(run([call("get_page_text", {})] * 5), "repeat") == {
         3: "warn", 4: "warn", 5: "replan"}

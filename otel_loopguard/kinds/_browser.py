@@ -50,7 +50,9 @@ screenshot between two clicks is a look at a changed screen, the same screenshot
 with nothing done between is still a repeat, and the same screen after it is still stagnant."""
 _PAGE_TURNS: Final = frozenset({
     "scroll", "scroll_up", "scroll_down", "scroll_page", "page_up", "page_down", "next_page",
-    "previous_page", "prev_page", "load_more"})
+    "previous_page", "prev_page", "load_more", "snapshot_navigate_to_next_span",
+    "snapshot_navigate_to_prev_span", "snapshot_navigate_to_previous_span"})
 """Calls that move through what the agent looks at (a page, a document, a list) by the tool's
 own position, not by an argument: Magentic-One's ``page_down``, TapeAgents'
-``next_page_action`` (``is_page_turn``)."""
+``next_page_action``, the chunked-snapshot Playwright MCP server's
+``browser_snapshot_navigate_to_next_span`` (``is_page_turn``)."""

@@ -176,12 +176,14 @@ def is_browser_action(tool: str) -> bool:
 def is_page_turn(tool: str) -> bool:
     """Whether ``tool`` moves through a page or a list by its own position (``_PAGE_TURNS``).
 
-    Its base name (``tool_base_name``) without a browser prefix (``browser_scroll``) or an
-    ``_action`` suffix (TapeAgents' ``next_page_action``).
+    Its base name (``tool_base_name``) after a server's name joined with ``-`` (Toolathlon's MCP
+    client names ``playwright_with_chunk-browser_snapshot_navigate_to_next_span``), without a
+    browser prefix (``browser_scroll``) or an ``_action`` suffix (TapeAgents'
+    ``next_page_action``).
     """
     found = _page_turns.get(tool)
     if found is None:
-        name = tool_base_name(tool)
+        name = tool_base_name(tool).rsplit("-", 1)[-1]
         if name.startswith(_BROWSER_PREFIXES):
             name = name.split("_", 1)[1]
         found = _remember(_page_turns, tool, name.removesuffix("_action") in _PAGE_TURNS)
