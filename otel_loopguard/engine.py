@@ -39,7 +39,6 @@ from otel_loopguard.detectors.failure import unchanged_words
 from otel_loopguard.detectors.idle import IdleTurnsDetector
 from otel_loopguard.detectors.repetition import StagnationDetector
 from otel_loopguard.kinds._tools import (
-    ACKNOWLEDGEMENT_CHARS,
     NO_ARGUMENTS,
     PER_CALL,
     QUERY_KEYS,
@@ -344,8 +343,7 @@ class LoopEngine(Prechecks, Turns, Callbacks):
         if has_result and kind != "default" and error is None:
             if kind == "mutating" and unchanged_words(result) is not None:
                 error, error_class, reason = record_unchanged(run, result)  # it changed nothing
-            elif type(result) is str and len(result) <= ACKNOWLEDGEMENT_CHARS \
-                    and turn_acknowledged(tool, result):  # a scroll's "Scrolled down": no page
+            elif turn_acknowledged(tool, result):  # a scroll's "Scrolled down": no page
                 has_result, info = False, _NO_RESULT
         # a call not captured whole equals no other; a failed one keeps its identity, since the
         # failure ladders (and precheck's prediction of them) key on the call and its target

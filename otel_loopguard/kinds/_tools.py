@@ -24,8 +24,8 @@ from otel_loopguard.kinds._browser import (
 from otel_loopguard.kinds._target import call_target
 from otel_loopguard.signature import ResultInfo
 
-__all__ = ["ACKNOWLEDGEMENT_CHARS", "NO_ARGUMENTS", "PER_CALL", "QUERY_KEYS", "ToolKinds",
-           "arguments_known", "is_browser_action", "is_page_turn", "turn_acknowledged"]
+__all__ = ["NO_ARGUMENTS", "PER_CALL", "QUERY_KEYS", "ToolKinds", "arguments_known",
+           "is_browser_action", "is_page_turn", "turn_acknowledged"]
 
 _TARGET_KEYS: Final = frozenset({
     "path", "file", "file_path", "filepath", "filename", "target_file", "target",
@@ -191,8 +191,7 @@ def is_page_turn(tool: str) -> bool:
 
 
 _MAX_ACKNOWLEDGEMENT_CHARS: Final = 120
-ACKNOWLEDGEMENT_CHARS: Final = 2 * _MAX_ACKNOWLEDGEMENT_CHARS
-"""Results longer than this are no acknowledgement (``turn_acknowledged``), spaces and all."""
+"""An acknowledgement's length at most, spaces around it aside (``turn_acknowledged``)."""
 _MOVED_RE: Final = re.compile(r"\bscroll(?:ed|ing)?\b|\bpaged?[ _](?:down|up)\b")
 """Words of a page turn's result that name the turn itself (``Scrolled down the page``)."""
 _NOT_MOVED_RE: Final = re.compile(
@@ -212,7 +211,8 @@ def turn_acknowledged(tool: str, result: Any) -> bool:
     (``- heading 'Day 3'``) is a result, and so is a turn that could not move and says so
     (``_NOT_MOVED_RE``): the same "already at the bottom" again is the page read again.
     """
-    if type(result) is not str or len(result) > ACKNOWLEDGEMENT_CHARS or not is_page_turn(tool):
+    if type(result) is not str or len(result) > 2 * _MAX_ACKNOWLEDGEMENT_CHARS \
+            or not is_page_turn(tool):  # the bound spares a long result its strip
         return False
     text = result.strip().lower()
     return len(text) <= _MAX_ACKNOWLEDGEMENT_CHARS and "\n" not in text \
