@@ -357,6 +357,23 @@ def test_arguments_text_is_read_as_loads_then_the_walk(accel: ModuleType) -> Non
         accel.canonical_args('{"a": 1}', 4096, refuse)
 
 
+def test_arguments_with_a_narration_key_are_left_to_python(accel: ModuleType) -> None:
+    """sign_call leaves a dict of two keys or more holding a key of ``NARRATION_KEYS`` (and no
+    other) to Python, which drops the narration: the C list is the Python one."""
+    import orjson
+
+    from otel_loopguard.signature._form import _xxh3_hex
+
+    def sign(arguments: dict[str, object]) -> object:
+        return accel.sign_call("t", json.dumps(arguments), 4096, orjson.loads, _xxh3_hex)
+
+    for key in args_module.NARRATION_KEYS:
+        assert sign({key: "why", "action": "click"}) is None, key
+        assert sign({key: "why"}) is not None, key  # alone: nothing to drop
+    for key in ("thinking", "steps", "Thought", "reason", "explain", "stepper", "thought_"):
+        assert sign({key: "why", "action": "click"}) is not None, key
+
+
 def test_deep_nesting_and_lone_surrogates_are_left_to_python(accel: ModuleType) -> None:
     assert accel.canonical_json({"a": "x \ud800"}, None, None, 4096, False) is None
     text = "x \ud800 took 12 ms"

@@ -192,6 +192,39 @@ def test_a_scroll_whose_result_only_says_it_scrolled_is_a_page_not_captured() ->
     assert [d.code for d in run([down] * 6) if d.flagged] == []
 
 
+def test_a_computer_use_actions_line_of_text_is_the_screen_not_captured() -> None:
+    """Anthropic's computer-use demo answers each action with one line beside its screenshot
+    (``Key combination 'Page_Down' pressed.``); the screen is in the image. An agent paging
+    through a site, typing the address again between, was warned a stagnant result at the
+    third Page_Down: the same line is no sign of the same screen. The same click at one place,
+    back to back, is still a repeated change (warn at the third, replan at the fifth), and a
+    line that is no acknowledgement of a page tool is still a result."""
+    def act(action: str, result: str, **more: Any) -> dict[str, Any]:
+        return call("computer", {"action": action, **more}, result)
+
+    shot = call("computer", {"action": "screenshot"})  # an image: not captured
+    page_down = act("key", "Key combination 'Page_Down' pressed.", text="Page_Down")
+    address = [act("mouse_move", "Mouse moved successfully to X=320, Y=50", coordinate=[320, 50]),
+               act("left_click", "Left click performed."),
+               act("type", "Typed text: https://example.org/dws/", text="https://example.org/dws/"),
+               act("key", "Key combination 'Return' pressed.", text="Return"), shot]
+    calls = [*address, page_down, shot, *address, page_down, shot, page_down, shot]
+    assert [(d.call_index, d.code) for d in run(calls) if d.flagged] == []
+    click = act("left_click", "Left click performed.", coordinate=[795, 226])
+    assert by(run([click] * 5), "repeat") == {3: "warn", 4: "warn", 5: "replan"}
+
+
+def test_the_same_click_with_its_narration_reworded_is_a_repeat() -> None:
+    """Agent TARS clicked one search button twelve times, its ``thought`` and ``step`` reworded
+    each time, no page captured: each click looked like another call and nothing fired. The
+    narration is no part of the call: the third click warns."""
+    calls = [call("browser_vision_control", {
+        "thought": f"the page did not respond ({n}), click the SEARCH button again",
+        "step": f"click SEARCH, try {n}", "action": "click(point='<point>795 226</point>')"})
+        for n in range(5)]
+    assert by(run(calls), "repeat") == {3: "warn", 4: "warn", 5: "replan"}
+
+
 def test_the_same_action_on_the_same_page_is_a_loop() -> None:
     """A click that leaves the page as it was, back to back: warn at the third."""
     click = call("click", {"bid": "a51"}, "- button 'Order now' [disabled]")

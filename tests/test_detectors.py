@@ -599,12 +599,26 @@ class TestFailureDetector:
         ("version 4.0.1 failed", "retryable", "error"),
         ('ERROR: syntax error at or near "all"', "permanent", "syntax error"),
         ("SyntaxError: unterminated string literal", "permanent", "syntaxerror"),
+        ("CRITICAL ERROR: Missing required 'content' field in request body", "permanent",
+         "missing required"),
+        ("body: Field required", "permanent", "field required"),
     ], ids=["401", "403", "404", "408", "429", "502", "eacces", "validation", "unknown-tool",
             "rate-limit", "timed-out", "temporarily", "unclassified", "agents-sdk-result",
-            "agents-sdk-status", "dotted-number", "sql-syntax", "python-syntax"])
+            "agents-sdk-status", "dotted-number", "sql-syntax", "python-syntax",
+            "missing-required", "field-required"])
     def test_classification(self, text: str, kind: str, reason: str) -> None:
         """Codes win, then permanent phrases, then retryable ones; the rest is retryable."""
         assert classify_error(text) == (kind, reason)
+
+    def test_a_missing_required_field_resubmitted_is_a_permanent_failure(self) -> None:
+        """An MCP action rejected four times for a body without its required field, arguments
+        not captured: it was an unclassified error on the lenient any-target ladder (no warning
+        before the fifth). It is a validation error: the same request lacks the field again."""
+        error = "CRITICAL ERROR: Missing required 'content' field in request body"
+        blind = _call("execute_action", None, error=error)
+        assert _by(_run([blind] * 4), "failure") == {3: "warn", 4: "stop"}
+        seen = _call("execute_action", {"action_name": "create_or_update_file"}, error=error)
+        assert _by(_run([seen] * 2), "failure") == {2: "stop"}
 
     @given(st.lists(st.sampled_from([
         "Unauthorised", "AUTH", "Permission_Denied", "EACCES", "not found", "No such FILE",

@@ -119,6 +119,26 @@ class TestToolSignature:
         assert tool_signature("t", {"v": normal}) == tool_signature(
             "t", {"v": _respace(value, pad)})
 
+    def test_narration_beside_an_action_is_no_part_of_the_call(self) -> None:
+        """Agent TARS sends ``thought`` and ``step`` with every action, reworded each time: the
+        same click with other words is the same call, as a JSON text and as a dict. Narration
+        alone (a ``think`` tool), or beside numbers only (sequential thinking), is the call."""
+        def click(thought: str, step: str) -> dict[str, Any]:
+            return {"thought": thought, "step": step, "action": "click(point='795 226')"}
+
+        first = tool_signature("browser_vision_control", click("search for 90028", "click it"))
+        again = tool_signature("browser_vision_control",
+                               json.dumps(click("the page did not respond", "click again")))
+        assert first == again
+        assert first != tool_signature("browser_vision_control",
+                                       {"thought": "x", "action": "click(point='10 20')"})
+        assert tool_signature("think", {"thought": "a"}) != tool_signature(
+            "think", {"thought": "b"})
+        assert tool_signature("sequentialthinking", {"thought": "a", "thoughtNumber": 2}) != \
+            tool_signature("sequentialthinking", {"thought": "b", "thoughtNumber": 2})
+        assert tool_signature("paginate", {"step": 2, "q": "x"}) != tool_signature(
+            "paginate", {"step": 3, "q": "x"})
+
     @given(st.dictionaries(_KEYS, JSONISH, max_size=6))
     def test_json_string_signs_like_the_dict(self, arguments: dict[str, Any]) -> None:
         """Arguments given as a JSON string sign the same as the equivalent dict."""

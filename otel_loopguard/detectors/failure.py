@@ -49,6 +49,8 @@ _PERMANENT: Final = (
     ("syntax[ _]?error", "syntax"), ("could[ _]?not[ _]?find", "find"),
     (r"\bno[ _]?(?:exact[ _]?)?match", "match"),
     ("already being edited", "edited"),
+    (r"missing[ _-]?required|required[ _](?:field|parameter|argument|property)"
+     r"|(?:field|parameter|argument|property)s? (?:is |are )?required", "required"),
     (r"api[ _-]?key (?:is )?(?:required|missing|not (?:set|provided|configured))"
      r"|(?:missing|no) api[ _-]?key", "api"))
 """Phrases of permanent errors, in order of precedence, each with a word every match contains."""

@@ -201,7 +201,7 @@ _NOT_MOVED_RE: Final = re.compile(
 
 
 def turn_acknowledged(tool: str, result: Any) -> bool:
-    """Whether ``result`` of a call of ``tool`` only says that a page turn was done.
+    """Whether ``result`` of a call of ``tool`` only says that a page turn or an action was done.
 
     browser-use's ``scroll`` answers ``🔍 Scrolled down the page by one page`` every time; the
     page it shows next reaches the model in its next prompt, not in the result. Such a result
@@ -210,13 +210,41 @@ def turn_acknowledged(tool: str, result: Any) -> bool:
     and identical turns count as turns whose pages are unknown. A line of the page itself
     (``- heading 'Day 3'``) is a result, and so is a turn that could not move and says so
     (``_NOT_MOVED_RE``): the same "already at the bottom" again is the page read again.
+
+    A computer-use tool (``_SCREEN_TOOLS``) shows the screen as an image; the one short line
+    of text beside it (``Key combination 'Page_Down' pressed.``, ``Left click performed.``)
+    only names the action, so it is the screen not captured, whatever the action.
     """
-    if type(result) is not str or len(result) > 2 * _MAX_ACKNOWLEDGEMENT_CHARS \
-            or not is_page_turn(tool):  # the bound spares a long result its strip
+    if type(result) is not str or len(result) > 2 * _MAX_ACKNOWLEDGEMENT_CHARS:
+        return False  # the bound spares a long result its strip
+    acknowledges = _acknowledging.get(tool)
+    if acknowledges is None:
+        acknowledges = _acknowledges(tool)
+    if not acknowledges:
         return False
-    text = result.strip().lower()
-    return len(text) <= _MAX_ACKNOWLEDGEMENT_CHARS and "\n" not in text \
-        and _MOVED_RE.search(text) is not None and _NOT_MOVED_RE.search(text) is None
+    text = result.strip()
+    if len(text) > _MAX_ACKNOWLEDGEMENT_CHARS or "\n" in text:
+        return False
+    if acknowledges == _SCREEN:
+        return True
+    text = text.lower()
+    return _MOVED_RE.search(text) is not None and _NOT_MOVED_RE.search(text) is None
+
+
+_PAGE: Final = 1
+_SCREEN: Final = 2
+_acknowledging: dict[str, int] = {}
+"""Tool name → ``_PAGE`` (a page turn), ``_SCREEN`` (a computer-use tool) or 0, for the first
+tools (``turn_acknowledged``)."""
+
+
+def _acknowledges(tool: str) -> int:
+    """What a short line from ``tool`` may acknowledge: a page turn, any action on a screen."""
+    found = _PAGE if is_page_turn(tool) else _SCREEN if tool_base_name(tool) in _SCREEN_TOOLS \
+        else 0
+    if len(_acknowledging) < _MAX_BROWSER_NAMES and len(tool) <= _MAX_CACHED_CHARS:
+        _acknowledging[tool] = found
+    return found
 
 
 def _remember(names: dict[str, bool], tool: str, found: bool) -> bool:

@@ -1250,6 +1250,32 @@ static PyObject *canonical_args(PyObject *module, PyObject *const *args, Py_ssiz
  * digest of the tool's name, a NUL and the text's canonical text), the same digest as hashing
  * the UTF-8 of tool + "\0" + canonical_args(text)[1]; None where the Python path must sign it
  * (a tool that is not a str, and what canonical_args leaves to it). */
+/* Whether a dict of arguments of two keys or more has a key of _args.NARRATION_KEYS (the same
+ * list: tests/test_accel.py checks it). Such arguments are signed in Python, which drops the
+ * narration beside an action (without_narration); the rest, most, cost this one pass over
+ * the keys' lengths. */
+static int narrates(PyObject *dict) {
+    if (PyDict_GET_SIZE(dict) < 2) return 0;
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(key) || !PyUnicode_IS_ASCII(key)) continue;
+        const char *s = (const char *)PyUnicode_DATA(key);
+        switch (PyUnicode_GET_LENGTH(key)) {
+        case 4: if (memcmp(s, "step", 4) == 0) return 1; break;
+        case 7: if (memcmp(s, "thought", 7) == 0) return 1; break;
+        case 8: if (memcmp(s, "thoughts", 8) == 0) return 1; break;
+        case 9:
+            if (memcmp(s, "reasoning", 9) == 0 || memcmp(s, "rationale", 9) == 0) return 1;
+            break;
+        case 11: if (memcmp(s, "explanation", 11) == 0) return 1; break;
+        case 13: if (memcmp(s, "justification", 13) == 0) return 1; break;
+        default: break;
+        }
+    }
+    return 0;
+}
+
 static PyObject *sign_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (nargs != 5) {
@@ -1279,6 +1305,11 @@ static PyObject *sign_call(PyObject *module, PyObject *const *args, Py_ssize_t n
     if (parsed == NULL || parsed == Py_None) {
         buf_free(&b);
         return parsed;
+    }
+    if (narrates(parsed)) {
+        Py_DECREF(parsed);
+        buf_free(&b);
+        Py_RETURN_NONE;
     }
     Py_ssize_t start = name_len + 1;
     PyObject *check = w.wide ? PyUnicode_DecodeUTF8(b.data + start, b.len - start, "strict")

@@ -106,23 +106,62 @@ def call_signature(tool: str, arguments: Any, max_value_chars: int) -> tuple[Any
     The signature is the digest of the tool's name, a NUL and ``canonical_args``'s text
     (``"\x00unsignable:<error>"`` for arguments it cannot sign); the canonical arguments are
     None for those. The text of a JSON object is parsed, written and hashed in one C call when
-    the accelerator is built (``_SIGN_CALL``).
+    the accelerator is built (``_SIGN_CALL``). Narration (``without_narration``) is no part of
+    either.
     """
     try:
         if _SIGN_CALL is not None and type(tool) is str:
             signed = _SIGN_CALL(tool, arguments, max_value_chars, _LOADS, _xxh3_hex)
-            if signed is not None:
+            if signed is not None:  # no narration key: its C reading leaves those to Python
                 return signed
             args, canonical = _args_in_python(arguments, max_value_chars)  # as _ARGS's None
         else:
             args, canonical = canonical_args(arguments, max_value_chars=max_value_chars)
     except (ValueError, TypeError, RecursionError) as exc:  # pathological values still sign
         args, canonical = None, "\x00unsignable:" + type(exc).__name__
-    return args, digest(tool + "\x00" + canonical)
+    signed = args, digest(tool + "\x00" + canonical)
+    if type(args) is dict and len(args) > 1 and not NARRATION_KEYS.isdisjoint(args):
+        return _narrated(tool, signed, max_value_chars)
+    return signed
+
+
+NARRATION_KEYS: Final = frozenset({"thought", "thoughts", "reasoning", "rationale",
+                                   "explanation", "justification", "step"})
+"""Argument keys in which a model narrates why it acts (Agent TARS's and UI-TARS's
+``{"thought": .., "step": .., "action": "click(..)"}``): reworded on every call, they made the
+same click again look like another call (``without_narration``)."""
+
+
+def without_narration(args: dict[str, Any]) -> dict[str, Any]:
+    """Return ``args`` without the text of its ``NARRATION_KEYS``, when another key acts.
+
+    Acting: another key holds text (the action, a query, a path). Narration is kept where
+    nothing else says what the call does: a ``think`` tool's only ``thought``, or the sequential
+    thinking tool's ``thought`` beside its numbers. ``args`` itself when nothing is dropped.
+    """
+    acting = {key: value for key, value in args.items()
+              if key not in NARRATION_KEYS or type(value) is not str}
+    if len(acting) == len(args) or not any(type(value) is str for value in acting.values()):
+        return args
+    return acting
+
+
+def _narrated(tool: str, signed: tuple[dict[str, Any], str], max_value_chars: int,
+              ) -> tuple[dict[str, Any], str]:
+    """``call_signature`` of arguments holding a narration key: signed ``without_narration``."""
+    acting = without_narration(signed[0])
+    if acting is signed[0]:
+        return signed
+    try:
+        canonical = canonical_args(acting, max_value_chars=max_value_chars)[1]
+    except (ValueError, TypeError, RecursionError):  # signed once already: keep that
+        return signed
+    return acting, digest(tool + "\x00" + canonical)
 
 
 _SIGN_CALL: Final[Callable[[str, Any, int, Callable[[str], Any], Callable[[bytes], str]],
                            tuple[dict[str, Any], str] | None]
                   | None] = NATIVE.sign_call if NATIVE is not None else None
 """``call_signature`` of the text of a JSON object in C (``_accel.c``): ``_ARGS`` and the digest
-in one call; None where ``canonical_args`` must sign it."""
+in one call; None where ``canonical_args`` must sign it, and for a dict of two keys or more
+holding one of ``NARRATION_KEYS``."""
