@@ -275,7 +275,7 @@ Setting ``failure_permanent_any_target_warn``. Default: ``5``. Allowed: an integ
 """
 
 LOOPGUARD_FAILURE_RETRYABLE_WARN: Final = "LOOPGUARD_FAILURE_RETRYABLE_WARN"
-"""Same retryable error, identical arguments: warn at this count.
+"""Same retryable error, identical arguments (or, not captured, the same error): warn at this count.
 
 Setting ``failure_retryable_warn``. Default: ``3``. Allowed: an integer >= 2.
 """

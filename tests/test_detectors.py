@@ -610,6 +610,33 @@ class TestFailureDetector:
         """Codes win, then permanent phrases, then retryable ones; the rest is retryable."""
         assert classify_error(text) == (kind, reason)
 
+    def test_made_up_arguments_rejected_alike_are_one_failure(self) -> None:
+        """smolagents' page_down sent a made-up keyword argument six times, another each time,
+        arguments not captured: each name made its own error, two of each, and nothing fired.
+        The names are masked: the tool's signature rejection warns at the third, stops at the
+        fourth. Another error of the tool is still another failure."""
+        rejected = [_call("page_down", None, error="TypeError: PageDownTool.forward() got an "
+                          f"unexpected keyword argument '{name}'")
+                    for name in ("page_down", "page_down", "arguments", "", "x", "y")]
+        assert _by(_run(rejected[:4]), "failure") == {3: "warn", 4: "stop"}
+        other = _call("page_down", None, error="TypeError: PageDownTool.forward() missing 1 "
+                      "required positional argument: 'n'")
+        assert _by(_run([rejected[0], other, rejected[2]]), "failure") == {}
+
+    def test_an_error_quoting_the_calls_own_values_is_the_same_call(self) -> None:
+        """tau-bench's book_reservation sent four times unchanged, each rejected "total price is
+        3195, but paid 1162", arguments not captured: an unclassified error, on the lenient
+        other-targets ladder (warn at 5). Two numbers of the call's own in the same text again
+        are the same call: warn at the third, never a stop. An error naming no such values
+        stays on that ladder (H24: each gift card "balance not enough")."""
+        echoed = _call("book_reservation", None, error="Error: payment amount does not add "
+                       "up, total price is 3195, but paid 1162")
+        assert _by(_run([echoed] * 5), "failure") == {3: "warn", 4: "warn", 5: "warn"}
+        plain = _call("pay", None, error="Error: not enough balance in the payment method")
+        assert _by(_run([plain] * 4), "failure") == {}
+        one = _call("get_order", None, error="Error: order 1042 could not be loaded now")
+        assert _by(_run([one] * 4), "failure") == {}  # one number: the order's
+
     def test_a_missing_required_field_resubmitted_is_a_permanent_failure(self) -> None:
         """An MCP action rejected four times for a body without its required field, arguments
         not captured: it was an unclassified error on the lenient any-target ladder (no warning

@@ -330,7 +330,7 @@ class FailureDetector(DetectorBase):
             if len(state) >= 256:
                 del state[next(iter(state))]
             failures = state[step.tool] = _ToolFailures()
-        key = (step.error_class or "") + ":" + _streak_error(step)
+        key = (step.error_class or "") + ":" + _unnamed_arguments(_streak_error(step))
         if step.error_reason in _UNTOLD or _timed_out(step.error_reason):
             key += ":" + step.result_sig  # "exit code 1": the output tells failures apart
         last = failures.last.get(key)
@@ -379,6 +379,10 @@ class FailureDetector(DetectorBase):
             # something of the call at all
             if _names_nothing(step.error):
                 return None
+            if _echoes_the_call(step.error):  # the same call again: warn at 3, never a stop
+                return self.evidence("REPEATED_FAILURE", ladder(
+                    same_call, cfg.threshold(tool, "failure_retryable_warn")), tool, same_call,
+                    details)
             details["ladder"] = "any_target"
             return self.evidence("REPEATED_FAILURE", ladder(
                 same_call, cfg.threshold(tool, "failure_permanent_any_target_warn")),
@@ -520,6 +524,37 @@ def _names_nothing(error: str | None) -> bool:
     longer error names something (a file it could not find, an element, the tool's message).
     """
     return not error or len(error.split(None, _FEW_WORDS)) <= _FEW_WORDS
+
+
+_ARGUMENT_NAMES_RE: Final = re.compile(
+    r"(unexpected keyword argument|required (?:positional |keyword-only )?arguments?:?"
+    r"|multiple values for (?:keyword )?argument) '[^']*'(?:,? (?:and )?'[^']*')*")
+"""Python's rejection of a call's signature, with the argument names it quotes."""
+
+
+def _unnamed_arguments(error: str) -> str:
+    """Return ``error`` with the argument names a signature rejection quotes masked.
+
+    ``PageDownTool.forward() got an unexpected keyword argument 'page_down'``, then ``'':''``,
+    then ``'arguments'``: an agent sending the tool other made-up arguments each time is
+    rejected the same way each time (whatever their content, the rubric's loop), and without
+    the arguments captured the names were all that told the failures apart.
+    """
+    return _ARGUMENT_NAMES_RE.sub(r"\1 '#'", error) if "argument" in error else error
+
+
+_ECHOED_VALUE_RE: Final = re.compile(r"(?<![\w.])\d{3,}(?:\.\d+)?(?![\w.])")
+"""A number of three digits or more, standing alone (no part of an id, a version, a path)."""
+
+
+def _echoes_the_call(error: str | None) -> bool:
+    """Whether an unclassified error quotes values of its own call: two numbers or more.
+
+    ``payment amount does not add up, total price is 326, but paid 163``: without the call's
+    arguments, the same text again is the same payment again, not the agent trying the user's
+    alternatives (``balance not enough``, ``user not found``, a 503 name no such values).
+    """
+    return error is not None and len(_ECHOED_VALUE_RE.findall(error)) >= 2
 
 
 def _streak_error(step: Step) -> str:
