@@ -535,7 +535,7 @@ _ARGUMENT_NAMES_RE: Final = re.compile(
 def _unnamed_arguments(error: str) -> str:
     """Return ``error`` with the argument names a signature rejection quotes masked.
 
-    ``PageDownTool.forward() got an unexpected keyword argument 'page_down'``, then ``'':''``,
+    ``PageDownTool.forward() got an unexpected keyword argument 'page_down'``, then ``''``,
     then ``'arguments'``: an agent sending the tool other made-up arguments each time is
     rejected the same way each time (whatever their content, the rubric's loop), and without
     the arguments captured the names were all that told the failures apart.

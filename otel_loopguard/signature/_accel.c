@@ -1246,10 +1246,6 @@ static PyObject *canonical_args(PyObject *module, PyObject *const *args, Py_ssiz
     return out;
 }
 
-/* _args.call_signature of a tool and a JSON object's text, in one call: (loads(text), the
- * digest of the tool's name, a NUL and the text's canonical text), the same digest as hashing
- * the UTF-8 of tool + "\0" + canonical_args(text)[1]; None where the Python path must sign it
- * (a tool that is not a str, and what canonical_args leaves to it). */
 /* Whether a dict of arguments of two keys or more has a key of _args.NARRATION_KEYS (the same
  * list: tests/test_accel.py checks it). Such arguments are signed in Python, which drops the
  * narration beside an action (without_narration); the rest, most, cost this one pass over
@@ -1276,6 +1272,10 @@ static int narrates(PyObject *dict) {
     return 0;
 }
 
+/* _args.call_signature of a tool and a JSON object's text, in one call: (loads(text), the
+ * digest of the tool's name, a NUL and the text's canonical text), the same digest as hashing
+ * the UTF-8 of tool + "\0" + canonical_args(text)[1]; None where the Python path must sign it
+ * (a tool that is not a str, what canonical_args leaves to it, and arguments that narrates). */
 static PyObject *sign_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (nargs != 5) {
