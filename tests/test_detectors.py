@@ -188,13 +188,15 @@ class TestStagnationDetector:
         """A thought returns nothing by what it is: with results off (arguments captured),
         reworded thoughts in a row stall all the same (a small model's tau-bench run, six
         thoughts then a transfer, was missed). Without the arguments, whether they were
-        reworded is not known: only the 8th in a row warns (small models thinking 28 times
-        before the step limit were missed); a captured result between them starts again."""
+        reworded is not known, but four thoughts in a row are deliberating all the same: the
+        4th warns. (It was the 8th: tau-bench ReAct runs of Qwen3-4B with four thoughts in a
+        row, waiting for a user who had not spoken, were missed.) A captured result between
+        them starts again."""
         unsaid = [_call("think", c["arguments"]) for c in self._thoughts(6)]
         assert _by(_run(unsaid), "stagnation") == {4: "warn", 5: "warn", 6: "warn"}
-        assert _by(_run([_call("think") for _ in range(7)]), "stagnation") == {}
-        assert _by(_run([_call("think") for _ in range(9)]), "stagnation") == {
-            8: "warn", 9: "warn"}
+        assert _by(_run([_call("think") for _ in range(3)]), "stagnation") == {}
+        assert _by(_run([_call("think") for _ in range(5)]), "stagnation") == {
+            4: "warn", 5: "warn"}
         lookup = _call("get_user_details", {"user_id": "u1"}, '{"name": "A"}')
         assert _by(_run([*unsaid[:3], lookup, *unsaid[3:]]), "stagnation") == {}
 
@@ -257,6 +259,24 @@ class TestRepeatDetector:
         assert _by(decisions, "repeat")[3] == "warn"
         assert set(_by(decisions, "repeat").values()) == {"warn", "replan"}
         assert max(d.action for d in decisions) is Action.REPLAN
+
+    def test_reads_going_round_warn_over_three_windows(self) -> None:
+        """SWE-agent-LM-32B viewed six ranges in turn, round and round, results not captured:
+        each view came back every sixth call, twice in any twelve, and nothing fired. A read
+        is counted over 36 calls too: its third round warns, never more. An edit between the
+        rounds restarts the count, and calls that are not reads (tests run in turn) are
+        counted in the last 12 only."""
+        views = [_call("str_replace_editor", {"command": "view", "path": "/w/q.py",
+                                              "view_range": [100 * i, 100 * i + 8]})
+                 for i in range(6)]
+        found = _by(_run(views * 5), "repeat")
+        assert min(found) == 13 and set(found.values()) == {"warn"}
+        edit = _call("str_replace_editor", {"command": "str_replace", "path": "/w/q.py",
+                                            "old_str": "a", "new_str": "b"})
+        assert _by(_run([*views, edit, *views, edit, *views]), "repeat") == {}
+        runs = [_call("bash", {"command": f"python -m pytest -q tests/test_{i}.py"})
+                for i in range(6)]
+        assert _by(_run(runs * 4), "repeat") == {}
 
     @pytest.mark.parametrize("result", ["", None, "no results"], ids=["empty", "null", "none"])
     def test_quiet_when_results_are_captured(self, result: Any) -> None:

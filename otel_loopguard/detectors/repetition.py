@@ -50,17 +50,16 @@ def think_key(result: str, version: int) -> str:
     return f"{result}@{version}"
 
 
-UNSEEN_THOUGHTS_WARN: Final = 8
-"""Thoughts in a row whose words were not captured either: warn (``STALLED_RESULT``)."""
-
-
+READ_ROUNDS: Final = 3
+"""Windows over which a read whose result is absent is counted too (``RepeatDetector``)."""
 def unsaid_thought(step: Step) -> bool:
     """Whether ``step`` is a thought whose (empty) result was not captured.
 
     A ``THINK_TOOLS`` call returns nothing by what it is: without results captured, thoughts
-    in a row still stall (``STALLED_RESULT``). Without its arguments, whether a thought was
-    reworded is not known: only ``UNSEEN_THOUGHTS_WARN`` of them in a row, nothing done or
-    said between, warn (an agent thinking two or three times before it acts is ordinary).
+    in a row still stall (``STALLED_RESULT``), at ``STALL_WARN`` as with their words: without
+    its arguments, whether a thought was reworded is not known, but four thoughts in a row,
+    nothing done or said between, are an agent deliberating instead of acting whatever their
+    words (an agent thinking two or three times before it acts is ordinary).
     """
     return not step.has_result and step.error is None and step.tool in THINK_TOOLS
 
@@ -190,8 +189,7 @@ class StagnationDetector(DetectorBase):
         count, mixed = stall[3] + 1, stall[2] or step.call_sig != stall[1]
         occ = (*stall[4][1 - _STALL_LISTED:], (step.index, step.span_id))
         state.stall = (stall[0], stall[1], mixed, count, occ)
-        if not mixed or count < (STALL_WARN if step.arguments_captured
-                                 or step.tool not in THINK_TOOLS else UNSEEN_THOUGHTS_WARN):
+        if not mixed or count < STALL_WARN:
             return None
         return self.evidence("STALLED_RESULT", Action.WARN, step.tool, count,
                              occurrence_details(occ, result=step.result_sig[:8]))
@@ -235,11 +233,13 @@ _MAX_RANGED: Final = 256
 
 
 class _RepeatState:
-    __slots__ = ("last", "ranged", "seen", "since", "streak", "window")
+    __slots__ = ("last", "ranged", "reads", "seen", "since", "streak", "window")
 
     def __init__(self, size: int) -> None:
         self.window = CountingWindow(size)
         """Recent calls with absent results; only those after ``since`` count."""
+        self.reads = CountingWindow(READ_ROUNDS * size)
+        """Recent reads with absent results, over ``READ_ROUNDS`` windows (``_read_round``)."""
         self.since = 0
         """The position of the latest restart: a restart is this number, not a new window."""
         self.seen: dict[str, None] = {}
@@ -281,6 +281,7 @@ class RepeatDetector(DetectorBase):
         """Return a copy holding what ``step`` reads: its call's count, its result's novelty."""
         other = _RepeatState(1)
         other.window = state.window.only(step.call_key)
+        other.reads = state.reads.only(step.call_key)
         if step.has_result and step.result_sig in state.seen:
             other.seen[step.result_sig] = None
         other.last, other.streak, other.since = state.last, state.streak, state.since
@@ -305,14 +306,33 @@ class RepeatDetector(DetectorBase):
         if step.has_result or step.error is not None or step.kind in ("exempt", "poll") \
                 or is_page_turn(step.tool):  # the next page, not captured: maybe another
             return None
+        rounds = state.reads.push(step.call_key, step.index, step.span_id) \
+            if step.kind == "read" else None
         occ = state.window.push(step.call_key, step.index, step.span_id)
-        if len(occ) < self._floor:
-            return None
         since = state.since
-        occ = [item for item in occ if item[0] > since]  # those since the latest restart
-        if len(occ) < self._floor:
+        if len(occ) >= self._floor:
+            occ = [item for item in occ if item[0] > since]  # those since the latest restart
+            if len(occ) >= self._floor:
+                return self._report(step, occ, window=self.config.window_size)
+        return None if rounds is None else self._read_round(state, step, rounds)
+
+    def _read_round(self, state: _RepeatState, step: Step,
+                    rounds: list[tuple[int, str]]) -> Evidence | None:
+        """A read that comes round again over a longer span, nothing changed: warn, never more.
+
+        SWE-agent-LM-32B viewed the same six ranges of three files in turn, forty times, results
+        not captured: each came back every sixth call, twice in any window of twelve, and no
+        count reached three. Reads are counted over ``READ_ROUNDS`` windows too (``rounds``:
+        this read's occurrences there), since the latest restart (a change, a new result): the
+        third time a read comes round warns.
+        """
+        occ = [item for item in rounds if item[0] > state.since]
+        warn = self.config.threshold(step.tool, "repeat_warn")
+        if warn is None or len(occ) < warn:
             return None
-        return self._report(step, occ, window=self.config.window_size)
+        return self.evidence("REPEATED_CALL", Action.WARN, step.tool, len(occ),
+                             occurrence_details(occ, call=step.call_sig[:8],
+                                                window=READ_ROUNDS * self.config.window_size))
 
     def _unranged(self, state: _RepeatState, step: Step) -> bool:
         """Whether a read may be another page than the same call before it.
