@@ -52,6 +52,8 @@ def think_key(result: str, version: int) -> str:
 
 READ_ROUNDS: Final = 3
 """Windows over which a read whose result is absent is counted too (``RepeatDetector``)."""
+
+
 def unsaid_thought(step: Step) -> bool:
     """Whether ``step`` is a thought whose (empty) result was not captured.
 
