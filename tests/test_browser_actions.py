@@ -197,8 +197,7 @@ def test_a_computer_use_actions_line_of_text_is_the_screen_not_captured() -> Non
     (``Key combination 'Page_Down' pressed.``); the screen is in the image. An agent paging
     through a site, typing the address again between, was warned a stagnant result at the
     third Page_Down: the same line is no sign of the same screen. The same click at one place,
-    back to back, is still a repeated change (warn at the third, replan at the fifth), and a
-    line that is no acknowledgement of a page tool is still a result."""
+    back to back, is still a repeated change (warn at the third, replan at the fifth)."""
     def act(action: str, result: str, **more: Any) -> dict[str, Any]:
         return call("computer", {"action": action, **more}, result)
 
