@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from otel_loopguard.config import LoopGuardConfig
 from otel_loopguard.kinds import CAMEL_HUMP, CallKindClassifier, name_words, tool_base_name
@@ -231,6 +231,7 @@ def turn_acknowledged(tool: str, result: Any) -> bool:
     return _MOVED_RE.search(text) is not None and _NOT_MOVED_RE.search(text) is None
 
 
+_Found = TypeVar("_Found", bool, int)
 _PAGE: Final = 1
 _SCREEN: Final = 2
 _acknowledging: dict[str, int] = {}
@@ -240,14 +241,11 @@ tools (``turn_acknowledged``)."""
 
 def _acknowledges(tool: str) -> int:
     """What a short line from ``tool`` may acknowledge: a page turn, any action on a screen."""
-    found = _PAGE if is_page_turn(tool) else _SCREEN if tool_base_name(tool) in _SCREEN_TOOLS \
-        else 0
-    if len(_acknowledging) < _MAX_BROWSER_NAMES and len(tool) <= _MAX_CACHED_CHARS:
-        _acknowledging[tool] = found
-    return found
+    return _remember(_acknowledging, tool, _PAGE if is_page_turn(tool)
+                     else _SCREEN if tool_base_name(tool) in _SCREEN_TOOLS else 0)
 
 
-def _remember(names: dict[str, bool], tool: str, found: bool) -> bool:
+def _remember(names: dict[str, _Found], tool: str, found: _Found) -> _Found:
     """Keep ``found`` for ``tool`` in ``names`` (the first tools, names of bounded length)."""
     if len(names) < _MAX_BROWSER_NAMES and len(tool) <= _MAX_CACHED_CHARS:
         names[tool] = found
